@@ -1,0 +1,54 @@
+// The private data-plane instance behind `sabre/kernels`: user data arrives in ordinary
+// (non-shared) Uint8Arrays, so it is copied into a scratch window of a small shared memory
+// of our own, a chunk at a time, and the kernel runs there. The device data path never comes
+// through here: it calls the kernels on bytes already in device memory.
+import { createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../dataplane/wasm.js';
+
+/** Scratch window size: large enough to amortise the call, small enough to stay in L2. */
+export const SCRATCH_BYTES = 256 * 1024;
+/** Room below the scratch window for fixed-size kernel state records (e.g. XXH3 streams). */
+export const STATE_BYTES = 64 * 1024;
+
+export interface KernelContext {
+  readonly kernels: Kernels;
+  readonly memory: WebAssembly.Memory;
+  /** Base of the state area (64-byte aligned); STATE_BYTES long. */
+  readonly stateBase: number;
+  /** Base of the scratch window (64-byte aligned); SCRATCH_BYTES long. */
+  readonly scratchBase: number;
+  /** A view of the whole memory; the memory never grows, so this view stays valid. */
+  readonly u8: Uint8Array;
+}
+
+async function create(): Promise<KernelContext> {
+  const probeMemory = createSharedMemory(2, 2);
+  const probe = await instantiateKernels(probeMemory);
+  const heapBase = Number(probe.heapBase());
+  const stateBase = Math.ceil(heapBase / 64) * 64;
+  const scratchBase = stateBase + STATE_BYTES;
+  const pages = Math.ceil((scratchBase + SCRATCH_BYTES) / PAGE);
+  const memory = createSharedMemory(pages, pages);
+  const kernels = await instantiateKernels(memory);
+  return { kernels, memory, stateBase, scratchBase, u8: new Uint8Array(memory.buffer) };
+}
+
+/** Created once per thread at module load (top-level await keeps the user API synchronous). */
+export const ctx: KernelContext = await create();
+
+/**
+ * Feed `data` through the scratch window in chunks: `step(ptr, len)` runs once per chunk with
+ * the chunk already copied to `ptr`. Zero-length input calls `step` once with len 0 so kernels
+ * see a well-defined empty input.
+ */
+export function forEachChunk(data: Uint8Array, step: (ptr: number, len: number) => void): void {
+  const { u8, scratchBase } = ctx;
+  if (data.length === 0) {
+    step(scratchBase, 0);
+    return;
+  }
+  for (let off = 0; off < data.length; off += SCRATCH_BYTES) {
+    const len = Math.min(SCRATCH_BYTES, data.length - off);
+    u8.set(data.subarray(off, off + len), scratchBase);
+    step(scratchBase, len);
+  }
+}

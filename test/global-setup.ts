@@ -1,0 +1,55 @@
+// Worker threads load compiled JavaScript from dist/ and every instance loads build/sabre.wasm,
+// so a test run must never see outputs older than their sources. `npm install` builds both;
+// this rebuilds whatever an edit made stale, so the edit-test loop stays one command.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+function newest(dir: string, ext: string): number {
+  if (!existsSync(dir)) return 0;
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) t = Math.max(t, newest(p, ext));
+    else if (p.endsWith(ext)) t = Math.max(t, statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+function mtime(p: string): number {
+  return existsSync(p) ? statSync(p).mtimeMs : 0;
+}
+
+// Several vitest runs may start at once (editors, parallel shells): one builds, the others wait.
+function withBuildLock(fn: () => void): void {
+  const lock = 'build/.lock';
+  mkdirSync('build', { recursive: true });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`build lock ${lock} held for 2 minutes; remove it if stale`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    fn();
+  } finally {
+    rmdirSync(lock);
+  }
+}
+
+export default function setup(): void {
+  withBuildLock(rebuildStale);
+}
+
+function rebuildStale(): void {
+  if (newest('assembly', '.ts') > mtime('build/sabre.wasm')) {
+    execFileSync('npx', ['asc', 'assembly/index.ts', '--target', 'release'], { stdio: 'inherit' });
+  }
+  if (newest('src', '.ts') > newest('dist', '.js')) {
+    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' });
+  }
+}
