@@ -1,0 +1,39 @@
+// One error type for API misuse and resource failures. `code` is a stable string that users
+// and tests match on; messages may change, codes may not. Protocol-level failures are not
+// thrown: they become completion statuses (WcStatus) or counted drops.
+
+export const ErrorCode = {
+  /** An argument has the wrong type, range or shape. */
+  InvalidArgument: 'ERR_INVALID_ARGUMENT',
+  /** A queue (send, receive, CQ, ring) has no room for what was posted. */
+  QueueFull: 'ERR_QUEUE_FULL',
+  /** The object is in a state that does not allow the call (QP not connected, closed device …). */
+  InvalidState: 'ERR_INVALID_STATE',
+  /** Device memory (or a configured maximum) is exhausted. */
+  NoMemory: 'ERR_NO_MEMORY',
+  /** A local key or address does not name memory the caller registered with the needed access. */
+  LocalProtection: 'ERR_LOCAL_PROTECTION',
+  /** A capability limit from createQp / createCq / openDevice was exceeded. */
+  LimitExceeded: 'ERR_LIMIT_EXCEEDED',
+  /** An operation is not supported by this QP type or transport. */
+  NotSupported: 'ERR_NOT_SUPPORTED',
+  /** A wait or connect did not finish in time. */
+  Timeout: 'ERR_TIMEOUT',
+  /** The object was closed or destroyed. */
+  Closed: 'ERR_CLOSED',
+  /** A peer could not be reached or refused the connection. */
+  Unreachable: 'ERR_UNREACHABLE',
+  /** Malformed bytes where the API takes bytes (a codec result turned into an exception at an API edge). */
+  Malformed: 'ERR_MALFORMED',
+} as const;
+
+export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export class SabreError extends Error {
+  readonly code: ErrorCodeValue;
+  constructor(code: ErrorCodeValue, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SabreError';
+    this.code = code;
+  }
+}
