@@ -12,3 +12,4 @@ export function abiVersion(): u32 {
 export function heapBase(): usize {
   return __heap_base;
 }
+export * from './crc32c';
