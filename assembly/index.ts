@@ -13,3 +13,4 @@ export function heapBase(): usize {
   return __heap_base;
 }
 export * from './crc32c';
+export * from './sgcopy';

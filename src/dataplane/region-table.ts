@@ -1,0 +1,136 @@
+// The region table: the placement kernel's only source of truth about who may write where.
+// 32-byte little-endian entries in device memory, entry index = STag >>> 8 (layout in
+// assembly/sgcopy.ts and notes/interfaces.md). Index 0 is never handed out, so STags 0..255
+// never name a region.
+//
+// Publication order matters because worker threads read entries while the control plane
+// writes them: `write` first kills the old STag, then fills the fields, then publishes the new
+// STag with one Atomics.store; a reader that sees the new STag therefore sees the new bounds.
+// `clear` is one Atomics.store of 0, so a deregistered key stops matching at once.
+import { randomBytes } from 'node:crypto';
+import { ErrorCode, SabreError } from '../errors.js';
+
+export const ENTRY_BYTES = 32;
+export const FLAG_EXTERNAL = 1;
+
+export interface RegionEntry {
+  base: number;
+  length: number;
+  stag: number;
+  pd: number;
+  access: number;
+  external?: boolean;
+}
+
+const W_BASE = 0;
+const W_LENGTH = 1;
+const W_STAG = 2;
+const W_PD = 3;
+const W_ACCESS = 4;
+const W_FLAGS = 5;
+
+const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
+
+export class RegionTable {
+  /** Address of entry 0. */
+  readonly base: number;
+  /** Number of entries (index 0 included, never used). */
+  readonly capacity: number;
+  readonly #w: Int32Array;
+  readonly #keys: Uint8Array;
+  readonly #freeList: number[] = [];
+  readonly #inUse: Uint8Array;
+
+  /** `buffer` must cover the table (it sits below the arena, so the initial buffer does). */
+  constructor(buffer: SharedArrayBuffer, base: number, capacity: number) {
+    this.base = base;
+    this.capacity = capacity;
+    this.#w = new Int32Array(buffer, base, capacity * (ENTRY_BYTES / 4));
+    this.#w.fill(0);
+    // Random starting key bytes: a peer cannot predict the STag of a fresh registration.
+    this.#keys = new Uint8Array(randomBytes(capacity));
+    this.#inUse = new Uint8Array(capacity);
+    // Pop from the end: lowest indices first (keeps the hot part of the table small).
+    for (let i = capacity - 1; i >= 1; i--) this.#freeList.push(i);
+  }
+
+  /** A free index (≥ 1). Throws NoMemory when the table is full. */
+  allocIndex(): number {
+    const i = this.#freeList.pop();
+    if (i === undefined) throw new SabreError(ErrorCode.NoMemory, `region table full (${this.capacity - 1} regions)`);
+    this.#inUse[i] = 1;
+    return i;
+  }
+
+  /** A fresh STag for index: index<<8 | key byte, the key byte rotating on every call. */
+  nextStag(index: number): number {
+    this.#check(index);
+    const k = (this.#keys[index]! + 1) & 0xff;
+    this.#keys[index] = k;
+    return ((index << 8) | k) >>> 0;
+  }
+
+  write(index: number, e: RegionEntry): void {
+    this.#check(index);
+    if (!isU32(e.base) || !isU32(e.length) || e.base + e.length > 2 ** 32) {
+      throw new SabreError(ErrorCode.InvalidArgument, `region [${e.base}, +${e.length}) is not inside the 32-bit address space`);
+    }
+    if (!isU32(e.stag) || e.stag === 0 || e.stag >>> 8 !== index) {
+      throw new SabreError(ErrorCode.InvalidArgument, `stag 0x${e.stag.toString(16)} does not name index ${index}`);
+    }
+    if (!isU32(e.pd) || e.pd === 0) throw new SabreError(ErrorCode.InvalidArgument, 'pd must be a nonzero u32');
+    if (!isU32(e.access)) throw new SabreError(ErrorCode.InvalidArgument, 'access must be a u32 bit set');
+    const o = index * (ENTRY_BYTES / 4);
+    const w = this.#w;
+    Atomics.store(w, o + W_STAG, 0);
+    w[o + W_BASE] = e.base | 0;
+    w[o + W_LENGTH] = e.length | 0;
+    w[o + W_PD] = e.pd | 0;
+    w[o + W_ACCESS] = e.access | 0;
+    w[o + W_FLAGS] = e.external ? FLAG_EXTERNAL : 0;
+    w[o + 6] = 0;
+    w[o + 7] = 0;
+    Atomics.store(w, o + W_STAG, e.stag | 0);
+  }
+
+  /** Invalidate the entry's STag at once (the index stays allocated). */
+  clear(index: number): void {
+    this.#check(index);
+    Atomics.store(this.#w, index * (ENTRY_BYTES / 4) + W_STAG, 0);
+  }
+
+  /** Clear and return the index to the free pool. Freeing a free index throws InvalidArgument. */
+  freeIndex(index: number): void {
+    this.#check(index);
+    if (!this.#inUse[index]) throw new SabreError(ErrorCode.InvalidArgument, `region index ${index} is not allocated`);
+    this.clear(index);
+    this.#inUse[index] = 0;
+    this.#freeList.push(index);
+  }
+
+  /** The entry as stored (stag 0 = free/invalidated). */
+  read(index: number): RegionEntry {
+    this.#check(index);
+    const o = index * (ENTRY_BYTES / 4);
+    const w = this.#w;
+    return {
+      base: w[o + W_BASE]! >>> 0,
+      length: w[o + W_LENGTH]! >>> 0,
+      stag: Atomics.load(w, o + W_STAG) >>> 0,
+      pd: w[o + W_PD]! >>> 0,
+      access: w[o + W_ACCESS]! >>> 0,
+      external: (w[o + W_FLAGS]! & FLAG_EXTERNAL) !== 0,
+    };
+  }
+
+  /** Address of entry `index`. */
+  entryAddr(index: number): number {
+    return this.base + index * ENTRY_BYTES;
+  }
+
+  #check(index: number): void {
+    if (!Number.isInteger(index) || index < 1 || index >= this.capacity) {
+      throw new SabreError(ErrorCode.InvalidArgument, `region index ${index} out of range 1..${this.capacity - 1}`);
+    }
+  }
+}
