@@ -14,3 +14,4 @@ export function heapBase(): usize {
 }
 export * from './crc32c';
 export * from './sgcopy';
+export * from './wire';
