@@ -12,6 +12,7 @@ export function abiVersion(): u32 {
 export function heapBase(): usize {
   return __heap_base;
 }
-export * from './crc32c';
 export * from './sgcopy';
+export * from './crc32c';
+export * from './xxh3';
 export * from './wire';
