@@ -16,6 +16,9 @@ import {
   setDdpBatchOutFlags, setDdpBatchOutHdrLen, setDdpBatchOutOpcode, setDdpBatchOutPayloadLen,
   setDdpBatchOutPayloadPtr, setDdpBatchOutRsvd, setDdpBatchOutStagOrQn, setDdpBatchOutStatus,
   setDdpBatchOutToOrMsnMo, setDdpBatchOutUlp,
+  getDdpBatchOutFlags, getDdpBatchOutOpcode, getDdpBatchOutPayloadLen, getDdpBatchOutStagOrQn,
+  getDdpBatchOutToOrMsnMo, getDdpBatchOutUlp, setDdpBatchDescLen, setDdpCtrlDdp, setDdpCtrlRdmap,
+  setTaggedStag, setTaggedTo, setUntaggedMo, setUntaggedMsn, setUntaggedQn, setUntaggedUlp,
 } from './wire.gen';
 
 // @ts-ignore: decorator
@@ -71,4 +74,41 @@ export function parseDdpBatch(descPtr: usize, count: u32, outPtr: usize): u32 {
     ok++;
   }
   return ok;
+}
+
+/**
+ * The inverse of parseDdpBatch, for the transmit path: for each of `count` records at `recPtr`
+ * (ddpBatchOut layout; status, hdrLen, payloadPtr and rsvd are ignored), write the DDP header at
+ * the address in the matching descriptor at `descPtr` and set that descriptor's len to header +
+ * payloadLen. The caller guarantees room and valid values (opcode < OPCODE_COUNT, model matching
+ * the opcode): the engine built them. Returns the total header bytes written.
+ */
+export function buildDdpBatch(recPtr: usize, count: u32, descPtr: usize): u32 {
+  let total: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const r = recPtr + <usize>i * DDP_BATCH_OUT_SIZE;
+    const d = descPtr + <usize>i * DDP_BATCH_DESC_SIZE;
+    const p = <usize>getDdpBatchDescPtr(d);
+    const flags = <u32>getDdpBatchOutFlags(r);
+    const tagged = (flags & DDP_BATCH_FLAG_TAGGED) != 0;
+    const last: u32 = (flags & DDP_BATCH_FLAG_LAST) != 0 ? DDP_CTRL_DDP_L : 0;
+    setDdpCtrlDdp(p, <u8>((tagged ? DDP_CTRL_DDP_T : 0) | last | DDP_VERSION));
+    setDdpCtrlRdmap(p, <u8>((RDMAP_VERSION << RDMAP_RV_SHIFT) | (<u32>getDdpBatchOutOpcode(r) & DDP_CTRL_RDMAP_OPCODE)));
+    let hdrLen: u32;
+    if (tagged) {
+      setTaggedStag(p, getDdpBatchOutStagOrQn(r));
+      setTaggedTo(p, getDdpBatchOutToOrMsnMo(r));
+      hdrLen = TAGGED_SIZE;
+    } else {
+      const mm = getDdpBatchOutToOrMsnMo(r);
+      setUntaggedUlp(p, getDdpBatchOutUlp(r));
+      setUntaggedQn(p, getDdpBatchOutStagOrQn(r));
+      setUntaggedMsn(p, <u32>mm);
+      setUntaggedMo(p, <u32>(mm >> 32));
+      hdrLen = UNTAGGED_SIZE;
+    }
+    setDdpBatchDescLen(d, hdrLen + getDdpBatchOutPayloadLen(r));
+    total += hdrLen;
+  }
+  return total;
 }
