@@ -495,7 +495,7 @@ export function xxh128Update(statePtr: usize, ptr: usize, len: usize): void {
   let buffered = <usize>load<u32>(st + ST_BUFFERED);
   store<u64>(st + ST_TOTAL, load<u64>(st + ST_TOTAL) + <u64>len);
 
-  if (buffered + len <= BUFFER_SIZE) {
+  if (len <= BUFFER_SIZE - buffered) { // (not buffered + len: that could wrap near 4 GiB)
     memory.copy(buffer + buffered, ptr, len);
     store<u32>(st + ST_BUFFERED, <u32>(buffered + len));
     return;

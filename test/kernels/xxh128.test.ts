@@ -3,8 +3,9 @@
 // Every comparison checks both, so a wrong byte order in either the value or the hex fails.
 import { xxh3 } from '@node-rs/xxhash';
 import { createXXHash128, xxhash128, type IHasher } from 'hash-wasm';
+import { Worker } from 'node:worker_threads';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../../src/dataplane/wasm.js';
+import { compileKernels, createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../../src/dataplane/wasm.js';
 import { ErrorCode, SabreError } from '../../src/errors.js';
 import { createXxh128, xxh128 } from '../../src/kernels/xxh128.js';
 
@@ -303,6 +304,45 @@ describe('xxh128 kernel on shared memory', () => {
       other.xxh128Digest(st(2), out());
       expect(result()).toBe(await expected(data, seed));
     }
+  });
+
+  it('is resumed on another thread: a worker continues the record and digests it', async () => {
+    const r = rng(13);
+    const data = r.bytes(90_000);
+    u8.set(data, dataAt());
+    const seed = 0x8badf00d12345678n;
+    k.xxh128Reset(st(5), seed);
+    k.xxh128Update(st(5), dataAt(), 33_333); // mid-stripe, mid-block
+    // The worker gets the compiled module and the shared memory, nothing else: all stream state
+    // is in the record. It runs the raw bindings the device workers use (build/sabre.js).
+    const bindings = new URL('../../build/sabre.js', import.meta.url).href;
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.bindings).then(async ({ instantiate }) => {
+        const { module, memory, rec, ptr, len, out } = workerData;
+        const kw = await instantiate(module, { env: { memory, abort() { throw new Error('abort'); } } });
+        kw.xxh128Update(rec, ptr, len);
+        kw.xxh128Digest(rec, out);
+        parentPort.postMessage('done');
+      });`;
+    const worker = new Worker(code, {
+      eval: true,
+      workerData: { bindings, module: compileKernels(), memory, rec: st(5), ptr: dataAt() + 33_333, len: data.length - 33_333, out: out() },
+    });
+    const msg = await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(msg).toBe('done');
+    expect(result()).toBe(await expected(data, seed));
+    // And back on this thread, the record carries on from where the worker left it.
+    k.xxh128Update(st(5), dataAt(), 100);
+    k.xxh128Digest(st(5), out());
+    const more = new Uint8Array(data.length + 100);
+    more.set(data);
+    more.set(data.subarray(0, 100), data.length);
+    expect(result()).toBe(await expected(more, seed));
   });
 
   it('zero-length updates change nothing, and an empty stream hashes like empty input', async () => {
