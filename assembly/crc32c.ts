@@ -2,16 +2,26 @@
 // FPDUs (RFC 5044) and sabre's UDP trailer.
 //
 // WebAssembly has no CRC or carry-less-multiply instruction, so this is table-driven, and the
-// speed comes from instruction-level parallelism: a block is split into two halves whose CRCs
-// are computed as independent dependency chains in the same loop (the software form of
-// Intel's interleaved crc32c), then joined with a precomputed "append L zero bytes" operator.
-// Each chain is slicing-by-8. Measured on this machine (bench/crc32c.bench.mjs, 64 KiB),
-// two chains beat three to six (more chains spill registers in V8's x64 code), slicing-by-16
-// and byte loads for the second word did not pay, nor did unrolling the block loop.
-// Table indices are `(w >> (8k-2)) & 0x3FC` (one shift and one mask per byte, already scaled
-// by 4), and every table address is a constant folded into the load's offset immediate.
+// speed comes from parallelism: a block is cut into independent streams whose CRCs are
+// computed side by side and then joined with a precomputed "append L zero bytes" operator
+// (the software form of Intel's interleaved crc32c). CRC without the pre/post inversion is
+// linear over GF(2), so crc(A ‖ B) = shift_|B|(crc(A)) ^ crc(B), crc(B) started from 0.
 //
-// Everything here is constant data and pure functions: safe on a shared memory, any thread.
+// Paths, by remaining length (the shape was chosen by measurement, bench/crc32c.bench.mjs):
+// - blocks of 16384 and then 1024 bytes: 16 streams, one per byte lane of a v128. The
+//   CRC state is kept as four byte planes v0..v3 (v_i = byte i of each stream's state), so the
+//   ">> 8" of the byte-at-a-time recurrence is a rename (v0 <- v1 ...) and the table lookup
+//   T[x] = T[x & 15] ^ T[x & 0xF0] is done with i8x16.swizzle on 16-entry nibble tables, one
+//   per state byte: eight swizzles advance 16 streams by one byte. Input is loaded 16 bytes
+//   per stream and transposed (64 shuffles that V8 emits as punpck*) into byte planes.
+// - blocks of 256 bytes: two scalar slicing-by-8 chains interleaved. (Scalar-only, 2 chains beat
+//   3–6 chains: more spill registers in V8's x64 code; slicing-by-16, byte loads and loop
+//   unrolling did not pay.)
+// - then slicing-by-8, then bytes.
+// Scalar table indices are `(w >> (8k-2)) & 0x3FC` (shift and mask, already scaled by 4) and
+// every table address is a constant folded into the load's offset immediate.
+//
+// Constant data and pure functions only: safe on a shared memory, any thread, any alignment.
 
 // Slicing tables: SLICE + k*1024 holds T_k, where T_0 is the byte-at-a-time table and
 // T_k[b] = (T_{k-1}[b] >> 8) ^ T_0[T_{k-1}[b] & 0xFF] (the CRC of b followed by k zero bytes).
@@ -274,141 +284,281 @@ const SLICE: usize = memory.data<u32>([
   0xe54c35a1, 0xac704886, 0x7734cfef, 0x3e08b2c8, 0xc451b7cc, 0x8d6dcaeb, 0x56294d82, 0x1f1530a5,
 ]);
 
-// Join operators: Z + k*1024 maps byte k of a raw CRC state s to the bytes of the state after
-// L more zero bytes, so crc(A ‖ B) = shift(crc(A)) ^ crc0(B) with |B| = L and crc0 started at 0.
-const LONG: usize = 2048;
-const SHIFT_LONG: usize = memory.data<u32>([
-  0x00000000, 0xf7506984, 0xeb4ca5f9, 0x1c1ccc7d, 0xd3753d03, 0x24255487, 0x383998fa, 0xcf69f17e,
-  0xa3060cf7, 0x54566573, 0x484aa90e, 0xbf1ac08a, 0x707331f4, 0x87235870, 0x9b3f940d, 0x6c6ffd89,
-  0x43e06f1f, 0xb4b0069b, 0xa8accae6, 0x5ffca362, 0x9095521c, 0x67c53b98, 0x7bd9f7e5, 0x8c899e61,
-  0xe0e663e8, 0x17b60a6c, 0x0baac611, 0xfcfaaf95, 0x33935eeb, 0xc4c3376f, 0xd8dffb12, 0x2f8f9296,
-  0x87c0de3e, 0x7090b7ba, 0x6c8c7bc7, 0x9bdc1243, 0x54b5e33d, 0xa3e58ab9, 0xbff946c4, 0x48a92f40,
-  0x24c6d2c9, 0xd396bb4d, 0xcf8a7730, 0x38da1eb4, 0xf7b3efca, 0x00e3864e, 0x1cff4a33, 0xebaf23b7,
-  0xc420b121, 0x3370d8a5, 0x2f6c14d8, 0xd83c7d5c, 0x17558c22, 0xe005e5a6, 0xfc1929db, 0x0b49405f,
-  0x6726bdd6, 0x9076d452, 0x8c6a182f, 0x7b3a71ab, 0xb45380d5, 0x4303e951, 0x5f1f252c, 0xa84f4ca8,
-  0x0a6dca8d, 0xfd3da309, 0xe1216f74, 0x167106f0, 0xd918f78e, 0x2e489e0a, 0x32545277, 0xc5043bf3,
-  0xa96bc67a, 0x5e3baffe, 0x42276383, 0xb5770a07, 0x7a1efb79, 0x8d4e92fd, 0x91525e80, 0x66023704,
-  0x498da592, 0xbeddcc16, 0xa2c1006b, 0x559169ef, 0x9af89891, 0x6da8f115, 0x71b43d68, 0x86e454ec,
-  0xea8ba965, 0x1ddbc0e1, 0x01c70c9c, 0xf6976518, 0x39fe9466, 0xceaefde2, 0xd2b2319f, 0x25e2581b,
-  0x8dad14b3, 0x7afd7d37, 0x66e1b14a, 0x91b1d8ce, 0x5ed829b0, 0xa9884034, 0xb5948c49, 0x42c4e5cd,
-  0x2eab1844, 0xd9fb71c0, 0xc5e7bdbd, 0x32b7d439, 0xfdde2547, 0x0a8e4cc3, 0x169280be, 0xe1c2e93a,
-  0xce4d7bac, 0x391d1228, 0x2501de55, 0xd251b7d1, 0x1d3846af, 0xea682f2b, 0xf674e356, 0x01248ad2,
-  0x6d4b775b, 0x9a1b1edf, 0x8607d2a2, 0x7157bb26, 0xbe3e4a58, 0x496e23dc, 0x5572efa1, 0xa2228625,
-  0x14db951a, 0xe38bfc9e, 0xff9730e3, 0x08c75967, 0xc7aea819, 0x30fec19d, 0x2ce20de0, 0xdbb26464,
-  0xb7dd99ed, 0x408df069, 0x5c913c14, 0xabc15590, 0x64a8a4ee, 0x93f8cd6a, 0x8fe40117, 0x78b46893,
-  0x573bfa05, 0xa06b9381, 0xbc775ffc, 0x4b273678, 0x844ec706, 0x731eae82, 0x6f0262ff, 0x98520b7b,
-  0xf43df6f2, 0x036d9f76, 0x1f71530b, 0xe8213a8f, 0x2748cbf1, 0xd018a275, 0xcc046e08, 0x3b54078c,
-  0x931b4b24, 0x644b22a0, 0x7857eedd, 0x8f078759, 0x406e7627, 0xb73e1fa3, 0xab22d3de, 0x5c72ba5a,
-  0x301d47d3, 0xc74d2e57, 0xdb51e22a, 0x2c018bae, 0xe3687ad0, 0x14381354, 0x0824df29, 0xff74b6ad,
-  0xd0fb243b, 0x27ab4dbf, 0x3bb781c2, 0xcce7e846, 0x038e1938, 0xf4de70bc, 0xe8c2bcc1, 0x1f92d545,
-  0x73fd28cc, 0x84ad4148, 0x98b18d35, 0x6fe1e4b1, 0xa08815cf, 0x57d87c4b, 0x4bc4b036, 0xbc94d9b2,
-  0x1eb65f97, 0xe9e63613, 0xf5fafa6e, 0x02aa93ea, 0xcdc36294, 0x3a930b10, 0x268fc76d, 0xd1dfaee9,
-  0xbdb05360, 0x4ae03ae4, 0x56fcf699, 0xa1ac9f1d, 0x6ec56e63, 0x999507e7, 0x8589cb9a, 0x72d9a21e,
-  0x5d563088, 0xaa06590c, 0xb61a9571, 0x414afcf5, 0x8e230d8b, 0x7973640f, 0x656fa872, 0x923fc1f6,
-  0xfe503c7f, 0x090055fb, 0x151c9986, 0xe24cf002, 0x2d25017c, 0xda7568f8, 0xc669a485, 0x3139cd01,
-  0x997681a9, 0x6e26e82d, 0x723a2450, 0x856a4dd4, 0x4a03bcaa, 0xbd53d52e, 0xa14f1953, 0x561f70d7,
-  0x3a708d5e, 0xcd20e4da, 0xd13c28a7, 0x266c4123, 0xe905b05d, 0x1e55d9d9, 0x024915a4, 0xf5197c20,
-  0xda96eeb6, 0x2dc68732, 0x31da4b4f, 0xc68a22cb, 0x09e3d3b5, 0xfeb3ba31, 0xe2af764c, 0x15ff1fc8,
-  0x7990e241, 0x8ec08bc5, 0x92dc47b8, 0x658c2e3c, 0xaae5df42, 0x5db5b6c6, 0x41a97abb, 0xb6f9133f,
-  0x00000000, 0x29b72a34, 0x536e5468, 0x7ad97e5c, 0xa6dca8d0, 0x8f6b82e4, 0xf5b2fcb8, 0xdc05d68c,
-  0x48552751, 0x61e20d65, 0x1b3b7339, 0x328c590d, 0xee898f81, 0xc73ea5b5, 0xbde7dbe9, 0x9450f1dd,
-  0x90aa4ea2, 0xb91d6496, 0xc3c41aca, 0xea7330fe, 0x3676e672, 0x1fc1cc46, 0x6518b21a, 0x4caf982e,
-  0xd8ff69f3, 0xf14843c7, 0x8b913d9b, 0xa22617af, 0x7e23c123, 0x5794eb17, 0x2d4d954b, 0x04fabf7f,
-  0x24b8ebb5, 0x0d0fc181, 0x77d6bfdd, 0x5e6195e9, 0x82644365, 0xabd36951, 0xd10a170d, 0xf8bd3d39,
-  0x6cedcce4, 0x455ae6d0, 0x3f83988c, 0x1634b2b8, 0xca316434, 0xe3864e00, 0x995f305c, 0xb0e81a68,
-  0xb412a517, 0x9da58f23, 0xe77cf17f, 0xcecbdb4b, 0x12ce0dc7, 0x3b7927f3, 0x41a059af, 0x6817739b,
-  0xfc478246, 0xd5f0a872, 0xaf29d62e, 0x869efc1a, 0x5a9b2a96, 0x732c00a2, 0x09f57efe, 0x204254ca,
-  0x4971d76a, 0x60c6fd5e, 0x1a1f8302, 0x33a8a936, 0xefad7fba, 0xc61a558e, 0xbcc32bd2, 0x957401e6,
-  0x0124f03b, 0x2893da0f, 0x524aa453, 0x7bfd8e67, 0xa7f858eb, 0x8e4f72df, 0xf4960c83, 0xdd2126b7,
-  0xd9db99c8, 0xf06cb3fc, 0x8ab5cda0, 0xa302e794, 0x7f073118, 0x56b01b2c, 0x2c696570, 0x05de4f44,
-  0x918ebe99, 0xb83994ad, 0xc2e0eaf1, 0xeb57c0c5, 0x37521649, 0x1ee53c7d, 0x643c4221, 0x4d8b6815,
-  0x6dc93cdf, 0x447e16eb, 0x3ea768b7, 0x17104283, 0xcb15940f, 0xe2a2be3b, 0x987bc067, 0xb1ccea53,
-  0x259c1b8e, 0x0c2b31ba, 0x76f24fe6, 0x5f4565d2, 0x8340b35e, 0xaaf7996a, 0xd02ee736, 0xf999cd02,
-  0xfd63727d, 0xd4d45849, 0xae0d2615, 0x87ba0c21, 0x5bbfdaad, 0x7208f099, 0x08d18ec5, 0x2166a4f1,
-  0xb536552c, 0x9c817f18, 0xe6580144, 0xcfef2b70, 0x13eafdfc, 0x3a5dd7c8, 0x4084a994, 0x693383a0,
-  0x92e3aed4, 0xbb5484e0, 0xc18dfabc, 0xe83ad088, 0x343f0604, 0x1d882c30, 0x6751526c, 0x4ee67858,
-  0xdab68985, 0xf301a3b1, 0x89d8dded, 0xa06ff7d9, 0x7c6a2155, 0x55dd0b61, 0x2f04753d, 0x06b35f09,
-  0x0249e076, 0x2bfeca42, 0x5127b41e, 0x78909e2a, 0xa49548a6, 0x8d226292, 0xf7fb1cce, 0xde4c36fa,
-  0x4a1cc727, 0x63abed13, 0x1972934f, 0x30c5b97b, 0xecc06ff7, 0xc57745c3, 0xbfae3b9f, 0x961911ab,
-  0xb65b4561, 0x9fec6f55, 0xe5351109, 0xcc823b3d, 0x1087edb1, 0x3930c785, 0x43e9b9d9, 0x6a5e93ed,
-  0xfe0e6230, 0xd7b94804, 0xad603658, 0x84d71c6c, 0x58d2cae0, 0x7165e0d4, 0x0bbc9e88, 0x220bb4bc,
-  0x26f10bc3, 0x0f4621f7, 0x759f5fab, 0x5c28759f, 0x802da313, 0xa99a8927, 0xd343f77b, 0xfaf4dd4f,
-  0x6ea42c92, 0x471306a6, 0x3dca78fa, 0x147d52ce, 0xc8788442, 0xe1cfae76, 0x9b16d02a, 0xb2a1fa1e,
-  0xdb9279be, 0xf225538a, 0x88fc2dd6, 0xa14b07e2, 0x7d4ed16e, 0x54f9fb5a, 0x2e208506, 0x0797af32,
-  0x93c75eef, 0xba7074db, 0xc0a90a87, 0xe91e20b3, 0x351bf63f, 0x1cacdc0b, 0x6675a257, 0x4fc28863,
-  0x4b38371c, 0x628f1d28, 0x18566374, 0x31e14940, 0xede49fcc, 0xc453b5f8, 0xbe8acba4, 0x973de190,
-  0x036d104d, 0x2ada3a79, 0x50034425, 0x79b46e11, 0xa5b1b89d, 0x8c0692a9, 0xf6dfecf5, 0xdf68c6c1,
-  0xff2a920b, 0xd69db83f, 0xac44c663, 0x85f3ec57, 0x59f63adb, 0x704110ef, 0x0a986eb3, 0x232f4487,
-  0xb77fb55a, 0x9ec89f6e, 0xe411e132, 0xcda6cb06, 0x11a31d8a, 0x381437be, 0x42cd49e2, 0x6b7a63d6,
-  0x6f80dca9, 0x4637f69d, 0x3cee88c1, 0x1559a2f5, 0xc95c7479, 0xe0eb5e4d, 0x9a322011, 0xb3850a25,
-  0x27d5fbf8, 0x0e62d1cc, 0x74bbaf90, 0x5d0c85a4, 0x81095328, 0xa8be791c, 0xd2670740, 0xfbd02d74,
-  0x00000000, 0x202b2b59, 0x405656b2, 0x607d7deb, 0x80acad64, 0xa087863d, 0xc0fafbd6, 0xe0d1d08f,
-  0x04b52c39, 0x249e0760, 0x44e37a8b, 0x64c851d2, 0x8419815d, 0xa432aa04, 0xc44fd7ef, 0xe464fcb6,
-  0x096a5872, 0x2941732b, 0x493c0ec0, 0x69172599, 0x89c6f516, 0xa9edde4f, 0xc990a3a4, 0xe9bb88fd,
-  0x0ddf744b, 0x2df45f12, 0x4d8922f9, 0x6da209a0, 0x8d73d92f, 0xad58f276, 0xcd258f9d, 0xed0ea4c4,
-  0x12d4b0e4, 0x32ff9bbd, 0x5282e656, 0x72a9cd0f, 0x92781d80, 0xb25336d9, 0xd22e4b32, 0xf205606b,
-  0x16619cdd, 0x364ab784, 0x5637ca6f, 0x761ce136, 0x96cd31b9, 0xb6e61ae0, 0xd69b670b, 0xf6b04c52,
-  0x1bbee896, 0x3b95c3cf, 0x5be8be24, 0x7bc3957d, 0x9b1245f2, 0xbb396eab, 0xdb441340, 0xfb6f3819,
-  0x1f0bc4af, 0x3f20eff6, 0x5f5d921d, 0x7f76b944, 0x9fa769cb, 0xbf8c4292, 0xdff13f79, 0xffda1420,
-  0x25a961c8, 0x05824a91, 0x65ff377a, 0x45d41c23, 0xa505ccac, 0x852ee7f5, 0xe5539a1e, 0xc578b147,
-  0x211c4df1, 0x013766a8, 0x614a1b43, 0x4161301a, 0xa1b0e095, 0x819bcbcc, 0xe1e6b627, 0xc1cd9d7e,
-  0x2cc339ba, 0x0ce812e3, 0x6c956f08, 0x4cbe4451, 0xac6f94de, 0x8c44bf87, 0xec39c26c, 0xcc12e935,
-  0x28761583, 0x085d3eda, 0x68204331, 0x480b6868, 0xa8dab8e7, 0x88f193be, 0xe88cee55, 0xc8a7c50c,
-  0x377dd12c, 0x1756fa75, 0x772b879e, 0x5700acc7, 0xb7d17c48, 0x97fa5711, 0xf7872afa, 0xd7ac01a3,
-  0x33c8fd15, 0x13e3d64c, 0x739eaba7, 0x53b580fe, 0xb3645071, 0x934f7b28, 0xf33206c3, 0xd3192d9a,
-  0x3e17895e, 0x1e3ca207, 0x7e41dfec, 0x5e6af4b5, 0xbebb243a, 0x9e900f63, 0xfeed7288, 0xdec659d1,
-  0x3aa2a567, 0x1a898e3e, 0x7af4f3d5, 0x5adfd88c, 0xba0e0803, 0x9a25235a, 0xfa585eb1, 0xda7375e8,
-  0x4b52c390, 0x6b79e8c9, 0x0b049522, 0x2b2fbe7b, 0xcbfe6ef4, 0xebd545ad, 0x8ba83846, 0xab83131f,
-  0x4fe7efa9, 0x6fccc4f0, 0x0fb1b91b, 0x2f9a9242, 0xcf4b42cd, 0xef606994, 0x8f1d147f, 0xaf363f26,
-  0x42389be2, 0x6213b0bb, 0x026ecd50, 0x2245e609, 0xc2943686, 0xe2bf1ddf, 0x82c26034, 0xa2e94b6d,
-  0x468db7db, 0x66a69c82, 0x06dbe169, 0x26f0ca30, 0xc6211abf, 0xe60a31e6, 0x86774c0d, 0xa65c6754,
-  0x59867374, 0x79ad582d, 0x19d025c6, 0x39fb0e9f, 0xd92ade10, 0xf901f549, 0x997c88a2, 0xb957a3fb,
-  0x5d335f4d, 0x7d187414, 0x1d6509ff, 0x3d4e22a6, 0xdd9ff229, 0xfdb4d970, 0x9dc9a49b, 0xbde28fc2,
-  0x50ec2b06, 0x70c7005f, 0x10ba7db4, 0x309156ed, 0xd0408662, 0xf06bad3b, 0x9016d0d0, 0xb03dfb89,
-  0x5459073f, 0x74722c66, 0x140f518d, 0x34247ad4, 0xd4f5aa5b, 0xf4de8102, 0x94a3fce9, 0xb488d7b0,
-  0x6efba258, 0x4ed08901, 0x2eadf4ea, 0x0e86dfb3, 0xee570f3c, 0xce7c2465, 0xae01598e, 0x8e2a72d7,
-  0x6a4e8e61, 0x4a65a538, 0x2a18d8d3, 0x0a33f38a, 0xeae22305, 0xcac9085c, 0xaab475b7, 0x8a9f5eee,
-  0x6791fa2a, 0x47bad173, 0x27c7ac98, 0x07ec87c1, 0xe73d574e, 0xc7167c17, 0xa76b01fc, 0x87402aa5,
-  0x6324d613, 0x430ffd4a, 0x237280a1, 0x0359abf8, 0xe3887b77, 0xc3a3502e, 0xa3de2dc5, 0x83f5069c,
-  0x7c2f12bc, 0x5c0439e5, 0x3c79440e, 0x1c526f57, 0xfc83bfd8, 0xdca89481, 0xbcd5e96a, 0x9cfec233,
-  0x789a3e85, 0x58b115dc, 0x38cc6837, 0x18e7436e, 0xf83693e1, 0xd81db8b8, 0xb860c553, 0x984bee0a,
-  0x75454ace, 0x556e6197, 0x35131c7c, 0x15383725, 0xf5e9e7aa, 0xd5c2ccf3, 0xb5bfb118, 0x95949a41,
-  0x71f066f7, 0x51db4dae, 0x31a63045, 0x118d1b1c, 0xf15ccb93, 0xd177e0ca, 0xb10a9d21, 0x9121b678,
-  0x00000000, 0x96a58720, 0x28a778b1, 0xbe02ff91, 0x514ef162, 0xc7eb7642, 0x79e989d3, 0xef4c0ef3,
-  0xa29de2c4, 0x343865e4, 0x8a3a9a75, 0x1c9f1d55, 0xf3d313a6, 0x65769486, 0xdb746b17, 0x4dd1ec37,
-  0x40d7b379, 0xd6723459, 0x6870cbc8, 0xfed54ce8, 0x1199421b, 0x873cc53b, 0x393e3aaa, 0xaf9bbd8a,
-  0xe24a51bd, 0x74efd69d, 0xcaed290c, 0x5c48ae2c, 0xb304a0df, 0x25a127ff, 0x9ba3d86e, 0x0d065f4e,
-  0x81af66f2, 0x170ae1d2, 0xa9081e43, 0x3fad9963, 0xd0e19790, 0x464410b0, 0xf846ef21, 0x6ee36801,
-  0x23328436, 0xb5970316, 0x0b95fc87, 0x9d307ba7, 0x727c7554, 0xe4d9f274, 0x5adb0de5, 0xcc7e8ac5,
-  0xc178d58b, 0x57dd52ab, 0xe9dfad3a, 0x7f7a2a1a, 0x903624e9, 0x0693a3c9, 0xb8915c58, 0x2e34db78,
-  0x63e5374f, 0xf540b06f, 0x4b424ffe, 0xdde7c8de, 0x32abc62d, 0xa40e410d, 0x1a0cbe9c, 0x8ca939bc,
-  0x06b2bb15, 0x90173c35, 0x2e15c3a4, 0xb8b04484, 0x57fc4a77, 0xc159cd57, 0x7f5b32c6, 0xe9feb5e6,
-  0xa42f59d1, 0x328adef1, 0x8c882160, 0x1a2da640, 0xf561a8b3, 0x63c42f93, 0xddc6d002, 0x4b635722,
-  0x4665086c, 0xd0c08f4c, 0x6ec270dd, 0xf867f7fd, 0x172bf90e, 0x818e7e2e, 0x3f8c81bf, 0xa929069f,
-  0xe4f8eaa8, 0x725d6d88, 0xcc5f9219, 0x5afa1539, 0xb5b61bca, 0x23139cea, 0x9d11637b, 0x0bb4e45b,
-  0x871ddde7, 0x11b85ac7, 0xafbaa556, 0x391f2276, 0xd6532c85, 0x40f6aba5, 0xfef45434, 0x6851d314,
-  0x25803f23, 0xb325b803, 0x0d274792, 0x9b82c0b2, 0x74cece41, 0xe26b4961, 0x5c69b6f0, 0xcacc31d0,
-  0xc7ca6e9e, 0x516fe9be, 0xef6d162f, 0x79c8910f, 0x96849ffc, 0x002118dc, 0xbe23e74d, 0x2886606d,
-  0x65578c5a, 0xf3f20b7a, 0x4df0f4eb, 0xdb5573cb, 0x34197d38, 0xa2bcfa18, 0x1cbe0589, 0x8a1b82a9,
-  0x0d65762a, 0x9bc0f10a, 0x25c20e9b, 0xb36789bb, 0x5c2b8748, 0xca8e0068, 0x748cfff9, 0xe22978d9,
-  0xaff894ee, 0x395d13ce, 0x875fec5f, 0x11fa6b7f, 0xfeb6658c, 0x6813e2ac, 0xd6111d3d, 0x40b49a1d,
-  0x4db2c553, 0xdb174273, 0x6515bde2, 0xf3b03ac2, 0x1cfc3431, 0x8a59b311, 0x345b4c80, 0xa2fecba0,
-  0xef2f2797, 0x798aa0b7, 0xc7885f26, 0x512dd806, 0xbe61d6f5, 0x28c451d5, 0x96c6ae44, 0x00632964,
-  0x8cca10d8, 0x1a6f97f8, 0xa46d6869, 0x32c8ef49, 0xdd84e1ba, 0x4b21669a, 0xf523990b, 0x63861e2b,
-  0x2e57f21c, 0xb8f2753c, 0x06f08aad, 0x90550d8d, 0x7f19037e, 0xe9bc845e, 0x57be7bcf, 0xc11bfcef,
-  0xcc1da3a1, 0x5ab82481, 0xe4badb10, 0x721f5c30, 0x9d5352c3, 0x0bf6d5e3, 0xb5f42a72, 0x2351ad52,
-  0x6e804165, 0xf825c645, 0x462739d4, 0xd082bef4, 0x3fceb007, 0xa96b3727, 0x1769c8b6, 0x81cc4f96,
-  0x0bd7cd3f, 0x9d724a1f, 0x2370b58e, 0xb5d532ae, 0x5a993c5d, 0xcc3cbb7d, 0x723e44ec, 0xe49bc3cc,
-  0xa94a2ffb, 0x3fefa8db, 0x81ed574a, 0x1748d06a, 0xf804de99, 0x6ea159b9, 0xd0a3a628, 0x46062108,
-  0x4b007e46, 0xdda5f966, 0x63a706f7, 0xf50281d7, 0x1a4e8f24, 0x8ceb0804, 0x32e9f795, 0xa44c70b5,
-  0xe99d9c82, 0x7f381ba2, 0xc13ae433, 0x579f6313, 0xb8d36de0, 0x2e76eac0, 0x90741551, 0x06d19271,
-  0x8a78abcd, 0x1cdd2ced, 0xa2dfd37c, 0x347a545c, 0xdb365aaf, 0x4d93dd8f, 0xf391221e, 0x6534a53e,
-  0x28e54909, 0xbe40ce29, 0x004231b8, 0x96e7b698, 0x79abb86b, 0xef0e3f4b, 0x510cc0da, 0xc7a947fa,
-  0xcaaf18b4, 0x5c0a9f94, 0xe2086005, 0x74ade725, 0x9be1e9d6, 0x0d446ef6, 0xb3469167, 0x25e31647,
-  0x6832fa70, 0xfe977d50, 0x409582c1, 0xd63005e1, 0x397c0b12, 0xafd98c32, 0x11db73a3, 0x877ef483,
+// NIBBLE + 32*i: byte i of T_0[n] (first 16) and of T_0[n << 4] (next 16), n = 0..15.
+const NIBBLE: usize = memory.data<u8>([
+  0x00, 0x03, 0xf7, 0xf4, 0x1f, 0x1c, 0xe8, 0xeb, 0xcf, 0xcc, 0x38, 0x3b, 0xd0, 0xd3, 0x27, 0x24,
+  0x00, 0x6f, 0xde, 0xb1, 0xbc, 0xd3, 0x62, 0x0d, 0x78, 0x17, 0xa6, 0xc9, 0xc4, 0xab, 0x1a, 0x75,
+  0x00, 0x83, 0x70, 0xf3, 0x97, 0x14, 0xe7, 0x64, 0x58, 0xdb, 0x28, 0xab, 0xcf, 0x4c, 0xbf, 0x3c,
+  0x00, 0xc7, 0x8e, 0x49, 0x1d, 0xda, 0x93, 0x54, 0x3b, 0xfc, 0xb5, 0x72, 0x26, 0xe1, 0xa8, 0x6f,
+  0x00, 0x6b, 0x3b, 0x50, 0x9a, 0xf1, 0xa1, 0xca, 0xd9, 0xb2, 0xe2, 0x89, 0x43, 0x28, 0x78, 0x13,
+  0x00, 0x5e, 0xbd, 0xe3, 0x7b, 0x25, 0xc6, 0x98, 0xf6, 0xa8, 0x4b, 0x15, 0x8d, 0xd3, 0x30, 0x6e,
+  0x00, 0xf2, 0xe1, 0x13, 0xc7, 0x35, 0x26, 0xd4, 0x8a, 0x78, 0x6b, 0x99, 0x4d, 0xbf, 0xac, 0x5e,
+  0x00, 0x10, 0x20, 0x30, 0x41, 0x51, 0x61, 0x71, 0x82, 0x92, 0xa2, 0xb2, 0xc3, 0xd3, 0xe3, 0xf3,
+], 16);
+
+// Join operators: SHIFT_L + k*1024 maps byte k of a raw CRC state to the state after L more
+// zero bytes, so shift(crc(A)) ^ crc(B) = crc(A ‖ B) for |B| = L.
+const SHIFT_1024: usize = memory.data<u32>([
+  0x00000000, 0xfe314258, 0xf98ef241, 0x07bfb019, 0xf6f19273, 0x08c0d02b, 0x0f7f6032, 0xf14e226a,
+  0xe80f5217, 0x163e104f, 0x1181a056, 0xefb0e20e, 0x1efec064, 0xe0cf823c, 0xe7703225, 0x1941707d,
+  0xd5f2d2df, 0x2bc39087, 0x2c7c209e, 0xd24d62c6, 0x230340ac, 0xdd3202f4, 0xda8db2ed, 0x24bcf0b5,
+  0x3dfd80c8, 0xc3ccc290, 0xc4737289, 0x3a4230d1, 0xcb0c12bb, 0x353d50e3, 0x3282e0fa, 0xccb3a2a2,
+  0xae09d34f, 0x50389117, 0x5787210e, 0xa9b66356, 0x58f8413c, 0xa6c90364, 0xa176b37d, 0x5f47f125,
+  0x46068158, 0xb837c300, 0xbf887319, 0x41b93141, 0xb0f7132b, 0x4ec65173, 0x4979e16a, 0xb748a332,
+  0x7bfb0190, 0x85ca43c8, 0x8275f3d1, 0x7c44b189, 0x8d0a93e3, 0x733bd1bb, 0x748461a2, 0x8ab523fa,
+  0x93f45387, 0x6dc511df, 0x6a7aa1c6, 0x944be39e, 0x6505c1f4, 0x9b3483ac, 0x9c8b33b5, 0x62ba71ed,
+  0x59ffd06f, 0xa7ce9237, 0xa071222e, 0x5e406076, 0xaf0e421c, 0x513f0044, 0x5680b05d, 0xa8b1f205,
+  0xb1f08278, 0x4fc1c020, 0x487e7039, 0xb64f3261, 0x4701100b, 0xb9305253, 0xbe8fe24a, 0x40bea012,
+  0x8c0d02b0, 0x723c40e8, 0x7583f0f1, 0x8bb2b2a9, 0x7afc90c3, 0x84cdd29b, 0x83726282, 0x7d4320da,
+  0x640250a7, 0x9a3312ff, 0x9d8ca2e6, 0x63bde0be, 0x92f3c2d4, 0x6cc2808c, 0x6b7d3095, 0x954c72cd,
+  0xf7f60320, 0x09c74178, 0x0e78f161, 0xf049b339, 0x01079153, 0xff36d30b, 0xf8896312, 0x06b8214a,
+  0x1ff95137, 0xe1c8136f, 0xe677a376, 0x1846e12e, 0xe908c344, 0x1739811c, 0x10863105, 0xeeb7735d,
+  0x2204d1ff, 0xdc3593a7, 0xdb8a23be, 0x25bb61e6, 0xd4f5438c, 0x2ac401d4, 0x2d7bb1cd, 0xd34af395,
+  0xca0b83e8, 0x343ac1b0, 0x338571a9, 0xcdb433f1, 0x3cfa119b, 0xc2cb53c3, 0xc574e3da, 0x3b45a182,
+  0xb3ffa0de, 0x4dcee286, 0x4a71529f, 0xb44010c7, 0x450e32ad, 0xbb3f70f5, 0xbc80c0ec, 0x42b182b4,
+  0x5bf0f2c9, 0xa5c1b091, 0xa27e0088, 0x5c4f42d0, 0xad0160ba, 0x533022e2, 0x548f92fb, 0xaabed0a3,
+  0x660d7201, 0x983c3059, 0x9f838040, 0x61b2c218, 0x90fce072, 0x6ecda22a, 0x69721233, 0x9743506b,
+  0x8e022016, 0x7033624e, 0x778cd257, 0x89bd900f, 0x78f3b265, 0x86c2f03d, 0x817d4024, 0x7f4c027c,
+  0x1df67391, 0xe3c731c9, 0xe47881d0, 0x1a49c388, 0xeb07e1e2, 0x1536a3ba, 0x128913a3, 0xecb851fb,
+  0xf5f92186, 0x0bc863de, 0x0c77d3c7, 0xf246919f, 0x0308b3f5, 0xfd39f1ad, 0xfa8641b4, 0x04b703ec,
+  0xc804a14e, 0x3635e316, 0x318a530f, 0xcfbb1157, 0x3ef5333d, 0xc0c47165, 0xc77bc17c, 0x394a8324,
+  0x200bf359, 0xde3ab101, 0xd9850118, 0x27b44340, 0xd6fa612a, 0x28cb2372, 0x2f74936b, 0xd145d133,
+  0xea0070b1, 0x143132e9, 0x138e82f0, 0xedbfc0a8, 0x1cf1e2c2, 0xe2c0a09a, 0xe57f1083, 0x1b4e52db,
+  0x020f22a6, 0xfc3e60fe, 0xfb81d0e7, 0x05b092bf, 0xf4feb0d5, 0x0acff28d, 0x0d704294, 0xf34100cc,
+  0x3ff2a26e, 0xc1c3e036, 0xc67c502f, 0x384d1277, 0xc903301d, 0x37327245, 0x308dc25c, 0xcebc8004,
+  0xd7fdf079, 0x29ccb221, 0x2e730238, 0xd0424060, 0x210c620a, 0xdf3d2052, 0xd882904b, 0x26b3d213,
+  0x4409a3fe, 0xba38e1a6, 0xbd8751bf, 0x43b613e7, 0xb2f8318d, 0x4cc973d5, 0x4b76c3cc, 0xb5478194,
+  0xac06f1e9, 0x5237b3b1, 0x558803a8, 0xabb941f0, 0x5af7639a, 0xa4c621c2, 0xa37991db, 0x5d48d383,
+  0x91fb7121, 0x6fca3379, 0x68758360, 0x9644c138, 0x670ae352, 0x993ba10a, 0x9e841113, 0x60b5534b,
+  0x79f42336, 0x87c5616e, 0x807ad177, 0x7e4b932f, 0x8f05b145, 0x7134f31d, 0x768b4304, 0x88ba015c,
+  0x00000000, 0x6213374d, 0xc4266e9a, 0xa63559d7, 0x8da0abc5, 0xefb39c88, 0x4986c55f, 0x2b95f212,
+  0x1ead217b, 0x7cbe1636, 0xda8b4fe1, 0xb89878ac, 0x930d8abe, 0xf11ebdf3, 0x572be424, 0x3538d369,
+  0x3d5a42f6, 0x5f4975bb, 0xf97c2c6c, 0x9b6f1b21, 0xb0fae933, 0xd2e9de7e, 0x74dc87a9, 0x16cfb0e4,
+  0x23f7638d, 0x41e454c0, 0xe7d10d17, 0x85c23a5a, 0xae57c848, 0xcc44ff05, 0x6a71a6d2, 0x0862919f,
+  0x7ab485ec, 0x18a7b2a1, 0xbe92eb76, 0xdc81dc3b, 0xf7142e29, 0x95071964, 0x333240b3, 0x512177fe,
+  0x6419a497, 0x060a93da, 0xa03fca0d, 0xc22cfd40, 0xe9b90f52, 0x8baa381f, 0x2d9f61c8, 0x4f8c5685,
+  0x47eec71a, 0x25fdf057, 0x83c8a980, 0xe1db9ecd, 0xca4e6cdf, 0xa85d5b92, 0x0e680245, 0x6c7b3508,
+  0x5943e661, 0x3b50d12c, 0x9d6588fb, 0xff76bfb6, 0xd4e34da4, 0xb6f07ae9, 0x10c5233e, 0x72d61473,
+  0xf5690bd8, 0x977a3c95, 0x314f6542, 0x535c520f, 0x78c9a01d, 0x1ada9750, 0xbcefce87, 0xdefcf9ca,
+  0xebc42aa3, 0x89d71dee, 0x2fe24439, 0x4df17374, 0x66648166, 0x0477b62b, 0xa242effc, 0xc051d8b1,
+  0xc833492e, 0xaa207e63, 0x0c1527b4, 0x6e0610f9, 0x4593e2eb, 0x2780d5a6, 0x81b58c71, 0xe3a6bb3c,
+  0xd69e6855, 0xb48d5f18, 0x12b806cf, 0x70ab3182, 0x5b3ec390, 0x392df4dd, 0x9f18ad0a, 0xfd0b9a47,
+  0x8fdd8e34, 0xedceb979, 0x4bfbe0ae, 0x29e8d7e3, 0x027d25f1, 0x606e12bc, 0xc65b4b6b, 0xa4487c26,
+  0x9170af4f, 0xf3639802, 0x5556c1d5, 0x3745f698, 0x1cd0048a, 0x7ec333c7, 0xd8f66a10, 0xbae55d5d,
+  0xb287ccc2, 0xd094fb8f, 0x76a1a258, 0x14b29515, 0x3f276707, 0x5d34504a, 0xfb01099d, 0x99123ed0,
+  0xac2aedb9, 0xce39daf4, 0x680c8323, 0x0a1fb46e, 0x218a467c, 0x43997131, 0xe5ac28e6, 0x87bf1fab,
+  0xef3e6141, 0x8d2d560c, 0x2b180fdb, 0x490b3896, 0x629eca84, 0x008dfdc9, 0xa6b8a41e, 0xc4ab9353,
+  0xf193403a, 0x93807777, 0x35b52ea0, 0x57a619ed, 0x7c33ebff, 0x1e20dcb2, 0xb8158565, 0xda06b228,
+  0xd26423b7, 0xb07714fa, 0x16424d2d, 0x74517a60, 0x5fc48872, 0x3dd7bf3f, 0x9be2e6e8, 0xf9f1d1a5,
+  0xccc902cc, 0xaeda3581, 0x08ef6c56, 0x6afc5b1b, 0x4169a909, 0x237a9e44, 0x854fc793, 0xe75cf0de,
+  0x958ae4ad, 0xf799d3e0, 0x51ac8a37, 0x33bfbd7a, 0x182a4f68, 0x7a397825, 0xdc0c21f2, 0xbe1f16bf,
+  0x8b27c5d6, 0xe934f29b, 0x4f01ab4c, 0x2d129c01, 0x06876e13, 0x6494595e, 0xc2a10089, 0xa0b237c4,
+  0xa8d0a65b, 0xcac39116, 0x6cf6c8c1, 0x0ee5ff8c, 0x25700d9e, 0x47633ad3, 0xe1566304, 0x83455449,
+  0xb67d8720, 0xd46eb06d, 0x725be9ba, 0x1048def7, 0x3bdd2ce5, 0x59ce1ba8, 0xfffb427f, 0x9de87532,
+  0x1a576a99, 0x78445dd4, 0xde710403, 0xbc62334e, 0x97f7c15c, 0xf5e4f611, 0x53d1afc6, 0x31c2988b,
+  0x04fa4be2, 0x66e97caf, 0xc0dc2578, 0xa2cf1235, 0x895ae027, 0xeb49d76a, 0x4d7c8ebd, 0x2f6fb9f0,
+  0x270d286f, 0x451e1f22, 0xe32b46f5, 0x813871b8, 0xaaad83aa, 0xc8beb4e7, 0x6e8bed30, 0x0c98da7d,
+  0x39a00914, 0x5bb33e59, 0xfd86678e, 0x9f9550c3, 0xb400a2d1, 0xd613959c, 0x7026cc4b, 0x1235fb06,
+  0x60e3ef75, 0x02f0d838, 0xa4c581ef, 0xc6d6b6a2, 0xed4344b0, 0x8f5073fd, 0x29652a2a, 0x4b761d67,
+  0x7e4ece0e, 0x1c5df943, 0xba68a094, 0xd87b97d9, 0xf3ee65cb, 0x91fd5286, 0x37c80b51, 0x55db3c1c,
+  0x5db9ad83, 0x3faa9ace, 0x999fc319, 0xfb8cf454, 0xd0190646, 0xb20a310b, 0x143f68dc, 0x762c5f91,
+  0x43148cf8, 0x2107bbb5, 0x8732e262, 0xe521d52f, 0xceb4273d, 0xaca71070, 0x0a9249a7, 0x68817eea,
+  0x00000000, 0xdb90b473, 0xb2cd1e17, 0x695daa64, 0x60764adf, 0xbbe6feac, 0xd2bb54c8, 0x092be0bb,
+  0xc0ec95be, 0x1b7c21cd, 0x72218ba9, 0xa9b13fda, 0xa09adf61, 0x7b0a6b12, 0x1257c176, 0xc9c77505,
+  0x84355d8d, 0x5fa5e9fe, 0x36f8439a, 0xed68f7e9, 0xe4431752, 0x3fd3a321, 0x568e0945, 0x8d1ebd36,
+  0x44d9c833, 0x9f497c40, 0xf614d624, 0x2d846257, 0x24af82ec, 0xff3f369f, 0x96629cfb, 0x4df22888,
+  0x0d86cdeb, 0xd6167998, 0xbf4bd3fc, 0x64db678f, 0x6df08734, 0xb6603347, 0xdf3d9923, 0x04ad2d50,
+  0xcd6a5855, 0x16faec26, 0x7fa74642, 0xa437f231, 0xad1c128a, 0x768ca6f9, 0x1fd10c9d, 0xc441b8ee,
+  0x89b39066, 0x52232415, 0x3b7e8e71, 0xe0ee3a02, 0xe9c5dab9, 0x32556eca, 0x5b08c4ae, 0x809870dd,
+  0x495f05d8, 0x92cfb1ab, 0xfb921bcf, 0x2002afbc, 0x29294f07, 0xf2b9fb74, 0x9be45110, 0x4074e563,
+  0x1b0d9bd6, 0xc09d2fa5, 0xa9c085c1, 0x725031b2, 0x7b7bd109, 0xa0eb657a, 0xc9b6cf1e, 0x12267b6d,
+  0xdbe10e68, 0x0071ba1b, 0x692c107f, 0xb2bca40c, 0xbb9744b7, 0x6007f0c4, 0x095a5aa0, 0xd2caeed3,
+  0x9f38c65b, 0x44a87228, 0x2df5d84c, 0xf6656c3f, 0xff4e8c84, 0x24de38f7, 0x4d839293, 0x961326e0,
+  0x5fd453e5, 0x8444e796, 0xed194df2, 0x3689f981, 0x3fa2193a, 0xe432ad49, 0x8d6f072d, 0x56ffb35e,
+  0x168b563d, 0xcd1be24e, 0xa446482a, 0x7fd6fc59, 0x76fd1ce2, 0xad6da891, 0xc43002f5, 0x1fa0b686,
+  0xd667c383, 0x0df777f0, 0x64aadd94, 0xbf3a69e7, 0xb611895c, 0x6d813d2f, 0x04dc974b, 0xdf4c2338,
+  0x92be0bb0, 0x492ebfc3, 0x207315a7, 0xfbe3a1d4, 0xf2c8416f, 0x2958f51c, 0x40055f78, 0x9b95eb0b,
+  0x52529e0e, 0x89c22a7d, 0xe09f8019, 0x3b0f346a, 0x3224d4d1, 0xe9b460a2, 0x80e9cac6, 0x5b797eb5,
+  0x361b37ac, 0xed8b83df, 0x84d629bb, 0x5f469dc8, 0x566d7d73, 0x8dfdc900, 0xe4a06364, 0x3f30d717,
+  0xf6f7a212, 0x2d671661, 0x443abc05, 0x9faa0876, 0x9681e8cd, 0x4d115cbe, 0x244cf6da, 0xffdc42a9,
+  0xb22e6a21, 0x69bede52, 0x00e37436, 0xdb73c045, 0xd25820fe, 0x09c8948d, 0x60953ee9, 0xbb058a9a,
+  0x72c2ff9f, 0xa9524bec, 0xc00fe188, 0x1b9f55fb, 0x12b4b540, 0xc9240133, 0xa079ab57, 0x7be91f24,
+  0x3b9dfa47, 0xe00d4e34, 0x8950e450, 0x52c05023, 0x5bebb098, 0x807b04eb, 0xe926ae8f, 0x32b61afc,
+  0xfb716ff9, 0x20e1db8a, 0x49bc71ee, 0x922cc59d, 0x9b072526, 0x40979155, 0x29ca3b31, 0xf25a8f42,
+  0xbfa8a7ca, 0x643813b9, 0x0d65b9dd, 0xd6f50dae, 0xdfdeed15, 0x044e5966, 0x6d13f302, 0xb6834771,
+  0x7f443274, 0xa4d48607, 0xcd892c63, 0x16199810, 0x1f3278ab, 0xc4a2ccd8, 0xadff66bc, 0x766fd2cf,
+  0x2d16ac7a, 0xf6861809, 0x9fdbb26d, 0x444b061e, 0x4d60e6a5, 0x96f052d6, 0xffadf8b2, 0x243d4cc1,
+  0xedfa39c4, 0x366a8db7, 0x5f3727d3, 0x84a793a0, 0x8d8c731b, 0x561cc768, 0x3f416d0c, 0xe4d1d97f,
+  0xa923f1f7, 0x72b34584, 0x1beeefe0, 0xc07e5b93, 0xc955bb28, 0x12c50f5b, 0x7b98a53f, 0xa008114c,
+  0x69cf6449, 0xb25fd03a, 0xdb027a5e, 0x0092ce2d, 0x09b92e96, 0xd2299ae5, 0xbb743081, 0x60e484f2,
+  0x20906191, 0xfb00d5e2, 0x925d7f86, 0x49cdcbf5, 0x40e62b4e, 0x9b769f3d, 0xf22b3559, 0x29bb812a,
+  0xe07cf42f, 0x3bec405c, 0x52b1ea38, 0x89215e4b, 0x800abef0, 0x5b9a0a83, 0x32c7a0e7, 0xe9571494,
+  0xa4a53c1c, 0x7f35886f, 0x1668220b, 0xcdf89678, 0xc4d376c3, 0x1f43c2b0, 0x761e68d4, 0xad8edca7,
+  0x6449a9a2, 0xbfd91dd1, 0xd684b7b5, 0x0d1403c6, 0x043fe37d, 0xdfaf570e, 0xb6f2fd6a, 0x6d624919,
+  0x00000000, 0x6c366f58, 0xd86cdeb0, 0xb45ab1e8, 0xb535cb91, 0xd903a4c9, 0x6d591521, 0x016f7a79,
+  0x6f87e1d3, 0x03b18e8b, 0xb7eb3f63, 0xdbdd503b, 0xdab22a42, 0xb684451a, 0x02def4f2, 0x6ee89baa,
+  0xdf0fc3a6, 0xb339acfe, 0x07631d16, 0x6b55724e, 0x6a3a0837, 0x060c676f, 0xb256d687, 0xde60b9df,
+  0xb0882275, 0xdcbe4d2d, 0x68e4fcc5, 0x04d2939d, 0x05bde9e4, 0x698b86bc, 0xddd13754, 0xb1e7580c,
+  0xbbf3f1bd, 0xd7c59ee5, 0x639f2f0d, 0x0fa94055, 0x0ec63a2c, 0x62f05574, 0xd6aae49c, 0xba9c8bc4,
+  0xd474106e, 0xb8427f36, 0x0c18cede, 0x602ea186, 0x6141dbff, 0x0d77b4a7, 0xb92d054f, 0xd51b6a17,
+  0x64fc321b, 0x08ca5d43, 0xbc90ecab, 0xd0a683f3, 0xd1c9f98a, 0xbdff96d2, 0x09a5273a, 0x65934862,
+  0x0b7bd3c8, 0x674dbc90, 0xd3170d78, 0xbf216220, 0xbe4e1859, 0xd2787701, 0x6622c6e9, 0x0a14a9b1,
+  0x720b958b, 0x1e3dfad3, 0xaa674b3b, 0xc6512463, 0xc73e5e1a, 0xab083142, 0x1f5280aa, 0x7364eff2,
+  0x1d8c7458, 0x71ba1b00, 0xc5e0aae8, 0xa9d6c5b0, 0xa8b9bfc9, 0xc48fd091, 0x70d56179, 0x1ce30e21,
+  0xad04562d, 0xc1323975, 0x7568889d, 0x195ee7c5, 0x18319dbc, 0x7407f2e4, 0xc05d430c, 0xac6b2c54,
+  0xc283b7fe, 0xaeb5d8a6, 0x1aef694e, 0x76d90616, 0x77b67c6f, 0x1b801337, 0xafdaa2df, 0xc3eccd87,
+  0xc9f86436, 0xa5ce0b6e, 0x1194ba86, 0x7da2d5de, 0x7ccdafa7, 0x10fbc0ff, 0xa4a17117, 0xc8971e4f,
+  0xa67f85e5, 0xca49eabd, 0x7e135b55, 0x1225340d, 0x134a4e74, 0x7f7c212c, 0xcb2690c4, 0xa710ff9c,
+  0x16f7a790, 0x7ac1c8c8, 0xce9b7920, 0xa2ad1678, 0xa3c26c01, 0xcff40359, 0x7baeb2b1, 0x1798dde9,
+  0x79704643, 0x1546291b, 0xa11c98f3, 0xcd2af7ab, 0xcc458dd2, 0xa073e28a, 0x14295362, 0x781f3c3a,
+  0xe4172b16, 0x8821444e, 0x3c7bf5a6, 0x504d9afe, 0x5122e087, 0x3d148fdf, 0x894e3e37, 0xe578516f,
+  0x8b90cac5, 0xe7a6a59d, 0x53fc1475, 0x3fca7b2d, 0x3ea50154, 0x52936e0c, 0xe6c9dfe4, 0x8affb0bc,
+  0x3b18e8b0, 0x572e87e8, 0xe3743600, 0x8f425958, 0x8e2d2321, 0xe21b4c79, 0x5641fd91, 0x3a7792c9,
+  0x549f0963, 0x38a9663b, 0x8cf3d7d3, 0xe0c5b88b, 0xe1aac2f2, 0x8d9cadaa, 0x39c61c42, 0x55f0731a,
+  0x5fe4daab, 0x33d2b5f3, 0x8788041b, 0xebbe6b43, 0xead1113a, 0x86e77e62, 0x32bdcf8a, 0x5e8ba0d2,
+  0x30633b78, 0x5c555420, 0xe80fe5c8, 0x84398a90, 0x8556f0e9, 0xe9609fb1, 0x5d3a2e59, 0x310c4101,
+  0x80eb190d, 0xecdd7655, 0x5887c7bd, 0x34b1a8e5, 0x35ded29c, 0x59e8bdc4, 0xedb20c2c, 0x81846374,
+  0xef6cf8de, 0x835a9786, 0x3700266e, 0x5b364936, 0x5a59334f, 0x366f5c17, 0x8235edff, 0xee0382a7,
+  0x961cbe9d, 0xfa2ad1c5, 0x4e70602d, 0x22460f75, 0x2329750c, 0x4f1f1a54, 0xfb45abbc, 0x9773c4e4,
+  0xf99b5f4e, 0x95ad3016, 0x21f781fe, 0x4dc1eea6, 0x4cae94df, 0x2098fb87, 0x94c24a6f, 0xf8f42537,
+  0x49137d3b, 0x25251263, 0x917fa38b, 0xfd49ccd3, 0xfc26b6aa, 0x9010d9f2, 0x244a681a, 0x487c0742,
+  0x26949ce8, 0x4aa2f3b0, 0xfef84258, 0x92ce2d00, 0x93a15779, 0xff973821, 0x4bcd89c9, 0x27fbe691,
+  0x2def4f20, 0x41d92078, 0xf5839190, 0x99b5fec8, 0x98da84b1, 0xf4ecebe9, 0x40b65a01, 0x2c803559,
+  0x4268aef3, 0x2e5ec1ab, 0x9a047043, 0xf6321f1b, 0xf75d6562, 0x9b6b0a3a, 0x2f31bbd2, 0x4307d48a,
+  0xf2e08c86, 0x9ed6e3de, 0x2a8c5236, 0x46ba3d6e, 0x47d54717, 0x2be3284f, 0x9fb999a7, 0xf38ff6ff,
+  0x9d676d55, 0xf151020d, 0x450bb3e5, 0x293ddcbd, 0x2852a6c4, 0x4464c99c, 0xf03e7874, 0x9c08172c,
 ]);
-const SHORT: usize = 128;
-const SHIFT_SHORT: usize = memory.data<u32>([
+const SHIFT_64: usize = memory.data<u32>([
+  0x00000000, 0x740eef02, 0xe81dde04, 0x9c133106, 0xd5d7caf9, 0xa1d925fb, 0x3dca14fd, 0x49c4fbff,
+  0xae43e303, 0xda4d0c01, 0x465e3d07, 0x3250d205, 0x7b9429fa, 0x0f9ac6f8, 0x9389f7fe, 0xe78718fc,
+  0x596bb0f7, 0x2d655ff5, 0xb1766ef3, 0xc57881f1, 0x8cbc7a0e, 0xf8b2950c, 0x64a1a40a, 0x10af4b08,
+  0xf72853f4, 0x8326bcf6, 0x1f358df0, 0x6b3b62f2, 0x22ff990d, 0x56f1760f, 0xcae24709, 0xbeeca80b,
+  0xb2d761ee, 0xc6d98eec, 0x5acabfea, 0x2ec450e8, 0x6700ab17, 0x130e4415, 0x8f1d7513, 0xfb139a11,
+  0x1c9482ed, 0x689a6def, 0xf4895ce9, 0x8087b3eb, 0xc9434814, 0xbd4da716, 0x215e9610, 0x55507912,
+  0xebbcd119, 0x9fb23e1b, 0x03a10f1d, 0x77afe01f, 0x3e6b1be0, 0x4a65f4e2, 0xd676c5e4, 0xa2782ae6,
+  0x45ff321a, 0x31f1dd18, 0xade2ec1e, 0xd9ec031c, 0x9028f8e3, 0xe42617e1, 0x783526e7, 0x0c3bc9e5,
+  0x6042b52d, 0x144c5a2f, 0x885f6b29, 0xfc51842b, 0xb5957fd4, 0xc19b90d6, 0x5d88a1d0, 0x29864ed2,
+  0xce01562e, 0xba0fb92c, 0x261c882a, 0x52126728, 0x1bd69cd7, 0x6fd873d5, 0xf3cb42d3, 0x87c5add1,
+  0x392905da, 0x4d27ead8, 0xd134dbde, 0xa53a34dc, 0xecfecf23, 0x98f02021, 0x04e31127, 0x70edfe25,
+  0x976ae6d9, 0xe36409db, 0x7f7738dd, 0x0b79d7df, 0x42bd2c20, 0x36b3c322, 0xaaa0f224, 0xdeae1d26,
+  0xd295d4c3, 0xa69b3bc1, 0x3a880ac7, 0x4e86e5c5, 0x07421e3a, 0x734cf138, 0xef5fc03e, 0x9b512f3c,
+  0x7cd637c0, 0x08d8d8c2, 0x94cbe9c4, 0xe0c506c6, 0xa901fd39, 0xdd0f123b, 0x411c233d, 0x3512cc3f,
+  0x8bfe6434, 0xfff08b36, 0x63e3ba30, 0x17ed5532, 0x5e29aecd, 0x2a2741cf, 0xb63470c9, 0xc23a9fcb,
+  0x25bd8737, 0x51b36835, 0xcda05933, 0xb9aeb631, 0xf06a4dce, 0x8464a2cc, 0x187793ca, 0x6c797cc8,
+  0xc0856a5a, 0xb48b8558, 0x2898b45e, 0x5c965b5c, 0x1552a0a3, 0x615c4fa1, 0xfd4f7ea7, 0x894191a5,
+  0x6ec68959, 0x1ac8665b, 0x86db575d, 0xf2d5b85f, 0xbb1143a0, 0xcf1faca2, 0x530c9da4, 0x270272a6,
+  0x99eedaad, 0xede035af, 0x71f304a9, 0x05fdebab, 0x4c391054, 0x3837ff56, 0xa424ce50, 0xd02a2152,
+  0x37ad39ae, 0x43a3d6ac, 0xdfb0e7aa, 0xabbe08a8, 0xe27af357, 0x96741c55, 0x0a672d53, 0x7e69c251,
+  0x72520bb4, 0x065ce4b6, 0x9a4fd5b0, 0xee413ab2, 0xa785c14d, 0xd38b2e4f, 0x4f981f49, 0x3b96f04b,
+  0xdc11e8b7, 0xa81f07b5, 0x340c36b3, 0x4002d9b1, 0x09c6224e, 0x7dc8cd4c, 0xe1dbfc4a, 0x95d51348,
+  0x2b39bb43, 0x5f375441, 0xc3246547, 0xb72a8a45, 0xfeee71ba, 0x8ae09eb8, 0x16f3afbe, 0x62fd40bc,
+  0x857a5840, 0xf174b742, 0x6d678644, 0x19696946, 0x50ad92b9, 0x24a37dbb, 0xb8b04cbd, 0xccbea3bf,
+  0xa0c7df77, 0xd4c93075, 0x48da0173, 0x3cd4ee71, 0x7510158e, 0x011efa8c, 0x9d0dcb8a, 0xe9032488,
+  0x0e843c74, 0x7a8ad376, 0xe699e270, 0x92970d72, 0xdb53f68d, 0xaf5d198f, 0x334e2889, 0x4740c78b,
+  0xf9ac6f80, 0x8da28082, 0x11b1b184, 0x65bf5e86, 0x2c7ba579, 0x58754a7b, 0xc4667b7d, 0xb068947f,
+  0x57ef8c83, 0x23e16381, 0xbff25287, 0xcbfcbd85, 0x8238467a, 0xf636a978, 0x6a25987e, 0x1e2b777c,
+  0x1210be99, 0x661e519b, 0xfa0d609d, 0x8e038f9f, 0xc7c77460, 0xb3c99b62, 0x2fdaaa64, 0x5bd44566,
+  0xbc535d9a, 0xc85db298, 0x544e839e, 0x20406c9c, 0x69849763, 0x1d8a7861, 0x81994967, 0xf597a665,
+  0x4b7b0e6e, 0x3f75e16c, 0xa366d06a, 0xd7683f68, 0x9eacc497, 0xeaa22b95, 0x76b11a93, 0x02bff591,
+  0xe538ed6d, 0x9136026f, 0x0d253369, 0x792bdc6b, 0x30ef2794, 0x44e1c896, 0xd8f2f990, 0xacfc1692,
+  0x00000000, 0x84e6a245, 0x0c21327b, 0x88c7903e, 0x184264f6, 0x9ca4c6b3, 0x1463568d, 0x9085f4c8,
+  0x3084c9ec, 0xb4626ba9, 0x3ca5fb97, 0xb84359d2, 0x28c6ad1a, 0xac200f5f, 0x24e79f61, 0xa0013d24,
+  0x610993d8, 0xe5ef319d, 0x6d28a1a3, 0xe9ce03e6, 0x794bf72e, 0xfdad556b, 0x756ac555, 0xf18c6710,
+  0x518d5a34, 0xd56bf871, 0x5dac684f, 0xd94aca0a, 0x49cf3ec2, 0xcd299c87, 0x45ee0cb9, 0xc108aefc,
+  0xc21327b0, 0x46f585f5, 0xce3215cb, 0x4ad4b78e, 0xda514346, 0x5eb7e103, 0xd670713d, 0x5296d378,
+  0xf297ee5c, 0x76714c19, 0xfeb6dc27, 0x7a507e62, 0xead58aaa, 0x6e3328ef, 0xe6f4b8d1, 0x62121a94,
+  0xa31ab468, 0x27fc162d, 0xaf3b8613, 0x2bdd2456, 0xbb58d09e, 0x3fbe72db, 0xb779e2e5, 0x339f40a0,
+  0x939e7d84, 0x1778dfc1, 0x9fbf4fff, 0x1b59edba, 0x8bdc1972, 0x0f3abb37, 0x87fd2b09, 0x031b894c,
+  0x81ca3991, 0x052c9bd4, 0x8deb0bea, 0x090da9af, 0x99885d67, 0x1d6eff22, 0x95a96f1c, 0x114fcd59,
+  0xb14ef07d, 0x35a85238, 0xbd6fc206, 0x39896043, 0xa90c948b, 0x2dea36ce, 0xa52da6f0, 0x21cb04b5,
+  0xe0c3aa49, 0x6425080c, 0xece29832, 0x68043a77, 0xf881cebf, 0x7c676cfa, 0xf4a0fcc4, 0x70465e81,
+  0xd04763a5, 0x54a1c1e0, 0xdc6651de, 0x5880f39b, 0xc8050753, 0x4ce3a516, 0xc4243528, 0x40c2976d,
+  0x43d91e21, 0xc73fbc64, 0x4ff82c5a, 0xcb1e8e1f, 0x5b9b7ad7, 0xdf7dd892, 0x57ba48ac, 0xd35ceae9,
+  0x735dd7cd, 0xf7bb7588, 0x7f7ce5b6, 0xfb9a47f3, 0x6b1fb33b, 0xeff9117e, 0x673e8140, 0xe3d82305,
+  0x22d08df9, 0xa6362fbc, 0x2ef1bf82, 0xaa171dc7, 0x3a92e90f, 0xbe744b4a, 0x36b3db74, 0xb2557931,
+  0x12544415, 0x96b2e650, 0x1e75766e, 0x9a93d42b, 0x0a1620e3, 0x8ef082a6, 0x06371298, 0x82d1b0dd,
+  0x067805d3, 0x829ea796, 0x0a5937a8, 0x8ebf95ed, 0x1e3a6125, 0x9adcc360, 0x121b535e, 0x96fdf11b,
+  0x36fccc3f, 0xb21a6e7a, 0x3addfe44, 0xbe3b5c01, 0x2ebea8c9, 0xaa580a8c, 0x229f9ab2, 0xa67938f7,
+  0x6771960b, 0xe397344e, 0x6b50a470, 0xefb60635, 0x7f33f2fd, 0xfbd550b8, 0x7312c086, 0xf7f462c3,
+  0x57f55fe7, 0xd313fda2, 0x5bd46d9c, 0xdf32cfd9, 0x4fb73b11, 0xcb519954, 0x4396096a, 0xc770ab2f,
+  0xc46b2263, 0x408d8026, 0xc84a1018, 0x4cacb25d, 0xdc294695, 0x58cfe4d0, 0xd00874ee, 0x54eed6ab,
+  0xf4efeb8f, 0x700949ca, 0xf8ced9f4, 0x7c287bb1, 0xecad8f79, 0x684b2d3c, 0xe08cbd02, 0x646a1f47,
+  0xa562b1bb, 0x218413fe, 0xa94383c0, 0x2da52185, 0xbd20d54d, 0x39c67708, 0xb101e736, 0x35e74573,
+  0x95e67857, 0x1100da12, 0x99c74a2c, 0x1d21e869, 0x8da41ca1, 0x0942bee4, 0x81852eda, 0x05638c9f,
+  0x87b23c42, 0x03549e07, 0x8b930e39, 0x0f75ac7c, 0x9ff058b4, 0x1b16faf1, 0x93d16acf, 0x1737c88a,
+  0xb736f5ae, 0x33d057eb, 0xbb17c7d5, 0x3ff16590, 0xaf749158, 0x2b92331d, 0xa355a323, 0x27b30166,
+  0xe6bbaf9a, 0x625d0ddf, 0xea9a9de1, 0x6e7c3fa4, 0xfef9cb6c, 0x7a1f6929, 0xf2d8f917, 0x763e5b52,
+  0xd63f6676, 0x52d9c433, 0xda1e540d, 0x5ef8f648, 0xce7d0280, 0x4a9ba0c5, 0xc25c30fb, 0x46ba92be,
+  0x45a11bf2, 0xc147b9b7, 0x49802989, 0xcd668bcc, 0x5de37f04, 0xd905dd41, 0x51c24d7f, 0xd524ef3a,
+  0x7525d21e, 0xf1c3705b, 0x7904e065, 0xfde24220, 0x6d67b6e8, 0xe98114ad, 0x61468493, 0xe5a026d6,
+  0x24a8882a, 0xa04e2a6f, 0x2889ba51, 0xac6f1814, 0x3ceaecdc, 0xb80c4e99, 0x30cbdea7, 0xb42d7ce2,
+  0x142c41c6, 0x90cae383, 0x180d73bd, 0x9cebd1f8, 0x0c6e2530, 0x88888775, 0x004f174b, 0x84a9b50e,
+  0x00000000, 0x0cf00ba6, 0x19e0174c, 0x15101cea, 0x33c02e98, 0x3f30253e, 0x2a2039d4, 0x26d03272,
+  0x67805d30, 0x6b705696, 0x7e604a7c, 0x729041da, 0x544073a8, 0x58b0780e, 0x4da064e4, 0x41506f42,
+  0xcf00ba60, 0xc3f0b1c6, 0xd6e0ad2c, 0xda10a68a, 0xfcc094f8, 0xf0309f5e, 0xe52083b4, 0xe9d08812,
+  0xa880e750, 0xa470ecf6, 0xb160f01c, 0xbd90fbba, 0x9b40c9c8, 0x97b0c26e, 0x82a0de84, 0x8e50d522,
+  0x9bed0231, 0x971d0997, 0x820d157d, 0x8efd1edb, 0xa82d2ca9, 0xa4dd270f, 0xb1cd3be5, 0xbd3d3043,
+  0xfc6d5f01, 0xf09d54a7, 0xe58d484d, 0xe97d43eb, 0xcfad7199, 0xc35d7a3f, 0xd64d66d5, 0xdabd6d73,
+  0x54edb851, 0x581db3f7, 0x4d0daf1d, 0x41fda4bb, 0x672d96c9, 0x6bdd9d6f, 0x7ecd8185, 0x723d8a23,
+  0x336de561, 0x3f9deec7, 0x2a8df22d, 0x267df98b, 0x00adcbf9, 0x0c5dc05f, 0x194ddcb5, 0x15bdd713,
+  0x32367293, 0x3ec67935, 0x2bd665df, 0x27266e79, 0x01f65c0b, 0x0d0657ad, 0x18164b47, 0x14e640e1,
+  0x55b62fa3, 0x59462405, 0x4c5638ef, 0x40a63349, 0x6676013b, 0x6a860a9d, 0x7f961677, 0x73661dd1,
+  0xfd36c8f3, 0xf1c6c355, 0xe4d6dfbf, 0xe826d419, 0xcef6e66b, 0xc206edcd, 0xd716f127, 0xdbe6fa81,
+  0x9ab695c3, 0x96469e65, 0x8356828f, 0x8fa68929, 0xa976bb5b, 0xa586b0fd, 0xb096ac17, 0xbc66a7b1,
+  0xa9db70a2, 0xa52b7b04, 0xb03b67ee, 0xbccb6c48, 0x9a1b5e3a, 0x96eb559c, 0x83fb4976, 0x8f0b42d0,
+  0xce5b2d92, 0xc2ab2634, 0xd7bb3ade, 0xdb4b3178, 0xfd9b030a, 0xf16b08ac, 0xe47b1446, 0xe88b1fe0,
+  0x66dbcac2, 0x6a2bc164, 0x7f3bdd8e, 0x73cbd628, 0x551be45a, 0x59ebeffc, 0x4cfbf316, 0x400bf8b0,
+  0x015b97f2, 0x0dab9c54, 0x18bb80be, 0x144b8b18, 0x329bb96a, 0x3e6bb2cc, 0x2b7bae26, 0x278ba580,
+  0x646ce526, 0x689cee80, 0x7d8cf26a, 0x717cf9cc, 0x57accbbe, 0x5b5cc018, 0x4e4cdcf2, 0x42bcd754,
+  0x03ecb816, 0x0f1cb3b0, 0x1a0caf5a, 0x16fca4fc, 0x302c968e, 0x3cdc9d28, 0x29cc81c2, 0x253c8a64,
+  0xab6c5f46, 0xa79c54e0, 0xb28c480a, 0xbe7c43ac, 0x98ac71de, 0x945c7a78, 0x814c6692, 0x8dbc6d34,
+  0xccec0276, 0xc01c09d0, 0xd50c153a, 0xd9fc1e9c, 0xff2c2cee, 0xf3dc2748, 0xe6cc3ba2, 0xea3c3004,
+  0xff81e717, 0xf371ecb1, 0xe661f05b, 0xea91fbfd, 0xcc41c98f, 0xc0b1c229, 0xd5a1dec3, 0xd951d565,
+  0x9801ba27, 0x94f1b181, 0x81e1ad6b, 0x8d11a6cd, 0xabc194bf, 0xa7319f19, 0xb22183f3, 0xbed18855,
+  0x30815d77, 0x3c7156d1, 0x29614a3b, 0x2591419d, 0x034173ef, 0x0fb17849, 0x1aa164a3, 0x16516f05,
+  0x57010047, 0x5bf10be1, 0x4ee1170b, 0x42111cad, 0x64c12edf, 0x68312579, 0x7d213993, 0x71d13235,
+  0x565a97b5, 0x5aaa9c13, 0x4fba80f9, 0x434a8b5f, 0x659ab92d, 0x696ab28b, 0x7c7aae61, 0x708aa5c7,
+  0x31daca85, 0x3d2ac123, 0x283addc9, 0x24cad66f, 0x021ae41d, 0x0eeaefbb, 0x1bfaf351, 0x170af8f7,
+  0x995a2dd5, 0x95aa2673, 0x80ba3a99, 0x8c4a313f, 0xaa9a034d, 0xa66a08eb, 0xb37a1401, 0xbf8a1fa7,
+  0xfeda70e5, 0xf22a7b43, 0xe73a67a9, 0xebca6c0f, 0xcd1a5e7d, 0xc1ea55db, 0xd4fa4931, 0xd80a4297,
+  0xcdb79584, 0xc1479e22, 0xd45782c8, 0xd8a7896e, 0xfe77bb1c, 0xf287b0ba, 0xe797ac50, 0xeb67a7f6,
+  0xaa37c8b4, 0xa6c7c312, 0xb3d7dff8, 0xbf27d45e, 0x99f7e62c, 0x9507ed8a, 0x8017f160, 0x8ce7fac6,
+  0x02b72fe4, 0x0e472442, 0x1b5738a8, 0x17a7330e, 0x3177017c, 0x3d870ada, 0x28971630, 0x24671d96,
+  0x653772d4, 0x69c77972, 0x7cd76598, 0x70276e3e, 0x56f75c4c, 0x5a0757ea, 0x4f174b00, 0x43e740a6,
+  0x00000000, 0xc8d9ca4c, 0x945fe269, 0x5c862825, 0x2d53b223, 0xe58a786f, 0xb90c504a, 0x71d59a06,
+  0x5aa76446, 0x927eae0a, 0xcef8862f, 0x06214c63, 0x77f4d665, 0xbf2d1c29, 0xe3ab340c, 0x2b72fe40,
+  0xb54ec88c, 0x7d9702c0, 0x21112ae5, 0xe9c8e0a9, 0x981d7aaf, 0x50c4b0e3, 0x0c4298c6, 0xc49b528a,
+  0xefe9acca, 0x27306686, 0x7bb64ea3, 0xb36f84ef, 0xc2ba1ee9, 0x0a63d4a5, 0x56e5fc80, 0x9e3c36cc,
+  0x6f71e7e9, 0xa7a82da5, 0xfb2e0580, 0x33f7cfcc, 0x422255ca, 0x8afb9f86, 0xd67db7a3, 0x1ea47def,
+  0x35d683af, 0xfd0f49e3, 0xa18961c6, 0x6950ab8a, 0x1885318c, 0xd05cfbc0, 0x8cdad3e5, 0x440319a9,
+  0xda3f2f65, 0x12e6e529, 0x4e60cd0c, 0x86b90740, 0xf76c9d46, 0x3fb5570a, 0x63337f2f, 0xabeab563,
+  0x80984b23, 0x4841816f, 0x14c7a94a, 0xdc1e6306, 0xadcbf900, 0x6512334c, 0x39941b69, 0xf14dd125,
+  0xdee3cfd2, 0x163a059e, 0x4abc2dbb, 0x8265e7f7, 0xf3b07df1, 0x3b69b7bd, 0x67ef9f98, 0xaf3655d4,
+  0x8444ab94, 0x4c9d61d8, 0x101b49fd, 0xd8c283b1, 0xa91719b7, 0x61ced3fb, 0x3d48fbde, 0xf5913192,
+  0x6bad075e, 0xa374cd12, 0xfff2e537, 0x372b2f7b, 0x46feb57d, 0x8e277f31, 0xd2a15714, 0x1a789d58,
+  0x310a6318, 0xf9d3a954, 0xa5558171, 0x6d8c4b3d, 0x1c59d13b, 0xd4801b77, 0x88063352, 0x40dff91e,
+  0xb192283b, 0x794be277, 0x25cdca52, 0xed14001e, 0x9cc19a18, 0x54185054, 0x089e7871, 0xc047b23d,
+  0xeb354c7d, 0x23ec8631, 0x7f6aae14, 0xb7b36458, 0xc666fe5e, 0x0ebf3412, 0x52391c37, 0x9ae0d67b,
+  0x04dce0b7, 0xcc052afb, 0x908302de, 0x585ac892, 0x298f5294, 0xe15698d8, 0xbdd0b0fd, 0x75097ab1,
+  0x5e7b84f1, 0x96a24ebd, 0xca246698, 0x02fdacd4, 0x732836d2, 0xbbf1fc9e, 0xe777d4bb, 0x2fae1ef7,
+  0xb82be955, 0x70f22319, 0x2c740b3c, 0xe4adc170, 0x95785b76, 0x5da1913a, 0x0127b91f, 0xc9fe7353,
+  0xe28c8d13, 0x2a55475f, 0x76d36f7a, 0xbe0aa536, 0xcfdf3f30, 0x0706f57c, 0x5b80dd59, 0x93591715,
+  0x0d6521d9, 0xc5bceb95, 0x993ac3b0, 0x51e309fc, 0x203693fa, 0xe8ef59b6, 0xb4697193, 0x7cb0bbdf,
+  0x57c2459f, 0x9f1b8fd3, 0xc39da7f6, 0x0b446dba, 0x7a91f7bc, 0xb2483df0, 0xeece15d5, 0x2617df99,
+  0xd75a0ebc, 0x1f83c4f0, 0x4305ecd5, 0x8bdc2699, 0xfa09bc9f, 0x32d076d3, 0x6e565ef6, 0xa68f94ba,
+  0x8dfd6afa, 0x4524a0b6, 0x19a28893, 0xd17b42df, 0xa0aed8d9, 0x68771295, 0x34f13ab0, 0xfc28f0fc,
+  0x6214c630, 0xaacd0c7c, 0xf64b2459, 0x3e92ee15, 0x4f477413, 0x879ebe5f, 0xdb18967a, 0x13c15c36,
+  0x38b3a276, 0xf06a683a, 0xacec401f, 0x64358a53, 0x15e01055, 0xdd39da19, 0x81bff23c, 0x49663870,
+  0x66c82687, 0xae11eccb, 0xf297c4ee, 0x3a4e0ea2, 0x4b9b94a4, 0x83425ee8, 0xdfc476cd, 0x171dbc81,
+  0x3c6f42c1, 0xf4b6888d, 0xa830a0a8, 0x60e96ae4, 0x113cf0e2, 0xd9e53aae, 0x8563128b, 0x4dbad8c7,
+  0xd386ee0b, 0x1b5f2447, 0x47d90c62, 0x8f00c62e, 0xfed55c28, 0x360c9664, 0x6a8abe41, 0xa253740d,
+  0x89218a4d, 0x41f84001, 0x1d7e6824, 0xd5a7a268, 0xa472386e, 0x6cabf222, 0x302dda07, 0xf8f4104b,
+  0x09b9c16e, 0xc1600b22, 0x9de62307, 0x553fe94b, 0x24ea734d, 0xec33b901, 0xb0b59124, 0x786c5b68,
+  0x531ea528, 0x9bc76f64, 0xc7414741, 0x0f988d0d, 0x7e4d170b, 0xb694dd47, 0xea12f562, 0x22cb3f2e,
+  0xbcf709e2, 0x742ec3ae, 0x28a8eb8b, 0xe07121c7, 0x91a4bbc1, 0x597d718d, 0x05fb59a8, 0xcd2293e4,
+  0xe6506da4, 0x2e89a7e8, 0x720f8fcd, 0xbad64581, 0xcb03df87, 0x03da15cb, 0x5f5c3dee, 0x9785f7a2,
+]);
+const SHIFT_128: usize = memory.data<u32>([
   0x00000000, 0x6992cea2, 0xd3259d44, 0xbab753e6, 0xa3a74c79, 0xca3582db, 0x7082d13d, 0x19101f9f,
   0x42a2ee03, 0x2b3020a1, 0x91877347, 0xf815bde5, 0xe105a27a, 0x88976cd8, 0x32203f3e, 0x5bb2f19c,
   0x8545dc06, 0xecd712a4, 0x56604142, 0x3ff28fe0, 0x26e2907f, 0x4f705edd, 0xf5c70d3b, 0x9c55c399,
@@ -539,7 +689,14 @@ const SHIFT_SHORT: usize = memory.data<u32>([
   0x05ff89e4, 0x6b7beb64, 0xd8f74ce4, 0xb6732e64, 0xba027515, 0xd4861795, 0x670ab015, 0x098ed295,
 ]);
 
-/** Eight bytes at p into raw state crc (no inversion). */
+@inline function shift(s: u32, z: usize): u32 {
+  return load<u32>(z + ((s << 2) & 0x3FC))
+    ^ load<u32>(z + ((s >> 6) & 0x3FC), 1 << 10)
+    ^ load<u32>(z + ((s >> 14) & 0x3FC), 2 << 10)
+    ^ load<u32>(z + ((s >> 22) & 0x3FC), 3 << 10);
+}
+
+/** Eight bytes at p into raw state crc. */
 @inline function slice8(crc: u32, p: usize): u32 {
   const lo = load<u32>(p) ^ crc;
   const hi = load<u32>(p, 4);
@@ -553,39 +710,680 @@ const SHIFT_SHORT: usize = memory.data<u32>([
     ^ load<u32>((hi >> 22) & 0x3FC, SLICE);
 }
 
-@inline function shift(s: u32, z: usize): u32 {
-  return load<u32>(z + ((s << 2) & 0x3FC))
-    ^ load<u32>(z + ((s >> 6) & 0x3FC), 1 << 10)
-    ^ load<u32>(z + ((s >> 14) & 0x3FC), 2 << 10)
-    ^ load<u32>(z + ((s >> 22) & 0x3FC), 3 << 10);
+/** `blocks` blocks of 16384 bytes at p: 16 lanes of 1024 bytes each, one per byte of a v128. */
+function lanes16x1024(crc: u32, p: usize, blocks: usize): u32 {
+  const m = i8x16.splat(0x0F);
+  for (let b: usize = 0; b < blocks; b++) {
+    // Lane 0 continues the running CRC; lanes 1..15 start from 0 and are joined below.
+    let v0 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>crc);
+    let v1 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 8));
+    let v2 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 16));
+    let v3 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 24));
+    const end = p + 1024;
+    do {
+      // Sixteen bytes of each lane, then transposed so that plane k holds byte k of every lane.
+      const l0 = v128.load(p, 0);
+      const l1 = v128.load(p, 1024);
+      const l2 = v128.load(p, 2048);
+      const l3 = v128.load(p, 3072);
+      const l4 = v128.load(p, 4096);
+      const l5 = v128.load(p, 5120);
+      const l6 = v128.load(p, 6144);
+      const l7 = v128.load(p, 7168);
+      const l8 = v128.load(p, 8192);
+      const l9 = v128.load(p, 9216);
+      const l10 = v128.load(p, 10240);
+      const l11 = v128.load(p, 11264);
+      const l12 = v128.load(p, 12288);
+      const l13 = v128.load(p, 13312);
+      const l14 = v128.load(p, 14336);
+      const l15 = v128.load(p, 15360);
+      const t0 = i8x16.shuffle(l0, l1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t1 = i8x16.shuffle(l0, l1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t2 = i8x16.shuffle(l2, l3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t3 = i8x16.shuffle(l2, l3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t4 = i8x16.shuffle(l4, l5, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t5 = i8x16.shuffle(l4, l5, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t6 = i8x16.shuffle(l6, l7, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t7 = i8x16.shuffle(l6, l7, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t8 = i8x16.shuffle(l8, l9, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t9 = i8x16.shuffle(l8, l9, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t10 = i8x16.shuffle(l10, l11, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t11 = i8x16.shuffle(l10, l11, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t12 = i8x16.shuffle(l12, l13, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t13 = i8x16.shuffle(l12, l13, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t14 = i8x16.shuffle(l14, l15, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t15 = i8x16.shuffle(l14, l15, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t16 = i8x16.shuffle(t0, t2, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t17 = i8x16.shuffle(t0, t2, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t18 = i8x16.shuffle(t1, t3, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t19 = i8x16.shuffle(t1, t3, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t20 = i8x16.shuffle(t4, t6, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t21 = i8x16.shuffle(t4, t6, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t22 = i8x16.shuffle(t5, t7, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t23 = i8x16.shuffle(t5, t7, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t24 = i8x16.shuffle(t8, t10, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t25 = i8x16.shuffle(t8, t10, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t26 = i8x16.shuffle(t9, t11, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t27 = i8x16.shuffle(t9, t11, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t28 = i8x16.shuffle(t12, t14, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t29 = i8x16.shuffle(t12, t14, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t30 = i8x16.shuffle(t13, t15, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t31 = i8x16.shuffle(t13, t15, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t32 = i8x16.shuffle(t16, t20, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t33 = i8x16.shuffle(t16, t20, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t34 = i8x16.shuffle(t18, t22, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t35 = i8x16.shuffle(t18, t22, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t36 = i8x16.shuffle(t17, t21, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t37 = i8x16.shuffle(t17, t21, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t38 = i8x16.shuffle(t19, t23, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t39 = i8x16.shuffle(t19, t23, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t40 = i8x16.shuffle(t24, t28, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t41 = i8x16.shuffle(t24, t28, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t42 = i8x16.shuffle(t26, t30, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t43 = i8x16.shuffle(t26, t30, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t44 = i8x16.shuffle(t25, t29, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t45 = i8x16.shuffle(t25, t29, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t46 = i8x16.shuffle(t27, t31, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t47 = i8x16.shuffle(t27, t31, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t48 = i8x16.shuffle(t32, t40, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t49 = i8x16.shuffle(t32, t40, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t50 = i8x16.shuffle(t34, t42, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t51 = i8x16.shuffle(t34, t42, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t52 = i8x16.shuffle(t36, t44, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t53 = i8x16.shuffle(t36, t44, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t54 = i8x16.shuffle(t38, t46, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t55 = i8x16.shuffle(t38, t46, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t56 = i8x16.shuffle(t33, t41, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t57 = i8x16.shuffle(t33, t41, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t58 = i8x16.shuffle(t35, t43, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t59 = i8x16.shuffle(t35, t43, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t60 = i8x16.shuffle(t37, t45, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t61 = i8x16.shuffle(t37, t45, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t62 = i8x16.shuffle(t39, t47, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t63 = i8x16.shuffle(t39, t47, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      // One CRC byte step per plane: s = T[(s ^ byte) & 0xFF] ^ (s >> 8) in all lanes at once.
+      {
+        const x = v128.xor(v0, t48);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t49);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t56);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t57);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t52);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t53);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t60);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t61);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t50);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t51);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t58);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t59);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t54);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t55);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t62);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t63);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      p += 16;
+    } while (p < end);
+    crc = (<u32>i8x16.extract_lane_u(v0, 0) | (<u32>i8x16.extract_lane_u(v1, 0) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 0) << 16) | (<u32>i8x16.extract_lane_u(v3, 0) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 1) | (<u32>i8x16.extract_lane_u(v1, 1) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 1) << 16) | (<u32>i8x16.extract_lane_u(v3, 1) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 2) | (<u32>i8x16.extract_lane_u(v1, 2) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 2) << 16) | (<u32>i8x16.extract_lane_u(v3, 2) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 3) | (<u32>i8x16.extract_lane_u(v1, 3) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 3) << 16) | (<u32>i8x16.extract_lane_u(v3, 3) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 4) | (<u32>i8x16.extract_lane_u(v1, 4) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 4) << 16) | (<u32>i8x16.extract_lane_u(v3, 4) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 5) | (<u32>i8x16.extract_lane_u(v1, 5) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 5) << 16) | (<u32>i8x16.extract_lane_u(v3, 5) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 6) | (<u32>i8x16.extract_lane_u(v1, 6) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 6) << 16) | (<u32>i8x16.extract_lane_u(v3, 6) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 7) | (<u32>i8x16.extract_lane_u(v1, 7) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 7) << 16) | (<u32>i8x16.extract_lane_u(v3, 7) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 8) | (<u32>i8x16.extract_lane_u(v1, 8) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 8) << 16) | (<u32>i8x16.extract_lane_u(v3, 8) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 9) | (<u32>i8x16.extract_lane_u(v1, 9) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 9) << 16) | (<u32>i8x16.extract_lane_u(v3, 9) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 10) | (<u32>i8x16.extract_lane_u(v1, 10) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 10) << 16) | (<u32>i8x16.extract_lane_u(v3, 10) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 11) | (<u32>i8x16.extract_lane_u(v1, 11) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 11) << 16) | (<u32>i8x16.extract_lane_u(v3, 11) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 12) | (<u32>i8x16.extract_lane_u(v1, 12) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 12) << 16) | (<u32>i8x16.extract_lane_u(v3, 12) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 13) | (<u32>i8x16.extract_lane_u(v1, 13) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 13) << 16) | (<u32>i8x16.extract_lane_u(v3, 13) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 14) | (<u32>i8x16.extract_lane_u(v1, 14) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 14) << 16) | (<u32>i8x16.extract_lane_u(v3, 14) << 24));
+    crc = shift(crc, SHIFT_1024) ^ (<u32>i8x16.extract_lane_u(v0, 15) | (<u32>i8x16.extract_lane_u(v1, 15) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 15) << 16) | (<u32>i8x16.extract_lane_u(v3, 15) << 24));
+    p += 15360;
+  }
+  return crc;
 }
 
-/** 2*half bytes at p as two interleaved chains; half is a multiple of 8 matching table z. */
-@inline function pair(crc: u32, p: usize, half: usize, z: usize): u32 {
-  let a = crc;
-  let b: u32 = 0;
-  let q = p + half;
-  const end = q;
-  do {
-    a = slice8(a, p);
-    b = slice8(b, q);
-    p += 8;
-    q += 8;
-  } while (p < end);
-  return shift(a, z) ^ b;
+/** `blocks` blocks of 1024 bytes at p: 16 lanes of 64 bytes each, one per byte of a v128. */
+function lanes16x64(crc: u32, p: usize, blocks: usize): u32 {
+  const m = i8x16.splat(0x0F);
+  for (let b: usize = 0; b < blocks; b++) {
+    // Lane 0 continues the running CRC; lanes 1..15 start from 0 and are joined below.
+    let v0 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>crc);
+    let v1 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 8));
+    let v2 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 16));
+    let v3 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 24));
+    const end = p + 64;
+    do {
+      // Sixteen bytes of each lane, then transposed so that plane k holds byte k of every lane.
+      const l0 = v128.load(p, 0);
+      const l1 = v128.load(p, 64);
+      const l2 = v128.load(p, 128);
+      const l3 = v128.load(p, 192);
+      const l4 = v128.load(p, 256);
+      const l5 = v128.load(p, 320);
+      const l6 = v128.load(p, 384);
+      const l7 = v128.load(p, 448);
+      const l8 = v128.load(p, 512);
+      const l9 = v128.load(p, 576);
+      const l10 = v128.load(p, 640);
+      const l11 = v128.load(p, 704);
+      const l12 = v128.load(p, 768);
+      const l13 = v128.load(p, 832);
+      const l14 = v128.load(p, 896);
+      const l15 = v128.load(p, 960);
+      const t0 = i8x16.shuffle(l0, l1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t1 = i8x16.shuffle(l0, l1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t2 = i8x16.shuffle(l2, l3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t3 = i8x16.shuffle(l2, l3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t4 = i8x16.shuffle(l4, l5, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t5 = i8x16.shuffle(l4, l5, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t6 = i8x16.shuffle(l6, l7, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t7 = i8x16.shuffle(l6, l7, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t8 = i8x16.shuffle(l8, l9, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t9 = i8x16.shuffle(l8, l9, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t10 = i8x16.shuffle(l10, l11, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t11 = i8x16.shuffle(l10, l11, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t12 = i8x16.shuffle(l12, l13, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t13 = i8x16.shuffle(l12, l13, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t14 = i8x16.shuffle(l14, l15, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t15 = i8x16.shuffle(l14, l15, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t16 = i8x16.shuffle(t0, t2, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t17 = i8x16.shuffle(t0, t2, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t18 = i8x16.shuffle(t1, t3, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t19 = i8x16.shuffle(t1, t3, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t20 = i8x16.shuffle(t4, t6, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t21 = i8x16.shuffle(t4, t6, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t22 = i8x16.shuffle(t5, t7, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t23 = i8x16.shuffle(t5, t7, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t24 = i8x16.shuffle(t8, t10, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t25 = i8x16.shuffle(t8, t10, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t26 = i8x16.shuffle(t9, t11, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t27 = i8x16.shuffle(t9, t11, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t28 = i8x16.shuffle(t12, t14, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t29 = i8x16.shuffle(t12, t14, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t30 = i8x16.shuffle(t13, t15, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t31 = i8x16.shuffle(t13, t15, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t32 = i8x16.shuffle(t16, t20, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t33 = i8x16.shuffle(t16, t20, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t34 = i8x16.shuffle(t18, t22, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t35 = i8x16.shuffle(t18, t22, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t36 = i8x16.shuffle(t17, t21, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t37 = i8x16.shuffle(t17, t21, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t38 = i8x16.shuffle(t19, t23, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t39 = i8x16.shuffle(t19, t23, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t40 = i8x16.shuffle(t24, t28, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t41 = i8x16.shuffle(t24, t28, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t42 = i8x16.shuffle(t26, t30, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t43 = i8x16.shuffle(t26, t30, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t44 = i8x16.shuffle(t25, t29, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t45 = i8x16.shuffle(t25, t29, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t46 = i8x16.shuffle(t27, t31, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t47 = i8x16.shuffle(t27, t31, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t48 = i8x16.shuffle(t32, t40, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t49 = i8x16.shuffle(t32, t40, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t50 = i8x16.shuffle(t34, t42, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t51 = i8x16.shuffle(t34, t42, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t52 = i8x16.shuffle(t36, t44, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t53 = i8x16.shuffle(t36, t44, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t54 = i8x16.shuffle(t38, t46, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t55 = i8x16.shuffle(t38, t46, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t56 = i8x16.shuffle(t33, t41, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t57 = i8x16.shuffle(t33, t41, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t58 = i8x16.shuffle(t35, t43, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t59 = i8x16.shuffle(t35, t43, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t60 = i8x16.shuffle(t37, t45, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t61 = i8x16.shuffle(t37, t45, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t62 = i8x16.shuffle(t39, t47, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t63 = i8x16.shuffle(t39, t47, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      // One CRC byte step per plane: s = T[(s ^ byte) & 0xFF] ^ (s >> 8) in all lanes at once.
+      {
+        const x = v128.xor(v0, t48);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t49);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t56);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t57);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t52);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t53);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t60);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t61);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t50);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t51);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t58);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t59);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t54);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t55);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t62);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t63);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      p += 16;
+    } while (p < end);
+    crc = (<u32>i8x16.extract_lane_u(v0, 0) | (<u32>i8x16.extract_lane_u(v1, 0) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 0) << 16) | (<u32>i8x16.extract_lane_u(v3, 0) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 1) | (<u32>i8x16.extract_lane_u(v1, 1) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 1) << 16) | (<u32>i8x16.extract_lane_u(v3, 1) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 2) | (<u32>i8x16.extract_lane_u(v1, 2) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 2) << 16) | (<u32>i8x16.extract_lane_u(v3, 2) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 3) | (<u32>i8x16.extract_lane_u(v1, 3) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 3) << 16) | (<u32>i8x16.extract_lane_u(v3, 3) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 4) | (<u32>i8x16.extract_lane_u(v1, 4) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 4) << 16) | (<u32>i8x16.extract_lane_u(v3, 4) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 5) | (<u32>i8x16.extract_lane_u(v1, 5) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 5) << 16) | (<u32>i8x16.extract_lane_u(v3, 5) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 6) | (<u32>i8x16.extract_lane_u(v1, 6) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 6) << 16) | (<u32>i8x16.extract_lane_u(v3, 6) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 7) | (<u32>i8x16.extract_lane_u(v1, 7) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 7) << 16) | (<u32>i8x16.extract_lane_u(v3, 7) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 8) | (<u32>i8x16.extract_lane_u(v1, 8) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 8) << 16) | (<u32>i8x16.extract_lane_u(v3, 8) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 9) | (<u32>i8x16.extract_lane_u(v1, 9) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 9) << 16) | (<u32>i8x16.extract_lane_u(v3, 9) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 10) | (<u32>i8x16.extract_lane_u(v1, 10) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 10) << 16) | (<u32>i8x16.extract_lane_u(v3, 10) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 11) | (<u32>i8x16.extract_lane_u(v1, 11) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 11) << 16) | (<u32>i8x16.extract_lane_u(v3, 11) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 12) | (<u32>i8x16.extract_lane_u(v1, 12) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 12) << 16) | (<u32>i8x16.extract_lane_u(v3, 12) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 13) | (<u32>i8x16.extract_lane_u(v1, 13) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 13) << 16) | (<u32>i8x16.extract_lane_u(v3, 13) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 14) | (<u32>i8x16.extract_lane_u(v1, 14) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 14) << 16) | (<u32>i8x16.extract_lane_u(v3, 14) << 24));
+    crc = shift(crc, SHIFT_64) ^ (<u32>i8x16.extract_lane_u(v0, 15) | (<u32>i8x16.extract_lane_u(v1, 15) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 15) << 16) | (<u32>i8x16.extract_lane_u(v3, 15) << 24));
+    p += 960;
+  }
+  return crc;
 }
 
 /** Raw (non-inverted) CRC update. */
 function update(crc: u32, p: usize, len: usize): u32 {
-  while (len >= 2 * LONG) {
-    crc = pair(crc, p, LONG, SHIFT_LONG);
-    p += 2 * LONG;
-    len -= 2 * LONG;
+  if (len >= 16384) {
+    const blocks = len / 16384;
+    crc = lanes16x1024(crc, p, blocks);
+    p += blocks * 16384;
+    len -= blocks * 16384;
   }
-  while (len >= 2 * SHORT) {
-    crc = pair(crc, p, SHORT, SHIFT_SHORT);
-    p += 2 * SHORT;
-    len -= 2 * SHORT;
+  if (len >= 1024) {
+    const blocks = len / 1024;
+    crc = lanes16x64(crc, p, blocks);
+    p += blocks * 1024;
+    len -= blocks * 1024;
+  }
+  while (len >= 256) {
+    let a = crc;
+    let b: u32 = 0;
+    const end = p + 128;
+    do {
+      a = slice8(a, p);
+      b = slice8(b, p + 128);
+      p += 8;
+    } while (p < end);
+    crc = shift(a, SHIFT_128) ^ b;
+    p += 128;
+    len -= 256;
   }
   while (len >= 8) {
     crc = slice8(crc, p);

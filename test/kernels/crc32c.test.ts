@@ -94,11 +94,11 @@ describe('crc32c kernel', () => {
     }
   });
 
-  it('lengths around every block boundary (256 and 4096 byte blocks, 8-byte steps)', () => {
-    const data = randomBytes(5 * 4096 + 64, 2);
+  it('lengths around every path boundary (8-byte steps, 256, 1024 and 16384-byte blocks)', () => {
+    const data = randomBytes(5 * 16384 + 64, 2);
     u8.set(data, arena + 1);
     const lens = new Set<number>();
-    for (const b of [8, 256, 4096]) {
+    for (const b of [8, 256, 1024, 16384]) {
       for (let m = 1; m <= 5; m++) for (let d = -9; d <= 9; d++) lens.add(m * b + d);
     }
     for (const len of lens) {
