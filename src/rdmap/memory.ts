@@ -1,0 +1,186 @@
+// The engine's view of its device's memory: the registered regions (a TypeScript mirror of the
+// region table, for local-key checks and the indirect path), and the placement batch that
+// feeds the WASM place() kernel (M3).
+//
+// Direct path: a segment's payload is staged in device memory (on inproc, that copy is the
+// "wire"), a PlaceDesc names it, and ONE place() call per batch checks key / PD / access /
+// bounds against the region table and memory.copy's it into the region. The kernel writes an
+// amended-metadata record per descriptor into the completion ring (`out`), which the engine
+// consumes to count segments, complete messages and acknowledge them.
+// Indirect path: regions outside device memory (regMr(Uint8Array)) pass the same checks in the
+// kernel, which reports INDIRECT instead of copying; TypeScript then copies the bytes.
+import type { DeviceMemory } from '../dataplane/device-memory.js';
+import { PLACE_DESC_BYTES, PLACE_OUT_BYTES, PlaceStatus } from '../dataplane/descriptors.js';
+import { ErrorCode, SabreError } from '../errors.js';
+
+export { PlaceStatus };
+
+export interface MrRecord {
+  stag: number;
+  addr: number;
+  length: number;
+  pd: number;
+  access: number;
+  /** Memory outside the device (indirect path); addr is then a virtual address of sabre's own. */
+  ext?: Uint8Array;
+}
+
+export interface DeviceCounters {
+  /** Segments / bytes the WASM kernel placed straight into device-memory regions. */
+  directSegments: number;
+  directBytes: number;
+  /** Segments / bytes placed by TypeScript (external regions). */
+  indirectSegments: number;
+  indirectBytes: number;
+  /** place() calls (one per batch). */
+  placeBatches: number;
+  /** Segments dropped: undecodable, unknown QP, duplicate, QP not ready. */
+  drops: number;
+  duplicates: number;
+  terminatesSent: number;
+  terminatesReceived: number;
+  rnrNaksSent: number;
+  rnrRetries: number;
+  /** Bytes copied from the link into device memory before placement. */
+  stagedBytes: number;
+}
+
+export const newCounters = (): DeviceCounters => ({
+  directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
+  drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, stagedBytes: 0,
+});
+
+const MAX_BATCH = 1024;
+const STAGE_BYTES = 4 * 1024 * 1024;
+
+export class EngineMemory {
+  readonly dm: DeviceMemory;
+  readonly #mrs = new Map<number, MrRecord>();
+  /** Virtual addresses for external regions: above everything device memory can ever reach. */
+  #extNext: number;
+  readonly descBase: number;
+  readonly outBase: number;
+  readonly stageBase: number;
+  readonly stageBytes: number;
+  count = 0;
+  stageUsed = 0;
+
+  constructor(dm: DeviceMemory) {
+    this.dm = dm;
+    this.#extNext = Math.ceil(dm.maximumBytes / 65536) * 65536;
+    this.descBase = dm.alloc(MAX_BATCH * PLACE_DESC_BYTES);
+    this.outBase = dm.alloc(MAX_BATCH * PLACE_OUT_BYTES);
+    this.stageBytes = STAGE_BYTES;
+    this.stageBase = dm.alloc(STAGE_BYTES);
+  }
+
+  // ---- regions ------------------------------------------------------------------------------
+
+  register(r: Omit<MrRecord, 'stag' | 'addr'> & { addr?: number }): MrRecord {
+    const t = this.dm.regions;
+    const idx = t.allocIndex();
+    const stag = t.nextStag(idx);
+    let addr = r.addr;
+    if (r.ext) {
+      const len = Math.max(64, Math.ceil(r.length / 64) * 64);
+      if (this.#extNext + len > 2 ** 32) {
+        t.freeIndex(idx);
+        throw new SabreError(ErrorCode.NoMemory, 'no address space left for external regions (lower maximumMemoryBytes)');
+      }
+      addr = this.#extNext;
+      this.#extNext += len;
+    }
+    const rec: MrRecord = { stag, addr: addr!, length: r.length, pd: r.pd, access: r.access, ...(r.ext ? { ext: r.ext } : {}) };
+    t.write(idx, { base: rec.addr, length: rec.length, stag, pd: rec.pd, access: rec.access, external: !!r.ext });
+    this.#mrs.set(idx, rec);
+    return rec;
+  }
+
+  deregister(stag: number): void {
+    const idx = stag >>> 8;
+    const rec = this.#mrs.get(idx);
+    if (!rec || rec.stag !== stag) return;
+    this.#mrs.delete(idx);
+    this.dm.regions.freeIndex(idx);
+  }
+
+  lookup(stag: number): MrRecord | undefined {
+    const rec = this.#mrs.get(stag >>> 8);
+    return rec && rec.stag === stag ? rec : undefined;
+  }
+
+  /** The kernel's checks, in the kernel's order, for the TypeScript paths. */
+  check(stag: number, pd: number, addr: number, len: number, access: number): number {
+    const r = this.lookup(stag);
+    if (!r) return PlaceStatus.InvalidStag;
+    if (r.pd !== pd) return PlaceStatus.PdMismatch;
+    if ((r.access & access) !== access) return PlaceStatus.Access;
+    if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
+    return PlaceStatus.Placed;
+  }
+
+  /** View of [addr, addr+len) of a region already checked. */
+  view(r: MrRecord, addr: number, len: number): Uint8Array {
+    if (r.ext) return r.ext.subarray(addr - r.addr, addr - r.addr + len);
+    return this.dm.u8().subarray(addr, addr + len);
+  }
+
+  // ---- placement batch ----------------------------------------------------------------------
+
+  /** Room for one more descriptor with `len` staged bytes? */
+  hasRoom(len: number): boolean {
+    return this.count < MAX_BATCH && this.stageUsed + len <= this.stageBytes;
+  }
+
+  /** Copy payload views into the staging area; returns the staged address. */
+  stage(parts: Uint8Array[], len: number): number {
+    const at = this.stageBase + this.stageUsed;
+    const u8 = this.dm.u8();
+    let p = at;
+    for (const v of parts) {
+      u8.set(v, p);
+      p += v.length;
+    }
+    this.stageUsed += (len + 7) & ~7;
+    return at;
+  }
+
+  addDesc(src: number, len: number, stag: number, pd: number, to: number, access: number, tag: number): void {
+    const dv = this.dm.dataView();
+    const a = this.descBase + this.count * PLACE_DESC_BYTES;
+    dv.setUint32(a, src, true);
+    dv.setUint32(a + 4, len, true);
+    dv.setUint32(a + 8, stag, true);
+    dv.setUint32(a + 12, pd, true);
+    dv.setUint32(a + 16, to % 2 ** 32, true);
+    dv.setUint32(a + 20, Math.floor(to / 2 ** 32), true);
+    dv.setUint32(a + 24, access, true);
+    dv.setUint32(a + 28, tag, true);
+    this.count++;
+  }
+
+  /** One place() call for the whole batch; returns the descriptor count (records at outBase). */
+  run(): number {
+    const n = this.count;
+    if (n > 0) this.dm.kernels.place(this.descBase, n, this.dm.regions.base, this.dm.regions.capacity, this.outBase);
+    return n;
+  }
+
+  outTag(i: number): number {
+    return this.dm.dataView().getUint32(this.outBase + i * PLACE_OUT_BYTES, true);
+  }
+
+  outStatus(i: number): number {
+    return this.dm.dataView().getUint32(this.outBase + i * PLACE_OUT_BYTES + 4, true);
+  }
+
+  /** Source address of descriptor i (for the indirect path). */
+  descSrc(i: number): number {
+    return this.dm.dataView().getUint32(this.descBase + i * PLACE_DESC_BYTES, true);
+  }
+
+  reset(): void {
+    this.count = 0;
+    this.stageUsed = 0;
+  }
+}

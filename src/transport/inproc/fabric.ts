@@ -1,0 +1,101 @@
+// The in-process transport: devices in one thread reach each other through a process-wide
+// registry, frames are handed over by reference (payload views into the sender's memory) and
+// the receiver drains its inbox in a microtask, one placement batch per drain. The only copy
+// is the receiver staging the payload into its device memory — the in-process stand-in for
+// the wire. Reliable by construction; ordered too, though the engine does not rely on it.
+// Devices in other worker threads are reached through the shared-memory bridge (./bridge.ts).
+import { threadId } from 'node:worker_threads';
+import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
+
+export interface InprocAddress extends DeviceAddress {
+  readonly transport: 'inproc';
+  readonly id: string;
+}
+
+/** Something that accepts frames for a device id (a local transport or a bridge to another thread). */
+export interface InprocRoute {
+  deliver(from: DeviceAddress, frames: Frame[]): void;
+}
+
+const local = new Map<string, InprocTransport>();
+/** Routes to devices in other threads, by id prefix (`<pid>:<threadId>:`). */
+const remote = new Map<string, InprocRoute>();
+let seq = 0;
+
+export const threadPrefix = (): string => `${process.pid}:${threadId}:`;
+
+export function addRemoteThread(prefix: string, route: InprocRoute): void {
+  remote.set(prefix, route);
+}
+
+export function removeRemoteThread(prefix: string): void {
+  remote.delete(prefix);
+}
+
+function routeFor(id: string): InprocRoute | undefined {
+  const l = local.get(id);
+  if (l) return l;
+  const cut = id.lastIndexOf(':');
+  return cut < 0 ? undefined : remote.get(id.slice(0, cut + 1));
+}
+
+/** Deliver frames that came from another thread to a device of this one. */
+export function deliverLocal(to: string, from: DeviceAddress, frames: Frame[]): boolean {
+  const t = local.get(to);
+  if (!t) return false;
+  t.deliver(from, frames);
+  return true;
+}
+
+export class InprocTransport implements Transport, InprocRoute {
+  readonly address: InprocAddress;
+  #handler?: (batch: Inbound[]) => void;
+  #inbox: Inbound[] = [];
+  #scheduled = false;
+  #closed = false;
+  /** Frames addressed to unknown or closed devices. */
+  undeliverable = 0;
+
+  constructor() {
+    this.address = Object.freeze({ transport: 'inproc' as const, id: `${threadPrefix()}${++seq}` });
+    local.set(this.address.id, this);
+  }
+
+  onReceive(handler: (batch: Inbound[]) => void): void {
+    this.#handler = handler;
+  }
+
+  reachable(to: DeviceAddress): boolean {
+    return to.transport === 'inproc' && typeof to.id === 'string' && routeFor(to.id) !== undefined;
+  }
+
+  send(to: DeviceAddress, frames: Frame[]): void {
+    const r = typeof to.id === 'string' ? routeFor(to.id) : undefined;
+    if (!r || this.#closed) {
+      this.undeliverable += frames.length;
+      return;
+    }
+    r.deliver(this.address, frames);
+  }
+
+  deliver(from: DeviceAddress, frames: Frame[]): void {
+    if (this.#closed) return;
+    for (const frame of frames) this.#inbox.push({ from, frame });
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      queueMicrotask(this.#drain);
+    }
+  }
+
+  #drain = (): void => {
+    this.#scheduled = false;
+    const batch = this.#inbox;
+    this.#inbox = [];
+    if (batch.length > 0 && !this.#closed) this.#handler?.(batch);
+  };
+
+  close(): void {
+    this.#closed = true;
+    local.delete(this.address.id);
+  }
+}

@@ -1,0 +1,17 @@
+// AddressHandle: how an srd work request names the device it goes to.
+import type { DeviceAddress } from '../transport/types.js';
+import { addressKey } from '../transport/types.js';
+import type { ProtectionDomain } from './pd.js';
+
+export class AddressHandle {
+  readonly pd: ProtectionDomain;
+  readonly address: DeviceAddress;
+  /** @internal */
+  readonly key: string;
+  /** @internal use ProtectionDomain.createAh */
+  constructor(pd: ProtectionDomain, address: DeviceAddress) {
+    this.pd = pd;
+    this.address = Object.freeze({ ...address });
+    this.key = addressKey(address);
+  }
+}

@@ -1,0 +1,148 @@
+// Device: one shared device memory, one RDMAP engine, one transport. The device is the I/O
+// shell around the sans-I/O engine: it feeds the engine work requests and received frames
+// with the clock, hands the engine's frames to the transport, and keeps one timer for the
+// engine's next deadline.
+import { performance } from 'node:perf_hooks';
+import { DeviceMemory } from '../dataplane/device-memory.js';
+import { ErrorCode, SabreError } from '../errors.js';
+import { RdmapEngine } from '../rdmap/engine.js';
+import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
+import { InprocTransport } from '../transport/inproc/fabric.js';
+import type { DeviceAddress, Frame, Transport } from '../transport/types.js';
+import { CompletionQueue } from './cq.js';
+import { ProtectionDomain } from './pd.js';
+import type { CqInit, OpenDeviceOptions } from './types.js';
+
+export class Device {
+  readonly address: DeviceAddress;
+  /** @internal */
+  readonly engine: RdmapEngine;
+  /** @internal */
+  readonly engineMemory: EngineMemory;
+  readonly #transport: Transport;
+  readonly #cqs = new Set<CompletionQueue>();
+  readonly #pds = new Set<ProtectionDomain>();
+  #pdNext = 1;
+  #qpnNext = 1;
+  #closed = false;
+  #timer?: ReturnType<typeof setTimeout>;
+  #timerAt = Infinity;
+
+  /** @internal use openDevice */
+  constructor(mem: DeviceMemory, transport: Transport, opts: { mss?: number }) {
+    this.engineMemory = new EngineMemory(mem);
+    this.engine = new RdmapEngine(this.engineMemory, opts);
+    this.#transport = transport;
+    this.address = transport.address;
+    transport.onReceive((batch) => {
+      if (this.#closed) return;
+      this.run((now) => this.engine.receive(batch, now));
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  allocPd(): ProtectionDomain {
+    this.assertOpen();
+    const pd = new ProtectionDomain(this, this.#pdNext++);
+    this.#pds.add(pd);
+    return pd;
+  }
+
+  createCq(init: CqInit): CompletionQueue {
+    this.assertOpen();
+    const depth = init?.depth;
+    if (typeof depth !== 'number' || !Number.isInteger(depth) || depth < 1) throw new SabreError(ErrorCode.InvalidArgument, 'createCq needs { depth } >= 1');
+    if (depth > 1 << 22) throw new SabreError(ErrorCode.LimitExceeded, `CQ depth ${depth} exceeds 4194304`);
+    const cq = new CompletionQueue(depth);
+    this.#cqs.add(cq);
+    return cq;
+  }
+
+  /** Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR. */
+  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']> } {
+    return { ...this.engine.counters, memory: this.engineMemory.dm.stats() };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#transport.close();
+    for (const cq of this.#cqs) cq.close();
+  }
+
+  /** @internal */
+  assertOpen(): void {
+    if (this.#closed) throw new SabreError(ErrorCode.Closed, 'device is closed');
+  }
+
+  /** @internal */
+  ownsCq(cq: unknown): cq is CompletionQueue {
+    return cq instanceof CompletionQueue && this.#cqs.has(cq);
+  }
+
+  /** @internal */
+  nextQpn(): number {
+    return this.#qpnNext++;
+  }
+
+  /** @internal */
+  reachable(a: DeviceAddress): boolean {
+    return this.#transport.reachable(a);
+  }
+
+  /** @internal */
+  memoryView(addr: number, length: number): Uint8Array {
+    return this.engineMemory.dm.u8().subarray(addr, addr + length);
+  }
+
+  /** @internal run an engine step at the current time, then carry out its actions. */
+  run(step: (now: number) => void): void {
+    step(performance.now());
+    this.#flush();
+  }
+
+  #flush(): void {
+    const out = this.engine.takeOutbox();
+    let i = 0;
+    while (i < out.length) {
+      const to = out[i]!.to;
+      const frames: Frame[] = [];
+      while (i < out.length && out[i]!.to === to) frames.push(out[i++]!.frame);
+      this.#transport.send(to, frames);
+    }
+    const at = this.engine.nextDeadline();
+    if (at !== undefined && at < this.#timerAt && !this.#closed) {
+      if (this.#timer) clearTimeout(this.#timer);
+      this.#timerAt = at;
+      this.#timer = setTimeout(this.#onTimer, Math.max(0, at - performance.now()));
+    }
+  }
+
+  #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    if (this.#closed) return;
+    this.run((now) => this.engine.tick(now));
+  };
+}
+
+export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
+  if (!opts || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'openDevice needs an options object');
+  if (opts.transport !== 'inproc') {
+    if (opts.transport === 'udp' || opts.transport === 'tcp') throw new SabreError(ErrorCode.NotSupported, `transport '${opts.transport}' is not available yet`);
+    throw new SabreError(ErrorCode.InvalidArgument, `unknown transport ${String(opts.transport)}`);
+  }
+  const mss = opts.mss ?? 65536;
+  if (!Number.isInteger(mss) || mss < 64 || mss > 1 << 20) throw new SabreError(ErrorCode.InvalidArgument, 'mss must be an integer in 64..1048576');
+  const mem = await DeviceMemory.create({
+    ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
+    maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
+    workerSlots: 0,
+  });
+  return new Device(mem, new InprocTransport(), { mss });
+}

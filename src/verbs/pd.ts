@@ -1,0 +1,84 @@
+// ProtectionDomain: the scope of keys. A remote access is only honoured for a region of the
+// same PD as the QP it arrives on (the region table stores the PD; the kernel compares it).
+import { ErrorCode, SabreError } from '../errors.js';
+import type { DeviceAddress } from '../transport/types.js';
+import { AddressHandle } from './ah.js';
+import type { Device } from './device.js';
+import { MemoryRegion } from './mr.js';
+import { QueuePair } from './qp.js';
+import type { AhInit, QpInit } from './types.js';
+
+const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
+
+export class ProtectionDomain {
+  readonly device: Device;
+  /** @internal nonzero handle stored in the region table. */
+  readonly handle: number;
+  /** @internal */
+  readonly mrs = new Set<MemoryRegion>();
+  /** @internal */
+  readonly qps = new Set<QueuePair>();
+
+  /** @internal use Device.allocPd */
+  constructor(device: Device, handle: number) {
+    this.device = device;
+    this.handle = handle;
+  }
+
+  /**
+   * Register memory. A length carves a 64-byte-aligned region out of device memory (direct
+   * placement); a Uint8Array registers memory outside the device (indirect path).
+   */
+  regMr(lengthOrBuffer: number | Uint8Array, access: number): MemoryRegion {
+    this.device.assertOpen();
+    if (!isU32(access) || (access & ~0xf) !== 0) throw new SabreError(ErrorCode.InvalidArgument, 'access must be a combination of Access flags');
+    const mem = this.device.engineMemory;
+    let mr: MemoryRegion;
+    if (lengthOrBuffer instanceof Uint8Array) {
+      const ext = lengthOrBuffer;
+      if (ext.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'cannot register an empty buffer');
+      const rec = mem.register({ length: ext.length, pd: this.handle, access, ext });
+      mr = new MemoryRegion(this, rec, () => {
+        mem.deregister(rec.stag);
+        this.mrs.delete(mr);
+      });
+    } else {
+      const length = lengthOrBuffer;
+      if (!Number.isInteger(length) || length <= 0 || length > 0xffff_ffff) {
+        throw new SabreError(ErrorCode.InvalidArgument, 'regMr length must be a positive integer (bytes)');
+      }
+      const addr = mem.dm.alloc(length, 64);
+      mem.dm.u8().fill(0, addr, addr + length);
+      let rec;
+      try {
+        rec = mem.register({ addr, length, pd: this.handle, access });
+      } catch (e) {
+        mem.dm.free(addr);
+        throw e;
+      }
+      mr = new MemoryRegion(this, rec, () => {
+        mem.deregister(rec.stag);
+        mem.dm.free(addr);
+        this.mrs.delete(mr);
+      });
+    }
+    this.mrs.add(mr);
+    return mr;
+  }
+
+  createQp(init: QpInit): QueuePair {
+    this.device.assertOpen();
+    const qp = new QueuePair(this, init);
+    this.qps.add(qp);
+    return qp;
+  }
+
+  createAh(init: AhInit): AddressHandle {
+    this.device.assertOpen();
+    const address: DeviceAddress | undefined = init?.address;
+    if (!address || typeof address !== 'object' || typeof address.transport !== 'string') {
+      throw new SabreError(ErrorCode.InvalidArgument, 'createAh needs { address } (a device address)');
+    }
+    return new AddressHandle(this, address);
+  }
+}

@@ -1,0 +1,287 @@
+// QueuePair: the verbs face of the engine's QP. Everything a caller can get wrong is checked
+// here, synchronously, and thrown as SabreError with a stable code; what happens on the wire
+// becomes a completion status instead.
+//
+// States: an rc QP is created in INIT (so receives can be posted before connecting, as with
+// rdma_cm); connect() takes it through RTR to RTS. An srd QP is created ready (RTS): it needs
+// no connection. modify({ state: QpState.Error }) moves any QP to ERROR, which completes all
+// outstanding and later work with WrFlushErr; modify({ state: QpState.Reset }) from ERROR
+// empties it again, and INIT → connect reuses it.
+import { ErrorCode, SabreError } from '../errors.js';
+import { type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind, type WrKindValue } from '../rdmap/context.js';
+import { PlaceStatus } from '../rdmap/memory.js';
+import type { CompletionQueue } from './cq.js';
+import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcStatus } from './enums.js';
+import type { ProtectionDomain } from './pd.js';
+import type { ConnectInit, QpInit, RecvWr, SendWr, Sge } from './types.js';
+import { AddressHandle } from './ah.js';
+
+const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
+const isAddr = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
+
+const MAX_MSG = 0xffff_ffff;
+
+function capInt(v: unknown, name: string, def: number | undefined, min: number, max: number): number {
+  if (v === undefined) {
+    if (def === undefined) throw bad(`createQp: ${name} is required`);
+    return def;
+  }
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw bad(`createQp: ${name} must be an integer >= ${min}`);
+  if (v > max) throw new SabreError(ErrorCode.LimitExceeded, `createQp: ${name} ${v} exceeds the device limit ${max}`);
+  return v;
+}
+
+export class QueuePair {
+  readonly pd: ProtectionDomain;
+  readonly qpn: number;
+  readonly type: 'rc' | 'srd';
+  readonly sendCq: CompletionQueue;
+  readonly recvCq: CompletionQueue;
+  readonly caps: Readonly<QpCaps>;
+  /** @internal */
+  readonly ctx: QpCtx;
+  #connecting?: Promise<void>;
+  #destroyed = false;
+
+  /** @internal use ProtectionDomain.createQp */
+  constructor(pd: ProtectionDomain, init: QpInit) {
+    if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
+    if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
+    const dev = pd.device;
+    if (!dev.ownsCq(init.sendCq) || !dev.ownsCq(init.recvCq)) throw bad('createQp: sendCq and recvCq must be CQs of the same device');
+    const caps: QpCaps = {
+      maxSendWr: capInt(init.maxSendWr, 'maxSendWr', undefined, 1, 1 << 16),
+      maxRecvWr: capInt(init.maxRecvWr, 'maxRecvWr', undefined, 1, 1 << 16),
+      maxSge: capInt(init.maxSge, 'maxSge', undefined, 1, 1024),
+      maxInline: capInt(init.maxInline, 'maxInline', 0, 0, 4096),
+      rnrRetry: capInt(init.rnrRetry, 'rnrRetry', 7, 0, 1000),
+      rnrTimeoutMs: capInt(init.rnrTimeoutMs, 'rnrTimeoutMs', 1, 0, 60_000),
+      maxRdAtomic: capInt(init.maxRdAtomic, 'maxRdAtomic', 16, 1, 1024),
+    };
+    this.pd = pd;
+    this.type = init.type;
+    this.sendCq = init.sendCq;
+    this.recvCq = init.recvCq;
+    this.caps = Object.freeze(caps);
+    this.qpn = dev.nextQpn();
+    this.ctx = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq);
+  }
+
+  get state(): QpStateValue {
+    return this.ctx.state;
+  }
+
+  /**
+   * rc: bind to the peer QP (both sides call this with the other's address and qpn, exchanged
+   * out of band); resolves once both ends are ready, so postSend may follow at once.
+   */
+  connect(peer: ConnectInit): Promise<void> {
+    try {
+      this.#live();
+      if (this.type !== 'rc') throw new SabreError(ErrorCode.NotSupported, 'connect is for rc QPs; srd work requests name an address handle');
+      if (!peer || typeof peer !== 'object' || !peer.address || typeof peer.address.transport !== 'string' || !isU32(peer.qpn)) {
+        throw bad('connect needs { address, qpn }');
+      }
+      if (this.#connecting) throw new SabreError(ErrorCode.InvalidState, 'connect already called on this QP');
+      if (this.ctx.state === QpState.Reset) this.ctx.state = QpState.Init;
+      if (this.ctx.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(this.ctx.state)}`);
+      const dev = this.pd.device;
+      if (!dev.reachable(peer.address)) throw new SabreError(ErrorCode.Unreachable, `no device at ${JSON.stringify(peer.address)}`);
+      const timeoutMs = peer.timeoutMs ?? 10_000;
+      this.#connecting = new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          this.ctx.onConnected = undefined;
+          reject(new SabreError(ErrorCode.Timeout, `peer QP ${peer.qpn} did not connect within ${timeoutMs} ms`));
+        }, timeoutMs);
+        this.ctx.onConnected = () => {
+          clearTimeout(timer);
+          this.ctx.onConnected = undefined;
+          resolve();
+        };
+        this.ctx.onError = () => {
+          clearTimeout(timer);
+          if (this.ctx.onConnected) reject(new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
+          this.ctx.onConnected = undefined;
+        };
+      });
+      dev.run((now) => dev.engine.connect(this.ctx, { ...peer.address }, peer.qpn, now));
+      return this.#connecting;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Only transitions to ERROR and (from ERROR) back to RESET are made by hand; connect does the rest. */
+  modify(attr: { state: QpStateValue }): void {
+    this.#live();
+    const s = attr?.state;
+    const dev = this.pd.device;
+    if (s === QpState.Error) {
+      dev.run((now) => dev.engine.toError(this.ctx, now));
+    } else if (s === QpState.Reset) {
+      if (this.ctx.state !== QpState.Error) throw new SabreError(ErrorCode.InvalidState, 'RESET is reachable from ERROR only');
+      this.#destroyed = true;
+      throw new SabreError(ErrorCode.NotSupported, 'reuse of a QP after ERROR is not supported: create a new QP');
+    } else {
+      throw new SabreError(ErrorCode.InvalidArgument, `modify to ${qpStateName(s as number)} is done by connect()`);
+    }
+  }
+
+  postRecv(wr: RecvWr | RecvWr[]): void {
+    this.#live();
+    const list = Array.isArray(wr) ? wr : [wr];
+    const ctx = this.ctx;
+    if (ctx.state === QpState.Reset) throw new SabreError(ErrorCode.InvalidState, 'postRecv on a RESET QP');
+    const checked: RecvCtx[] = [];
+    for (const r of list) {
+      if (!r || typeof r !== 'object') throw bad('postRecv needs a work request object');
+      checkWrId(r.wrId);
+      const { pieces, total } = this.#sges(r.sgList, Access.LocalWrite);
+      checked.push({ wrId: r.wrId, pieces, total, claimed: false });
+    }
+    if (ctx.state !== QpState.Error && ctx.rq.length + checked.length > this.caps.maxRecvWr) {
+      throw new SabreError(ErrorCode.QueueFull, `receive queue full (maxRecvWr ${this.caps.maxRecvWr})`);
+    }
+    const dev = this.pd.device;
+    dev.run((now) => {
+      for (const c of checked) dev.engine.postRecv(ctx, c, now);
+    });
+  }
+
+  postSend(wr: SendWr | SendWr[]): void {
+    this.#live();
+    const list = Array.isArray(wr) ? wr : [wr];
+    const ctx = this.ctx;
+    if (ctx.state !== QpState.Rts && ctx.state !== QpState.Error) {
+      throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(ctx.state)}`);
+    }
+    const checked = list.map((w) => this.#checkSend(w));
+    if (ctx.state !== QpState.Error && ctx.sq.length + checked.length > this.caps.maxSendWr) {
+      throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
+    }
+    const dev = this.pd.device;
+    dev.run((now) => {
+      for (const c of checked) dev.engine.postSend(ctx, c, now);
+    });
+  }
+
+  /** Leave the device's QP table; outstanding work is flushed first. */
+  destroy(): void {
+    if (this.#destroyed) return;
+    const dev = this.pd.device;
+    if (!dev.closed) dev.run((now) => dev.engine.toError(this.ctx, now));
+    this.#destroyed = true;
+    dev.engine.destroyQp(this.ctx);
+    this.pd.qps.delete(this);
+  }
+
+  #live(): void {
+    this.pd.device.assertOpen();
+    if (this.#destroyed) throw new SabreError(ErrorCode.Closed, `QP ${this.qpn} is destroyed`);
+  }
+
+  #sges(sgList: Sge[] | undefined, access: number): { pieces: Piece[]; total: number } {
+    if (sgList === undefined) return { pieces: [], total: 0 };
+    if (!Array.isArray(sgList)) throw bad('sgList must be an array of { addr, length, lkey }');
+    if (sgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `sgList has ${sgList.length} entries, maxSge is ${this.caps.maxSge}`);
+    const mem = this.pd.device.engineMemory;
+    const pieces: Piece[] = [];
+    let total = 0;
+    for (const s of sgList) {
+      if (!s || !isAddr(s.addr) || !isU32(s.length) || !isU32(s.lkey)) throw bad('each sge needs integer addr, length and lkey');
+      const st = mem.check(s.lkey, this.pd.handle, s.addr, s.length, access);
+      if (st !== PlaceStatus.Placed) {
+        const why = st === PlaceStatus.InvalidStag ? 'is not a registered lkey' : st === PlaceStatus.PdMismatch ? 'belongs to another PD'
+          : st === PlaceStatus.Access ? 'lacks LocalWrite access' : 'does not cover the segment';
+        throw new SabreError(ErrorCode.LocalProtection, `lkey 0x${s.lkey.toString(16)} ${why} [${s.addr}, +${s.length})`);
+      }
+      if (s.length > 0) pieces.push({ rec: mem.lookup(s.lkey)!, addr: s.addr, len: s.length });
+      total += s.length;
+    }
+    if (total > MAX_MSG) throw new SabreError(ErrorCode.LimitExceeded, 'a message is at most 2^32-1 bytes');
+    return { pieces, total };
+  }
+
+  #checkSend(w: SendWr): WrCtx {
+    if (!w || typeof w !== 'object') throw bad('postSend needs a work request object');
+    checkWrId(w.wrId);
+    let kind: WrKindValue;
+    switch (w.opcode) {
+      case Opcode.Send:
+      case Opcode.SendWithImm:
+        kind = WrKind.Send;
+        break;
+      case Opcode.RdmaWrite:
+      case Opcode.RdmaWriteWithImm:
+        kind = WrKind.Write;
+        break;
+      case Opcode.RdmaRead:
+        kind = WrKind.Read;
+        break;
+      case Opcode.AtomicFetchAdd:
+      case Opcode.AtomicCmpSwap:
+        kind = WrKind.Atomic;
+        break;
+      default:
+        throw bad(`unknown opcode ${String(w.opcode)}`);
+    }
+    if ((w.opcode === Opcode.SendWithImm || w.opcode === Opcode.RdmaWriteWithImm) && !isU32(w.imm)) throw bad('…WithImm needs imm, a uint32');
+    const signaled = w.signaled ?? true;
+    if (typeof signaled !== 'boolean') throw bad('signaled must be a boolean');
+    const needLocal = kind === WrKind.Read || kind === WrKind.Atomic ? Access.LocalWrite : 0;
+    const { pieces, total } = this.#sges(w.sgList, needLocal);
+    const c: WrCtx = {
+      wr: w, kind, signaled, pieces, total, pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0,
+    };
+    if (this.type === 'srd') {
+      if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
+      if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
+      c.flow = this.pd.device.engine.srdFlow(this.ctx, w.ah.address, w.remoteQpn, w.ah.key);
+    }
+    const remote = (): void => {
+      if (!isAddr(w.remoteAddr) || !isU32(w.rkey)) throw bad('this opcode needs remoteAddr and rkey');
+    };
+    if (kind === WrKind.Write) {
+      remote();
+      c.ranges = [{ addr: w.remoteAddr!, len: total }];
+    } else if (kind === WrKind.Read) {
+      if (w.remoteSgList !== undefined) {
+        if (!Array.isArray(w.remoteSgList) || w.remoteSgList.length === 0) throw bad('remoteSgList must be a non-empty array');
+        if (w.remoteSgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `remoteSgList has ${w.remoteSgList.length} entries, maxSge is ${this.caps.maxSge}`);
+        let sum = 0;
+        for (const r of w.remoteSgList) {
+          if (!r || !isAddr(r.addr) || !isU32(r.length) || !isU32(r.rkey)) throw bad('each remoteSgList entry needs integer addr, length and rkey');
+          sum += r.length;
+        }
+        if (sum !== total) throw bad(`remoteSgList covers ${sum} bytes but sgList ${total}`);
+        c.ranges = w.remoteSgList.map((r) => ({ addr: r.addr, len: r.length }));
+      } else {
+        remote();
+        c.ranges = [{ addr: w.remoteAddr!, len: total }];
+      }
+    } else if (kind === WrKind.Atomic) {
+      remote();
+      if (pieces.length !== 1 || total !== 8) throw bad('atomics need one 8-byte sge for the old value');
+      if (typeof w.compareAdd !== 'bigint') throw bad('atomics need compareAdd (bigint)');
+      if (w.opcode === Opcode.AtomicCmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
+      c.ranges = [{ addr: w.remoteAddr!, len: 8 }];
+    }
+    if ((kind === WrKind.Send || kind === WrKind.Write) && total > 0 && total <= this.caps.maxInline) {
+      // Inline: the bytes are taken now, so the caller may reuse the buffer when postSend returns.
+      const buf = new Uint8Array(total);
+      let o = 0;
+      const mem = this.pd.device.engineMemory;
+      for (const p of pieces) {
+        buf.set(mem.view(p.rec, p.addr, p.len), o);
+        o += p.len;
+      }
+      c.inline = buf;
+    }
+    return c;
+  }
+}
+
+function checkWrId(id: unknown): void {
+  if (typeof id !== 'bigint' && (typeof id !== 'number' || Number.isNaN(id))) throw bad('wrId must be a number or a bigint');
+}

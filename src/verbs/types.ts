@@ -1,0 +1,105 @@
+// Public data types of the verbs API (DESIGN §4).
+import type { DeviceAddress } from '../transport/types.js';
+import type { OpcodeValue, WcOpcodeValue, WcStatusValue } from './enums.js';
+import type { AddressHandle } from './ah.js';
+import type { CompletionQueue } from './cq.js';
+
+export type { DeviceAddress } from '../transport/types.js';
+
+/** Returned exactly as given. */
+export type WrId = number | bigint;
+
+/** A local segment: registered memory named by its lkey. */
+export interface Sge {
+  addr: number;
+  length: number;
+  lkey: number;
+}
+
+/** A remote segment for vectored reads (M1). */
+export interface RemoteSge {
+  addr: number;
+  length: number;
+  rkey: number;
+}
+
+export interface SendWr {
+  wrId: WrId;
+  opcode: OpcodeValue;
+  sgList?: Sge[];
+  remoteAddr?: number;
+  rkey?: number;
+  /** RdmaRead only, instead of remoteAddr/rkey; at most maxSge entries. */
+  remoteSgList?: RemoteSge[];
+  /** uint32 immediate data (SendWithImm, RdmaWriteWithImm). */
+  imm?: number;
+  /** FetchAdd: the addend; CmpSwap: the compare value. */
+  compareAdd?: bigint;
+  /** CmpSwap: the value swapped in. */
+  swap?: bigint;
+  /** Default true. Unsignaled work completes silently unless it fails. */
+  signaled?: boolean;
+  /** srd only. */
+  ah?: AddressHandle;
+  /** srd only. */
+  remoteQpn?: number;
+}
+
+export interface RecvWr {
+  wrId: WrId;
+  sgList?: Sge[];
+}
+
+export interface WorkCompletion {
+  wrId: WrId;
+  status: WcStatusValue;
+  opcode: WcOpcodeValue;
+  byteLen: number;
+  imm?: number;
+  qpn: number;
+  srcQpn?: number;
+}
+
+export interface OpenDeviceOptions {
+  transport: 'udp' | 'tcp' | 'inproc';
+  host?: string;
+  port?: number;
+  workers?: number;
+  /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
+  memoryBytes?: number;
+  maximumMemoryBytes?: number;
+  /** Largest DDP segment payload this device sends (inproc default 64 KiB). */
+  mss?: number;
+}
+
+export interface CqInit {
+  depth: number;
+}
+
+export interface QpInit {
+  type: 'rc' | 'srd';
+  sendCq: CompletionQueue;
+  recvCq: CompletionQueue;
+  maxSendWr: number;
+  maxRecvWr: number;
+  maxSge: number;
+  /** Sends/writes up to this many bytes are copied at post time: the buffer is free when postSend returns. */
+  maxInline?: number;
+  /** Receiver-not-ready retries before RnrRetryExcErr. Default 7 (finite, unlike ibverbs' 7 = infinite). */
+  rnrRetry?: number;
+  /** Wait before resending a message the responder could not receive. Default 1 ms. */
+  rnrTimeoutMs?: number;
+  /** Reads and atomics in flight at once (initiator depth); more are queued. Default 16. */
+  maxRdAtomic?: number;
+}
+
+export interface ConnectInit {
+  address: DeviceAddress;
+  qpn: number;
+  /** Default 10 000 ms. */
+  timeoutMs?: number;
+}
+
+export interface AhInit {
+  address: DeviceAddress;
+}

@@ -1,0 +1,55 @@
+import { Access, openDevice, type CompletionQueue, type Device, type QueuePair, type WorkCompletion } from '../../src/index.js';
+
+export const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite | Access.RemoteAtomic;
+
+export interface Side {
+  dev: Device;
+  pd: ReturnType<Device['allocPd']>;
+  cq: CompletionQueue;
+  qp: QueuePair;
+}
+
+export async function side(opts: { mss?: number; depth?: number; qp?: Partial<Parameters<Side['pd']['createQp']>[0]> } = {}): Promise<Side> {
+  const dev = await openDevice({ transport: 'inproc', ...(opts.mss ? { mss: opts.mss } : {}) });
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: opts.depth ?? 1024 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 256, maxRecvWr: 256, maxSge: 8, ...opts.qp });
+  return { dev, pd, cq, qp };
+}
+
+export async function pair(opts: Parameters<typeof side>[0] = {}): Promise<[Side, Side]> {
+  const a = await side(opts);
+  const b = await side(opts);
+  await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+  return [a, b];
+}
+
+/** Wait for n completions on cq (event mode), with a generous timeout. */
+export async function take(cq: CompletionQueue, n: number, timeoutMs = 5000): Promise<WorkCompletion[]> {
+  const out: WorkCompletion[] = [];
+  while (out.length < n) {
+    await cq.wait(timeoutMs);
+    out.push(...cq.poll(n - out.length));
+  }
+  return out;
+}
+
+/** Let every queued microtask and timer-0 run (no completion expected). */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}
+
+export function fill(buf: Uint8Array, seed: number): Uint8Array {
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < buf.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    buf[i] = x & 0xff;
+  }
+  return buf;
+}
+
+export async function closeAll(...sides: Side[]): Promise<void> {
+  for (const s of sides) await s.dev.close();
+}
