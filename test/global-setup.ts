@@ -50,6 +50,13 @@ function rebuildStale(): void {
     execFileSync('npx', ['asc', 'assembly/index.ts', '--target', 'release'], { stdio: 'inherit' });
   }
   if (newest('src', '.ts') > newest('dist', '.js')) {
-    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' });
+    // tsc still emits JavaScript when it finds type errors; the worker-thread tests only need
+    // that JavaScript, so a type error elsewhere must not stop every test. `npm install`
+    // (prepare) and CI still fail on type errors.
+    try {
+      execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' });
+    } catch {
+      console.warn('global-setup: tsc reported type errors (see above); running tests against the emitted JavaScript');
+    }
   }
 }
