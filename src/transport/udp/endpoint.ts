@@ -161,6 +161,12 @@ export class UdpEndpoint {
     return this.byId.size;
   }
 
+  /** Some context has data to send, unacknowledged payloads or an ACK owed. */
+  get busy(): boolean {
+    for (const e of this.byId.values()) if (!e.ctx.quiescent) return true;
+    return false;
+  }
+
   /** Per-peer state, for tests and stats. */
   context(peer: PeerAddress): TransportContext | undefined {
     return this.byAddr.get(addrKey(peer))?.ctx;

@@ -1,0 +1,179 @@
+// The node:dgram shell around the sans-I/O endpoint: binds one or more sockets, feeds every
+// datagram to the endpoint, flushes once per event-loop turn (libuv hands up to 32 datagrams
+// per socket per wake-up, so one flush covers a batch), sends with a gathering send
+// (header, payload, trailer: no copy of the payload) and runs one timer from the endpoint's
+// next deadline. Several sockets stripe outgoing datagrams (multipath).
+import dgram from 'node:dgram';
+import { performance } from 'node:perf_hooks';
+import { ErrorCode, SabreError } from '../../errors.js';
+import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type PeerAddress } from './endpoint.js';
+
+export interface UdpAddress {
+  transport: 'udp';
+  host: string;
+  port: number;
+}
+
+export interface UdpSocketOptions extends Partial<EndpointOptions> {
+  /** Bind address; default 127.0.0.1. */
+  host?: string;
+  /** Bind port of the first socket; 0 (default) picks an ephemeral one. */
+  port?: number;
+  /** Sockets to stripe over (the others bind ephemeral ports on the same host). Default 1. */
+  sockets?: number;
+  /** Kernel buffer sizes to ask for (capped by net.core.*mem_max). Default 4 MiB. */
+  socketBufferBytes?: number;
+  /** When true the owner calls release() for each delivery; otherwise it happens on return. */
+  manualRelease?: boolean;
+}
+
+export interface UdpHandlers {
+  /** A payload from a peer, exactly once. The view is valid only during the call. */
+  onDelivery?: (d: Delivery) => void;
+  /** Payload ids the peer's engine now holds. */
+  onAcked?: (ids: number[]) => void;
+  onFailed?: (f: Failure[]) => void;
+}
+
+export class UdpSocketTransport {
+  readonly endpoint: UdpEndpoint;
+  readonly address: UdpAddress;
+  readonly counters = { sendErrors: 0, flushes: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private flushScheduled = false;
+  private closed = false;
+
+  private constructor(
+    private readonly sockets: dgram.Socket[],
+    endpoint: UdpEndpoint,
+    address: UdpAddress,
+    private readonly handlers: UdpHandlers,
+    private readonly manualRelease: boolean,
+  ) {
+    this.endpoint = endpoint;
+    this.address = address;
+    for (const s of sockets) {
+      s.on('message', (msg, rinfo) => {
+        if (this.closed) return;
+        this.endpoint.receive(msg, { host: rinfo.address, port: rinfo.port }, performance.now());
+        this.scheduleFlush();
+      });
+      // A send to a closed port comes back as ICMP on some systems: the transport already
+      // treats silence as loss, so socket errors are counted, never thrown.
+      s.on('error', () => {
+        this.counters.sendErrors++;
+      });
+    }
+  }
+
+  static async open(opts: UdpSocketOptions = {}, handlers: UdpHandlers = {}): Promise<UdpSocketTransport> {
+    const host = opts.host ?? '127.0.0.1';
+    const n = opts.sockets ?? 1;
+    if (!Number.isInteger(n) || n < 1 || n > 16) throw new SabreError(ErrorCode.InvalidArgument, 'sockets must be 1..16');
+    const type = host.includes(':') ? 'udp6' : 'udp4';
+    const sockets: dgram.Socket[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        const s = dgram.createSocket({ type });
+        sockets.push(s);
+        await new Promise<void>((resolve, reject) => {
+          s.once('error', reject);
+          s.bind({ address: host, port: i === 0 ? opts.port ?? 0 : 0 }, () => {
+            s.off('error', reject);
+            resolve();
+          });
+        });
+        const want = opts.socketBufferBytes ?? 4 << 20;
+        try {
+          s.setRecvBufferSize(want);
+          s.setSendBufferSize(want);
+        } catch {
+          // Capped by the kernel: flow control copes with what we get.
+        }
+      }
+    } catch (err) {
+      for (const s of sockets) s.close();
+      throw new SabreError(ErrorCode.Unreachable, `cannot bind UDP ${host}:${opts.port ?? 0}`, { cause: err });
+    }
+    const endpoint = new UdpEndpoint({ ...opts, paths: n });
+    const a = sockets[0].address();
+    return new UdpSocketTransport(sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false);
+  }
+
+  /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
+  send(peer: PeerAddress, payload: Uint8Array, dstQpn = 0, srcQpn = 0): number {
+    if (this.closed) throw new SabreError(ErrorCode.Closed, 'transport closed');
+    const id = this.endpoint.send(peer, payload, performance.now(), dstQpn, srcQpn);
+    this.scheduleFlush();
+    return id;
+  }
+
+  release(ctx: number, n = 1): void {
+    this.endpoint.release(ctx, n);
+    this.scheduleFlush();
+  }
+
+  /** Fail whatever is outstanding (reported through onFailed), close every socket. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    const r = this.endpoint.close();
+    if (r.failed.length > 0) this.handlers.onFailed?.(r.failed);
+    this.closed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    await Promise.all(this.sockets.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.closed) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    if (this.closed) return;
+    this.counters.flushes++;
+    const now = performance.now();
+    const r = this.endpoint.poll(now);
+    for (const d of r.datagrams) {
+      this.sockets[d.path % this.sockets.length].send(d.parts, d.to.port, d.to.host, (err) => {
+        if (err) this.counters.sendErrors++;
+      });
+    }
+    const h = this.handlers;
+    for (const d of r.delivered) {
+      h.onDelivery?.(d);
+      if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
+    }
+    if (r.acked.length > 0) h.onAcked?.(r.acked);
+    if (r.failed.length > 0) h.onFailed?.(r.failed);
+    // Releasing credit or a handler's send may have made more output due now.
+    if (!this.manualRelease && r.delivered.length > 0) this.scheduleFlush();
+    this.armTimer(now);
+  }
+
+  private armTimer(now: number): void {
+    const at = this.endpoint.nextDeadline();
+    if (at === Infinity) {
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.endpoint.tick(performance.now());
+      this.flush();
+    }, Math.max(0, at - now));
+    // Only outstanding work keeps the process alive; idle reclaim does not.
+    if (!this.endpoint.busy) this.timer.unref();
+  }
+}
