@@ -1,0 +1,118 @@
+// The out-of-band channel perftest calls "Data ex. method : Ethernet": QP numbers, keys and
+// addresses travel over a plain TCP socket as JSON lines, and the two sides step through each
+// size together (client asks, server answers). In one process (inproc) the same calls are
+// direct method calls on the server object.
+import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+
+export interface ControlPeer {
+  call<T = unknown>(method: string, params?: unknown): Promise<T>;
+  close(): void;
+}
+
+type Handler = (method: string, params: unknown) => Promise<unknown>;
+
+const MAX_LINE = 1 << 20;
+
+function lines(sock: Socket, onLine: (line: string) => void, onError: (e: Error) => void): void {
+  let buf = '';
+  sock.setEncoding('utf8');
+  sock.on('data', (chunk: string) => {
+    buf += chunk;
+    if (buf.length > MAX_LINE) {
+      onError(new Error('control message too long'));
+      sock.destroy();
+      return;
+    }
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line.length > 0) onLine(line);
+    }
+  });
+}
+
+/** Serve one client at a time on `port`; resolves with the bound server. */
+export function serveControl(host: string, port: number, handler: Handler, onClose: () => void): Promise<Server> {
+  const server = createServer((sock) => {
+    sock.setNoDelay(true);
+    lines(
+      sock,
+      (line) => {
+        let msg: { id: number; method: string; params: unknown };
+        try {
+          msg = JSON.parse(line);
+        } catch {
+          sock.destroy();
+          return;
+        }
+        handler(msg.method, msg.params).then(
+          (result) => sock.write(JSON.stringify({ id: msg.id, result: result ?? null }) + '\n'),
+          (err: Error) => sock.write(JSON.stringify({ id: msg.id, error: String(err?.message ?? err) }) + '\n'),
+        );
+      },
+      () => sock.destroy(),
+    );
+    sock.on('close', onClose);
+    sock.on('error', () => sock.destroy());
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}
+
+export function connectControl(host: string, port: number, timeoutMs = 10_000): Promise<ControlPeer> {
+  return new Promise((resolve, reject) => {
+    const sock = netConnect({ host, port });
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`no perf server answered at ${host}:${port}`));
+    }, timeoutMs);
+    let nextId = 1;
+    const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+    const failAll = (e: Error) => {
+      for (const p of pending.values()) p.reject(e);
+      pending.clear();
+    };
+    sock.on('error', (e) => {
+      clearTimeout(timer);
+      failAll(e);
+      reject(new Error(`cannot reach perf server at ${host}:${port}: ${e.message}`));
+    });
+    sock.on('close', () => failAll(new Error('perf server closed the control connection')));
+    sock.once('connect', () => {
+      clearTimeout(timer);
+      sock.setNoDelay(true);
+      lines(
+        sock,
+        (line) => {
+          const msg = JSON.parse(line) as { id: number; result?: unknown; error?: string };
+          const p = pending.get(msg.id);
+          if (!p) return;
+          pending.delete(msg.id);
+          if (msg.error !== undefined) p.reject(new Error(`perf server: ${msg.error}`));
+          else p.resolve(msg.result);
+        },
+        failAll,
+      );
+      resolve({
+        call<T>(method: string, params?: unknown): Promise<T> {
+          const id = nextId++;
+          return new Promise<T>((res, rej) => {
+            pending.set(id, { resolve: res as (v: unknown) => void, reject: rej });
+            sock.write(JSON.stringify({ id, method, params: params ?? null }) + '\n');
+          });
+        },
+        close() {
+          sock.end();
+        },
+      });
+    });
+  });
+}
+
+/** The in-process form: the same calls, no socket. */
+export function directPeer(handler: Handler): ControlPeer {
+  return { call: (m, p) => handler(m, p) as Promise<never>, close() {} };
+}

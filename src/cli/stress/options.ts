@@ -1,0 +1,65 @@
+import { parseArgs } from 'node:util';
+import { choice, intOption, numOption, UsageError } from '../usage.js';
+
+export interface StressOptions {
+  workers: number;
+  qps: number;
+  durationS: number;
+  ops: number;
+  maxSize: number;
+  transport: 'udp' | 'tcp' | 'inproc';
+  seed: number;
+  json: boolean;
+  /** Testing aid: corrupt one byte of the model so the checker must report an integrity failure. */
+  injectFault: boolean;
+}
+
+export const STRESS_HELP = `usage: sabre stress [options]
+
+A piscina worker pool; each worker opens two devices and --qps connected QP pairs and drives a
+seeded random mix of RDMA write, read, vectored read, send and atomics, checking every byte it
+reads back or receives against a model. Bounded by --duration and --ops, whichever ends first.
+Exit status: 0 clean, 1 on any error or integrity failure, 2 on a usage error.
+
+      --workers N      worker threads (default 2)
+      --qps N          QP pairs per worker (default 4)
+      --duration S     seconds, at most (default 10)
+      --ops N          operations in total, at most (default 1000000)
+      --max-size N     largest message in bytes (default 65536)
+      --transport T    udp | tcp | inproc (default inproc)
+      --seed N         PRNG seed (default 1); worker i uses seed + i
+      --json           one JSON object on stdout at the end
+      --inject-fault   corrupt the model once (checks the checker; the run must fail)
+  -h, --help           this help`;
+
+export function parseStress(argv: string[]): StressOptions {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      workers: { type: 'string' },
+      qps: { type: 'string' },
+      duration: { type: 'string' },
+      ops: { type: 'string' },
+      'max-size': { type: 'string' },
+      transport: { type: 'string' },
+      seed: { type: 'string' },
+      json: { type: 'boolean' },
+      'inject-fault': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  return {
+    workers: intOption('--workers', values.workers, 1, 64) ?? 2,
+    qps: intOption('--qps', values.qps, 1, 256) ?? 4,
+    durationS: numOption('--duration', values.duration, 0.1, 86_400) ?? 10,
+    ops: intOption('--ops', values.ops, 1, 1e12) ?? 1_000_000,
+    maxSize: intOption('--max-size', values['max-size'], 8, 1 << 24) ?? 65536,
+    transport: choice('--transport', values.transport, ['udp', 'tcp', 'inproc'] as const) ?? 'inproc',
+    seed: intOption('--seed', values.seed, 0, 2 ** 32 - 1) ?? 1,
+    json: values.json ?? false,
+    injectFault: values['inject-fault'] ?? false,
+  };
+}
