@@ -1,0 +1,117 @@
+// The transport context on its own: flow control against a slow receiver, retry exhaustion,
+// RTO backoff, duplicate suppression, SACK-driven fast retransmit.
+import { describe, expect, it } from 'vitest';
+import { TransportContext, type TxDatagram } from '../../../src/transport/udp/context.js';
+import { UdpType } from '../../../src/wire/udp.js';
+import { makePayload, payloadIndex } from './sim.js';
+
+function pair(opts: ConstructorParameters<typeof TransportContext>[2] = {}) {
+  const a = new TransportContext(0x1111, 0, opts, 0x2222);
+  const b = new TransportContext(0x2222, 0, opts, 0x1111);
+  return { a, b };
+}
+
+function flush(c: TransportContext, now: number): TxDatagram[] {
+  const out: TxDatagram[] = [];
+  c.flush(now, out);
+  return out;
+}
+
+describe('TransportContext', () => {
+  it('a slow receiver never holds more than its credit, and the sender never overruns it', () => {
+    const credit = 24;
+    const { a, b } = pair({ rcvCredit: credit, initialPeerWindow: 8, initialCwnd: 64 });
+    const N = 600;
+    for (let i = 0; i < N; i++) a.send(makePayload(i, 64), 0);
+    const held: number[] = [];
+    let now = 0;
+    let maxHeld = 0;
+    let delivered = 0;
+    for (let step = 0; step < 20_000 && delivered < N; step++) {
+      now += 0.1;
+      for (const d of flush(a, now)) b.receive(d.hdr, d.payload, now);
+      for (const p of b.delivered.splice(0)) held.push(payloadIndex(p));
+      b.deliveredMeta.length = 0;
+      maxHeld = Math.max(maxHeld, held.length);
+      // The application consumes one payload every 10 steps.
+      if (step % 10 === 0 && held.length > 0) {
+        held.shift();
+        delivered++;
+        b.release(1);
+      }
+      for (const d of flush(b, now)) a.receive(d.hdr, d.payload, now);
+      a.tick(now);
+      b.tick(now);
+    }
+    expect(delivered).toBe(N);
+    expect(maxHeld).toBeLessThanOrEqual(credit);
+    expect(b.counters.rxNoCredit).toBe(0);
+    expect(b.counters.delivered).toBe(N);
+    expect(a.acked.length).toBe(N);
+    expect(a.counters.timeouts).toBe(0);
+  });
+
+  it('a vanished peer: RTO doubles up to the cap, then everything outstanding fails', () => {
+    const a = new TransportContext(1, 0, { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 80, retryLimit: 5 }, 2);
+    for (let i = 0; i < 50; i++) a.send(makePayload(i, 100), 0);
+    let now = 0;
+    const fireTimes: number[] = [];
+    const out: TxDatagram[] = [];
+    a.flush(now, out);
+    for (let i = 0; i < 100 && a.state === 'open'; i++) {
+      now = a.nextDeadline();
+      const before = a.counters.timeouts;
+      a.tick(now);
+      if (a.counters.timeouts > before) fireTimes.push(now);
+      a.flush(now, out);
+    }
+    expect(a.state).toBe('failed');
+    expect(a.failReason).toBe('retry-exceeded');
+    expect(a.failed.sort((x, y) => x - y)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(a.acked).toEqual([]);
+    const gaps = fireTimes.slice(1).map((t, i) => Math.round(t - fireTimes[i]));
+    expect(gaps).toEqual([20, 40, 80, 80, 80]);
+    expect(a.nextDeadline()).toBe(Infinity);
+    expect(a.send(makePayload(0, 10), now)).toBe(0);
+  });
+
+  it('duplicates, replays and far-future PSNs are counted and never delivered twice', () => {
+    const { a, b } = pair();
+    for (let i = 0; i < 10; i++) a.send(makePayload(i, 50), 0);
+    const dgs = flush(a, 0);
+    for (const d of dgs) b.receive(d.hdr, d.payload, 0);
+    for (const d of dgs) b.receive(d.hdr, d.payload, 1);
+    const far = { ...dgs[0].hdr, psn: dgs[0].hdr.psn + 5000 };
+    b.receive(far, dgs[0].payload, 2);
+    const old = { ...dgs[0].hdr, psn: (dgs[0].hdr.psn - 7) >>> 0 };
+    b.receive(old, dgs[0].payload, 2);
+    expect(b.delivered.map(payloadIndex)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(b.counters.rxDuplicate).toBe(11);
+    expect(b.counters.rxOutOfWindow).toBe(1);
+  });
+
+  it('one lost packet is repaired by a SACK-triggered fast retransmit, not a timeout', () => {
+    const { a, b } = pair({ initialCwnd: 32 });
+    for (let i = 0; i < 20; i++) a.send(makePayload(i, 50), 0);
+    let now = 0;
+    const first = flush(a, now);
+    for (const d of first) if (d.hdr.psn !== 3) b.receive(d.hdr, d.payload, now);
+    now = 0.2;
+    for (const d of flush(b, now)) a.receive(d.hdr, d.payload, now);
+    expect(a.counters.fastRetransmits).toBe(1);
+    const again = flush(a, now);
+    expect(again.map((d) => d.hdr.psn)).toEqual([3]);
+    expect(again[0].hdr.retx).toBe(true);
+    b.receive(again[0].hdr, again[0].payload, now);
+    for (const d of flush(b, now)) {
+      expect(d.hdr.type).toBe(UdpType.Ack);
+      expect(d.hdr.sack).toEqual([]);
+      expect(d.hdr.ackPsn).toBe(20);
+      a.receive(d.hdr, d.payload, now);
+    }
+    expect(a.acked.length).toBe(20);
+    expect(a.counters.timeouts).toBe(0);
+    expect(b.delivered.length).toBe(20);
+    expect(a.quiescent).toBe(true);
+  });
+});
