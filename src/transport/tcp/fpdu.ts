@@ -1,0 +1,431 @@
+// FPDU framing for the TCP transport (RFC 5044 §4): the framer turns one DDP segment into the
+// pieces that go on the wire, the deframer turns any segmentation of the received byte stream
+// back into ULPDUs. Both are sans-I/O; the socket shell is connection.ts.
+//
+//   FPDU = [ULPDU Length u16][ULPDU][pad 0-3 zero bytes][CRC32C, least-significant byte first]
+//
+// CRC32C covers the length field, the ULPDU, the pad and every marker inside the FPDU. It is
+// computed by the WASM kernel: directly on bytes that already live in the device's shared
+// memory (the receive staging area, registered regions), through the kernel context's scratch
+// window for the few small pieces the framer builds in ordinary buffers.
+//
+// Markers (when the peer asked for them): a 4-byte marker [u16 0][u16 FPDUPTR] sits at every
+// stream position that is a multiple of 512, positions counted from the first octet of the
+// first FPDU (after the MPA Request/Reply), markers included. A marker right before an FPDU's
+// ULPDU Length field belongs to that FPDU and has FPDUPTR 0; any other marker has FPDUPTR =
+// octets from the ULPDU Length field of the FPDU it sits in to the marker. (Wireshark's MPA
+// dissector uses the same positions and CRC coverage; see docs/tcp-framing.md.)
+import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
+import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
+import { SabreError, ErrorCode } from '../../errors.js';
+import { fault, TERM, type TcpFault } from './terminate.js';
+
+/** The part of DeviceMemory (src/dataplane/device-memory.ts) the framing needs. */
+export interface DataPlane {
+  u8(): Uint8Array;
+  alloc(length: number, align?: number): number;
+  free(addr: number): void;
+  readonly kernels: { crc32c(ptr: number, len: number, previous: number): number };
+}
+
+export const MARKER_INTERVAL = MPA_MARKER_INTERVAL;
+export const MARKER_LEN = MPA_MARKER.size;
+export const MAX_ULPDU = 0xffff;
+
+/**
+ * Maximum ULPDU for an EMSS (RFC 5044 §4.4): EMSS − (6 + EMSS mod 4) without markers,
+ * EMSS − (6 + 4·⌈EMSS/512⌉ + EMSS mod 4) with markers; so one FPDU (markers included) fits in
+ * one TCP segment. Capped at the 16-bit ULPDU Length.
+ */
+export function mulpdu(emss: number, markers: boolean): number {
+  if (!Number.isInteger(emss) || emss < 64) throw new SabreError(ErrorCode.InvalidArgument, `EMSS must be an integer >= 64, got ${emss}`);
+  const m = markers ? 4 * Math.ceil(emss / MARKER_INTERVAL) : 0;
+  return Math.min(MAX_ULPDU, emss - (6 + m + (emss % 4)));
+}
+
+/** Node cannot read TCP_MAXSEG, so EMSS comes from the path: loopback MTU 65536, else Ethernet (MSS 1460 − 12 bytes of timestamps). */
+export function defaultEmss(host: string): number {
+  const loop = host === 'localhost' || host === '::1' || host.startsWith('127.') || host === '::ffff:127.0.0.1';
+  return loop ? 65483 : 1448;
+}
+
+export function padLength(ulpduLen: number): number {
+  return (4 - ((MPA_HDR_LEN + ulpduLen) & 3)) & 3;
+}
+
+/** FPDU length without markers. */
+export function fpduLength(ulpduLen: number): number {
+  return MPA_HDR_LEN + ulpduLen + padLength(ulpduLen) + MPA_CRC_LEN;
+}
+
+/** CRC32C of a piece, continuing `prev`: in place when it lives in the device memory. */
+export function crcPiece(dp: DataPlane, piece: Uint8Array, prev: number): number {
+  if (piece.length === 0) return prev;
+  if (piece.buffer === dp.u8().buffer) return dp.kernels.crc32c(piece.byteOffset, piece.length, prev) >>> 0;
+  return crc32cPlain(piece, prev);
+}
+
+function wrMarker(b: Uint8Array, o: number, fpduPtr: number): void {
+  b[o] = 0;
+  b[o + 1] = 0;
+  b[o + 2] = fpduPtr >>> 8;
+  b[o + 3] = fpduPtr & 0xff;
+}
+
+export interface FramerOptions {
+  dp: DataPlane;
+  crc: boolean;
+  /** Insert markers (the peer's MPA frame had M set). */
+  markers: boolean;
+  /** Largest ULPDU accepted (default: 65535, or mulpdu(65535, true) with markers). */
+  mulpdu?: number;
+}
+
+export class FpduFramer {
+  readonly #dp: DataPlane;
+  readonly #crc: boolean;
+  readonly #markers: boolean;
+  readonly mulpdu: number;
+  /** Stream octets sent since the first FPDU (marker arithmetic). */
+  streamPos = 0;
+
+  constructor(o: FramerOptions) {
+    this.#dp = o.dp;
+    this.#crc = o.crc;
+    this.#markers = o.markers;
+    this.mulpdu = o.mulpdu ?? (o.markers ? mulpdu(65535, true) : MAX_ULPDU);
+  }
+
+  /**
+   * Frame one DDP segment: `hdr` (DDP/RDMAP header and any RDMAP control payload) followed by
+   * `payload`. Appends the wire pieces to `out` (payload views are referenced, not copied: keep
+   * them unchanged until written) and returns the number of wire bytes.
+   */
+  frame(hdr: Uint8Array, payload: readonly Uint8Array[], out: Uint8Array[]): number {
+    let ulpduLen = hdr.length;
+    for (const p of payload) ulpduLen += p.length;
+    if (ulpduLen > this.mulpdu) throw new SabreError(ErrorCode.InvalidArgument, `ULPDU of ${ulpduLen} bytes exceeds MULPDU ${this.mulpdu}`);
+    return this.#markers ? this.#frameMarked(hdr, payload, ulpduLen, out) : this.#framePlain(hdr, payload, ulpduLen, out);
+  }
+
+  #framePlain(hdr: Uint8Array, payload: readonly Uint8Array[], ulpduLen: number, out: Uint8Array[]): number {
+    const pad = padLength(ulpduLen);
+    const dp = this.#dp;
+    // Small segments travel as one buffer: one write, one CRC call.
+    if (ulpduLen <= 2048) {
+      const total = fpduLength(ulpduLen);
+      const b = Buffer.allocUnsafe(total);
+      b[0] = ulpduLen >>> 8;
+      b[1] = ulpduLen & 0xff;
+      b.set(hdr, 2);
+      let o = 2 + hdr.length;
+      for (const p of payload) {
+        b.set(p, o);
+        o += p.length;
+      }
+      for (let i = 0; i < pad; i++) b[o + i] = 0;
+      o += pad;
+      const crc = this.#crc ? crc32cPlain(b.subarray(0, o), 0) : 0;
+      b.writeUInt32LE(crc, o);
+      out.push(b);
+      this.streamPos += total;
+      return total;
+    }
+    const head = Buffer.allocUnsafe(2 + hdr.length);
+    head[0] = ulpduLen >>> 8;
+    head[1] = ulpduLen & 0xff;
+    head.set(hdr, 2);
+    const tail = Buffer.alloc(pad + MPA_CRC_LEN);
+    out.push(head);
+    let crc = 0;
+    if (this.#crc) crc = crcPiece(dp, head, 0);
+    for (const p of payload) {
+      if (p.length === 0) continue;
+      out.push(p);
+      if (this.#crc) crc = crcPiece(dp, p, crc);
+    }
+    if (this.#crc && pad) crc = crcPiece(dp, tail.subarray(0, pad), crc);
+    tail.writeUInt32LE(crc >>> 0, pad);
+    out.push(tail);
+    const total = fpduLength(ulpduLen);
+    this.streamPos += total;
+    return total;
+  }
+
+  #frameMarked(hdr: Uint8Array, payload: readonly Uint8Array[], ulpduLen: number, out: Uint8Array[]): number {
+    const dp = this.#dp;
+    const start = this.streamPos;
+    let pos = start;
+    let crc = 0;
+    const emit = (piece: Uint8Array): void => {
+      out.push(piece);
+      if (this.#crc) crc = crcPiece(dp, piece, crc);
+      pos += piece.length;
+    };
+    if (pos % MARKER_INTERVAL === 0) {
+      const m = new Uint8Array(MARKER_LEN);
+      wrMarker(m, 0, 0);
+      emit(m);
+    }
+    const headerPos = pos;
+    const data = (piece: Uint8Array): void => {
+      let o = 0;
+      while (o < piece.length) {
+        if (pos % MARKER_INTERVAL === 0) {
+          const m = new Uint8Array(MARKER_LEN);
+          wrMarker(m, 0, pos - headerPos);
+          emit(m);
+        }
+        const take = Math.min(piece.length - o, MARKER_INTERVAL - (pos % MARKER_INTERVAL));
+        emit(piece.subarray(o, o + take));
+        o += take;
+      }
+    };
+    const lenField = new Uint8Array(2);
+    lenField[0] = ulpduLen >>> 8;
+    lenField[1] = ulpduLen & 0xff;
+    data(lenField);
+    data(hdr);
+    for (const p of payload) data(p);
+    const pad = padLength(ulpduLen);
+    if (pad) data(new Uint8Array(pad));
+    if (pos % MARKER_INTERVAL === 0) {
+      const m = new Uint8Array(MARKER_LEN);
+      wrMarker(m, 0, pos - headerPos);
+      emit(m);
+    }
+    const c = new Uint8Array(MPA_CRC_LEN);
+    const v = this.#crc ? crc >>> 0 : 0;
+    c[0] = v & 0xff;
+    c[1] = (v >>> 8) & 0xff;
+    c[2] = (v >>> 16) & 0xff;
+    c[3] = v >>> 24;
+    out.push(c);
+    pos += MPA_CRC_LEN;
+    this.streamPos = pos;
+    return pos - start;
+  }
+}
+
+/** A received ULPDU: `len` bytes at absolute address `ptr` of the device memory (valid during the callback only). */
+export interface RxUlpdu {
+  ptr: number;
+  len: number;
+}
+
+export interface DeframerOptions {
+  dp: DataPlane;
+  crc: boolean;
+  /** The peer inserts markers (our MPA frame had M set). */
+  markers: boolean;
+  /** Staging bytes in device memory (default 256 KiB, at least 128 KiB: one maximal FPDU plus a read). */
+  capacity?: number;
+  /** ULPDU lengths above this are a framing error (default 65535: any). */
+  maxUlpdu?: number;
+}
+
+export interface DeframerSink {
+  /** Whole ULPDUs, in stream order; `u8` is the device memory view to read them with. */
+  ulpdus(batch: RxUlpdu[], u8: Uint8Array): void;
+  /** The stream is unusable from here on; send a Terminate with these codes and close. */
+  error(f: TcpFault): void;
+}
+
+export class FpduDeframer {
+  readonly #dp: DataPlane;
+  readonly #crc: boolean;
+  readonly #markers: boolean;
+  readonly #maxUlpdu: number;
+  readonly #sink: DeframerSink;
+  readonly #cap: number;
+  #base: number;
+  #start = 0;
+  #end = 0;
+  /** Stream position of staging offset #start. */
+  #pos = 0;
+  #failed = false;
+  #batch: RxUlpdu[] = [];
+
+  constructor(o: DeframerOptions, sink: DeframerSink) {
+    this.#dp = o.dp;
+    this.#crc = o.crc;
+    this.#markers = o.markers;
+    this.#maxUlpdu = o.maxUlpdu ?? MAX_ULPDU;
+    this.#sink = sink;
+    this.#cap = Math.max(o.capacity ?? 256 * 1024, 128 * 1024);
+    this.#base = o.dp.alloc(this.#cap);
+  }
+
+  get failed(): boolean {
+    return this.#failed;
+  }
+
+  /** Bytes received but not yet part of a whole FPDU. */
+  get pending(): number {
+    return this.#end - this.#start;
+  }
+
+  /** Feed bytes in stream order, any segmentation. Returns false once the stream has failed. */
+  push(chunk: Uint8Array): boolean {
+    let off = 0;
+    while (off < chunk.length && !this.#failed) {
+      if (this.#end === this.#cap) this.#compact();
+      const n = Math.min(this.#cap - this.#end, chunk.length - off);
+      this.#dp.u8().set(chunk.subarray(off, off + n), this.#base + this.#end);
+      this.#end += n;
+      off += n;
+      this.#parse();
+    }
+    return !this.#failed;
+  }
+
+  /** The peer closed the stream: a partial FPDU is a lost stream. */
+  end(): void {
+    if (this.#failed || this.#start === this.#end) return;
+    this.#fail(fault(TERM.streamLost, 'TRUNCATED', `stream ended inside an FPDU (${this.#end - this.#start} bytes pending)`));
+  }
+
+  dispose(): void {
+    if (this.#base >= 0) this.#dp.free(this.#base);
+    this.#base = -1;
+    this.#failed = true;
+  }
+
+  #compact(): void {
+    if (this.#start === 0) return;
+    const u8 = this.#dp.u8();
+    u8.copyWithin(this.#base, this.#base + this.#start, this.#base + this.#end);
+    this.#end -= this.#start;
+    this.#start = 0;
+  }
+
+  #fail(f: TcpFault): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.#sink.error(f);
+  }
+
+  #parse(): void {
+    const u8 = this.#dp.u8();
+    const base = this.#base;
+    const batch = this.#batch;
+    while (!this.#failed) {
+      const got = this.#markers ? this.#nextMarked(u8, base, batch) : this.#nextPlain(u8, base, batch);
+      if (!got) break;
+    }
+    if (batch.length) {
+      this.#batch = [];
+      this.#sink.ulpdus(batch, u8);
+    }
+  }
+
+  #nextPlain(u8: Uint8Array, base: number, batch: RxUlpdu[]): boolean {
+    const avail = this.#end - this.#start;
+    if (avail < 2) return false;
+    const at = base + this.#start;
+    const ulen = (u8[at]! << 8) | u8[at + 1]!;
+    if (ulen > this.#maxUlpdu) {
+      this.#fail(fault(TERM.fpduStart, 'LENGTH', `ULPDU length ${ulen} exceeds ${this.#maxUlpdu}`));
+      return false;
+    }
+    const total = fpduLength(ulen);
+    if (avail < total) return false;
+    if (this.#crc && !this.#checkCrc(u8, at, total - MPA_CRC_LEN)) return false;
+    batch.push({ ptr: at + MPA_HDR_LEN, len: ulen });
+    this.#start += total;
+    this.#pos += total;
+    return true;
+  }
+
+  #checkCrc(u8: Uint8Array, at: number, len: number): boolean {
+    const got = this.#dp.kernels.crc32c(at, len, 0) >>> 0;
+    const c = at + len;
+    const wire = (u8[c]! | (u8[c + 1]! << 8) | (u8[c + 2]! << 16) | (u8[c + 3]! << 24)) >>> 0;
+    if (got === wire) return true;
+    this.#fail(fault(TERM.crc, 'CRC', `FPDU CRC32C mismatch: wire ${hex(wire)}, computed ${hex(got)}`));
+    return false;
+  }
+
+  #nextMarked(u8: Uint8Array, base: number, batch: RxUlpdu[]): boolean {
+    const avail = this.#end - this.#start;
+    const at = base + this.#start;
+    const pos = this.#pos;
+    let lead = 0;
+    if (pos % MARKER_INTERVAL === 0) {
+      if (avail < MARKER_LEN) return false;
+      if (markerPtr(u8, at) !== 0) {
+        this.#fail(fault(TERM.fpduStart, 'MARKER', `marker before an FPDU at stream position ${pos} has FPDUPTR ${markerPtr(u8, at)}, expected 0`));
+        return false;
+      }
+      lead = MARKER_LEN;
+    }
+    if (avail < lead + 2) return false;
+    const headerPos = pos + lead;
+    const h = at + lead;
+    const ulen = (u8[h]! << 8) | u8[h + 1]!;
+    if (ulen > this.#maxUlpdu) {
+      this.#fail(fault(TERM.fpduStart, 'LENGTH', `ULPDU length ${ulen} exceeds ${this.#maxUlpdu}`));
+      return false;
+    }
+    const plain = fpduLength(ulen);
+    // Raw end: plain bytes plus every marker that starts inside [headerPos, end).
+    let end = headerPos + plain;
+    for (;;) {
+      const n = markersIn(headerPos, end);
+      const next = headerPos + plain + MARKER_LEN * n;
+      if (next === end) break;
+      end = next;
+    }
+    const raw = end - pos;
+    if (avail < raw) return false;
+    for (let m = firstMarkerAtOrAfter(headerPos); m < end; m += MARKER_INTERVAL) {
+      const ptr = markerPtr(u8, at + (m - pos));
+      if (ptr !== m - headerPos) {
+        this.#fail(fault(TERM.fpduStart, 'MARKER', `marker at stream position ${m} has FPDUPTR ${ptr}, expected ${m - headerPos}`));
+        return false;
+      }
+    }
+    if (this.#crc && !this.#checkCrc(u8, at, raw - MPA_CRC_LEN)) return false;
+    // Close the marker gaps inside the ULPDU so it is contiguous for placement.
+    const ulpduStart = h + MPA_HDR_LEN;
+    const ulpduStreamStart = headerPos + MPA_HDR_LEN;
+    let write = ulpduStart;
+    let streamAt = ulpduStreamStart;
+    let left = ulen;
+    while (left > 0) {
+      const toMarker = MARKER_INTERVAL - (streamAt % MARKER_INTERVAL);
+      if (toMarker === MARKER_INTERVAL && streamAt !== ulpduStreamStart) {
+        streamAt += MARKER_LEN;
+        continue;
+      }
+      const take = Math.min(left, toMarker);
+      const read = at + (streamAt - pos);
+      if (read !== write) u8.copyWithin(write, read, read + take);
+      write += take;
+      streamAt += take;
+      left -= take;
+    }
+    batch.push({ ptr: ulpduStart, len: ulen });
+    this.#start += raw;
+    this.#pos = end;
+    return true;
+  }
+}
+
+function markerPtr(u8: Uint8Array, at: number): number {
+  return (u8[at + 2]! << 8) | u8[at + 3]!;
+}
+
+function firstMarkerAtOrAfter(p: number): number {
+  return Math.ceil(p / MARKER_INTERVAL) * MARKER_INTERVAL;
+}
+
+/** Markers starting in [from, to). */
+function markersIn(from: number, to: number): number {
+  const first = firstMarkerAtOrAfter(from);
+  return first >= to ? 0 : Math.floor((to - 1 - first) / MARKER_INTERVAL) + 1;
+}
+
+function hex(v: number): string {
+  return `0x${v.toString(16).padStart(8, '0')}`;
+}
