@@ -25,6 +25,8 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
   socketBufferBytes?: number;
   /** When true the owner calls release() for each delivery; otherwise it happens on return. */
   manualRelease?: boolean;
+  /** Test/bench hook: return false to drop an incoming datagram before the endpoint sees it. */
+  rxFilter?: (datagram: Uint8Array) => boolean;
 }
 
 export interface UdpHandlers {
@@ -50,12 +52,13 @@ export class UdpSocketTransport {
     address: UdpAddress,
     private readonly handlers: UdpHandlers,
     private readonly manualRelease: boolean,
+    rxFilter: ((d: Uint8Array) => boolean) | undefined,
   ) {
     this.endpoint = endpoint;
     this.address = address;
     for (const s of sockets) {
       s.on('message', (msg, rinfo) => {
-        if (this.closed) return;
+        if (this.closed || (rxFilter !== undefined && !rxFilter(msg))) return;
         this.endpoint.receive(msg, { host: rinfo.address, port: rinfo.port }, performance.now());
         this.scheduleFlush();
       });
@@ -98,7 +101,7 @@ export class UdpSocketTransport {
     }
     const endpoint = new UdpEndpoint({ ...opts, paths: n });
     const a = sockets[0].address();
-    return new UdpSocketTransport(sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false);
+    return new UdpSocketTransport(sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter);
   }
 
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
