@@ -54,6 +54,11 @@ export class Ring {
   // Each side caches the other side's index and reloads it only when it looks full/empty.
   #head = 0;
   #tail = 0;
+  // Several async waiters of one thread may sleep on the same index (e.g. many submitters
+  // waiting for room); the waiter flag may only drop when the last of them wakes, or the
+  // other side would stop notifying while one still sleeps.
+  #asyncHeadWaiters = 0;
+  #asyncTailWaiters = 0;
 
   private constructor(buffer: SharedArrayBuffer, addr: number, slots: number, slotBytes: number) {
     if (addr % 64 !== 0) throw new RangeError('ring address must be 64-byte aligned');
@@ -186,12 +191,13 @@ export class Ring {
       Atomics.store(this.#hdr, HEAD_WAITER, 1);
       const h = Atomics.load(this.#hdr, HEAD);
       if (h !== this.#tail) {
-        Atomics.store(this.#hdr, HEAD_WAITER, 0);
+        if (this.#asyncHeadWaiters === 0) Atomics.store(this.#hdr, HEAD_WAITER, 0);
         continue;
       }
+      this.#asyncHeadWaiters++;
       const w = waitAsync(this.#hdr, HEAD, h, timeoutMs);
       if (w.async) await w.value;
-      Atomics.store(this.#hdr, HEAD_WAITER, 0);
+      if (--this.#asyncHeadWaiters === 0) Atomics.store(this.#hdr, HEAD_WAITER, 0);
       return this.available() > 0;
     }
   }
@@ -219,12 +225,13 @@ export class Ring {
       Atomics.store(this.#hdr, TAIL_WAITER, 1);
       const t = Atomics.load(this.#hdr, TAIL);
       if (t !== this.#tail) {
-        Atomics.store(this.#hdr, TAIL_WAITER, 0);
+        if (this.#asyncTailWaiters === 0) Atomics.store(this.#hdr, TAIL_WAITER, 0);
         continue;
       }
+      this.#asyncTailWaiters++;
       const w = waitAsync(this.#hdr, TAIL, t, timeoutMs);
       if (w.async) await w.value;
-      Atomics.store(this.#hdr, TAIL_WAITER, 0);
+      if (--this.#asyncTailWaiters === 0) Atomics.store(this.#hdr, TAIL_WAITER, 0);
       return this.reserve(n) >= n;
     }
   }
