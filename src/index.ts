@@ -13,3 +13,5 @@ export type {
 export type { DeviceCounters } from './rdmap/memory.js';
 export { SabreError, ErrorCode } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';
+export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/inproc/bridge.js';
+export type { BridgeInit } from './transport/inproc/bridge.js';

@@ -14,7 +14,7 @@ export interface InprocAddress extends DeviceAddress {
 
 /** Something that accepts frames for a device id (a local transport or a bridge to another thread). */
 export interface InprocRoute {
-  deliver(from: DeviceAddress, frames: Frame[]): void;
+  deliver(to: string, from: DeviceAddress, frames: Frame[]): void;
 }
 
 const local = new Map<string, InprocTransport>();
@@ -43,7 +43,7 @@ function routeFor(id: string): InprocRoute | undefined {
 export function deliverLocal(to: string, from: DeviceAddress, frames: Frame[]): boolean {
   const t = local.get(to);
   if (!t) return false;
-  t.deliver(from, frames);
+  t.deliver(to, from, frames);
   return true;
 }
 
@@ -75,10 +75,10 @@ export class InprocTransport implements Transport, InprocRoute {
       this.undeliverable += frames.length;
       return;
     }
-    r.deliver(this.address, frames);
+    r.deliver(to.id as string, this.address, frames);
   }
 
-  deliver(from: DeviceAddress, frames: Frame[]): void {
+  deliver(_to: string, from: DeviceAddress, frames: Frame[]): void {
     if (this.#closed) return;
     for (const frame of frames) this.#inbox.push({ from, frame });
     if (!this.#scheduled) {
