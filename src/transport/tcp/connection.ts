@@ -1,0 +1,331 @@
+// One MPA/TCP connection: a node:net socket around the sans-I/O handshake (mpa-handshake.ts)
+// and the FPDU framer/deframer (fpdu.ts). It carries whole DDP segments both ways; DDP/RDMAP
+// semantics belong to the engine above.
+//
+// Buffers are bounded: the handshake reads at most one MPA frame (532 bytes), the receive side
+// stages at most `rxCapacity` bytes in device memory and hands every whole FPDU on at once
+// (synchronously, so nothing piles up), and the send side reports backpressure through send()
+// returning false and a 'drain' event; past `maxWriteBuffer` send() throws QueueFull.
+import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
+import { ErrorCode, SabreError } from '../../errors.js';
+import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
+import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
+import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type DataPlane, type RxUlpdu } from './fpdu.js';
+import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type MpaResult } from './mpa-handshake.js';
+import { fault, TERM, type TcpFault, type TermCode } from './terminate.js';
+
+export interface TcpConnectionOptions {
+  dp: DataPlane;
+  /** Handshake knobs (revision, crc, markers, ird/ord, p2p, timeoutMs). */
+  mpa?: Omit<MpaConfig, 'role' | 'privateData'>;
+  /** Effective MSS for the MULPDU (default from the peer host: loopback 65483, else 1448). */
+  emss?: number;
+  /** Receive staging bytes in device memory (default 256 KiB). */
+  rxCapacity?: number;
+  /** Largest ULPDU accepted from the peer (default 65535). */
+  maxUlpdu?: number;
+  /** send() returns false once this many bytes wait in the socket (default 1 MiB). */
+  highWaterMark?: number;
+  /** send() throws QueueFull past this (default 64 MiB). */
+  maxWriteBuffer?: number;
+  /** Clock for the handshake deadline (default Date.now). */
+  now?: () => number;
+}
+
+export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
+
+type ConnState = 'handshake' | 'rtr' | 'established' | 'closed';
+
+/**
+ * Events: 'request' (responder: MpaRequestInfo, answer with accept()/reject()), 'established'
+ * (MpaResult), 'failed' (TcpFault: handshake or stream failure, the connection is closing),
+ * 'drain', 'close'.
+ */
+export class MpaConnection extends EventEmitter {
+  readonly socket: Socket;
+  readonly role: 'initiator' | 'responder';
+  readonly #dp: DataPlane;
+  readonly #opts: TcpConnectionOptions;
+  readonly #hs: MpaHandshake;
+  readonly #now: () => number;
+  readonly #hwm: number;
+  readonly #maxWrite: number;
+  #state: ConnState = 'handshake';
+  #timer: NodeJS.Timeout | undefined;
+  #framer: FpduFramer | undefined;
+  #deframer: FpduDeframer | undefined;
+  #handler: UlpduHandler | undefined;
+  #queued: Uint8Array[] = [];
+  #corked = false;
+  #termMsn = 1;
+  result: MpaResult | undefined;
+  /** Largest ULPDU this side may send (RFC 5044 §4.4 from the EMSS). */
+  mulpdu = 0;
+  /** Why the connection ended, when it did not end cleanly. */
+  fault: TcpFault | undefined;
+
+  private constructor(socket: Socket, role: 'initiator' | 'responder', opts: TcpConnectionOptions, privateData?: Uint8Array) {
+    super();
+    this.socket = socket;
+    this.role = role;
+    this.#dp = opts.dp;
+    this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#hwm = opts.highWaterMark ?? 1 << 20;
+    this.#maxWrite = opts.maxWriteBuffer ?? 64 << 20;
+    this.#hs = new MpaHandshake({ ...opts.mpa, role, privateData });
+    socket.setNoDelay(true);
+    socket.on('data', (b: Buffer) => this.#onData(b));
+    socket.on('end', () => this.#onEnd());
+    socket.on('error', (e: Error) => this.#failStream(fault(TERM.streamLost, 'SOCKET', `socket error: ${e.message}`)));
+    socket.on('close', () => this.#onClose());
+    socket.on('drain', () => this.emit('drain'));
+  }
+
+  /** Start the initiator side on a socket that is connected (or connecting: bytes queue until it is). */
+  static initiate(socket: Socket, opts: TcpConnectionOptions, privateData?: Uint8Array): MpaConnection {
+    const c = new MpaConnection(socket, 'initiator', opts, privateData);
+    c.#run(c.#hs.start(c.#now()));
+    return c;
+  }
+
+  /** Start the responder side on an accepted socket; listen for 'request'. */
+  static respond(socket: Socket, opts: TcpConnectionOptions): MpaConnection {
+    const c = new MpaConnection(socket, 'responder', opts);
+    c.#run(c.#hs.start(c.#now()));
+    return c;
+  }
+
+  get state(): ConnState {
+    return this.#state;
+  }
+
+  get requestInfo(): MpaRequestInfo | undefined {
+    return this.#hs.requestInfo;
+  }
+
+  /** Where whole ULPDUs go; ULPDUs that arrived before a handler was set are delivered now (as copies). */
+  onUlpdus(handler: UlpduHandler): void {
+    this.#handler = handler;
+    if (this.#queued.length) {
+      const q = this.#queued;
+      this.#queued = [];
+      const total = q.reduce((n, b) => n + b.length, 0);
+      const at = this.#dp.alloc(Math.max(total, 1));
+      const u8 = this.#dp.u8();
+      const batch: RxUlpdu[] = [];
+      let o = at;
+      for (const b of q) {
+        u8.set(b, o);
+        batch.push({ ptr: o, len: b.length });
+        o += b.length;
+      }
+      try {
+        handler(batch, u8);
+      } finally {
+        this.#dp.free(at);
+      }
+    }
+  }
+
+  accept(privateData?: Uint8Array): void {
+    this.#run(this.#hs.accept(privateData));
+  }
+
+  reject(reason: string): void {
+    this.#run(this.#hs.reject(reason));
+  }
+
+  /**
+   * Send one DDP segment (header + payload views, ULPDU <= mulpdu). Returns false when the
+   * caller should wait for 'drain' before sending more.
+   */
+  send(hdr: Uint8Array, payload: readonly Uint8Array[] = []): boolean {
+    if (this.#state !== 'established' && this.#state !== 'rtr') {
+      throw new SabreError(ErrorCode.InvalidState, `MPA connection is ${this.#state}`);
+    }
+    if (this.socket.writableLength > this.#maxWrite) {
+      throw new SabreError(ErrorCode.QueueFull, `TCP write buffer holds ${this.socket.writableLength} bytes (max ${this.#maxWrite})`);
+    }
+    const pieces: Uint8Array[] = [];
+    this.#framer!.frame(hdr, payload, pieces);
+    this.#write(pieces);
+    return this.socket.writableLength < this.#hwm;
+  }
+
+  /** Report an error to the peer with a Terminate (RFC 5040 §4.8) and close. */
+  terminate(code: TermCode, reason = 'terminated locally'): void {
+    if (this.#state === 'closed') return;
+    this.#sendTerminate(code);
+    this.#close(fault(code, 'TERMINATE_SENT', reason));
+  }
+
+  /** Graceful close: flush what was sent, then FIN. */
+  close(): void {
+    if (this.#state === 'closed') return;
+    this.#close(undefined);
+  }
+
+  #write(pieces: Uint8Array[]): void {
+    const s = this.socket;
+    if (!this.#corked) {
+      // All segments sent in this tick leave in one writev.
+      this.#corked = true;
+      s.cork();
+      queueMicrotask(() => {
+        this.#corked = false;
+        s.uncork();
+      });
+    }
+    for (const p of pieces) s.write(p);
+  }
+
+  #run(evs: MpaEvent[]): void {
+    for (const e of evs) {
+      switch (e.type) {
+        case 'send':
+          this.socket.write(e.bytes);
+          break;
+        case 'request':
+          this.emit('request', e.info);
+          break;
+        case 'established':
+          this.#established(e.result, e.leftover);
+          break;
+        case 'failed':
+          this.emit('failed', e.fault);
+          this.#close(e.fault);
+          break;
+      }
+    }
+    this.#arm();
+  }
+
+  #arm(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const st = this.#hs.state;
+    if (this.#state !== 'handshake' || st === 'done' || st === 'failed') return;
+    const wait = Math.max(0, this.#hs.deadline - this.#now());
+    if (!Number.isFinite(wait)) return;
+    this.#timer = setTimeout(() => this.#run(this.#hs.tick(this.#now())), wait + 1);
+    this.#timer.unref();
+  }
+
+  #established(r: MpaResult, leftover: Uint8Array): void {
+    this.result = r;
+    const emss = this.#opts.emss ?? defaultEmss(this.socket.remoteAddress ?? '127.0.0.1');
+    this.mulpdu = mulpdu(emss, r.markersTx);
+    this.#framer = new FpduFramer({ dp: this.#dp, crc: r.crc, markers: r.markersTx, mulpdu: this.mulpdu });
+    this.#deframer = new FpduDeframer(
+      { dp: this.#dp, crc: r.crc, markers: r.markersRx, capacity: this.#opts.rxCapacity, maxUlpdu: this.#opts.maxUlpdu },
+      { ulpdus: (b, u8) => this.#onUlpdus(b, u8), error: (f) => this.#failStream(f) },
+    );
+    if (r.rtr === 'write' && r.role === 'responder') {
+      this.#state = 'rtr';
+    } else {
+      this.#state = 'established';
+      if (r.rtr === 'write') this.#sendRtr();
+      this.emit('established', r);
+    }
+    if (leftover.length && (this.#state as ConnState) !== 'closed') this.#deframer.push(leftover);
+  }
+
+  /** RFC 6581 RTR: a zero-length RDMA Write (STag 0, TO 0, last). */
+  #sendRtr(): void {
+    const hdr = new Uint8Array(TAGGED_HDR_LEN);
+    encodeDdp({ tagged: true, last: true, opcode: RdmapOpcode.RdmaWrite, stag: 0, to: 0 }, hdr, 0);
+    this.send(hdr);
+  }
+
+  #onUlpdus(batch: RxUlpdu[], u8: Uint8Array): void {
+    if (this.#state === 'rtr') {
+      const first = batch[0]!;
+      const isRtr = first.len === TAGGED_HDR_LEN && (u8[first.ptr]! & 0x80) !== 0 && (u8[first.ptr + 1]! & 0x0f) === RdmapOpcode.RdmaWrite;
+      if (!isRtr) {
+        this.terminate(TERM.noMatchingRtr, 'first FPDU after a peer-to-peer setup was not the agreed zero-length RDMA Write');
+        return;
+      }
+      this.#state = 'established';
+      this.emit('established', this.result);
+      batch = batch.slice(1);
+      if (!batch.length) return;
+    }
+    // An 'established' listener may have closed the connection.
+    if ((this.#state as ConnState) !== 'established') return;
+    if (this.#handler) {
+      this.#handler(batch, u8);
+      return;
+    }
+    for (const u of batch) this.#queued.push(u8.slice(u.ptr, u.ptr + u.len));
+  }
+
+  #onData(b: Buffer): void {
+    if (this.#state === 'closed') return;
+    if (this.#state === 'handshake') {
+      this.#run(this.#hs.receive(b, this.#now()));
+      return;
+    }
+    this.#deframer!.push(b);
+  }
+
+  #onEnd(): void {
+    if (this.#state === 'handshake') this.#run(this.#hs.closed());
+    else if (this.#deframer && this.#state !== 'closed') this.#deframer.end();
+    if (this.#state !== 'closed') this.#close(undefined);
+  }
+
+  #onClose(): void {
+    if (this.#state !== 'closed') {
+      if (this.#state === 'handshake') {
+        const evs = this.#hs.closed();
+        for (const e of evs) if (e.type === 'failed') this.emit('failed', e.fault);
+      }
+      this.#close(this.fault ?? undefined);
+    }
+    this.#deframer?.dispose();
+    this.#deframer = undefined;
+    this.emit('close', this.fault);
+  }
+
+  /** A stream error found by the deframer or the socket: Terminate (when we can still frame), then close. */
+  #failStream(f: TcpFault): void {
+    if (this.#state === 'closed') return;
+    this.emit('failed', f);
+    if (this.#state === 'established' || this.#state === 'rtr') this.#sendTerminate(f);
+    this.#close(f);
+  }
+
+  #sendTerminate(code: TermCode): void {
+    if (!this.#framer || this.socket.destroyed || !this.socket.writable) return;
+    const hdr = new Uint8Array(UNTAGGED_HDR_LEN + 4);
+    encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.Terminate, ulp: 0, qn: QN.Terminate, msn: this.#termMsn++, mo: 0 }, hdr, 0);
+    encodeTerminate({ layer: code.layer, etype: code.etype, ecode: code.ecode }, hdr, UNTAGGED_HDR_LEN);
+    const pieces: Uint8Array[] = [];
+    this.#framer.frame(hdr, [], pieces);
+    for (const p of pieces) this.socket.write(p);
+  }
+
+  #close(f: TcpFault | undefined): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.fault ??= f;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const s = this.socket;
+    if (this.#corked) {
+      this.#corked = false;
+      s.uncork();
+    }
+    if (f) {
+      // Let the Terminate / reject reply drain, but never wait on a peer that stopped reading.
+      s.end();
+      const t = setTimeout(() => s.destroy(), 2000);
+      t.unref();
+      s.once('close', () => clearTimeout(t));
+    } else {
+      s.end();
+    }
+  }
+}

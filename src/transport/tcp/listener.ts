@@ -1,0 +1,298 @@
+// The device-level TCP endpoint: one listening socket per device, one MPA connection per rc QP
+// pair, matched by the QPN pair carried in sabre's MPA private data.
+//
+// Who initiates: both sides call connect with the other's address and QPN. The side whose
+// (host, port, qpn) tuple — its own advertised address and QPN against the address and QPN it
+// was given for the peer — sorts lower opens the TCP connection; the other waits for the
+// matching MPA Request. A request that arrives before the local connect call is parked (bounded
+// by the handshake timeout) and matched when the call comes.
+//
+// When the two sides' views of the addresses disagree (a peer reached through a relay or an
+// alias), both may decide to wait: a waiting side therefore also initiates after
+// `fallbackMs`. Both may also decide to initiate; crossing requests for the same QP pair are
+// resolved by the random per-device nonce in the private data: the connection initiated by
+// the side with the lower nonce survives, the other is rejected as "crossing connect".
+import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { ErrorCode, SabreError } from '../../errors.js';
+import type { DataPlane } from './fpdu.js';
+import { MpaConnection, type TcpConnectionOptions } from './connection.js';
+import type { MpaRequestInfo } from './mpa-handshake.js';
+import { decodeSabrePd, encodeSabrePd } from './private-data.js';
+import type { TcpFault } from './terminate.js';
+
+export interface TcpAddress {
+  readonly transport: 'tcp';
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface TcpEndpointOptions {
+  dp: DataPlane;
+  /** Listen address (default 127.0.0.1), port 0 = ephemeral. */
+  host?: string;
+  port?: number;
+  /** Per-connection options (handshake knobs, buffers, EMSS). */
+  connection?: Omit<TcpConnectionOptions, 'dp'>;
+  /** Whole connectQp deadline (default 10 s). */
+  connectTimeoutMs?: number;
+  /** A waiting (responder) side initiates too after this long without a matching request (default 1 s). */
+  fallbackMs?: number;
+}
+
+/** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
+export interface IncomingRequest {
+  readonly info: MpaRequestInfo;
+  /** The initiator's QPN when it is a sabre peer. */
+  readonly initiatorQpn: number | undefined;
+  /** The QPN it wants to reach (0 / undefined: any). */
+  readonly responderQpn: number | undefined;
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+  /** Accept with our QPN; resolves when the connection is established. */
+  accept(localQpn: number): Promise<MpaConnection>;
+  reject(reason: string): void;
+}
+
+interface Waiter {
+  localQpn: number;
+  remoteQpn: number;
+  resolve: (c: MpaConnection) => void;
+  reject: (e: Error) => void;
+  settled: boolean;
+  outgoing: MpaConnection | undefined;
+  timers: NodeJS.Timeout[];
+}
+
+interface Parked {
+  conn: MpaConnection;
+  initiatorQpn: number;
+  nonce: number;
+}
+
+export class TcpEndpoint {
+  readonly address: TcpAddress;
+  /** Random per endpoint; breaks crossing connects. */
+  readonly nonce: number;
+  readonly #server: net.Server;
+  readonly #opts: TcpEndpointOptions;
+  readonly #connOpts: TcpConnectionOptions;
+  readonly #waiters = new Map<number, Waiter>();
+  readonly #parked = new Map<number, Parked[]>();
+  readonly #conns = new Set<MpaConnection>();
+  #onRequest: ((r: IncomingRequest) => void) | undefined;
+  #closed = false;
+
+  private constructor(server: net.Server, address: TcpAddress, opts: TcpEndpointOptions) {
+    this.#server = server;
+    this.address = address;
+    this.#opts = opts;
+    this.#connOpts = { ...opts.connection, dp: opts.dp };
+    this.nonce = randomBytes(4).readUInt32BE(0);
+    server.on('connection', (s) => this.#incoming(s));
+  }
+
+  static async listen(opts: TcpEndpointOptions): Promise<TcpEndpoint> {
+    const host = opts.host ?? '127.0.0.1';
+    const server = net.createServer({ noDelay: true });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const a = server.address() as net.AddressInfo;
+    return new TcpEndpoint(server, { transport: 'tcp', host, port: a.port }, opts);
+  }
+
+  /** MPA Requests waiting for a local connectQp (diagnostics, tests). */
+  get parkedRequests(): number {
+    let n = 0;
+    for (const l of this.#parked.values()) n += l.length;
+    return n;
+  }
+
+  /** Live MPA connections (handshaking or established). */
+  get connectionCount(): number {
+    return this.#conns.size;
+  }
+
+  /** The deterministic rule: the lower (host, port, qpn) tuple initiates. */
+  isInitiator(localQpn: number, remote: TcpAddress, remoteQpn: number): boolean {
+    const l = this.address;
+    if (l.host !== remote.host) return l.host < remote.host;
+    if (l.port !== remote.port) return l.port < remote.port;
+    return localQpn < remoteQpn;
+  }
+
+  /** Unmatched requests (no sabre block, or no local connectQp for them) go here; without a handler they are rejected. */
+  onConnectRequest(handler: ((r: IncomingRequest) => void) | undefined): void {
+    this.#onRequest = handler;
+  }
+
+  /** Establish the connection of local QP `localQpn` with `remote.qpn` at `remote.address`. */
+  connectQp(localQpn: number, remote: { address: TcpAddress; qpn: number }): Promise<MpaConnection> {
+    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
+    if (this.#waiters.has(localQpn)) return Promise.reject(new SabreError(ErrorCode.InvalidState, `QP ${localQpn} is already connecting`));
+    return new Promise<MpaConnection>((resolve, reject) => {
+      const w: Waiter = { localQpn, remoteQpn: remote.qpn, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      this.#waiters.set(localQpn, w);
+      const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
+      const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
+      t.unref();
+      w.timers.push(t);
+      if (this.isInitiator(localQpn, remote.address, remote.qpn)) {
+        this.#initiate(w, remote.address);
+        return;
+      }
+      const parked = this.#takeParked(localQpn, remote.qpn);
+      if (parked) {
+        this.#acceptFor(w, parked.conn);
+        return;
+      }
+      const f = setTimeout(() => {
+        if (!w.settled && !w.outgoing) this.#initiate(w, remote.address);
+      }, this.#opts.fallbackMs ?? 1000);
+      f.unref();
+      w.timers.push(f);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const w of this.#waiters.values()) this.#settle(w, new SabreError(ErrorCode.Closed, 'TCP endpoint closed'));
+    for (const list of this.#parked.values()) for (const p of list) p.conn.close();
+    this.#parked.clear();
+    for (const c of this.#conns) c.socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #track(c: MpaConnection): void {
+    this.#conns.add(c);
+    c.once('close', () => this.#conns.delete(c));
+  }
+
+  #initiate(w: Waiter, to: TcpAddress): void {
+    const socket = net.connect({ host: to.host, port: to.port, noDelay: true });
+    const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
+    const c = MpaConnection.initiate(socket, this.#connOpts, pd);
+    this.#track(c);
+    w.outgoing = c;
+    c.once('established', () => {
+      if (w.outgoing === c) this.#settle(w, undefined, c);
+      else c.close();
+    });
+    c.once('failed', (f: TcpFault) => {
+      if (w.outgoing !== c) return;
+      w.outgoing = undefined;
+      // Losing a crossing is not a failure: the peer's own request will be (or was) accepted here.
+      if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) return;
+      this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: ${f.reason}`));
+    });
+  }
+
+  #settle(w: Waiter, err: Error | undefined, conn?: MpaConnection): void {
+    if (w.settled) return;
+    w.settled = true;
+    for (const t of w.timers) clearTimeout(t);
+    if (this.#waiters.get(w.localQpn) === w) this.#waiters.delete(w.localQpn);
+    if (w.outgoing && w.outgoing !== conn) w.outgoing.close();
+    if (err) w.reject(err);
+    else w.resolve(conn!);
+  }
+
+  #acceptFor(w: Waiter, conn: MpaConnection): void {
+    const initiatorQpn = w.remoteQpn;
+    conn.once('established', () => this.#settle(w, undefined, conn));
+    conn.once('failed', (f: TcpFault) => this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: ${f.reason}`)));
+    conn.accept(encodeSabrePd({ kind: 'connect', initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce }));
+  }
+
+  #takeParked(localQpn: number, remoteQpn: number): Parked | undefined {
+    const list = this.#parked.get(localQpn);
+    if (!list) return undefined;
+    const i = list.findIndex((p) => p.initiatorQpn === remoteQpn && p.conn.state === 'handshake');
+    if (i < 0) return undefined;
+    const [p] = list.splice(i, 1);
+    if (!list.length) this.#parked.delete(localQpn);
+    return p;
+  }
+
+  #incoming(socket: net.Socket): void {
+    if (this.#closed) {
+      socket.destroy();
+      return;
+    }
+    const c = MpaConnection.respond(socket, this.#connOpts);
+    this.#track(c);
+    c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
+  }
+
+  #route(c: MpaConnection, info: MpaRequestInfo): void {
+    const pd = decodeSabrePd(info.privateData);
+    if (pd?.kind === 'connect' && pd.responderQpn !== 0) {
+      const w = this.#waiters.get(pd.responderQpn);
+      if (w && !w.settled && w.remoteQpn === pd.initiatorQpn) {
+        if (w.outgoing) {
+          // Crossing connects: the lower nonce's connection survives.
+          if (this.nonce < pd.nonce) {
+            c.reject('crossing connect: the peer with the lower nonce initiates');
+            return;
+          }
+          const mine = w.outgoing;
+          w.outgoing = undefined;
+          mine.close();
+        }
+        this.#acceptFor(w, c);
+        return;
+      }
+      if (!this.#onRequest) {
+        const list = this.#parked.get(pd.responderQpn) ?? [];
+        if (list.length >= 16) {
+          c.reject(`too many pending connections for QP ${pd.responderQpn}`);
+          return;
+        }
+        list.push({ conn: c, initiatorQpn: pd.initiatorQpn, nonce: pd.nonce });
+        this.#parked.set(pd.responderQpn, list);
+        c.once('close', () => {
+          const l = this.#parked.get(pd.responderQpn);
+          if (!l) return;
+          const i = l.findIndex((p) => p.conn === c);
+          if (i >= 0) l.splice(i, 1);
+          if (!l.length) this.#parked.delete(pd.responderQpn);
+        });
+        return;
+      }
+    }
+    if (!this.#onRequest) {
+      c.reject('no QP is listening for this connection');
+      return;
+    }
+    const self = this;
+    const req: IncomingRequest = {
+      info,
+      initiatorQpn: pd?.kind === 'connect' ? pd.initiatorQpn : undefined,
+      responderQpn: pd?.kind === 'connect' ? pd.responderQpn : undefined,
+      remoteAddress: c.socket.remoteAddress,
+      remotePort: c.socket.remotePort,
+      accept(localQpn: number): Promise<MpaConnection> {
+        return new Promise((resolve, reject) => {
+          c.once('established', () => resolve(c));
+          c.once('failed', (f: TcpFault) => reject(new SabreError(ErrorCode.Unreachable, f.reason)));
+          c.accept(encodeSabrePd({ kind: 'connect', initiatorQpn: req.initiatorQpn ?? 0, responderQpn: localQpn, nonce: self.nonce }));
+        });
+      },
+      reject(reason: string): void {
+        c.reject(reason);
+      },
+    };
+    this.#onRequest(req);
+  }
+}
+
+/** Convenience for tests and tools: an endpoint on 127.0.0.1 with an ephemeral port. */
+export function listenTcp(dp: DataPlane, opts: Omit<TcpEndpointOptions, 'dp'> = {}): Promise<TcpEndpoint> {
+  return TcpEndpoint.listen({ ...opts, dp });
+}
