@@ -62,6 +62,12 @@ export const UDP_TYPE_RESET: u32 = 3;
 export const UDP_FLAG_SACK: u32 = 0x01;
 export const UDP_FLAG_ACK_REQ: u32 = 0x02;
 export const UDP_FLAG_RETX: u32 = 0x04;
+export const UDP_ENV_KIND_SEG: u32 = 1;
+export const UDP_ENV_KIND_ACK: u32 = 2;
+export const UDP_ENV_KIND_RNR: u32 = 3;
+export const UDP_ENV_KIND_HELLO: u32 = 4;
+export const UDP_ENV_FLAG_REPLY: u32 = 0x01;
+export const UDP_ENV_FLAG_ACK_PRESENT: u32 = 0x02;
 
 // parseDdpBatch status codes (same names as the TypeScript decoder errors)
 export const DDP_STATUS_OK: u32 = 0;
@@ -459,6 +465,50 @@ export const UDP_SACK_BLOCK_END_OFF: u32 = 4;
 @inline export function getUdpSackBlockEnd(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
 // @ts-ignore: decorator
 @inline export function setUdpSackBlockEnd(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// sabre engine envelope in a UDP DATA payload (every frame) — sabre (M5), big-endian
+export const UDP_ENV_SIZE: u32 = 8;
+export const UDP_ENV_KIND_OFF: u32 = 0;
+export const UDP_ENV_FLAGS_OFF: u32 = 1;
+export const UDP_ENV_FLAGS_REPLY: u32 = 0x01;
+export const UDP_ENV_FLAGS_ACK_PRESENT: u32 = 0x02;
+export const UDP_ENV_FLAGS_RSVD: u32 = 0xfc;
+export const UDP_ENV_RSVD_OFF: u32 = 2;
+export const UDP_ENV_SSN_OFF: u32 = 4;
+// @ts-ignore: decorator
+@inline export function getUdpEnvKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getUdpEnvFlags(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvFlags(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getUdpEnvRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getUdpEnvSsn(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvSsn(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// sabre engine envelope, seg frames (follows udpEnv) — sabre (M5), big-endian
+export const UDP_ENV_SEG_SIZE: u32 = 12;
+export const UDP_ENV_SEG_MSG_LEN_OFF: u32 = 0;
+export const UDP_ENV_SEG_OFF_OFF: u32 = 4;
+export const UDP_ENV_SEG_ACK_OFF: u32 = 8;
+// @ts-ignore: decorator
+@inline export function getUdpEnvSegMsgLen(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvSegMsgLen(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getUdpEnvSegOff(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvSegOff(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getUdpEnvSegAck(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setUdpEnvSegAck(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
 
 // parseDdpBatch input descriptor (shared memory, little-endian) — sabre data plane, little-endian
 export const DDP_BATCH_DESC_SIZE: u32 = 8;

@@ -78,6 +78,8 @@ function genAs() {
   for (const [k, v] of Object.entries(spec.AtomicOp)) c(`ATOMIC_OP_${snake(k)}`, v);
   for (const [k, v] of Object.entries(spec.UdpType)) c(`UDP_TYPE_${snake(k)}`, v);
   for (const [k, v] of Object.entries(spec.UdpFlag)) c(`UDP_FLAG_${snake(k)}`, hex(v, 2));
+  for (const [k, v] of Object.entries(spec.UdpEnvKind)) c(`UDP_ENV_KIND_${snake(k)}`, v);
+  for (const [k, v] of Object.entries(spec.UdpEnvFlag)) c(`UDP_ENV_FLAG_${snake(k)}`, hex(v, 2));
   o.push('');
   o.push('// parseDdpBatch status codes (same names as the TypeScript decoder errors)');
   for (const [k, v] of Object.entries(spec.DdpStatus)) c(`DDP_STATUS_${k}`, v);

@@ -540,6 +540,60 @@ export const UDP_SACK_BLOCK = layout({
   },
 });
 
+
+/**
+ * The engine envelope inside a UDP DATA datagram (between the reliability header / SACK list
+ * and the DDP segment). The engine orders and completes messages by it (src/transport/types.ts);
+ * the QP numbers already ride in the reliability header (dstQpn / srcQpn), so they are not
+ * repeated. ack / rnr / hello frames are the 8-byte udpEnv alone; a seg frame adds udpEnvSeg and
+ * then its DDP segment.
+ */
+export const UdpEnvKind = { Seg: 1, Ack: 2, Rnr: 3, Hello: 4 } as const;
+export const UdpEnvFlag = { Reply: 0x01, AckPresent: 0x02 } as const;
+/** For docs/wire.md. */
+export const UDP_ENV_KINDS = Object.entries(UdpEnvKind).map(([k, v]) => `${v} ${k.toLowerCase()}`).join(', ');
+
+export const UDP_ENV = layout({
+  name: 'udpEnv',
+  title: 'sabre engine envelope in a UDP DATA payload (every frame)',
+  size: 8,
+  ref: 'sabre (M5)',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    kind: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'frame kind: 1 seg (udpEnvSeg + DDP segment follow), 2 ack, 3 rnr, 4 hello' },
+    flags: {
+      offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'flags',
+      bits: {
+        Reply: { mask: 0x01, meaning: 'hello: this is the answer to a hello' },
+        AckPresent: { mask: 0x02, meaning: 'seg: udpEnvSeg.ack carries a piggy-backed cumulative ack' },
+        Rsvd: { mask: 0xfc, meaning: 'reserved, 0 on send, ignored on receive' },
+      },
+    },
+    rsvd: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'reserved, 0' },
+    ssn: {
+      offset: 4, size: 4, type: 'u32', ref: 'sabre',
+      meaning: 'seg: message sequence number of this QP direction (1, 2, …; requests and responses alike); ack: every message <= ssn completed; rnr: the message that found no receive; hello: 0',
+    },
+  },
+  tail: 'seg: udpEnvSeg, then the DDP segment (header + payload) up to the CRC trailer; other kinds: nothing',
+});
+
+export const UDP_ENV_SEG = layout({
+  name: 'udpEnvSeg',
+  title: 'sabre engine envelope, seg frames (follows udpEnv)',
+  size: 12,
+  ref: 'sabre (M5)',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    msgLen: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'payload bytes of the whole RDMAP message this segment belongs to' },
+    off: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'this segment\'s payload offset within the message' },
+    ack: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'piggy-backed cumulative ack when flags.AckPresent, else 0' },
+  },
+  tail: 'the DDP segment: tagged (14 B) or untagged (18 B) header, then its payload',
+});
+
 export const UDP_VER_SHIFT = 4;
 export const UDP_TYPE_MASK = UDP_HDR.fields.verType.bits!.Type.mask;
 
@@ -598,6 +652,6 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   DDP_CTRL, TAGGED, UNTAGGED, READ_REQUEST, TERMINATE, IMMEDIATE_DATA, ATOMIC_REQUEST, ATOMIC_RESPONSE,
   READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE,
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
-  UDP_HDR, UDP_SACK, UDP_SACK_BLOCK,
+  UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
 ];
