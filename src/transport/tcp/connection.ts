@@ -35,6 +35,9 @@ export interface TcpConnectionOptions {
 
 export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 
+/** Bytes gathered into one writev before it is flushed early. */
+const CORK_LIMIT = 64 * 1024;
+
 type ConnState = 'handshake' | 'rtr' | 'established' | 'closed';
 
 /**
@@ -58,6 +61,7 @@ export class MpaConnection extends EventEmitter {
   #handler: UlpduHandler | undefined;
   #queued: Uint8Array[] = [];
   #corked = false;
+  #corkedBytes = 0;
   #termMsn = 1;
   result: MpaResult | undefined;
   /** Largest ULPDU this side may send (RFC 5044 §4.4 from the EMSS). */
@@ -149,8 +153,8 @@ export class MpaConnection extends EventEmitter {
       throw new SabreError(ErrorCode.QueueFull, `TCP write buffer holds ${this.socket.writableLength} bytes (max ${this.#maxWrite})`);
     }
     const pieces: Uint8Array[] = [];
-    this.#framer!.frame(hdr, payload, pieces);
-    this.#write(pieces);
+    const bytes = this.#framer!.frame(hdr, payload, pieces);
+    this.#write(pieces, bytes);
     return this.socket.writableLength < this.#hwm;
   }
 
@@ -167,18 +171,25 @@ export class MpaConnection extends EventEmitter {
     this.#close(undefined);
   }
 
-  #write(pieces: Uint8Array[]): void {
+  #write(pieces: Uint8Array[], bytes: number): void {
     const s = this.socket;
     if (!this.#corked) {
-      // All segments sent in this tick leave in one writev.
+      // Segments sent in this tick leave in one writev...
       this.#corked = true;
+      this.#corkedBytes = 0;
       s.cork();
-      queueMicrotask(() => {
-        this.#corked = false;
-        s.uncork();
-      });
+      queueMicrotask(() => this.#uncork());
     }
     for (const p of pieces) s.write(p);
+    this.#corkedBytes += bytes;
+    // ...but not too many: the kernel should be moving bytes while we frame and CRC the next ones.
+    if (this.#corkedBytes >= CORK_LIMIT) this.#uncork();
+  }
+
+  #uncork(): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.socket.uncork();
   }
 
   #run(evs: MpaEvent[]): void {
@@ -314,10 +325,7 @@ export class MpaConnection extends EventEmitter {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     const s = this.socket;
-    if (this.#corked) {
-      this.#corked = false;
-      s.uncork();
-    }
+    this.#uncork();
     if (f) {
       // Let the Terminate / reject reply drain, but never wait on a peer that stopped reading.
       s.end();

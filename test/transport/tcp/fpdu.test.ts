@@ -62,6 +62,8 @@ describe('FPDU bytes (hand-derived)', () => {
     // Byte order: the first CRC byte on the wire is the least significant byte of the value.
     expect(wire[24]).toBe(crc & 0xff);
     expect(wire[27]).toBe(crc >>> 24);
+    // The same trailer as a literal (docs/tcp-framing.md shows this example).
+    expect([...wire.subarray(24)]).toEqual([0xc9, 0xa5, 0x04, 0xf2]);
   });
 
   it('Send, untagged: RsvdULP, QN, MSN, MO, 1 pad byte', () => {

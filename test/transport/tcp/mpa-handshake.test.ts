@@ -78,7 +78,6 @@ describe('handshake state machine', () => {
     evA = evA.concat(a.receive(withData.subarray(withData.length - 3), 2));
     const est = evA.find((e) => e.type === 'established');
     expect(est).toBeDefined();
-    // The last chunk carried the reply's final byte plus 2 FPDU bytes... only bytes after the frame count.
     expect(est && est.type === 'established' && est.result).toMatchObject({ role: 'initiator', crc: true, markersTx: false, markersRx: false, revision: 2 });
     expect(a.state).toBe('done');
   });
