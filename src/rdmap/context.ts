@@ -137,6 +137,9 @@ export class QpCtx {
   /** rc: receives consumed so far (a Send with MSN m takes receive m). */
   rqConsumed = 0;
   rdAtomic = 0;
+  /** Bounding box of remote ranges possibly in flight (rc fence fast path). */
+  fenceLo = Infinity;
+  fenceHi = -Infinity;
   onConnected?: () => void;
   onError?: () => void;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, state: QpStateValue) {

@@ -228,21 +228,53 @@ export class RdmapEngine {
         continue;
       }
       if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && qp.rdAtomic >= qp.caps.maxRdAtomic) break;
-      if (qp.type === 'rc' && w.ranges && this.#fenced(qp, w)) break;
+      if (qp.type === 'rc' && w.ranges) {
+        if (this.#fenced(qp, w)) break;
+        this.#widenFence(qp, w);
+      }
       this.#transmit(qp, w);
       qp.tx++;
     }
   }
 
-  /** An earlier, unfinished operation touches the same remote bytes (read/read excepted). */
+  /**
+   * An earlier, unfinished operation touches the same remote bytes (read/read excepted). A
+   * bounding box of the remote ranges in flight answers the common case (streams of writes to
+   * fresh addresses) without scanning; a scan also re-tightens the box.
+   */
   #fenced(qp: QpCtx, w: WrCtx): boolean {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const b of w.ranges!) {
+      if (b.len === 0) continue;
+      lo = Math.min(lo, b.addr);
+      hi = Math.max(hi, b.addr + b.len);
+    }
+    if (hi <= qp.fenceLo || lo >= qp.fenceHi) return false;
+    let nlo = Infinity;
+    let nhi = -Infinity;
     for (let i = 0; i < qp.tx; i++) {
       const e = qp.sq[i]!;
       if (e.done || !e.ranges) continue;
-      if (e.kind === WrKind.Read && w.kind === WrKind.Read) continue;
-      for (const a of e.ranges) for (const b of w.ranges!) if (a.addr < b.addr + b.len && b.addr < a.addr + a.len) return true;
+      for (const a of e.ranges) {
+        if (a.len === 0) continue;
+        if (a.addr < nlo) nlo = a.addr;
+        if (a.addr + a.len > nhi) nhi = a.addr + a.len;
+        if (e.kind === WrKind.Read && w.kind === WrKind.Read) continue;
+        for (const b of w.ranges!) if (a.addr < b.addr + b.len && b.addr < a.addr + a.len) return true;
+      }
     }
+    qp.fenceLo = nlo;
+    qp.fenceHi = nhi;
     return false;
+  }
+
+  #widenFence(qp: QpCtx, w: WrCtx): void {
+    for (const b of w.ranges!) {
+      if (b.len === 0) continue;
+      if (b.addr < qp.fenceLo) qp.fenceLo = b.addr;
+      if (b.addr + b.len > qp.fenceHi) qp.fenceHi = b.addr + b.len;
+    }
   }
 
   #parts(w: WrCtx): Uint8Array[] {
@@ -253,7 +285,6 @@ export class RdmapEngine {
   #transmit(qp: QpCtx, w: WrCtx): void {
     const flow = this.#flowFor(qp, w);
     const wr = w.wr;
-    const base = { srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: this.mss };
     switch (wr.opcode) {
       case Opcode.Send:
       case Opcode.SendWithImm: {
@@ -261,7 +292,7 @@ export class RdmapEngine {
         const ssn = flow.nextSsn++;
         const imm = wr.opcode === Opcode.SendWithImm;
         dataFrames({
-          ...base, ssn, tagged: false, opcode: imm ? RdmapOpcode.SendWithImm : RdmapOpcode.Send, qn: Qn.Send,
+          srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: this.mss, ssn, tagged: false, opcode: imm ? RdmapOpcode.SendWithImm : RdmapOpcode.Send, qn: Qn.Send,
           msn: flow.sendMsn++, ulp: imm ? wr.imm! >>> 0 : 0, parts: this.#parts(w), total: w.total,
         }, frames);
         w.pending = 1;
@@ -273,7 +304,7 @@ export class RdmapEngine {
       case Opcode.RdmaWriteWithImm: {
         const frames: SegFrame[] = [];
         const ssn = flow.nextSsn++;
-        dataFrames({ ...base, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag: wr.rkey! >>> 0, to: wr.remoteAddr!, parts: this.#parts(w), total: w.total }, frames);
+        dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: this.mss, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag: wr.rkey! >>> 0, to: wr.remoteAddr!, parts: this.#parts(w), total: w.total }, frames);
         w.pending = 1;
         flow.inflight.set(ssn, { wr: w, rnrWait: false });
         this.#emitAll(flow, frames);
