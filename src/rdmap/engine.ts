@@ -113,6 +113,21 @@ export class RdmapEngine {
     this.#qpError(qp, failing, status);
   }
 
+  /** ERROR → RESET: forget the peer and every counter; the QP can be connected afresh. */
+  reset(qp: QpCtx): void {
+    qp.state = QpState.Reset;
+    qp.flow = undefined;
+    qp.flows.clear();
+    qp.sq.length = 0;
+    qp.rq.length = 0;
+    qp.tx = 0;
+    qp.rqConsumed = 0;
+    qp.rdAtomic = 0;
+    qp.fenceLo = Infinity;
+    qp.fenceHi = -Infinity;
+    qp.onConnected = undefined;
+  }
+
   // ---- posting ------------------------------------------------------------------------------
 
   postRecv(qp: QpCtx, r: RecvCtx, now: number): void {

@@ -112,17 +112,28 @@ export class QueuePair {
     }
   }
 
-  /** Only transitions to ERROR and (from ERROR) back to RESET are made by hand; connect does the rest. */
+  /**
+   * By hand: any state → ERROR (flushes), ERROR → RESET (empties the QP; connect() then takes
+   * it through INIT, RTR, RTS again, to the same or another peer), RESET → INIT.
+   * INIT → RTR → RTS is what connect() does.
+   */
   modify(attr: { state: QpStateValue }): void {
     this.#live();
     const s = attr?.state;
     const dev = this.pd.device;
+    const cur = this.ctx.state;
     if (s === QpState.Error) {
       dev.run((now) => dev.engine.toError(this.ctx, now));
     } else if (s === QpState.Reset) {
-      if (this.ctx.state !== QpState.Error) throw new SabreError(ErrorCode.InvalidState, 'RESET is reachable from ERROR only');
-      this.#destroyed = true;
-      throw new SabreError(ErrorCode.NotSupported, 'reuse of a QP after ERROR is not supported: create a new QP');
+      if (cur !== QpState.Error && cur !== QpState.Reset && cur !== QpState.Init) {
+        throw new SabreError(ErrorCode.InvalidState, `RESET is reachable from ERROR or INIT, not ${qpStateName(cur)}`);
+      }
+      if (cur === QpState.Init && this.ctx.rq.length > 0) dev.run((now) => dev.engine.toError(this.ctx, now));
+      dev.engine.reset(this.ctx);
+      this.#connecting = undefined;
+    } else if (s === QpState.Init) {
+      if (cur !== QpState.Reset) throw new SabreError(ErrorCode.InvalidState, `INIT is reachable from RESET, not ${qpStateName(cur)}`);
+      this.ctx.state = QpState.Init;
     } else {
       throw new SabreError(ErrorCode.InvalidArgument, `modify to ${qpStateName(s as number)} is done by connect()`);
     }
