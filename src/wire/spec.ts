@@ -443,7 +443,7 @@ export const MPA_FPDU = layout({
   fields: {
     ulpduLen: { offset: 0, size: 2, type: 'u16', ref: 'RFC 5044 §4.1', meaning: 'ULPDU Length: bytes of the DDP segment that follows (not counting pad, CRC, markers)' },
   },
-  tail: 'ULPDU (the DDP segment), then 0-3 zero pad bytes so that 2 + ULPDU + pad is a multiple of 4, then CRC32C (4 bytes) over length field + ULPDU + pad (markers excluded). CRC byte order: the CRC32C value least-significant byte first (siw: cpu_to_le32(~crc), as iSCSI); all zero when CRC was not negotiated',
+  tail: 'ULPDU (the DDP segment), then 0-3 zero pad bytes so that 2 + ULPDU + pad is a multiple of 4, then CRC32C (4 bytes) over length field + ULPDU + pad, markers inside the FPDU included. CRC byte order: the CRC32C value least-significant byte first (siw: cpu_to_le32(~crc), as iSCSI); all zero when CRC was not negotiated',
 });
 
 export const MPA_HDR_LEN = MPA_FPDU.size;
