@@ -113,6 +113,45 @@ export class RdmapEngine {
     this.#qpError(qp, failing, status);
   }
 
+  /**
+   * The transport lost the link to a peer device for good (its retries are exhausted, or the
+   * peer restarted and forgot our frames): nothing more will arrive from it and what we sent may
+   * never land. rc QPs bound to it go to ERROR — their oldest unfinished work request completes
+   * with RetryExcErr, the rest flush, as an RC QP past its retry count does. srd QPs keep
+   * running: only the work addressed to that peer completes with RetryExcErr, and its flows are
+   * forgotten, so a new incarnation of the peer starts at ssn 1 again.
+   */
+  linkFailed(peerKey: string, now: number): void {
+    this.#now = now;
+    for (const qp of this.qps.values()) {
+      if (qp.state === QpState.Error || qp.state === QpState.Reset) continue;
+      if (qp.type === 'rc') {
+        if (qp.flow?.peerKey !== peerKey) continue;
+        const first = qp.sq.find((w) => !w.done);
+        this.#qpError(qp, first, WcStatus.RetryExcErr);
+        continue;
+      }
+      let hit = false;
+      for (const [k, f] of qp.flows) {
+        if (f.peerKey !== peerKey) continue;
+        hit = true;
+        qp.flows.delete(k);
+        qp.rdAtomic -= f.reads.size + f.atomics.size;
+        for (const w of qp.sq) {
+          if (w.flow === f && !w.done) {
+            w.done = true;
+            w.status = WcStatus.RetryExcErr;
+          }
+        }
+      }
+      if (hit) {
+        if (qp.rdAtomic < 0) qp.rdAtomic = 0;
+        this.#drainSq(qp);
+        this.#pump(qp);
+      }
+    }
+  }
+
   /** ERROR → RESET: forget the peer and every counter; the QP can be connected afresh. */
   reset(qp: QpCtx): void {
     qp.state = QpState.Reset;

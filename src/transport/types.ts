@@ -82,7 +82,16 @@ export interface Transport {
   onReceive(handler: (batch: Inbound[]) => void): void;
   /** Whether `to` can be reached now (inproc: registered). */
   reachable(to: DeviceAddress): boolean;
-  close(): void;
+  /**
+   * Links that can lose a peer (UDP: retries exhausted, peer restarted and forgot our frames)
+   * report it here, once per failure; the device fails the work that depended on that peer
+   * with RetryExcErr. inproc never loses a frame and does not implement it.
+   */
+  onLinkFailure?(handler: (to: DeviceAddress) => void): void;
+  /** Link counters, merged into Device.stats() as `link`. */
+  stats?(): Record<string, number>;
+  /** May be asynchronous (sockets): the device awaits it. */
+  close(): void | Promise<void>;
 }
 
 /** Stable key for an address (map keys, flow ids). */

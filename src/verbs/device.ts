@@ -8,7 +8,8 @@ import { ErrorCode, SabreError } from '../errors.js';
 import { RdmapEngine } from '../rdmap/engine.js';
 import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
 import { InprocTransport } from '../transport/inproc/fabric.js';
-import type { DeviceAddress, Frame, Transport } from '../transport/types.js';
+import { type DeviceAddress, type Frame, type Transport, addressKey } from '../transport/types.js';
+import { UdpTransport } from '../transport/udp/transport.js';
 import { CompletionQueue } from './cq.js';
 import { ProtectionDomain } from './pd.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
@@ -38,6 +39,11 @@ export class Device {
       if (this.#closed) return;
       this.run((now) => this.engine.receive(batch, now));
     });
+    // A link that lost a peer for good (UDP past its retry limit): fail what depended on it.
+    transport.onLinkFailure?.((to) => {
+      if (this.#closed) return;
+      this.run((now) => this.engine.linkFailed(addressKey(to), now));
+    });
   }
 
   get closed(): boolean {
@@ -62,8 +68,9 @@ export class Device {
   }
 
   /** Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR. */
-  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']> } {
-    return { ...this.engine.counters, memory: this.engineMemory.dm.stats() };
+  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number> } {
+    const link = this.#transport.stats?.();
+    return { ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}) };
   }
 
   async close(): Promise<void> {
@@ -71,7 +78,7 @@ export class Device {
     for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
-    this.#transport.close();
+    await this.#transport.close();
     for (const cq of this.#cqs) cq.close();
   }
 
@@ -133,16 +140,22 @@ export class Device {
 
 export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (!opts || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'openDevice needs an options object');
-  if (opts.transport !== 'inproc') {
-    if (opts.transport === 'udp' || opts.transport === 'tcp') throw new SabreError(ErrorCode.NotSupported, `transport '${opts.transport}' is not available yet`);
+  if (opts.transport !== 'inproc' && opts.transport !== 'udp') {
+    if (opts.transport === 'tcp') throw new SabreError(ErrorCode.NotSupported, `transport '${opts.transport}' is not available yet`);
     throw new SabreError(ErrorCode.InvalidArgument, `unknown transport ${String(opts.transport)}`);
   }
-  const mss = opts.mss ?? 65536;
-  if (!Number.isInteger(mss) || mss < 64 || mss > 1 << 20) throw new SabreError(ErrorCode.InvalidArgument, 'mss must be an integer in 64..1048576');
+  if (opts.mss !== undefined && (!Number.isInteger(opts.mss) || opts.mss < 64 || opts.mss > 1 << 20)) {
+    throw new SabreError(ErrorCode.InvalidArgument, 'mss must be an integer in 64..1048576');
+  }
+  if (opts.transport === 'udp' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
+  if (opts.transport === 'udp' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
   const mem = await DeviceMemory.create({
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
     workerSlots: 0,
   });
-  return new Device(mem, new InprocTransport(), { mss });
+  if (opts.transport === 'inproc') return new Device(mem, new InprocTransport(), { mss: opts.mss ?? 65536 });
+  // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
+  const t = await UdpTransport.open({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}) });
+  return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
 }

@@ -68,8 +68,14 @@ export interface OpenDeviceOptions {
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
   memoryBytes?: number;
   maximumMemoryBytes?: number;
-  /** Largest DDP segment payload this device sends (inproc default 64 KiB). */
+  /** Largest DDP segment payload this device sends (inproc default 64 KiB; udp: what fits the MTU, at most). */
   mss?: number;
+  /**
+   * udp: largest datagram sent (reliability header + engine envelope + DDP segment + CRC32C).
+   * Default 65000, right for loopback (fewest datagrams); across a 1500-byte-MTU network use
+   * 1472 (IPv4) so no datagram is IP-fragmented. See docs/wire.md.
+   */
+  mtu?: number;
 }
 
 export interface CqInit {

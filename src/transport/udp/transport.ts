@@ -107,6 +107,15 @@ export class UdpTransport implements Transport {
     this.#onLinkFailure = handler;
   }
 
+  stats(): Record<string, number> {
+    const e = this.udp.endpoint.counters;
+    return {
+      ...this.counters, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
+      badCrc: e.badCrc, malformed: e.malformed, unknownContext: e.unknownContext, stale: e.stale, contexts: this.udp.endpoint.contexts,
+      contextsReclaimed: e.contextsReclaimed, contextsFailed: e.contextsFailed,
+    };
+  }
+
   reachable(to: DeviceAddress): boolean {
     return !this.#closed && isUdpAddress(to);
   }

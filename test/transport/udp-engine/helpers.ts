@@ -63,17 +63,7 @@ export async function stopPeer(p: Peer): Promise<void> {
 }
 
 export async function openLocal(opts: { mtu?: number } = {}): Promise<Device> {
-  try {
-    return await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, ...(opts.mtu ? { mtu: opts.mtu } : {}) } as Parameters<typeof openDevice>[0]);
-  } catch (e) {
-    // TEMPORARY until openDevice knows 'udp': build the device from its parts.
-    if ((e as { code?: string }).code !== 'NOT_SUPPORTED' && !String(e).includes('not available')) throw e;
-    const { DeviceMemory } = await import('../../../src/dataplane/device-memory.js');
-    const { UdpTransport } = await import('../../../src/transport/udp/transport.js');
-    const { Device: D } = await import('../../../src/verbs/device.js');
-    const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, ...(opts.mtu ? { mtu: opts.mtu } : {}) });
-    return new D(await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 }), t, { mss: t.mss });
-  }
+  return openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, ...(opts.mtu ? { mtu: opts.mtu } : {}) });
 }
 
 /** Wait for n completions on cq (event mode), bounded in time. */

@@ -41,17 +41,7 @@ function wrOf(w) {
 
 const ops = {
   async open({ mtu, memoryBytes }) {
-    try {
-      dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}), ...(memoryBytes ? { memoryBytes } : {}) });
-    } catch (e) {
-      // TEMPORARY until openDevice knows 'udp'.
-      if (!String(e).includes('not available')) throw e;
-      const { DeviceMemory } = await import('../../../dist/dataplane/device-memory.js');
-      const { UdpTransport } = await import('../../../dist/transport/udp/transport.js');
-      const { Device } = await import('../../../dist/verbs/device.js');
-      const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}) });
-      dev = new Device(await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 }), t, { mss: t.mss });
-    }
+    dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}), ...(memoryBytes ? { memoryBytes } : {}) });
     pd = dev.allocPd();
     cq = dev.createCq({ depth: 1 << 16 });
     return dev.address;

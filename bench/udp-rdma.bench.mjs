@@ -1,0 +1,277 @@
+// sabre RDMA over UDP between two processes on 127.0.0.1, against raw node:dgram between the
+// same two processes in the same run:
+//   1. 64 KiB RdmaWrite goodput (a window of writes in flight, each completion = placed at the
+//      responder) vs raw node:dgram blasting the same bytes with no flow control (counting only
+//      the bytes that arrived);
+//   2. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
+//   3. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
+//      responder's socket) as a fraction of lossless.
+// A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
+// Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
+//   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000)
+import { fork } from 'node:child_process';
+import dgram from 'node:dgram';
+import { fileURLToPath } from 'node:url';
+import { DeviceMemory } from '../dist/dataplane/device-memory.js';
+import { Access, Opcode, WcStatus } from '../dist/index.js';
+import { UdpTransport } from '../dist/transport/udp/transport.js';
+import { Device } from '../dist/verbs/device.js';
+
+const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 256 << 20);
+const RTTS = Number(process.env.UDP_RDMA_RTTS ?? 4000);
+const MSG = 64 << 10;
+const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
+const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
+
+/** A device from its parts, so a bench-only receive filter (loss) can be hooked in. */
+async function openUdp(loss = 0, seed = 12345) {
+  let s = seed;
+  const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
+  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: MTU, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}) });
+  const dev = new Device(await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 }), t, { mss: t.mss });
+  return { dev, t };
+}
+
+function rcSide(dev) {
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 1 << 14 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4096, maxRecvWr: 4096, maxSge: 4 });
+  return { pd, cq, qp };
+}
+
+async function drain(cq, n) {
+  const out = [];
+  while (out.length < n) {
+    await cq.wait(30_000);
+    for (const w of cq.poll(n - out.length)) {
+      if (w.status !== WcStatus.Success) throw new Error(`completion ${w.wrId} failed: status ${w.status}`);
+      out.push(w);
+    }
+  }
+  return out;
+}
+
+if (process.argv[2] === '--peer') {
+  let side;
+  let raw;
+  let rawBytes = 0;
+  let rawLast = 0;
+  const ops = {
+    async open({ loss }) {
+      if (side) await side.dev.close();
+      const { dev, t } = await openUdp(loss);
+      side = { dev, t, ...rcSide(dev) };
+      side.mr = side.pd.regMr(MSG * 64, ALL);
+      return { address: dev.address, qpn: side.qp.qpn, addr: side.mr.addr, rkey: side.mr.rkey };
+    },
+    async connect({ address, qpn }) {
+      await side.qp.connect({ address, qpn });
+    },
+    pong({ n }) {
+      // Echo n 64 B RdmaWriteWithImm: each incoming one consumes a receive and is answered.
+      const { qp, cq, mr } = side;
+      for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [] });
+      (async () => {
+        let got = 0;
+        while (got < n) {
+          await cq.wait(30_000);
+          for (const w of cq.poll(64)) {
+            if (w.opcode !== undefined && w.imm !== undefined) {
+              got++;
+              qp.postSend({ wrId: got, opcode: Opcode.RdmaWriteWithImm, imm: got, signaled: false, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], remoteAddr: side.peerAddr, rkey: side.peerRkey });
+            }
+          }
+        }
+      })().catch((e) => console.error('pong', e));
+      return true;
+    },
+    peerMr({ addr, rkey }) {
+      side.peerAddr = addr;
+      side.peerRkey = rkey;
+    },
+    stats() {
+      const c = side.t.udp.endpoint.counters;
+      return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, link: side.t.counters };
+    },
+    async raw({ echo }) {
+      rawBytes = 0;
+      raw = dgram.createSocket('udp4');
+      raw.on('message', (msg, rinfo) => {
+        if (echo) raw.send(msg, rinfo.port, rinfo.address);
+        rawBytes += msg.length;
+        rawLast = performance.now() + performance.timeOrigin;
+      });
+      await new Promise((r) => raw.bind(0, '127.0.0.1', r));
+      try {
+        raw.setRecvBufferSize(4 << 20);
+      } catch {}
+      return raw.address().port;
+    },
+    rawReport() {
+      raw.close();
+      return { rawBytes, rawLast };
+    },
+    exit() {
+      setImmediate(() => process.exit(0));
+    },
+  };
+  process.on('message', async (m) => {
+    try {
+      process.send({ id: m.id, ok: true, value: await ops[m.op](m.args ?? {}) });
+    } catch (e) {
+      process.send({ id: m.id, ok: false, error: String(e?.stack ?? e) });
+    }
+  });
+} else {
+  const child = fork(fileURLToPath(import.meta.url), ['--peer'], { serialization: 'advanced' });
+  let seq = 0;
+  const waiting = new Map();
+  child.on('message', (m) => {
+    const w = waiting.get(m.id);
+    waiting.delete(m.id);
+    if (m.ok) w.resolve(m.value);
+    else w.reject(new Error(m.error));
+  });
+  const call = (op, args = {}) => new Promise((resolve, reject) => {
+    const id = ++seq;
+    waiting.set(id, { resolve, reject });
+    child.send({ id, op, args });
+  });
+
+  async function rawBlast() {
+    const port = await call('raw', { echo: false });
+    const s = dgram.createSocket('udp4');
+    await new Promise((r) => s.bind(0, '127.0.0.1', r));
+    s.connect(port, '127.0.0.1');
+    await new Promise((r) => s.once('connect', r));
+    const size = MTU - 76; // the payload room sabre's datagrams have at this MTU
+    const buf = new Uint8Array(size).fill(7);
+    const n = Math.ceil(BYTES / size);
+    const t0 = performance.now() + performance.timeOrigin;
+    let sent = 0;
+    await new Promise((resolve) => {
+      const pump = () => {
+        for (let i = 0; i < 64 && sent < n; i++, sent++) s.send(buf);
+        if (sent < n) setImmediate(pump);
+        else resolve();
+      };
+      pump();
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const { rawBytes, rawLast } = await call('rawReport');
+    s.close();
+    return { mbps: rawBytes / ((rawLast - t0) / 1000) / 1e6, lossPct: 100 * (1 - rawBytes / (n * size)) };
+  }
+
+  async function rawPingPong() {
+    const port = await call('raw', { echo: true });
+    const s = dgram.createSocket('udp4');
+    await new Promise((r) => s.bind(0, '127.0.0.1', r));
+    s.connect(port, '127.0.0.1');
+    await new Promise((r) => s.once('connect', r));
+    const buf = new Uint8Array(64);
+    const lat = [];
+    let t0 = 0;
+    await new Promise((resolve) => {
+      s.on('message', () => {
+        lat.push(performance.now() - t0);
+        if (lat.length === RTTS) return resolve();
+        t0 = performance.now();
+        s.send(buf);
+      });
+      t0 = performance.now();
+      s.send(buf);
+    });
+    await call('rawReport');
+    s.close();
+    return lat;
+  }
+
+  /** A fresh pair: our device and the child's, rc-connected; returns our side + the peer's MR. */
+  async function rdmaPair(loss) {
+    const p = await call('open', { loss });
+    const { dev, t } = await openUdp(0, 777);
+    const me = { dev, t, ...rcSide(dev) };
+    await Promise.all([me.qp.connect({ address: p.address, qpn: p.qpn }), call('connect', { address: dev.address, qpn: me.qp.qpn })]);
+    me.src = me.pd.regMr(MSG * 64, ALL);
+    me.src.buffer.fill(0x5a);
+    return { me, p };
+  }
+
+  async function writeGoodput(loss) {
+    const { me, p } = await rdmaPair(loss);
+    const n = Math.ceil(BYTES / MSG);
+    const WINDOW = 32;
+    let posted = 0;
+    let done = 0;
+    const post = () => {
+      const slot = posted % 64;
+      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: MSG, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
+    };
+    const t0 = performance.now();
+    while (posted < n && posted - done < WINDOW) post();
+    while (done < n) {
+      await me.cq.wait(60_000);
+      for (const w of me.cq.poll(64)) {
+        if (w.status !== WcStatus.Success) throw new Error(`write ${w.wrId}: status ${w.status}`);
+        done++;
+      }
+      while (posted < n && posted - done < WINDOW) post();
+    }
+    const secs = (performance.now() - t0) / 1000;
+    const ctx = me.t.udp.endpoint.context({ host: p.address.host, port: p.address.port })?.counters;
+    const peer = await call('stats');
+    await me.dev.close();
+    return { mbps: (n * MSG) / secs / 1e6, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, peer };
+  }
+
+  async function rdmaLatency() {
+    const { me, p } = await rdmaPair(0);
+    const dst = me.pd.regMr(4096, ALL);
+    await call('peerMr', { addr: dst.addr, rkey: dst.rkey });
+    await call('pong', { n: RTTS });
+    const wlat = [];
+    for (let i = 0; i < RTTS; i++) me.qp.postRecv({ wrId: i, sgList: [] });
+    for (let i = 0; i < RTTS; i++) {
+      const t0 = performance.now();
+      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: me.src.addr, length: 64, lkey: me.src.lkey }], remoteAddr: p.addr, rkey: p.rkey });
+      for (;;) {
+        await me.cq.wait(10_000);
+        const ws = me.cq.poll(4);
+        if (ws.some((w) => w.imm !== undefined)) break;
+      }
+      wlat.push(performance.now() - t0);
+    }
+    const rlat = [];
+    for (let i = 0; i < RTTS; i++) {
+      const t0 = performance.now();
+      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaRead, sgList: [{ addr: dst.addr, length: 64, lkey: dst.lkey }], remoteAddr: p.addr, rkey: p.rkey });
+      await drain(me.cq, 1);
+      rlat.push(performance.now() - t0);
+    }
+    await me.dev.close();
+    return { wlat, rlat };
+  }
+
+  const pct = (a, q) => [...a].sort((x, y) => x - y)[Math.floor(q * (a.length - 1))];
+  const us = (ms) => (ms * 1000).toFixed(1);
+
+  const rows = [];
+  const raw = await rawBlast();
+  rows.push({ case: `raw node:dgram, ${MTU - 76} B datagrams, full blast`, result: `${raw.mbps.toFixed(0)} MB/s arrived`, note: `${raw.lossPct.toFixed(1)}% of datagrams lost (no recovery)` });
+  const w0 = await writeGoodput(0);
+  rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${w0.mbps.toFixed(0)} MB/s`, note: `${(w0.mbps / raw.mbps).toFixed(2)}× raw arrived; retx ${w0.retx}` });
+  const rp = await rawPingPong();
+  const { wlat, rlat } = await rdmaLatency();
+  const r50 = pct(rp, 0.5);
+  rows.push({ case: 'raw node:dgram 64 B ping-pong', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs` });
+  rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
+  rows.push({ case: 'sabre RdmaRead 64 B', result: `p50 ${us(pct(rlat, 0.5))} µs`, note: `${(pct(rlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(rlat, 0.99))} µs` });
+  for (const loss of [0.01, 0.05]) {
+    const r = await writeGoodput(loss);
+    rows.push({ case: `sabre rc RdmaWrite 64 KiB, ${loss * 100}% rx loss`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / w0.mbps).toFixed(2)} of lossless; retx ${r.retx}, RTOs ${r.timeouts}` });
+  }
+  console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1`);
+  console.table(rows);
+  await call('exit').catch(() => {});
+}
