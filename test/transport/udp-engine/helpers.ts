@@ -1,6 +1,6 @@
 // Two devices, two processes: the test process opens one device; a forked child (peer-child.mjs,
 // running the compiled dist/) opens the other and is driven over IPC.
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Access, openDevice, type CompletionQueue, type Device, type WorkCompletion } from '../../../src/index.js';
 
@@ -22,8 +22,12 @@ export interface Peer {
   kill(): Promise<void>;
 }
 
-export async function startPeer(opts: { mtu?: number; memoryBytes?: number } = {}): Promise<Peer> {
-  const proc = fork(CHILD, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+export async function startPeer(opts: { mtu?: number; memoryBytes?: number; host?: string; netns?: string } = {}): Promise<Peer> {
+  const { netns, ...open } = opts;
+  // In a network namespace: `ip netns exec` execs node with the IPC channel's fd inherited.
+  const proc = netns
+    ? spawn('ip', ['netns', 'exec', netns, process.execPath, CHILD], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    : fork(CHILD, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let seq = 0;
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   proc.on('message', (m: { id: number; ok: boolean; value?: unknown; error?: string }) => {
@@ -43,7 +47,7 @@ export async function startPeer(opts: { mtu?: number; memoryBytes?: number } = {
       waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
       proc.send({ id, op, args });
     });
-  const address = await call<Peer['address']>('open', opts);
+  const address = await call<Peer['address']>('open', open);
   const kill = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;
     const gone = new Promise((r) => proc.once('exit', r));

@@ -40,8 +40,8 @@ function wrOf(w) {
 }
 
 const ops = {
-  async open({ mtu, memoryBytes }) {
-    dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}), ...(memoryBytes ? { memoryBytes } : {}) });
+  async open({ mtu, memoryBytes, host }) {
+    dev = await openDevice({ transport: 'udp', host: host ?? '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}), ...(memoryBytes ? { memoryBytes } : {}) });
     pd = dev.allocPd();
     cq = dev.createCq({ depth: 1 << 16 });
     return dev.address;
