@@ -522,7 +522,9 @@ export class RdmapEngine {
       this.#touch(qp, flow);
       return;
     }
-    if (env.ssn >= flow.expected + SSN_WINDOW || !(env.msgLen >= 0 && env.msgLen <= 0xffff_ffff) || !(env.off >= 0)) {
+    // msgLen -1: not known yet. A byte-exact stream (TCP) learns a message's length only from the
+    // segment with the DDP L flag; the transport then passes msgLen on that segment.
+    if (env.ssn >= flow.expected + SSN_WINDOW || !(env.msgLen >= -1 && env.msgLen <= 0xffff_ffff) || !(env.off >= 0)) {
       this.counters.drops++;
       return;
     }
@@ -557,11 +559,12 @@ export class RdmapEngine {
         m.msn = h.msn;
         m.ulp = h.ulp;
       }
-    } else if (h.opcode !== m.opcode || env.msgLen !== m.msgLen) {
+    } else if (h.opcode !== m.opcode || (env.msgLen >= 0 && m.msgLen >= 0 && env.msgLen !== m.msgLen)) {
       this.#failMsg(m, hdr, plen, Term.invalidRequest);
       return;
     }
-    if (env.off + plen > m.msgLen || (!h.tagged && h.mo !== env.off)) {
+    if (m.msgLen < 0 && env.msgLen >= 0) m.msgLen = env.msgLen;
+    if (env.off + plen > (m.msgLen >= 0 ? m.msgLen : 0xffff_ffff) || (!h.tagged && h.mo !== env.off)) {
       this.#failMsg(m, hdr, plen, h.tagged ? Term.baseBounds : Term.invalidMo);
       return;
     }
@@ -629,6 +632,11 @@ export class RdmapEngine {
   }
 
   #stageSeg(f: SegFrame, plen: number, ndesc: number): number {
+    const at = this.mem.inDevice(f.payload);
+    if (at >= 0) {
+      if (!this.mem.hasRoom(0) || this.mem.count + ndesc > 1024) this.#flushPlacement();
+      return at;
+    }
     if (!this.mem.hasRoom(plen) || this.mem.count + ndesc > 1024) this.#flushPlacement();
     this.counters.stagedBytes += plen;
     return this.mem.stage(f.payload, plen);
@@ -664,7 +672,7 @@ export class RdmapEngine {
       m.rnrArmed = true;
       return;
     }
-    if (m.msgLen > r.total) return this.#failMsg(m, f.hdr, plen, Term.messageTooLong, WcStatus.LocLenErr);
+    if ((m.msgLen >= 0 ? m.msgLen : f.env.off + plen) > r.total) return this.#failMsg(m, f.hdr, plen, Term.messageTooLong, WcStatus.LocLenErr);
     // Cut the segment along the receive's scatter list: one descriptor per piece touched.
     const off = f.env.off;
     const pieces: { p: Piece; at: number; n: number }[] = [];
@@ -859,7 +867,9 @@ export class RdmapEngine {
       case RdmapOpcode.Terminate: {
         this.counters.terminatesReceived++;
         const v = decodeTerminate(m.ctl!, 0, m.ctl!.length);
-        const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : undefined;
+        // Without the sender's ack (a standard iWARP peer's Terminate carries none) the oldest
+        // unfinished work request is the one that failed.
+        const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done);
         const status = v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr;
         this.#qpError(qp, failed, status);
         return;

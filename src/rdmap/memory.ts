@@ -132,6 +132,17 @@ export class EngineMemory {
     return this.count < MAX_BATCH && this.stageUsed + len <= this.stageBytes;
   }
 
+  /**
+   * A payload that is one view into this device's memory (a TCP deframer's receive buffer, a
+   * source region of the same device) is placed from where it lies: its address, or -1 when it
+   * must be staged. The view must stay valid until the batch runs (the engine's receive step).
+   */
+  inDevice(parts: Uint8Array[]): number {
+    if (parts.length !== 1) return -1;
+    const v = parts[0]!;
+    return v.buffer === this.dm.memory.buffer ? v.byteOffset : -1;
+  }
+
   /** Copy payload views into the staging area; returns the staged address. */
   stage(parts: Uint8Array[], len: number): number {
     const at = this.stageBase + this.stageUsed;
