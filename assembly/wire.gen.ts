@@ -39,7 +39,8 @@ export const OP_ATOMIC_RESPONSE: u32 = 11;
 export const OP_SEND_WITH_IMM: u32 = 12;
 export const OP_READ_REQUEST_V: u32 = 13;
 export const OP_READ_COMPLETE: u32 = 14;
-export const OPCODE_COUNT: u32 = 15;
+export const OP_SABRE_CONTROL: u32 = 15;
+export const OPCODE_COUNT: u32 = 16;
 /** Bit i set when opcode i uses the tagged buffer model. */
 export const OPCODE_TAGGED_BITS: u32 = 0x0005;
 
@@ -317,6 +318,21 @@ export const READ_COMPLETE_LEN_OFF: u32 = 4;
 @inline export function getReadCompleteLen(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
 // @ts-ignore: decorator
 @inline export function setReadCompleteLen(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// sabre control payload (opcode 15, QN 0, MSN 0) — TCP between sabre peers — sabre (TCP), big-endian
+export const SABRE_CONTROL_SIZE: u32 = 8;
+export const SABRE_CONTROL_KIND_OFF: u32 = 0;
+export const SABRE_CONTROL_RSVD_OFF: u32 = 1;
+export const SABRE_CONTROL_RSVD_LEN: u32 = 3;
+export const SABRE_CONTROL_SSN_OFF: u32 = 4;
+// @ts-ignore: decorator
+@inline export function getSabreControlKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setSabreControlKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getSabreControlSsn(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setSabreControlSsn(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
 
 // MPA Request / Reply frame (connection setup, before any FPDU) — RFC 5044 §7.1, RFC 6581 §5, big-endian
 export const MPA_REQ_REP_SIZE: u32 = 20;

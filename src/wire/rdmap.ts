@@ -24,6 +24,8 @@ export const RdmapOpcode = {
   Terminate: 7, ImmediateData: 8, ImmediateDataSe: 9, AtomicRequest: 10, AtomicResponse: 11,
   /* sabre extensions (IANA-unassigned 0xC-0xE; documented in docs/wire.md) */
   SendWithImm: 12, ReadRequestV: 13, ReadComplete: 14,
+  /* sabre's TCP control message (IANA-reserved 0xF; untagged; only between sabre peers) */
+  SabreControl: 15,
 } as const;
 
 /** DDP untagged queue numbers (IANA registry from RFC 7306; see spec.ts). */
@@ -41,7 +43,7 @@ export interface UntaggedHdr {
 }
 export type DdpHdr = TaggedHdr | UntaggedHdr;
 
-/** Whether each opcode uses the tagged model (index = opcode); opcode 15 is never valid. */
+/** Whether each opcode uses the tagged model (index = opcode); 15 is sabre's untagged TCP control. */
 const OPCODE_TAGGED: readonly boolean[] = OPCODES.map((o) => o.tagged);
 const N_OPCODES = OPCODES.length;
 

@@ -184,6 +184,10 @@ export const OPCODES: readonly OpcodeSpec[] = [
   { code: 12, name: 'SendWithImm', tagged: false, qn: QN.Send, ref: 'sabre', payload: 'message data; ulp = 32-bit immediate', sabre: true },
   { code: 13, name: 'ReadRequestV', tagged: false, qn: QN.ReadRequest, ref: 'sabre (M1)', payload: 'readRequestV (8 B + 16 B per entry)', sabre: true },
   { code: 14, name: 'ReadComplete', tagged: false, qn: QN.Send, ref: 'sabre (M1)', payload: 'readComplete (8 B)', sabre: true },
+  {
+    code: 15, name: 'SabreControl', tagged: false, qn: QN.Send, ref: 'sabre (TCP)',
+    payload: 'sabreControl (8 B): engine ack / RNR / sequence marker; MSN 0, consumes no receive; TCP between sabre peers only', sabre: true,
+  },
 ];
 
 /**
@@ -194,7 +198,11 @@ export const OPCODES: readonly OpcodeSpec[] = [
  */
 export const FIRST_SABRE_OPCODE = 12;
 
-/** Opcode 15 is unassigned; any segment carrying it is rejected. */
+/**
+ * Every 4-bit opcode is now assigned: 15 (IANA: reserved, experimental) is sabre's TCP control
+ * message, accepted only untagged, and only ever sent to a peer whose MPA private data carried
+ * sabre's block (src/transport/tcp/private-data.ts).
+ */
 export const OPCODE_COUNT = OPCODES.length;
 
 export const READ_REQUEST = layout({
@@ -364,6 +372,28 @@ export const READ_COMPLETE = layout({
     len: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes written into the sinks' },
   },
 });
+
+/**
+ * sabre's engine control on a TCP stream (opcode 15, untagged, QN 0, MSN 0, MO 0, L set). The
+ * engine's ack and RNR frames travel on UDP/inproc in the envelope; a byte-exact iWARP stream
+ * has no envelope, so between two sabre peers they ride as this RDMAP message. It consumes no
+ * receive and is not counted as a message by the receiver's sequence numbering.
+ */
+export const SABRE_CONTROL = layout({
+  name: 'sabreControl',
+  title: 'sabre control payload (opcode 15, QN 0, MSN 0) — TCP between sabre peers',
+  size: 8,
+  ref: 'sabre (TCP)',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    kind: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: '1 ACK: messages with sequence <= ssn are complete here; 2 RNR: message ssn found no posted receive; 3 SEQ: the next message has sequence ssn (a resend after RNR)' },
+    rsvd: { offset: 1, size: 3, type: 'bytes', ref: 'sabre', meaning: 'reserved, 0' },
+    ssn: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'message sequence number of the sending direction the kind refers to' },
+  },
+});
+
+export const SabreControlKind = { Ack: 1, Rnr: 2, Seq: 3 } as const;
 
 // ---------------------------------------------------------------------------------------------
 // MPA (TCP)
@@ -650,7 +680,7 @@ export const DDP_BATCH_FLAG_LAST = 2;
 /** Every layout, in document order (the generator walks this). */
 export const LAYOUTS: readonly LayoutSpec[] = [
   DDP_CTRL, TAGGED, UNTAGGED, READ_REQUEST, TERMINATE, IMMEDIATE_DATA, ATOMIC_REQUEST, ATOMIC_RESPONSE,
-  READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE,
+  READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE, SABRE_CONTROL,
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
