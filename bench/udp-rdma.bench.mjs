@@ -23,12 +23,13 @@ const MSG = 64 << 10;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
 
-/** A device from its parts, so a bench-only receive filter (loss) can be hooked in. */
+/** A device from its parts exactly as openDevice builds it, plus a bench-only receive filter (loss). */
 async function openUdp(loss = 0, seed = 12345) {
   let s = seed;
   const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
-  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: MTU, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}) });
-  const dev = new Device(await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 }), t, { mss: t.mss });
+  const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 });
+  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}) });
+  const dev = new Device(mem, t, { mss: t.mss });
   return { dev, t };
 }
 

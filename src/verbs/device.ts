@@ -156,6 +156,6 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   });
   if (opts.transport === 'inproc') return new Device(mem, new InprocTransport(), { mss: opts.mss ?? 65536 });
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
-  const t = await UdpTransport.open({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}) });
+  const t = await UdpTransport.open({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, deviceMemory: mem, ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}) });
   return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
 }

@@ -16,9 +16,15 @@
 // state (ackPsn, SACK blocks, window); RESET is handled by the endpoint.
 import { UdpType, type UdpHdr, type SackBlock } from '../../wire/udp.js';
 
+/**
+ * A payload to send: one buffer, or a gather list sent as one datagram (no copy; the parts
+ * must stay unchanged until the payload is acked or failed, since it may be sent again).
+ */
+export type TxPayload = Uint8Array | readonly Uint8Array[];
+
 export interface TxDatagram {
   hdr: UdpHdr;
-  payload: Uint8Array | null;
+  payload: TxPayload | null;
   /** The QP numbers given to send() with this payload (0 on ACKs); they ride in the header. */
   dstQpn: number;
   srcQpn: number;
@@ -82,7 +88,7 @@ export interface ContextCounters {
 
 interface Queued {
   id: number;
-  payload: Uint8Array;
+  payload: TxPayload;
   dstQpn: number;
   srcQpn: number;
 }
@@ -125,7 +131,7 @@ export class TransportContext {
   private queue: Queued[] = [];
   private qHead = 0;
   private readonly mask: number;
-  private slotPayload: (Uint8Array | null)[];
+  private slotPayload: (TxPayload | null)[];
   private slotId: Float64Array;
   private slotDstQpn: Uint32Array;
   private slotSrcQpn: Uint32Array;
@@ -195,7 +201,7 @@ export class TransportContext {
    * context has failed or its queue is full. The QPNs travel with it in the header. `id`:
    * the owner's own nonzero id for it (default: one counted by the context).
    */
-  send(payload: Uint8Array, now: number, dstQpn = 0, srcQpn = 0, id = 0): number {
+  send(payload: TxPayload, now: number, dstQpn = 0, srcQpn = 0, id = 0): number {
     if (this.state !== 'open') return 0;
     if (this.queue.length - this.qHead >= this.opts.maxSendQueue) return 0;
     if (id === 0) id = this.nextId++;
@@ -386,7 +392,7 @@ export class TransportContext {
     return res;
   }
 
-  private dataDatagram(psn: number, payload: Uint8Array | null, dstQpn: number, srcQpn: number, retx: boolean, now: number): TxDatagram {
+  private dataDatagram(psn: number, payload: TxPayload | null, dstQpn: number, srcQpn: number, retx: boolean, now: number): TxDatagram {
     const hdr = this.header(true, psn, now);
     hdr.retx = retx;
     hdr.dstQpn = dstQpn;

@@ -15,7 +15,7 @@ import {
   UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, udpHeaderLength, type UdpHdr,
 } from '../../wire/udp.js';
 import {
-  MAX_SACK_BLOCKS, TransportContext, type ContextOptions, type FailReason, type TxDatagram,
+  MAX_SACK_BLOCKS, TransportContext, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
 } from './context.js';
 
 export interface PeerAddress {
@@ -176,10 +176,13 @@ export class UdpEndpoint {
    * Queue one payload for `peer`. Returns its id, reported later in `acked` (the peer's engine
    * has it) or `failed`. Throws QueueFull when the context's queue is full.
    */
-  send(peer: PeerAddress, payload: Uint8Array, now: number, dstQpn = 0, srcQpn = 0): number {
+  send(peer: PeerAddress, payload: TxPayload, now: number, dstQpn = 0, srcQpn = 0): number {
     if (this.closed) throw new SabreError(ErrorCode.Closed, 'endpoint closed');
-    if (payload.length > this.maxPayload || payload.length < 2) {
-      throw new SabreError(ErrorCode.InvalidArgument, `payload of ${payload.length} bytes outside [2, ${this.maxPayload}]`);
+    let len = 0;
+    if (payload instanceof Uint8Array) len = payload.length;
+    else for (const p of payload) len += p.length;
+    if (len > this.maxPayload || len < 2) {
+      throw new SabreError(ErrorCode.InvalidArgument, `payload of ${len} bytes outside [2, ${this.maxPayload}]`);
     }
     let e = this.byAddr.get(addrKey(peer));
     if (e === undefined) {
@@ -271,6 +274,13 @@ export class UdpEndpoint {
       e.ctx.deliveredMeta.length = 0;
       this.delivered.push({ from: e.peer, ctx: e.ctx.localId, payload: payload!, dstQpn: h.dstQpn, srcQpn: h.srcQpn });
     }
+  }
+
+  /** Deliveries since the last poll/take (the owner may answer them before the next poll). */
+  takeDelivered(): Delivery[] {
+    const d = this.delivered;
+    this.delivered = [];
+    return d;
   }
 
   /** The owner is done with `n` deliveries from context `ctx`: their credit returns. */
@@ -424,13 +434,14 @@ export class UdpEndpoint {
     this.out.push(this.frame(e.peer, d.hdr, d.payload, path));
   }
 
-  private frame(to: PeerAddress, hdr: UdpHdr, payload: Uint8Array | null, path: number): OutDatagram {
+  private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number): OutDatagram {
     const hlen = udpHeaderLength(hdr);
     const buf = new Uint8Array(hlen + UDP_TRAILER_LEN);
     encodeUdpHdr(hdr, buf, 0);
     const head = buf.subarray(0, hlen);
     let crc = this.opts.crc32c(head, 0);
-    if (payload !== null) crc = this.opts.crc32c(payload, crc);
+    if (payload instanceof Uint8Array) crc = this.opts.crc32c(payload, crc);
+    else if (payload !== null) for (const p of payload) crc = this.opts.crc32c(p, crc);
     // Trailer least-significant byte first, as src/wire/udp.ts's sealUdpDatagram writes it.
     buf[hlen] = crc;
     buf[hlen + 1] = crc >>> 8;
@@ -438,6 +449,8 @@ export class UdpEndpoint {
     buf[hlen + 3] = crc >>> 24;
     const trailer = buf.subarray(hlen);
     this.counters.txDatagrams++;
-    return { to, parts: payload === null ? [buf] : [head, payload, trailer], path };
+    if (payload === null) return { to, parts: [buf], path };
+    if (payload instanceof Uint8Array) return { to, parts: [head, payload, trailer], path };
+    return { to, parts: [head, ...payload, trailer], path };
   }
 }

@@ -6,6 +6,7 @@
 import dgram from 'node:dgram';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, SabreError } from '../../errors.js';
+import type { TxPayload } from './context.js';
 import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type PeerAddress } from './endpoint.js';
 
 export interface UdpAddress {
@@ -35,6 +36,11 @@ export interface UdpHandlers {
   /** Payload ids the peer's engine now holds. */
   onAcked?: (ids: number[]) => void;
   onFailed?: (f: Failure[]) => void;
+  /**
+   * After the deliveries of one flush, before its datagrams are built: whatever the owner
+   * sends now leaves in this flush and carries the ACK for what it answers.
+   */
+  onDeliveriesDone?: () => void;
 }
 
 export class UdpSocketTransport {
@@ -105,7 +111,7 @@ export class UdpSocketTransport {
   }
 
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
-  send(peer: PeerAddress, payload: Uint8Array, dstQpn = 0, srcQpn = 0): number {
+  send(peer: PeerAddress, payload: TxPayload, dstQpn = 0, srcQpn = 0): number {
     if (this.closed) throw new SabreError(ErrorCode.Closed, 'transport closed');
     const id = this.endpoint.send(peer, payload, performance.now(), dstQpn, srcQpn);
     this.scheduleFlush();
@@ -140,6 +146,16 @@ export class UdpSocketTransport {
   private flush(): void {
     if (this.closed) return;
     this.counters.flushes++;
+    const h = this.handlers;
+    // Deliver before building datagrams: an owner that answers at once (an RDMA responder)
+    // has its answer leave in this flush, carrying the ACK — no separate ACK datagram, and
+    // no extra event-loop turn per hop.
+    const delivered = this.endpoint.takeDelivered();
+    for (const d of delivered) {
+      h.onDelivery?.(d);
+      if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
+    }
+    if (delivered.length > 0) h.onDeliveriesDone?.();
     const now = performance.now();
     const r = this.endpoint.poll(now);
     for (const d of r.datagrams) {
@@ -147,7 +163,6 @@ export class UdpSocketTransport {
         if (err) this.counters.sendErrors++;
       });
     }
-    const h = this.handlers;
     for (const d of r.delivered) {
       h.onDelivery?.(d);
       if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
@@ -155,7 +170,7 @@ export class UdpSocketTransport {
     if (r.acked.length > 0) h.onAcked?.(r.acked);
     if (r.failed.length > 0) h.onFailed?.(r.failed);
     // Releasing credit or a handler's send may have made more output due now.
-    if (!this.manualRelease && r.delivered.length > 0) this.scheduleFlush();
+    if (!this.manualRelease && delivered.length + r.delivered.length > 0) this.scheduleFlush();
     this.armTimer(now);
   }
 

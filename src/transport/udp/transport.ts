@@ -16,7 +16,8 @@ import { ErrorCode, SabreError } from '../../errors.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
-import { decodeFrame, ENV_SEG_LEN, frameBytes } from './frame-codec.js';
+import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
+import { decodeFrame, ENV_SEG_LEN, framePayload } from './frame-codec.js';
 import { UdpSocketTransport, type UdpSocketOptions } from './socket.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
@@ -28,6 +29,11 @@ export interface UdpDeviceAddress extends DeviceAddress {
 export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelease'> {
   /** Largest datagram (header + payload + trailer). Default 65000: right for loopback. */
   mtu?: number;
+  /**
+   * The device memory and its kernels: outgoing segment data lives there (registered regions),
+   * so the CRC32C kernel runs on it in place instead of copying it to the kernel scratch window.
+   */
+  deviceMemory?: { memory: WebAssembly.Memory; kernels: { crc32c(ptr: number, len: number, previous: number): number } };
 }
 
 export interface UdpTransportCounters {
@@ -79,14 +85,24 @@ export class UdpTransport implements Transport {
     const mtu = opts.mtu ?? DEFAULT_UDP_MTU;
     if (!Number.isInteger(mtu) || mtu < 256 || mtu > 65507) throw new SabreError(ErrorCode.InvalidArgument, 'mtu must be an integer in 256..65507');
     let self: UdpTransport | undefined;
+    const dm = opts.deviceMemory;
+    const crc32c = dm
+      ? (data: Uint8Array, previous = 0): number =>
+        // A view made before a memory.grow has the old buffer object: copy path, still correct.
+        data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0 : kernelCrc32c(data, previous)
+      : undefined;
+    const { deviceMemory: _, ...sockOpts } = opts;
     const udp = await UdpSocketTransport.open(
-      { ...opts, mtu, manualRelease: true },
+      { ...sockOpts, mtu, manualRelease: true, ...(crc32c ? { crc32c } : {}) },
       {
         onDelivery: (d) => {
           if (self) self.#onDelivery(d);
         },
         onFailed: (f) => {
           if (self) self.#onFailed(f);
+        },
+        onDeliveriesDone: () => {
+          if (self) self.#drain();
         },
       },
     );
@@ -130,7 +146,7 @@ export class UdpTransport implements Transport {
       const dst = f.kind === 'seg' ? f.env.dstQpn : f.dstQpn;
       const src = f.kind === 'seg' ? f.env.srcQpn : f.srcQpn;
       try {
-        this.udp.send(peer, frameBytes(f), dst, src);
+        this.udp.send(peer, framePayload(f), dst, src);
       } catch {
         // The layer refused it (send queue full, too many peers, frame larger than a datagram):
         // the frame is lost for good, so the work depending on this peer must fail rather
@@ -176,12 +192,14 @@ export class UdpTransport implements Transport {
     else this.#inbox.push({ from: this.#fromOf(d.from), frame });
     if (!this.#scheduled) {
       this.#scheduled = true;
-      // The socket shell delivers a whole turn's datagrams in one loop: drain after it.
+      // The socket shell calls onDeliveriesDone after a turn's deliveries (drain then, so the
+      // engine's answers leave in the same flush); the microtask is only a backstop.
       queueMicrotask(this.#drain);
     }
   }
 
   #drain = (): void => {
+    if (!this.#scheduled) return;
     this.#scheduled = false;
     const batch = this.#inbox;
     this.#inbox = [];
