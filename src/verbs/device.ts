@@ -10,6 +10,7 @@ import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
 import { InprocTransport } from '../transport/inproc/fabric.js';
 import { type DeviceAddress, type Frame, type Transport, addressKey } from '../transport/types.js';
 import { UdpTransport } from '../transport/udp/transport.js';
+import { TcpTransport } from '../transport/tcp/transport.js';
 import { CompletionQueue } from './cq.js';
 import { ProtectionDomain } from './pd.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
@@ -140,21 +141,27 @@ export class Device {
 
 export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (!opts || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'openDevice needs an options object');
-  if (opts.transport !== 'inproc' && opts.transport !== 'udp') {
-    if (opts.transport === 'tcp') throw new SabreError(ErrorCode.NotSupported, `transport '${opts.transport}' is not available yet`);
+  if (opts.transport !== 'inproc' && opts.transport !== 'udp' && opts.transport !== 'tcp') {
     throw new SabreError(ErrorCode.InvalidArgument, `unknown transport ${String(opts.transport)}`);
   }
   if (opts.mss !== undefined && (!Number.isInteger(opts.mss) || opts.mss < 64 || opts.mss > 1 << 20)) {
     throw new SabreError(ErrorCode.InvalidArgument, 'mss must be an integer in 64..1048576');
   }
-  if (opts.transport === 'udp' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
-  if (opts.transport === 'udp' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
+  if (opts.transport !== 'inproc' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
+  if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
   const mem = await DeviceMemory.create({
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
     workerSlots: 0,
   });
   if (opts.transport === 'inproc') return new Device(mem, new InprocTransport(), { mss: opts.mss ?? 65536 });
+  if (opts.transport === 'tcp') {
+    // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
+    const t = await TcpTransport.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
+    const dev = new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
+    t.bind(dev);
+    return dev;
+  }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
   const t = await UdpTransport.open({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, deviceMemory: mem, ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}) });
   return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });

@@ -49,6 +49,9 @@ export class QueuePair {
     if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
     if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
     const dev = pd.device;
+    if (init.type === 'srd' && dev.address.transport === 'tcp') {
+      throw new SabreError(ErrorCode.NotSupported, "srd QPs need a datagram transport: iWARP over TCP is connection-oriented (open the device with transport 'udp' or 'inproc')");
+    }
     if (!dev.ownsCq(init.sendCq) || !dev.ownsCq(init.recvCq)) throw bad('createQp: sendCq and recvCq must be CQs of the same device');
     const caps: QpCaps = {
       maxSendWr: capInt(init.maxSendWr, 'maxSendWr', undefined, 1, 1 << 16),

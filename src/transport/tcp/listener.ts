@@ -49,9 +49,17 @@ export interface IncomingRequest {
   readonly responderQpn: number | undefined;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
-  /** Accept with our QPN; resolves when the connection is established. */
-  accept(localQpn: number): Promise<MpaConnection>;
+  /** rdma_cm-style connect (responderQpn 0): the service asked for and the application's private data. */
+  readonly service: number | undefined;
+  readonly userData: Uint8Array | undefined;
+  /** Accept with our QPN (and private data for the peer); resolves when the connection is established. */
+  accept(localQpn: number, userData?: Uint8Array): Promise<MpaConnection>;
   reject(reason: string): void;
+  /**
+   * A sabre connect for a QPN whose local connectQp has not been called yet: hold it (bounded,
+   * like an unhandled request) until it is. False when it cannot be parked.
+   */
+  park(): boolean;
 }
 
 interface Waiter {
@@ -159,6 +167,34 @@ export class TcpEndpoint {
     });
   }
 
+  /**
+   * rdma_cm-style connect: ask the listener for `service` at `to` for a QP of its choosing
+   * (responderQpn 0). Resolves with the established connection; the responder's QPN and private
+   * data are in its reply (decodeSabrePd(conn.result.peerPrivateData)).
+   */
+  dial(localQpn: number, to: TcpAddress, service: number, userData?: Uint8Array, timeoutMs = this.#opts.connectTimeoutMs ?? 10_000): Promise<MpaConnection> {
+    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
+    return new Promise<MpaConnection>((resolve, reject) => {
+      const socket = net.connect({ host: to.host, port: to.port, noDelay: true });
+      const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: localQpn, responderQpn: 0, nonce: this.nonce, service, ...(userData ? { userData } : {}) });
+      const c = MpaConnection.initiate(socket, this.#connOpts, pd);
+      this.#track(c);
+      const t = setTimeout(() => {
+        c.close();
+        reject(new SabreError(ErrorCode.Timeout, `no answer from service ${service} at ${to.host}:${to.port} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      t.unref();
+      c.once('established', () => {
+        clearTimeout(t);
+        resolve(c);
+      });
+      c.once('failed', (f: TcpFault) => {
+        clearTimeout(t);
+        reject(new SabreError(ErrorCode.Unreachable, `service ${service} at ${to.host}:${to.port}: ${f.reason}`));
+      });
+    });
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -249,20 +285,7 @@ export class TcpEndpoint {
         return;
       }
       if (!this.#onRequest) {
-        const list = this.#parked.get(pd.responderQpn) ?? [];
-        if (list.length >= 16) {
-          c.reject(`too many pending connections for QP ${pd.responderQpn}`);
-          return;
-        }
-        list.push({ conn: c, initiatorQpn: pd.initiatorQpn, nonce: pd.nonce });
-        this.#parked.set(pd.responderQpn, list);
-        c.once('close', () => {
-          const l = this.#parked.get(pd.responderQpn);
-          if (!l) return;
-          const i = l.findIndex((p) => p.conn === c);
-          if (i >= 0) l.splice(i, 1);
-          if (!l.length) this.#parked.delete(pd.responderQpn);
-        });
+        this.#park(c, pd.responderQpn, pd.initiatorQpn, pd.nonce);
         return;
       }
     }
@@ -271,24 +294,52 @@ export class TcpEndpoint {
       return;
     }
     const self = this;
+    const sabre = pd?.kind === 'connect' ? pd : undefined;
     const req: IncomingRequest = {
       info,
-      initiatorQpn: pd?.kind === 'connect' ? pd.initiatorQpn : undefined,
-      responderQpn: pd?.kind === 'connect' ? pd.responderQpn : undefined,
+      initiatorQpn: sabre?.initiatorQpn,
+      responderQpn: sabre?.responderQpn,
       remoteAddress: c.socket.remoteAddress,
       remotePort: c.socket.remotePort,
-      accept(localQpn: number): Promise<MpaConnection> {
+      service: sabre?.service,
+      userData: sabre?.userData,
+      accept(localQpn: number, userData?: Uint8Array): Promise<MpaConnection> {
         return new Promise((resolve, reject) => {
           c.once('established', () => resolve(c));
           c.once('failed', (f: TcpFault) => reject(new SabreError(ErrorCode.Unreachable, f.reason)));
-          c.accept(encodeSabrePd({ kind: 'connect', initiatorQpn: req.initiatorQpn ?? 0, responderQpn: localQpn, nonce: self.nonce }));
+          // A foreign (non-sabre) initiator gets no sabre block back: it would not know what to do with it.
+          c.accept(sabre
+            ? encodeSabrePd({ kind: 'connect', initiatorQpn: req.initiatorQpn ?? 0, responderQpn: localQpn, nonce: self.nonce, ...(userData ? { service: sabre.service ?? 0, userData } : {}) })
+            : userData);
         });
       },
       reject(reason: string): void {
         c.reject(reason);
       },
+      park(): boolean {
+        if (!sabre || sabre.responderQpn === 0) return false;
+        return self.#park(c, sabre.responderQpn, sabre.initiatorQpn, sabre.nonce);
+      },
     };
     this.#onRequest(req);
+  }
+
+  #park(c: MpaConnection, responderQpn: number, initiatorQpn: number, nonce: number): boolean {
+    const list = this.#parked.get(responderQpn) ?? [];
+    if (list.length >= 16) {
+      c.reject(`too many pending connections for QP ${responderQpn}`);
+      return false;
+    }
+    list.push({ conn: c, initiatorQpn, nonce });
+    this.#parked.set(responderQpn, list);
+    c.once('close', () => {
+      const l = this.#parked.get(responderQpn);
+      if (!l) return;
+      const i = l.findIndex((p) => p.conn === c);
+      if (i >= 0) l.splice(i, 1);
+      if (!l.length) this.#parked.delete(responderQpn);
+    });
+    return true;
   }
 }
 

@@ -7,6 +7,8 @@
 //   u8  kind       1 CONNECT (QPN pairing), 2 REJECT (reason)
 //   u16 reserved   0
 //   kind 1: u32 initiatorQpn, u32 responderQpn, u32 nonce (random per device; breaks crossings)
+//           [u32 service, then the application's private data] — present on rdma_cm-style
+//           connects (src/cm): responderQpn 0 = "any QP of the listener on this service"
 //   kind 2: UTF-8 reason text
 //
 // All big-endian like every other iWARP field.
@@ -19,6 +21,9 @@ export interface SabreConnectInfo {
   initiatorQpn: number;
   responderQpn: number;
   nonce: number;
+  /** rdma_cm-style connect: the listener's service number, and the application's private data. */
+  service?: number;
+  userData?: Uint8Array;
 }
 
 export interface SabreRejectInfo {
@@ -34,15 +39,24 @@ const utf8d = new TextDecoder('utf-8', { fatal: false });
 
 /** Largest reason that fits: 512 (MPA max) - 4 (IRD/ORD) - 6 (block header). */
 export const MAX_REASON_BYTES = 502;
+/** Largest application private data on a connect: 502 - 12 (QPNs, nonce) - 4 (service). */
+export const MAX_USER_DATA_BYTES = 486;
 
 export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
   let body: Uint8Array;
   if (pd.kind === 'connect') {
-    body = new Uint8Array(12);
+    const ext = pd.service !== undefined || pd.userData !== undefined;
+    const user = pd.userData ?? new Uint8Array(0);
+    if (user.length > MAX_USER_DATA_BYTES) throw new RangeError(`private data of ${user.length} bytes exceeds ${MAX_USER_DATA_BYTES}`);
+    body = new Uint8Array(ext ? 16 + user.length : 12);
     const dv = new DataView(body.buffer);
     dv.setUint32(0, pd.initiatorQpn >>> 0);
     dv.setUint32(4, pd.responderQpn >>> 0);
     dv.setUint32(8, pd.nonce >>> 0);
+    if (ext) {
+      dv.setUint32(12, (pd.service ?? 0) >>> 0);
+      body.set(user, 16);
+    }
   } else {
     let text = utf8.encode(pd.reason);
     if (text.length > MAX_REASON_BYTES) text = text.subarray(0, MAX_REASON_BYTES);
@@ -67,7 +81,12 @@ export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
   if (b[3] === SabrePdKind.Connect) {
     if (body.length < 12) return undefined;
     const dv = new DataView(body.buffer, body.byteOffset, body.length);
-    return { kind: 'connect', initiatorQpn: dv.getUint32(0), responderQpn: dv.getUint32(4), nonce: dv.getUint32(8) };
+    const info: SabreConnectInfo = { kind: 'connect', initiatorQpn: dv.getUint32(0), responderQpn: dv.getUint32(4), nonce: dv.getUint32(8) };
+    if (body.length >= 16) {
+      info.service = dv.getUint32(12);
+      info.userData = body.slice(16);
+    }
+    return info;
   }
   if (b[3] === SabrePdKind.Reject) return { kind: 'reject', reason: utf8d.decode(body) };
   return undefined;
