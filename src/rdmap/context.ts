@@ -102,6 +102,9 @@ export class Flow {
   expected = 1;
   readonly pending = new Map<number, InMsg>();
   needAck = false;
+  // requester watchdog (engine.#arm): when the peer's engine was last heard from
+  lastHeard = 0;
+  watchdog = false;
   constructor(peer: DeviceAddress, peerKey: string, rqpn: number) {
     this.peer = peer;
     this.peerKey = peerKey;
@@ -117,6 +120,8 @@ export interface QpCaps {
   rnrRetry: number;
   rnrTimeoutMs: number;
   maxRdAtomic: number;
+  /** Requests out and nothing heard from the peer's engine this long → RetryExcErr. */
+  timeoutMs: number;
 }
 
 export class QpCtx {

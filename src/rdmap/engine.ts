@@ -59,6 +59,8 @@ interface DescCtx {
 interface Timer {
   at: number;
   run: (now: number) => void;
+  /** A timer that may become moot before it is due (the watchdog of a flow gone idle) says so here, so the shell does not keep a timer pending for nothing. */
+  live?: () => boolean;
 }
 
 export interface OutItem {
@@ -135,21 +137,77 @@ export class RdmapEngine {
       for (const [k, f] of qp.flows) {
         if (f.peerKey !== peerKey) continue;
         hit = true;
-        qp.flows.delete(k);
-        qp.rdAtomic -= f.reads.size + f.atomics.size;
-        for (const w of qp.sq) {
-          if (w.flow === f && !w.done) {
-            w.done = true;
-            w.status = WcStatus.RetryExcErr;
-          }
-        }
+        this.#forgetSrdFlow(qp, k, f);
       }
       if (hit) {
-        if (qp.rdAtomic < 0) qp.rdAtomic = 0;
         this.#drainSq(qp);
         this.#pump(qp);
       }
     }
+  }
+
+  /** srd: drop one flow; its unfinished work completes with RetryExcErr (caller drains the SQ). */
+  #forgetSrdFlow(qp: QpCtx, k: string, f: Flow): void {
+    qp.flows.delete(k);
+    qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
+    for (const w of qp.sq) {
+      if (w.flow === f && !w.done) {
+        w.done = true;
+        w.status = WcStatus.RetryExcErr;
+      }
+    }
+  }
+
+  /**
+   * The requester's watchdog (IB's local ACK timeout, folded with its retry count): while a flow
+   * has requests out — unacknowledged messages, reads or atomics awaiting their response — the
+   * peer's engine must be heard from within `timeoutMs`. The transport retransmits lost
+   * datagrams and reports a dead link on its own; this catches what it cannot see: a peer that
+   * took our datagrams and then died or lost the QP before answering (or, on srd, a remote QP
+   * that does not exist, whose frames are dropped). rc: the QP goes to ERROR with RetryExcErr;
+   * srd: only that flow's work fails.
+   */
+  #arm(qp: QpCtx, flow: Flow): void {
+    if (!this.#outstanding(flow)) flow.lastHeard = this.#now;
+    if (flow.watchdog) return;
+    flow.watchdog = true;
+    this.#timers.push(this.#watchdogTimer(qp, flow));
+  }
+
+  #watchdogTimer(qp: QpCtx, flow: Flow): Timer {
+    return {
+      at: flow.lastHeard + qp.caps.timeoutMs,
+      run: (now) => this.#watch(qp, flow, now),
+      live: () => {
+        const busy = this.#outstanding(flow) && (qp.state === QpState.Rts || qp.state === QpState.Rtr);
+        if (!busy) flow.watchdog = false;
+        return busy;
+      },
+    };
+  }
+
+  #outstanding(flow: Flow): boolean {
+    return flow.inflight.size > 0 || flow.reads.size > 0 || flow.atomics.size > 0;
+  }
+
+  #watch(qp: QpCtx, flow: Flow, now: number): void {
+    flow.watchdog = false;
+    const live = qp.state === QpState.Rts || qp.state === QpState.Rtr;
+    const bound = qp.type === 'rc' ? qp.flow === flow : qp.flows.get(`${flow.peerKey}#${flow.rqpn}`) === flow;
+    if (!live || !bound || !this.#outstanding(flow)) return;
+    if (now - flow.lastHeard < qp.caps.timeoutMs) {
+      flow.watchdog = true;
+      this.#timers.push(this.#watchdogTimer(qp, flow));
+      return;
+    }
+    this.counters.timeouts++;
+    if (qp.type === 'rc') {
+      this.#qpError(qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
+      return;
+    }
+    this.#forgetSrdFlow(qp, `${flow.peerKey}#${flow.rqpn}`, flow);
+    this.#drainSq(qp);
+    this.#pump(qp);
   }
 
   /** ERROR → RESET: forget the peer and every counter; the QP can be connected afresh. */
@@ -239,6 +297,7 @@ export class RdmapEngine {
   }
 
   nextDeadline(): number | undefined {
+    if (this.#timers.some((x) => x.live && !x.live())) this.#timers = this.#timers.filter((x) => !x.live || x.live());
     let t: number | undefined;
     for (const x of this.#timers) if (t === undefined || x.at < t) t = x.at;
     return t;
@@ -338,6 +397,7 @@ export class RdmapEngine {
 
   #transmit(qp: QpCtx, w: WrCtx): void {
     const flow = this.#flowFor(qp, w);
+    this.#arm(qp, flow);
     const wr = w.wr;
     switch (wr.opcode) {
       case Opcode.Send:
@@ -422,6 +482,7 @@ export class RdmapEngine {
     if (!qp || qp.state === QpState.Error) return;
     const flow = this.#findFlow(qp, key, rqpn);
     if (!flow) return;
+    flow.lastHeard = this.#now;
     this.#applyAck(qp, flow, ssn);
     this.#drainSq(qp);
     this.#pump(qp);
@@ -447,6 +508,7 @@ export class RdmapEngine {
     const qp = this.qps.get(qpn);
     if (!qp || qp.state === QpState.Error) return;
     const flow = this.#findFlow(qp, key, rqpn);
+    if (flow) flow.lastHeard = this.#now;
     const m = flow?.inflight.get(ssn);
     if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
     const w = m.wr;
@@ -515,6 +577,7 @@ export class RdmapEngine {
       this.counters.drops++;
       return;
     }
+    flow.lastHeard = this.#now;
     if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) {
       // Already completed: a stale copy must never be placed again (a later write may have won).
       this.counters.duplicates++;

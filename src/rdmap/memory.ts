@@ -41,13 +41,15 @@ export interface DeviceCounters {
   terminatesReceived: number;
   rnrNaksSent: number;
   rnrRetries: number;
+  /** Requester watchdog expiries (peer engine silent past timeoutMs with requests out). */
+  timeouts: number;
   /** Bytes copied from the link into device memory before placement. */
   stagedBytes: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
-  drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, stagedBytes: 0,
+  drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
 });
 
 const MAX_BATCH = 1024;

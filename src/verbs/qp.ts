@@ -61,6 +61,7 @@ export class QueuePair {
       rnrRetry: capInt(init.rnrRetry, 'rnrRetry', 7, 0, 1000),
       rnrTimeoutMs: capInt(init.rnrTimeoutMs, 'rnrTimeoutMs', 1, 0, 60_000),
       maxRdAtomic: capInt(init.maxRdAtomic, 'maxRdAtomic', 16, 1, 1024),
+      timeoutMs: capInt(init.timeoutMs, 'timeoutMs', 8000, 1, 3_600_000),
     };
     this.pd = pd;
     this.type = init.type;

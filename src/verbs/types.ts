@@ -97,6 +97,13 @@ export interface QpInit {
   rnrTimeoutMs?: number;
   /** Reads and atomics in flight at once (initiator depth); more are queued. Default 16. */
   maxRdAtomic?: number;
+  /**
+   * With requests out, how long the peer may stay silent before they complete with
+   * RetryExcErr (rc: the QP goes to ERROR). Covers a peer that dies after taking our datagrams
+   * and, on srd, a remote QP that does not exist. Default 8000 ms: above the UDP transport's
+   * own retry span, so a dead link is reported by the transport first.
+   */
+  timeoutMs?: number;
 }
 
 export interface ConnectInit {

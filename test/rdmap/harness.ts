@@ -66,7 +66,7 @@ export class Node {
 }
 
 export const caps = (o: Partial<QpCaps> = {}): QpCaps => ({
-  maxSendWr: 4096, maxRecvWr: 4096, maxSge: 16, maxInline: 0, rnrRetry: 7, rnrTimeoutMs: 1, maxRdAtomic: 16, ...o,
+  maxSendWr: 4096, maxRecvWr: 4096, maxSge: 16, maxInline: 0, rnrRetry: 7, rnrTimeoutMs: 1, maxRdAtomic: 16, timeoutMs: 8000, ...o,
 });
 
 export interface LinkOptions {
