@@ -6,13 +6,14 @@ import { runPerf } from './perf/index.js';
 import { parseStress } from './stress/options.js';
 import { printStress, runStress } from './stress/index.js';
 
-export const START_TRANSPORT = 'inproc';
+export const START_TRANSPORT = 'udp';
 
 export async function runStart(out: (l: string) => void): Promise<number> {
   out(`sabre: software RDMA for Node.js — loopback demo (transport: ${START_TRANSPORT})`);
   out('');
   out(`1. sabre perf write_bw --transport ${START_TRANSPORT} -s 65536 -n 2000 --baseline`);
-  out('   Two devices; the client keeps 128 RDMA WRITEs in flight into the server\'s registered memory.');
+  out('   Two processes, one device each, over UDP on 127.0.0.1: the client keeps 128 RDMA WRITEs');
+  out('   in flight into the server\'s registered memory; raw node:dgram then moves the same bytes.');
   out('');
   await runPerf(parsePerf(['write_bw', '--transport', START_TRANSPORT, '-s', '65536', '-n', '2000', '--baseline']), out);
   out('');
