@@ -15,3 +15,5 @@ export { SabreError, ErrorCode } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';
 export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/inproc/bridge.js';
 export type { BridgeInit } from './transport/inproc/bridge.js';
+export { listen, connect, connectionInfo, CmListener } from './cm/index.js';
+export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo } from './cm/index.js';

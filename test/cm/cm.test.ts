@@ -1,0 +1,114 @@
+// rdma_cm-like listen / accept / connect on every transport: the QPs come back connected (no
+// out-of-band QPN exchange), private data travels both ways, traffic flows both ways with
+// bytes compared, a missing service is rejected, a full backlog is rejected.
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  Access, connect, connectionInfo, listen, openDevice, Opcode, QpState, WcStatus,
+  type CompletionQueue, type Device, type WorkCompletion,
+} from '../../src/index.js';
+
+const devs: Device[] = [];
+afterEach(async () => {
+  for (const d of devs.splice(0)) await d.close();
+});
+
+async function take(cq: CompletionQueue, n: number, timeoutMs = 10_000): Promise<WorkCompletion[]> {
+  const out: WorkCompletion[] = [];
+  const deadline = Date.now() + timeoutMs;
+  while (out.length < n) {
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`${out.length}/${n} completions in ${timeoutMs} ms`);
+    await cq.wait(left);
+    out.push(...cq.poll(n - out.length));
+  }
+  return out;
+}
+
+const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite;
+
+async function side(transport: 'tcp' | 'udp' | 'inproc') {
+  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(dev);
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 1024 });
+  const mr = pd.regMr(1 << 16, ALL);
+  const qpInit = { sendCq: cq, recvCq: cq, maxSendWr: 64, maxRecvWr: 64, maxSge: 2 };
+  return { dev, pd, cq, mr, qpInit };
+}
+
+const te = new TextEncoder();
+const td = new TextDecoder();
+
+describe.each(['tcp', 'udp', 'inproc'] as const)('cm over %s', (transport) => {
+  it('listen / accept / connect: connected QPs, private data both ways, traffic both ways', async () => {
+    const s = await side(transport);
+    const c = await side(transport);
+    const l = listen(s.dev, {
+      pd: s.pd, qpInit: s.qpInit, service: 4791, privateData: te.encode('welcome'),
+      setup: (qp) => qp.postRecv({ wrId: 77, sgList: [{ addr: s.mr.addr, length: 4096, lkey: s.mr.lkey }] }),
+    });
+    const [qpC, qpS] = await Promise.all([
+      connect(c.dev, s.dev.address, {
+        pd: c.pd, qpInit: c.qpInit, service: 4791, privateData: te.encode('hello from client'),
+        setup: (qp) => qp.postRecv({ wrId: 5, sgList: [{ addr: c.mr.addr, length: 4096, lkey: c.mr.lkey }] }),
+      }),
+      l.accept(10_000),
+    ]);
+    expect(qpC.state).toBe(QpState.Rts);
+    expect(qpS.state).toBe(QpState.Rts);
+    expect(td.decode(connectionInfo(qpS)!.privateData)).toBe('hello from client');
+    expect(td.decode(connectionInfo(qpC)!.privateData)).toBe('welcome');
+    expect(connectionInfo(qpC)!.remoteQpn).toBe(qpS.qpn);
+    expect(connectionInfo(qpS)!.remoteQpn).toBe(qpC.qpn);
+
+    // Client → server Send (the receive was posted in setup, before the connection existed).
+    c.mr.buffer.set(te.encode('ping over cm'), 100);
+    qpC.postSend({ wrId: 1, opcode: Opcode.Send, sgList: [{ addr: c.mr.addr + 100, length: 12, lkey: c.mr.lkey }] });
+    expect(await take(c.cq, 1)).toMatchObject([{ wrId: 1, status: WcStatus.Success }]);
+    expect(await take(s.cq, 1)).toMatchObject([{ status: WcStatus.Success, byteLen: 12 }]);
+    expect(td.decode(s.mr.buffer.subarray(0, 12))).toBe('ping over cm');
+    // Server → client RdmaWrite + Send.
+    s.mr.buffer.fill(0xab, 8192, 8192 + 3000);
+    qpS.postSend({ wrId: 2, opcode: Opcode.RdmaWrite, sgList: [{ addr: s.mr.addr + 8192, length: 3000, lkey: s.mr.lkey }], remoteAddr: c.mr.addr + 20_000, rkey: c.mr.rkey });
+    qpS.postSend({ wrId: 3, opcode: Opcode.Send, sgList: [{ addr: s.mr.addr, length: 4, lkey: s.mr.lkey }] });
+    expect((await take(s.cq, 2)).map((w) => w.status)).toEqual([WcStatus.Success, WcStatus.Success]);
+    expect(await take(c.cq, 1)).toMatchObject([{ wrId: 5, status: WcStatus.Success, byteLen: 4 }]);
+    expect(c.mr.buffer.subarray(20_000, 23_000).every((x) => x === 0xab)).toBe(true);
+    l.close();
+  });
+
+  it('several clients through one listener, async iteration', async () => {
+    const s = await side(transport);
+    const l = listen(s.dev, { pd: s.pd, qpInit: s.qpInit });
+    const clients = await Promise.all([0, 1, 2].map(() => side(transport)));
+    const conns = Promise.all(clients.map((c) => connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit })));
+    const got = [];
+    for await (const qp of l) {
+      got.push(qp);
+      if (got.length === 3) break;
+    }
+    const qps = await conns;
+    expect(new Set(got.map((q) => connectionInfo(q)!.remoteQpn))).toEqual(new Set(qps.map((q) => q.qpn)));
+    l.close();
+  });
+
+  it('no listener for the service: connect rejects, no QP is left behind', async () => {
+    const s = await side(transport);
+    const c = await side(transport);
+    listen(s.dev, { pd: s.pd, qpInit: s.qpInit, service: 1 });
+    await expect(connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, service: 2, timeoutMs: 3000 })).rejects.toMatchObject({
+      code: 'ERR_UNREACHABLE', message: expect.stringMatching(/no listener for service 2/),
+    });
+    expect(c.pd.qps.size).toBe(0);
+  });
+
+  it('backlog full: further connects are rejected', async () => {
+    const s = await side(transport);
+    const c = await side(transport);
+    const l = listen(s.dev, { pd: s.pd, qpInit: s.qpInit, backlog: 1 });
+    await connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit });
+    await expect(connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: 3000 })).rejects.toMatchObject({ message: expect.stringMatching(/backlog full/) });
+    const qp = await l.accept(1000);
+    expect(qp.state).toBe(QpState.Rts);
+  });
+});
