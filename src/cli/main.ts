@@ -73,7 +73,10 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`sabre: ${(e as Error).message}\n`);
       process.exitCode = 2;
     } else {
-      process.stderr.write(`sabre: ${(e as Error)?.stack ?? e}\n`);
+      // Operational failures (peer unreachable, a completion error) are one line; the stack is
+      // for us, behind SABRE_DEBUG=1.
+      const err = e as Error;
+      process.stderr.write(`sabre: ${process.env.SABRE_DEBUG ? (err?.stack ?? err) : (err?.message ?? err)}\n`);
       process.exitCode = 1;
     }
   },

@@ -120,3 +120,59 @@ describe('sabre stress', () => {
     expect(j.integrityFailures).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('sabre perf over real sockets', () => {
+  it.each(['udp', 'tcp'])('%s: loopback in two processes (--json), every test kind', (transport) => {
+    for (const [test, size] of [['write_bw', 4096], ['read_bw', 4096], ['send_bw', 1024], ['write_lat', 64], ['read_lat', 64], ['atomic_lat', 8]] as const) {
+      const r = sabre(['perf', test, '--transport', transport, '-s', String(size), '-n', '100', '--json']);
+      expect(r.code, `${transport} ${test}: ${r.stderr}`).toBe(0);
+      const j = JSON.parse(r.stdout);
+      expect(j.transport).toBe(transport);
+      expect(j.local.address.transport).toBe(transport);
+      expect(j.remote.address.port).not.toBe(j.local.address.port);
+      expect(j.results[0].result.iterations).toBe(100);
+    }
+  });
+
+  it('--server on one side, HOST on the other (udp, explicit control port)', async () => {
+    const { spawn } = await import('node:child_process');
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const server = spawn(process.execPath, [MAIN, 'perf', 'send_lat', '--server', '-p', String(port), '--transport', 'udp'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    server.stdout.on('data', (d) => (out += d));
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 10_000);
+      server.stdout.on('data', () => {
+        if (out.includes('Waiting for client')) {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+    });
+    const { spawnSync } = await import('node:child_process');
+    const c = spawnSync(process.execPath, [MAIN, 'perf', 'send_lat', '127.0.0.1', '-p', String(port), '--transport', 'udp', '-n', '100'], { encoding: 'utf8', timeout: 30_000 });
+    const serverExit = await new Promise<number | null>((r) => server.once('exit', (code) => r(code)));
+    expect(c.status, c.stderr).toBe(0);
+    expect(c.stdout).toContain('Send Latency Test');
+    expect(c.stdout).toMatch(/^ 2\s+100\s/m);
+    expect(serverExit).toBe(0);
+  });
+
+  it('a client with no server is one clear error and exit 1', () => {
+    const r = sabre(['perf', 'write_bw', '127.0.0.1', '-p', '9', '--transport', 'udp']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach perf server at 127\.0\.0\.1:9/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('sabre stress over udp', () => {
+  it('two workers, every byte checked, clean', () => {
+    const r = sabre(['stress', '--workers', '2', '--qps', '2', '--duration', '3', '--ops', '600', '--max-size', '16384', '--transport', 'udp', '--json']);
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.ops).toBe(600);
+    expect(j.errors).toBe(0);
+    expect(j.integrityFailures).toBe(0);
+  });
+});

@@ -155,11 +155,12 @@ export async function runPerf(o: PerfOptions, out: Out): Promise<PerfReport> {
     }
   } else if (o.host !== undefined) {
     const side = await PerfSide.open(o, '0.0.0.0');
-    const ctl = await connectControl(o.host, o.port);
+    let ctl: ControlPeer | undefined;
     try {
+      ctl = await connectControl(o.host, o.port);
       report = await drive(o, side, ctl, o.host, out);
     } finally {
-      ctl.close();
+      ctl?.close();
       await side.close();
     }
   } else {
@@ -176,11 +177,12 @@ export async function runPerf(o: PerfOptions, out: Out): Promise<PerfReport> {
       child.once('exit', (code) => reject(new Error(`perf server exited with status ${code}`)));
     });
     const side = await PerfSide.open(o, '127.0.0.1');
-    const ctl = await connectControl('127.0.0.1', port);
+    let ctl: ControlPeer | undefined;
     try {
+      ctl = await connectControl('127.0.0.1', port);
       report = await drive(o, side, ctl, '127.0.0.1', out);
     } finally {
-      ctl.close();
+      ctl?.close();
       await side.close();
       const timer = setTimeout(() => child.kill(), 5000);
       await exited;
