@@ -313,10 +313,11 @@ export class TcpTransport implements Transport {
     this.counters.connections++;
     conn.on('failed', (f: TcpFault) => {
       if (l.dead) return;
-      // A stream fault we found (bad CRC, framing): the connection sent its Terminate already.
-      this.counters.streamFaults++;
-      this.#failQp(l.localQpn, WcStatus.LocQpOpErr, l);
-      void f;
+      // The stream lost (reset, ended inside an FPDU): the peer stopped answering. Any other
+      // fault we found (bad CRC, framing) and answered with a Terminate already.
+      const lost = f.layer === TermLayer.Llp && f.ecode === TERM_TABLES.llp.ecode.TcpStreamLost;
+      if (!lost) this.counters.streamFaults++;
+      this.#failQp(l.localQpn, lost ? WcStatus.RetryExcErr : WcStatus.LocQpOpErr, l);
     });
     conn.once('close', () => {
       if (l.dead) return;
