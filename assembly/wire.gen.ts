@@ -489,7 +489,7 @@ export const UDP_ENV_FLAGS_OFF: u32 = 1;
 export const UDP_ENV_FLAGS_REPLY: u32 = 0x01;
 export const UDP_ENV_FLAGS_ACK_PRESENT: u32 = 0x02;
 export const UDP_ENV_FLAGS_RSVD: u32 = 0xfc;
-export const UDP_ENV_RSVD_OFF: u32 = 2;
+export const UDP_ENV_LEN_OFF: u32 = 2;
 export const UDP_ENV_SSN_OFF: u32 = 4;
 // @ts-ignore: decorator
 @inline export function getUdpEnvKind(p: usize): u8 { return load<u8>(p, 0); }
@@ -500,9 +500,9 @@ export const UDP_ENV_SSN_OFF: u32 = 4;
 // @ts-ignore: decorator
 @inline export function setUdpEnvFlags(p: usize, v: u8): void { store<u8>(p, v, 1); }
 // @ts-ignore: decorator
-@inline export function getUdpEnvRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+@inline export function getUdpEnvLen(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
 // @ts-ignore: decorator
-@inline export function setUdpEnvRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+@inline export function setUdpEnvLen(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
 // @ts-ignore: decorator
 @inline export function getUdpEnvSsn(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
 // @ts-ignore: decorator

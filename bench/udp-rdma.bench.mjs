@@ -92,7 +92,7 @@ if (process.argv[2] === '--peer') {
     },
     stats() {
       const c = side.t.udp.endpoint.counters;
-      return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, link: side.t.counters };
+      return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, link: side.t.stats(), cpu: process.cpuUsage() };
     },
     async raw({ echo }) {
       rawBytes = 0;
@@ -210,6 +210,13 @@ if (process.argv[2] === '--peer') {
       me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: MSG, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
     const t0 = performance.now();
+    let probe;
+    if (process.env.UDP_RDMA_PROBE) {
+      const c = me.t.udp.endpoint.context({ host: p.address.host, port: p.address.port });
+      const samples = [];
+      probe = setInterval(() => samples.push({ t: (performance.now() - t0).toFixed(1), inflightWr: posted - done, ...c.stats, q: c.outstanding }), 2);
+      probe.samples = samples;
+    }
     while (posted < n && posted - done < WINDOW) post();
     while (done < n) {
       await me.cq.wait(60_000);
@@ -220,10 +227,15 @@ if (process.argv[2] === '--peer') {
       while (posted < n && posted - done < WINDOW) post();
     }
     const secs = (performance.now() - t0) / 1000;
+    if (probe) {
+      clearInterval(probe);
+      for (const x of probe.samples.slice(0, 80)) console.log(JSON.stringify(x, (k, v) => (typeof v === "number" ? Math.round(v * 100) / 100 : v)));
+    }
     const ctx = me.t.udp.endpoint.context({ host: p.address.host, port: p.address.port })?.counters;
     const peer = await call('stats');
+    const mine = me.t.stats();
     await me.dev.close();
-    return { mbps: (n * MSG) / secs / 1e6, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, peer };
+    return { mbps: (n * MSG) / secs / 1e6, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, peer, me: mine };
   }
 
   async function rdmaLatency() {
@@ -232,6 +244,8 @@ if (process.argv[2] === '--peer') {
     await call('peerMr', { addr: dst.addr, rkey: dst.rkey });
     await call('pong', { n: RTTS });
     const wlat = [];
+    const cpu0 = process.cpuUsage();
+    const peerCpu0 = (await call('stats')).cpu;
     for (let i = 0; i < RTTS; i++) me.qp.postRecv({ wrId: i, sgList: [] });
     for (let i = 0; i < RTTS; i++) {
       const t0 = performance.now();
@@ -243,6 +257,9 @@ if (process.argv[2] === '--peer') {
       }
       wlat.push(performance.now() - t0);
     }
+    const cpu1 = process.cpuUsage(cpu0);
+    const peerCpu1 = (await call('stats')).cpu;
+    const cpuPerPing = { me: (cpu1.user + cpu1.system) / RTTS, peer: (peerCpu1.user + peerCpu1.system - peerCpu0.user - peerCpu0.system) / RTTS };
     const rlat = [];
     for (let i = 0; i < RTTS; i++) {
       const t0 = performance.now();
@@ -250,14 +267,32 @@ if (process.argv[2] === '--peer') {
       await drain(me.cq, 1);
       rlat.push(performance.now() - t0);
     }
+    const c = me.t.udp.endpoint.counters;
+    const stats = { cpuPerPing, me: { rx: c.rxDatagrams, tx: c.txDatagrams, flushes: me.t.udp.counters.flushes, link: me.t.counters }, peer: await call('stats') };
     await me.dev.close();
-    return { wlat, rlat };
+    return { wlat, rlat, stats };
   }
 
   const pct = (a, q) => [...a].sort((x, y) => x - y)[Math.floor(q * (a.length - 1))];
   const us = (ms) => (ms * 1000).toFixed(1);
 
   const rows = [];
+  const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,lat,loss').split(','));
+  if (CASES.has('latonly')) {
+    const rp = await rawPingPong();
+    const { wlat, rlat, stats } = await rdmaLatency();
+    const r50 = pct(rp, 0.5);
+    console.log({ raw: us(r50), wimm: us(pct(wlat, 0.5)), read: us(pct(rlat, 0.5)), stats });
+    await call('exit').catch(() => {});
+    process.exit(0);
+  }
+  if (CASES.has('bwonly')) {
+    await writeGoodput(0, 32 << 20);
+    const w = await writeGoodput(0);
+    console.log({ mbps: w.mbps.toFixed(0), retx: w.retx, peer: w.peer, me: w.me });
+    await call('exit').catch(() => {});
+    process.exit(0);
+  }
   const raw = await rawBlast();
   rows.push({ case: `raw node:dgram, ${MTU - 76} B datagrams, full blast`, result: `${raw.mbps.toFixed(0)} MB/s arrived`, note: `${raw.lossPct.toFixed(1)}% of datagrams lost (no recovery)` });
   await writeGoodput(0, 32 << 20); // warm-up: JIT both processes' paths before timing

@@ -600,13 +600,16 @@ export const UDP_ENV = layout({
         Rsvd: { mask: 0xfc, meaning: 'reserved, 0 on send, ignored on receive' },
       },
     },
-    rsvd: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'reserved, 0' },
+    len: {
+      offset: 2, size: 2, type: 'u16', ref: 'sabre',
+      meaning: 'bytes of this frame, udpEnv included, when another frame follows it in the same DATA payload (frame packing); 0: this frame runs to the end of the payload',
+    },
     ssn: {
       offset: 4, size: 4, type: 'u32', ref: 'sabre',
       meaning: 'seg: message sequence number of this QP direction (1, 2, …; requests and responses alike); ack: every message <= ssn completed; rnr: the message that found no receive; hello: 0',
     },
   },
-  tail: 'seg: udpEnvSeg, then the DDP segment (header + payload) up to the CRC trailer; other kinds: nothing',
+  tail: 'seg: udpEnvSeg, then the DDP segment (header + payload) up to the end of the frame; other kinds: nothing. Then, if len != 0, the next frame\'s udpEnv',
 });
 
 export const UDP_ENV_SEG = layout({

@@ -261,10 +261,14 @@ export class TransportContext {
     else if (now >= this.ptoDeadline) this.onProbeTimeout(now);
   }
 
-  /** Append every datagram that may leave now. */
-  flush(now: number, out: TxDatagram[]): void {
-    if (this.state !== 'open') return;
+  /**
+   * Append every datagram that may leave now, at most `limit` DATA datagrams; returns true when
+   * the limit held back DATA the window would have let go (the owner flushes again soon).
+   */
+  flush(now: number, out: TxDatagram[], limit = Infinity): boolean {
+    if (this.state !== 'open') return false;
     const start = out.length;
+    const end = limit === Infinity ? Infinity : start + limit;
     const mask = this.mask;
     if (this.probePsn !== -1) {
       const psn = this.probePsn >>> 0;
@@ -281,7 +285,7 @@ export class TransportContext {
       }
     }
     // Retransmissions first: they hold back the peer's cumulative ack.
-    while (this.retxHead < this.retx.length && this.pipe < this.cwnd) {
+    while (this.retxHead < this.retx.length && this.pipe < this.cwnd && out.length < end) {
       const psn = this.retx[this.retxHead++];
       const i = psn & mask;
       const f = this.slotFlags[i];
@@ -300,6 +304,7 @@ export class TransportContext {
     }
     while (
       this.qHead < this.queue.length &&
+      out.length < end &&
       (this.pipe < this.cwnd || this.probeDue) &&
       psnDiff(this.sndNxt, this.sndUna) < this.opts.maxWindow &&
       (psnDiff(this.sndNxt, this.peerRightEdge) < 0 || this.probeDue)
@@ -329,6 +334,7 @@ export class TransportContext {
       this.queue = this.queue.slice(this.qHead);
       this.qHead = 0;
     }
+    const more = out.length >= end && (this.retxHead < this.retx.length || this.qHead < this.queue.length);
     if (out.length > start) {
       if (this.rtoDeadline === Infinity) this.rtoDeadline = now + this.rto;
       if (this.ptoDeadline === Infinity && this.probes === 0) this.ptoDeadline = now + this.pto();
@@ -337,6 +343,7 @@ export class TransportContext {
       out.push({ hdr: this.header(false, this.sndNxt, now), payload: null, dstQpn: 0, srcQpn: 0 });
     }
     this.armPersist(now);
+    return more;
   }
 
   /** Give up on everything outstanding (peer gone, device closing). */

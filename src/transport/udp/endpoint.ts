@@ -86,6 +86,8 @@ export interface EndpointCounters {
 }
 
 export interface PollResult {
+  /** A burst limit held DATA back: poll again after reading what has arrived. */
+  more: boolean;
   datagrams: OutDatagram[];
   delivered: Delivery[];
   acked: number[];
@@ -293,14 +295,18 @@ export class UdpEndpoint {
     for (const e of this.byId.values()) e.ctx.tick(now);
   }
 
-  /** Collect everything to transmit and report since the last poll; reclaim dead contexts. */
-  poll(now: number): PollResult {
+  /**
+   * Collect what may be transmitted (at most `burst` DATA datagrams per context) and report
+   * since the last poll; reclaim dead contexts.
+   */
+  poll(now: number, burst = Infinity): PollResult {
+    let more = false;
     for (const e of [...this.byId.values()]) {
       const ctx = e.ctx;
       if (ctx.nextDeadline() <= now) ctx.tick(now);
       const tx = this.txScratch;
       tx.length = 0;
-      ctx.flush(now, tx);
+      if (ctx.flush(now, tx, burst)) more = true;
       for (let i = 0; i < tx.length; i++) this.emit(e, tx[i]);
       if (ctx.acked.length > 0) {
         for (const id of ctx.acked) this.acked.push(id);
@@ -315,7 +321,7 @@ export class UdpEndpoint {
         this.drop(e);
       }
     }
-    const res = { datagrams: this.out, delivered: this.delivered, acked: this.acked, failed: this.failed };
+    const res = { more, datagrams: this.out, delivered: this.delivered, acked: this.acked, failed: this.failed };
     this.out = [];
     this.delivered = [];
     this.acked = [];
@@ -345,7 +351,7 @@ export class UdpEndpoint {
       this.drop(e);
     }
     this.closed = true;
-    const res = { datagrams: [], delivered: this.delivered, acked: this.acked, failed: this.failed };
+    const res = { more: false, datagrams: [], delivered: this.delivered, acked: this.acked, failed: this.failed };
     this.delivered = [];
     this.acked = [];
     this.failed = [];

@@ -1,6 +1,7 @@
-// Engine frames (src/transport/types.ts) as the payload of one UDP DATA datagram: the engine
+// Engine frames (src/transport/types.ts) in the payload of a UDP DATA datagram: the engine
 // envelope (udpEnv, + udpEnvSeg for segments; layouts in src/wire/spec.ts, byte diagrams in
-// docs/wire.md) followed by the DDP segment. The QP numbers are not in the payload: they ride
+// docs/wire.md) followed by the DDP segment; several frames of one QP pair may share a payload,
+// chained by udpEnv.len (./packer.ts builds such payloads, decodeFrames splits them). The QP numbers are not in the payload: they ride
 // in the reliability header (dstQpn / srcQpn) and come back with each delivery.
 //
 // Decoding never throws: anything malformed is `undefined`, which the transport counts as a
@@ -46,8 +47,8 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
       const env = f.env;
       buf[off + E.kind.offset] = UdpEnvKind.Seg;
       buf[off + E.flags.offset] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
-      buf[off + E.rsvd.offset] = 0;
-      buf[off + E.rsvd.offset + 1] = 0;
+      buf[off + E.len.offset] = 0;
+      buf[off + E.len.offset + 1] = 0;
       wr32(buf, off + E.ssn.offset, env.ssn);
       const s = off + UDP_ENV.size;
       wr32(buf, s + S.msgLen.offset, env.msgLen);
@@ -67,8 +68,8 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
     case 'hello':
       buf[off + E.kind.offset] = f.kind === 'ack' ? UdpEnvKind.Ack : f.kind === 'rnr' ? UdpEnvKind.Rnr : UdpEnvKind.Hello;
       buf[off + E.flags.offset] = f.kind === 'hello' && f.reply ? UdpEnvFlag.Reply : 0;
-      buf[off + E.rsvd.offset] = 0;
-      buf[off + E.rsvd.offset + 1] = 0;
+      buf[off + E.len.offset] = 0;
+      buf[off + E.len.offset + 1] = 0;
       wr32(buf, off + E.ssn.offset, f.kind === 'hello' ? 0 : f.ssn);
       return ENV_CTL_LEN;
   }
@@ -142,4 +143,25 @@ export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Fram
 function isDataOpcode(op: number): boolean {
   return op === RdmapOpcode.Send || op === RdmapOpcode.SendInv || op === RdmapOpcode.SendSe
     || op === RdmapOpcode.SendSeInv || op === RdmapOpcode.SendWithImm;
+}
+
+/**
+ * Every frame of a (possibly packed) payload, appended to `out`; returns how many frames were
+ * malformed (dropped). A bad `len` drops the rest of the payload. Never throws.
+ */
+export function decodeFrames(p: Uint8Array, dstQpn: number, srcQpn: number, out: Frame[]): number {
+  let bad = 0;
+  let at = 0;
+  const n = p.length;
+  while (at < n) {
+    if (n - at < ENV_CTL_LEN) return bad + 1;
+    const len = (p[at + E.len.offset]! << 8) | p[at + E.len.offset + 1]!;
+    if (len !== 0 && (len < ENV_CTL_LEN || len > n - at)) return bad + 1;
+    const end = len === 0 ? n : at + len;
+    const f = decodeFrame(at === 0 && end === n ? p : p.subarray(at, end), dstQpn, srcQpn);
+    if (f === undefined) bad++;
+    else out.push(f);
+    at = end;
+  }
+  return bad;
 }

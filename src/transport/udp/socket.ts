@@ -28,6 +28,28 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
   manualRelease?: boolean;
   /** Test/bench hook: return false to drop an incoming datagram before the endpoint sees it. */
   rxFilter?: (datagram: Uint8Array) => boolean;
+  /**
+   * After a flush's deliveries, build its datagrams one event-loop turn later: the microtasks
+   * those deliveries woke (a user answering a completion) run first, so their sends leave in
+   * the same datagrams as the owner's own answers and the ACK. Costs one loop iteration.
+   */
+  deferAnswers?: boolean;
+  /**
+   * DATA datagrams sent per context per flush before the shell yields to read what arrived
+   * (ACKs that open the window, the peer's answers). Default: about 512 KiB of datagrams
+   * (8 at mtu 65000), at least 4, at most 32. Without it a sender with a full window writes
+   * the whole window in one synchronous burst, reads nothing meanwhile, and sender and
+   * receiver take turns instead of overlapping.
+   */
+  burst?: number;
+  /** Where each datagram is copied on arrival (e.g. device memory); reset after each flush's deliveries. */
+  rxArea?: RxArea;
+}
+
+/** A receive area: copy() places a datagram (undefined: full, keep the node Buffer); reset() frees all. */
+export interface RxArea {
+  copy(datagram: Uint8Array): Uint8Array | undefined;
+  reset(): void;
 }
 
 export interface UdpHandlers {
@@ -41,6 +63,8 @@ export interface UdpHandlers {
    * sends now leaves in this flush and carries the ACK for what it answers.
    */
   onDeliveriesDone?: () => void;
+  /** Just before the endpoint builds datagrams: the owner hands over what it has queued. */
+  onBeforePoll?: () => void;
 }
 
 export class UdpSocketTransport {
@@ -50,6 +74,7 @@ export class UdpSocketTransport {
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private flushScheduled = false;
+  private answerPending = false;
   private closed = false;
 
   private constructor(
@@ -59,13 +84,18 @@ export class UdpSocketTransport {
     private readonly handlers: UdpHandlers,
     private readonly manualRelease: boolean,
     rxFilter: ((d: Uint8Array) => boolean) | undefined,
+    private readonly deferAnswers: boolean,
+    private readonly rxArea: RxArea | undefined,
+    private readonly burst: number,
   ) {
     this.endpoint = endpoint;
     this.address = address;
+    const maxDatagram = endpoint.opts.maxDatagram;
     for (const s of sockets) {
       s.on('message', (msg, rinfo) => {
         if (this.closed || (rxFilter !== undefined && !rxFilter(msg))) return;
-        this.endpoint.receive(msg, { host: rinfo.address, port: rinfo.port }, performance.now());
+        const buf = rxArea !== undefined && msg.length <= maxDatagram ? rxArea.copy(msg) ?? msg : msg;
+        this.endpoint.receive(buf, { host: rinfo.address, port: rinfo.port }, performance.now());
         this.scheduleFlush();
       });
       // A send to a closed port comes back as ICMP on some systems: the transport already
@@ -107,7 +137,10 @@ export class UdpSocketTransport {
     }
     const endpoint = new UdpEndpoint({ ...opts, paths: n });
     const a = sockets[0].address();
-    return new UdpSocketTransport(sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter);
+    return new UdpSocketTransport(
+      sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter,
+      opts.deferAnswers ?? false, opts.rxArea, opts.burst ?? Math.max(4, Math.min(32, Math.floor((512 << 10) / endpoint.opts.mtu))),
+    );
   }
 
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
@@ -116,6 +149,11 @@ export class UdpSocketTransport {
     const id = this.endpoint.send(peer, payload, performance.now(), dstQpn, srcQpn);
     this.scheduleFlush();
     return id;
+  }
+
+  /** The owner queued output of its own (see onBeforePoll): flush this turn. */
+  requestFlush(): void {
+    this.scheduleFlush();
   }
 
   release(ctx: number, n = 1): void {
@@ -137,31 +175,52 @@ export class UdpSocketTransport {
   private scheduleFlush(): void {
     if (this.flushScheduled || this.closed) return;
     this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      this.flush();
-    });
+    setImmediate(this.onImmediate);
   }
 
-  private flush(): void {
-    if (this.closed) return;
-    this.counters.flushes++;
+  private onImmediate = (): void => {
+    this.flushScheduled = false;
+    const answer = this.answerPending;
+    this.answerPending = false;
+    this.flush(answer);
+  };
+
+  /** Hand the deliveries taken so far to the owner; returns how many. */
+  private deliver(): number {
     const h = this.handlers;
-    // Deliver before building datagrams: an owner that answers at once (an RDMA responder)
-    // has its answer leave in this flush, carrying the ACK — no separate ACK datagram, and
-    // no extra event-loop turn per hop.
     const delivered = this.endpoint.takeDelivered();
     for (const d of delivered) {
       h.onDelivery?.(d);
       if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
     }
     if (delivered.length > 0) h.onDeliveriesDone?.();
+    // Nothing refers to the received bytes any more: the owner consumed every delivery.
+    this.rxArea?.reset();
+    return delivered.length;
+  }
+
+  private flush(answer = false): void {
+    if (this.closed) return;
+    this.counters.flushes++;
+    const h = this.handlers;
+    // Deliver before building datagrams: an owner that answers at once (an RDMA responder)
+    // has its answer leave in this flush, carrying the ACK — no separate ACK datagram, and
+    // no extra event-loop turn per hop.
+    const n = this.deliver();
+    if (n > 0 && this.deferAnswers && !answer) {
+      // Let the microtasks these deliveries woke run first; build the datagrams next turn.
+      this.answerPending = true;
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(this.onImmediate);
+      }
+      return;
+    }
+    h.onBeforePoll?.();
     const now = performance.now();
-    const r = this.endpoint.poll(now);
+    const r = this.endpoint.poll(now, this.burst);
     for (const d of r.datagrams) {
-      this.sockets[d.path % this.sockets.length].send(d.parts, d.to.port, d.to.host, (err) => {
-        if (err) this.counters.sendErrors++;
-      });
+      this.sockets[d.path % this.sockets.length].send(d.parts, d.to.port, d.to.host, this.onSent);
     }
     for (const d of r.delivered) {
       h.onDelivery?.(d);
@@ -170,9 +229,13 @@ export class UdpSocketTransport {
     if (r.acked.length > 0) h.onAcked?.(r.acked);
     if (r.failed.length > 0) h.onFailed?.(r.failed);
     // Releasing credit or a handler's send may have made more output due now.
-    if (!this.manualRelease && delivered.length + r.delivered.length > 0) this.scheduleFlush();
+    if (r.more || (!this.manualRelease && n + r.delivered.length > 0)) this.scheduleFlush();
     this.armTimer(now);
   }
+
+  private onSent = (err: Error | null): void => {
+    if (err) this.counters.sendErrors++;
+  };
 
   private armTimer(now: number): void {
     const at = this.endpoint.nextDeadline();

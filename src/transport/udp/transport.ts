@@ -1,13 +1,21 @@
-// The engine's Transport over sabre's reliable datagram layer (M5): each engine frame becomes
-// the payload of one DATA datagram (engine envelope + DDP segment, ./frame-codec.ts), sent
-// through the device's single UdpSocketTransport, which keeps one transport context per peer
+// The engine's Transport over sabre's reliable datagram layer (M5): the engine frames of one
+// event-loop turn for one peer are packed into as few DATA payloads as fit (engine envelope +
+// DDP segment per frame, ./packer.ts, ./frame-codec.ts), sent through the device's single
+// UdpSocketTransport, which keeps one transport context per peer
 // device — shared by every rc and srd QP that talks to it — and delivers each payload exactly
 // once, in no promised order (the engine restores rc order from the envelope).
 //
 // Receive: deliveries that arrive in one event-loop turn (libuv hands up to 32 datagrams per
 // wake-up, the socket shell flushes once per turn) are decoded and handed to the engine as ONE
 // batch, so one placement call covers many datagrams; their receive credit returns only once
-// the engine has processed them.
+// the engine has processed them. Each datagram is copied once, on arrival, into a receive area
+// in device memory: its CRC32C is checked there in place by the WASM kernel and the engine
+// places its segments from there (no staging copy). The area is reused after every turn's
+// batch (the engine keeps no view of a frame past its receive step).
+//
+// Send: frames wait until the socket shell's flush (once per turn, after the turn's deliveries
+// and the microtasks they woke, so a user's answer to a completion rides with the engine's ack
+// and the transport ACK in one datagram), then are packed.
 //
 // Failure: a payload the reliability layer gives up on (retry limit, the peer restarted and
 // forgot it) is reported to the link-failure handler with the peer's device address; the
@@ -17,8 +25,9 @@ import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
-import { decodeFrame, ENV_SEG_LEN, framePayload } from './frame-codec.js';
-import { UdpSocketTransport, type UdpSocketOptions } from './socket.js';
+import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
+import { FramePacker } from './packer.js';
+import { type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
   readonly transport: 'udp';
@@ -33,7 +42,14 @@ export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelea
    * The device memory and its kernels: outgoing segment data lives there (registered regions),
    * so the CRC32C kernel runs on it in place instead of copying it to the kernel scratch window.
    */
-  deviceMemory?: { memory: WebAssembly.Memory; kernels: { crc32c(ptr: number, len: number, previous: number): number } };
+  deviceMemory?: {
+    memory: WebAssembly.Memory;
+    kernels: { crc32c(ptr: number, len: number, previous: number): number };
+    alloc(length: number, align?: number): number;
+    u8(): Uint8Array;
+  };
+  /** Bytes of device memory for the receive area (default: 64 datagrams of the MTU, at most 4 MiB; 0: none, datagrams stay in node Buffers). */
+  rxAreaBytes?: number;
 }
 
 export interface UdpTransportCounters {
@@ -46,6 +62,38 @@ export interface UdpTransportCounters {
   /** Batches handed to the engine, and the frames in them. */
   batches: number;
   frames: number;
+  /** Frames sent, the DATA payloads they were packed into, tagged segments cut to fill one. */
+  txFrames: number;
+  txPayloads: number;
+  txCuts: number;
+  /** Datagrams copied into the device-memory receive area, and those that found it full. */
+  rxInDevice: number;
+  rxAreaFull: number;
+}
+
+/** Datagrams copied on arrival into a bump area of device memory, reset once per turn. */
+class DeviceRxArea implements RxArea {
+  #used = 0;
+  counters = { copied: 0, full: 0 };
+  constructor(private readonly dm: NonNullable<UdpTransportOptions['deviceMemory']>, private readonly base: number, private readonly size: number) {}
+
+  copy(msg: Uint8Array): Uint8Array | undefined {
+    const n = msg.length;
+    if (this.#used + n > this.size) {
+      this.counters.full++;
+      return undefined;
+    }
+    const at = this.base + this.#used;
+    const u8 = this.dm.u8();
+    u8.set(msg, at);
+    this.#used += (n + 63) & ~63;
+    this.counters.copied++;
+    return u8.subarray(at, at + n);
+  }
+
+  reset(): void {
+    this.#used = 0;
+  }
 }
 
 /** Default path MTU: one datagram per 64 KiB-ish segment on loopback (see docs/wire.md). */
@@ -62,12 +110,15 @@ export class UdpTransport implements Transport {
   readonly address: UdpDeviceAddress;
   /** Largest DDP payload per segment so envelope + DDP header + payload fit one datagram. */
   readonly mss: number;
-  readonly counters: UdpTransportCounters = { badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0 };
+  readonly counters: UdpTransportCounters = {
+    badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
+  };
   /** The datagram layer (endpoint counters, contexts) — for stats and tests. */
   udp!: UdpSocketTransport;
   #handler?: (batch: Inbound[]) => void;
   #onLinkFailure?: (to: DeviceAddress) => void;
   #inbox: Inbound[] = [];
+  #frames: Frame[] = [];
   /** Deliveries per context id awaiting release after the engine has processed them. */
   #held = new Map<number, number>();
   #scheduled = false;
@@ -75,6 +126,12 @@ export class UdpTransport implements Transport {
   /** One DeviceAddress per peer context (stable identity lets the engine skip re-keying). */
   #fromCache = new WeakMap<PeerAddress, UdpDeviceAddress>();
   #toCache = new WeakMap<DeviceAddress, PeerAddress>();
+  /** One PeerAddress object per host|port, so a turn's frames to one peer pack together. */
+  #peers = new Map<string, PeerAddress>();
+  /** Frames waiting for the flush, per peer, in order. */
+  #pending = new Map<PeerAddress, Frame[]>();
+  #packer!: FramePacker;
+  #rx?: DeviceRxArea;
 
   private constructor(address: UdpDeviceAddress, mss: number) {
     this.address = address;
@@ -91,9 +148,11 @@ export class UdpTransport implements Transport {
         // A view made before a memory.grow has the old buffer object: copy path, still correct.
         data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0 : kernelCrc32c(data, previous)
       : undefined;
-    const { deviceMemory: _, ...sockOpts } = opts;
+    const { deviceMemory: _, rxAreaBytes, ...sockOpts } = opts;
+    const areaBytes = dm ? rxAreaBytes ?? Math.min(4 << 20, 64 * mtu) : 0;
+    const rx = dm && areaBytes > 0 ? new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes) : undefined;
     const udp = await UdpSocketTransport.open(
-      { ...sockOpts, mtu, manualRelease: true, ...(crc32c ? { crc32c } : {}) },
+      { ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(rx ? { rxArea: rx } : {}) },
       {
         onDelivery: (d) => {
           if (self) self.#onDelivery(d);
@@ -104,6 +163,9 @@ export class UdpTransport implements Transport {
         onDeliveriesDone: () => {
           if (self) self.#drain();
         },
+        onBeforePoll: () => {
+          if (self) self.#seal();
+        },
       },
     );
     const mss = udp.endpoint.maxPayload - ENV_SEG_LEN - UNTAGGED_HDR_LEN;
@@ -111,6 +173,8 @@ export class UdpTransport implements Transport {
     const address = Object.freeze({ transport: 'udp' as const, host: udp.address.host, port: udp.address.port });
     self = new UdpTransport(address, mss);
     self.udp = udp;
+    self.#packer = new FramePacker(udp.endpoint.maxPayload);
+    if (rx) self.#rx = rx;
     return self;
   }
 
@@ -125,6 +189,14 @@ export class UdpTransport implements Transport {
 
   stats(): Record<string, number> {
     const e = this.udp.endpoint.counters;
+    const pc = this.#packer.counters;
+    this.counters.txFrames = pc.frames;
+    this.counters.txPayloads = pc.payloads;
+    this.counters.txCuts = pc.cuts;
+    if (this.#rx) {
+      this.counters.rxInDevice = this.#rx.counters.copied;
+      this.counters.rxAreaFull = this.#rx.counters.full;
+    }
     return {
       ...this.counters, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
       badCrc: e.badCrc, malformed: e.malformed, unknownContext: e.unknownContext, stale: e.stale, contexts: this.udp.endpoint.contexts,
@@ -142,16 +214,31 @@ export class UdpTransport implements Transport {
       this.counters.undeliverable += frames.length;
       return;
     }
-    for (const f of frames) {
-      const dst = f.kind === 'seg' ? f.env.dstQpn : f.dstQpn;
-      const src = f.kind === 'seg' ? f.env.srcQpn : f.srcQpn;
-      try {
-        this.udp.send(peer, framePayload(f), dst, src);
-      } catch {
-        // The layer refused it (send queue full, too many peers, frame larger than a datagram):
-        // the frame is lost for good, so the work depending on this peer must fail rather
-        // than wait forever. Reported after the engine's current step, never re-entrantly.
-        this.counters.undeliverable++;
+    const q = this.#pending.get(peer);
+    if (q === undefined) this.#pending.set(peer, frames.slice());
+    else for (const f of frames) q.push(f);
+    this.udp.requestFlush();
+  }
+
+  /** The socket shell is about to build datagrams: pack what the turn produced, per peer. */
+  #seal(): void {
+    if (this.#pending.size === 0) return;
+    const pending = this.#pending;
+    this.#pending = new Map();
+    for (const [peer, frames] of pending) {
+      let lost = 0;
+      this.#packer.pack(frames, (payload, dst, src) => {
+        try {
+          this.udp.send(peer, payload, dst, src);
+        } catch {
+          // The layer refused it (send queue full, too many peers, frame larger than a datagram):
+          // the frames are lost for good, so the work depending on this peer must fail rather
+          // than wait forever. Reported after this flush, never re-entrantly.
+          lost++;
+        }
+      });
+      if (lost > 0) {
+        this.counters.undeliverable += lost;
         const addr = this.#fromOf(peer);
         queueMicrotask(() => this.#linkFailed(addr));
       }
@@ -163,6 +250,7 @@ export class UdpTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     this.#inbox = [];
+    this.#pending.clear();
     await this.udp.close();
   }
 
@@ -170,7 +258,12 @@ export class UdpTransport implements Transport {
     let p = this.#toCache.get(to);
     if (p === undefined) {
       if (!isUdpAddress(to)) return undefined;
-      p = { host: to.host, port: to.port };
+      const key = `${to.host}|${to.port}`;
+      p = this.#peers.get(key);
+      if (p === undefined) {
+        p = { host: to.host, port: to.port };
+        if (this.#peers.size < 4096) this.#peers.set(key, p);
+      }
       this.#toCache.set(to, p);
     }
     return p;
@@ -187,9 +280,13 @@ export class UdpTransport implements Transport {
 
   #onDelivery(d: Delivery): void {
     this.#held.set(d.ctx, (this.#held.get(d.ctx) ?? 0) + 1);
-    const frame = decodeFrame(d.payload, d.dstQpn, d.srcQpn);
-    if (frame === undefined) this.counters.badFrames++;
-    else this.#inbox.push({ from: this.#fromOf(d.from), frame });
+    const start = this.#frames.length;
+    this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
+    if (this.#frames.length > start) {
+      const from = this.#fromOf(d.from);
+      for (let i = start; i < this.#frames.length; i++) this.#inbox.push({ from, frame: this.#frames[i]! });
+    }
+    this.#frames.length = 0;
     if (!this.#scheduled) {
       this.#scheduled = true;
       // The socket shell calls onDeliveriesDone after a turn's deliveries (drain then, so the
