@@ -8,7 +8,9 @@
 //      responder's socket) as a fraction of lossless.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
-//   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000)
+//   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000;
+//   profiling aids: UDP_RDMA_CASES=bwonly | latonly runs one part and prints link counters and
+//   CPU per round trip; UDP_RDMA_PROBE=1 samples the requester's transport context every 2 ms)
 import { fork } from 'node:child_process';
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';

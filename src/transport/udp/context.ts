@@ -228,12 +228,13 @@ export class TransportContext {
     return { cwnd: this.cwnd, ssthresh: this.ssthresh, srtt: this.srtt, rto: this.rto, pipe: this.pipe, peerRwnd: this.peerRwnd, pending: this.pending };
   }
 
-  /** The owner finished with `n` delivered payloads: their receive credit returns. */
-  release(n: number): void {
+  /** The owner finished with `n` delivered payloads: their receive credit returns. True: a window update is due now. */
+  release(n: number): boolean {
     const before = this.advertisedWindow();
     this.pending = Math.max(0, this.pending - n);
     // A sender stalled on a small window learns it opened without waiting for its probe.
     if (before < this.opts.rcvCredit / 4 && this.advertisedWindow() >= 2 * before + 1) this.ackNow = true;
+    return this.ackNow;
   }
 
   nextDeadline(): number {

@@ -285,9 +285,9 @@ export class UdpEndpoint {
     return d;
   }
 
-  /** The owner is done with `n` deliveries from context `ctx`: their credit returns. */
-  release(ctx: number, n = 1): void {
-    this.byId.get(ctx)?.ctx.release(n);
+  /** The owner is done with `n` deliveries from context `ctx`: their credit returns. True: that context owes an ACK now. */
+  release(ctx: number, n = 1): boolean {
+    return this.byId.get(ctx)?.ctx.release(n) ?? false;
   }
 
   /** Fire due timers. */

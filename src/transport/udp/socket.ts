@@ -157,8 +157,8 @@ export class UdpSocketTransport {
   }
 
   release(ctx: number, n = 1): void {
-    this.endpoint.release(ctx, n);
-    this.scheduleFlush();
+    // Only a window update that is due now needs a flush; otherwise the next one carries it.
+    if (this.endpoint.release(ctx, n)) this.scheduleFlush();
   }
 
   /** Fail whatever is outstanding (reported through onFailed), close every socket. */
