@@ -163,6 +163,12 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
     return dev;
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
-  const t = await UdpTransport.open({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, deviceMemory: mem, ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}) });
+  const t = await UdpTransport.open({
+    host: opts.host ?? '127.0.0.1',
+    port: opts.port ?? 0,
+    deviceMemory: mem,
+    ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
+    ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
+  });
   return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
 }

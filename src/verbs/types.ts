@@ -76,6 +76,12 @@ export interface OpenDeviceOptions {
    * 1472 (IPv4) so no datagram is IP-fragmented. See docs/wire.md.
    */
   mtu?: number;
+  /**
+   * udp: sockets this device binds (1..16, default 1). The first is dev.address; once a peer
+   * knows our transport context id, datagrams are striped over all of them (multipath), and
+   * the peer accepts them from any of our sockets.
+   */
+  sockets?: number;
 }
 
 export interface CqInit {

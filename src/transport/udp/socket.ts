@@ -70,7 +70,7 @@ export interface UdpHandlers {
 export class UdpSocketTransport {
   readonly endpoint: UdpEndpoint;
   readonly address: UdpAddress;
-  readonly counters = { sendErrors: 0, flushes: 0 };
+  readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[] };
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private flushScheduled = false;
@@ -220,7 +220,9 @@ export class UdpSocketTransport {
     const now = performance.now();
     const r = this.endpoint.poll(now, this.burst);
     for (const d of r.datagrams) {
-      this.sockets[d.path % this.sockets.length].send(d.parts, d.to.port, d.to.host, this.onSent);
+      const i = d.path % this.sockets.length;
+      this.counters.txBySocket[i] = (this.counters.txBySocket[i] ?? 0) + 1;
+      this.sockets[i]!.send(d.parts, d.to.port, d.to.host, this.onSent);
     }
     for (const d of r.delivered) {
       h.onDelivery?.(d);

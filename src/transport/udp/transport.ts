@@ -201,6 +201,7 @@ export class UdpTransport implements Transport {
       ...this.counters, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
       badCrc: e.badCrc, malformed: e.malformed, unknownContext: e.unknownContext, stale: e.stale, contexts: this.udp.endpoint.contexts,
       contextsReclaimed: e.contextsReclaimed, contextsFailed: e.contextsFailed,
+      ...Object.fromEntries(this.udp.counters.txBySocket.map((n, i) => [`txSocket${i}`, n])),
     };
   }
 
