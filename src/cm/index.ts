@@ -10,7 +10,7 @@
 // block with responderQpn 0 ("any QP of this service") and the service number; the listener
 // creates a QP, answers with its QPN in the MPA Reply, and both sides bind that very TCP
 // connection to their QPs. A standard iWARP initiator (no sabre block) reaches service 0.
-// udp / inproc: a CM agent on QPN 0 of each device exchanges REQ/REP/REJ as srd Sends (see
+// udp / inproc: a CM agent on the reserved QPN 0xFFFFFFFF of each device exchanges REQ/REP/REJ as srd Sends (see
 // ./agent.ts), then both sides qp.connect as usual.
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
