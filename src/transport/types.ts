@@ -76,6 +76,8 @@ export interface Inbound {
 
 export interface Transport {
   readonly address: DeviceAddress;
+  /** Largest datagram / framed PDU this transport emits, where it has one (udp: the path MTU; tcp: the MULPDU). */
+  readonly mtu?: number;
   /** Hand frames to the link. The payload views must stay readable until the call returns or, for asynchronous links, until delivery. */
   send(to: DeviceAddress, frames: Frame[]): void;
   /** Set once by the device: called with batches of frames (one placement batch each). */

@@ -47,6 +47,11 @@ export class Device {
     });
   }
 
+  /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
+  get mtu(): number | undefined {
+    return this.#transport.mtu;
+  }
+
   get closed(): boolean {
     return this.#closed;
   }

@@ -43,7 +43,7 @@ export interface PerfReport {
 type Out = (line: string) => void;
 
 function header(o: PerfOptions, side: PerfSide, local: SideInfo, remote: SideInfo, out: Out): void {
-  const mtu = (side.dev as unknown as { mtu?: number }).mtu;
+  const mtu = side.dev.mtu;
   const addr = (who: string, s: SideInfo, i: number) =>
     ` ${who} address: LID 0000 QPN ${hex(s.qps[i]!.qpn, 4)} PSN ${hex(s.qps[i]!.psn, 6)} RKey ${hex(s.rkey >>> 0, 8)} VAddr ${hex(s.vaddr, 14)}`;
   out(RULE);

@@ -66,7 +66,9 @@ export class PerfSide {
         }),
       );
     }
-    const psns = qps.map((qp) => Number((qp as unknown as { psn?: number }).psn ?? 0));
+    // sabre's sequence space is the engine's per-QP message sequence (ssn), which starts at 1 in
+    // each direction; the datagram PSNs belong to the per-peer transport context, not to a QP.
+    const psns = qps.map(() => 1);
     return new PerfSide(o, dev, pd, cq, qps, mr, slotBytes, slots, psns);
   }
 

@@ -110,6 +110,9 @@ export class UdpTransport implements Transport {
   readonly address: UdpDeviceAddress;
   /** Largest DDP payload per segment so envelope + DDP header + payload fit one datagram. */
   readonly mss: number;
+  get mtu(): number {
+    return this.udp.endpoint.opts.mtu;
+  }
   readonly counters: UdpTransportCounters = {
     badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
   };
