@@ -265,6 +265,8 @@ if (process.argv[2] === '--peer') {
   };
 
   const rows = [];
+  const ONLY = process.env.TCP_RDMA_ONLY; // 'bw' or 'lat': one half of the bench
+  if (ONLY !== 'lat') {
   await rawGoodput(64 << 20);
   await writeGoodput(64 << 20); // warm-up: JIT both processes' paths before timing
   // Interleave the two so neither gets the machine in a quieter moment.
@@ -281,12 +283,15 @@ if (process.argv[2] === '--peer') {
   const rdma = Math.max(...rdmas);
   rows.push({ case: 'raw node:net, 64 KiB writes, 2 MiB window', result: `${raw.toFixed(0)} MB/s`, note: `runs ${raws.map((x) => x.toFixed(0)).join(' / ')}` });
   rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}` });
+  }
+  if (ONLY !== 'bw') {
   const rp = await rawPingPong();
   const { wlat, rlat } = await rdmaLatency();
   const r50 = pct(rp, 0.5);
   rows.push({ case: 'raw node:net 64 B ping-pong, setNoDelay', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs` });
   rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
   rows.push({ case: 'sabre RdmaRead 64 B', result: `p50 ${us(pct(rlat, 0.5))} µs`, note: `${(pct(rlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(rlat, 0.99))} µs` });
+  }
   console.log(`sabre RDMA over TCP (iWARP, CRC32C), ${BYTES >> 20} MiB per goodput run (best of ${REPS}), ${RTTS} round trips, 2 processes on 127.0.0.1`);
   console.table(rows);
   if (process.env.TCP_RDMA_STATS) console.log(JSON.stringify(lastStats));

@@ -7,7 +7,7 @@
 // (synchronously, so nothing piles up), and the send side reports backpressure through send()
 // returning false and a 'drain' event; past `maxWriteBuffer` send() throws QueueFull.
 import { EventEmitter } from 'node:events';
-import type { Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import { ErrorCode, SabreError } from '../../errors.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
@@ -38,6 +38,58 @@ export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 /** Bytes gathered into one writev before it is flushed early. */
 const CORK_LIMIT = 64 * 1024;
 
+/**
+ * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
+ * area in device memory, so no Buffer is allocated per read and no byte is copied into shared
+ * memory by V8 (which copies byte by byte when source and destination are not equally aligned,
+ * ~3.5 GB/s: as slow as a CRC pass). Reads are as large as the free staging space, so one read
+ * (and one engine step, one CRC kernel call, one place() call, one ack) covers many FPDUs.
+ * The socket must be created with `onread: port.onread` (dialSocket / adoptAccepted); the
+ * connection binds itself to the port. Until then (and during the MPA handshake) reads land in
+ * a small spare buffer and take the copying path.
+ */
+export class RxPort {
+  #target: MpaConnection | undefined;
+  readonly #spare = Buffer.allocUnsafe(4096);
+  readonly onread = {
+    buffer: (): Uint8Array => this.#target?.rxBuffer() ?? this.#spare,
+    callback: (n: number, buf: Uint8Array): boolean => {
+      this.#target?.rxRead(n, buf);
+      return true;
+    },
+  };
+
+  get spare(): Buffer {
+    return this.#spare;
+  }
+
+  bind(c: MpaConnection): void {
+    this.#target = c;
+  }
+}
+
+/** A client socket that reads into device memory (see RxPort). */
+export function dialSocket(host: string, port: number): { socket: Socket; rx: RxPort } {
+  const rx = new RxPort();
+  return { socket: net.connect({ host, port, noDelay: true, onread: rx.onread }), rx };
+}
+
+/**
+ * An accepted socket (from a server created with pauseOnConnect, so nothing was read yet) as a
+ * socket that reads into device memory: node:net has no `onread` for accepted sockets, so the
+ * handle moves to a new Socket made with it. Falls back to the socket as it is.
+ */
+export function adoptAccepted(s0: Socket): { socket: Socket; rx?: RxPort } {
+  const any = s0 as unknown as { _handle: unknown };
+  const handle = any._handle;
+  if (!handle || s0.readableLength > 0 || s0.destroyed) return { socket: s0 };
+  const rx = new RxPort();
+  any._handle = null;
+  s0.destroy();
+  const socket = new net.Socket({ handle, readable: true, writable: true, onread: rx.onread } as net.SocketConstructorOpts);
+  return { socket, rx };
+}
+
 type ConnState = 'handshake' | 'rtr' | 'established' | 'closed';
 
 /**
@@ -63,14 +115,19 @@ export class MpaConnection extends EventEmitter {
   #corked = false;
   #corkedBytes = 0;
   #termMsn = 1;
+  readonly #rx: RxPort | undefined;
+  /** The staging view handed to the socket for its next read (zero-copy receive). */
+  #zc: Uint8Array | undefined;
   result: MpaResult | undefined;
   /** Largest ULPDU this side may send (RFC 5044 §4.4 from the EMSS). */
   mulpdu = 0;
   /** Why the connection ended, when it did not end cleanly. */
   fault: TcpFault | undefined;
 
-  private constructor(socket: Socket, role: 'initiator' | 'responder', opts: TcpConnectionOptions, privateData?: Uint8Array) {
+  private constructor(socket: Socket, role: 'initiator' | 'responder', opts: TcpConnectionOptions, privateData?: Uint8Array, rx?: RxPort) {
     super();
+    this.#rx = rx;
+    rx?.bind(this);
     this.socket = socket;
     this.role = role;
     this.#dp = opts.dp;
@@ -88,15 +145,15 @@ export class MpaConnection extends EventEmitter {
   }
 
   /** Start the initiator side on a socket that is connected (or connecting: bytes queue until it is). */
-  static initiate(socket: Socket, opts: TcpConnectionOptions, privateData?: Uint8Array): MpaConnection {
-    const c = new MpaConnection(socket, 'initiator', opts, privateData);
+  static initiate(socket: Socket, opts: TcpConnectionOptions, privateData?: Uint8Array, rx?: RxPort): MpaConnection {
+    const c = new MpaConnection(socket, 'initiator', opts, privateData, rx);
     c.#run(c.#hs.start(c.#now()));
     return c;
   }
 
   /** Start the responder side on an accepted socket; listen for 'request'. */
-  static respond(socket: Socket, opts: TcpConnectionOptions): MpaConnection {
-    const c = new MpaConnection(socket, 'responder', opts);
+  static respond(socket: Socket, opts: TcpConnectionOptions, rx?: RxPort): MpaConnection {
+    const c = new MpaConnection(socket, 'responder', opts, undefined, rx);
     c.#run(c.#hs.start(c.#now()));
     return c;
   }
@@ -272,7 +329,29 @@ export class MpaConnection extends EventEmitter {
     for (const u of batch) this.#queued.push(u8.slice(u.ptr, u.ptr + u.len));
   }
 
-  #onData(b: Buffer): void {
+  /** @internal RxPort: where the socket's next read goes. */
+  rxBuffer(): Uint8Array {
+    const d = this.#deframer;
+    if ((this.#state === 'established' || this.#state === 'rtr') && d && !d.failed) {
+      this.#zc = d.rxSpace();
+      return this.#zc;
+    }
+    this.#zc = undefined;
+    return this.#rx!.spare;
+  }
+
+  /** @internal RxPort: `n` bytes were read into `buf` (the last rxBuffer()). */
+  rxRead(n: number, buf: Uint8Array): void {
+    if (buf === this.#zc) {
+      this.#zc = undefined;
+      if (this.#state !== 'closed') this.#deframer?.commit(n);
+      return;
+    }
+    // Handshake bytes (and FPDUs right behind the Reply): the copying path.
+    this.#onData(buf.subarray(0, n));
+  }
+
+  #onData(b: Uint8Array): void {
     if (this.#state === 'closed') return;
     if (this.#state === 'handshake') {
       this.#run(this.#hs.receive(b, this.#now()));

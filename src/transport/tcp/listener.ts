@@ -16,7 +16,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../errors.js';
 import type { DataPlane } from './fpdu.js';
-import { MpaConnection, type TcpConnectionOptions } from './connection.js';
+import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
 import type { TcpFault } from './terminate.js';
@@ -102,7 +102,8 @@ export class TcpEndpoint {
 
   static async listen(opts: TcpEndpointOptions): Promise<TcpEndpoint> {
     const host = opts.host ?? '127.0.0.1';
-    const server = net.createServer({ noDelay: true });
+    // pauseOnConnect: nothing is read before adoptAccepted moves the handle to a zero-copy socket.
+    const server = net.createServer({ noDelay: true, pauseOnConnect: true });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(opts.port ?? 0, host, () => {
@@ -175,9 +176,9 @@ export class TcpEndpoint {
   dial(localQpn: number, to: TcpAddress, service: number, userData?: Uint8Array, timeoutMs = this.#opts.connectTimeoutMs ?? 10_000): Promise<MpaConnection> {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     return new Promise<MpaConnection>((resolve, reject) => {
-      const socket = net.connect({ host: to.host, port: to.port, noDelay: true });
+      const { socket, rx } = dialSocket(to.host, to.port);
       const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: localQpn, responderQpn: 0, nonce: this.nonce, service, ...(userData ? { userData } : {}) });
-      const c = MpaConnection.initiate(socket, this.#connOpts, pd);
+      const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
       this.#track(c);
       const t = setTimeout(() => {
         c.close();
@@ -211,9 +212,9 @@ export class TcpEndpoint {
   }
 
   #initiate(w: Waiter, to: TcpAddress): void {
-    const socket = net.connect({ host: to.host, port: to.port, noDelay: true });
+    const { socket, rx } = dialSocket(to.host, to.port);
     const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
-    const c = MpaConnection.initiate(socket, this.#connOpts, pd);
+    const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
     this.#track(c);
     w.outgoing = c;
     c.once('established', () => {
@@ -256,12 +257,13 @@ export class TcpEndpoint {
     return p;
   }
 
-  #incoming(socket: net.Socket): void {
+  #incoming(s0: net.Socket): void {
     if (this.#closed) {
-      socket.destroy();
+      s0.destroy();
       return;
     }
-    const c = MpaConnection.respond(socket, this.#connOpts);
+    const { socket, rx } = adoptAccepted(s0);
+    const c = MpaConnection.respond(socket, this.#connOpts, rx);
     this.#track(c);
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
   }

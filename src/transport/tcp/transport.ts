@@ -54,6 +54,7 @@ export interface TcpTransportOptions extends Omit<TcpEndpointOptions, 'dp'> {
 }
 
 const DDP_L = 0x40;
+const CRC_BLOCK = 16384;
 const R = TERM_TABLES.rdmap;
 const D = TERM_TABLES.ddp;
 const TERM_NO_BUFFER: TermCode = { layer: TermLayer.Ddp, etype: D.etype.UntaggedBuffer, ecode: D.untaggedEcode.InvalidMsnNoBuffer };
@@ -125,7 +126,10 @@ export class TcpTransport implements Transport {
     this.endpoint = endpoint;
     this.address = Object.freeze({ ...endpoint.address }) as TcpDeviceAddress;
     // The marker-bearing MULPDU is the smaller: segments then fit whatever the peer negotiates.
-    this.mss = mulpdu(defaultEmss(endpoint.address.host), true) - 18;
+    // Rounded down to a multiple of 16 KiB: the CRC32C kernel's fast path takes 16 KiB blocks
+    // (the rest goes through a ~40% slower one), so a 64 KiB Write is 48 + 16 KiB, all fast.
+    const m = mulpdu(defaultEmss(endpoint.address.host), true) - 18;
+    this.mss = m >= CRC_BLOCK ? m - (m % CRC_BLOCK) : m;
     endpoint.onConnectRequest((r) => this.#onRequest(r));
   }
 

@@ -243,6 +243,46 @@ describe('deframer', () => {
   });
 });
 
+describe('zero-copy receive (rxSpace/commit, as the socket reads straight into staging)', () => {
+  /** Feed `wire` as reads of the sizes `cuts` gives, each written into rxSpace() as a socket read would. */
+  function readInto(d: FpduDeframer, wire: Uint8Array, cut: (i: number, room: number) => number): void {
+    let o = 0;
+    for (let i = 0; o < wire.length; i++) {
+      const room = d.rxSpace();
+      const n = Math.min(wire.length - o, room.length, Math.max(1, cut(i, room.length)));
+      room.set(wire.subarray(o, o + n));
+      o += n;
+      if (!d.commit(n)) return;
+    }
+  }
+
+  it.each([false, true])('random read sizes, a stream several times the staging area (markers %s)', (markers) => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 66000 }), { minLength: 1, maxLength: 16 }), fc.array(fc.integer({ min: 1, max: 200000 }), { minLength: 1, maxLength: 50 }), (sizes, reads) => {
+        const { wire, ulpdus } = makeStream(markers, true, sizes.map((s) => Math.min(s, (markers ? 64962 : 65535) - 14)));
+        const { d, got, errors } = collector(dp, { crc: true, markers, capacity: 128 * 1024 });
+        readInto(d, wire, (i) => reads[i % reads.length]!);
+        d.dispose();
+        expect(errors).toEqual([]);
+        expect(got).toEqual(ulpdus);
+      }),
+      { numRuns: 10 },
+    );
+  });
+
+  it('a bad CRC in the middle of one read: the FPDUs before it are delivered, then LLP/MPA/CRC', () => {
+    const { wire, ulpdus } = makeStream(false, true, [10, 20, 30, 40]);
+    const bad = wire.slice();
+    const third = fpduLength(14 + 10) + fpduLength(14 + 20);
+    bad[third + 5]! ^= 1;
+    const { d, got, errors } = collector(dp, { crc: true, markers: false });
+    readInto(d, bad, () => bad.length);
+    expect(got).toEqual(ulpdus.slice(0, 2));
+    expect(errors.map((e) => [e.layer, e.etype, e.ecode])).toEqual([[2, 0, 2]]);
+    d.dispose();
+  });
+});
+
 describe('malformed streams', () => {
   it('a flipped bit anywhere in a CRC-protected FPDU: LLP/MPA/CRC (2,0,2), nothing delivered after it', () => {
     const { wire } = makeStream(false, true, [40]);
