@@ -41,6 +41,8 @@ export interface WrCtx {
   rnrCount: number;
   /** Reads: the sinks the responder may write (ReadResponse targets are checked against them). */
   sinks?: { stag: number; to: number; len: number }[];
+  /** Reads to a standard iWARP peer: RFC 5040 Read Requests whose last Read Response has not arrived yet. */
+  readParts?: number;
 }
 
 export interface RecvCtx {
@@ -104,6 +106,13 @@ export class Flow {
   needAck = false;
   // requester watchdog (engine.#arm): when the peer's engine was last heard from
   lastHeard = 0;
+  /**
+   * The peer speaks sabre's extension opcodes (SendWithImm, ReadRequestV, ReadComplete). Always
+   * so on inproc/udp; the TCP transport clears it when the MPA exchange had no sabre block (a
+   * standard iWARP peer): reads then go as RFC 5040 Read Requests and complete on the Read
+   * Response with L, answers to its reads carry no ReadComplete, SendWithImm is refused.
+   */
+  sabreExt = true;
   watchdog = false;
   constructor(peer: DeviceAddress, peerKey: string, rqpn: number) {
     this.peer = peer;

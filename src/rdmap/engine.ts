@@ -18,6 +18,11 @@
 // STags/TOs, then a ReadComplete whose imm is the request's MSN; the requester completes the
 // read when ReadComplete is processed, which ssn order puts after all of its data. The RFC
 // 5040 ReadRequest is answered the same way.
+// With a standard iWARP peer (flow.sabreExt false, TCP only) a read goes as RFC 5040 Read
+// Requests — one per (source, sink) piece, adjacent pieces merged, so a one-source one-sink
+// read is one request — and completes when the Read Response of its last request has arrived
+// (the stream is in order and so are Read Responses); a peer's Read Request is answered with
+// Read Responses only.
 import { PlaceStatus } from '../dataplane/descriptors.js';
 import { type DeviceAddress, type Frame, type Inbound, type SegFrame, addressKey } from '../transport/types.js';
 import { Access, Opcode, QpState, WcOpcode, type WcOpcodeValue, WcStatus, type WcStatusValue } from '../verbs/enums.js';
@@ -25,7 +30,7 @@ import type { WorkCompletion } from '../verbs/types.js';
 import {
   decodeAtomicRequest, decodeAtomicResponse, decodeDdp, decodeImmediateData, decodeReadComplete, decodeReadRequest,
   decodeReadRequestV, decodeTerminate, encodeAtomicRequest, encodeAtomicResponse, encodeImmediateData,
-  encodeReadComplete, encodeReadRequestV, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry, readRequestVLength,
+  encodeReadComplete, encodeReadRequest, encodeReadRequestV, encodeTerminate, Qn, RdmapOpcode, type ReadRequest, type ReadVEntry, readRequestVLength,
   type TaggedHdr,
 } from '../wire/rdmap.js';
 import { type CompletionSink, Flow, type InMsg, type OutMsg, type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind } from './context.js';
@@ -442,6 +447,10 @@ export class RdmapEngine {
           ? w.pieces.map((p) => ({ stag: p.rec.stag, to: p.addr, len: p.len }))
           : [{ stag: 0, to: 0, len: 0 }];
         w.sinks = sinks;
+        if (!flow.sabreExt) {
+          this.#rfcReads(qp, flow, w, srcs, sinks);
+          return;
+        }
         const msn = flow.reqMsn++;
         const ssn = flow.nextSsn++;
         const v = { srcs, sinks };
@@ -475,6 +484,64 @@ export class RdmapEngine {
         return;
       }
     }
+  }
+
+  /** A read to a standard iWARP peer: RFC 5040 Read Requests (one sink STag/TO and one source each). */
+  #rfcReads(qp: QpCtx, flow: Flow, w: WrCtx, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
+    const reqs: ReadRequest[] = [];
+    let si = 0;
+    let so = 0;
+    for (const s of srcs) {
+      let off = 0;
+      while (off < s.len && si < sinks.length) {
+        const k = sinks[si]!;
+        const take = Math.min(s.len - off, k.len - so);
+        const last = reqs[reqs.length - 1];
+        if (last && last.srcStag === s.stag && last.srcTo + last.size === s.to + off && last.sinkStag === k.stag && last.sinkTo + last.size === k.to + so) last.size += take;
+        else if (take > 0) reqs.push({ srcStag: s.stag, srcTo: s.to + off, sinkStag: k.stag, sinkTo: k.to + so, size: take });
+        off += take;
+        so += take;
+        if (so >= k.len) {
+          si++;
+          so = 0;
+        }
+      }
+    }
+    // A zero-length read is one zero-length request (answered by one empty Read Response).
+    if (reqs.length === 0) reqs.push({ srcStag: srcs[0]!.stag, srcTo: srcs[0]!.to, sinkStag: sinks[0]!.stag, sinkTo: sinks[0]!.to, size: 0 });
+    w.readParts = reqs.length;
+    const frames: SegFrame[] = [];
+    let key = -1;
+    for (const r of reqs) {
+      const msn = flow.reqMsn++;
+      if (key < 0) key = msn;
+      const ssn = flow.nextSsn++;
+      frames.push(ctlFrame({
+        srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadRequest, qn: Qn.ReadRequest, msn,
+        bodyLen: 28, body: (b, o) => encodeReadRequest(r, b, o),
+      }));
+      flow.inflight.set(ssn, { wr: w, rnrWait: false });
+    }
+    flow.reads.set(key, w);
+    qp.rdAtomic++;
+    this.#emitAll(flow, frames);
+  }
+
+  /** A standard peer's Read Response message (all its segments, L last) is complete: it answers the oldest read's next request. */
+  #rfcReadResponse(qp: QpCtx, flow: Flow, m: InMsg): void {
+    const first = flow.reads.entries().next();
+    if (first.done) return this.#fatalNow(qp, flow, m, Term.invalidRequest);
+    const [key, w] = first.value;
+    if (--w.readParts! > 0) return;
+    flow.reads.delete(key);
+    qp.rdAtomic--;
+    if (!w.done) {
+      w.done = true;
+      w.status = WcStatus.Success;
+      w.byteLen = w.total;
+    }
+    this.#drainSq(qp);
+    this.#pump(qp);
   }
 
   #onAck(key: string, qpn: number, rqpn: number, ssn: number): void {
@@ -645,6 +712,11 @@ export class RdmapEngine {
         if (!h.tagged) return this.#failMsg(m, hdr, plen, Term.badOpcode);
         if (!this.#isReadSink(flow, h.stag, h.to, plen)) {
           this.#failMsg(m, hdr, plen, Term.invalidStag, WcStatus.LocProtErr);
+          return;
+        }
+        if (plen === 0) {
+          // The answer to a zero-length RFC Read Request: nothing to place.
+          m.offs.add(env.off);
           return;
         }
         this.#placeTagged(qp, flow, m, f, h, plen, Access.LocalWrite);
@@ -854,7 +926,9 @@ export class RdmapEngine {
   #execute(qp: QpCtx, flow: Flow, m: InMsg): void {
     switch (m.opcode) {
       case RdmapOpcode.RdmaWrite:
+        return;
       case RdmapOpcode.ReadResponse:
+        if (!flow.sabreExt) this.#rfcReadResponse(qp, flow, m);
         return;
       case RdmapOpcode.Send:
       case RdmapOpcode.SendWithImm: {
@@ -961,6 +1035,12 @@ export class RdmapEngine {
     let vi = 0;
     let vo = 0;
     const frames: SegFrame[] = [];
+    if (!flow.sabreExt && total === 0) {
+      // A standard requester completes its read on the Read Response with L: send one, empty.
+      const ssn = flow.nextSsn++;
+      dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: sinks[0]!.stag, to: sinks[0]!.to, parts: [], total: 0, mss: this.mss }, frames);
+      flow.inflight.set(ssn, { rnrWait: false });
+    }
     for (const k of sinks) {
       if (k.len === 0) continue;
       const parts: Uint8Array[] = [];
@@ -979,6 +1059,11 @@ export class RdmapEngine {
       const ssn = flow.nextSsn++;
       dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: this.mss }, frames);
       flow.inflight.set(ssn, { rnrWait: false });
+    }
+    if (!flow.sabreExt) {
+      // RFC 5040: Read Responses are the whole answer; ReadComplete is sabre's.
+      this.#emitAll(flow, frames);
+      return;
     }
     const ssn = flow.nextSsn++;
     frames.push(ctlFrame({

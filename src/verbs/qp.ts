@@ -242,6 +242,12 @@ export class QueuePair {
         throw bad(`unknown opcode ${String(w.opcode)}`);
     }
     if ((w.opcode === Opcode.SendWithImm || w.opcode === Opcode.RdmaWriteWithImm) && !isU32(w.imm)) throw bad('…WithImm needs imm, a uint32');
+    if (w.opcode === Opcode.SendWithImm && this.ctx.flow && !this.ctx.flow.sabreExt) {
+      // iWARP has no Send with immediate (RFC 7306 has Immediate Data only after a Write): a
+      // standard peer would Terminate on sabre's opcode 12. As ibverbs providers for iWARP
+      // (siw) refuse IBV_WR_SEND_WITH_IMM at post time, so does this.
+      throw new SabreError(ErrorCode.NotSupported, 'SendWithImm needs a sabre peer: this QP is connected to a standard iWARP peer (use RdmaWriteWithImm)');
+    }
     const signaled = w.signaled ?? true;
     if (typeof signaled !== 'boolean') throw bad('signaled must be a boolean');
     const needLocal = kind === WrKind.Read || kind === WrKind.Atomic ? Access.LocalWrite : 0;

@@ -15,8 +15,11 @@
 //           completes Success only once placed and visible at the responder (DESIGN §4).
 //   With a standard iWARP peer no opcode 15 is ever sent: Writes and Sends complete when handed
 //   to TCP, as iWARP defines it, and a Send that finds no posted receive is fatal (Terminate,
-//   DDP untagged buffer error "no buffer"), as RFC 5040 says. Reads and immediate data use
-//   sabre's extension opcodes, which a standard peer answers with a Terminate.
+//   DDP untagged buffer error "no buffer"), as RFC 5040 says. The engine learns from the link
+//   (flow.sabreExt) that the peer is standard: reads go as RFC 5040 Read Requests and complete
+//   on the last Read Response (L), its Read Requests are answered with Read Responses only,
+//   RdmaWriteWithImm uses RFC 7306 Immediate Data, SendWithImm is refused at post time
+//   (NotSupported), and sabre's opcodes 12–15 arriving from it are a Terminate (opcode error).
 //
 // Placement: the deframer hands whole ULPDUs that already lie in device memory (CRC checked by
 // the WASM kernel); each becomes a frame whose payload is a view of those bytes, and the whole
@@ -338,6 +341,8 @@ export class TcpTransport implements Transport {
     l.peer = to;
     l.attached = true;
     const qp = host.engine.qps.get(l.localQpn);
+    // A standard iWARP peer (no sabre block in the MPA exchange): the engine keeps to RFC 5040/7306.
+    if (qp?.flow) qp.flow.sabreExt = l.sabre;
     if (qp) {
       // Close the connection when the QP fails for any reason (after the device flushed the Terminate, if any).
       const prev = qp.onError;
@@ -397,6 +402,7 @@ export class TcpTransport implements Transport {
       }
       return undefined;
     }
+    if (!l.sabre && h.opcode >= RdmapOpcode.SendWithImm) return fault(TERM_OPCODE, 'OPCODE', `sabre extension opcode ${h.opcode} from a peer that is not sabre`);
     let ssn: number;
     if (!l.open) {
       ssn = l.seqNext ?? l.rxSsn + 1;

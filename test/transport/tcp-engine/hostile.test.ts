@@ -118,6 +118,11 @@ describe('malformed streams from a raw MPA client → Terminate, clean close, de
       term: expectedTerminate(0x02, 0x06),
     },
     {
+      name: "sabre's ReadRequestV (opcode 13) from a peer that is not sabre (RDMAP / remote operation / opcode)",
+      wire: () => fpdu(cat(untagged(0x41, 0x4d, 1, 1, 0), new Uint8Array(40))),
+      term: expectedTerminate(0x02, 0x06),
+    },
+    {
       name: 'bad DDP version in an untagged segment (DDP / untagged buffer / version)',
       wire: () => fpdu(cat(untagged(0x40, 0x43, 0, 1, 0), Uint8Array.of(1, 2, 3, 4))),
       term: expectedTerminate(0x12, 0x06),
