@@ -15,7 +15,9 @@ import type { WorkCompletion } from './types.js';
 interface Waiter {
   resolve: () => void;
   reject: (e: Error) => void;
-  timer?: ReturnType<typeof setTimeout>;
+  /** performance.now() past which it rejects (Infinity: no timeout). */
+  deadline: number;
+  timeoutMs?: number;
 }
 
 export class CompletionQueue implements CompletionSink {
@@ -26,6 +28,11 @@ export class CompletionQueue implements CompletionSink {
   #dropped = 0;
   #closed = false;
   #waiters = new Set<Waiter>();
+  // One timer for all waiters, armed for the earliest deadline and left armed (unref'd while
+  // nobody waits) when they resolve: a wait(timeoutMs) that is woken costs no timer insert and
+  // clear — on a ping-pong those were ~1.5 µs of every hop.
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = Infinity;
 
   /** @internal use Device.createCq */
   constructor(depth: number) {
@@ -94,36 +101,57 @@ export class CompletionQueue implements CompletionSink {
       return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'wait(timeoutMs): timeoutMs must be a non-negative number'));
     }
     return new Promise<void>((resolve, reject) => {
-      const w: Waiter = { resolve, reject };
+      const w: Waiter = { resolve, reject, deadline: Infinity };
       if (timeoutMs !== undefined) {
-        w.timer = setTimeout(() => {
-          this.#waiters.delete(w);
-          reject(new SabreError(ErrorCode.Timeout, `no completion within ${timeoutMs} ms`));
-        }, timeoutMs);
+        w.deadline = performance.now() + timeoutMs;
+        w.timeoutMs = timeoutMs;
+        if (w.deadline < this.#timerAt) this.#arm(w.deadline);
+        else this.#timer?.ref();
       }
       this.#waiters.add(w);
     });
   }
 
+  #arm(at: number): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(this.#expire, Math.max(0, at - performance.now()) + 1);
+  }
+
+  #expire = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const w of this.#waiters) {
+      if (w.deadline <= now) {
+        this.#waiters.delete(w);
+        w.reject(new SabreError(ErrorCode.Timeout, `no completion within ${w.timeoutMs} ms`));
+      } else if (w.deadline < next) next = w.deadline;
+    }
+    if (next < Infinity) this.#arm(next);
+  };
+
   #wake(): void {
     if (this.#waiters.size === 0) return;
-    const ws = [...this.#waiters];
-    this.#waiters.clear();
-    for (const w of ws) {
-      if (w.timer) clearTimeout(w.timer);
+    // resolve/reject run nothing synchronously: iterating the live set is safe.
+    for (const w of this.#waiters) {
       if (this.count > 0) w.resolve();
       else w.reject(new SabreError(ErrorCode.InvalidState, 'completion queue overrun'));
     }
+    this.#waiters.clear();
+    // Nobody waits: the timer must not keep the process alive.
+    this.#timer?.unref();
   }
 
   /** @internal device close. */
   close(): void {
     this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
     const ws = [...this.#waiters];
     this.#waiters.clear();
-    for (const w of ws) {
-      if (w.timer) clearTimeout(w.timer);
-      w.reject(new SabreError(ErrorCode.Closed, 'device closed'));
-    }
+    for (const w of ws) w.reject(new SabreError(ErrorCode.Closed, 'device closed'));
   }
 }

@@ -81,6 +81,42 @@ function wrMarker(b: Uint8Array, o: number, fpduPtr: number): void {
   b[o + 3] = fpduPtr & 0xff;
 }
 
+/**
+ * Where the framer writes (connection.ts): header, pad and CRC bytes go into `small()` space —
+ * contiguous with the small FPDUs and headers framed before them in the same flush, so a
+ * tick's worth of small FPDUs leaves as one chunk — and payload views as their own chunks.
+ */
+export interface TxSink {
+  /** Reserve `n` contiguous bytes appended to the stream: returns their offset in `buf`. */
+  small(n: number): number;
+  /** The buffer the last small() reserved in. */
+  readonly buf: Buffer;
+  /** A payload view appended to the stream as is (not copied: unchanged until written). */
+  view(v: Uint8Array): void;
+}
+
+/** CRC32C table for tiny pieces (byte-wise in JS beats a copy into the kernel scratch below ~256 bytes). */
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+    t[i] = c >>> 0;
+  }
+  return t;
+})();
+
+function crcTiny(b: Uint8Array, from: number, to: number, prev: number): number {
+  let c = ~prev >>> 0;
+  for (let i = from; i < to; i++) c = CRC_TABLE[(c ^ b[i]!) & 0xff]! ^ (c >>> 8);
+  return ~c >>> 0;
+}
+
+/** CRC32C of b[from, to), continuing `prev`: byte-wise when tiny, else the kernel. */
+function crcRange(b: Uint8Array, from: number, to: number, prev: number): number {
+  return to - from <= 256 ? crcTiny(b, from, to, prev) : crc32cPlain(b.subarray(from, to), prev);
+}
+
 export interface FramerOptions {
   dp: DataPlane;
   crc: boolean;
@@ -115,6 +151,61 @@ export class FpduFramer {
     for (const p of payload) ulpduLen += p.length;
     if (ulpduLen > this.mulpdu) throw new SabreError(ErrorCode.InvalidArgument, `ULPDU of ${ulpduLen} bytes exceeds MULPDU ${this.mulpdu}`);
     return this.#markers ? this.#frameMarked(hdr, payload, ulpduLen, out) : this.#framePlain(hdr, payload, ulpduLen, out);
+  }
+
+  /**
+   * Frame one DDP segment into `tx` (see TxSink). Same bytes as frame(); without markers the
+   * header, pad and CRC land in the sink's small space and small segments are framed there
+   * whole, with no allocation.
+   */
+  frameTo(hdr: Uint8Array, payload: readonly Uint8Array[], tx: TxSink): number {
+    let ulpduLen = hdr.length;
+    for (const p of payload) ulpduLen += p.length;
+    if (ulpduLen > this.mulpdu) throw new SabreError(ErrorCode.InvalidArgument, `ULPDU of ${ulpduLen} bytes exceeds MULPDU ${this.mulpdu}`);
+    if (this.#markers) {
+      const pieces: Uint8Array[] = [];
+      const n = this.#frameMarked(hdr, payload, ulpduLen, pieces);
+      for (const p of pieces) tx.view(p);
+      return n;
+    }
+    const pad = padLength(ulpduLen);
+    const total = fpduLength(ulpduLen);
+    const crcOn = this.#crc;
+    this.streamPos += total;
+    if (ulpduLen <= 2048) {
+      const off = tx.small(total);
+      const b = tx.buf;
+      b[off] = ulpduLen >>> 8;
+      b[off + 1] = ulpduLen & 0xff;
+      b.set(hdr, off + 2);
+      let o = off + 2 + hdr.length;
+      for (const p of payload) {
+        b.set(p, o);
+        o += p.length;
+      }
+      for (let i = 0; i < pad; i++) b[o + i] = 0;
+      o += pad;
+      b.writeUInt32LE(crcOn ? crcRange(b, off, o, 0) : 0, o);
+      return total;
+    }
+    const ho = tx.small(2 + hdr.length);
+    const h = tx.buf;
+    h[ho] = ulpduLen >>> 8;
+    h[ho + 1] = ulpduLen & 0xff;
+    h.set(hdr, ho + 2);
+    let crc = crcOn ? crcRange(h, ho, ho + 2 + hdr.length, 0) : 0;
+    const dp = this.#dp;
+    for (const p of payload) {
+      if (p.length === 0) continue;
+      tx.view(p);
+      if (crcOn) crc = crcPiece(dp, p, crc);
+    }
+    const to = tx.small(pad + MPA_CRC_LEN);
+    const t = tx.buf;
+    for (let i = 0; i < pad; i++) t[to + i] = 0;
+    if (crcOn && pad) crc = crcTiny(t, to, to + pad, crc);
+    t.writeUInt32LE(crc >>> 0, to + pad);
+    return total;
   }
 
   #framePlain(hdr: Uint8Array, payload: readonly Uint8Array[], ulpduLen: number, out: Uint8Array[]): number {
