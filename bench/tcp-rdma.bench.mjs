@@ -5,7 +5,9 @@
 //      same bytes as 64 KiB writes (the receiver counts bytes; the sender waits for its final
 //      count, so both sides measure "bytes landed in the other process");
 //   2. 64 B round trips: RdmaWriteWithImm ping-pong (and RdmaRead) vs a raw net ping-pong with
-//      setNoDelay(true) (p50).
+//      setNoDelay(true) (p50), run in alternating blocks of 200 so all three see the same
+//      machine (the raw baseline alone swings 25–90 µs with how busy the two vCPUs are).
+//   TCP_RDMA_ONLY=bw|lat runs one half.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/tcp-rdma.bench.mjs
 //   (TCP_RDMA_BYTES: bytes per goodput case, default 512 MiB; TCP_RDMA_RTTS: round trips, 4000;
@@ -108,6 +110,7 @@ if (process.argv[2] === '--peer') {
   });
 } else {
   const child = fork(fileURLToPath(import.meta.url), ['--peer'], { serialization: 'advanced' });
+  process.on('exit', () => child.kill()); // never leave the peer behind when this side dies
   let seq = 0;
   const waiting = new Map();
   child.on('message', (m) => {
@@ -157,31 +160,39 @@ if (process.argv[2] === '--peer') {
     return (n * MSG) / secs / 1e6;
   }
 
+  /** A raw net echo connection; block(k) runs k 64 B round trips and returns their times. */
   async function rawPingPong() {
     const port = await call('raw', { mode: 'echo' });
     const sock = net.connect({ host: '127.0.0.1', port, noDelay: true });
     await new Promise((r) => sock.once('connect', r));
     sock.setNoDelay(true);
     const buf = Buffer.alloc(64, 1);
-    const lat = [];
-    let t0 = 0;
     let got = 0;
-    await new Promise((resolve) => {
-      sock.on('data', (b) => {
-        got += b.length;
-        if (got < 64) return;
+    let onPong = () => {};
+    sock.on('data', (b) => {
+      got += b.length;
+      while (got >= 64) {
         got -= 64;
-        lat.push(performance.now() - t0);
-        if (lat.length === RTTS) return resolve();
-        t0 = performance.now();
-        sock.write(buf);
-      });
-      t0 = performance.now();
+        onPong();
+      }
+    });
+    const one = () => new Promise((resolve) => {
+      onPong = resolve;
       sock.write(buf);
     });
-    sock.destroy();
-    await call('rawStop');
-    return lat;
+    return {
+      async block(k, lat) {
+        for (let i = 0; i < k; i++) {
+          const t0 = performance.now();
+          await one();
+          lat.push(performance.now() - t0);
+        }
+      },
+      async close() {
+        sock.destroy();
+        await call('rawStop');
+      },
+    };
   }
 
   async function rdmaPair() {
@@ -218,37 +229,43 @@ if (process.argv[2] === '--peer') {
     return { mbps: (n * MSG) / secs / 1e6, stats };
   }
 
+  /** A sabre pair; wimm(k) runs k RdmaWriteWithImm ping-pongs, read(k) k 64 B RdmaReads. */
   async function rdmaLatency() {
     const { me, p } = await rdmaPair();
     const dst = me.pd.regMr(4096, ALL);
     await call('peerMr', { addr: dst.addr, rkey: dst.rkey });
     await call('pong', { n: RTTS });
-    const wlat = [];
     for (let i = 0; i < RTTS; i++) me.qp.postRecv({ wrId: i, sgList: [] });
-    for (let i = 0; i < RTTS; i++) {
-      const t0 = performance.now();
-      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: me.mr.addr, length: 64, lkey: me.mr.lkey }], remoteAddr: p.addr, rkey: p.rkey });
-      for (;;) {
-        await me.cq.wait(10_000);
-        const ws = me.cq.poll(4);
-        if (ws.some((w) => w.imm !== undefined)) break;
-      }
-      wlat.push(performance.now() - t0);
-    }
-    const rlat = [];
-    for (let i = 0; i < RTTS; i++) {
-      const t0 = performance.now();
-      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaRead, sgList: [{ addr: dst.addr, length: 64, lkey: dst.lkey }], remoteAddr: p.addr, rkey: p.rkey });
-      for (;;) {
-        await me.cq.wait(10_000);
-        const ws = me.cq.poll(4);
-        if (ws.some((w) => w.status !== WcStatus.Success)) throw new Error('read failed');
-        if (ws.length) break;
-      }
-      rlat.push(performance.now() - t0);
-    }
-    await me.dev.close();
-    return { wlat, rlat };
+    let wi = 0;
+    let ri = 0;
+    return {
+      async wimm(k, lat) {
+        for (let j = 0; j < k; j++, wi++) {
+          const t0 = performance.now();
+          me.qp.postSend({ wrId: wi, opcode: Opcode.RdmaWriteWithImm, imm: wi, signaled: false, sgList: [{ addr: me.mr.addr, length: 64, lkey: me.mr.lkey }], remoteAddr: p.addr, rkey: p.rkey });
+          for (;;) {
+            await me.cq.wait(10_000);
+            const ws = me.cq.poll(4);
+            if (ws.some((w) => w.imm !== undefined)) break;
+          }
+          lat.push(performance.now() - t0);
+        }
+      },
+      async read(k, lat) {
+        for (let j = 0; j < k; j++, ri++) {
+          const t0 = performance.now();
+          me.qp.postSend({ wrId: ri, opcode: Opcode.RdmaRead, sgList: [{ addr: dst.addr, length: 64, lkey: dst.lkey }], remoteAddr: p.addr, rkey: p.rkey });
+          for (;;) {
+            await me.cq.wait(10_000);
+            const ws = me.cq.poll(4);
+            if (ws.some((w) => w.status !== WcStatus.Success)) throw new Error('read failed');
+            if (ws.length) break;
+          }
+          lat.push(performance.now() - t0);
+        }
+      },
+      close: () => me.dev.close(),
+    };
   }
 
   const pct = (a, q) => [...a].sort((x, y) => x - y)[Math.floor(q * (a.length - 1))];
@@ -285,8 +302,24 @@ if (process.argv[2] === '--peer') {
   rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}` });
   }
   if (ONLY !== 'bw') {
-  const rp = await rawPingPong();
-  const { wlat, rlat } = await rdmaLatency();
+  // Latency swings with how busy the two vCPUs are (DESIGN §7), so the three cases run in
+  // alternating blocks over the same connections and are compared on the pooled samples.
+  const raw = await rawPingPong();
+  const rdma = await rdmaLatency();
+  const rp = [];
+  const wlat = [];
+  const rlat = [];
+  const BLOCK = 200;
+  await raw.block(BLOCK, []); // warm-up
+  await rdma.wimm(BLOCK, []);
+  await rdma.read(BLOCK, []);
+  for (let done = BLOCK; done + BLOCK <= RTTS; done += BLOCK) {
+    await raw.block(BLOCK, rp);
+    await rdma.wimm(BLOCK, wlat);
+    await rdma.read(BLOCK, rlat);
+  }
+  await raw.close();
+  await rdma.close();
   const r50 = pct(rp, 0.5);
   rows.push({ case: 'raw node:net 64 B ping-pong, setNoDelay', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs` });
   rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
