@@ -115,6 +115,8 @@ export class TcpTransport implements Transport {
   readonly endpoint: TcpEndpoint;
   /** Largest DDP payload per segment so an untagged segment fits one FPDU of the MULPDU. */
   readonly mss: number;
+  /** The MULPDU (largest ULPDU an FPDU carries, markers allowed for) on this device's path. */
+  readonly mtu: number;
   readonly #links = new Map<number, QpLink>();
   readonly #connecting = new Set<number>();
   readonly #services = new Map<number, (r: IncomingRequest) => void>();
@@ -131,7 +133,8 @@ export class TcpTransport implements Transport {
     // The marker-bearing MULPDU is the smaller: segments then fit whatever the peer negotiates.
     // Rounded down to a multiple of 16 KiB: the CRC32C kernel's fast path takes 16 KiB blocks
     // (the rest goes through a ~40% slower one), so a 64 KiB Write is 48 + 16 KiB, all fast.
-    const m = mulpdu(defaultEmss(endpoint.address.host), true) - 18;
+    this.mtu = mulpdu(defaultEmss(endpoint.address.host), true);
+    const m = this.mtu - 18;
     this.mss = m >= CRC_BLOCK ? m - (m % CRC_BLOCK) : m;
     endpoint.onConnectRequest((r) => this.#onRequest(r));
   }
