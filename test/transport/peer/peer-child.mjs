@@ -1,7 +1,7 @@
 // A sabre device in its own process, driven over the fork IPC channel (advanced serialization,
 // so Uint8Arrays and bigints pass as they are). The test process owns the other device and
 // asks this one to register memory, create QPs, post work, poll and hand back bytes: every
-// check compares real memory on both sides of a real TCP connection on 127.0.0.1.
+// check compares real memory on both sides of real sockets on 127.0.0.1 (udp or tcp, as `open` says).
 import { connect as cmConnect, openDevice } from '../../../dist/index.js';
 
 let dev;
@@ -40,8 +40,8 @@ function wrOf(w) {
 }
 
 const ops = {
-  async open({ memoryBytes, host }) {
-    dev = await openDevice({ transport: 'tcp', host: host ?? '127.0.0.1', port: 0, ...(memoryBytes ? { memoryBytes } : {}) });
+  async open({ transport, mtu, memoryBytes, host }) {
+    dev = await openDevice({ transport, host: host ?? '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}), ...(memoryBytes ? { memoryBytes } : {}) });
     pd = dev.allocPd();
     cq = dev.createCq({ depth: 1 << 16 });
     return dev.address;
