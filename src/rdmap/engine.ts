@@ -33,7 +33,7 @@ import {
   encodeReadComplete, encodeReadRequest, encodeReadRequestV, encodeTerminate, Qn, RdmapOpcode, type ReadRequest, type ReadVEntry, readRequestVLength,
   type TaggedHdr,
 } from '../wire/rdmap.js';
-import { type CompletionSink, Flow, type InMsg, type OutMsg, type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind } from './context.js';
+import { type CompletionSink, Flow, type InMsg, type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind } from './context.js';
 import { type DeviceCounters, type EngineMemory, newCounters } from './memory.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import { type TermCode, Term, statusForTerm, termForPlaceStatus } from './terminate.js';

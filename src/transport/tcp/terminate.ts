@@ -1,13 +1,10 @@
 // What a failure below the engine turns into on the wire: the RFC 5040 §4.8 Terminate
 // layer/etype/ecode triple (values from src/wire/spec.ts TERM_TABLES, as siw's iwarp.h), plus
 // a human-readable reason for logs and rejected promises.
+import type { TermCode } from '../../rdmap/terminate.js';
 import { TERM_TABLES, TermLayer } from '../../wire/spec.js';
 
-export interface TermCode {
-  layer: number;
-  etype: number;
-  ecode: number;
-}
+export type { TermCode };
 
 export interface TcpFault extends TermCode {
   /** Stable machine-readable name: 'CRC', 'MARKER', 'LENGTH', 'TRUNCATED', 'DDP_VERSION', … */
