@@ -6,88 +6,17 @@
 // last one posted; sends consume receives in posting order).
 // Needs root, `ip` and `nft`; skipped with the reason otherwise. Traffic never leaves the
 // namespaces created here, which afterAll deletes.
-import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Opcode, WcStatus } from '../../../src/index.js';
 import { ALL, pattern, same, startPeer, stopPeer, type Peer, type RemoteMr } from './helpers.js';
+import { impairedLink, netnsUnavailable, removeImpairedLinks } from '../../netns.js';
 
-const tag = `${process.pid % 100000}`;
-const NA = `sabre${tag}ea`;
-const NB = `sabre${tag}eb`;
-const VA = `se${tag}a`;
-const VB = `se${tag}b`;
-const IPA = '10.78.0.1';
-const IPB = '10.78.0.2';
-
-function has(cmd: string, args: string[]): boolean {
-  try {
-    return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
-  } catch {
-    return false;
-  }
-}
-
-function whyNot(): string | undefined {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'not root';
-  if (!has('ip', ['-V'])) return '`ip` (iproute2) not found';
-  if (!has('nft', ['--version'])) return '`nft` (nftables) not found';
-  return undefined;
-}
-
-const reason = whyNot();
-const created: string[] = [];
+const reason = netnsUnavailable();
 const peers: Peer[] = [];
-
-function sh(cmd: string, args: string[]): void {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.error}`);
-}
-
-function setup(): { reorder: boolean } {
-  for (const ns of [NA, NB]) {
-    sh('ip', ['netns', 'add', ns]);
-    created.push(ns);
-    sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-  }
-  sh('ip', ['link', 'add', VA, 'type', 'veth', 'peer', 'name', VB]);
-  sh('ip', ['link', 'set', VA, 'netns', NA]);
-  sh('ip', ['link', 'set', VB, 'netns', NB]);
-  sh('ip', ['-n', NA, 'addr', 'add', `${IPA}/24`, 'dev', VA]);
-  sh('ip', ['-n', NB, 'addr', 'add', `${IPB}/24`, 'dev', VB]);
-  sh('ip', ['-n', NA, 'link', 'set', VA, 'up']);
-  sh('ip', ['-n', NB, 'link', 'set', VB, 'up']);
-  let reorder = false;
-  try {
-    // htb: class 1:1 unlimited, class 1:3 at 10 Mbit/s; nft puts ~3% of A's datagrams in 1:3,
-    // where they fall behind the others (reordering without netem).
-    const tc = (...args: string[]) => sh('ip', ['netns', 'exec', NA, 'tc', ...args]);
-    tc('qdisc', 'add', 'dev', VA, 'root', 'handle', '1:', 'htb', 'default', '1');
-    tc('class', 'add', 'dev', VA, 'parent', '1:', 'classid', '1:1', 'htb', 'rate', '10gbit');
-    tc('class', 'add', 'dev', VA, 'parent', '1:', 'classid', '1:3', 'htb', 'rate', '10mbit', 'ceil', '10mbit');
-    reorder = true;
-  } catch {
-    reorder = false;
-  }
-  // Both directions impaired inside namespace A: its output (A→B) and its input (B→A).
-  // Corruption overwrites one byte 44 bytes into the UDP payload (@th,352 counts from the UDP
-  // header): reliability header or engine envelope — the CRC32C trailer must catch it.
-  const rules = (hook: string, prio: boolean) => `
-    chain ${hook} {
-      type filter hook ${hook} priority 0; policy accept;
-      meta l4proto udp numgen random mod 1000 < 50 drop
-      meta l4proto udp numgen random mod 1000 < 10 @th,352,8 set 0xa5
-      ${hook === 'output' ? `meta l4proto udp numgen random mod 1000 < 20 dup to ${IPB} device ${VA}` : ''}
-      ${prio ? 'meta l4proto udp numgen random mod 1000 < 30 meta priority set 1:3' : ''}
-    }`;
-  const ruleset = `table ip sabre_impair {${rules('output', reorder)}${rules('input', false)}\n}\n`;
-  const r = spawnSync('ip', ['netns', 'exec', NA, 'nft', '-f', '-'], { input: ruleset, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`nft: ${r.stderr}`);
-  return { reorder };
-}
 
 afterAll(async () => {
   for (const p of peers) await p.kill();
-  for (const ns of created) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+  removeImpairedLinks();
 });
 
 interface Wc { wrId: number; status: number; byteLen: number; opcode: number }
@@ -99,7 +28,7 @@ describe('RDMA over UDP between two network namespaces impaired by nftables', ()
   }
 
   it('5% drop + 2% dup + ~1% corruption + reordering: ~40 MB of writes, reads and sends, all exact and in order', async () => {
-    const { reorder } = setup();
+    const { NA, NB, IPA, IPB, reorder, listRules } = impairedLink('e', 78);
     const MTU = 1472;
     const a = await startPeer({ netns: NA, host: IPA, mtu: MTU, memoryBytes: 128 << 20 });
     peers.push(a);
@@ -173,7 +102,7 @@ describe('RDMA over UDP between two network namespaces impaired by nftables', ()
       if (!same(rb.subarray(i * 9000, i * 9000 + lens[i]!), want.subarray(i * 9000, i * 9000 + lens[i]!))) throw new Error(`send ${i}: bytes differ`);
     }
 
-    const nft = spawnSync('ip', ['netns', 'exec', NA, 'nft', 'list', 'table', 'ip', 'sabre_impair'], { encoding: 'utf8' }).stdout;
+    const nft = listRules();
     expect(nft).toContain('numgen random');
     const [sa, sb] = await Promise.all([a.call<{ link: Record<string, number> }>('stats'), b.call<{ link: Record<string, number> }>('stats')]);
     console.log(`netns RDMA (reorder via tc: ${reorder}) in ${Date.now() - t0} ms:`, JSON.stringify({ a: sa.link, b: sb.link }));
