@@ -12,9 +12,9 @@
 // Run: npx tsc -p tsconfig.build.json && node bench/tcp-rdma.bench.mjs
 //   (TCP_RDMA_BYTES: bytes per goodput case, default 512 MiB; TCP_RDMA_RTTS: round trips, 4000;
 //    TCP_RDMA_REPS: goodput repetitions, best kept, default 3)
-import { fork } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { forkPeer, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
 
 const BYTES = Number(process.env.TCP_RDMA_BYTES ?? 512 << 20);
@@ -101,29 +101,9 @@ if (process.argv[2] === '--peer') {
       setImmediate(() => process.exit(0));
     },
   };
-  process.on('message', async (m) => {
-    try {
-      process.send({ id: m.id, ok: true, value: await ops[m.op](m.args ?? {}) });
-    } catch (e) {
-      process.send({ id: m.id, ok: false, error: String(e?.stack ?? e) });
-    }
-  });
+  servePeer(ops);
 } else {
-  const child = fork(fileURLToPath(import.meta.url), ['--peer'], { serialization: 'advanced' });
-  process.on('exit', () => child.kill()); // never leave the peer behind when this side dies
-  let seq = 0;
-  const waiting = new Map();
-  child.on('message', (m) => {
-    const w = waiting.get(m.id);
-    waiting.delete(m.id);
-    if (m.ok) w.resolve(m.value);
-    else w.reject(new Error(m.error));
-  });
-  const call = (op, args = {}) => new Promise((resolve, reject) => {
-    const id = ++seq;
-    waiting.set(id, { resolve, reject });
-    child.send({ id, op, args });
-  });
+  const { call } = forkPeer(fileURLToPath(import.meta.url));
 
   /** Raw node:net: 64 KiB writes of the same bytes, same window as the RDMA case (32 × 64 KiB in flight); done when the receiver reports them all. */
   async function rawGoodput(bytes = BYTES) {

@@ -11,9 +11,9 @@
 //   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000;
 //   profiling aids: UDP_RDMA_CASES=bwonly | latonly runs one part and prints link counters and
 //   CPU per round trip; UDP_RDMA_PROBE=1 samples the requester's transport context every 2 ms)
-import { fork } from 'node:child_process';
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
+import { forkPeer, servePeer } from './lib/peer.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
 import { UdpTransport } from '../dist/transport/udp/transport.js';
@@ -118,28 +118,9 @@ if (process.argv[2] === '--peer') {
       setImmediate(() => process.exit(0));
     },
   };
-  process.on('message', async (m) => {
-    try {
-      process.send({ id: m.id, ok: true, value: await ops[m.op](m.args ?? {}) });
-    } catch (e) {
-      process.send({ id: m.id, ok: false, error: String(e?.stack ?? e) });
-    }
-  });
+  servePeer(ops);
 } else {
-  const child = fork(fileURLToPath(import.meta.url), ['--peer'], { serialization: 'advanced' });
-  let seq = 0;
-  const waiting = new Map();
-  child.on('message', (m) => {
-    const w = waiting.get(m.id);
-    waiting.delete(m.id);
-    if (m.ok) w.resolve(m.value);
-    else w.reject(new Error(m.error));
-  });
-  const call = (op, args = {}) => new Promise((resolve, reject) => {
-    const id = ++seq;
-    waiting.set(id, { resolve, reject });
-    child.send({ id, op, args });
-  });
+  const { call } = forkPeer(fileURLToPath(import.meta.url));
 
   async function rawBlast() {
     const port = await call('raw', { echo: false });
