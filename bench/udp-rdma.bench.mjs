@@ -1,8 +1,9 @@
 // sabre RDMA over UDP between two processes on 127.0.0.1, against raw node:dgram between the
 // same two processes in the same run:
 //   1. 64 KiB RdmaWrite goodput (a window of writes in flight, each completion = placed at the
-//      responder) vs raw node:dgram blasting the same bytes with no flow control (counting only
-//      the bytes that arrived);
+//      responder) vs raw node:dgram moving the same bytes two ways: blasting with no flow
+//      control (counting only the bytes that arrived) and with a 32-datagram window acked
+//      every 8; the ratio is taken against the faster of the two;
 //   2. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
 //   3. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
 //      responder's socket) as a fraction of lossless.
@@ -96,11 +97,18 @@ if (process.argv[2] === '--peer') {
       const c = side.t.udp.endpoint.counters;
       return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, link: side.t.stats(), cpu: process.cpuUsage() };
     },
-    async raw({ echo }) {
+    async raw({ echo, ackEvery = 0 }) {
       rawBytes = 0;
+      let n = 0;
+      const ack = new Uint32Array(1);
       raw = dgram.createSocket('udp4');
       raw.on('message', (msg, rinfo) => {
         if (echo) raw.send(msg, rinfo.port, rinfo.address);
+        // Windowed baseline: a 4-byte cumulative count back every ackEvery datagrams.
+        else if (ackEvery > 0 && ++n % ackEvery === 0) {
+          ack[0] = n;
+          raw.send(ack, rinfo.port, rinfo.address);
+        }
         rawBytes += msg.length;
         rawLast = performance.now() + performance.timeOrigin;
       });
@@ -142,6 +150,48 @@ if (process.argv[2] === '--peer') {
       pump();
     });
     await new Promise((r) => setTimeout(r, 300));
+    const { rawBytes, rawLast } = await call('rawReport');
+    s.close();
+    return { mbps: rawBytes / ((rawLast - t0) / 1000) / 1e6, lossPct: 100 * (1 - rawBytes / (n * size)) };
+  }
+
+  /**
+   * Raw node:dgram moving the same bytes with the least flow control that keeps the receiver
+   * from drowning: at most `window` datagrams unacknowledged, a 4-byte cumulative count back
+   * every 8 (the blast above overruns the receiver, and how much of it arrives swings with how
+   * badly it is overrun).
+   */
+  async function rawWindowed(window = 32) {
+    const port = await call('raw', { echo: false, ackEvery: 8 });
+    const s = dgram.createSocket('udp4');
+    await new Promise((r) => s.bind(0, '127.0.0.1', r));
+    s.connect(port, '127.0.0.1');
+    await new Promise((r) => s.once('connect', r));
+    const size = MTU - 76;
+    const buf = new Uint8Array(size).fill(7);
+    const n = Math.ceil(BYTES / size);
+    let sent = 0;
+    let acked = 0;
+    const t0 = performance.now() + performance.timeOrigin;
+    await new Promise((resolve) => {
+      const pump = () => {
+        while (sent < n && sent - acked < window) {
+          s.send(buf);
+          sent++;
+        }
+      };
+      // A lost datagram would hold the window shut: give up after 500 ms without an ack.
+      const stall = setTimeout(resolve, 500);
+      s.on('message', (m) => {
+        acked = new DataView(m.buffer, m.byteOffset, 4).getUint32(0, true);
+        stall.refresh();
+        if (acked >= n - (n % 8)) {
+          clearTimeout(stall);
+          resolve();
+        } else pump();
+      });
+      pump();
+    });
     const { rawBytes, rawLast } = await call('rawReport');
     s.close();
     return { mbps: rawBytes / ((rawLast - t0) / 1000) / 1e6, lossPct: 100 * (1 - rawBytes / (n * size)) };
@@ -276,9 +326,15 @@ if (process.argv[2] === '--peer') {
     await call('exit').catch(() => {});
     process.exit(0);
   }
-  const raw = await rawBlast();
-  rows.push({ case: `raw node:dgram, ${MTU - 76} B datagrams, full blast`, result: `${raw.mbps.toFixed(0)} MB/s arrived`, note: `${raw.lossPct.toFixed(1)}% of datagrams lost (no recovery)` });
-  await writeGoodput(0, 32 << 20); // warm-up: JIT both processes' paths before timing
+  const blast = await rawBlast();
+  rows.push({ case: `raw node:dgram, ${MTU - 76} B datagrams, full blast`, result: `${blast.mbps.toFixed(0)} MB/s arrived`, note: `${blast.lossPct.toFixed(1)}% of datagrams lost (no recovery)` });
+  const win = await rawWindowed();
+  rows.push({ case: `raw node:dgram, ${MTU - 76} B datagrams, 32 unacked`, result: `${win.mbps.toFixed(0)} MB/s arrived`, note: `${win.lossPct.toFixed(1)}% lost (a lost ack-worthy datagram stalls it: rerun)` });
+  // The ratio is taken against the faster of the two raw runs.
+  const raw = blast.mbps >= win.mbps ? blast : win;
+  // Warm-up: JIT both processes' paths and let the heaps settle before timing (with 32 MiB
+  // the first timed run came out 20-30% below the later, lossy ones).
+  await writeGoodput(0, Math.min(BYTES, 256 << 20));
   const w0 = await writeGoodput(0);
   rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${w0.mbps.toFixed(0)} MB/s`, note: `${(w0.mbps / raw.mbps).toFixed(2)}× raw arrived; retx ${w0.retx}` });
   const rp = await rawPingPong();

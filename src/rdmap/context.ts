@@ -1,5 +1,6 @@
 // Per-QP and per-flow state of the engine. A flow is one direction pair between this QP and
 // one remote QP: rc has exactly one, srd one per (peer device, remote qpn) it talks to.
+import { Deque } from './deque.js';
 import type { DeviceAddress, Frame } from '../transport/types.js';
 import type { QpStateValue, WcStatusValue } from '../verbs/enums.js';
 import type { SendWr, WorkCompletion, WrId } from '../verbs/types.js';
@@ -144,10 +145,10 @@ export class QpCtx {
   /** rc: the connected flow. */
   flow?: Flow;
   readonly flows = new Map<string, Flow>();
-  readonly sq: WrCtx[] = [];
+  readonly sq = new Deque<WrCtx>();
   /** Index in sq of the next WR to transmit. */
   tx = 0;
-  readonly rq: RecvCtx[] = [];
+  readonly rq = new Deque<RecvCtx>();
   /** rc: receives consumed so far (a Send with MSN m takes receive m). */
   rqConsumed = 0;
   rdAtomic = 0;

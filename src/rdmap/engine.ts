@@ -221,8 +221,8 @@ export class RdmapEngine {
     qp.state = QpState.Reset;
     qp.flow = undefined;
     qp.flows.clear();
-    qp.sq.length = 0;
-    qp.rq.length = 0;
+    qp.sq.clear();
+    qp.rq.clear();
     qp.tx = 0;
     qp.rqConsumed = 0;
     qp.rdAtomic = 0;
@@ -345,7 +345,7 @@ export class RdmapEngine {
 
   #pump(qp: QpCtx): void {
     while (qp.state === QpState.Rts && qp.tx < qp.sq.length) {
-      const w = qp.sq[qp.tx]!;
+      const w = qp.sq.at(qp.tx)!;
       if (w.done) {
         qp.tx++;
         continue;
@@ -377,7 +377,7 @@ export class RdmapEngine {
     let nlo = Infinity;
     let nhi = -Infinity;
     for (let i = 0; i < qp.tx; i++) {
-      const e = qp.sq[i]!;
+      const e = qp.sq.at(i)!;
       if (e.done || !e.ranges) continue;
       for (const a of e.ranges) {
         if (a.len === 0) continue;
@@ -615,7 +615,7 @@ export class RdmapEngine {
   }
 
   #drainSq(qp: QpCtx): void {
-    while (qp.sq.length > 0 && qp.sq[0]!.done) {
+    while (qp.sq.length > 0 && qp.sq.at(0)!.done) {
       const w = qp.sq.shift()!;
       if (qp.tx > 0) qp.tx--;
       if (w.signaled || w.status !== WcStatus.Success) {
@@ -795,7 +795,7 @@ export class RdmapEngine {
     if (qp.type === 'rc') {
       const idx = m.msn - 1 - qp.rqConsumed;
       if (idx < 0) return null;
-      return qp.rq[idx];
+      return qp.rq.at(idx);
     }
     const r = qp.rq.find((x) => !x.claimed);
     if (r) {
@@ -1021,9 +1021,9 @@ export class RdmapEngine {
 
   #takeRecv(qp: QpCtx, m: InMsg): RecvCtx {
     const r = this.#recvFor(qp, m)!;
-    // rc takes receives in posting order: the head, and shift() is O(1) where splice(0, 1) moves the whole queue.
-    if (qp.rq[0] === r) qp.rq.shift();
-    else qp.rq.splice(qp.rq.indexOf(r), 1);
+    // rc takes receives in posting order: the head.
+    if (qp.rq.at(0) === r) qp.rq.shift();
+    else qp.rq.removeAt(qp.rq.indexOf(r));
     if (qp.type === 'rc') qp.rqConsumed++;
     return r;
   }
@@ -1136,9 +1136,9 @@ export class RdmapEngine {
           return;
         }
       } else if (m.recv || qp.type === 'rc') {
-        const r = m.recv ?? (qp.type === 'rc' ? qp.rq[m.msn - 1 - qp.rqConsumed] : undefined);
+        const r = m.recv ?? (qp.type === 'rc' ? qp.rq.at(m.msn - 1 - qp.rqConsumed) : undefined);
         if (r) {
-          qp.rq.splice(qp.rq.indexOf(r), 1);
+          qp.rq.removeAt(qp.rq.indexOf(r));
           this.#complete(qp, qp.recvCq, { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
         }
       }
@@ -1164,7 +1164,7 @@ export class RdmapEngine {
     }
     qp.rdAtomic = 0;
     this.#drainSq(qp);
-    const rq = qp.rq.splice(0);
+    const rq = qp.rq.takeAll();
     for (const r of rq) this.#complete(qp, qp.recvCq, { wrId: r.wrId, status: WcStatus.WrFlushErr, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
     qp.onError?.();
   }

@@ -29,9 +29,10 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
   /** Test/bench hook: return false to drop an incoming datagram before the endpoint sees it. */
   rxFilter?: (datagram: Uint8Array) => boolean;
   /**
-   * After a flush's deliveries, build its datagrams one event-loop turn later: the microtasks
-   * those deliveries woke (a user answering a completion) run first, so their sends leave in
-   * the same datagrams as the owner's own answers and the ACK. Costs one loop iteration.
+   * After a flush's deliveries, build its datagrams a few microtask hops later instead of at
+   * once: a user awaiting the completion those deliveries produced runs first, so its answer
+   * leaves in the same datagram as the owner's own answers and the ACK — still in this
+   * event-loop turn, with no extra loop iteration.
    */
   deferAnswers?: boolean;
   /**
@@ -73,8 +74,14 @@ export class UdpSocketTransport {
   readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[] };
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
+  /** A flush is queued for the check phase (after this turn's datagrams are read). */
   private flushScheduled = false;
-  private answerPending = false;
+  /** A flush is queued as a microtask (output the owner produced outside a flush). */
+  private microScheduled = false;
+  /** Inside flush() before its poll: output queued now leaves in this flush. */
+  private collecting = false;
+  /** Datagrams received since the last delivery. */
+  private rxSinceFlush = 0;
   private closed = false;
 
   private constructor(
@@ -96,7 +103,15 @@ export class UdpSocketTransport {
         if (this.closed || (rxFilter !== undefined && !rxFilter(msg))) return;
         const buf = rxArea !== undefined && msg.length <= maxDatagram ? rxArea.copy(msg) ?? msg : msg;
         this.endpoint.receive(buf, { host: rinfo.address, port: rinfo.port }, performance.now());
-        this.scheduleFlush();
+        // libuv reads up to 32 datagrams per wake-up before the check phase: 2 MiB at 64 KiB.
+        // Waiting for all of them before acking left the sender idle while we read (its window
+        // was in our socket buffer); a burst's worth is delivered and acked at once instead.
+        if (++this.rxSinceFlush >= this.burst) {
+          if (!this.microScheduled) {
+            this.microScheduled = true;
+            queueMicrotask(this.onRxBurst);
+          }
+        } else this.scheduleFlush();
       });
       // A send to a closed port comes back as ICMP on some systems: the transport already
       // treats silence as loss, so socket errors are counted, never thrown.
@@ -151,9 +166,16 @@ export class UdpSocketTransport {
     return id;
   }
 
-  /** The owner queued output of its own (see onBeforePoll): flush this turn. */
+  /**
+   * The owner queued output of its own (see onBeforePoll). It leaves at the end of the current
+   * job (a microtask), not one loop iteration later: every post of one synchronous run still
+   * goes out together, and a ping-pong hop costs no extra loop iteration (on a VM each one is a
+   * trip through epoll and colder caches).
+   */
   requestFlush(): void {
-    this.scheduleFlush();
+    if (this.collecting || this.microScheduled || this.closed) return;
+    this.microScheduled = true;
+    queueMicrotask(this.onMicrotask);
   }
 
   release(ctx: number, n = 1): void {
@@ -173,21 +195,35 @@ export class UdpSocketTransport {
   }
 
   private scheduleFlush(): void {
-    if (this.flushScheduled || this.closed) return;
+    if (this.flushScheduled || this.collecting || this.closed) return;
     this.flushScheduled = true;
     setImmediate(this.onImmediate);
   }
 
   private onImmediate = (): void => {
     this.flushScheduled = false;
-    const answer = this.answerPending;
-    this.answerPending = false;
-    this.flush(answer);
+    this.flush(false);
+  };
+
+  private onRxBurst = (): void => {
+    this.microScheduled = false;
+    this.flush(false);
+  };
+
+  private onMicrotask = (): void => {
+    this.microScheduled = false;
+    this.flush(true);
+  };
+
+  /** Three hops: an `await cq.wait()` continuation (one to three jobs deep) runs before it. */
+  private onAnswersDue = (): void => {
+    queueMicrotask(() => queueMicrotask(this.onMicrotask));
   };
 
   /** Hand the deliveries taken so far to the owner; returns how many. */
   private deliver(): number {
     const h = this.handlers;
+    this.rxSinceFlush = 0;
     const delivered = this.endpoint.takeDelivered();
     for (const d of delivered) {
       h.onDelivery?.(d);
@@ -199,24 +235,25 @@ export class UdpSocketTransport {
     return delivered.length;
   }
 
-  private flush(answer = false): void {
+  private flush(answer: boolean): void {
     if (this.closed) return;
     this.counters.flushes++;
     const h = this.handlers;
     // Deliver before building datagrams: an owner that answers at once (an RDMA responder)
-    // has its answer leave in this flush, carrying the ACK — no separate ACK datagram, and
-    // no extra event-loop turn per hop.
+    // has its answer leave in this flush, carrying the ACK — no separate ACK datagram.
+    this.collecting = true;
     const n = this.deliver();
     if (n > 0 && this.deferAnswers && !answer) {
-      // Let the microtasks these deliveries woke run first; build the datagrams next turn.
-      this.answerPending = true;
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(this.onImmediate);
+      // Let the microtasks these deliveries woke run first (see deferAnswers).
+      this.collecting = false;
+      if (!this.microScheduled) {
+        this.microScheduled = true;
+        queueMicrotask(this.onAnswersDue);
       }
       return;
     }
     h.onBeforePoll?.();
+    this.collecting = false;
     const now = performance.now();
     const r = this.endpoint.poll(now, this.burst);
     for (const d of r.datagrams) {
@@ -239,24 +276,34 @@ export class UdpSocketTransport {
     if (err) this.counters.sendErrors++;
   };
 
+  // One node timer, left armed when the endpoint's deadline moves later or goes away (it
+  // re-checks when it fires): every round trip sets and clears the retransmission deadline, and
+  // re-arming a timer each time cost a timer-list insert and removal per hop.
   private armTimer(now: number): void {
     const at = this.endpoint.nextDeadline();
-    if (at === Infinity) {
-      if (this.timer !== undefined) clearTimeout(this.timer);
-      this.timer = undefined;
-      this.timerAt = Infinity;
+    if (this.timer !== undefined && this.timerAt <= at) {
+      // Only outstanding work keeps the process alive; idle reclaim does not.
+      if (at === Infinity || !this.endpoint.busy) this.timer.unref();
+      else this.timer.ref();
       return;
     }
-    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (at === Infinity) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = Infinity;
-      this.endpoint.tick(performance.now());
-      this.flush();
-    }, Math.max(0, at - now));
-    // Only outstanding work keeps the process alive; idle reclaim does not.
+    this.timer = setTimeout(this.onTimer, Math.max(0, at - now));
     if (!this.endpoint.busy) this.timer.unref();
   }
+
+  private onTimer = (): void => {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    if (this.closed) return;
+    const now = performance.now();
+    if (this.endpoint.nextDeadline() > now) {
+      this.armTimer(now);
+      return;
+    }
+    this.endpoint.tick(now);
+    this.flush(true);
+  };
 }
