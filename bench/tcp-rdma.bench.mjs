@@ -70,6 +70,9 @@ if (process.argv[2] === '--peer') {
     stats() {
       return { dev: s.dev.stats(), cpu: process.cpuUsage() };
     },
+    cpu() {
+      return process.cpuUsage();
+    },
     /** A raw net server: mode 'sink' counts bytes and reports every `report` bytes; 'echo' echoes. */
     async raw({ mode, report }) {
       server = net.createServer({ noDelay: true }, (c) => {
@@ -114,6 +117,8 @@ if (process.argv[2] === '--peer') {
     const n = Math.ceil(bytes / MSG);
     let acked = 0;
     let sent = 0;
+    const c0 = process.cpuUsage();
+    const p0 = await call('cpu');
     const t0 = performance.now();
     await new Promise((resolve) => {
       let pending = Buffer.alloc(0);
@@ -135,9 +140,10 @@ if (process.argv[2] === '--peer') {
       pump();
     });
     const secs = (performance.now() - t0) / 1000;
+    const cpu = cpuPer(c0, p0, await call('cpu'), n);
     sock.destroy();
     await call('rawStop');
-    return (n * MSG) / secs / 1e6;
+    return { mbps: (n * MSG) / secs / 1e6, cpu };
   }
 
   /** A raw net echo connection; block(k) runs k 64 B round trips and returns their times. */
@@ -193,6 +199,8 @@ if (process.argv[2] === '--peer') {
       const slot = posted % SLOTS;
       me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.mr.addr + slot * MSG, length: MSG, lkey: me.mr.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
+    const c0 = process.cpuUsage();
+    const p0 = await call('cpu');
     const t0 = performance.now();
     while (posted < n && posted - done < WINDOW) post();
     while (done < n) {
@@ -204,9 +212,10 @@ if (process.argv[2] === '--peer') {
       while (posted < n && posted - done < WINDOW) post();
     }
     const secs = (performance.now() - t0) / 1000;
+    const cpu = cpuPer(c0, p0, await call('cpu'), n);
     const stats = { me: me.dev.stats(), peer: (await call('stats')).dev };
     await me.dev.close();
-    return { mbps: (n * MSG) / secs / 1e6, stats };
+    return { mbps: (n * MSG) / secs / 1e6, stats, cpu };
   }
 
   /** A sabre pair; wimm(k) runs k RdmaWriteWithImm ping-pongs, read(k) k 64 B RdmaReads. */
@@ -248,6 +257,20 @@ if (process.argv[2] === '--peer') {
     };
   }
 
+  /**
+   * CPU (user + system) per 64 KiB moved, sender (this process) and receiver (the peer): far
+   * steadier than the wall-clock rate on shared vCPUs, so it shows what a change saved.
+   */
+  function cpuPer(c0, p0, p1, n) {
+    const c1 = process.cpuUsage();
+    const me = (c1.user - c0.user + c1.system - c0.system) / n;
+    const peer = (p1.user - p0.user + p1.system - p0.system) / n;
+    return { me, peer };
+  }
+  const cpuNote = (xs) => {
+    const m = (k) => (xs.reduce((a, x) => a + x.cpu[k], 0) / xs.length).toFixed(0);
+    return `CPU µs per 64 KiB: sender ${m('me')}, receiver ${m('peer')}`;
+  };
   const pct = (a, q) => [...a].sort((x, y) => x - y)[Math.floor(q * (a.length - 1))];
   const us = (ms) => (ms * 1000).toFixed(1);
   const best = async (f) => {
@@ -270,16 +293,21 @@ if (process.argv[2] === '--peer') {
   const raws = [];
   const rdmas = [];
   let lastStats;
+  const rawRuns = [];
+  const rdmaRuns = [];
   for (let i = 0; i < REPS; i++) {
-    raws.push(await rawGoodput());
+    const r = await rawGoodput();
+    rawRuns.push(r);
+    raws.push(r.mbps);
     const w = await writeGoodput();
+    rdmaRuns.push(w);
     rdmas.push(w.mbps);
     lastStats = w.stats;
   }
   const raw = Math.max(...raws);
   const rdma = Math.max(...rdmas);
-  rows.push({ case: 'raw node:net, 64 KiB writes, 2 MiB window', result: `${raw.toFixed(0)} MB/s`, note: `runs ${raws.map((x) => x.toFixed(0)).join(' / ')}` });
-  rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}` });
+  rows.push({ case: 'raw node:net, 64 KiB writes, 2 MiB window', result: `${raw.toFixed(0)} MB/s`, note: `runs ${raws.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rawRuns)}` });
+  rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rdmaRuns)}` });
   }
   if (ONLY !== 'bw') {
   // Latency swings with how busy the two vCPUs are (DESIGN §7), so the three cases run in
@@ -290,20 +318,35 @@ if (process.argv[2] === '--peer') {
   const wlat = [];
   const rlat = [];
   const BLOCK = 200;
-  await raw.block(BLOCK, []); // warm-up
-  await rdma.wimm(BLOCK, []);
-  await rdma.read(BLOCK, []);
+  // TCP_RDMA_LAT=raw,wimm,read (default all): the cases to run, e.g. one alone under a profiler.
+  const cases = new Set((process.env.TCP_RDMA_LAT ?? 'raw,wimm,read').split(','));
+  const blocks = [[cases.has('raw'), raw.block, rp], [cases.has('wimm'), rdma.wimm, wlat], [cases.has('read'), rdma.read, rlat]].filter((b) => b[0]);
+  for (const [, run] of blocks) await run(BLOCK, []); // warm-up
+  // CPU per round trip (both processes, user + system) per case: steadier than the p50.
+  const cpuRt = new Map();
   for (let done = BLOCK; done + BLOCK <= RTTS; done += BLOCK) {
-    await raw.block(BLOCK, rp);
-    await rdma.wimm(BLOCK, wlat);
-    await rdma.read(BLOCK, rlat);
+    for (const [, run, lat] of blocks) {
+      const c0 = process.cpuUsage();
+      const p0 = await call('cpu');
+      await run(BLOCK, lat);
+      const c = cpuPer(c0, p0, await call('cpu'), BLOCK);
+      const acc = cpuRt.get(lat) ?? { me: 0, peer: 0, n: 0 };
+      acc.me += c.me;
+      acc.peer += c.peer;
+      acc.n++;
+      cpuRt.set(lat, acc);
+    }
   }
+  const cpuRtNote = (lat) => {
+    const a = cpuRt.get(lat);
+    return a ? `; CPU µs per round trip ${(a.me / a.n).toFixed(0)} + ${(a.peer / a.n).toFixed(0)}` : '';
+  };
   await raw.close();
   await rdma.close();
-  const r50 = pct(rp, 0.5);
-  rows.push({ case: 'raw node:net 64 B ping-pong, setNoDelay', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs` });
-  rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
-  rows.push({ case: 'sabre RdmaRead 64 B', result: `p50 ${us(pct(rlat, 0.5))} µs`, note: `${(pct(rlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(rlat, 0.99))} µs` });
+  const r50 = rp.length ? pct(rp, 0.5) : NaN;
+  rows.push({ case: 'raw node:net 64 B ping-pong, setNoDelay', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs${cpuRtNote(rp)}` });
+  rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs${cpuRtNote(wlat)}` });
+  rows.push({ case: 'sabre RdmaRead 64 B', result: `p50 ${us(pct(rlat, 0.5))} µs`, note: `${(pct(rlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(rlat, 0.99))} µs${cpuRtNote(rlat)}` });
   }
   console.log(`sabre RDMA over TCP (iWARP, CRC32C), ${BYTES >> 20} MiB per goodput run (best of ${REPS}), ${RTTS} round trips, 2 processes on 127.0.0.1`);
   console.table(rows);

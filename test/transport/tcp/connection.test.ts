@@ -171,6 +171,40 @@ describe('TCP endpoints on 127.0.0.1', () => {
     expect(ib.got).toEqual(msgs.map((m) => cat(m.hdr, m.payload)));
   });
 
+  it('backpressure: a peer that stops reading makes send() return false, then drain; every ULPDU arrives intact and in order', async () => {
+    const opts = { connection: { highWaterMark: 256 << 10 } };
+    const a = await ep(dmA, opts);
+    const b = await ep(dmB, opts);
+    const [ca, cb] = await Promise.all([a.connectQp(1, { address: b.address, qpn: 2 }), b.connectQp(2, { address: a.address, qpn: 1 })]);
+    cb.socket.pause();
+    const hdr = (i: number) => {
+      const h = new Uint8Array(14);
+      encodeDdp({ tagged: true, last: true, opcode: RdmapOpcode.RdmaWrite, stag: 7, to: i * 4096 }, h, 0);
+      return h;
+    };
+    const payload = (i: number) => new Uint8Array(16384).map((_, k) => (k * 13 + i) & 0xff);
+    const sent: Uint8Array[] = [];
+    let blockedAt = -1;
+    // Until the kernel's socket buffers and then our high-water mark are full (bounded: 4096 × 16 KiB).
+    for (let i = 0; i < 4096 && blockedAt < 0; i++) {
+      const h = hdr(i);
+      const p = payload(i);
+      sent.push(cat(h, p));
+      if (!ca.send(h, [p])) blockedAt = i;
+    }
+    expect(blockedAt).toBeGreaterThan(0);
+    const drained = new Promise<void>((resolve) => ca.once('drain', () => resolve()));
+    const ib = inbox(cb);
+    cb.socket.resume();
+    await drained;
+    // After the drain, sending goes on, behind everything queued.
+    for (let i = sent.length; i < sent.length + 8; i++) ca.send(hdr(i), [payload(i)]);
+    for (let i = sent.length, n = sent.length + 8; i < n; i++) sent.push(cat(hdr(i), payload(i)));
+    await ib.until(sent.length);
+    expect(ib.got.length).toBe(sent.length);
+    for (let i = 0; i < sent.length; i++) if (!Buffer.from(ib.got[i]!).equals(Buffer.from(sent[i]!))) expect.fail(`ULPDU ${i} differs`);
+  });
+
   it('connecting to a QP nobody waits for: rejected with the reason, promise rejects', async () => {
     const a = await ep(dmA);
     const b = await ep(dmB);
