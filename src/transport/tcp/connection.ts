@@ -46,40 +46,6 @@ const SLAB = 64 * 1024;
 const RESOLVED = Promise.resolve();
 
 /**
- * Direct writes: a flush hands its chunks to the socket's libuv handle itself (one writeBuffer
- * or writev call) instead of going through the socket's Writable (Buffer per Uint8Array chunk,
- * a buffered-request object per chunk when corked, a write request, an after-write tick): that
- * machinery was ~8 µs per 256 KiB flush on the goodput sender and sits on every latency hop.
- * node:net exposes no public way to do this, so it uses the stream_wrap binding node:net itself
- * uses (the same WriteWrap / streamBaseState protocol as lib/internal/stream_base_commons.js);
- * when it is missing or the socket is not in a plain connected state, the flush falls back to
- * socket.write(). Ordering is kept because libuv queues writes per handle in call order and a
- * direct write is only made while the Writable holds nothing (its queued chunks would otherwise
- * be overtaken); end() is a libuv shutdown, which runs after the queued writes.
- */
-interface WriteReq {
-  handle: unknown;
-  oncomplete: (status: number) => void;
-  async: boolean;
-  chunks?: Uint8Array[];
-}
-interface StreamHandle {
-  writeQueueSize: number;
-  writeBuffer(req: WriteReq, b: Uint8Array): number;
-  writev(req: WriteReq, chunks: Uint8Array[], allBuffers: boolean): number;
-}
-const DIRECT = ((): { WriteWrap: new () => WriteReq; state: Int32Array; kAsync: number } | undefined => {
-  try {
-    const b = (process as unknown as { binding(n: string): Record<string, unknown> }).binding('stream_wrap');
-    const state = b.streamBaseState as Int32Array | undefined;
-    if (typeof b.WriteWrap !== 'function' || !state || typeof b.kLastWriteWasAsync !== 'number') return undefined;
-    return { WriteWrap: b.WriteWrap as new () => WriteReq, state, kAsync: b.kLastWriteWasAsync };
-  } catch {
-    return undefined;
-  }
-})();
-
-/**
  * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
  * area in device memory, so no Buffer is allocated per read and no byte is copied into shared
  * memory by V8 (which copies byte by byte when source and destination are not equally aligned,
@@ -278,9 +244,8 @@ export class MpaConnection extends EventEmitter {
     if (this.#state !== 'established' && this.#state !== 'rtr') {
       throw new SabreError(ErrorCode.InvalidState, `MPA connection is ${this.#state}`);
     }
-    const queued = this.socket.writableLength + this.#handleQueued();
-    if (queued > this.#maxWrite) {
-      throw new SabreError(ErrorCode.QueueFull, `TCP write buffer holds ${queued} bytes (max ${this.#maxWrite})`);
+    if (this.socket.writableLength > this.#maxWrite) {
+      throw new SabreError(ErrorCode.QueueFull, `TCP write buffer holds ${this.socket.writableLength} bytes (max ${this.#maxWrite})`);
     }
     this.#pendingBytes += this.#framer!.frameTo(hdr, payload, this.#tx);
     if (!this.#flushQueued) {
@@ -289,7 +254,7 @@ export class MpaConnection extends EventEmitter {
     }
     // Not too many: the kernel should be moving bytes while we frame and CRC the next ones.
     if (this.#pendingBytes >= CORK_LIMIT) this.#flush();
-    return this.socket.writableLength + this.#handleQueued() < this.#hwm;
+    return this.socket.writableLength < this.#hwm;
   }
 
   /** Report an error to the peer with a Terminate (RFC 5040 §4.8) and close. */
@@ -326,7 +291,6 @@ export class MpaConnection extends EventEmitter {
     this.#pendingBytes = 0;
     const s = this.socket;
     if (s.destroyed || s.writableEnded) return;
-    if (DIRECT && s.writableLength === 0 && !s.connecting && this.#writeDirect(c)) return;
     if (c.length === 1) {
       s.write(c[0]!);
       return;
@@ -334,40 +298,6 @@ export class MpaConnection extends EventEmitter {
     s.cork();
     for (const x of c) s.write(x);
     s.uncork();
-  }
-
-  /** One libuv write of `c` (see DIRECT); false when the socket has no handle to write to. */
-  #writeDirect(c: Uint8Array[]): boolean {
-    const h = (this.socket as unknown as { _handle: StreamHandle | null })._handle;
-    if (!h || typeof h.writev !== 'function') return false;
-    const req = new DIRECT!.WriteWrap();
-    req.handle = h;
-    req.oncomplete = this.#directDone;
-    req.async = false;
-    const err = c.length === 1 ? h.writeBuffer(req, c[0]!) : h.writev(req, c, true);
-    if (err !== 0) {
-      this.socket.destroy(Object.assign(new Error(`write failed (${err})`), { errno: err }));
-      return true;
-    }
-    // Queued in libuv (the socket buffer was full): the chunks must stay alive until written.
-    if (DIRECT!.state[DIRECT!.kAsync] !== 0) req.chunks = c;
-    return true;
-  }
-
-  #directDone = (status: number): void => {
-    const s = this.socket;
-    if (status < 0) {
-      if (!s.destroyed) s.destroy(Object.assign(new Error(`write failed (${status})`), { errno: status }));
-      return;
-    }
-    // send() returned false on bytes queued in libuv: 'drain' once they are written.
-    if (this.#handleQueued() === 0 && s.writableLength === 0) this.emit('drain');
-  };
-
-  /** Bytes waiting in libuv for the socket (direct writes that did not go out at once). */
-  #handleQueued(): number {
-    const h = (this.socket as unknown as { _handle: StreamHandle | null })._handle;
-    return h ? h.writeQueueSize : 0;
   }
 
   #run(evs: MpaEvent[]): void {
