@@ -6,7 +6,9 @@
 //      every 8; the ratio is taken against the faster of the two;
 //   2. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
 //   3. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
-//      responder's socket) as a fraction of lossless.
+//      responder's socket) as a fraction of lossless;
+//   4. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
+//      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
 //   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000;
@@ -16,6 +18,7 @@ import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
+import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
 import { UdpTransport } from '../dist/transport/udp/transport.js';
 import { Device } from '../dist/verbs/device.js';
@@ -27,11 +30,14 @@ const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.
 const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
 
 /** A device from its parts exactly as openDevice builds it, plus a bench-only receive filter (loss). */
-async function openUdp(loss = 0, seed = 12345) {
+async function openUdp(loss = 0, seed = 12345, workers = 0) {
   let s = seed;
   const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
-  const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 0 });
-  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}) });
+  const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: workers });
+  const t = await UdpTransport.open({
+    host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}),
+    ...(workers > 0 ? { workers: await DataPlaneWorkers.start(mem, workers) } : {}),
+  });
   const dev = new Device(mem, t, { mss: t.mss });
   return { dev, t };
 }
@@ -61,9 +67,9 @@ if (process.argv[2] === '--peer') {
   let rawBytes = 0;
   let rawLast = 0;
   const ops = {
-    async open({ loss }) {
+    async open({ loss, workers }) {
       if (side) await side.dev.close();
-      const { dev, t } = await openUdp(loss);
+      const { dev, t } = await openUdp(loss, 12345, workers);
       side = { dev, t, ...rcSide(dev) };
       side.mr = side.pd.regMr(MSG * 64, ALL);
       return { address: dev.address, qpn: side.qp.qpn, addr: side.mr.addr, rkey: side.mr.rkey };
@@ -222,9 +228,9 @@ if (process.argv[2] === '--peer') {
   }
 
   /** A fresh pair: our device and the child's, rc-connected; returns our side + the peer's MR. */
-  async function rdmaPair(loss) {
-    const p = await call('open', { loss });
-    const { dev, t } = await openUdp(0, 777);
+  async function rdmaPair(loss, workers = 0) {
+    const p = await call('open', { loss, workers });
+    const { dev, t } = await openUdp(0, 777, workers);
     const me = { dev, t, ...rcSide(dev) };
     await Promise.all([me.qp.connect({ address: p.address, qpn: p.qpn }), call('connect', { address: dev.address, qpn: me.qp.qpn })]);
     me.src = me.pd.regMr(MSG * 64, ALL);
@@ -232,8 +238,8 @@ if (process.argv[2] === '--peer') {
     return { me, p };
   }
 
-  async function writeGoodput(loss, bytes = BYTES) {
-    const { me, p } = await rdmaPair(loss);
+  async function writeGoodput(loss, bytes = BYTES, workers = 0) {
+    const { me, p } = await rdmaPair(loss, workers);
     const n = Math.ceil(bytes / MSG);
     const WINDOW = 32;
     let posted = 0;
@@ -346,6 +352,13 @@ if (process.argv[2] === '--peer') {
   for (const loss of [0.01, 0.05]) {
     const r = await writeGoodput(loss);
     rows.push({ case: `sabre rc RdmaWrite 64 KiB, ${loss * 100}% rx loss`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / w0.mbps).toFixed(2)} of lossless; retx ${r.retx}, RTOs ${r.timeouts}` });
+  }
+  // The CRC32C of every datagram on data-plane workers (both ends, both directions) instead of
+  // the event loop: openDevice({ workers }).
+  for (const workers of (process.env.UDP_RDMA_WORKERS ?? '1,2').split(',').map(Number).filter((n) => n > 0)) {
+    await writeGoodput(0, Math.min(BYTES, 64 << 20), workers);
+    const r = await writeGoodput(0, BYTES, workers);
+    rows.push({ case: `sabre rc RdmaWrite 64 KiB, workers: ${workers} per device`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / w0.mbps).toFixed(2)} of inline; ${(r.mbps / raw.mbps).toFixed(2)}× raw` });
   }
   console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1`);
   console.table(rows);

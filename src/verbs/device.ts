@@ -2,6 +2,7 @@
 // shell around the sans-I/O engine: it feeds the engine work requests and received frames
 // with the clock, hands the engine's frames to the transport, and keeps one timer for the
 // engine's next deadline.
+import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { performance } from 'node:perf_hooks';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import { ErrorCode, SabreError } from '../errors.js';
@@ -154,10 +155,14 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   }
   if (opts.transport !== 'inproc' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
   if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
+  const workers = opts.workers ?? 0;
+  if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
+  // Only udp runs its data plane on workers (the CRC32C of large datagrams, both directions).
+  const dataPlaneWorkers = opts.transport === 'udp' ? workers : 0;
   const mem = await DeviceMemory.create({
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
-    workerSlots: 0,
+    workerSlots: dataPlaneWorkers,
   });
   if (opts.transport === 'inproc') return new Device(mem, new InprocTransport(), { mss: opts.mss ?? 65536 });
   if (opts.transport === 'tcp') {
@@ -168,12 +173,21 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
     return dev;
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
-  const t = await UdpTransport.open({
-    host: opts.host ?? '127.0.0.1',
-    port: opts.port ?? 0,
-    deviceMemory: mem,
-    ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
-    ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
-  });
+  const dp = dataPlaneWorkers > 0 ? await DataPlaneWorkers.start(mem, dataPlaneWorkers) : undefined;
+  let t: UdpTransport;
+  try {
+    t = await UdpTransport.open({
+      host: opts.host ?? '127.0.0.1',
+      port: opts.port ?? 0,
+      deviceMemory: mem,
+      ...(dp ? { workers: dp } : {}),
+      ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
+      ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
+    });
+  } catch (e) {
+    // The transport owns the workers once open; before that they are ours to stop.
+    await dp?.close();
+    throw e;
+  }
   return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
 }

@@ -64,6 +64,11 @@ export interface OpenDeviceOptions {
   transport: 'udp' | 'tcp' | 'inproc';
   host?: string;
   port?: number;
+  /**
+   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). The
+   * CRC32C of datagrams of 8 KiB and more, checked on receive and computed on transmit, runs on
+   * them in batches over the device memory. tcp and inproc accept it and run inline.
+   */
   workers?: number;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
   memoryBytes?: number;

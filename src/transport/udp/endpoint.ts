@@ -42,6 +42,11 @@ export interface EndpointOptions {
   crc32c: Crc32cFn;
   /** Source of context ids (nonzero u32); tests pass a seeded one. */
   randomId: () => number;
+  /**
+   * Parts for which this is true leave their CRC32C to the owner (a worker): frame() stops
+   * at the largest such part and marks the datagram `pendingCrc` (see sealDeferred).
+   */
+  txOffloadable?: (part: Uint8Array) => boolean;
 }
 
 export interface OutDatagram {
@@ -50,6 +55,11 @@ export interface OutDatagram {
   parts: Uint8Array[];
   /** Which of the device's sockets sends it. */
   path: number;
+  /**
+   * Set when the trailer is not written yet: `prefix` is the CRC32C of parts[0, part); the
+   * owner computes it through parts[part] (offloaded), then calls sealDeferred().
+   */
+  pendingCrc?: { part: number; prefix: number };
 }
 
 export interface Delivery {
@@ -199,8 +209,11 @@ export class UdpEndpoint {
     return id;
   }
 
-  /** One datagram from the socket. Never throws on its content. */
-  receive(buf: Uint8Array, from: PeerAddress, now: number): void {
+  /**
+   * One datagram from the socket. Never throws on its content. `crc`: the CRC32C of
+   * buf[0, length - 4) when the owner already computed it (a worker did), else checked here.
+   */
+  receive(buf: Uint8Array, from: PeerAddress, now: number, crc?: number): void {
     if (this.closed) return;
     const c = this.counters;
     c.rxDatagrams++;
@@ -212,7 +225,7 @@ export class UdpEndpoint {
       c.truncated++;
       return;
     }
-    const r = openUdpDatagram(buf, 0, buf.length, this.crcCheck);
+    const r = openUdpDatagram(buf, 0, buf.length, crc === undefined ? this.crcCheck : () => crc);
     if (!r.ok) {
       if (r.error === 'BAD_CRC') c.badCrc++;
       else if (r.error === 'TRUNCATED') c.truncated++;
@@ -445,18 +458,42 @@ export class UdpEndpoint {
     const buf = new Uint8Array(hlen + UDP_TRAILER_LEN);
     encodeUdpHdr(hdr, buf, 0);
     const head = buf.subarray(0, hlen);
-    let crc = this.opts.crc32c(head, 0);
-    if (payload instanceof Uint8Array) crc = this.opts.crc32c(payload, crc);
-    else if (payload !== null) for (const p of payload) crc = this.opts.crc32c(p, crc);
-    // Trailer least-significant byte first, as src/wire/udp.ts's sealUdpDatagram writes it.
-    buf[hlen] = crc;
-    buf[hlen + 1] = crc >>> 8;
-    buf[hlen + 2] = crc >>> 16;
-    buf[hlen + 3] = crc >>> 24;
     const trailer = buf.subarray(hlen);
     this.counters.txDatagrams++;
-    if (payload === null) return { to, parts: [buf], path };
-    if (payload instanceof Uint8Array) return { to, parts: [head, payload, trailer], path };
-    return { to, parts: [head, ...payload, trailer], path };
+    const crc32c = this.opts.crc32c;
+    let crc = crc32c(head, 0);
+    if (payload === null) {
+      writeTrailer(trailer, crc);
+      return { to, parts: [buf], path };
+    }
+    const parts = payload instanceof Uint8Array ? [head, payload, trailer] : [head, ...payload, trailer];
+    const offloadable = this.opts.txOffloadable;
+    let big = -1;
+    if (offloadable !== undefined) {
+      for (let i = 1; i < parts.length - 1; i++) if (offloadable(parts[i]!) && (big < 0 || parts[i]!.length > parts[big]!.length)) big = i;
+    }
+    const stop = big < 0 ? parts.length - 1 : big;
+    for (let i = 1; i < stop; i++) crc = crc32c(parts[i]!, crc);
+    if (big >= 0) return { to, parts, path, pendingCrc: { part: big, prefix: crc } };
+    writeTrailer(trailer, crc);
+    return { to, parts, path };
   }
+
+  /** Finish a `pendingCrc` datagram given the CRC32C through parts[pendingCrc.part]. */
+  sealDeferred(d: OutDatagram, crcThroughPart: number): void {
+    const p = d.pendingCrc;
+    if (p === undefined) return;
+    let crc = crcThroughPart >>> 0;
+    for (let i = p.part + 1; i < d.parts.length - 1; i++) crc = this.opts.crc32c(d.parts[i]!, crc);
+    writeTrailer(d.parts[d.parts.length - 1]!, crc);
+    d.pendingCrc = undefined;
+  }
+}
+
+/** Trailer least-significant byte first, as src/wire/udp.ts's sealUdpDatagram writes it. */
+function writeTrailer(t: Uint8Array, crc: number): void {
+  t[0] = crc;
+  t[1] = crc >>> 8;
+  t[2] = crc >>> 16;
+  t[3] = crc >>> 24;
 }

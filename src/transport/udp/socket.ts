@@ -7,7 +7,8 @@ import dgram from 'node:dgram';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, SabreError } from '../../errors.js';
 import type { TxPayload } from './context.js';
-import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type PeerAddress } from './endpoint.js';
+import type { CrcOffloadLike } from './crc-offload.js';
+import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
 
 export interface UdpAddress {
   transport: 'udp';
@@ -45,6 +46,15 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
   burst?: number;
   /** Where each datagram is copied on arrival (e.g. device memory); reset after each flush's deliveries. */
   rxArea?: RxArea;
+  /**
+   * CRC32C of large datagrams on worker threads (see ./crc-offload.ts). Receive offload needs
+   * rxArea and two spare areas: one holds the batch a worker checks, one the batch this thread
+   * processes, while arrivals fill the third.
+   */
+  offload?: CrcOffloadLike;
+  rxSpareAreas?: RxArea[];
+  /** Stop offloading for a while when batches come back slower than inline (default true; tests turn it off). */
+  offloadBackoff?: boolean;
 }
 
 /** A receive area: copy() places a datagram (undefined: full, keep the node Buffer); reset() frees all. */
@@ -68,10 +78,34 @@ export interface UdpHandlers {
   onBeforePoll?: () => void;
 }
 
+interface RxWaiting {
+  buf: Uint8Array;
+  from: PeerAddress;
+  at: number;
+}
+
 export class UdpSocketTransport {
   readonly endpoint: UdpEndpoint;
   readonly address: UdpAddress;
-  readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[] };
+  readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[], rxOffloaded: 0, rxOffloadedBadCrc: 0, txOffloaded: 0, offloadFailures: 0, offloadBackoffs: 0 };
+  /**
+   * Until then the CRCs are done on this thread: a batch came back slower than computing it
+   * here would have been (no spare core: the worker waited to be scheduled).
+   */
+  private offloadOffUntil = 0;
+  /** Receive areas (three with a receive offload), the one arrivals are copied into, and those a batch holds. */
+  private readonly rxAreas: RxArea[];
+  private rxCur = 0;
+  private readonly rxHeld: boolean[];
+  /** Datagrams in rxAreas[rxCur] waiting for an offloaded CRC check, and whether a batch is out. */
+  private rxWait: RxWaiting[] = [];
+  private rxBusy = false;
+  /** Datagrams waiting behind the transmit batch in flight (sent in order once it is back). */
+  private txq: OutDatagram[] = [];
+  private txqBase = 0;
+  /** Absolute index below which every queued datagram has its CRC. */
+  private txReady = 0;
+  private txBusy = false;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   /** A flush is queued for the check phase (after this turn's datagrams are read). */
@@ -92,17 +126,37 @@ export class UdpSocketTransport {
     private readonly manualRelease: boolean,
     rxFilter: ((d: Uint8Array) => boolean) | undefined,
     private readonly deferAnswers: boolean,
-    private readonly rxArea: RxArea | undefined,
+    rxAreas: RxArea[],
     private readonly burst: number,
+    private readonly offload: CrcOffloadLike | undefined,
+    private readonly offloadBackoff: boolean,
   ) {
     this.endpoint = endpoint;
     this.address = address;
+    this.rxAreas = rxAreas;
+    this.rxHeld = rxAreas.map(() => false);
+    const rxOffload = offload !== undefined && rxAreas.length >= 3 ? offload : undefined;
     const maxDatagram = endpoint.opts.maxDatagram;
     for (const s of sockets) {
       s.on('message', (msg, rinfo) => {
         if (this.closed || (rxFilter !== undefined && !rxFilter(msg))) return;
-        const buf = rxArea !== undefined && msg.length <= maxDatagram ? rxArea.copy(msg) ?? msg : msg;
-        this.endpoint.receive(buf, { host: rinfo.address, port: rinfo.port }, performance.now());
+        const area = this.rxAreas[this.rxCur];
+        const inDev = area !== undefined && msg.length <= maxDatagram ? area.copy(msg) : undefined;
+        const from = { host: rinfo.address, port: rinfo.port };
+        // Work sharing: with a batch out and a burst already waiting behind it, this thread
+        // checks the CRC itself rather than let the worker fall behind (on a machine with no
+        // spare core the worker is often not even scheduled).
+        if (
+          rxOffload !== undefined && inDev !== undefined && inDev.length >= rxOffload.minBytes &&
+          (!this.rxBusy || this.rxWait.length < this.burst) && (this.offloadOffUntil === 0 || performance.now() >= this.offloadOffUntil)
+        ) {
+          // Checked by a worker; the endpoint sees it when the check is back (rxBatch).
+          this.rxWait.push({ buf: inDev, from, at: performance.now() });
+          if (this.rxWait.length >= this.burst) this.rxBatch();
+          else this.scheduleFlush();
+          return;
+        }
+        this.endpoint.receive(inDev ?? msg, from, performance.now());
         // libuv reads up to 32 datagrams per wake-up before the check phase: 2 MiB at 64 KiB.
         // Waiting for all of them before acking left the sender idle while we read (its window
         // was in our socket buffer); a burst's worth is delivered and acked at once instead.
@@ -150,11 +204,17 @@ export class UdpSocketTransport {
       for (const s of sockets) s.close();
       throw new SabreError(ErrorCode.Unreachable, `cannot bind UDP ${host}:${opts.port ?? 0}`, { cause: err });
     }
-    const endpoint = new UdpEndpoint({ ...opts, paths: n });
+    const off = opts.offload;
+    const endpoint = new UdpEndpoint({
+      ...opts, paths: n,
+      ...(off !== undefined ? { txOffloadable: (p: Uint8Array) => p.length >= off.minBytes && p.buffer === off.buffer } : {}),
+    });
     const a = sockets[0].address();
+    const areas = opts.rxArea === undefined ? [] : [opts.rxArea, ...(opts.rxSpareAreas ?? [])];
+    const burst = opts.burst ?? Math.max(4, Math.min(32, Math.floor((512 << 10) / endpoint.opts.mtu)));
     return new UdpSocketTransport(
       sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter,
-      opts.deferAnswers ?? false, opts.rxArea, opts.burst ?? Math.max(4, Math.min(32, Math.floor((512 << 10) / endpoint.opts.mtu))),
+      opts.deferAnswers ?? false, areas, Math.min(burst, off?.maxBatch ?? burst), off, opts.offloadBackoff ?? true,
     );
   }
 
@@ -202,8 +262,58 @@ export class UdpSocketTransport {
 
   private onImmediate = (): void => {
     this.flushScheduled = false;
+    // The end of a read burst: what waits for a worker's CRC check goes now.
+    if (this.rxWait.length > 0) this.rxBatch();
     this.flush(false);
   };
+
+  /** Hand the waiting datagrams' CRC checks to the workers (one batch out at a time). */
+  private rxBatch(): void {
+    if (this.rxBusy || this.rxWait.length === 0 || this.closed) return;
+    // Arrivals go to a free area meanwhile (one is: a batch out and one being processed hold two).
+    const next = this.rxHeld.findIndex((h, i) => !h && i !== this.rxCur);
+    if (next < 0) return;
+    const batch = this.rxWait;
+    this.rxWait = [];
+    this.rxBusy = true;
+    const area = this.rxCur;
+    this.rxHeld[area] = true;
+    this.rxCur = next;
+    const n = batch.length;
+    const ptr = new Array<number>(n);
+    const len = new Array<number>(n);
+    const prev = new Array<number>(n).fill(0);
+    for (let i = 0; i < n; i++) {
+      ptr[i] = batch[i]!.buf.byteOffset;
+      len[i] = batch[i]!.buf.length - 4;
+    }
+    this.counters.rxOffloaded += n;
+    const t0 = performance.now();
+    const done = (crcs: Uint32Array | undefined): void => {
+      this.rxBusy = false;
+      if (this.closed) return;
+      if (crcs !== undefined) {
+        let bytes = 0;
+        for (let i = 0; i < n; i++) bytes += len[i]!;
+        this.judgeOffload(bytes, performance.now() - t0);
+      }
+      // The next batch first: a worker checks it while this thread processes this one.
+      if (this.rxWait.length > 0) this.rxBatch();
+      // A failed worker: the endpoint checks the CRC itself.
+      const bad0 = this.endpoint.counters.badCrc;
+      for (let i = 0; i < n; i++) this.endpoint.receive(batch[i]!.buf, batch[i]!.from, batch[i]!.at, crcs?.[i]);
+      if (crcs !== undefined) this.counters.rxOffloadedBadCrc += this.endpoint.counters.badCrc - bad0;
+      this.flush(false);
+      // flush() delivered every datagram of the batch: the engine keeps no view of them.
+      this.rxAreas[area]!.reset();
+      this.rxHeld[area] = false;
+      if (this.rxWait.length > 0) this.scheduleFlush();
+    };
+    this.offload!.run(0, ptr, len, prev, n).then(done, () => {
+      this.counters.offloadFailures++;
+      done(undefined);
+    });
+  }
 
   private onRxBurst = (): void => {
     this.microScheduled = false;
@@ -230,8 +340,9 @@ export class UdpSocketTransport {
       if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
     }
     if (delivered.length > 0) h.onDeliveriesDone?.();
-    // Nothing refers to the received bytes any more: the owner consumed every delivery.
-    this.rxArea?.reset();
+    // Nothing refers to the received bytes any more: the owner consumed every delivery (those
+    // waiting for a worker's check are still in the area: it is reset once they are delivered).
+    if (this.rxWait.length === 0) this.rxAreas[this.rxCur]?.reset();
     return delivered.length;
   }
 
@@ -256,11 +367,8 @@ export class UdpSocketTransport {
     this.collecting = false;
     const now = performance.now();
     const r = this.endpoint.poll(now, this.burst);
-    for (const d of r.datagrams) {
-      const i = d.path % this.sockets.length;
-      this.counters.txBySocket[i] = (this.counters.txBySocket[i] ?? 0) + 1;
-      this.sockets[i]!.send(d.parts, d.to.port, d.to.host, this.onSent);
-    }
+    if (this.offload === undefined) for (const d of r.datagrams) this.transmit(d);
+    else this.transmitOffloaded(r.datagrams);
     for (const d of r.delivered) {
       h.onDelivery?.(d);
       if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
@@ -270,6 +378,121 @@ export class UdpSocketTransport {
     // Releasing credit or a handler's send may have made more output due now.
     if (r.more || (!this.manualRelease && n + r.delivered.length > 0)) this.scheduleFlush();
     this.armTimer(now);
+  }
+
+  private transmit(d: OutDatagram): void {
+    const i = d.path % this.sockets.length;
+    this.counters.txBySocket[i] = (this.counters.txBySocket[i] ?? 0) + 1;
+    this.sockets[i]!.send(d.parts, d.to.port, d.to.host, this.onSent);
+  }
+
+  /**
+   * Datagrams whose CRC a worker computes go out in order once it is back; those polled
+   * meanwhile wait behind them (DATA overtaking DATA would look like loss to the peer's SACK),
+   * except ACK-only datagrams, which carry no PSN.
+   */
+  private transmitOffloaded(ds: OutDatagram[]): void {
+    for (const d of ds) {
+      if (d.parts.length === 1 && this.txq.length === 0) this.transmit(d);
+      else {
+        // Work sharing (see the receive side): while a batch is out, this thread computes the
+        // CRCs of what queues behind it, so they are ready to go when the batch is back.
+        if (this.txBusy) this.sealHere(d);
+        this.txq.push(d);
+      }
+    }
+    this.txKick();
+  }
+
+  /**
+   * Submit the next batch of CRCs if none is out, then send the ready prefix of the queue —
+   * in that order, so the worker computes batch k+1 while this thread sends batch k.
+   * Indices are absolute (txqBase is the absolute index of txq[0]).
+   */
+  private txKick(): void {
+    if (this.closed) return;
+    const end = this.txqBase + this.txq.length;
+    if (!this.txBusy) {
+      let i = this.txReady;
+      while (i < end && this.txq[i - this.txqBase]!.pendingCrc === undefined) i++;
+      this.txReady = i;
+      if (i < end) {
+        if (this.offloadOffUntil === 0 || performance.now() >= this.offloadOffUntil) this.txSubmit(i, end);
+        else {
+          for (let k = i; k < end; k++) this.sealHere(this.txq[k - this.txqBase]!);
+          this.txReady = end;
+        }
+      }
+    }
+    const n = this.txReady - this.txqBase;
+    if (n > 0) {
+      for (let k = 0; k < n; k++) this.transmit(this.txq[k]!);
+      this.txq = this.txq.slice(n);
+      this.txqBase = this.txReady;
+    }
+  }
+
+  private sealHere(d: OutDatagram): void {
+    const p = d.pendingCrc;
+    if (p !== undefined) this.endpoint.sealDeferred(d, this.endpoint.opts.crc32c(d.parts[p.part]!, p.prefix));
+  }
+
+  /**
+   * A batch of `bytes` came back after `ms`: slower than twice what this thread takes for it
+   * (~0.5 ns per byte here, at least 50 µs of slack for the hand-off), so offloading costs more
+   * than it saves now; stop for 200 ms, then try again.
+   */
+  private judgeOffload(bytes: number, ms: number): void {
+    if (this.offloadBackoff && ms > Math.max(0.05, 2 * bytes * 0.5e-6)) {
+      this.offloadOffUntil = performance.now() + 200;
+      this.counters.offloadBackoffs++;
+    }
+  }
+
+  private txSubmit(from: number, end: number): void {
+    const off = this.offload!;
+    const batch: OutDatagram[] = [];
+    let i = from;
+    while (i < end && batch.length < off.maxBatch) {
+      const d = this.txq[i++ - this.txqBase]!;
+      if (d.pendingCrc !== undefined) batch.push(d);
+    }
+    const batchEnd = i;
+    const n = batch.length;
+    const ptr = new Array<number>(n);
+    const len = new Array<number>(n);
+    const prev = new Array<number>(n);
+    for (let k = 0; k < n; k++) {
+      const p = batch[k]!.pendingCrc!;
+      const part = batch[k]!.parts[p.part]!;
+      ptr[k] = part.byteOffset;
+      len[k] = part.length;
+      prev[k] = p.prefix;
+    }
+    this.txBusy = true;
+    this.counters.txOffloaded += n;
+    const t0 = performance.now();
+    const done = (crcs: Uint32Array | undefined): void => {
+      this.txBusy = false;
+      if (this.closed) return;
+      if (crcs !== undefined) {
+        let bytes = 0;
+        for (let k = 0; k < n; k++) bytes += len[k]!;
+        this.judgeOffload(bytes, performance.now() - t0);
+      }
+      for (let k = 0; k < n; k++) {
+        const d = batch[k]!;
+        const p = d.pendingCrc!;
+        // A failed worker: computed here instead.
+        this.endpoint.sealDeferred(d, crcs !== undefined ? crcs[k]! : this.endpoint.opts.crc32c(d.parts[p.part]!, p.prefix));
+      }
+      this.txReady = batchEnd;
+      this.txKick();
+    };
+    off.run(1, ptr, len, prev, n).then(done, () => {
+      this.counters.offloadFailures++;
+      done(undefined);
+    });
   }
 
   private onSent = (err: Error | null): void => {

@@ -26,6 +26,8 @@ import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
+import type { DataPlaneWorkers } from '../../dataplane/workers.js';
+import { CrcOffload } from './crc-offload.js';
 import { FramePacker } from './packer.js';
 import { type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
 
@@ -35,7 +37,7 @@ export interface UdpDeviceAddress extends DeviceAddress {
   readonly port: number;
 }
 
-export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelease'> {
+export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelease' | 'offload' | 'rxSpareAreas'> {
   /** Largest datagram (header + payload + trailer). Default 65000: right for loopback. */
   mtu?: number;
   /**
@@ -47,9 +49,17 @@ export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelea
     kernels: { crc32c(ptr: number, len: number, previous: number): number };
     alloc(length: number, align?: number): number;
     u8(): Uint8Array;
+    dataView(): DataView;
   };
   /** Bytes of device memory for the receive area (default: 64 datagrams of the MTU, at most 4 MiB; 0: none, datagrams stay in node Buffers). */
   rxAreaBytes?: number;
+  /**
+   * Data-plane workers over deviceMemory: the CRC32C of large datagrams (both directions) runs
+   * on them (./crc-offload.ts). The transport owns them from here: close() stops them.
+   */
+  workers?: DataPlaneWorkers;
+  /** Datagrams (and transmit parts) at least this long go to the workers. Default 8 KiB. */
+  offloadMinBytes?: number;
 }
 
 export interface UdpTransportCounters {
@@ -135,6 +145,12 @@ export class UdpTransport implements Transport {
   #pending = new Map<PeerAddress, Frame[]>();
   #packer!: FramePacker;
   #rx?: DeviceRxArea;
+  #offload?: CrcOffload;
+
+  /** Data-plane workers the CRC32C runs on (0: inline). */
+  get workers(): number {
+    return this.#offload?.workers ?? 0;
+  }
 
   private constructor(address: UdpDeviceAddress, mss: number) {
     this.address = address;
@@ -151,26 +167,39 @@ export class UdpTransport implements Transport {
         // A view made before a memory.grow has the old buffer object: copy path, still correct.
         data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0 : kernelCrc32c(data, previous)
       : undefined;
-    const { deviceMemory: _, rxAreaBytes, ...sockOpts } = opts;
+    const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
+    if (workers !== undefined && dm === undefined) throw new SabreError(ErrorCode.InvalidArgument, 'workers need deviceMemory');
     const areaBytes = dm ? rxAreaBytes ?? Math.min(4 << 20, 64 * mtu) : 0;
     const rx = dm && areaBytes > 0 ? new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes) : undefined;
-    const udp = await UdpSocketTransport.open(
-      { ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(rx ? { rxArea: rx } : {}) },
-      {
-        onDelivery: (d) => {
-          if (self) self.#onDelivery(d);
+    // With workers, the batch a worker checks and the one being processed keep their areas while a third fills.
+    const spare = dm && rx && workers ? [0, 1].map(() => new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes)) : undefined;
+    const offload = dm && workers ? new CrcOffload(dm, workers, { ...(offloadMinBytes !== undefined ? { minBytes: offloadMinBytes } : {}) }) : undefined;
+    let udp: UdpSocketTransport;
+    try {
+      udp = await UdpSocketTransport.open(
+        {
+          ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(rx ? { rxArea: rx } : {}),
+          ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
         },
-        onFailed: (f) => {
-          if (self) self.#onFailed(f);
+        {
+          onDelivery: (d) => {
+            if (self) self.#onDelivery(d);
+          },
+          onFailed: (f) => {
+            if (self) self.#onFailed(f);
+          },
+          onDeliveriesDone: () => {
+            if (self) self.#drain();
+          },
+          onBeforePoll: () => {
+            if (self) self.#seal();
+          },
         },
-        onDeliveriesDone: () => {
-          if (self) self.#drain();
-        },
-        onBeforePoll: () => {
-          if (self) self.#seal();
-        },
-      },
-    );
+      );
+    } catch (e) {
+      await offload?.close();
+      throw e;
+    }
     const mss = udp.endpoint.maxPayload - ENV_SEG_LEN - UNTAGGED_HDR_LEN;
     // A plain, frozen, JSON-safe object: exactly what a peer passes back to reach us.
     const address = Object.freeze({ transport: 'udp' as const, host: udp.address.host, port: udp.address.port });
@@ -178,6 +207,7 @@ export class UdpTransport implements Transport {
     self.udp = udp;
     self.#packer = new FramePacker(udp.endpoint.maxPayload);
     if (rx) self.#rx = rx;
+    if (offload) self.#offload = offload;
     return self;
   }
 
@@ -200,8 +230,10 @@ export class UdpTransport implements Transport {
       this.counters.rxInDevice = this.#rx.counters.copied;
       this.counters.rxAreaFull = this.#rx.counters.full;
     }
+    const sc = this.udp.counters;
     return {
-      ...this.counters, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
+      ...this.counters, rxOffloaded: sc.rxOffloaded, rxOffloadedBadCrc: sc.rxOffloadedBadCrc, txOffloaded: sc.txOffloaded,
+      offloadFailures: sc.offloadFailures, offloadBackoffs: sc.offloadBackoffs, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
       badCrc: e.badCrc, malformed: e.malformed, unknownContext: e.unknownContext, stale: e.stale, contexts: this.udp.endpoint.contexts,
       contextsReclaimed: e.contextsReclaimed, contextsFailed: e.contextsFailed,
       ...Object.fromEntries(this.udp.counters.txBySocket.map((n, i) => [`txSocket${i}`, n])),
@@ -256,6 +288,7 @@ export class UdpTransport implements Transport {
     this.#inbox = [];
     this.#pending.clear();
     await this.udp.close();
+    await this.#offload?.close();
   }
 
   #peerOf(to: DeviceAddress): PeerAddress | undefined {
