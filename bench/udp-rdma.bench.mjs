@@ -11,7 +11,7 @@
 //      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
-//   (UDP_RDMA_BYTES: bytes per goodput case, default 256 MiB; UDP_RDMA_RTTS: round trips, 4000;
+//   (UDP_RDMA_BYTES: bytes per goodput case, default 1 GiB; UDP_RDMA_RTTS: round trips, 4000;
 //   profiling aids: UDP_RDMA_CASES=bwonly | latonly runs one part and prints link counters and
 //   CPU per round trip; UDP_RDMA_PROBE=1 samples the requester's transport context every 2 ms)
 import dgram from 'node:dgram';
@@ -23,7 +23,7 @@ import { Access, Opcode, WcStatus } from '../dist/index.js';
 import { UdpTransport } from '../dist/transport/udp/transport.js';
 import { Device } from '../dist/verbs/device.js';
 
-const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 256 << 20);
+const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 1024 << 20);
 const RTTS = Number(process.env.UDP_RDMA_RTTS ?? 4000);
 const MSG = 64 << 10;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
