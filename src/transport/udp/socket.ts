@@ -352,19 +352,23 @@ export class UdpSocketTransport {
     const h = this.handlers;
     // Deliver before building datagrams: an owner that answers at once (an RDMA responder)
     // has its answer leave in this flush, carrying the ACK — no separate ACK datagram.
+    let n: number;
     this.collecting = true;
-    const n = this.deliver();
-    if (n > 0 && this.deferAnswers && !answer) {
-      // Let the microtasks these deliveries woke run first (see deferAnswers).
-      this.collecting = false;
-      if (!this.microScheduled) {
-        this.microScheduled = true;
-        queueMicrotask(this.onAnswersDue);
+    try {
+      n = this.deliver();
+      if (n > 0 && this.deferAnswers && !answer) {
+        // Let the microtasks these deliveries woke run first (see deferAnswers).
+        if (!this.microScheduled) {
+          this.microScheduled = true;
+          queueMicrotask(this.onAnswersDue);
+        }
+        return;
       }
-      return;
+      h.onBeforePoll?.();
+    } finally {
+      // A handler that throws must not leave every later flush request ignored.
+      this.collecting = false;
     }
-    h.onBeforePoll?.();
-    this.collecting = false;
     const now = performance.now();
     const r = this.endpoint.poll(now, this.burst);
     if (this.offload === undefined) for (const d of r.datagrams) this.transmit(d);
