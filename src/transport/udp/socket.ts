@@ -288,15 +288,9 @@ export class UdpSocketTransport {
       len[i] = batch[i]!.buf.length - 4;
     }
     this.counters.rxOffloaded += n;
-    const t0 = performance.now();
-    const done = (crcs: Uint32Array | undefined): void => {
+    void this.offloadRun(0, ptr, len, prev, n).then((crcs) => {
       this.rxBusy = false;
       if (this.closed) return;
-      if (crcs !== undefined) {
-        let bytes = 0;
-        for (let i = 0; i < n; i++) bytes += len[i]!;
-        this.judgeOffload(bytes, performance.now() - t0);
-      }
       // The next batch first: a worker checks it while this thread processes this one.
       if (this.rxWait.length > 0) this.rxBatch();
       // A failed worker: the endpoint checks the CRC itself.
@@ -308,11 +302,30 @@ export class UdpSocketTransport {
       this.rxAreas[area]!.reset();
       this.rxHeld[area] = false;
       if (this.rxWait.length > 0) this.scheduleFlush();
-    };
-    this.offload!.run(0, ptr, len, prev, n).then(done, () => {
-      this.counters.offloadFailures++;
-      done(undefined);
     });
+  }
+
+  /**
+   * One batch on the workers; resolves with the CRCs, or undefined when a worker failed (the
+   * caller computes them here). A batch that came back slower than twice what this thread
+   * takes for it (~0.5 ns per byte here, with at least 50 µs of slack for the hand-off) means
+   * offloading costs more than it saves now (no spare core): inline for 200 ms, then try again.
+   */
+  private async offloadRun(dir: 0 | 1, ptr: number[], len: number[], prev: number[], n: number): Promise<Uint32Array | undefined> {
+    const t0 = performance.now();
+    try {
+      const crcs = await this.offload!.run(dir, ptr, len, prev, n);
+      let bytes = 0;
+      for (let i = 0; i < n; i++) bytes += len[i]!;
+      if (this.offloadBackoff && performance.now() - t0 > Math.max(0.05, 2 * bytes * 0.5e-6)) {
+        this.offloadOffUntil = performance.now() + 200;
+        this.counters.offloadBackoffs++;
+      }
+      return crcs;
+    } catch {
+      this.counters.offloadFailures++;
+      return undefined;
+    }
   }
 
   private onRxBurst = (): void => {
@@ -444,18 +457,6 @@ export class UdpSocketTransport {
     if (p !== undefined) this.endpoint.sealDeferred(d, this.endpoint.opts.crc32c(d.parts[p.part]!, p.prefix));
   }
 
-  /**
-   * A batch of `bytes` came back after `ms`: slower than twice what this thread takes for it
-   * (~0.5 ns per byte here, at least 50 µs of slack for the hand-off), so offloading costs more
-   * than it saves now; stop for 200 ms, then try again.
-   */
-  private judgeOffload(bytes: number, ms: number): void {
-    if (this.offloadBackoff && ms > Math.max(0.05, 2 * bytes * 0.5e-6)) {
-      this.offloadOffUntil = performance.now() + 200;
-      this.counters.offloadBackoffs++;
-    }
-  }
-
   private txSubmit(from: number, end: number): void {
     const off = this.offload!;
     const batch: OutDatagram[] = [];
@@ -478,27 +479,16 @@ export class UdpSocketTransport {
     }
     this.txBusy = true;
     this.counters.txOffloaded += n;
-    const t0 = performance.now();
-    const done = (crcs: Uint32Array | undefined): void => {
+    void this.offloadRun(1, ptr, len, prev, n).then((crcs) => {
       this.txBusy = false;
       if (this.closed) return;
-      if (crcs !== undefined) {
-        let bytes = 0;
-        for (let k = 0; k < n; k++) bytes += len[k]!;
-        this.judgeOffload(bytes, performance.now() - t0);
-      }
+      // A failed worker: computed here instead.
       for (let k = 0; k < n; k++) {
-        const d = batch[k]!;
-        const p = d.pendingCrc!;
-        // A failed worker: computed here instead.
-        this.endpoint.sealDeferred(d, crcs !== undefined ? crcs[k]! : this.endpoint.opts.crc32c(d.parts[p.part]!, p.prefix));
+        if (crcs !== undefined) this.endpoint.sealDeferred(batch[k]!, crcs[k]!);
+        else this.sealHere(batch[k]!);
       }
       this.txReady = batchEnd;
       this.txKick();
-    };
-    off.run(1, ptr, len, prev, n).then(done, () => {
-      this.counters.offloadFailures++;
-      done(undefined);
     });
   }
 
