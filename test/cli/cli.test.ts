@@ -134,6 +134,14 @@ describe('sabre perf over real sockets', () => {
     }
   });
 
+  it('udp --workers 2: both processes run the CRC32C on data-plane workers', () => {
+    const r = sabre(['perf', 'write_bw', '--transport', 'udp', '-s', '65536', '-n', '200', '--workers', '2', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.results[0].result.iterations).toBe(200);
+    expect(sabre(['perf', 'write_bw', '--workers', '17']).code).toBe(2);
+  });
+
   it('--server on one side, HOST on the other (udp, explicit control port)', async () => {
     const { spawn } = await import('node:child_process');
     const port = 20000 + Math.floor(Math.random() * 20000);

@@ -56,6 +56,7 @@ function header(o: PerfOptions, side: PerfSide, local: SideInfo, remote: SideInf
   out(` Mtu             : ${mtu !== undefined ? `${mtu}[B]` : 'n/a'}`);
   out(` Link type       : ${o.transport === 'inproc' ? 'Memory' : 'Ethernet'}`);
   out(` Max inline data : ${o.inline}[B]`);
+  if (o.transport === 'udp') out(` DP workers      : ${o.workers}`);
   out(` rdma_cm QPs     : OFF`);
   out(` Data ex. method : ${o.transport === 'inproc' ? 'Direct' : 'Ethernet'}`);
   out(RULE);
@@ -170,6 +171,7 @@ export async function runPerf(o: PerfOptions, out: Out): Promise<PerfReport> {
     if (o.sizes.length > 1) args.push('-a');
     else args.push('-s', String(o.sizes[0]));
     if (o.mtu !== undefined) args.push('--mtu', String(o.mtu));
+    if (o.workers > 0) args.push('--workers', String(o.workers));
     const child = fork(main, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
     const exited = new Promise<number>((r) => child.once('exit', (code) => r(code ?? 1)));
     const port = await new Promise<number>((resolve, reject) => {

@@ -23,6 +23,7 @@ export interface PerfOptions {
   baseline: boolean;
   plot: string | undefined;
   mtu: number | undefined;
+  workers: number;
 }
 
 export const PERF_HELP = `usage: sabre perf <test> [options] [HOST]
@@ -44,6 +45,7 @@ sides run on loopback (two processes for udp/tcp, two devices in one process for
       --server         be the server side
   -p, --port N         control port (default 18515)
       --mtu N          path MTU for udp (bytes)
+      --workers N      udp: data-plane worker threads per device for the CRC32C (default 0)
       --json           one JSON object on stdout instead of tables
       --baseline       also run the same pattern over raw node:dgram / node:net (inproc: Uint8Array.set)
                        in the same run and print the ratio
@@ -68,6 +70,7 @@ export function parsePerf(argv: string[]): PerfOptions {
       server: { type: 'boolean' },
       port: { type: 'string', short: 'p' },
       mtu: { type: 'string' },
+      workers: { type: 'string' },
       json: { type: 'boolean' },
       baseline: { type: 'boolean' },
       plot: { type: 'string' },
@@ -103,5 +106,6 @@ export function parsePerf(argv: string[]): PerfOptions {
     baseline: values.baseline ?? false,
     plot: values.plot,
     mtu: intOption('--mtu', values.mtu, 576, 65507),
+    workers: intOption('--workers', values.workers, 0, 16) ?? 0,
   };
 }

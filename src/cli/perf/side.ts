@@ -44,6 +44,7 @@ export class PerfSide {
       transport: o.transport,
       ...(o.transport === 'inproc' ? {} : { host: bindHost ?? '127.0.0.1', port: 0 }),
       ...(o.mtu !== undefined ? { mtu: o.mtu } : {}),
+      ...(o.workers > 0 ? { workers: o.workers } : {}),
     } as Parameters<typeof openDevice>[0]);
     const pd = dev.allocPd();
     const depth = Math.max(64, 2 * o.txDepth * o.qps + 64);
