@@ -8,7 +8,7 @@
 // linear over GF(2), so crc(A ‖ B) = shift_|B|(crc(A)) ^ crc(B), crc(B) started from 0.
 //
 // Paths, by remaining length (the shape was chosen by measurement, bench/crc32c.bench.mjs):
-// - blocks of 16384 and then 1024 bytes: 16 streams, one per byte lane of a v128. The
+// - blocks of 32768, then 16384, then 1024 bytes: 16 streams, one per byte lane of a v128. The
 //   CRC state is kept as four byte planes v0..v3 (v_i = byte i of each stream's state), so the
 //   ">> 8" of the byte-at-a-time recurrence is a rename (v0 <- v1 ...) and the table lookup
 //   T[x] = T[x & 15] ^ T[x & 0xF0] is done with i8x16.swizzle on 16-entry nibble tables, one
@@ -298,6 +298,136 @@ const NIBBLE: usize = memory.data<u8>([
 
 // Join operators: SHIFT_L + k*1024 maps byte k of a raw CRC state to the state after L more
 // zero bytes, so shift(crc(A)) ^ crc(B) = crc(A ‖ B) for |B| = L.
+const SHIFT_2048: usize = memory.data<u32>([
+  0x00000000, 0xf7506984, 0xeb4ca5f9, 0x1c1ccc7d, 0xd3753d03, 0x24255487, 0x383998fa, 0xcf69f17e,
+  0xa3060cf7, 0x54566573, 0x484aa90e, 0xbf1ac08a, 0x707331f4, 0x87235870, 0x9b3f940d, 0x6c6ffd89,
+  0x43e06f1f, 0xb4b0069b, 0xa8accae6, 0x5ffca362, 0x9095521c, 0x67c53b98, 0x7bd9f7e5, 0x8c899e61,
+  0xe0e663e8, 0x17b60a6c, 0x0baac611, 0xfcfaaf95, 0x33935eeb, 0xc4c3376f, 0xd8dffb12, 0x2f8f9296,
+  0x87c0de3e, 0x7090b7ba, 0x6c8c7bc7, 0x9bdc1243, 0x54b5e33d, 0xa3e58ab9, 0xbff946c4, 0x48a92f40,
+  0x24c6d2c9, 0xd396bb4d, 0xcf8a7730, 0x38da1eb4, 0xf7b3efca, 0x00e3864e, 0x1cff4a33, 0xebaf23b7,
+  0xc420b121, 0x3370d8a5, 0x2f6c14d8, 0xd83c7d5c, 0x17558c22, 0xe005e5a6, 0xfc1929db, 0x0b49405f,
+  0x6726bdd6, 0x9076d452, 0x8c6a182f, 0x7b3a71ab, 0xb45380d5, 0x4303e951, 0x5f1f252c, 0xa84f4ca8,
+  0x0a6dca8d, 0xfd3da309, 0xe1216f74, 0x167106f0, 0xd918f78e, 0x2e489e0a, 0x32545277, 0xc5043bf3,
+  0xa96bc67a, 0x5e3baffe, 0x42276383, 0xb5770a07, 0x7a1efb79, 0x8d4e92fd, 0x91525e80, 0x66023704,
+  0x498da592, 0xbeddcc16, 0xa2c1006b, 0x559169ef, 0x9af89891, 0x6da8f115, 0x71b43d68, 0x86e454ec,
+  0xea8ba965, 0x1ddbc0e1, 0x01c70c9c, 0xf6976518, 0x39fe9466, 0xceaefde2, 0xd2b2319f, 0x25e2581b,
+  0x8dad14b3, 0x7afd7d37, 0x66e1b14a, 0x91b1d8ce, 0x5ed829b0, 0xa9884034, 0xb5948c49, 0x42c4e5cd,
+  0x2eab1844, 0xd9fb71c0, 0xc5e7bdbd, 0x32b7d439, 0xfdde2547, 0x0a8e4cc3, 0x169280be, 0xe1c2e93a,
+  0xce4d7bac, 0x391d1228, 0x2501de55, 0xd251b7d1, 0x1d3846af, 0xea682f2b, 0xf674e356, 0x01248ad2,
+  0x6d4b775b, 0x9a1b1edf, 0x8607d2a2, 0x7157bb26, 0xbe3e4a58, 0x496e23dc, 0x5572efa1, 0xa2228625,
+  0x14db951a, 0xe38bfc9e, 0xff9730e3, 0x08c75967, 0xc7aea819, 0x30fec19d, 0x2ce20de0, 0xdbb26464,
+  0xb7dd99ed, 0x408df069, 0x5c913c14, 0xabc15590, 0x64a8a4ee, 0x93f8cd6a, 0x8fe40117, 0x78b46893,
+  0x573bfa05, 0xa06b9381, 0xbc775ffc, 0x4b273678, 0x844ec706, 0x731eae82, 0x6f0262ff, 0x98520b7b,
+  0xf43df6f2, 0x036d9f76, 0x1f71530b, 0xe8213a8f, 0x2748cbf1, 0xd018a275, 0xcc046e08, 0x3b54078c,
+  0x931b4b24, 0x644b22a0, 0x7857eedd, 0x8f078759, 0x406e7627, 0xb73e1fa3, 0xab22d3de, 0x5c72ba5a,
+  0x301d47d3, 0xc74d2e57, 0xdb51e22a, 0x2c018bae, 0xe3687ad0, 0x14381354, 0x0824df29, 0xff74b6ad,
+  0xd0fb243b, 0x27ab4dbf, 0x3bb781c2, 0xcce7e846, 0x038e1938, 0xf4de70bc, 0xe8c2bcc1, 0x1f92d545,
+  0x73fd28cc, 0x84ad4148, 0x98b18d35, 0x6fe1e4b1, 0xa08815cf, 0x57d87c4b, 0x4bc4b036, 0xbc94d9b2,
+  0x1eb65f97, 0xe9e63613, 0xf5fafa6e, 0x02aa93ea, 0xcdc36294, 0x3a930b10, 0x268fc76d, 0xd1dfaee9,
+  0xbdb05360, 0x4ae03ae4, 0x56fcf699, 0xa1ac9f1d, 0x6ec56e63, 0x999507e7, 0x8589cb9a, 0x72d9a21e,
+  0x5d563088, 0xaa06590c, 0xb61a9571, 0x414afcf5, 0x8e230d8b, 0x7973640f, 0x656fa872, 0x923fc1f6,
+  0xfe503c7f, 0x090055fb, 0x151c9986, 0xe24cf002, 0x2d25017c, 0xda7568f8, 0xc669a485, 0x3139cd01,
+  0x997681a9, 0x6e26e82d, 0x723a2450, 0x856a4dd4, 0x4a03bcaa, 0xbd53d52e, 0xa14f1953, 0x561f70d7,
+  0x3a708d5e, 0xcd20e4da, 0xd13c28a7, 0x266c4123, 0xe905b05d, 0x1e55d9d9, 0x024915a4, 0xf5197c20,
+  0xda96eeb6, 0x2dc68732, 0x31da4b4f, 0xc68a22cb, 0x09e3d3b5, 0xfeb3ba31, 0xe2af764c, 0x15ff1fc8,
+  0x7990e241, 0x8ec08bc5, 0x92dc47b8, 0x658c2e3c, 0xaae5df42, 0x5db5b6c6, 0x41a97abb, 0xb6f9133f,
+  0x00000000, 0x29b72a34, 0x536e5468, 0x7ad97e5c, 0xa6dca8d0, 0x8f6b82e4, 0xf5b2fcb8, 0xdc05d68c,
+  0x48552751, 0x61e20d65, 0x1b3b7339, 0x328c590d, 0xee898f81, 0xc73ea5b5, 0xbde7dbe9, 0x9450f1dd,
+  0x90aa4ea2, 0xb91d6496, 0xc3c41aca, 0xea7330fe, 0x3676e672, 0x1fc1cc46, 0x6518b21a, 0x4caf982e,
+  0xd8ff69f3, 0xf14843c7, 0x8b913d9b, 0xa22617af, 0x7e23c123, 0x5794eb17, 0x2d4d954b, 0x04fabf7f,
+  0x24b8ebb5, 0x0d0fc181, 0x77d6bfdd, 0x5e6195e9, 0x82644365, 0xabd36951, 0xd10a170d, 0xf8bd3d39,
+  0x6cedcce4, 0x455ae6d0, 0x3f83988c, 0x1634b2b8, 0xca316434, 0xe3864e00, 0x995f305c, 0xb0e81a68,
+  0xb412a517, 0x9da58f23, 0xe77cf17f, 0xcecbdb4b, 0x12ce0dc7, 0x3b7927f3, 0x41a059af, 0x6817739b,
+  0xfc478246, 0xd5f0a872, 0xaf29d62e, 0x869efc1a, 0x5a9b2a96, 0x732c00a2, 0x09f57efe, 0x204254ca,
+  0x4971d76a, 0x60c6fd5e, 0x1a1f8302, 0x33a8a936, 0xefad7fba, 0xc61a558e, 0xbcc32bd2, 0x957401e6,
+  0x0124f03b, 0x2893da0f, 0x524aa453, 0x7bfd8e67, 0xa7f858eb, 0x8e4f72df, 0xf4960c83, 0xdd2126b7,
+  0xd9db99c8, 0xf06cb3fc, 0x8ab5cda0, 0xa302e794, 0x7f073118, 0x56b01b2c, 0x2c696570, 0x05de4f44,
+  0x918ebe99, 0xb83994ad, 0xc2e0eaf1, 0xeb57c0c5, 0x37521649, 0x1ee53c7d, 0x643c4221, 0x4d8b6815,
+  0x6dc93cdf, 0x447e16eb, 0x3ea768b7, 0x17104283, 0xcb15940f, 0xe2a2be3b, 0x987bc067, 0xb1ccea53,
+  0x259c1b8e, 0x0c2b31ba, 0x76f24fe6, 0x5f4565d2, 0x8340b35e, 0xaaf7996a, 0xd02ee736, 0xf999cd02,
+  0xfd63727d, 0xd4d45849, 0xae0d2615, 0x87ba0c21, 0x5bbfdaad, 0x7208f099, 0x08d18ec5, 0x2166a4f1,
+  0xb536552c, 0x9c817f18, 0xe6580144, 0xcfef2b70, 0x13eafdfc, 0x3a5dd7c8, 0x4084a994, 0x693383a0,
+  0x92e3aed4, 0xbb5484e0, 0xc18dfabc, 0xe83ad088, 0x343f0604, 0x1d882c30, 0x6751526c, 0x4ee67858,
+  0xdab68985, 0xf301a3b1, 0x89d8dded, 0xa06ff7d9, 0x7c6a2155, 0x55dd0b61, 0x2f04753d, 0x06b35f09,
+  0x0249e076, 0x2bfeca42, 0x5127b41e, 0x78909e2a, 0xa49548a6, 0x8d226292, 0xf7fb1cce, 0xde4c36fa,
+  0x4a1cc727, 0x63abed13, 0x1972934f, 0x30c5b97b, 0xecc06ff7, 0xc57745c3, 0xbfae3b9f, 0x961911ab,
+  0xb65b4561, 0x9fec6f55, 0xe5351109, 0xcc823b3d, 0x1087edb1, 0x3930c785, 0x43e9b9d9, 0x6a5e93ed,
+  0xfe0e6230, 0xd7b94804, 0xad603658, 0x84d71c6c, 0x58d2cae0, 0x7165e0d4, 0x0bbc9e88, 0x220bb4bc,
+  0x26f10bc3, 0x0f4621f7, 0x759f5fab, 0x5c28759f, 0x802da313, 0xa99a8927, 0xd343f77b, 0xfaf4dd4f,
+  0x6ea42c92, 0x471306a6, 0x3dca78fa, 0x147d52ce, 0xc8788442, 0xe1cfae76, 0x9b16d02a, 0xb2a1fa1e,
+  0xdb9279be, 0xf225538a, 0x88fc2dd6, 0xa14b07e2, 0x7d4ed16e, 0x54f9fb5a, 0x2e208506, 0x0797af32,
+  0x93c75eef, 0xba7074db, 0xc0a90a87, 0xe91e20b3, 0x351bf63f, 0x1cacdc0b, 0x6675a257, 0x4fc28863,
+  0x4b38371c, 0x628f1d28, 0x18566374, 0x31e14940, 0xede49fcc, 0xc453b5f8, 0xbe8acba4, 0x973de190,
+  0x036d104d, 0x2ada3a79, 0x50034425, 0x79b46e11, 0xa5b1b89d, 0x8c0692a9, 0xf6dfecf5, 0xdf68c6c1,
+  0xff2a920b, 0xd69db83f, 0xac44c663, 0x85f3ec57, 0x59f63adb, 0x704110ef, 0x0a986eb3, 0x232f4487,
+  0xb77fb55a, 0x9ec89f6e, 0xe411e132, 0xcda6cb06, 0x11a31d8a, 0x381437be, 0x42cd49e2, 0x6b7a63d6,
+  0x6f80dca9, 0x4637f69d, 0x3cee88c1, 0x1559a2f5, 0xc95c7479, 0xe0eb5e4d, 0x9a322011, 0xb3850a25,
+  0x27d5fbf8, 0x0e62d1cc, 0x74bbaf90, 0x5d0c85a4, 0x81095328, 0xa8be791c, 0xd2670740, 0xfbd02d74,
+  0x00000000, 0x202b2b59, 0x405656b2, 0x607d7deb, 0x80acad64, 0xa087863d, 0xc0fafbd6, 0xe0d1d08f,
+  0x04b52c39, 0x249e0760, 0x44e37a8b, 0x64c851d2, 0x8419815d, 0xa432aa04, 0xc44fd7ef, 0xe464fcb6,
+  0x096a5872, 0x2941732b, 0x493c0ec0, 0x69172599, 0x89c6f516, 0xa9edde4f, 0xc990a3a4, 0xe9bb88fd,
+  0x0ddf744b, 0x2df45f12, 0x4d8922f9, 0x6da209a0, 0x8d73d92f, 0xad58f276, 0xcd258f9d, 0xed0ea4c4,
+  0x12d4b0e4, 0x32ff9bbd, 0x5282e656, 0x72a9cd0f, 0x92781d80, 0xb25336d9, 0xd22e4b32, 0xf205606b,
+  0x16619cdd, 0x364ab784, 0x5637ca6f, 0x761ce136, 0x96cd31b9, 0xb6e61ae0, 0xd69b670b, 0xf6b04c52,
+  0x1bbee896, 0x3b95c3cf, 0x5be8be24, 0x7bc3957d, 0x9b1245f2, 0xbb396eab, 0xdb441340, 0xfb6f3819,
+  0x1f0bc4af, 0x3f20eff6, 0x5f5d921d, 0x7f76b944, 0x9fa769cb, 0xbf8c4292, 0xdff13f79, 0xffda1420,
+  0x25a961c8, 0x05824a91, 0x65ff377a, 0x45d41c23, 0xa505ccac, 0x852ee7f5, 0xe5539a1e, 0xc578b147,
+  0x211c4df1, 0x013766a8, 0x614a1b43, 0x4161301a, 0xa1b0e095, 0x819bcbcc, 0xe1e6b627, 0xc1cd9d7e,
+  0x2cc339ba, 0x0ce812e3, 0x6c956f08, 0x4cbe4451, 0xac6f94de, 0x8c44bf87, 0xec39c26c, 0xcc12e935,
+  0x28761583, 0x085d3eda, 0x68204331, 0x480b6868, 0xa8dab8e7, 0x88f193be, 0xe88cee55, 0xc8a7c50c,
+  0x377dd12c, 0x1756fa75, 0x772b879e, 0x5700acc7, 0xb7d17c48, 0x97fa5711, 0xf7872afa, 0xd7ac01a3,
+  0x33c8fd15, 0x13e3d64c, 0x739eaba7, 0x53b580fe, 0xb3645071, 0x934f7b28, 0xf33206c3, 0xd3192d9a,
+  0x3e17895e, 0x1e3ca207, 0x7e41dfec, 0x5e6af4b5, 0xbebb243a, 0x9e900f63, 0xfeed7288, 0xdec659d1,
+  0x3aa2a567, 0x1a898e3e, 0x7af4f3d5, 0x5adfd88c, 0xba0e0803, 0x9a25235a, 0xfa585eb1, 0xda7375e8,
+  0x4b52c390, 0x6b79e8c9, 0x0b049522, 0x2b2fbe7b, 0xcbfe6ef4, 0xebd545ad, 0x8ba83846, 0xab83131f,
+  0x4fe7efa9, 0x6fccc4f0, 0x0fb1b91b, 0x2f9a9242, 0xcf4b42cd, 0xef606994, 0x8f1d147f, 0xaf363f26,
+  0x42389be2, 0x6213b0bb, 0x026ecd50, 0x2245e609, 0xc2943686, 0xe2bf1ddf, 0x82c26034, 0xa2e94b6d,
+  0x468db7db, 0x66a69c82, 0x06dbe169, 0x26f0ca30, 0xc6211abf, 0xe60a31e6, 0x86774c0d, 0xa65c6754,
+  0x59867374, 0x79ad582d, 0x19d025c6, 0x39fb0e9f, 0xd92ade10, 0xf901f549, 0x997c88a2, 0xb957a3fb,
+  0x5d335f4d, 0x7d187414, 0x1d6509ff, 0x3d4e22a6, 0xdd9ff229, 0xfdb4d970, 0x9dc9a49b, 0xbde28fc2,
+  0x50ec2b06, 0x70c7005f, 0x10ba7db4, 0x309156ed, 0xd0408662, 0xf06bad3b, 0x9016d0d0, 0xb03dfb89,
+  0x5459073f, 0x74722c66, 0x140f518d, 0x34247ad4, 0xd4f5aa5b, 0xf4de8102, 0x94a3fce9, 0xb488d7b0,
+  0x6efba258, 0x4ed08901, 0x2eadf4ea, 0x0e86dfb3, 0xee570f3c, 0xce7c2465, 0xae01598e, 0x8e2a72d7,
+  0x6a4e8e61, 0x4a65a538, 0x2a18d8d3, 0x0a33f38a, 0xeae22305, 0xcac9085c, 0xaab475b7, 0x8a9f5eee,
+  0x6791fa2a, 0x47bad173, 0x27c7ac98, 0x07ec87c1, 0xe73d574e, 0xc7167c17, 0xa76b01fc, 0x87402aa5,
+  0x6324d613, 0x430ffd4a, 0x237280a1, 0x0359abf8, 0xe3887b77, 0xc3a3502e, 0xa3de2dc5, 0x83f5069c,
+  0x7c2f12bc, 0x5c0439e5, 0x3c79440e, 0x1c526f57, 0xfc83bfd8, 0xdca89481, 0xbcd5e96a, 0x9cfec233,
+  0x789a3e85, 0x58b115dc, 0x38cc6837, 0x18e7436e, 0xf83693e1, 0xd81db8b8, 0xb860c553, 0x984bee0a,
+  0x75454ace, 0x556e6197, 0x35131c7c, 0x15383725, 0xf5e9e7aa, 0xd5c2ccf3, 0xb5bfb118, 0x95949a41,
+  0x71f066f7, 0x51db4dae, 0x31a63045, 0x118d1b1c, 0xf15ccb93, 0xd177e0ca, 0xb10a9d21, 0x9121b678,
+  0x00000000, 0x96a58720, 0x28a778b1, 0xbe02ff91, 0x514ef162, 0xc7eb7642, 0x79e989d3, 0xef4c0ef3,
+  0xa29de2c4, 0x343865e4, 0x8a3a9a75, 0x1c9f1d55, 0xf3d313a6, 0x65769486, 0xdb746b17, 0x4dd1ec37,
+  0x40d7b379, 0xd6723459, 0x6870cbc8, 0xfed54ce8, 0x1199421b, 0x873cc53b, 0x393e3aaa, 0xaf9bbd8a,
+  0xe24a51bd, 0x74efd69d, 0xcaed290c, 0x5c48ae2c, 0xb304a0df, 0x25a127ff, 0x9ba3d86e, 0x0d065f4e,
+  0x81af66f2, 0x170ae1d2, 0xa9081e43, 0x3fad9963, 0xd0e19790, 0x464410b0, 0xf846ef21, 0x6ee36801,
+  0x23328436, 0xb5970316, 0x0b95fc87, 0x9d307ba7, 0x727c7554, 0xe4d9f274, 0x5adb0de5, 0xcc7e8ac5,
+  0xc178d58b, 0x57dd52ab, 0xe9dfad3a, 0x7f7a2a1a, 0x903624e9, 0x0693a3c9, 0xb8915c58, 0x2e34db78,
+  0x63e5374f, 0xf540b06f, 0x4b424ffe, 0xdde7c8de, 0x32abc62d, 0xa40e410d, 0x1a0cbe9c, 0x8ca939bc,
+  0x06b2bb15, 0x90173c35, 0x2e15c3a4, 0xb8b04484, 0x57fc4a77, 0xc159cd57, 0x7f5b32c6, 0xe9feb5e6,
+  0xa42f59d1, 0x328adef1, 0x8c882160, 0x1a2da640, 0xf561a8b3, 0x63c42f93, 0xddc6d002, 0x4b635722,
+  0x4665086c, 0xd0c08f4c, 0x6ec270dd, 0xf867f7fd, 0x172bf90e, 0x818e7e2e, 0x3f8c81bf, 0xa929069f,
+  0xe4f8eaa8, 0x725d6d88, 0xcc5f9219, 0x5afa1539, 0xb5b61bca, 0x23139cea, 0x9d11637b, 0x0bb4e45b,
+  0x871ddde7, 0x11b85ac7, 0xafbaa556, 0x391f2276, 0xd6532c85, 0x40f6aba5, 0xfef45434, 0x6851d314,
+  0x25803f23, 0xb325b803, 0x0d274792, 0x9b82c0b2, 0x74cece41, 0xe26b4961, 0x5c69b6f0, 0xcacc31d0,
+  0xc7ca6e9e, 0x516fe9be, 0xef6d162f, 0x79c8910f, 0x96849ffc, 0x002118dc, 0xbe23e74d, 0x2886606d,
+  0x65578c5a, 0xf3f20b7a, 0x4df0f4eb, 0xdb5573cb, 0x34197d38, 0xa2bcfa18, 0x1cbe0589, 0x8a1b82a9,
+  0x0d65762a, 0x9bc0f10a, 0x25c20e9b, 0xb36789bb, 0x5c2b8748, 0xca8e0068, 0x748cfff9, 0xe22978d9,
+  0xaff894ee, 0x395d13ce, 0x875fec5f, 0x11fa6b7f, 0xfeb6658c, 0x6813e2ac, 0xd6111d3d, 0x40b49a1d,
+  0x4db2c553, 0xdb174273, 0x6515bde2, 0xf3b03ac2, 0x1cfc3431, 0x8a59b311, 0x345b4c80, 0xa2fecba0,
+  0xef2f2797, 0x798aa0b7, 0xc7885f26, 0x512dd806, 0xbe61d6f5, 0x28c451d5, 0x96c6ae44, 0x00632964,
+  0x8cca10d8, 0x1a6f97f8, 0xa46d6869, 0x32c8ef49, 0xdd84e1ba, 0x4b21669a, 0xf523990b, 0x63861e2b,
+  0x2e57f21c, 0xb8f2753c, 0x06f08aad, 0x90550d8d, 0x7f19037e, 0xe9bc845e, 0x57be7bcf, 0xc11bfcef,
+  0xcc1da3a1, 0x5ab82481, 0xe4badb10, 0x721f5c30, 0x9d5352c3, 0x0bf6d5e3, 0xb5f42a72, 0x2351ad52,
+  0x6e804165, 0xf825c645, 0x462739d4, 0xd082bef4, 0x3fceb007, 0xa96b3727, 0x1769c8b6, 0x81cc4f96,
+  0x0bd7cd3f, 0x9d724a1f, 0x2370b58e, 0xb5d532ae, 0x5a993c5d, 0xcc3cbb7d, 0x723e44ec, 0xe49bc3cc,
+  0xa94a2ffb, 0x3fefa8db, 0x81ed574a, 0x1748d06a, 0xf804de99, 0x6ea159b9, 0xd0a3a628, 0x46062108,
+  0x4b007e46, 0xdda5f966, 0x63a706f7, 0xf50281d7, 0x1a4e8f24, 0x8ceb0804, 0x32e9f795, 0xa44c70b5,
+  0xe99d9c82, 0x7f381ba2, 0xc13ae433, 0x579f6313, 0xb8d36de0, 0x2e76eac0, 0x90741551, 0x06d19271,
+  0x8a78abcd, 0x1cdd2ced, 0xa2dfd37c, 0x347a545c, 0xdb365aaf, 0x4d93dd8f, 0xf391221e, 0x6534a53e,
+  0x28e54909, 0xbe40ce29, 0x004231b8, 0x96e7b698, 0x79abb86b, 0xef0e3f4b, 0x510cc0da, 0xc7a947fa,
+  0xcaaf18b4, 0x5c0a9f94, 0xe2086005, 0x74ade725, 0x9be1e9d6, 0x0d446ef6, 0xb3469167, 0x25e31647,
+  0x6832fa70, 0xfe977d50, 0x409582c1, 0xd63005e1, 0x397c0b12, 0xafd98c32, 0x11db73a3, 0x877ef483,
+]);
 const SHIFT_1024: usize = memory.data<u32>([
   0x00000000, 0xfe314258, 0xf98ef241, 0x07bfb019, 0xf6f19273, 0x08c0d02b, 0x0f7f6032, 0xf14e226a,
   0xe80f5217, 0x163e104f, 0x1181a056, 0xefb0e20e, 0x1efec064, 0xe0cf823c, 0xe7703225, 0x1941707d,
@@ -710,6 +840,329 @@ const SHIFT_128: usize = memory.data<u32>([
     ^ load<u32>((hi >> 22) & 0x3FC, SLICE);
 }
 
+/** `blocks` blocks of 32768 bytes at p: 16 lanes of 2048 bytes each, one per byte of a v128. */
+function lanes16x2048(crc: u32, p: usize, blocks: usize): u32 {
+  const m = i8x16.splat(0x0F);
+  for (let b: usize = 0; b < blocks; b++) {
+    // Lane 0 continues the running CRC; lanes 1..15 start from 0 and are joined below.
+    let v0 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>crc);
+    let v1 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 8));
+    let v2 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 16));
+    let v3 = i8x16.replace_lane(i8x16.splat(0), 0, <i8>(crc >> 24));
+    const end = p + 2048;
+    do {
+      // Sixteen bytes of each lane, then transposed so that plane k holds byte k of every lane.
+      const l0 = v128.load(p, 0);
+      const l1 = v128.load(p, 2048);
+      const l2 = v128.load(p, 4096);
+      const l3 = v128.load(p, 6144);
+      const l4 = v128.load(p, 8192);
+      const l5 = v128.load(p, 10240);
+      const l6 = v128.load(p, 12288);
+      const l7 = v128.load(p, 14336);
+      const l8 = v128.load(p, 16384);
+      const l9 = v128.load(p, 18432);
+      const l10 = v128.load(p, 20480);
+      const l11 = v128.load(p, 22528);
+      const l12 = v128.load(p, 24576);
+      const l13 = v128.load(p, 26624);
+      const l14 = v128.load(p, 28672);
+      const l15 = v128.load(p, 30720);
+      const t0 = i8x16.shuffle(l0, l1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t1 = i8x16.shuffle(l0, l1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t2 = i8x16.shuffle(l2, l3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t3 = i8x16.shuffle(l2, l3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t4 = i8x16.shuffle(l4, l5, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t5 = i8x16.shuffle(l4, l5, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t6 = i8x16.shuffle(l6, l7, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t7 = i8x16.shuffle(l6, l7, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t8 = i8x16.shuffle(l8, l9, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t9 = i8x16.shuffle(l8, l9, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t10 = i8x16.shuffle(l10, l11, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t11 = i8x16.shuffle(l10, l11, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t12 = i8x16.shuffle(l12, l13, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t13 = i8x16.shuffle(l12, l13, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t14 = i8x16.shuffle(l14, l15, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const t15 = i8x16.shuffle(l14, l15, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const t16 = i8x16.shuffle(t0, t2, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t17 = i8x16.shuffle(t0, t2, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t18 = i8x16.shuffle(t1, t3, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t19 = i8x16.shuffle(t1, t3, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t20 = i8x16.shuffle(t4, t6, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t21 = i8x16.shuffle(t4, t6, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t22 = i8x16.shuffle(t5, t7, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t23 = i8x16.shuffle(t5, t7, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t24 = i8x16.shuffle(t8, t10, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t25 = i8x16.shuffle(t8, t10, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t26 = i8x16.shuffle(t9, t11, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t27 = i8x16.shuffle(t9, t11, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t28 = i8x16.shuffle(t12, t14, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t29 = i8x16.shuffle(t12, t14, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t30 = i8x16.shuffle(t13, t15, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+      const t31 = i8x16.shuffle(t13, t15, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+      const t32 = i8x16.shuffle(t16, t20, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t33 = i8x16.shuffle(t16, t20, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t34 = i8x16.shuffle(t18, t22, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t35 = i8x16.shuffle(t18, t22, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t36 = i8x16.shuffle(t17, t21, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t37 = i8x16.shuffle(t17, t21, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t38 = i8x16.shuffle(t19, t23, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t39 = i8x16.shuffle(t19, t23, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t40 = i8x16.shuffle(t24, t28, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t41 = i8x16.shuffle(t24, t28, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t42 = i8x16.shuffle(t26, t30, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t43 = i8x16.shuffle(t26, t30, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t44 = i8x16.shuffle(t25, t29, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t45 = i8x16.shuffle(t25, t29, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t46 = i8x16.shuffle(t27, t31, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const t47 = i8x16.shuffle(t27, t31, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      const t48 = i8x16.shuffle(t32, t40, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t49 = i8x16.shuffle(t32, t40, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t50 = i8x16.shuffle(t34, t42, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t51 = i8x16.shuffle(t34, t42, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t52 = i8x16.shuffle(t36, t44, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t53 = i8x16.shuffle(t36, t44, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t54 = i8x16.shuffle(t38, t46, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t55 = i8x16.shuffle(t38, t46, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t56 = i8x16.shuffle(t33, t41, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t57 = i8x16.shuffle(t33, t41, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t58 = i8x16.shuffle(t35, t43, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t59 = i8x16.shuffle(t35, t43, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t60 = i8x16.shuffle(t37, t45, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t61 = i8x16.shuffle(t37, t45, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const t62 = i8x16.shuffle(t39, t47, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      const t63 = i8x16.shuffle(t39, t47, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      // One CRC byte step per plane: s = T[(s ^ byte) & 0xFF] ^ (s >> 8) in all lanes at once.
+      {
+        const x = v128.xor(v0, t48);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t49);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t56);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t57);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t52);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t53);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t60);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t61);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t50);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t51);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t58);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t59);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t54);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t55);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t62);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      {
+        const x = v128.xor(v0, t63);
+        const lo = v128.and(x, m);
+        const hi = v128.and(i16x8.shr_u(x, 4), m);
+        const n0 = v128.xor(v128.xor(v1, i8x16.swizzle(v128.load(NIBBLE), lo)), i8x16.swizzle(v128.load(NIBBLE, 16), hi));
+        const n1 = v128.xor(v128.xor(v2, i8x16.swizzle(v128.load(NIBBLE, 32), lo)), i8x16.swizzle(v128.load(NIBBLE, 48), hi));
+        const n2 = v128.xor(v128.xor(v3, i8x16.swizzle(v128.load(NIBBLE, 64), lo)), i8x16.swizzle(v128.load(NIBBLE, 80), hi));
+        v3 = v128.xor(i8x16.swizzle(v128.load(NIBBLE, 96), lo), i8x16.swizzle(v128.load(NIBBLE, 112), hi));
+        v0 = n0;
+        v1 = n1;
+        v2 = n2;
+      }
+      p += 16;
+    } while (p < end);
+    crc = (<u32>i8x16.extract_lane_u(v0, 0) | (<u32>i8x16.extract_lane_u(v1, 0) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 0) << 16) | (<u32>i8x16.extract_lane_u(v3, 0) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 1) | (<u32>i8x16.extract_lane_u(v1, 1) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 1) << 16) | (<u32>i8x16.extract_lane_u(v3, 1) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 2) | (<u32>i8x16.extract_lane_u(v1, 2) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 2) << 16) | (<u32>i8x16.extract_lane_u(v3, 2) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 3) | (<u32>i8x16.extract_lane_u(v1, 3) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 3) << 16) | (<u32>i8x16.extract_lane_u(v3, 3) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 4) | (<u32>i8x16.extract_lane_u(v1, 4) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 4) << 16) | (<u32>i8x16.extract_lane_u(v3, 4) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 5) | (<u32>i8x16.extract_lane_u(v1, 5) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 5) << 16) | (<u32>i8x16.extract_lane_u(v3, 5) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 6) | (<u32>i8x16.extract_lane_u(v1, 6) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 6) << 16) | (<u32>i8x16.extract_lane_u(v3, 6) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 7) | (<u32>i8x16.extract_lane_u(v1, 7) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 7) << 16) | (<u32>i8x16.extract_lane_u(v3, 7) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 8) | (<u32>i8x16.extract_lane_u(v1, 8) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 8) << 16) | (<u32>i8x16.extract_lane_u(v3, 8) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 9) | (<u32>i8x16.extract_lane_u(v1, 9) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 9) << 16) | (<u32>i8x16.extract_lane_u(v3, 9) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 10) | (<u32>i8x16.extract_lane_u(v1, 10) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 10) << 16) | (<u32>i8x16.extract_lane_u(v3, 10) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 11) | (<u32>i8x16.extract_lane_u(v1, 11) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 11) << 16) | (<u32>i8x16.extract_lane_u(v3, 11) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 12) | (<u32>i8x16.extract_lane_u(v1, 12) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 12) << 16) | (<u32>i8x16.extract_lane_u(v3, 12) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 13) | (<u32>i8x16.extract_lane_u(v1, 13) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 13) << 16) | (<u32>i8x16.extract_lane_u(v3, 13) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 14) | (<u32>i8x16.extract_lane_u(v1, 14) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 14) << 16) | (<u32>i8x16.extract_lane_u(v3, 14) << 24));
+    crc = shift(crc, SHIFT_2048) ^ (<u32>i8x16.extract_lane_u(v0, 15) | (<u32>i8x16.extract_lane_u(v1, 15) << 8)
+      | (<u32>i8x16.extract_lane_u(v2, 15) << 16) | (<u32>i8x16.extract_lane_u(v3, 15) << 24));
+    p += 30720;
+  }
+  return crc;
+}
 /** `blocks` blocks of 16384 bytes at p: 16 lanes of 1024 bytes each, one per byte of a v128. */
 function lanes16x1024(crc: u32, p: usize, blocks: usize): u32 {
   const m = i8x16.splat(0x0F);
@@ -1033,7 +1486,6 @@ function lanes16x1024(crc: u32, p: usize, blocks: usize): u32 {
   }
   return crc;
 }
-
 /** `blocks` blocks of 1024 bytes at p: 16 lanes of 64 bytes each, one per byte of a v128. */
 function lanes16x64(crc: u32, p: usize, blocks: usize): u32 {
   const m = i8x16.splat(0x0F);
@@ -1360,6 +1812,12 @@ function lanes16x64(crc: u32, p: usize, blocks: usize): u32 {
 
 /** Raw (non-inverted) CRC update. */
 function update(crc: u32, p: usize, len: usize): u32 {
+  if (len >= 32768) {
+    const blocks = len / 32768;
+    crc = lanes16x2048(crc, p, blocks);
+    p += blocks * 32768;
+    len -= blocks * 32768;
+  }
   if (len >= 16384) {
     const blocks = len / 16384;
     crc = lanes16x1024(crc, p, blocks);
