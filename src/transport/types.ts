@@ -78,7 +78,11 @@ export interface Transport {
   readonly address: DeviceAddress;
   /** Largest datagram / framed PDU this transport emits, where it has one (udp: the path MTU; tcp: the MULPDU). */
   readonly mtu?: number;
-  /** Hand frames to the link. The payload views must stay readable until the call returns or, for asynchronous links, until delivery. */
+  /**
+   * Hand frames to the link. The payload views must stay readable until the call returns or,
+   * for asynchronous links, until delivery. The array itself passes to the transport: the
+   * caller builds a fresh one per call and does not touch it again.
+   */
   send(to: DeviceAddress, frames: Frame[]): void;
   /** Set once by the device: called with batches of frames (one placement batch each). */
   onReceive(handler: (batch: Inbound[]) => void): void;

@@ -136,6 +136,7 @@ export class UdpEndpoint {
   };
   private byId = new Map<number, Entry>();
   private byAddr = new Map<string, Entry>();
+  private byPeer = new WeakMap<PeerAddress, Entry>();
   private retired = new Set<number>();
   private nextPayloadId = 1;
   private rr = 0;
@@ -196,7 +197,10 @@ export class UdpEndpoint {
     if (len > this.maxPayload || len < 2) {
       throw new SabreError(ErrorCode.InvalidArgument, `payload of ${len} bytes outside [2, ${this.maxPayload}]`);
     }
-    let e = this.byAddr.get(addrKey(peer));
+    // The owner hands the same PeerAddress object for a peer each time: no key string per payload.
+    let e = this.byPeer.get(peer);
+    if (e === undefined || this.byId.get(e.ctx.localId) !== e) e = this.byAddr.get(addrKey(peer));
+    if (e !== undefined) this.byPeer.set(peer, e);
     if (e === undefined) {
       if (this.byId.size >= this.opts.maxContexts) this.reclaimIdle(now, true);
       if (this.byId.size >= this.opts.maxContexts) throw new SabreError(ErrorCode.LimitExceeded, 'too many peer contexts');
@@ -314,7 +318,8 @@ export class UdpEndpoint {
    */
   poll(now: number, burst = Infinity): PollResult {
     let more = false;
-    for (const e of [...this.byId.values()]) {
+    // Deleting the entry being visited (drop below) is safe while iterating a Map.
+    for (const e of this.byId.values()) {
       const ctx = e.ctx;
       if (ctx.nextDeadline() <= now) ctx.tick(now);
       const tx = this.txScratch;

@@ -25,6 +25,7 @@ import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
+import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
@@ -143,6 +144,7 @@ export class UdpTransport implements Transport {
   #peers = new Map<string, PeerAddress>();
   /** Frames waiting for the flush, per peer, in order. */
   #pending = new Map<PeerAddress, Frame[]>();
+  #spare = new Map<PeerAddress, Frame[]>();
   #packer!: FramePacker;
   #rx?: DeviceRxArea;
   #offload?: CrcOffload;
@@ -165,7 +167,8 @@ export class UdpTransport implements Transport {
     const crc32c = dm
       ? (data: Uint8Array, previous = 0): number =>
         // A view made before a memory.grow has the old buffer object: copy path, still correct.
-        data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0 : kernelCrc32c(data, previous)
+        data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0
+          : data.length <= CRC32C_SHORT_MAX ? crc32cShort(data, previous) : kernelCrc32c(data, previous)
       : undefined;
     const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
     if (workers !== undefined && dm === undefined) throw new SabreError(ErrorCode.InvalidArgument, 'workers need deviceMemory');
@@ -251,7 +254,8 @@ export class UdpTransport implements Transport {
       return;
     }
     const q = this.#pending.get(peer);
-    if (q === undefined) this.#pending.set(peer, frames.slice());
+    // The array is ours from here (Transport.send's contract: the caller does not reuse it).
+    if (q === undefined) this.#pending.set(peer, frames);
     else for (const f of frames) q.push(f);
     this.udp.requestFlush();
   }
@@ -259,8 +263,10 @@ export class UdpTransport implements Transport {
   /** The socket shell is about to build datagrams: pack what the turn produced, per peer. */
   #seal(): void {
     if (this.#pending.size === 0) return;
+    // Two maps taking turns: a send made while these are packed (a failure report) goes to the other.
     const pending = this.#pending;
-    this.#pending = new Map();
+    this.#pending = this.#spare;
+    this.#spare = pending;
     for (const [peer, frames] of pending) {
       let lost = 0;
       this.#packer.pack(frames, (payload, dst, src) => {
@@ -279,6 +285,7 @@ export class UdpTransport implements Transport {
         queueMicrotask(() => this.#linkFailed(addr));
       }
     }
+    pending.clear();
   }
 
   /** Fail what is outstanding, close the sockets (the port is free once this resolves). */
