@@ -75,9 +75,22 @@ function pump() {
   }
 }
 
+// Exactly what the peer sends: its payloads in order until their sum reaches expectBytes (the
+// last one overshoots). Waiting for only expectBytes let a reordered small payload still be in
+// flight when "done" was reported, once the overshoot exceeded its size.
+let expectTotal = -1;
+function peerTotal() {
+  if (expectTotal < 0) {
+    const max = t.endpoint.maxPayload;
+    expectTotal = 0;
+    for (let i = 0; expectTotal < cfg.expectBytes; i++) expectTotal += sizeFor(i, max);
+  }
+  return expectTotal;
+}
+
 function check() {
   if (doneSent) return;
-  if ((sentBytes >= cfg.sendBytes && acked + failed === sent && bytesOk >= cfg.expectBytes) || failed > 0) {
+  if ((sentBytes >= cfg.sendBytes && acked + failed === sent && bytesOk >= peerTotal()) || failed > 0) {
     doneSent = true;
     out({ done: { sent, sentBytes, acked, failed, received: got.size, bytesOk, bad, dupes, ms: Date.now() - t0, counters: t.endpoint.counters, ctx: peer ? t.endpoint.context(peer)?.counters : undefined } });
   }

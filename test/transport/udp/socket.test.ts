@@ -15,6 +15,13 @@ function sizeFor(i: number, max: number): number {
   return i % 5 === 4 ? 4 + ((i * 131) % 200) : max;
 }
 
+/** Exactly what a peer following that rule sends for `bytes` (its last payload overshoots). */
+function scheduleTotal(bytes: number, max: number): number {
+  let total = 0;
+  for (let i = 0; total < bytes; i++) total += sizeFor(i, max);
+  return total;
+}
+
 interface Side {
   t: UdpSocketTransport;
   got: Map<number, number>;
@@ -146,7 +153,9 @@ describe('UDP transport over real sockets (127.0.0.1)', () => {
     onMsg = () => a.wake();
     await until(
       [a],
-      () => a.sentBytes >= BYTES && a.acked === a.sent && a.bytesOk >= BYTES && msgs.some((m) => m.done || m.timeout),
+      // All of the child's bytes, not just BYTES of them: a payload reordered behind the
+      // overshoot would otherwise still be in flight.
+      () => a.sentBytes >= BYTES && a.acked === a.sent && a.bytesOk >= scheduleTotal(BYTES, a.t.endpoint.maxPayload) && msgs.some((m) => m.done || m.timeout),
       60_000,
       () => pump(a, childAddr, BYTES),
     ).catch((e) => {
