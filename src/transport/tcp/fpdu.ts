@@ -16,6 +16,7 @@
 // octets from the ULPDU Length field of the FPDU it sits in to the marker. (Wireshark's MPA
 // dissector uses the same positions and CRC coverage; see docs/tcp-framing.md.)
 import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
+import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
 import { SabreError, ErrorCode } from '../../errors.js';
 import { fault, TERM, type TcpFault } from './terminate.js';
@@ -95,26 +96,9 @@ export interface TxSink {
   view(v: Uint8Array): void;
 }
 
-/** CRC32C table for tiny pieces (byte-wise in JS beats a copy into the kernel scratch below ~256 bytes). */
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256);
-  for (let i = 0; i < 256; i++) {
-    let c = i;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-    t[i] = c >>> 0;
-  }
-  return t;
-})();
-
-function crcTiny(b: Uint8Array, from: number, to: number, prev: number): number {
-  let c = ~prev >>> 0;
-  for (let i = from; i < to; i++) c = CRC_TABLE[(c ^ b[i]!) & 0xff]! ^ (c >>> 8);
-  return ~c >>> 0;
-}
-
 /** CRC32C of b[from, to), continuing `prev`: byte-wise when tiny, else the kernel. */
 function crcRange(b: Uint8Array, from: number, to: number, prev: number): number {
-  return to - from <= 256 ? crcTiny(b, from, to, prev) : crc32cPlain(b.subarray(from, to), prev);
+  return to - from <= CRC32C_SHORT_MAX ? crc32cShort(b, prev, from, to) : crc32cPlain(b.subarray(from, to), prev);
 }
 
 export interface FramerOptions {
@@ -203,7 +187,7 @@ export class FpduFramer {
     const to = tx.small(pad + MPA_CRC_LEN);
     const t = tx.buf;
     for (let i = 0; i < pad; i++) t[to + i] = 0;
-    if (crcOn && pad) crc = crcTiny(t, to, to + pad, crc);
+    if (crcOn && pad) crc = crc32cShort(t, crc, to, to + pad);
     t.writeUInt32LE(crc >>> 0, to + pad);
     return total;
   }
