@@ -80,7 +80,11 @@ if (process.argv[2] === '--peer') {
     pong({ n }) {
       // Echo n 64 B RdmaWriteWithImm: each incoming one consumes a receive and is answered.
       const { qp, cq, mr } = side;
-      for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [] });
+      // Receives posted as they are consumed, 64 ahead (as perftest keeps an rx depth): posting
+      // all n up front kept thousands of them alive long enough to reach the old generation,
+      // and the full collections that followed showed up in p99.
+      for (let i = 0; i < Math.min(n, 64); i++) qp.postRecv({ wrId: i, sgList: [] });
+      let posted = Math.min(n, 64);
       (async () => {
         let got = 0;
         while (got < n) {
@@ -88,6 +92,7 @@ if (process.argv[2] === '--peer') {
           for (const w of cq.poll(64)) {
             if (w.opcode !== undefined && w.imm !== undefined) {
               got++;
+              if (posted < n) qp.postRecv({ wrId: posted++, sgList: [] });
               qp.postSend({ wrId: got, opcode: Opcode.RdmaWriteWithImm, imm: got, signaled: false, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], remoteAddr: side.peerAddr, rkey: side.peerRkey });
             }
           }
@@ -285,7 +290,8 @@ if (process.argv[2] === '--peer') {
     const wlat = [];
     const cpu0 = process.cpuUsage();
     const peerCpu0 = (await call('stats')).cpu;
-    for (let i = 0; i < RTTS; i++) me.qp.postRecv({ wrId: i, sgList: [] });
+    for (let i = 0; i < Math.min(RTTS, 64); i++) me.qp.postRecv({ wrId: i, sgList: [] });
+    let recvPosted = Math.min(RTTS, 64);
     for (let i = 0; i < RTTS; i++) {
       const t0 = performance.now();
       me.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: me.src.addr, length: 64, lkey: me.src.lkey }], remoteAddr: p.addr, rkey: p.rkey });
@@ -295,6 +301,7 @@ if (process.argv[2] === '--peer') {
         if (ws.some((w) => w.imm !== undefined)) break;
       }
       wlat.push(performance.now() - t0);
+      if (recvPosted < RTTS) me.qp.postRecv({ wrId: recvPosted++, sgList: [] });
     }
     const cpu1 = process.cpuUsage(cpu0);
     const peerCpu1 = (await call('stats')).cpu;
