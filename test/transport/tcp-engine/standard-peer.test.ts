@@ -59,7 +59,7 @@ async function rawPeer(port: number) {
   s.on('error', () => {});
   await new Promise((r) => s.once('connect', r));
   s.write(cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10)));
-  let buf = new Uint8Array(0);
+  let buf: Uint8Array = new Uint8Array(0);
   let waiter: (() => void) | undefined;
   s.on('data', (d: Buffer) => {
     buf = cat(buf, d);

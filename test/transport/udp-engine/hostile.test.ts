@@ -50,7 +50,7 @@ describe('udp device under hostile datagrams', () => {
 
     raw = dgram.createSocket('udp4');
     await new Promise<void>((res) => raw!.bind(0, '127.0.0.1', () => res()));
-    const port = (dev.address as { port: number }).port;
+    const port = (dev.address as unknown as { port: number }).port;
     const ep = t.udp.endpoint.counters;
     const before = { ...ep };
     const sends: Uint8Array[] = [];

@@ -3,7 +3,7 @@
 // both sides against an independent expectation (the xorshift patterns both sides can make).
 import { describe, expect, it } from 'vitest';
 import { Opcode, QpState, WcStatus } from '../../../src/index.js';
-import { ALL, pattern, same, take } from './helpers.js';
+import { ALL, pattern, same, take, type RemoteMr } from './helpers.js';
 import { rcOpcodeSuite, useRemote } from '../peer/remote.js';
 
 const f = useRemote('udp', { mtu: 1500 });
