@@ -14,7 +14,7 @@
 //    TCP_RDMA_REPS: goodput repetitions, best kept, default 3)
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { forkPeer, servePeer } from './lib/peer.mjs';
+import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
 
 const BYTES = Number(process.env.TCP_RDMA_BYTES ?? 512 << 20);
@@ -50,24 +50,7 @@ if (process.argv[2] === '--peer') {
       s.peerRkey = rkey;
     },
     pong({ n }) {
-      // Echo n 64 B RdmaWriteWithImm: each incoming one consumes a receive and is answered.
-      const { qp, cq, mr } = s;
-      // Receives posted as they are consumed, 64 ahead (see bench/udp-rdma.bench.mjs).
-      for (let i = 0; i < Math.min(n, 64); i++) qp.postRecv({ wrId: i, sgList: [] });
-      let posted = Math.min(n, 64);
-      (async () => {
-        let got = 0;
-        while (got < n) {
-          await cq.wait(30_000);
-          for (const w of cq.poll(64)) {
-            if (w.imm !== undefined) {
-              got++;
-              if (posted < n) qp.postRecv({ wrId: posted++, sgList: [] });
-              qp.postSend({ wrId: got, opcode: Opcode.RdmaWriteWithImm, imm: got, signaled: false, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], remoteAddr: s.peerAddr, rkey: s.peerRkey });
-            }
-          }
-        }
-      })().catch((e) => console.error('pong', e));
+      pong(s, n, Opcode);
       return true;
     },
     stats() {

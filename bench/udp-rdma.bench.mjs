@@ -16,7 +16,7 @@
 //   CPU per round trip; UDP_RDMA_PROBE=1 samples the requester's transport context every 2 ms)
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
-import { forkPeer, servePeer } from './lib/peer.mjs';
+import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
@@ -78,26 +78,7 @@ if (process.argv[2] === '--peer') {
       await side.qp.connect({ address, qpn });
     },
     pong({ n }) {
-      // Echo n 64 B RdmaWriteWithImm: each incoming one consumes a receive and is answered.
-      const { qp, cq, mr } = side;
-      // Receives posted as they are consumed, 64 ahead (as perftest keeps an rx depth): posting
-      // all n up front kept thousands of them alive long enough to reach the old generation,
-      // and the full collections that followed showed up in p99.
-      for (let i = 0; i < Math.min(n, 64); i++) qp.postRecv({ wrId: i, sgList: [] });
-      let posted = Math.min(n, 64);
-      (async () => {
-        let got = 0;
-        while (got < n) {
-          await cq.wait(30_000);
-          for (const w of cq.poll(64)) {
-            if (w.opcode !== undefined && w.imm !== undefined) {
-              got++;
-              if (posted < n) qp.postRecv({ wrId: posted++, sgList: [] });
-              qp.postSend({ wrId: got, opcode: Opcode.RdmaWriteWithImm, imm: got, signaled: false, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], remoteAddr: side.peerAddr, rkey: side.peerRkey });
-            }
-          }
-        }
-      })().catch((e) => console.error('pong', e));
+      pong(side, n, Opcode);
       return true;
     },
     peerMr({ addr, rkey }) {

@@ -36,3 +36,28 @@ export function forkPeer(script) {
     });
   return { child, call };
 }
+
+/**
+ * The answering side of a 64 B RdmaWriteWithImm ping-pong (udp and tcp benches): each incoming
+ * one consumes a receive and is answered with the same into the peer's region. Receives are
+ * posted as they are consumed, 64 ahead (as perftest keeps an rx depth): posting all n up front
+ * kept thousands of them alive long enough to reach the old generation, and the full
+ * collections that followed showed up in p99. `s` holds qp, cq, mr, peerAddr, peerRkey.
+ */
+export function pong(s, n, Opcode) {
+  const { qp, cq, mr } = s;
+  for (let i = 0; i < Math.min(n, 64); i++) qp.postRecv({ wrId: i, sgList: [] });
+  let posted = Math.min(n, 64);
+  (async () => {
+    let got = 0;
+    while (got < n) {
+      await cq.wait(30_000);
+      for (const w of cq.poll(64)) {
+        if (w.imm === undefined) continue;
+        got++;
+        if (posted < n) qp.postRecv({ wrId: posted++, sgList: [] });
+        qp.postSend({ wrId: got, opcode: Opcode.RdmaWriteWithImm, imm: got, signaled: false, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], remoteAddr: s.peerAddr, rkey: s.peerRkey });
+      }
+    }
+  })().catch((e) => console.error('pong', e));
+}

@@ -37,7 +37,6 @@ const DESC = 16;
 export class CrcOffload implements CrcOffloadLike {
   readonly minBytes: number;
   readonly maxBatch: number;
-  readonly counters = { batches: 0, items: 0, bytes: 0, failures: 0 };
   readonly #dm: Memory;
   readonly #workers: DataPlaneWorkers;
   readonly #desc: [number, number];
@@ -53,10 +52,6 @@ export class CrcOffload implements CrcOffloadLike {
 
   get buffer(): ArrayBufferLike {
     return this.#dm.memory.buffer;
-  }
-
-  get workers(): number {
-    return this.#workers.size;
   }
 
   async run(dir: 0 | 1, ptr: ArrayLike<number>, len: ArrayLike<number>, prev: ArrayLike<number>, n: number): Promise<Uint32Array> {
@@ -88,13 +83,7 @@ export class CrcOffload implements CrcOffloadLike {
       start = end;
     }
     const rs = await Promise.all(jobs);
-    if (rs.some((r) => r.status !== JobStatus.Ok)) {
-      this.counters.failures++;
-      throw new Error('crc offload job failed');
-    }
-    this.counters.batches++;
-    this.counters.items += n;
-    this.counters.bytes += total;
+    if (rs.some((r) => r.status !== JobStatus.Ok)) throw new Error('crc offload job failed');
     const out = new Uint32Array(n);
     const v = this.#dm.dataView();
     for (let i = 0; i < n; i++) out[i] = v.getUint32(base + i * DESC + 12, true);

@@ -143,20 +143,21 @@ export class UdpSocketTransport {
         const area = this.rxAreas[this.rxCur];
         const inDev = area !== undefined && msg.length <= maxDatagram ? area.copy(msg) : undefined;
         const from = { host: rinfo.address, port: rinfo.port };
+        const now = performance.now();
         // Work sharing: with a batch out and a burst already waiting behind it, this thread
         // checks the CRC itself rather than let the worker fall behind (on a machine with no
         // spare core the worker is often not even scheduled).
         if (
           rxOffload !== undefined && inDev !== undefined && inDev.length >= rxOffload.minBytes &&
-          (!this.rxBusy || this.rxWait.length < this.burst) && (this.offloadOffUntil === 0 || performance.now() >= this.offloadOffUntil)
+          (!this.rxBusy || this.rxWait.length < this.burst) && now >= this.offloadOffUntil
         ) {
           // Checked by a worker; the endpoint sees it when the check is back (rxBatch).
-          this.rxWait.push({ buf: inDev, from, at: performance.now() });
+          this.rxWait.push({ buf: inDev, from, at: now });
           if (this.rxWait.length >= this.burst) this.rxBatch();
           else this.scheduleFlush();
           return;
         }
-        this.endpoint.receive(inDev ?? msg, from, performance.now());
+        this.endpoint.receive(inDev ?? msg, from, now);
         // libuv reads up to 32 datagrams per wake-up before the check phase: 2 MiB at 64 KiB.
         // Waiting for all of them before acking left the sender idle while we read (its window
         // was in our socket buffer); a burst's worth is delivered and acked at once instead.
@@ -437,7 +438,7 @@ export class UdpSocketTransport {
       while (i < end && this.txq[i - this.txqBase]!.pendingCrc === undefined) i++;
       this.txReady = i;
       if (i < end) {
-        if (this.offloadOffUntil === 0 || performance.now() >= this.offloadOffUntil) this.txSubmit(i, end);
+        if (performance.now() >= this.offloadOffUntil) this.txSubmit(i, end);
         else {
           for (let k = i; k < end; k++) this.sealHere(this.txq[k - this.txqBase]!);
           this.txReady = end;

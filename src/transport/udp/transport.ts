@@ -149,11 +149,6 @@ export class UdpTransport implements Transport {
   #rx?: DeviceRxArea;
   #offload?: CrcOffload;
 
-  /** Data-plane workers the CRC32C runs on (0: inline). */
-  get workers(): number {
-    return this.#offload?.workers ?? 0;
-  }
-
   private constructor(address: UdpDeviceAddress, mss: number) {
     this.address = address;
     this.mss = mss;
