@@ -190,6 +190,27 @@ describe('UDP transport over real sockets (127.0.0.1)', () => {
     expect(a.t.endpoint.counters.contextsFailed).toBe(1);
   });
 
+  it('a peer addressed by name: bind and send still go through the resolver (IP literals skip it)', async () => {
+    const a = await side({ host: 'localhost' });
+    const b = await side({ host: '127.0.0.1' });
+    try {
+      const max = a.t.endpoint.maxPayload;
+      let total = 0;
+      for (let i = 0; i < 8; i++) {
+        a.t.send({ host: 'localhost', port: b.t.address.port }, makePayload(i, sizeFor(i, max)));
+        total += sizeFor(i, max);
+      }
+      const deadline = Date.now() + 10_000;
+      while ((b.got.size < 8 || a.acked < 8) && Date.now() < deadline) await new Promise<void>((r) => (a.wake = b.wake = r, setTimeout(r, 50)));
+      expect([...b.got.keys()].sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      expect(b.bytesOk).toBe(total);
+      expect(a.acked).toBe(8);
+    } finally {
+      await a.t.close();
+      await b.t.close();
+    }
+  });
+
   it('close() fails outstanding work, releases the sockets and leaves no timer behind', async () => {
     const before = process.getActiveResourcesInfo().filter((r) => r === 'UDPWrap' || r === 'Timeout').length;
     const a = await side({});
