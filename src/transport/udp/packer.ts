@@ -16,6 +16,7 @@
 import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
 import type { Frame, SegFrame } from '../types.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
+import { ByteSlab } from './slab.js';
 
 /** Below this many data bytes a piece is copied into the payload's head buffer: cheaper than a gather part. */
 const GATHER_MIN = 1024;
@@ -37,6 +38,7 @@ export class FramePacker {
   #size = 0;
   #dst = -1;
   #src = -1;
+  #slab = new ByteSlab();
   readonly counters = { payloads: 0, frames: 0, cuts: 0 };
 
   constructor(room: number) {
@@ -104,7 +106,7 @@ export class FramePacker {
         if (this.#dataLen[k]! < GATHER_MIN) headBytes += this.#dataLen[k]!;
       }
     }
-    const buf = new Uint8Array(headBytes);
+    const buf = this.#slab.take(headBytes);
     const parts: Uint8Array[] = [];
     let p = 0;
     let cut = 0;
