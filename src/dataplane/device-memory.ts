@@ -73,21 +73,26 @@ export class DeviceMemory {
     return new DeviceMemory(memory, module, kernels, map, maximumPages);
   }
 
-  /** A view of the whole memory, rebuilt whenever the memory has grown. */
+  /**
+   * A view of the whole memory, rebuilt whenever the memory has grown. Only #grow grows it (the
+   * workers never do), so the view is refreshed there rather than checked here: reading
+   * memory.buffer is a call into the engine, and this runs several times per datagram.
+   * Whether a view lies in device memory is asked of this view's buffer, never of
+   * memory.buffer: V8 hands out a new SharedArrayBuffer object for an unchanged shared memory
+   * whenever another shared memory in the isolate grows (same bytes, another identity).
+   */
   u8(): Uint8Array {
-    if (this.#u8.buffer !== this.memory.buffer) this.#refresh();
     return this.#u8;
   }
 
   /** Same, as a DataView. */
   dataView(): DataView {
-    if (this.#dv.buffer !== this.memory.buffer) this.#refresh();
     return this.#dv;
   }
 
-  /** The current SharedArrayBuffer (changes on growth). */
+  /** The SharedArrayBuffer of u8() (changes on growth). */
   buffer(): SharedArrayBuffer {
-    return this.memory.buffer as unknown as SharedArrayBuffer;
+    return this.#u8.buffer as unknown as SharedArrayBuffer;
   }
 
   /** Absolute address of `length` bytes, `align`-aligned (64 by default); grows the memory when needed. */

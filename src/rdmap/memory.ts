@@ -142,7 +142,7 @@ export class EngineMemory {
   inDevice(parts: Uint8Array[]): number {
     if (parts.length !== 1) return -1;
     const v = parts[0]!;
-    return v.buffer === this.dm.memory.buffer ? v.byteOffset : -1;
+    return v.buffer === this.dm.u8().buffer ? v.byteOffset : -1;
   }
 
   /** Copy payload views into the staging area; returns the staged address. */

@@ -71,6 +71,9 @@ export function fpduLength(ulpduLen: number): number {
 /** CRC32C of a piece, continuing `prev`: in place when it lives in the device memory. */
 export function crcPiece(dp: DataPlane, piece: Uint8Array, prev: number): number {
   if (piece.length === 0) return prev;
+  // Short pieces first, without asking for .buffer: on a small on-heap array (a header built
+  // in JS) that call makes V8 move the bytes to a fresh off-heap backing store.
+  if (piece.length <= CRC32C_SHORT_MAX) return crc32cShort(piece, prev);
   if (piece.buffer === dp.u8().buffer) return dp.kernels.crc32c(piece.byteOffset, piece.length, prev) >>> 0;
   return crc32cPlain(piece, prev);
 }

@@ -29,6 +29,7 @@ export interface CrcOffloadLike {
 interface Memory {
   memory: WebAssembly.Memory;
   alloc(length: number, align?: number): number;
+  u8(): Uint8Array;
   dataView(): DataView;
 }
 
@@ -51,7 +52,7 @@ export class CrcOffload implements CrcOffloadLike {
   }
 
   get buffer(): ArrayBufferLike {
-    return this.#dm.memory.buffer;
+    return this.#dm.u8().buffer;
   }
 
   async run(dir: 0 | 1, ptr: ArrayLike<number>, len: ArrayLike<number>, prev: ArrayLike<number>, n: number): Promise<Uint32Array> {

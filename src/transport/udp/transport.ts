@@ -161,9 +161,12 @@ export class UdpTransport implements Transport {
     const dm = opts.deviceMemory;
     const crc32c = dm
       ? (data: Uint8Array, previous = 0): number =>
-        // A view made before a memory.grow has the old buffer object: copy path, still correct.
-        data.buffer === dm.memory.buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0
-          : data.length <= CRC32C_SHORT_MAX ? crc32cShort(data, previous) : kernelCrc32c(data, previous)
+        // Short data first, without asking for .buffer: on a small on-heap array (a header built
+        // in JS) that call makes V8 move the bytes to a fresh off-heap backing store. A view
+        // made before a memory.grow has the old buffer object: copy path, still correct.
+        data.length <= CRC32C_SHORT_MAX ? crc32cShort(data, previous)
+          : data.buffer === dm.u8().buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0
+            : kernelCrc32c(data, previous)
       : undefined;
     const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
     if (workers !== undefined && dm === undefined) throw new SabreError(ErrorCode.InvalidArgument, 'workers need deviceMemory');
