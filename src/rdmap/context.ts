@@ -6,6 +6,7 @@ import type { QpStateValue, WcStatusValue } from '../verbs/enums.js';
 import type { SendWr, WorkCompletion, WrId } from '../verbs/types.js';
 import type { MrRecord } from './memory.js';
 import type { TermCode } from './terminate.js';
+import type { Offsets } from './offsets.js';
 
 /** Where completions go (a CompletionQueue). push returns false when the queue overran. */
 export interface CompletionSink {
@@ -67,7 +68,7 @@ export interface InMsg {
   ssn: number;
   msgLen: number;
   got: number;
-  offs: Set<number>;
+  offs: Offsets;
   seen: boolean;
   opcode: number;
   /** untagged header fields of the first segment seen. */

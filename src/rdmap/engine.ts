@@ -36,6 +36,7 @@ import {
 import { type CompletionSink, Flow, type InMsg, type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind } from './context.js';
 import { type DeviceCounters, type EngineMemory, newCounters } from './memory.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
+import { Offsets } from './offsets.js';
 import { type TermCode, Term, statusForTerm, termForPlaceStatus } from './terminate.js';
 
 /** Messages further ahead than this of the next expected ssn are dropped (bounds memory). */
@@ -673,7 +674,7 @@ export class RdmapEngine {
     for (const p of f.payload) plen += p.length;
     if (!m) {
       m = {
-        ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Set(), seen: false, opcode: d.ok ? d.value.opcode : -1,
+        ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Offsets(), seen: false, opcode: d.ok ? d.value.opcode : -1,
         msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, ...(env.ack !== undefined ? { ackHint: env.ack } : {}),
       };
       flow.pending.set(env.ssn, m);

@@ -30,7 +30,7 @@ import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
 import { FramePacker } from './packer.js';
-import { type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
+import { job, type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
   readonly transport: 'udp';
@@ -333,7 +333,7 @@ export class UdpTransport implements Transport {
       this.#scheduled = true;
       // The socket shell calls onDeliveriesDone after a turn's deliveries (drain then, so the
       // engine's answers leave in the same flush); the microtask is only a backstop.
-      queueMicrotask(this.#drain);
+      job(this.#drain);
     }
   }
 
