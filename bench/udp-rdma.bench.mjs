@@ -4,7 +4,9 @@
 //      responder) vs raw node:dgram moving the same bytes two ways: blasting with no flow
 //      control (counting only the bytes that arrived) and with a 32-datagram window acked
 //      every 8; the ratio is taken against the faster of the two;
-//   2. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
+//   2. 64 B message rate: RdmaWrite with 32 in flight vs raw 64 B datagrams with the same
+//      32-datagram window (UDP_RDMA_RATE_MSGS each, default 100000);
+//   2b. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
 //   3. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
 //      responder's socket) as a fraction of lossless;
 //   4. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
@@ -28,6 +30,7 @@ const RTTS = Number(process.env.UDP_RDMA_RTTS ?? 4000);
 const MSG = 64 << 10;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
+const RATE_MSGS = Number(process.env.UDP_RDMA_RATE_MSGS ?? 100_000);
 
 /** A device from its parts exactly as openDevice builds it, plus a bench-only receive filter (loss). */
 async function openUdp(loss = 0, seed = 12345, workers = 0) {
@@ -153,15 +156,13 @@ if (process.argv[2] === '--peer') {
    * every 8 (the blast above overruns the receiver, and how much of it arrives swings with how
    * badly it is overrun).
    */
-  async function rawWindowed(window = 32) {
+  async function rawWindowed(window = 32, size = MTU - 76, n = Math.ceil(BYTES / size)) {
     const port = await call('raw', { echo: false, ackEvery: 8 });
     const s = dgram.createSocket('udp4');
     await new Promise((r) => s.bind(0, '127.0.0.1', r));
     s.connect(port, '127.0.0.1');
     await new Promise((r) => s.once('connect', r));
-    const size = MTU - 76;
     const buf = new Uint8Array(size).fill(7);
-    const n = Math.ceil(BYTES / size);
     let sent = 0;
     let acked = 0;
     const t0 = performance.now() + performance.timeOrigin;
@@ -186,7 +187,8 @@ if (process.argv[2] === '--peer') {
     });
     const { rawBytes, rawLast } = await call('rawReport');
     s.close();
-    return { mbps: rawBytes / ((rawLast - t0) / 1000) / 1e6, lossPct: 100 * (1 - rawBytes / (n * size)) };
+    const secs = (rawLast - t0) / 1000;
+    return { mbps: rawBytes / secs / 1e6, perSec: rawBytes / size / secs, lossPct: 100 * (1 - rawBytes / (n * size)) };
   }
 
   async function rawPingPong() {
@@ -224,15 +226,15 @@ if (process.argv[2] === '--peer') {
     return { me, p };
   }
 
-  async function writeGoodput(loss, bytes = BYTES, workers = 0) {
+  async function writeGoodput(loss, bytes = BYTES, workers = 0, msg = MSG) {
     const { me, p } = await rdmaPair(loss, workers);
-    const n = Math.ceil(bytes / MSG);
+    const n = Math.ceil(bytes / msg);
     const WINDOW = 32;
     let posted = 0;
     let done = 0;
     const post = () => {
       const slot = posted % 64;
-      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: MSG, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
+      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: msg, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
     const t0 = performance.now();
     let probe;
@@ -260,7 +262,7 @@ if (process.argv[2] === '--peer') {
     const peer = await call('stats');
     const mine = me.t.stats();
     await me.dev.close();
-    return { mbps: (n * MSG) / secs / 1e6, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, peer, me: mine };
+    return { mbps: (n * msg) / secs / 1e6, perSec: n / secs, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, peer, me: mine };
   }
 
   async function rdmaLatency() {
@@ -304,7 +306,7 @@ if (process.argv[2] === '--peer') {
   const us = (ms) => (ms * 1000).toFixed(1);
 
   const rows = [];
-  const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,lat,loss').split(','));
+  const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,rate,lat,loss').split(','));
   if (CASES.has('latonly')) {
     const rp = await rawPingPong();
     const { wlat, rlat, stats } = await rdmaLatency();
@@ -331,6 +333,14 @@ if (process.argv[2] === '--peer') {
   await writeGoodput(0, Math.min(BYTES, 256 << 20));
   const w0 = await writeGoodput(0);
   rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${w0.mbps.toFixed(0)} MB/s`, note: `${(w0.mbps / raw.mbps).toFixed(2)}× raw arrived; retx ${w0.retx}` });
+  // Message rate: 64 B writes, 32 in flight, against raw 64 B datagrams with the same window.
+  if (CASES.has('rate')) {
+    await writeGoodput(0, 64 * 10_000, 0, 64);
+    const rr = await rawWindowed(32, 64, RATE_MSGS);
+    const sr = await writeGoodput(0, 64 * RATE_MSGS, 0, 64);
+    rows.push({ case: 'raw node:dgram 64 B datagrams, 32 unacked', result: `${(rr.perSec / 1e3).toFixed(1)} k/s arrived`, note: `${rr.lossPct.toFixed(1)}% lost` });
+    rows.push({ case: 'sabre rc RdmaWrite 64 B, 32 in flight', result: `${(sr.perSec / 1e3).toFixed(1)} k ops/s`, note: `${(sr.perSec / rr.perSec).toFixed(2)}× raw` });
+  }
   const rp = await rawPingPong();
   const { wlat, rlat } = await rdmaLatency();
   const r50 = pct(rp, 0.5);
