@@ -6,10 +6,10 @@
 //      every 8; the ratio is taken against the faster of the two;
 //   2. 64 B message rate: RdmaWrite with 32 in flight vs raw 64 B datagrams with the same
 //      32-datagram window (UDP_RDMA_RATE_MSGS each, default 100000);
-//   2b. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
-//   3. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
+//   3. 64 B round trips: RdmaWriteWithImm ping-pong and RdmaRead vs a raw dgram ping-pong (p50);
+//   4. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
 //      responder's socket) as a fraction of lossless;
-//   4. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
+//   5. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
 //      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
@@ -306,7 +306,7 @@ if (process.argv[2] === '--peer') {
   const us = (ms) => (ms * 1000).toFixed(1);
 
   const rows = [];
-  const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,rate,lat,loss').split(','));
+  const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,lat,loss').split(','));
   if (CASES.has('latonly')) {
     const rp = await rawPingPong();
     const { wlat, rlat, stats } = await rdmaLatency();
@@ -334,13 +334,11 @@ if (process.argv[2] === '--peer') {
   const w0 = await writeGoodput(0);
   rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${w0.mbps.toFixed(0)} MB/s`, note: `${(w0.mbps / raw.mbps).toFixed(2)}× raw arrived; retx ${w0.retx}` });
   // Message rate: 64 B writes, 32 in flight, against raw 64 B datagrams with the same window.
-  if (CASES.has('rate')) {
-    await writeGoodput(0, 64 * 10_000, 0, 64);
-    const rr = await rawWindowed(32, 64, RATE_MSGS);
-    const sr = await writeGoodput(0, 64 * RATE_MSGS, 0, 64);
-    rows.push({ case: 'raw node:dgram 64 B datagrams, 32 unacked', result: `${(rr.perSec / 1e3).toFixed(1)} k/s arrived`, note: `${rr.lossPct.toFixed(1)}% lost` });
-    rows.push({ case: 'sabre rc RdmaWrite 64 B, 32 in flight', result: `${(sr.perSec / 1e3).toFixed(1)} k ops/s`, note: `${(sr.perSec / rr.perSec).toFixed(2)}× raw` });
-  }
+  await writeGoodput(0, 64 * 10_000, 0, 64);
+  const rr = await rawWindowed(32, 64, RATE_MSGS);
+  const sr = await writeGoodput(0, 64 * RATE_MSGS, 0, 64);
+  rows.push({ case: 'raw node:dgram 64 B datagrams, 32 unacked', result: `${(rr.perSec / 1e3).toFixed(1)} k/s arrived`, note: `${rr.lossPct.toFixed(1)}% lost` });
+  rows.push({ case: 'sabre rc RdmaWrite 64 B, 32 in flight', result: `${(sr.perSec / 1e3).toFixed(1)} k ops/s`, note: `${(sr.perSec / rr.perSec).toFixed(2)}× raw` });
   const rp = await rawPingPong();
   const { wlat, rlat } = await rdmaLatency();
   const r50 = pct(rp, 0.5);

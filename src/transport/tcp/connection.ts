@@ -9,6 +9,7 @@
 import { EventEmitter } from 'node:events';
 import net, { type Socket } from 'node:net';
 import { ErrorCode, SabreError } from '../../errors.js';
+import { job } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
 import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type DataPlane, type RxUlpdu, type TxSink } from './fpdu.js';
@@ -43,7 +44,6 @@ export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 const CORK_LIMIT = 256 * 1024;
 /** Heap slab for FPDU headers, pads, CRCs and whole small FPDUs (bump-allocated, see TxSink). */
 const SLAB = 64 * 1024;
-const RESOLVED = Promise.resolve();
 
 /**
  * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
@@ -250,7 +250,7 @@ export class MpaConnection extends EventEmitter {
     this.#pendingBytes += this.#framer!.frameTo(hdr, payload, this.#tx);
     if (!this.#flushQueued) {
       this.#flushQueued = true;
-      void RESOLVED.then(this.#flushTick);
+      job(this.#flushTick);
     }
     // Not too many: the kernel should be moving bytes while we frame and CRC the next ones.
     if (this.#pendingBytes >= CORK_LIMIT) this.#flush();

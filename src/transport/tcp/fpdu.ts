@@ -16,6 +16,7 @@
 // octets from the ULPDU Length field of the FPDU it sits in to the marker. (Wireshark's MPA
 // dissector uses the same positions and CRC coverage; see docs/tcp-framing.md.)
 import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
+import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
 import { SabreError, ErrorCode } from '../../errors.js';
@@ -68,15 +69,6 @@ export function fpduLength(ulpduLen: number): number {
   return MPA_HDR_LEN + ulpduLen + padLength(ulpduLen) + MPA_CRC_LEN;
 }
 
-/** CRC32C of a piece, continuing `prev`: in place when it lives in the device memory. */
-export function crcPiece(dp: DataPlane, piece: Uint8Array, prev: number): number {
-  if (piece.length === 0) return prev;
-  // Short pieces first, without asking for .buffer: on a small on-heap array (a header built
-  // in JS) that call makes V8 move the bytes to a fresh off-heap backing store.
-  if (piece.length <= CRC32C_SHORT_MAX) return crc32cShort(piece, prev);
-  if (piece.buffer === dp.u8().buffer) return dp.kernels.crc32c(piece.byteOffset, piece.length, prev) >>> 0;
-  return crc32cPlain(piece, prev);
-}
 
 function wrMarker(b: Uint8Array, o: number, fpduPtr: number): void {
   b[o] = 0;
@@ -185,7 +177,7 @@ export class FpduFramer {
     for (const p of payload) {
       if (p.length === 0) continue;
       tx.view(p);
-      if (crcOn) crc = crcPiece(dp, p, crc);
+      if (crcOn) crc = crc32cIn(dp, p, crc);
     }
     const to = tx.small(pad + MPA_CRC_LEN);
     const t = tx.buf;
@@ -225,13 +217,13 @@ export class FpduFramer {
     const tail = Buffer.alloc(pad + MPA_CRC_LEN);
     out.push(head);
     let crc = 0;
-    if (this.#crc) crc = crcPiece(dp, head, 0);
+    if (this.#crc) crc = crc32cIn(dp, head, 0);
     for (const p of payload) {
       if (p.length === 0) continue;
       out.push(p);
-      if (this.#crc) crc = crcPiece(dp, p, crc);
+      if (this.#crc) crc = crc32cIn(dp, p, crc);
     }
-    if (this.#crc && pad) crc = crcPiece(dp, tail.subarray(0, pad), crc);
+    if (this.#crc && pad) crc = crc32cIn(dp, tail.subarray(0, pad), crc);
     tail.writeUInt32LE(crc >>> 0, pad);
     out.push(tail);
     const total = fpduLength(ulpduLen);
@@ -246,7 +238,7 @@ export class FpduFramer {
     let crc = 0;
     const emit = (piece: Uint8Array): void => {
       out.push(piece);
-      if (this.#crc) crc = crcPiece(dp, piece, crc);
+      if (this.#crc) crc = crc32cIn(dp, piece, crc);
       pos += piece.length;
     };
     if (pos % MARKER_INTERVAL === 0) {

@@ -27,7 +27,6 @@ export interface CrcOffloadLike {
 }
 
 interface Memory {
-  memory: WebAssembly.Memory;
   alloc(length: number, align?: number): number;
   u8(): Uint8Array;
   dataView(): DataView;

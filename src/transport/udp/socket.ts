@@ -8,6 +8,7 @@ import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, SabreError } from '../../errors.js';
+import { job } from '../job.js';
 import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
@@ -24,16 +25,6 @@ function literalLookup(host: string, options: dns.LookupOneOptions, cb: (err: No
   if (f !== 0) cb(null, host, f);
   // node:dgram passes the socket's family as a bare number here; dns.lookup takes either form.
   else dns.lookup(host, options, cb);
-}
-
-/**
- * Run `fn` as a promise job after the current one: what queueMicrotask does, without the
- * AsyncResource and bound function node makes per call (a ping-pong hop queues four or five).
- * `fn` must not throw (an exception would surface as an unhandled rejection).
- */
-const settled = Promise.resolve();
-export function job(fn: () => void): void {
-  void settled.then(fn);
 }
 
 /** Datagrams up to this long are latency-bound (see the receive handler). */

@@ -24,13 +24,13 @@ import { ErrorCode, SabreError } from '../../errors.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
-import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
-import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
+import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
 import { FramePacker } from './packer.js';
-import { job, type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
+import { type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
+import { job } from '../job.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
   readonly transport: 'udp';
@@ -159,15 +159,7 @@ export class UdpTransport implements Transport {
     if (!Number.isInteger(mtu) || mtu < 256 || mtu > 65507) throw new SabreError(ErrorCode.InvalidArgument, 'mtu must be an integer in 256..65507');
     let self: UdpTransport | undefined;
     const dm = opts.deviceMemory;
-    const crc32c = dm
-      ? (data: Uint8Array, previous = 0): number =>
-        // Short data first, without asking for .buffer: on a small on-heap array (a header built
-        // in JS) that call makes V8 move the bytes to a fresh off-heap backing store. A view
-        // made before a memory.grow has the old buffer object: copy path, still correct.
-        data.length <= CRC32C_SHORT_MAX ? crc32cShort(data, previous)
-          : data.buffer === dm.u8().buffer ? dm.kernels.crc32c(data.byteOffset, data.length, previous) >>> 0
-            : kernelCrc32c(data, previous)
-      : undefined;
+    const crc32c = dm ? (data: Uint8Array, previous = 0): number => crc32cIn(dm, data, previous) : undefined;
     const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
     if (workers !== undefined && dm === undefined) throw new SabreError(ErrorCode.InvalidArgument, 'workers need deviceMemory');
     const areaBytes = dm ? rxAreaBytes ?? Math.min(4 << 20, 64 * mtu) : 0;
