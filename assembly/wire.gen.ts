@@ -18,7 +18,7 @@ export const MPA_REVISION_2: u32 = 2;
 export const MPA_MAX_PRIVATE_DATA: u32 = 512;
 export const MPA_CRC_LEN: u32 = 4;
 export const MPA_MARKER_INTERVAL: u32 = 512;
-export const UDP_VERSION: u32 = 1;
+export const UDP_VERSION: u32 = 2;
 export const UDP_VER_SHIFT: u32 = 4;
 export const UDP_MAX_SACK: u32 = 8;
 export const UDP_CRC_LEN: u32 = 4;
@@ -60,9 +60,12 @@ export const ATOMIC_OP_CMP_SWAP: u32 = 2;
 export const UDP_TYPE_DATA: u32 = 1;
 export const UDP_TYPE_ACK: u32 = 2;
 export const UDP_TYPE_RESET: u32 = 3;
+export const UDP_TYPE_COOKIE: u32 = 4;
 export const UDP_FLAG_SACK: u32 = 0x01;
 export const UDP_FLAG_ACK_REQ: u32 = 0x02;
 export const UDP_FLAG_RETX: u32 = 0x04;
+export const UDP_FLAG_COOKIE: u32 = 0x08;
+export const UDP_FLAG_TOKEN: u32 = 0x10;
 export const UDP_ENV_KIND_SEG: u32 = 1;
 export const UDP_ENV_KIND_ACK: u32 = 2;
 export const UDP_ENV_KIND_RNR: u32 = 3;
@@ -404,7 +407,9 @@ export const UDP_HDR_FLAGS_OFF: u32 = 1;
 export const UDP_HDR_FLAGS_SACK: u32 = 0x01;
 export const UDP_HDR_FLAGS_ACK_REQ: u32 = 0x02;
 export const UDP_HDR_FLAGS_RETX: u32 = 0x04;
-export const UDP_HDR_FLAGS_RSVD: u32 = 0xf8;
+export const UDP_HDR_FLAGS_COOKIE: u32 = 0x08;
+export const UDP_HDR_FLAGS_TOKEN: u32 = 0x10;
+export const UDP_HDR_FLAGS_RSVD: u32 = 0xe0;
 export const UDP_HDR_WINDOW_OFF: u32 = 2;
 export const UDP_HDR_SRC_CTX_OFF: u32 = 4;
 export const UDP_HDR_DST_CTX_OFF: u32 = 8;
@@ -458,6 +463,21 @@ export const UDP_HDR_SRC_QPN_OFF: u32 = 32;
 @inline export function getUdpHdrSrcQpn(p: usize): u32 { return bswap<u32>(load<u32>(p, 32)); }
 // @ts-ignore: decorator
 @inline export function setUdpHdrSrcQpn(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 32); }
+
+// sabre UDP cookie block (address validation) — sabre (M5); RFC 9000 §8.1, RFC 9260 §5.1.3, big-endian
+export const UDP_COOKIE_SIZE: u32 = 12;
+export const UDP_COOKIE_TIME_OFF: u32 = 0;
+export const UDP_COOKIE_MAC_OFF: u32 = 4;
+export const UDP_COOKIE_MAC_LEN: u32 = 8;
+// @ts-ignore: decorator
+@inline export function getUdpCookieTime(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setUdpCookieTime(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// sabre UDP reset token block — sabre (M5); RFC 9000 §10.3, big-endian
+export const UDP_TOKEN_SIZE: u32 = 8;
+export const UDP_TOKEN_TOKEN_OFF: u32 = 0;
+export const UDP_TOKEN_TOKEN_LEN: u32 = 8;
 
 // sabre UDP SACK block list header — sabre (M5), big-endian
 export const UDP_SACK_SIZE: u32 = 4;

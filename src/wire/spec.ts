@@ -498,9 +498,13 @@ export const MPA_MARKER = layout({
 // ---------------------------------------------------------------------------------------------
 // UDP transport (sabre's own, mechanism M5)
 
-export const UDP_VERSION = 1;
-export const UdpType = { Data: 1, Ack: 2, Reset: 3 } as const;
-export const UdpFlag = { Sack: 0x01, AckReq: 0x02, Retx: 0x04 } as const;
+/**
+ * 2: COOKIE datagrams, the cookie and token blocks (address validation before any state is
+ * kept, reset tokens). A version-1 peer would misread the new blocks, so the byte changes.
+ */
+export const UDP_VERSION = 2;
+export const UdpType = { Data: 1, Ack: 2, Reset: 3, Cookie: 4 } as const;
+export const UdpFlag = { Sack: 0x01, AckReq: 0x02, Retx: 0x04, Cookie: 0x08, Token: 0x10 } as const;
 export const UDP_MAX_SACK = 8;
 export const UDP_CRC_LEN = 4;
 /** Same convention as the MPA trailer, so one CRC32C writer serves both transports. */
@@ -517,30 +521,75 @@ export const UDP_HDR = layout({
     verType: {
       offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'version and datagram type',
       bits: {
-        Ver: { mask: 0xf0, meaning: 'version, 1' },
-        Type: { mask: 0x0f, meaning: '1 DATA (a DDP segment follows), 2 ACK (no segment), 3 RESET (peer context unknown/restarted)' },
+        Ver: { mask: 0xf0, meaning: 'version, 2' },
+        Type: {
+          mask: 0x0f,
+          meaning: '1 DATA (a DDP segment follows), 2 ACK (no segment), 3 RESET (the sender lost the context named in srcCtx; carries udpToken), 4 COOKIE (address validation challenge; carries udpCookie, no segment)',
+        },
       },
     },
     flags: {
       offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'flags',
       bits: {
-        Sack: { mask: 0x01, meaning: 'SACK blocks follow the fixed header' },
+        Sack: { mask: 0x01, meaning: 'SACK blocks follow the fixed header (after udpCookie / udpToken)' },
         AckReq: { mask: 0x02, meaning: 'sender asks for an immediate ACK' },
         Retx: { mask: 0x04, meaning: 'this DATA is a retransmission (excluded from RTT samples)' },
-        Rsvd: { mask: 0xf8, meaning: 'reserved, 0' },
+        Cookie: { mask: 0x08, meaning: 'a udpCookie block follows the fixed header' },
+        Token: { mask: 0x10, meaning: 'a udpToken block follows (after udpCookie, if any)' },
+        Rsvd: { mask: 0xe0, meaning: 'reserved, 0' },
       },
     },
-    window: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'receive window: datagrams the sender of this header accepts beyond ackPsn (credits)' },
-    srcCtx: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'sender\'s transport-context id (random nonzero, new after every restart)' },
-    dstCtx: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'receiver\'s transport-context id as last learned; 0 on first contact' },
-    psn: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'packet sequence number of this DATA (serial arithmetic mod 2^32); ACK/RESET: next PSN to be sent' },
+    window: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'receive window: datagrams the sender of this header accepts beyond ackPsn (credits); COOKIE/RESET: 0' },
+    srcCtx: {
+      offset: 4, size: 4, type: 'u32', ref: 'sabre',
+      meaning: 'sender\'s transport-context id (random nonzero, new after every restart); RESET: the id of the context the sender lost (echo of the dstCtx that found nothing); COOKIE: nonzero, no context (the sender keeps no state)',
+    },
+    dstCtx: {
+      offset: 8, size: 4, type: 'u32', ref: 'sabre',
+      meaning: 'receiver\'s transport-context id as last learned; 0 until learned (first contact: then udpCookie must be present); RESET/COOKIE: echo of the srcCtx of the datagram that triggered them',
+    },
+    psn: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'packet sequence number of this DATA (serial arithmetic mod 2^32); ACK: next PSN to be sent; COOKIE/RESET: 0' },
     ackPsn: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'cumulative ACK: every PSN before this one has been received' },
     tsVal: { offset: 20, size: 4, type: 'u32', ref: 'sabre', meaning: 'sender timestamp, microseconds, wrapping' },
-    tsEcr: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'echo of the tsVal of the datagram that triggered this ACK' },
+    tsEcr: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'echo of the tsVal of the datagram that triggered this ACK / COOKIE' },
     dstQpn: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'destination QP number (datagrams carry no stream to name the QP)' },
     srcQpn: { offset: 32, size: 4, type: 'u32', ref: 'sabre', meaning: 'source QP number' },
   },
-  tail: 'if flags.Sack: udpSack + count udpSackBlock; then (DATA) the DDP segment; then CRC32C (4 bytes, LSB first) over everything before it',
+  tail: 'if flags.Cookie: udpCookie; if flags.Token: udpToken; if flags.Sack: udpSack + count udpSackBlock; then (DATA) the DDP segment; then CRC32C (4 bytes, LSB first) over everything before it',
+});
+
+/**
+ * Address validation (as QUIC's Retry token / SCTP's state cookie): the receiver of a first
+ * contact answers with a COOKIE carrying this block and keeps no state; the initiator repeats
+ * the block in every datagram it sends with dstCtx 0 until the receiver answers from a context.
+ */
+export const UDP_COOKIE = layout({
+  name: 'udpCookie',
+  title: 'sabre UDP cookie block (address validation)',
+  size: 12,
+  ref: 'sabre (M5); RFC 9000 §8.1, RFC 9260 §5.1.3',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    time: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'issuer\'s clock when minted, milliseconds, wrapping; 0 with an all-zero mac: "no cookie yet" (a first contact carries the zero block so that the COOKIE answering it is never longer than it)' },
+    mac: { offset: 4, size: 8, type: 'bytes', ref: 'sabre', meaning: 'first 8 bytes of HMAC-SHA256(issuer secret, "cookie", time, initiator srcCtx, initiator address and port)' },
+  },
+});
+
+/**
+ * The reset token of the sender's context (as QUIC's stateless reset token): HMAC of the
+ * sender's device secret and its context id, so a device that lost the context recomputes it.
+ */
+export const UDP_TOKEN = layout({
+  name: 'udpToken',
+  title: 'sabre UDP reset token block',
+  size: 8,
+  ref: 'sabre (M5); RFC 9000 §10.3',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    token: { offset: 0, size: 8, type: 'bytes', ref: 'sabre', meaning: 'first 8 bytes of HMAC-SHA256(sender secret, "reset", srcCtx): carried by the handshake datagrams (until the peer has it) and by RESET' },
+  },
 });
 
 export const UDP_SACK = layout({
@@ -565,7 +614,7 @@ export const UDP_SACK_BLOCK = layout({
   byteOrder: 'big-endian',
   sabre: true,
   fields: {
-    start: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'first PSN received in this range' },
+    start: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'first PSN received in this range (after ackPsn)' },
     end: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'one past the last PSN received in this range' },
   },
 });
@@ -685,6 +734,6 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   DDP_CTRL, TAGGED, UNTAGGED, READ_REQUEST, TERMINATE, IMMEDIATE_DATA, ATOMIC_REQUEST, ATOMIC_RESPONSE,
   READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE, SABRE_CONTROL,
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
-  UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
+  UDP_HDR, UDP_COOKIE, UDP_TOKEN, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
 ];

@@ -171,9 +171,10 @@ describe('specific rejections', () => {
     const b = new Uint8Array(128);
     const n = U.encodeUdpHdr(hdr, b, 0);
     const mut = (i: number, v: number) => { const x = b.slice(); x[i] = v; return U.decodeUdpHdr(x, 0, n); };
-    expect(mut(0, 0x21)).toEqual({ ok: false, error: 'BAD_UDP_VERSION' });
-    expect(mut(0, 0x14)).toEqual({ ok: false, error: 'BAD_UDP_TYPE' });
-    expect(mut(0, 0x10)).toEqual({ ok: false, error: 'BAD_UDP_TYPE' });
+    expect(mut(0, 0x11)).toEqual({ ok: false, error: 'BAD_UDP_VERSION' }); // version 1: before cookies
+    expect(mut(0, 0x31)).toEqual({ ok: false, error: 'BAD_UDP_VERSION' });
+    expect(mut(0, 0x25)).toEqual({ ok: false, error: 'BAD_UDP_TYPE' });
+    expect(mut(0, 0x20)).toEqual({ ok: false, error: 'BAD_UDP_TYPE' });
     expect(mut(36, 0)).toEqual({ ok: false, error: 'BAD_COUNT' });
     expect(mut(36, 9)).toEqual({ ok: false, error: 'BAD_COUNT' });
     // DATA with a 2-byte "segment" seals and opens; flip a bit and the CRC catches it.
@@ -185,6 +186,17 @@ describe('specific rejections', () => {
     const ack = U.encodeUdpHdr({ ...hdr, type: 2, sack: [] }, b, 0);
     const alen = U.sealUdpDatagram(b, 0, ack + 1, H.refCrc); // ACK with a stray byte
     expect(U.openUdpDatagram(b, 0, alen, H.refCrc)).toEqual({ ok: false, error: 'BAD_LENGTH' });
+    // COOKIE must carry its cookie block; the cookie and token blocks sit before the SACK list.
+    const ck = U.encodeUdpHdr({ ...hdr, type: 4, sack: [] }, b, 0);
+    expect(U.openUdpDatagram(b, 0, U.sealUdpDatagram(b, 0, ck, H.refCrc), H.refCrc)).toEqual({ ok: false, error: 'BAD_COOKIE' });
+    const full = { ...hdr, cookie: { time: 9, mac: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8) }, token: Uint8Array.of(9, 9, 9, 9, 8, 8, 8, 8) };
+    const fn = U.encodeUdpHdr(full, b, 0);
+    expect(fn).toBe(36 + 12 + 8 + 12);
+    expect(b[1]! & 0x18).toBe(0x18);
+    expect(Array.from(b.subarray(36, 56))).toEqual([0, 0, 0, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9, 8, 8, 8, 8]);
+    expect(U.decodeUdpHdr(b, 0, fn)).toEqual({ ok: true, value: full, length: fn });
+    expect(U.decodeUdpHdr(b, 0, 36 + 11)).toEqual({ ok: false, error: 'TRUNCATED' });
+    expect(U.decodeUdpHdr(b, 0, 36 + 12 + 7)).toEqual({ ok: false, error: 'TRUNCATED' });
   });
 
   it('FPDU: seal/open round trip for every ULPDU length mod 4, CRC mismatch detected', () => {

@@ -152,10 +152,10 @@ describe('MPA vectors', () => {
 
 describe('UDP header vector', () => {
   it('DATA with one SACK block', () => {
-    // ver 1 <<4 | type 1 → 0x11; flags Sack|AckReq → 0x03; window 0x0040; srcCtx, dstCtx, psn, ackPsn,
+    // ver 2 <<4 | type 1 → 0x21; flags Sack|AckReq → 0x03; window 0x0040; srcCtx, dstCtx, psn, ackPsn,
     // tsVal, tsEcr, dstQpn, srcQpn; SACK count 1 + 3 reserved; block {start 0x10, end 0x14}.
     const want = hex(
-      '11 03 0040 a1a2a3a4 b1b2b3b4 00000100 000000f0 0000cafe 0000beef 00000011 00000022' +
+      '21 03 0040 a1a2a3a4 b1b2b3b4 00000100 000000f0 0000cafe 0000beef 00000011 00000022' +
         '01 000000 00000010 00000014',
     );
     const h: U.UdpHdr = {
@@ -164,5 +164,20 @@ describe('UDP header vector', () => {
     };
     expect(enc((b, o) => U.encodeUdpHdr(h, b, o))).toEqual(want);
     expect(U.decodeUdpHdr(want, 0, want.length)).toEqual({ ok: true, value: h, length: 48 });
+  });
+
+  it('first contact echoing a cookie: cookie block, then token block', () => {
+    // 0x21; flags Cookie|Token → 0x18; then udpCookie {time, mac} and udpToken.
+    const want = hex(
+      '21 18 0020 a1a2a3a4 00000000 00000000 00000000 00000001 00000000 00000011 00000022' +
+        '0000abcd 0102030405060708 1112131415161718',
+    );
+    const h: U.UdpHdr = {
+      type: 1, ackReq: false, retx: false, window: 0x20, srcCtx: 0xa1a2a3a4, dstCtx: 0, psn: 0, ackPsn: 0,
+      tsVal: 1, tsEcr: 0, dstQpn: 0x11, srcQpn: 0x22, sack: [],
+      cookie: { time: 0xabcd, mac: hex('0102030405060708') }, token: hex('1112131415161718'),
+    };
+    expect(enc((b, o) => U.encodeUdpHdr(h, b, o))).toEqual(want);
+    expect(U.decodeUdpHdr(want, 0, want.length)).toEqual({ ok: true, value: h, length: 56 });
   });
 });

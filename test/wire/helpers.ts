@@ -95,8 +95,13 @@ export const mpaV2: fc.Arbitrary<M.MpaV2Private> = fc.record({
   ird: fc.integer({ min: 0, max: 0x3fff }), ord: fc.integer({ min: 0, max: 0x3fff }),
 });
 
-export const udpHdr: fc.Arbitrary<U.UdpHdr> = fc.record({
-  type: fc.constantFrom(1 as const, 2 as const, 3 as const), ackReq: fc.boolean(), retx: fc.boolean(),
-  window: fc.integer({ min: 0, max: 0xffff }), srcCtx: u32, dstCtx: u32, psn: u32, ackPsn: u32, tsVal: u32, tsEcr: u32,
-  dstQpn: u32, srcQpn: u32, sack: fc.array(fc.record({ start: u32, end: u32 }), { maxLength: 8 }),
-});
+export const udpHdr: fc.Arbitrary<U.UdpHdr> = fc.record(
+  {
+    type: fc.constantFrom(1 as const, 2 as const, 3 as const, 4 as const), ackReq: fc.boolean(), retx: fc.boolean(),
+    window: fc.integer({ min: 0, max: 0xffff }), srcCtx: u32, dstCtx: u32, psn: u32, ackPsn: u32, tsVal: u32, tsEcr: u32,
+    dstQpn: u32, srcQpn: u32, sack: fc.array(fc.record({ start: u32, end: u32 }), { maxLength: 8 }),
+    cookie: fc.record({ time: u32, mac: fc.uint8Array({ minLength: 8, maxLength: 8 }) }),
+    token: fc.uint8Array({ minLength: 8, maxLength: 8 }),
+  },
+  { requiredKeys: ['type', 'ackReq', 'retx', 'window', 'srcCtx', 'dstCtx', 'psn', 'ackPsn', 'tsVal', 'tsEcr', 'dstQpn', 'srcQpn', 'sack'] },
+);

@@ -12,6 +12,12 @@
 // A receiver never reneges: it delivers before it acknowledges, so a SACKed payload is
 // already in the peer engine's hands and is reported `acked` at once.
 //
+// Nothing the peer says drives work beyond the window (issue #11): before any of it is used,
+// the cumulative ack and every SACK block are checked against what was sent (RFC 5961 §5's
+// acceptable range: [sndUna - maxWindow, sndNxt]); a datagram whose ack fields fail is
+// dropped whole and changes nothing, so the PSNs one datagram can make us visit are at most a
+// few windows' worth (counted in `counters.scanned`), whatever numbers it carries.
+//
 // Headers are src/wire/udp.ts's `UdpHdr`: every DATA and ACK carries the receive side's
 // state (ackPsn, SACK blocks, window); RESET is handled by the endpoint.
 import { UdpType, type UdpHdr, type SackBlock } from '../../wire/udp.js';
@@ -52,6 +58,11 @@ export interface ContextOptions {
   ackDelayMs: number;
   /** Payloads queued (not yet given a PSN) before send() refuses. */
   maxSendQueue: number;
+  /**
+   * First PSN of both directions. Both ends must use the same value (nothing negotiates it):
+   * 0 on the wire today; tests set it near 2^32 to cover serial-number wraparound.
+   */
+  initialPsn: number;
 }
 
 export const defaultContextOptions: ContextOptions = {
@@ -68,9 +79,14 @@ export const defaultContextOptions: ContextOptions = {
   ackEvery: 4,
   ackDelayMs: 1,
   maxSendQueue: 1 << 16,
+  initialPsn: 0,
 };
 
 export type FailReason = 'retry-exceeded' | 'peer-reset' | 'closed';
+
+/** What receive() made of a datagram: used, or refused whole for the field that failed. */
+export const RxVerdict = { Ok: 0, BadAck: 1, BadSack: 2 } as const;
+export type RxVerdictValue = (typeof RxVerdict)[keyof typeof RxVerdict];
 
 export interface ContextCounters {
   txData: number;
@@ -84,6 +100,11 @@ export interface ContextCounters {
   rxOutOfWindow: number;
   rxNoCredit: number;
   delivered: number;
+  /** Datagrams refused whole: a cumulative ack, or a SACK block, outside what was sent. */
+  rxBadAck: number;
+  rxBadSack: number;
+  /** PSNs visited by ACK processing and loss detection (bounded per datagram by the window). */
+  scanned: number;
 }
 
 interface Queued {
@@ -116,8 +137,13 @@ export class TransportContext {
   lastActivity: number;
   readonly counters: ContextCounters = {
     txData: 0, retransmits: 0, fastRetransmits: 0, probes: 0, timeouts: 0, txAcks: 0,
-    rxData: 0, rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, delivered: 0,
+    rxData: 0, rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, delivered: 0, rxBadAck: 0, rxBadSack: 0, scanned: 0,
   };
+  /**
+   * First contact, before the peer has shown it keeps state for us (a COOKIE or its answer):
+   * one DATA datagram in flight at most, as a SYN — the receiver keeps nothing and drops it.
+   */
+  probing = false;
 
   // Events for the owner to drain.
   delivered: Uint8Array[] = [];
@@ -193,7 +219,10 @@ export class TransportContext {
     this.cwnd = this.opts.initialCwnd;
     this.rto = this.opts.initialRtoMs;
     this.peerRwnd = Math.min(this.opts.initialPeerWindow, w);
-    this.peerRightEdge = this.peerRwnd;
+    const isn = this.opts.initialPsn >>> 0;
+    this.sndUna = this.sndNxt = this.peerCum = this.rcvNxt = this.lastRcvPsn = isn;
+    this.rcvHighest = (isn - 1) | 0;
+    this.peerRightEdge = (isn + this.peerRwnd) >>> 0;
   }
 
   /**
@@ -247,12 +276,48 @@ export class TransportContext {
    * payload is appended to `delivered`; `meta` (e.g. the header's QPNs, whatever the owner
    * wants back) goes to `deliveredMeta` at the same index.
    */
-  receive<M>(h: UdpHdr, payload: Uint8Array | null, now: number, meta?: M): void {
-    if (this.state !== 'open') return;
+  receive<M>(h: UdpHdr, payload: Uint8Array | null, now: number, meta?: M): RxVerdictValue {
+    if (this.state !== 'open' || (h.type !== UdpType.Data && h.type !== UdpType.Ack)) return RxVerdict.Ok;
+    const v = this.checkAck(h);
+    if (v !== RxVerdict.Ok) {
+      if (v === RxVerdict.BadAck) this.counters.rxBadAck++;
+      else this.counters.rxBadSack++;
+      return v;
+    }
     this.lastActivity = now;
-    if (h.type === UdpType.Reset) return;
     this.onAck(h, now);
     if (h.type === UdpType.Data && payload !== null) this.onData(h, payload, now, meta);
+    return RxVerdict.Ok;
+  }
+
+  /**
+   * The peer showed it keeps state for us (it challenged us with a COOKIE, or answered): the
+   * window opens, and what we sent to a receiver that kept nothing goes again at once — not
+   * as loss (no congestion response, no retry counted). `tsEcr` echoes our probe: an RTT sample.
+   */
+  validated(now: number, tsEcr: number): void {
+    if (this.state !== 'open') return;
+    this.probing = false;
+    if (tsEcr !== 0) {
+      const rttMs = ((tsNow(now) - tsEcr) >>> 0) / 1000;
+      if (rttMs < 60_000) {
+        this.rttSample(rttMs);
+        this.rto = this.computeRto();
+      }
+    }
+    const mask = this.mask;
+    for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
+      const i = p & mask;
+      const f = this.slotFlags[i];
+      if (f & SACKED) continue;
+      if (f & INFLIGHT) this.pipe--;
+      this.slotFlags[i] = (f & ~INFLIGHT) | LOST;
+      this.retx.push(p);
+    }
+    this.retries = 0;
+    this.probes = 0;
+    this.rtoDeadline = Infinity;
+    this.ptoDeadline = Infinity;
   }
 
   /** Fire timers due at `now`. */
@@ -285,8 +350,9 @@ export class TransportContext {
         out.push(d);
       }
     }
+    const cwnd = this.probing ? 1 : this.cwnd;
     // Retransmissions first: they hold back the peer's cumulative ack.
-    while (this.retxHead < this.retx.length && this.pipe < this.cwnd && out.length < end) {
+    while (this.retxHead < this.retx.length && this.pipe < cwnd && out.length < end) {
       const psn = this.retx[this.retxHead++];
       const i = psn & mask;
       const f = this.slotFlags[i];
@@ -306,7 +372,7 @@ export class TransportContext {
     while (
       this.qHead < this.queue.length &&
       out.length < end &&
-      (this.pipe < this.cwnd || this.probeDue) &&
+      (this.pipe < cwnd || (this.probeDue && !this.probing)) &&
       psnDiff(this.sndNxt, this.sndUna) < this.opts.maxWindow &&
       (psnDiff(this.sndNxt, this.peerRightEdge) < 0 || this.probeDue)
     ) {
@@ -422,11 +488,33 @@ export class TransportContext {
     };
   }
 
+  /**
+   * Every PSN the datagram names must lie in [sndUna - maxWindow, sndNxt] (RFC 5961 §5: older
+   * acks are stale but harmless, an ack beyond what was sent is forged), SACK blocks must be
+   * non-empty and above the datagram's own cumulative ack (a receiver only SACKs beyond a
+   * hole). Offsets from the low edge compare without serial-number ambiguity.
+   */
+  private checkAck(h: UdpHdr): RxVerdictValue {
+    const lo = (this.sndUna - this.opts.maxWindow) >>> 0;
+    const span = (this.sndNxt - lo) >>> 0;
+    const cum = (h.ackPsn - lo) >>> 0;
+    if (cum > span) return RxVerdict.BadAck;
+    const sack = h.sack;
+    for (let b = 0; b < sack.length; b++) {
+      const s = (sack[b].start - lo) >>> 0;
+      const e = (sack[b].end - lo) >>> 0;
+      if (e > span || s >= e || s <= cum) return RxVerdict.BadSack;
+    }
+    return RxVerdict.Ok;
+  }
+
+  /** Only after checkAck: every loop below runs over [sndUna, sndNxt) at most. */
   private onAck(h: UdpHdr, now: number): void {
     const mask = this.mask;
     let newly = 0;
     const cum = h.ackPsn >>> 0;
     if (psnDiff(cum, this.sndUna) > 0 && psnDiff(cum, this.sndNxt) <= 0) {
+      this.counters.scanned += (cum - this.sndUna) >>> 0;
       for (let p = this.sndUna; p !== cum; p = (p + 1) >>> 0) {
         const i = p & mask;
         const f = this.slotFlags[i];
@@ -451,6 +539,7 @@ export class TransportContext {
       if (psnDiff(s, this.sndUna) < 0) s = this.sndUna;
       const lim = psnDiff(e, this.sndNxt) > 0 ? this.sndNxt : e;
       if (psnDiff(lim, s) <= 0) continue;
+      this.counters.scanned += (lim - s) >>> 0;
       for (let p = s; p !== lim; p = (p + 1) >>> 0) {
         const i = p & mask;
         const f = this.slotFlags[i];
@@ -471,6 +560,7 @@ export class TransportContext {
     while (this.sndUna !== this.sndNxt && this.slotFlags[this.sndUna & mask] & SACKED) {
       this.slotFlags[this.sndUna & mask] = 0;
       this.sndUna = (this.sndUna + 1) >>> 0;
+      this.counters.scanned++;
     }
     // Right edge only moves forward with acks that are not older than what we know.
     if (psnDiff(cum, this.peerCum) >= 0 && psnDiff(cum, this.sndNxt) <= 0) {
@@ -509,6 +599,7 @@ export class TransportContext {
     const limit = (this.fack - this.opts.dupThresh + 1) | 0;
     let lost = 0;
     for (let p = this.sndUna; psnDiff(p, limit) < 0 && p !== this.sndNxt; p = (p + 1) >>> 0) {
+      this.counters.scanned++;
       const i = p & mask;
       const f = this.slotFlags[i];
       if (f & (SACKED | LOST)) continue;

@@ -4,19 +4,40 @@
 // in either direction, found by our context id once the peer has learnt it (so replies through
 // a relay, or from another of the peer's sockets, still land) and by source address before.
 //
-// Everything hostile ends as a counted drop: short, long or corrupt datagrams, unknown or
-// stale context ids, replayed PSNs, a flood of new peers (capped), a peer that stops acking
-// (retry limit → its payloads fail, its context is freed).
+// Nothing a datagram says is trusted with state or work before it is proven (issue #11; the
+// threat model is docs/resource-bounds.md's). An off-path attacker can send anything from any
+// source address but sees nothing sent to others, so:
+// - A first contact gets a COOKIE and nothing else: no context, no delivery, no memory (as
+//   SYN cookies, QUIC's Retry, SCTP's INIT-ACK). A context is created only when the
+//   initiator echoes the cookie — it can receive at the address it claims. The COOKIE is
+//   never longer than the datagram it answers (a first contact carries a zero cookie block
+//   as padding), so answering spoofed sources amplifies nothing.
+// - A new context id from a known address ("the peer restarted") is such a first contact:
+//   the live context is failed only when the new incarnation echoes its cookie.
+// - After the handshake a datagram must name our context id and its own (64 random bits an
+//   off-path attacker would have to guess), as SCTP's verification tag.
+// - A RESET must echo both ids; one that also carries the peer's reset token (HMAC of its
+//   device secret and its context id, learnt at setup, as QUIC's stateless reset token) says
+//   the peer dropped our context but is the same device: we start a fresh stream and resend
+//   what it did not ack. Without the token the peer is a new incarnation (its secret changed):
+//   what we had in flight to it is failed.
+// - RESETs answer datagrams for contexts we do not have: rate-limited per device and per
+//   destination host, never for a RESET or COOKIE.
+// - Contexts the peers create are capped per source host and per device; an idle one is
+//   reclaimed (never one with data in flight or an ACK owed).
+// Everything refused is a counted drop (stats()).
 import { randomInt } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../errors.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
-import { UDP_MAX_SACK } from '../../wire/spec.js';
+import { UDP_COOKIE, UDP_MAX_SACK, UDP_TOKEN } from '../../wire/spec.js';
 import {
-  UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, udpHeaderLength, type UdpHdr,
+  UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, udpHeaderLength, type UdpCookie, type UdpHdr,
 } from '../../wire/udp.js';
 import {
-  MAX_SACK_BLOCKS, TransportContext, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
+  MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
 } from './context.js';
+import { DeviceSecret, ZERO_COOKIE, sameMac } from './cookie.js';
+import { HostBuckets, TokenBucket } from './rate-limit.js';
 
 export interface PeerAddress {
   host: string;
@@ -32,6 +53,8 @@ export interface EndpointOptions {
   /** Datagrams longer than this are dropped unread. */
   maxDatagram: number;
   maxContexts: number;
+  /** Contexts the peers of one source host can make us create by contacting us. */
+  maxContextsPerHost: number;
   /** A quiescent context untouched this long is reclaimed. Keep it above the retry span. */
   idleMs: number;
   /** Number of sockets the shell stripes over (path index in each outgoing datagram). */
@@ -40,8 +63,19 @@ export interface EndpointOptions {
   maxRetiredIds: number;
   context: Partial<ContextOptions>;
   crc32c: Crc32cFn;
-  /** Source of context ids (nonzero u32); tests pass a seeded one. */
+  /** Source of context ids (nonzero u32, unpredictable: they are verification tags); tests pass a seeded one. */
   randomId: () => number;
+  /** How long after minting a cookie is accepted back (the initiator echoes it a round trip later). */
+  cookieLifetimeMs: number;
+  /** RESETs a second, and the burst saved up: for the whole device, and per destination host. */
+  resetRate: number;
+  resetBurst: number;
+  resetRatePerHost: number;
+  resetBurstPerHost: number;
+  /** Destination hosts with a RESET bucket of their own (the oldest is forgotten past it). */
+  maxTrackedHosts: number;
+  /** The device secret behind cookies and reset tokens (>= 16 bytes; 32 random bytes by default). */
+  secret?: Uint8Array;
   /**
    * Parts for which this is true leave their CRC32C to the owner (a worker): frame() stops
    * at the largest such part and marks the datagram `pendingCrc` (see sealDeferred).
@@ -84,12 +118,39 @@ export interface EndpointCounters {
   oversized: number;
   badCrc: number;
   malformed: number;
+  /** Datagrams naming a context id we do not have. */
   unknownContext: number;
+  /** Datagrams from an old incarnation of a peer, or naming our context with another peer id. */
   stale: number;
+  /** Validated peers refused a context: the device cap, or their host's cap. */
   contextLimit: number;
+  hostLimit: number;
+  /** COOKIEs sent (first contacts answered), and echoes that came back valid, bad or too old. */
+  cookiesSent: number;
+  cookiesValidated: number;
+  cookiesFailed: number;
+  cookiesExpired: number;
+  /** COOKIEs received for a context of ours waiting for one, and those for nothing we wait on. */
+  cookiesReceived: number;
+  cookiesIgnored: number;
+  /** First contacts that cannot open a context: not DATA, or an echo without the reset token. */
+  unvalidated: number;
+  /** A new context id from the address of a live peer, not (yet) proven by a cookie echo. */
+  restartClaims: number;
+  /** Answers not sent because they would be longer than 3x what triggered them. */
+  amplificationRefused: number;
   resetsSent: number;
+  /** RESETs owed but held back by the device or per-host rate limit. */
+  resetsSuppressed: number;
+  /** RESETs with the peer's token: it dropped our context; we started a fresh stream. */
   resetsReceived: number;
+  /** RESETs that did not echo both context ids (forged or misdirected): ignored. */
+  resetsInvalid: number;
+  /** Peer restarts proven (a cookie echo from a new incarnation, or a RESET without its token). */
   peerRestarts: number;
+  /** Datagrams refused whole: cumulative ack, or a SACK block, outside what we sent. */
+  badAck: number;
+  badSack: number;
   contextsCreated: number;
   contextsReclaimed: number;
   contextsFailed: number;
@@ -108,9 +169,35 @@ interface Entry {
   ctx: TransportContext;
   peer: PeerAddress;
   key: string;
+  /** Created because the peer contacted us: counts against its host's cap. */
+  inbound: boolean;
+  /** The peer's cookie, repeated while our datagrams carry dstCtx 0 (we contacted it). */
+  cookie: UdpCookie | undefined;
+  /** Our reset token for ctx.localId, sent until the peer names our id (then it has it). */
+  token: Uint8Array;
+  /** The peer's reset token: a RESET carrying it comes from the same device incarnation. */
+  peerToken: Uint8Array | undefined;
+  peerKnowsUs: boolean;
+}
+
+interface HostState {
+  /** Contexts this host's peers made us create. */
+  inbound: number;
+  /** No reclaim scan for this host before then (one that found nothing is not repeated at once). */
+  scanAt: number;
 }
 
 const SACK_ROOM = 4 + 8 * MAX_SACK_BLOCKS;
+/** What a handshake may add to a header: our cookie echo and reset token. */
+const HANDSHAKE_ROOM = UDP_COOKIE.size + UDP_TOKEN.size;
+export const COOKIE_DATAGRAM_LEN = UDP_HDR_LEN + UDP_COOKIE.size + UDP_TRAILER_LEN;
+export const RESET_DATAGRAM_LEN = UDP_HDR_LEN + UDP_TOKEN.size + UDP_TRAILER_LEN;
+/** QUIC's anti-amplification factor (RFC 9000 §8): never answer with more than 3x what came. */
+const AMPLIFICATION = 3;
+/** A reclaim scan that found nothing is not repeated for this long. */
+const RESCAN_MS = 10;
+/** Idle time after which a context may be taken for a newcomer (see reclaimIdle). */
+const RECLAIM_GUARD_MS = 1000;
 
 function defaultRandomId(): number {
   return randomInt(1, 0x1_0000_0000);
@@ -125,19 +212,30 @@ function addrKey(a: PeerAddress): string {
   return `${a.host}|${a.port}`;
 }
 
+function tsNow(nowMs: number): number {
+  return Math.floor(nowMs * 1000) >>> 0 || 1;
+}
+
 export class UdpEndpoint {
   readonly opts: EndpointOptions;
   /** Largest payload send() accepts for one datagram. */
   readonly maxPayload: number;
   readonly counters: EndpointCounters = {
     rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, malformed: 0,
-    unknownContext: 0, stale: 0, contextLimit: 0, resetsSent: 0, resetsReceived: 0,
-    peerRestarts: 0, contextsCreated: 0, contextsReclaimed: 0, contextsFailed: 0,
+    unknownContext: 0, stale: 0, contextLimit: 0, hostLimit: 0, cookiesSent: 0, cookiesValidated: 0, cookiesFailed: 0,
+    cookiesExpired: 0, cookiesReceived: 0, cookiesIgnored: 0, unvalidated: 0, restartClaims: 0, amplificationRefused: 0,
+    resetsSent: 0, resetsSuppressed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
+    contextsCreated: 0, contextsReclaimed: 0, contextsFailed: 0,
   };
   private byId = new Map<number, Entry>();
   private byAddr = new Map<string, Entry>();
   private byPeer = new WeakMap<PeerAddress, Entry>();
+  private hosts = new Map<string, HostState>();
   private retired = new Set<number>();
+  private readonly secret: DeviceSecret;
+  private readonly deviceResets: TokenBucket;
+  private readonly hostResets: HostBuckets;
+  private scanAt = -Infinity;
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -155,18 +253,29 @@ export class UdpEndpoint {
       mtu,
       maxDatagram: 65507,
       maxContexts: 1024,
+      maxContextsPerHost: 64,
       idleMs: 30_000,
       paths: 1,
       maxRetiredIds: 4096,
       randomId: defaultRandomId,
       crc32c: kernelCrc32c,
+      cookieLifetimeMs: 30_000,
+      resetRate: 1000,
+      resetBurst: 100,
+      resetRatePerHost: 50,
+      resetBurstPerHost: 20,
+      maxTrackedHosts: 4096,
       ...opts,
       context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context },
     };
-    this.maxPayload = mtu - UDP_HDR_LEN - SACK_ROOM - UDP_TRAILER_LEN;
+    this.maxPayload = mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_LEN;
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
-    const crc = this.opts.crc32c;
+    const o = this.opts;
+    this.secret = new DeviceSecret(o.secret);
+    this.deviceResets = new TokenBucket(o.resetRate, o.resetBurst);
+    this.hostResets = new HostBuckets(o.resetRatePerHost, o.resetBurstPerHost, o.maxTrackedHosts);
+    const crc = o.crc32c;
     this.crcCheck = (buf, off, len) => crc(buf.subarray(off, off + len), 0);
   }
 
@@ -183,6 +292,11 @@ export class UdpEndpoint {
   /** Per-peer state, for tests and stats. */
   context(peer: PeerAddress): TransportContext | undefined {
     return this.byAddr.get(addrKey(peer))?.ctx;
+  }
+
+  /** Every counter, and the sizes of every table a peer can grow (docs/resource-bounds.md). */
+  stats(): EndpointCounters & { contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number } {
+    return { ...this.counters, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size };
   }
 
   /**
@@ -202,9 +316,10 @@ export class UdpEndpoint {
     if (e === undefined || this.byId.get(e.ctx.localId) !== e) e = this.byAddr.get(addrKey(peer));
     if (e !== undefined) this.byPeer.set(peer, e);
     if (e === undefined) {
-      if (this.byId.size >= this.opts.maxContexts) this.reclaimIdle(now, true);
-      if (this.byId.size >= this.opts.maxContexts) throw new SabreError(ErrorCode.LimitExceeded, 'too many peer contexts');
-      e = this.create({ host: peer.host, port: peer.port }, 0, now);
+      if (this.byId.size >= this.opts.maxContexts && !this.reclaimIdle(now, undefined)) {
+        throw new SabreError(ErrorCode.LimitExceeded, 'too many peer contexts');
+      }
+      e = this.create({ host: peer.host, port: peer.port }, 0, now, false);
     }
     const id = this.nextPayloadId++;
     if (e.ctx.send(payload, now, dstQpn, srcQpn, id) === 0) {
@@ -245,49 +360,73 @@ export class UdpEndpoint {
       this.onReset(h, now);
       return;
     }
+    if (h.type === UdpType.Cookie) {
+      this.onCookie(h, now);
+      return;
+    }
     let e: Entry | undefined;
     if (h.dstCtx !== 0) {
       e = this.byId.get(h.dstCtx);
       if (e === undefined) {
         // We lost (reclaimed, or restarted without) the context the peer still uses.
         c.unknownContext++;
-        this.sendReset(from, h.srcCtx, now);
+        if (this.retired.has(h.srcCtx)) c.stale++;
+        else this.sendReset(from, h, buf.length, now);
         return;
       }
-      if (e.ctx.peerId === 0) e.ctx.peerId = h.srcCtx;
-      else if (e.ctx.peerId !== h.srcCtx) {
+      if (e.ctx.peerId === 0) {
+        // The first answer from a context the peer keeps for us: it names our id (only someone
+        // who saw our datagrams knows it) and brings its reset token.
+        if (h.token === undefined) {
+          c.unvalidated++;
+          return;
+        }
+        this.establish(e, h.srcCtx, h.token, now, h.tsEcr);
+      } else if (e.ctx.peerId !== h.srcCtx) {
         c.stale++;
         return;
       }
     } else {
       e = this.byAddr.get(addrKey(from));
-      if (this.retired.has(h.srcCtx)) {
-        c.stale++;
-        return;
-      }
-      if (e === undefined) {
-        if (this.byId.size >= this.opts.maxContexts) this.reclaimIdle(now, true);
-        if (this.byId.size >= this.opts.maxContexts) {
-          c.contextLimit++;
+      // A peer we know sends with dstCtx 0 until it has learnt our id: that is fine. Anything
+      // else is a first contact (or a restart claim) and must bring back a cookie of ours.
+      if (e === undefined || e.ctx.peerId !== h.srcCtx) {
+        if (this.retired.has(h.srcCtx)) {
+          c.stale++;
           return;
         }
-        e = this.create({ host: from.host, port: from.port }, h.srcCtx, now);
-      } else if (e.ctx.peerId === 0) {
-        e.ctx.peerId = h.srcCtx;
-      } else if (e.ctx.peerId !== h.srcCtx) {
-        // A new incarnation of the peer: what we had in flight to the old one is gone.
-        c.peerRestarts++;
-        this.retire(e.ctx.peerId);
-        this.byId.delete(e.ctx.localId);
-        e.ctx.restart(this.newLocalId(), h.srcCtx, 'fail', now);
-        this.byId.set(e.ctx.localId, e);
-        this.drainFailures(e, 'peer-reset');
+        if (h.type !== UdpType.Data) {
+          c.unvalidated++;
+          return;
+        }
+        const k = h.cookie === undefined ? 'none' : this.secret.checkCookie(h.cookie, from.host, from.port, h.srcCtx, now, this.opts.cookieLifetimeMs);
+        if (k !== 'ok') {
+          if (k === 'bad') c.cookiesFailed++;
+          else if (k === 'expired') c.cookiesExpired++;
+          if (e !== undefined && e.ctx.peerId !== 0) c.restartClaims++;
+          this.sendCookie(from, h, buf.length, now);
+          return;
+        }
+        if (h.token === undefined) {
+          c.unvalidated++;
+          return;
+        }
+        c.cookiesValidated++;
+        e = this.admit(e, from, h, h.token, now);
+        if (e === undefined) return;
       }
     }
     const seg = r.value.segOff;
     const payload = h.type === UdpType.Data ? buf.subarray(seg, r.value.segEnd) : null;
     const before = e.ctx.delivered.length;
-    e.ctx.receive(h, payload, now);
+    const v = e.ctx.receive(h, payload, now);
+    if (v !== RxVerdict.Ok) {
+      if (v === RxVerdict.BadAck) c.badAck++;
+      else c.badSack++;
+      return;
+    }
+    // It named our id in a datagram we took: it has our token (it came with our first ones).
+    if (h.dstCtx !== 0) e.peerKnowsUs = true;
     if (e.ctx.delivered.length > before) {
       e.ctx.delivered.length = 0;
       e.ctx.deliveredMeta.length = 0;
@@ -376,13 +515,22 @@ export class UdpEndpoint {
     return res;
   }
 
-  // ---------------------------------------------------------------- internals
+  // ---------------------------------------------------------------- contexts
 
-  private create(peer: PeerAddress, peerId: number, now: number): Entry {
+  private create(peer: PeerAddress, peerId: number, now: number, inbound: boolean): Entry {
     const ctx = new TransportContext(this.newLocalId(), now, this.opts.context, peerId);
-    const e: Entry = { ctx, peer, key: addrKey(peer) };
+    // We contact it: one datagram until it shows it keeps state for us (see validated()).
+    ctx.probing = !inbound;
+    const e: Entry = {
+      ctx, peer, key: addrKey(peer), inbound, cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
+    };
     this.byId.set(ctx.localId, e);
     this.byAddr.set(e.key, e);
+    if (inbound) {
+      const h = this.hosts.get(peer.host);
+      if (h === undefined) this.hosts.set(peer.host, { inbound: 1, scanAt: -Infinity });
+      else h.inbound++;
+    }
     this.counters.contextsCreated++;
     return e;
   }
@@ -390,6 +538,24 @@ export class UdpEndpoint {
   private drop(e: Entry): void {
     this.byId.delete(e.ctx.localId);
     if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
+    if (e.inbound) {
+      const h = this.hosts.get(e.peer.host);
+      if (h !== undefined && --h.inbound <= 0) this.hosts.delete(e.peer.host);
+      e.inbound = false;
+    }
+  }
+
+  /** A new incarnation of our side of the context: new id and token, nothing learnt from the peer. */
+  private renew(e: Entry, mode: 'requeue' | 'fail', peerId: number, now: number): void {
+    this.byId.delete(e.ctx.localId);
+    if (e.ctx.peerId !== 0) this.retire(e.ctx.peerId);
+    e.ctx.restart(this.newLocalId(), peerId, mode, now);
+    e.ctx.probing = peerId === 0;
+    this.byId.set(e.ctx.localId, e);
+    e.token = this.secret.token(e.ctx.localId);
+    e.cookie = undefined;
+    e.peerToken = undefined;
+    e.peerKnowsUs = false;
   }
 
   private newLocalId(): number {
@@ -412,18 +578,91 @@ export class UdpEndpoint {
     e.ctx.failed.length = 0;
   }
 
-  /** Free a quiescent context when room is needed (oldest activity first). */
-  private reclaimIdle(now: number, force: boolean): void {
+  /**
+   * Free the quiescent context (of `host`'s inbound ones, or any) idle longest, if it has
+   * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
+   * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
+   * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
+   * stream) cannot make it send again something already delivered. One scan over the
+   * contexts; a scan that found nothing is not repeated for RESCAN_MS.
+   */
+  private reclaimIdle(now: number, host: string | undefined): boolean {
+    const hs = host === undefined ? undefined : this.hosts.get(host);
+    if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
     let victim: Entry | undefined;
     for (const e of this.byId.values()) {
-      if (!e.ctx.quiescent) continue;
-      if (!force && now - e.ctx.lastActivity < this.opts.idleMs) continue;
+      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.peer.host !== host))) continue;
       if (victim === undefined || e.ctx.lastActivity < victim.ctx.lastActivity) victim = e;
     }
-    if (victim !== undefined && now - victim.ctx.lastActivity >= Math.min(this.opts.idleMs, 1000)) {
-      this.counters.contextsReclaimed++;
-      this.drop(victim);
+    const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
+    if (victim === undefined || now - victim.ctx.lastActivity < guard) {
+      if (hs !== undefined) hs.scanAt = now + RESCAN_MS;
+      else this.scanAt = now + RESCAN_MS;
+      return false;
     }
+    this.counters.contextsReclaimed++;
+    this.drop(victim);
+    return true;
+  }
+
+  /** Room for a context a validated peer of `host` asks for: its host's cap, then the device's. */
+  private room(host: string, now: number): boolean {
+    const h = this.hosts.get(host);
+    if (h !== undefined && h.inbound >= this.opts.maxContextsPerHost && !this.reclaimIdle(now, host)) {
+      this.counters.hostLimit++;
+      return false;
+    }
+    if (this.byId.size >= this.opts.maxContexts && !this.reclaimIdle(now, undefined)) {
+      this.counters.contextLimit++;
+      return false;
+    }
+    return true;
+  }
+
+  // ---------------------------------------------------------------- handshake
+
+  /** The peer keeps a context for us: learn its id and reset token; what waited goes now. */
+  private establish(e: Entry, peerId: number, token: Uint8Array, now: number, tsEcr: number): void {
+    e.ctx.peerId = peerId;
+    e.peerToken = token;
+    e.cookie = undefined;
+    if (e.ctx.probing) e.ctx.validated(now, tsEcr);
+  }
+
+  /**
+   * A validated first contact (its cookie came back from the address it was sent to): a new
+   * context, or ours if we were contacting it at the same time, or — the live context has
+   * another peer id — the proof that the peer restarted: only now is the old one failed.
+   */
+  private admit(e: Entry | undefined, from: PeerAddress, h: UdpHdr, token: Uint8Array, now: number): Entry | undefined {
+    if (e === undefined) {
+      if (!this.room(from.host, now)) return undefined;
+      const n = this.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
+      n.peerToken = token;
+      return n;
+    }
+    if (e.ctx.peerId === 0) {
+      this.establish(e, h.srcCtx, token, now, 0);
+      return e;
+    }
+    this.counters.peerRestarts++;
+    this.renew(e, 'fail', h.srcCtx, now);
+    e.peerToken = token;
+    this.drainFailures(e, 'peer-reset');
+    return e;
+  }
+
+  private onCookie(h: UdpHdr, now: number): void {
+    const e = this.byId.get(h.dstCtx);
+    // Only a context of ours that contacted a peer and has not heard from it waits for one;
+    // the COOKIE names our id, which only someone who saw our datagram knows.
+    if (e === undefined || e.ctx.peerId !== 0 || h.cookie === undefined || h.cookie.time === 0) {
+      this.counters.cookiesIgnored++;
+      return;
+    }
+    this.counters.cookiesReceived++;
+    e.cookie = h.cookie;
+    e.ctx.validated(now, h.tsEcr);
   }
 
   private onReset(h: UdpHdr, now: number): void {
@@ -432,30 +671,82 @@ export class UdpEndpoint {
       this.counters.unknownContext++;
       return;
     }
-    // The peer lost our context (reclaimed or restarted). Start a new stream and send again
-    // whatever it has not acknowledged: it cannot have delivered anything we did not see acked
-    // within the retry span, which idleMs exceeds.
-    this.counters.resetsReceived++;
-    this.byId.delete(e.ctx.localId);
-    if (e.ctx.peerId !== 0) this.retire(e.ctx.peerId);
-    e.ctx.restart(this.newLocalId(), 0, 'requeue', now);
-    this.byId.set(e.ctx.localId, e);
+    // RFC 5961's lesson: a reset must prove it saw the connection. Ours echoes both random
+    // context ids; an off-path sender would have to guess 64 bits.
+    if (e.ctx.peerId === 0 || e.ctx.peerId !== h.srcCtx) {
+      this.counters.resetsInvalid++;
+      return;
+    }
+    if (h.token !== undefined && e.peerToken !== undefined && sameMac(h.token, e.peerToken)) {
+      // The same device (its secret made the token) dropped our context while idle: it cannot
+      // have delivered anything it did not ack (see reclaimIdle), so start a fresh stream and
+      // send again what it has not acknowledged.
+      this.counters.resetsReceived++;
+      this.renew(e, 'requeue', 0, now);
+    } else {
+      // A device that cannot make its token has a new secret: a new incarnation, whose engine
+      // forgot everything. What we had in flight to the old one is lost.
+      this.counters.peerRestarts++;
+      this.renew(e, 'fail', 0, now);
+      this.drainFailures(e, 'peer-reset');
+    }
   }
 
-  private sendReset(to: PeerAddress, peerCtx: number, now: number): void {
-    const own = this.byAddr.get(addrKey(to));
+  /** Answer a first contact (no state kept): never longer than the datagram it answers. */
+  private sendCookie(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number): void {
+    if (triggerLen < COOKIE_DATAGRAM_LEN) {
+      this.counters.amplificationRefused++;
+      return;
+    }
+    const cookie = this.secret.cookie(to.host, to.port, h.srcCtx, now);
+    const m = cookie.mac;
     const hdr: UdpHdr = {
-      type: UdpType.Reset, ackReq: false, retx: false, window: 0, srcCtx: own?.ctx.localId ?? this.newLocalId(),
-      dstCtx: peerCtx, psn: 0, ackPsn: 0, tsVal: Math.floor(now * 1000) >>> 0 || 1, tsEcr: 0, dstQpn: 0, srcQpn: 0, sack: [],
+      type: UdpType.Cookie, ackReq: false, retx: false, window: 0,
+      // Not a context (we keep none): any nonzero value; this one is as unpredictable as the mac.
+      srcCtx: ((m[0]! << 24) | (m[1]! << 16) | (m[2]! << 8) | m[3]!) >>> 0 || 1,
+      dstCtx: h.srcCtx, psn: 0, ackPsn: 0, tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], cookie,
+    };
+    this.counters.cookiesSent++;
+    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0));
+  }
+
+  /** Tell the sender we lost the context it names: rate-limited, at most 3x the trigger. */
+  private sendReset(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number): void {
+    if (RESET_DATAGRAM_LEN > AMPLIFICATION * triggerLen) {
+      this.counters.amplificationRefused++;
+      return;
+    }
+    if (!this.hostResets.take(to.host, now)) {
+      this.counters.resetsSuppressed++;
+      return;
+    }
+    if (!this.deviceResets.take(now)) {
+      this.counters.resetsSuppressed++;
+      return;
+    }
+    const hdr: UdpHdr = {
+      type: UdpType.Reset, ackReq: false, retx: false, window: 0, srcCtx: h.dstCtx, dstCtx: h.srcCtx, psn: 0, ackPsn: 0,
+      tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], token: this.secret.token(h.dstCtx),
     };
     this.counters.resetsSent++;
     this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0));
   }
 
+  // ---------------------------------------------------------------- framing
+
   private emit(e: Entry, d: TxDatagram): void {
+    const h = d.hdr;
+    if (h.dstCtx === 0) {
+      // First contact: the cookie block — zeros until the peer gave us a cookie, so that the
+      // COOKIE answering this datagram is never longer than it — and, with a cookie, our token.
+      h.cookie = e.cookie ?? ZERO_COOKIE;
+      if (e.cookie !== undefined) h.token = e.token;
+    } else if (!e.peerKnowsUs) {
+      h.token = e.token;
+    }
     // Until the peer has learnt our id it finds us by source address: use the first socket.
-    const path = this.opts.paths > 1 && d.hdr.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
-    this.out.push(this.frame(e.peer, d.hdr, d.payload, path));
+    const path = this.opts.paths > 1 && h.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
+    this.out.push(this.frame(e.peer, h, d.payload, path));
   }
 
   private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number): OutDatagram {

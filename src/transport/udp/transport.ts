@@ -214,7 +214,6 @@ export class UdpTransport implements Transport {
   }
 
   stats(): Record<string, number> {
-    const e = this.udp.endpoint.counters;
     const pc = this.#packer.counters;
     this.counters.txFrames = pc.frames;
     this.counters.txPayloads = pc.payloads;
@@ -226,9 +225,9 @@ export class UdpTransport implements Transport {
     const sc = this.udp.counters;
     return {
       ...this.counters, rxOffloaded: sc.rxOffloaded, rxOffloadedBadCrc: sc.rxOffloadedBadCrc, txOffloaded: sc.txOffloaded,
-      offloadFailures: sc.offloadFailures, offloadBackoffs: sc.offloadBackoffs, rxDatagrams: e.rxDatagrams, txDatagrams: e.txDatagrams, truncated: e.truncated, oversized: e.oversized,
-      badCrc: e.badCrc, malformed: e.malformed, unknownContext: e.unknownContext, stale: e.stale, contexts: this.udp.endpoint.contexts,
-      contextsReclaimed: e.contextsReclaimed, contextsFailed: e.contextsFailed,
+      offloadFailures: sc.offloadFailures, offloadBackoffs: sc.offloadBackoffs,
+      // Every endpoint counter (refused input included) and table size.
+      ...this.udp.endpoint.stats(),
       ...Object.fromEntries(this.udp.counters.txBySocket.map((n, i) => [`txSocket${i}`, n])),
     };
   }

@@ -2,6 +2,8 @@
 // garbage, truncated, bad CRC, a well-sealed datagram that is not an engine frame, a
 // well-formed frame for an unknown QP, a segment with a garbage DDP header. Each is a counted
 // drop at the layer that can tell; the device keeps working with a real peer in another process.
+// The frames meant for the engine come from a raw peer that completed the cookie handshake
+// (nothing from an unvalidated address reaches the engine at all).
 import dgram from 'node:dgram';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -12,13 +14,16 @@ import { UdpTransport } from '../../../src/transport/udp/transport.js';
 import { Device } from '../../../src/verbs/device.js';
 import { encodeUdpHdr, udpHeaderLength, UdpType, type UdpHdr } from '../../../src/wire/udp.js';
 import { ALL, pattern, same, startPeer, stopPeer, take, type Peer, type RemoteMr } from './helpers.js';
+import { RawPeer } from '../udp/raw-peer.js';
 
 let peer: Peer | undefined;
 let dev: Device | undefined;
 let raw: dgram.Socket | undefined;
+let validated: RawPeer | undefined;
 
 afterAll(async () => {
   raw?.close();
+  validated?.close();
   await dev?.close();
   if (peer) await stopPeer(peer);
 });
@@ -78,9 +83,16 @@ describe('udp device under hostile datagrams', () => {
       frameBytes({ kind: 'seg', env: { srcQpn: 9, dstQpn: 4243, ssn: 1, msgLen: 4, off: 0 }, hdr: new Uint8Array(14), payload: [Uint8Array.of(1, 2, 3, 4)] }),
       seg,
     ];
-    forged.forEach((p, i) => raw!.send(seal({ srcCtx: 0x5eed, psn: i, dstQpn: i === 1 ? 0 : i === 4 ? qp.qpn : 4242 + i, srcQpn: 9 }, p), port, '127.0.0.1'));
+    const qpnOf = (i: number) => (i === 1 ? 0 : i === 4 ? qp.qpn : 4242 + i);
+    validated = await RawPeer.open(0x5eed);
+    const to = { host: '127.0.0.1', port };
+    // The first forged frame rides the handshake (probe and echo carry it; it is delivered once).
+    await validated.handshake(to, forged[0]!, { dstQpn: qpnOf(0), srcQpn: 9 });
+    forged.forEach((p, i) => {
+      if (i > 0) validated!.send(to, seal({ srcCtx: validated!.ctx, dstCtx: validated!.peerCtx, psn: i, dstQpn: qpnOf(i), srcQpn: 9 }, p));
+    });
     // Wait (bounded) until every datagram has been seen by the endpoint.
-    const total = sends.length + forged.length;
+    const total = sends.length + forged.length + 1;
     for (let i = 0; i < 200 && ep.rxDatagrams - before.rxDatagrams < total; i++) await new Promise((res) => setTimeout(res, 10));
     expect(ep.rxDatagrams - before.rxDatagrams).toBeGreaterThanOrEqual(total);
     expect(ep.truncated - before.truncated).toBeGreaterThanOrEqual(40);

@@ -1,6 +1,7 @@
 // Hostile input to the endpoint: garbage, truncated, oversized, corrupted, stale, replayed,
 // unknown contexts, restarted peers, floods. Each ends as a counted drop, never an exception,
-// never a delivery, and memory stays bounded.
+// never a delivery, and memory stays bounded. (The handshake, restart proofs, resets and
+// limits have their own file: handshake.test.ts.)
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
@@ -31,7 +32,7 @@ function forge(h: Partial<UdpHdr>, payload?: Uint8Array): Uint8Array {
   return buf;
 }
 
-function connected() {
+function endpoints() {
   const a = new UdpEndpoint({ mtu: 1472, randomId: seededIds(1) });
   const b = new UdpEndpoint({ mtu: 1472, randomId: seededIds(2) });
   const delivered: Uint8Array[] = [];
@@ -49,6 +50,16 @@ function connected() {
     }
   };
   return { a, b, delivered, exchange };
+}
+
+/** Two endpoints past the handshake (one payload A → B delivered and acked). */
+function connected() {
+  const p = endpoints();
+  p.a.send(B, makePayload(100, 10), 0);
+  p.exchange(0);
+  expect(p.delivered.length).toBe(1);
+  p.delivered.length = 0;
+  return p;
 }
 
 describe('UDP endpoint under hostile input', () => {
@@ -76,7 +87,7 @@ describe('UDP endpoint under hostile input', () => {
   });
 
   it('truncated, oversized and corrupted datagrams are counted drops', () => {
-    const { a, b, delivered, exchange } = connected();
+    const { a, b, delivered, exchange } = endpoints();
     a.send(B, makePayload(0, 500), 0);
     const d = bytes(a.poll(0).datagrams[0]);
     b.receive(d.subarray(0, 20), A, 0);
@@ -124,23 +135,34 @@ describe('UDP endpoint under hostile input', () => {
     const live = b.context(A)!;
     b.receive(forge({ dstCtx: live.localId, srcCtx: 0x12345 }), A, 3);
     expect(b.counters.stale).toBe(1);
+    // A RESET from A's address naming B's context but not echoing A's id: ignored.
+    b.receive(forge({ type: UdpType.Reset, dstCtx: live.localId, srcCtx: 0x12345, token: new Uint8Array(8) }), A, 3);
+    expect(b.counters.resetsInvalid).toBe(1);
     exchange(3);
     expect(delivered.length).toBe(0);
     expect(a.context(B)!.outstanding).toBe(0);
+    expect(b.counters.peerRestarts + a.counters.peerRestarts).toBe(0);
   });
 
-  it('a restarted peer resets the context: old sends fail with peer-reset, old incarnation is stale', () => {
-    const { a, b, exchange } = connected();
-    a.send(B, makePayload(0, 100), 0);
-    exchange(0);
+  it('a restarted peer resets the context once its cookie echo proves it: old sends fail with peer-reset, old incarnation is stale', () => {
+    const { a, b } = connected();
     const oldPeer = a.context(B)!.localId;
     // B has something outstanding to A that A will never acknowledge (A "restarts").
     b.send(A, makePayload(1, 100), 1);
     b.poll(1);
     const a2 = new UdpEndpoint({ mtu: 1472, randomId: seededIds(99) });
     a2.send(B, makePayload(2, 100), 2);
+    // Its first datagram is only a claim: B answers with a COOKIE and keeps its context.
     for (const d of a2.poll(2).datagrams) b.receive(bytes(d), A, 2);
-    const r = b.poll(2);
+    let r = b.poll(2);
+    expect(b.counters.restartClaims).toBe(1);
+    expect(b.counters.peerRestarts).toBe(0);
+    expect(r.failed).toEqual([]);
+    expect(r.delivered).toEqual([]);
+    // The new incarnation echoes it from A's address: now the restart is proven.
+    for (const d of r.datagrams) a2.receive(bytes(d), B, 2);
+    for (const d of a2.poll(2).datagrams) b.receive(bytes(d), A, 2);
+    r = b.poll(2);
     expect(b.counters.peerRestarts).toBe(1);
     expect(r.failed.map((f) => f.reason)).toEqual(['peer-reset']);
     expect(r.delivered.length).toBe(1);
@@ -150,7 +172,7 @@ describe('UDP endpoint under hostile input', () => {
     expect(b.counters.peerRestarts).toBe(1);
   });
 
-  it('a peer that reclaimed its context answers with RESET and the sender starts a fresh stream', () => {
+  it('a peer that reclaimed its context answers with RESET (its token) and the sender starts a fresh stream', () => {
     const { a, b, delivered, exchange } = connected();
     a.send(B, makePayload(0, 100), 0);
     exchange(0);
@@ -161,31 +183,46 @@ describe('UDP endpoint under hostile input', () => {
     exchange(31_000);
     expect(b.counters.unknownContext).toBe(1);
     expect(a.counters.resetsReceived).toBe(1);
+    expect(a.counters.peerRestarts).toBe(0);
     expect(delivered.map((p) => p[3])).toEqual([0, 1]);
     expect(a.context(B)!.outstanding).toBe(0);
   });
 
-  it('a flood of new peers is capped: contexts bounded, extra datagrams counted', () => {
+  it('a flood of first contacts from 5000 addresses creates no context: each gets a COOKIE no longer than itself', () => {
     const ep = new UdpEndpoint({ mtu: 1472, maxContexts: 64, randomId: seededIds(3) });
+    let replyBytes = 0;
+    let floodBytes = 0;
     for (let i = 0; i < 5000; i++) {
-      ep.receive(forge({ srcCtx: i + 1, psn: 0 }), { host: '10.8.0.1', port: 1000 + i }, 0);
-      if (i % 100 === 0) for (const d of ep.poll(0).delivered) ep.release(d.ctx);
+      const d = forge({ srcCtx: i + 1, psn: 0 });
+      floodBytes += d.length;
+      ep.receive(d, { host: '10.8.0.1', port: 1000 + i }, 0);
+      if (i % 100 === 0) for (const o of ep.poll(0).datagrams) replyBytes += bytes(o).length;
     }
-    expect(ep.contexts).toBe(64);
-    expect(ep.counters.contextLimit).toBe(5000 - 64);
-    // Once they are idle, room comes back.
-    ep.poll(0);
-    ep.poll(40_000);
+    for (const o of ep.poll(0).datagrams) replyBytes += bytes(o).length;
     expect(ep.contexts).toBe(0);
+    expect(ep.counters.contextsCreated).toBe(0);
+    expect(ep.counters.cookiesSent).toBe(5000);
+    expect(replyBytes).toBeLessThanOrEqual(floodBytes);
   });
 
   it('a flood of datagrams from one peer beyond its credit is dropped, not buffered', () => {
+    const a = new UdpEndpoint({ mtu: 1472, randomId: seededIds(1) });
     const ep = new UdpEndpoint({ mtu: 1472, context: { rcvCredit: 32 }, randomId: seededIds(4) });
+    // A handshake with ep, then a flood with the ids it set up (an on-path sender).
+    a.send(B, makePayload(1, 10), 1);
+    for (let i = 0; i < 6; i++) {
+      for (const d of a.poll(1).datagrams) ep.receive(bytes(d), A, 1);
+      const r = ep.poll(1);
+      for (const d of r.delivered) ep.release(d.ctx);
+      for (const d of r.datagrams) a.receive(bytes(d), B, 1);
+    }
+    const ctx = ep.context(A)!;
+    expect(ctx.peerId).toBe(a.context(B)!.localId);
     let held = 0;
-    for (let psn = 0; psn < 2000; psn++) ep.receive(forge({ srcCtx: 5, psn }), A, 0);
-    held += ep.poll(0).delivered.length;
+    for (let psn = 1; psn < 2001; psn++) ep.receive(forge({ srcCtx: ctx.peerId, dstCtx: ctx.localId, psn }), A, 2);
+    held += ep.poll(2).delivered.length;
     expect(held).toBe(32);
-    const c = ep.context(A)!.counters;
+    const c = ctx.counters;
     expect(c.rxNoCredit + c.rxOutOfWindow).toBe(2000 - 32);
   });
 });
