@@ -15,4 +15,5 @@ export function heapBase(): usize {
 export * from './sgcopy';
 export * from './crc32c';
 export * from './xxh3';
+export * from './cdc';
 export * from './wire';
