@@ -16,4 +16,5 @@ export * from './sgcopy';
 export * from './crc32c';
 export * from './xxh3';
 export * from './cdc';
+export * from './chunkhash';
 export * from './wire';
