@@ -17,4 +17,5 @@ export * from './crc32c';
 export * from './xxh3';
 export * from './cdc';
 export * from './chunkhash';
+export * from './dedupbatch';
 export * from './wire';

@@ -753,6 +753,29 @@ export const DEDUP_HASH_DESC_RSVD_OFF: u32 = 12;
 // @ts-ignore: decorator
 @inline export function setDedupHashDescRsvd(p: usize, v: u32): void { store<u32>(p, v, 12); }
 
+// copyBatch descriptor: one assembly copy (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_COPY_DESC_SIZE: u32 = 16;
+export const DEDUP_COPY_DESC_DST_OFF: u32 = 0;
+export const DEDUP_COPY_DESC_SRC_OFF: u32 = 4;
+export const DEDUP_COPY_DESC_LEN_OFF: u32 = 8;
+export const DEDUP_COPY_DESC_RSVD_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescDst(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescDst(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescSrc(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescSrc(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescRsvd(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescRsvd(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
 // Dedup transfer message header (every message on the pipe) — sabre (M4), big-endian
 export const DEDUP_MSG_SIZE: u32 = 8;
 export const DEDUP_MSG_KIND_OFF: u32 = 0;

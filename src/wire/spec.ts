@@ -764,6 +764,21 @@ export const DEDUP_HASH_DESC = layout({
   },
 });
 
+export const DEDUP_COPY_DESC = layout({
+  name: 'dedupCopyDesc',
+  title: 'copyBatch descriptor: one assembly copy (shared memory, little-endian)',
+  size: 16,
+  ref: 'sabre (M4)',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    dst: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'absolute destination address' },
+    src: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'absolute source address (a store entry, a landing-zone chunk)' },
+    len: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes' },
+    rsvd: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: '0' },
+  },
+});
+
 /** Dedup transfer messages (docs/dedup.md): one per pipe message, dedupMsg first. */
 export const DEDUP_VERSION = 1;
 export const DedupKind = { Hello: 1, Offer: 2, Need: 3, Round: 4, Grant: 5, End: 6, Abort: 7 } as const;
@@ -921,6 +936,6 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
-  DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC,
+  DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_COPY_DESC,
   DEDUP_MSG, DEDUP_HELLO, DEDUP_OFFER, DEDUP_ENTRY, DEDUP_NEED, DEDUP_ROUND, DEDUP_GRANT, DEDUP_END, DEDUP_ABORT,
 ];
