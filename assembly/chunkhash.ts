@@ -32,7 +32,8 @@ import {
   setDedupChunkFlags, setDedupChunkLanded, setDedupChunkMark, setDedupChunkPendCount, setDedupChunkRsvd,
   setDedupChunkStatus, setDedupMapHdrBytesHashed, setDedupMapHdrDoneCount, setDedupMapHdrMismatchCount,
   setDedupMapHdrOkCount, setDedupMapHdrOutside, setDedupMapHdrOverflowCount, setDedupMapHdrRewriteCount,
-  setDedupMapHdrSegments,
+  setDedupMapHdrSegments, DEDUP_ZONE_MAGIC, DEDUP_ZONE_DIR_SIZE, getDedupZoneDirMagic, getDedupZoneDirSlots,
+  getDedupZoneDirSlotLen, getDedupZoneDirZoneBase,
 } from './wire.gen';
 
 // @ts-ignore: decorator
@@ -301,5 +302,33 @@ export function chunkMapFinish(map: usize): u32 {
     completed += finalize(map, r, i);
   }
   unlock(map);
+  return completed;
+}
+
+/**
+ * The placement hook's entry point: a segment [to, to + len) placed into a region whose bytes are
+ * a slotted landing zone (directory `dir`, layout dedupZoneDir). Splits it by slot and advances
+ * each armed slot's map; bytes of unarmed slots, or outside the zone, are only placed. Returns how
+ * many chunks became final. 64-bit sums throughout: a peer's TO and length cannot wrap anything.
+ */
+export function chunkHashZone(dir: usize, to: usize, len: u32): u32 {
+  if (getDedupZoneDirMagic(dir) != DEDUP_ZONE_MAGIC) return 0;
+  const slots = getDedupZoneDirSlots(dir);
+  const slotLen = <u64>getDedupZoneDirSlotLen(dir);
+  const zb = <u64>getDedupZoneDirZoneBase(dir);
+  if (slotLen == 0) return 0;
+  let a = <u64>to, b = <u64>to + <u64>len;
+  const ze = zb + slotLen * <u64>slots;
+  if (a < zb) a = zb;
+  if (b > ze) b = ze;
+  let completed: u32 = 0;
+  while (a < b) {
+    const s = <u32>((a - zb) / slotLen);
+    const se = zb + slotLen * <u64>(s + 1);
+    const e = b < se ? b : se;
+    const map = <usize>load<u32>(dir + DEDUP_ZONE_DIR_SIZE + (<usize>s << 2));
+    if (map != 0) completed += chunkHashSegment(map, <usize>a, <u32>(e - a));
+    a = e;
+  }
   return completed;
 }

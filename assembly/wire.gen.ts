@@ -83,6 +83,7 @@ export const DDP_BATCH_FLAG_LAST: u32 = 2;
 // Dedup (M4): chunk map constants
 export const DEDUP_MAP_MAGIC: u32 = 0x014d4344;
 export const DEDUP_PEND_MAX: u32 = 8;
+export const DEDUP_ZONE_MAGIC: u32 = 0x01445a44;
 export const DEDUP_CHUNK_STATUS_PENDING: u32 = 0;
 export const DEDUP_CHUNK_STATUS_OK: u32 = 1;
 export const DEDUP_CHUNK_STATUS_MISMATCH: u32 = 2;
@@ -753,6 +754,29 @@ export const DEDUP_HASH_DESC_RSVD_OFF: u32 = 12;
 // @ts-ignore: decorator
 @inline export function setDedupHashDescRsvd(p: usize, v: u32): void { store<u32>(p, v, 12); }
 
+// Landing-zone directory: the chunk map of each slot of a hash-tracked region (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_ZONE_DIR_SIZE: u32 = 16;
+export const DEDUP_ZONE_DIR_MAGIC_OFF: u32 = 0;
+export const DEDUP_ZONE_DIR_SLOTS_OFF: u32 = 4;
+export const DEDUP_ZONE_DIR_SLOT_LEN_OFF: u32 = 8;
+export const DEDUP_ZONE_DIR_ZONE_BASE_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirMagic(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirMagic(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirSlots(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirSlots(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirSlotLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirSlotLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirZoneBase(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirZoneBase(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
 // copyBatch descriptor: one assembly copy (shared memory, little-endian) — sabre (M4), little-endian
 export const DEDUP_COPY_DESC_SIZE: u32 = 16;
 export const DEDUP_COPY_DESC_DST_OFF: u32 = 0;
@@ -780,7 +804,9 @@ export const DEDUP_COPY_DESC_RSVD_OFF: u32 = 12;
 export const DEDUP_MSG_SIZE: u32 = 8;
 export const DEDUP_MSG_KIND_OFF: u32 = 0;
 export const DEDUP_MSG_VERSION_OFF: u32 = 1;
-export const DEDUP_MSG_RSVD_OFF: u32 = 2;
+export const DEDUP_MSG_FLAGS_OFF: u32 = 2;
+export const DEDUP_MSG_FLAGS_LAST: u32 = 0x0001;
+export const DEDUP_MSG_FLAGS_RSVD: u32 = 0xfffe;
 export const DEDUP_MSG_XFER_OFF: u32 = 4;
 // @ts-ignore: decorator
 @inline export function getDedupMsgKind(p: usize): u8 { return load<u8>(p, 0); }
@@ -791,9 +817,9 @@ export const DEDUP_MSG_XFER_OFF: u32 = 4;
 // @ts-ignore: decorator
 @inline export function setDedupMsgVersion(p: usize, v: u8): void { store<u8>(p, v, 1); }
 // @ts-ignore: decorator
-@inline export function getDedupMsgRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+@inline export function getDedupMsgFlags(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
 // @ts-ignore: decorator
-@inline export function setDedupMsgRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+@inline export function setDedupMsgFlags(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
 // @ts-ignore: decorator
 @inline export function getDedupMsgXfer(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
 // @ts-ignore: decorator

@@ -89,6 +89,7 @@ function genAs() {
   o.push('// Dedup (M4): chunk map constants');
   c('DEDUP_MAP_MAGIC', hex(spec.DEDUP_MAP_MAGIC, 8));
   c('DEDUP_PEND_MAX', spec.DEDUP_PEND_MAX);
+  c('DEDUP_ZONE_MAGIC', hex(spec.DEDUP_ZONE_MAGIC, 8));
   for (const [k, v] of Object.entries(spec.DedupChunkStatus)) c(`DEDUP_CHUNK_STATUS_${snake(k)}`, v);
   for (const [k, v] of Object.entries(spec.DedupChunkFlag)) c(`DEDUP_CHUNK_FLAG_${snake(k)}`, hex(v, 2));
   for (const [k, v] of Object.entries(spec.DedupArmStatus)) c(`DEDUP_ARM_${snake(k)}`, v);

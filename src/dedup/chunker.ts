@@ -5,6 +5,11 @@
 import { type CdcOptions, type CdcParams, CDC_STATE_BYTES, CDC_TABLE_BYTES, cdcParams, gearTable, writeCdcState } from '../kernels/cdc.js';
 import type { DedupMemory } from './memory.js';
 
+/** Runs a kernel on another thread over the same memory (a KernelPool of the device). */
+export interface KernelRunner {
+  run(fn: string, args: Array<number | bigint>): Promise<unknown>;
+}
+
 const OUT_CAP = 16384;
 
 export class DeviceChunker {
@@ -33,6 +38,21 @@ export class DeviceChunker {
     let at = 0;
     while (at < len) {
       const n = k.cdcChunk(this.#state, addr + at, len - at, this.#out, OUT_CAP);
+      const dv = this.mem.dataView();
+      for (let i = 0; i < n; i++) out.push(dv.getUint32(this.#out + 4 * i, true));
+      at += dv.getUint32(this.#state + 12, true);
+    }
+    return out;
+  }
+
+  /**
+   * push() on a pool thread: the state record and the lengths are in shared memory, so the
+   * stream continues wherever it ran last. The caller's thread is free meanwhile.
+   */
+  async pushOn(pool: KernelRunner, addr: number, len: number, out: number[] = []): Promise<number[]> {
+    let at = 0;
+    while (at < len) {
+      const n = (await pool.run('cdcChunk', [this.#state, addr + at, len - at, this.#out, OUT_CAP])) as number;
       const dv = this.mem.dataView();
       for (let i = 0; i < n; i++) out.push(dv.getUint32(this.#out + 4 * i, true));
       at += dv.getUint32(this.#state + 12, true);

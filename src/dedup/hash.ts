@@ -91,6 +91,24 @@ export class ChunkHasher {
     return out;
   }
 
+  /** hashRun with the XXH3 batches on a pool thread (SHA-256 runs here). */
+  async hashRunOn(pool: { run(fn: string, args: Array<number | bigint>): Promise<unknown> }, addr: number, lens: ArrayLike<number>): Promise<Uint8Array> {
+    const n = lens.length;
+    const out = new Uint8Array(n * DEDUP_HASH_BYTES);
+    if (this.alg === 'sha256') return this.hashRun(addr, lens, out);
+    let at = addr;
+    for (let i = 0; i < n; i += 4096) {
+      const m = Math.min(4096, n - i);
+      this.#reserve(m);
+      const dv = this.mem.dataView();
+      for (let j = 0; j < m; j++) dv.setUint32(this.#lens + 4 * j, lens[i + j]!, true);
+      at += Number(await pool.run('xxh128Chunks', [at, this.#lens, m, this.seed, this.#out]));
+      const u8 = this.mem.u8();
+      for (let j = 0; j < m; j++) out.set(u8.subarray(this.#out + 16 * j, this.#out + 16 * j + 16), (i + j) * DEDUP_HASH_BYTES);
+    }
+    return out;
+  }
+
   /** One chunk's 32-byte record. */
   hashOne(addr: number, len: number): Uint8Array {
     return this.hashRun(addr, [len]);

@@ -764,6 +764,25 @@ export const DEDUP_HASH_DESC = layout({
   },
 });
 
+/** Landing-zone directory magic ("DZD" + layout version 1). */
+export const DEDUP_ZONE_MAGIC = 0x01445a44;
+
+export const DEDUP_ZONE_DIR = layout({
+  name: 'dedupZoneDir',
+  title: 'Landing-zone directory: the chunk map of each slot of a hash-tracked region (shared memory, little-endian)',
+  size: 16,
+  ref: 'sabre (M4)',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    magic: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'DEDUP_ZONE_MAGIC; any other value and the kernel does nothing' },
+    slots: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'slots in the zone (1..64)' },
+    slotLen: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes per slot' },
+    zoneBase: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'absolute address of slot 0' },
+  },
+  tail: 'slots u32 chunk-map addresses (dedupMapHdr), 0 for a slot not armed: its bytes are placed but not hashed',
+});
+
 export const DEDUP_COPY_DESC = layout({
   name: 'dedupCopyDesc',
   title: 'copyBatch descriptor: one assembly copy (shared memory, little-endian)',
@@ -799,11 +818,19 @@ export const DEDUP_MSG = layout({
   fields: {
     kind: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'DedupKind: 1 HELLO, 2 OFFER, 3 NEED, 4 ROUND, 5 GRANT, 6 END, 7 ABORT' },
     version: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'DEDUP_VERSION, 1' },
-    rsvd: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: '0' },
+    flags: {
+      offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'flags',
+      bits: {
+        Last: { mask: 0x0001, meaning: 'OFFER: the last page of the manifest' },
+        Rsvd: { mask: 0xfffe, meaning: 'reserved, 0' },
+      },
+    },
     xfer: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'transfer id chosen by the sender (HELLO: 0)' },
   },
   tail: 'the kind\'s body: dedupHello, dedupOffer, dedupNeed, dedupRound, dedupGrant, dedupEnd or dedupAbort',
 });
+
+export const DEDUP_FLAG_LAST = DEDUP_MSG.fields.flags.bits!.Last.mask;
 
 export const DEDUP_HELLO = layout({
   name: 'dedupHello',
@@ -841,7 +868,7 @@ export const DEDUP_OFFER = layout({
   sabre: true,
   fields: {
     total: { offset: 0, size: 8, type: 'u64', ref: 'sabre', meaning: 'bytes of the whole object' },
-    chunks: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'chunks of the whole object' },
+    chunks: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'on the last page (flags.Last): the object\'s chunk count, first + count; else 0' },
     first: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'index of the first entry of this page (pages come in order)' },
     count: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'dedupEntry records that follow (1..maxEntries)' },
   },
@@ -936,6 +963,6 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
-  DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_COPY_DESC,
+  DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_ZONE_DIR, DEDUP_COPY_DESC,
   DEDUP_MSG, DEDUP_HELLO, DEDUP_OFFER, DEDUP_ENTRY, DEDUP_NEED, DEDUP_ROUND, DEDUP_GRANT, DEDUP_END, DEDUP_ABORT,
 ];
