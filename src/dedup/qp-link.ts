@@ -15,7 +15,7 @@ import {
 import type { MessagePipe, RdmaWritePath } from './endpoint.js';
 
 export interface QpLinkOptions {
-  /** Receive buffers posted (messages the peer may have in flight). Default 16. */
+  /** Receive buffers posted (messages the peer may have in flight: OFFER pages + ROUNDs + a few). Default 32. */
   recvBuffers?: number;
   /** Bytes of each message buffer, the largest message either way. Default 64 KiB. */
   messageBytes?: number;
@@ -26,7 +26,7 @@ export interface QpLinkOptions {
 /** Queue-pair attributes a QpLink needs (for the cm listen/connect qpInit). */
 export const qpLinkQpInit = (cq: CompletionQueue, o: QpLinkOptions = {}): { sendCq: CompletionQueue; recvCq: CompletionQueue; maxSendWr: number; maxRecvWr: number; maxSge: number } => ({
   // Writes: one per run of contiguous needed chunks, so up to slotLen / min per slot.
-  sendCq: cq, recvCq: cq, maxSendWr: 4096 + (o.sendSlots ?? 8), maxRecvWr: o.recvBuffers ?? 16, maxSge: 1,
+  sendCq: cq, recvCq: cq, maxSendWr: 4096 + (o.sendSlots ?? 8), maxRecvWr: o.recvBuffers ?? 32, maxSge: 1,
 });
 /** CQ depth for a QpLink's QP (every send, write and receive signaled). */
 export const QP_LINK_CQ_DEPTH = 8192;
@@ -62,7 +62,7 @@ export class QpLink implements MessagePipe, RdmaWritePath {
     this.cq = cq;
     this.pd = pd;
     this.messageBytes = o.messageBytes ?? 64 * 1024;
-    this.#recvCount = o.recvBuffers ?? 16;
+    this.#recvCount = o.recvBuffers ?? 32;
     this.#sendSlots = o.sendSlots ?? 8;
     this.#recvMr = pd.regMr(this.#recvCount * this.messageBytes, Access.LocalWrite);
     this.#sendMr = pd.regMr(this.#sendSlots * this.messageBytes, Access.LocalWrite);

@@ -211,7 +211,11 @@ export class DedupSendCore {
    * chunking step, so the receiver answers and writes start while the rest is still being chunked).
    */
   flush(): SendAction[] {
-    if (!this.#active) return [];
+    // Only when the receiver has nothing to answer: a partial page then starts its NEED (and the
+    // writes) early; otherwise chunks accumulate into full pages. Every page is a message queued
+    // behind the RDMA WRITEs already posted on the same QP (rc order), so many small pages would
+    // make the manifest trail the data.
+    if (!this.#active || this.#pagesSent !== this.#pagesAnswered) return [];
     return this.#offer(true);
   }
 
