@@ -193,7 +193,6 @@ export interface Received {
 export class DedupReceiver implements AsyncIterable<Received> {
   readonly #core: DedupRecvCore;
   readonly #pipe: MessagePipe;
-  readonly #mem: DedupMemory;
   readonly #ready: Received[] = [];
   readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
   readonly #errors: Error[] = [];
@@ -202,7 +201,6 @@ export class DedupReceiver implements AsyncIterable<Received> {
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o);
     this.#pipe = o.pipe;
-    this.#mem = o.mem;
     o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
@@ -244,12 +242,9 @@ export class DedupReceiver implements AsyncIterable<Received> {
         case 'send':
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
           break;
-        case 'delivered': {
-          const bytes = this.#mem.u8().slice(a.addr, a.addr + a.length);
-          a.release();
-          this.#deliver({ bytes, stats: a.stats });
+        case 'delivered':
+          this.#deliver({ bytes: a.bytes, stats: a.stats });
           break;
-        }
         case 'failed': {
           const w = this.#waiters.shift();
           if (w) w.reject(a.error);

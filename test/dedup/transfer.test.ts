@@ -43,9 +43,8 @@ function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?
     for (const a of as) {
       if (a.type === 'send') toTx.push(a.bytes);
       else if (a.type === 'delivered') {
-        sink.got = dm.u8().slice(a.addr, a.addr + a.length);
+        sink.got = a.bytes;
         sink.stats = a.stats;
-        a.release();
       } else sink.rxError = a.error;
     }
   };
