@@ -12,7 +12,7 @@
 //   verify, copy out, GRANT slot              →
 //   END (status, bytes)                       →
 //
-// Chunks the receiver holds are copied from its store into the target when their OFFER page
+// Chunks the receiver holds are copied from its store into the object when their OFFER page
 // arrives; the others arrive in slots of its landing zone. Which chunks go into which slot is a
 // function of the NEED bitmaps and the slot length alone (needed chunks in manifest order, a slot
 // filled until the next chunk does not fit, a partial slot only once the last NEED is out; slots
@@ -344,7 +344,7 @@ export interface DedupRecvOptions {
   maxEntries?: number;
   /** Chunks per transfer. Default 2^20. */
   maxChunks?: number;
-  /** Bytes per transfer (the target is assembled in device memory). Default 256 MiB. */
+  /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
   maxTotal?: number;
 }
 
