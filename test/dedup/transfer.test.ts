@@ -33,9 +33,10 @@ interface Harness {
   send(bytes: Uint8Array, opts?: { corrupt?: number; mtu?: number; tamper?: (m: Uint8Array) => Uint8Array }): { result?: SendResult; error?: SabreError; got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; msgs: number[] };
 }
 
-function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number } = {}): Harness {
+function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number; scope?: string } = {}): Harness {
   const zoneAddr = dm.alloc(SLOTS * SLOT_LEN);
-  const rx = new DedupRecvCore({ mem: dm, store, scope: 'peer', zone: { addr: zoneAddr, rkey: 0x1234, length: SLOTS * SLOT_LEN }, slots: SLOTS, avg: 8192, key: KEY, ...o });
+  const { scope = 'peer', ...lim } = o;
+  const rx = new DedupRecvCore({ mem: dm, store, scope, zone: { addr: zoneAddr, rkey: 0x1234, length: SLOTS * SLOT_LEN }, slots: SLOTS, avg: 8192, key: KEY, ...lim });
   const tx = new DedupSendCore({ window: 2 });
   const toTx: Uint8Array[] = [];
   const toRx: Uint8Array[] = [];
@@ -134,6 +135,19 @@ describe('dedup transfer cores', () => {
     expect(r3.msgs.filter((k) => k === DedupKind.Round)).toHaveLength(0);
     // Zero bytes is an object too.
     expect(same(h.send(new Uint8Array(0)).got, new Uint8Array(0))).toBe(true);
+  });
+
+  it('scopes per peer: one store, two peers, and a peer never resolves to chunks the other sent', () => {
+    const store = new ChunkStore(dm);
+    const alice = harness(store, { scope: 'alice' });
+    const bob = harness(store, { scope: 'bob' });
+    const x = new Uint8Array(randomBytes(600_000));
+    expect(alice.send(x).result!.bytesSent).toBe(x.length);
+    expect(alice.send(x).result!.bytesSent).toBe(0); // alice's own chunks: held
+    const fromBob = bob.send(x);
+    expect(fromBob.result!.bytesSent).toBe(x.length); // the same bytes, another scope: all sent
+    expect(same(fromBob.got, x)).toBe(true);
+    expect(store.stats().scopes).toBe(2);
   });
 
   it('a chunk that does not match its hash fails the transfer on both sides, nothing delivered', () => {
