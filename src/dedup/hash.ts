@@ -20,6 +20,8 @@ export const hashAlgName = (code: number): HashAlgName | undefined =>
 export { DEDUP_HASH_BYTES };
 
 const U64 = (1n << 64n) - 1n;
+/** Chunks per xxh128Chunks call. */
+const BATCH = 4096;
 
 /** The 32-byte record form of an XXH3-128 value (high64 << 64 | low64, as the kernels return it). */
 export function xxhBytes(h: bigint, out = new Uint8Array(DEDUP_HASH_BYTES), at = 0): Uint8Array {
@@ -75,18 +77,10 @@ export class ChunkHasher {
       return out;
     }
     let at = addr;
-    for (let i = 0; i < n; i += 4096) {
-      const m = Math.min(4096, n - i);
-      this.#reserve(m);
-      const dv = this.mem.dataView();
-      for (let j = 0; j < m; j++) dv.setUint32(this.#lens + 4 * j, lens[i + j]!, true);
+    for (let i = 0; i < n; i += BATCH) {
+      const m = this.#stage(lens, i);
       at += Number(this.mem.kernels.xxh128Chunks(at, this.#lens, m, this.seed, this.#out));
-      const u8 = this.mem.u8();
-      for (let j = 0; j < m; j++) {
-        const o = (i + j) * DEDUP_HASH_BYTES;
-        out.set(u8.subarray(this.#out + 16 * j, this.#out + 16 * j + 16), o);
-        out.fill(0, o + 16, o + DEDUP_HASH_BYTES);
-      }
+      this.#collect(out, i, m);
     }
     return out;
   }
@@ -97,16 +91,31 @@ export class ChunkHasher {
     const out = new Uint8Array(n * DEDUP_HASH_BYTES);
     if (this.alg === 'sha256') return this.hashRun(addr, lens, out);
     let at = addr;
-    for (let i = 0; i < n; i += 4096) {
-      const m = Math.min(4096, n - i);
-      this.#reserve(m);
-      const dv = this.mem.dataView();
-      for (let j = 0; j < m; j++) dv.setUint32(this.#lens + 4 * j, lens[i + j]!, true);
+    for (let i = 0; i < n; i += BATCH) {
+      const m = this.#stage(lens, i);
       at += Number(await pool.run('xxh128Chunks', [at, this.#lens, m, this.seed, this.#out]));
-      const u8 = this.mem.u8();
-      for (let j = 0; j < m; j++) out.set(u8.subarray(this.#out + 16 * j, this.#out + 16 * j + 16), (i + j) * DEDUP_HASH_BYTES);
+      this.#collect(out, i, m);
     }
     return out;
+  }
+
+  /** Lengths i.. of one batch into the kernel's length array; returns the batch size. */
+  #stage(lens: ArrayLike<number>, i: number): number {
+    const m = Math.min(BATCH, lens.length - i);
+    this.#reserve(m);
+    const dv = this.mem.dataView();
+    for (let j = 0; j < m; j++) dv.setUint32(this.#lens + 4 * j, lens[i + j]!, true);
+    return m;
+  }
+
+  /** The batch's 16-byte digests into 32-byte records (the upper 16 bytes stay zero). */
+  #collect(out: Uint8Array, i: number, m: number): void {
+    const u8 = this.mem.u8();
+    for (let j = 0; j < m; j++) {
+      const o = (i + j) * DEDUP_HASH_BYTES;
+      out.set(u8.subarray(this.#out + 16 * j, this.#out + 16 * j + 16), o);
+      out.fill(0, o + 16, o + DEDUP_HASH_BYTES);
+    }
   }
 
   /** One chunk's 32-byte record. */

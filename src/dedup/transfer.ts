@@ -23,7 +23,7 @@
 import { ErrorCode, SabreError } from '../index.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
 import { ChunkMap, ChunkStatus } from './chunk-map.js';
-import { HASH_ALG, type HashAlgName, xxhValue } from './hash.js';
+import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
 import type { DedupMemory } from './memory.js';
 import { decode, DedupMalformed, type DedupMessage, encode, type Hello, KEY_BYTES, type Offer } from './messages.js';
 import type { ChunkStore } from './store.js';
@@ -355,6 +355,8 @@ export interface RecvStats {
   /** Chunks found in the store (copied, never sent). */
   chunksFromStore: number;
   bytesFromStore: number;
+  /** Later occurrences of a chunk already requested in this transfer (copied from the first, never sent twice). */
+  chunksRepeated: number;
   /** Chunks that arrived over RDMA, each verified against its hash. */
   chunksReceived: number;
   bytesReceived: number;
@@ -405,6 +407,12 @@ export class DedupRecvCore {
   #hashes: Uint8Array[] = []; // per page
   #pageFirst: number[] = [];
   #needed: number[] = [];
+  /**
+   * A chunk repeated inside the object is requested once: its first needed occurrence by hash,
+   * and the later occurrences waiting on it (copied within the object when it has arrived).
+   */
+  #firstByHash = new Map<string, number>();
+  #aliases = new Map<number, number[]>();
   #cursor = 0;
   #lastAnswered = false;
   #sum = 0;
@@ -442,7 +450,7 @@ export class DedupRecvCore {
   }
 
   static #zero(xfer: number): RecvStats {
-    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0 };
+    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0 };
   }
 
   /** The HELLO to send first. */
@@ -538,8 +546,19 @@ export class DedupRecvCore {
         this.#stats.bytesFromStore += len;
         this.#assembled += len;
       } else {
-        bitmap[i >> 3]! |= 1 << (i & 7);
-        this.#needed.push(idx);
+        const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
+        const first = this.#firstByHash.get(key);
+        if (first !== undefined && this.#lens[first] === len) {
+          // Already requested in this transfer: not again; filled from the first when it lands.
+          const waiting = this.#aliases.get(first);
+          if (waiting) waiting.push(idx);
+          else this.#aliases.set(first, [idx]);
+          this.#stats.chunksRepeated++;
+        } else {
+          if (first === undefined) this.#firstByHash.set(key, idx);
+          bitmap[i >> 3]! |= 1 << (i & 7);
+          this.#needed.push(idx);
+        }
       }
       this.#sum += len;
     }
@@ -638,6 +657,17 @@ export class DedupRecvCore {
     });
     if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
     o.store.putMany(o.scope, recs, refs);
+    // Later occurrences of these chunks in the object: copied from the verified first one.
+    for (const i of a.idx) {
+      const waiting = this.#aliases.get(i);
+      if (!waiting) continue;
+      this.#aliases.delete(i);
+      const from = this.#offs[i]!;
+      for (const j of waiting) {
+        out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
+        this.#assembled += this.#lens[i]!;
+      }
+    }
     this.#assembled += bytes;
     this.#stats.chunksReceived += count;
     this.#stats.bytesReceived += bytes;
@@ -693,6 +723,8 @@ export class DedupRecvCore {
     this.#hashes = [];
     this.#pageFirst = [];
     this.#needed = [];
+    this.#firstByHash = new Map();
+    this.#aliases = new Map();
     this.#cursor = 0;
     this.#lastAnswered = false;
     this.#sum = 0;

@@ -133,6 +133,17 @@ describe('dedup transfer cores', () => {
     expect(same(r3.got, b)).toBe(true);
     expect(r3.result!.bytesSent).toBe(0);
     expect(r3.msgs.filter((k) => k === DedupKind.Round)).toHaveLength(0);
+    // A block repeated inside one object moves once (the repeats are copied from the first).
+    const block = new Uint8Array(randomBytes(400_000));
+    const c = new Uint8Array(1_300_000);
+    c.set(block, 0);
+    c.set(block, 450_000);
+    c.set(randomBytes(50_000), 400_000);
+    c.set(block, 900_000);
+    const r4 = h.send(c);
+    expect(same(r4.got, c)).toBe(true);
+    expect(r4.stats!.chunksRepeated).toBeGreaterThan(30);
+    expect(r4.result!.bytesSent).toBeLessThan(400_000 + 50_000 + 6 * 32_768);
     // Zero bytes is an object too.
     expect(same(h.send(new Uint8Array(0)).got, new Uint8Array(0))).toBe(true);
   });
