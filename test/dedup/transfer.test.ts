@@ -33,7 +33,7 @@ interface Harness {
   send(bytes: Uint8Array, opts?: { corrupt?: number; mtu?: number; tamper?: (m: Uint8Array) => Uint8Array }): { result?: SendResult; error?: SabreError; got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; msgs: number[] };
 }
 
-function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number; scope?: string } = {}): Harness {
+function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number; maxChunks?: number; scope?: string } = {}): Harness {
   const zoneAddr = dm.alloc(SLOTS * SLOT_LEN);
   const { scope = 'peer', ...lim } = o;
   const rx = new DedupRecvCore({ mem: dm, store, scope, zone: { addr: zoneAddr, rkey: 0x1234, length: SLOTS * SLOT_LEN }, slots: SLOTS, avg: 8192, key: KEY, ...lim });
@@ -186,6 +186,13 @@ describe('dedup transfer cores', () => {
     const big = harness(new ChunkStore(dm), { maxTotal: 1 << 20 });
     const r2 = big.rx.onMessage(encode({ kind: DedupKind.Offer, xfer: 1, total: 2 << 20, last: false, chunks: 0, first: 0, count: 0, lens: new Uint32Array(0), hashes: new Uint8Array(0) }));
     expect(r2.find((x) => x.type === 'failed')).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
+
+    // An honest sender whose object has more chunks than the receiver takes: refused, both sides.
+    const few = harness(new ChunkStore(dm), { maxChunks: 3 });
+    const r5 = few.send(new Uint8Array(randomBytes(200_000)));
+    expect(r5.rxError?.code).toBe(ErrorCode.LimitExceeded);
+    expect(r5.error?.code).toBe(ErrorCode.LimitExceeded);
+    expect(r5.got).toBeUndefined();
 
     const liar = harness();
     const r3 = liar.rx.onMessage(encode({ kind: DedupKind.Round, xfer: 1, slot: 0, first: 0, count: 1, bytes: 10 }));
