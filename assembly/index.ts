@@ -15,4 +15,7 @@ export function heapBase(): usize {
 export * from './sgcopy';
 export * from './crc32c';
 export * from './xxh3';
+export * from './cdc';
+export * from './chunkhash';
+export * from './dedupbatch';
 export * from './wire';

@@ -83,6 +83,19 @@ export const DDP_STATUS_TO_RANGE: u32 = 5;
 export const DDP_BATCH_FLAG_TAGGED: u32 = 1;
 export const DDP_BATCH_FLAG_LAST: u32 = 2;
 
+// Dedup (M4): chunk map constants
+export const DEDUP_MAP_MAGIC: u32 = 0x014d4344;
+export const DEDUP_PEND_MAX: u32 = 8;
+export const DEDUP_ZONE_MAGIC: u32 = 0x01445a44;
+export const DEDUP_CHUNK_STATUS_PENDING: u32 = 0;
+export const DEDUP_CHUNK_STATUS_OK: u32 = 1;
+export const DEDUP_CHUNK_STATUS_MISMATCH: u32 = 2;
+export const DEDUP_CHUNK_FLAG_OVERFLOW: u32 = 0x01;
+export const DEDUP_CHUNK_FLAG_TAINTED: u32 = 0x02;
+export const DEDUP_ARM_OK: u32 = 0;
+export const DEDUP_ARM_BAD_MAGIC: u32 = 1;
+export const DEDUP_ARM_BAD_LAYOUT: u32 = 2;
+
 // DDP control + RDMAP control (first 2 bytes of every DDP segment) — RFC 5041 §5.1, RFC 5040 §4.2, big-endian
 export const DDP_CTRL_SIZE: u32 = 2;
 export const DDP_CTRL_DDP_OFF: u32 = 0;
@@ -611,3 +624,401 @@ export const DDP_BATCH_OUT_RSVD_OFF: u32 = 28;
 @inline export function getDdpBatchOutRsvd(p: usize): u32 { return load<u32>(p, 28); }
 // @ts-ignore: decorator
 @inline export function setDdpBatchOutRsvd(p: usize, v: u32): void { store<u32>(p, v, 28); }
+
+// Chunk map header (a hash-tracked landing zone; shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_MAP_HDR_SIZE: u32 = 64;
+export const DEDUP_MAP_HDR_MAGIC_OFF: u32 = 0;
+export const DEDUP_MAP_HDR_LOCK_OFF: u32 = 4;
+export const DEDUP_MAP_HDR_ZONE_BASE_OFF: u32 = 8;
+export const DEDUP_MAP_HDR_ZONE_LEN_OFF: u32 = 12;
+export const DEDUP_MAP_HDR_CHUNK_COUNT_OFF: u32 = 16;
+export const DEDUP_MAP_HDR_DONE_COUNT_OFF: u32 = 20;
+export const DEDUP_MAP_HDR_OK_COUNT_OFF: u32 = 24;
+export const DEDUP_MAP_HDR_MISMATCH_COUNT_OFF: u32 = 28;
+export const DEDUP_MAP_HDR_OVERFLOW_COUNT_OFF: u32 = 32;
+export const DEDUP_MAP_HDR_REWRITE_COUNT_OFF: u32 = 36;
+export const DEDUP_MAP_HDR_BYTES_HASHED_OFF: u32 = 40;
+export const DEDUP_MAP_HDR_SEGMENTS_OFF: u32 = 48;
+export const DEDUP_MAP_HDR_OUTSIDE_OFF: u32 = 52;
+export const DEDUP_MAP_HDR_SEED_OFF: u32 = 56;
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrMagic(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrMagic(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrLock(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrLock(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrZoneBase(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrZoneBase(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrZoneLen(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrZoneLen(p: usize, v: u32): void { store<u32>(p, v, 12); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrChunkCount(p: usize): u32 { return load<u32>(p, 16); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrChunkCount(p: usize, v: u32): void { store<u32>(p, v, 16); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrDoneCount(p: usize): u32 { return load<u32>(p, 20); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrDoneCount(p: usize, v: u32): void { store<u32>(p, v, 20); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrOkCount(p: usize): u32 { return load<u32>(p, 24); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrOkCount(p: usize, v: u32): void { store<u32>(p, v, 24); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrMismatchCount(p: usize): u32 { return load<u32>(p, 28); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrMismatchCount(p: usize, v: u32): void { store<u32>(p, v, 28); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrOverflowCount(p: usize): u32 { return load<u32>(p, 32); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrOverflowCount(p: usize, v: u32): void { store<u32>(p, v, 32); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrRewriteCount(p: usize): u32 { return load<u32>(p, 36); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrRewriteCount(p: usize, v: u32): void { store<u32>(p, v, 36); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrBytesHashed(p: usize): u64 { return load<u64>(p, 40); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrBytesHashed(p: usize, v: u64): void { store<u64>(p, v, 40); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrSegments(p: usize): u32 { return load<u32>(p, 48); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrSegments(p: usize, v: u32): void { store<u32>(p, v, 48); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrOutside(p: usize): u32 { return load<u32>(p, 52); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrOutside(p: usize, v: u32): void { store<u32>(p, v, 52); }
+// @ts-ignore: decorator
+@inline export function getDedupMapHdrSeed(p: usize): u64 { return load<u64>(p, 56); }
+// @ts-ignore: decorator
+@inline export function setDedupMapHdrSeed(p: usize, v: u64): void { store<u64>(p, v, 56); }
+
+// Chunk record of a chunk map (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_CHUNK_SIZE: u32 = 768;
+export const DEDUP_CHUNK_STATE_OFF: u32 = 0;
+export const DEDUP_CHUNK_STATE_LEN: u32 = 640;
+export const DEDUP_CHUNK_START_OFF: u32 = 640;
+export const DEDUP_CHUNK_LEN_OFF: u32 = 644;
+export const DEDUP_CHUNK_MARK_OFF: u32 = 648;
+export const DEDUP_CHUNK_STATUS_OFF: u32 = 652;
+export const DEDUP_CHUNK_EXPECTED_OFF: u32 = 656;
+export const DEDUP_CHUNK_EXPECTED_LEN: u32 = 16;
+export const DEDUP_CHUNK_DIGEST_OFF: u32 = 672;
+export const DEDUP_CHUNK_DIGEST_LEN: u32 = 16;
+export const DEDUP_CHUNK_PEND_COUNT_OFF: u32 = 688;
+export const DEDUP_CHUNK_FLAGS_OFF: u32 = 692;
+export const DEDUP_CHUNK_FLAGS_OVERFLOW: u32 = 0x00000001;
+export const DEDUP_CHUNK_FLAGS_TAINTED: u32 = 0x00000002;
+export const DEDUP_CHUNK_LANDED_OFF: u32 = 696;
+export const DEDUP_CHUNK_RSVD_OFF: u32 = 700;
+export const DEDUP_CHUNK_PEND_OFF: u32 = 704;
+export const DEDUP_CHUNK_PEND_LEN: u32 = 64;
+// @ts-ignore: decorator
+@inline export function getDedupChunkStart(p: usize): u32 { return load<u32>(p, 640); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkStart(p: usize, v: u32): void { store<u32>(p, v, 640); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkLen(p: usize): u32 { return load<u32>(p, 644); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkLen(p: usize, v: u32): void { store<u32>(p, v, 644); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkMark(p: usize): u32 { return load<u32>(p, 648); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkMark(p: usize, v: u32): void { store<u32>(p, v, 648); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkStatus(p: usize): u32 { return load<u32>(p, 652); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkStatus(p: usize, v: u32): void { store<u32>(p, v, 652); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkPendCount(p: usize): u32 { return load<u32>(p, 688); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkPendCount(p: usize, v: u32): void { store<u32>(p, v, 688); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkFlags(p: usize): u32 { return load<u32>(p, 692); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkFlags(p: usize, v: u32): void { store<u32>(p, v, 692); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkLanded(p: usize): u32 { return load<u32>(p, 696); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkLanded(p: usize, v: u32): void { store<u32>(p, v, 696); }
+// @ts-ignore: decorator
+@inline export function getDedupChunkRsvd(p: usize): u32 { return load<u32>(p, 700); }
+// @ts-ignore: decorator
+@inline export function setDedupChunkRsvd(p: usize, v: u32): void { store<u32>(p, v, 700); }
+
+// chunkHashBatch input descriptor: one placed segment (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_HASH_DESC_SIZE: u32 = 16;
+export const DEDUP_HASH_DESC_MAP_OFF: u32 = 0;
+export const DEDUP_HASH_DESC_TO_OFF: u32 = 4;
+export const DEDUP_HASH_DESC_LEN_OFF: u32 = 8;
+export const DEDUP_HASH_DESC_RSVD_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupHashDescMap(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupHashDescMap(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupHashDescTo(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupHashDescTo(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupHashDescLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupHashDescLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupHashDescRsvd(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupHashDescRsvd(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Landing-zone directory: the chunk map of each slot of a hash-tracked region (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_ZONE_DIR_SIZE: u32 = 16;
+export const DEDUP_ZONE_DIR_MAGIC_OFF: u32 = 0;
+export const DEDUP_ZONE_DIR_SLOTS_OFF: u32 = 4;
+export const DEDUP_ZONE_DIR_SLOT_LEN_OFF: u32 = 8;
+export const DEDUP_ZONE_DIR_ZONE_BASE_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirMagic(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirMagic(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirSlots(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirSlots(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirSlotLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirSlotLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupZoneDirZoneBase(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupZoneDirZoneBase(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// copyBatch descriptor: one assembly copy (shared memory, little-endian) — sabre (M4), little-endian
+export const DEDUP_COPY_DESC_SIZE: u32 = 16;
+export const DEDUP_COPY_DESC_DST_OFF: u32 = 0;
+export const DEDUP_COPY_DESC_SRC_OFF: u32 = 4;
+export const DEDUP_COPY_DESC_LEN_OFF: u32 = 8;
+export const DEDUP_COPY_DESC_RSVD_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescDst(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescDst(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescSrc(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescSrc(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getDedupCopyDescRsvd(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setDedupCopyDescRsvd(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Dedup transfer message header (every message on the pipe) — sabre (M4), big-endian
+export const DEDUP_MSG_SIZE: u32 = 8;
+export const DEDUP_MSG_KIND_OFF: u32 = 0;
+export const DEDUP_MSG_VERSION_OFF: u32 = 1;
+export const DEDUP_MSG_FLAGS_OFF: u32 = 2;
+export const DEDUP_MSG_FLAGS_LAST: u32 = 0x0001;
+export const DEDUP_MSG_FLAGS_RSVD: u32 = 0xfffe;
+export const DEDUP_MSG_XFER_OFF: u32 = 4;
+// @ts-ignore: decorator
+@inline export function getDedupMsgKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupMsgKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupMsgVersion(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setDedupMsgVersion(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getDedupMsgFlags(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setDedupMsgFlags(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getDedupMsgXfer(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setDedupMsgXfer(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// HELLO (receiver → sender, once per pipe): how to chunk and hash, and where to write — sabre (M4), big-endian
+export const DEDUP_HELLO_SIZE: u32 = 64;
+export const DEDUP_HELLO_HASH_ALG_OFF: u32 = 0;
+export const DEDUP_HELLO_NORMALIZATION_OFF: u32 = 1;
+export const DEDUP_HELLO_RSVD_OFF: u32 = 2;
+export const DEDUP_HELLO_AVG_OFF: u32 = 4;
+export const DEDUP_HELLO_MIN_OFF: u32 = 8;
+export const DEDUP_HELLO_MAX_OFF: u32 = 12;
+export const DEDUP_HELLO_ZONE_ADDR_OFF: u32 = 16;
+export const DEDUP_HELLO_ZONE_RKEY_OFF: u32 = 24;
+export const DEDUP_HELLO_SLOT_LEN_OFF: u32 = 28;
+export const DEDUP_HELLO_SLOTS_OFF: u32 = 32;
+export const DEDUP_HELLO_MAX_ENTRIES_OFF: u32 = 36;
+export const DEDUP_HELLO_MAX_CHUNKS_OFF: u32 = 40;
+export const DEDUP_HELLO_SEED_HI_OFF: u32 = 44;
+export const DEDUP_HELLO_SEED_LO_OFF: u32 = 48;
+export const DEDUP_HELLO_RSVD2_OFF: u32 = 52;
+export const DEDUP_HELLO_RSVD2_LEN: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupHelloHashAlg(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloHashAlg(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloNormalization(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloNormalization(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloAvg(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloAvg(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloMin(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloMin(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloMax(p: usize): u32 { return bswap<u32>(load<u32>(p, 12)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloMax(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 12); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloZoneAddr(p: usize): u64 { return bswap<u64>(load<u64>(p, 16)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloZoneAddr(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 16); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloZoneRkey(p: usize): u32 { return bswap<u32>(load<u32>(p, 24)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloZoneRkey(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 24); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloSlotLen(p: usize): u32 { return bswap<u32>(load<u32>(p, 28)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloSlotLen(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 28); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloSlots(p: usize): u32 { return bswap<u32>(load<u32>(p, 32)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloSlots(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 32); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloMaxEntries(p: usize): u32 { return bswap<u32>(load<u32>(p, 36)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloMaxEntries(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 36); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloMaxChunks(p: usize): u32 { return bswap<u32>(load<u32>(p, 40)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloMaxChunks(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 40); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloSeedHi(p: usize): u32 { return bswap<u32>(load<u32>(p, 44)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloSeedHi(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 44); }
+// @ts-ignore: decorator
+@inline export function getDedupHelloSeedLo(p: usize): u32 { return bswap<u32>(load<u32>(p, 48)); }
+// @ts-ignore: decorator
+@inline export function setDedupHelloSeedLo(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 48); }
+
+// OFFER (sender → receiver): one page of the manifest — sabre (M4), big-endian
+export const DEDUP_OFFER_SIZE: u32 = 20;
+export const DEDUP_OFFER_TOTAL_OFF: u32 = 0;
+export const DEDUP_OFFER_CHUNKS_OFF: u32 = 8;
+export const DEDUP_OFFER_FIRST_OFF: u32 = 12;
+export const DEDUP_OFFER_COUNT_OFF: u32 = 16;
+// @ts-ignore: decorator
+@inline export function getDedupOfferTotal(p: usize): u64 { return bswap<u64>(load<u64>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupOfferTotal(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getDedupOfferChunks(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setDedupOfferChunks(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getDedupOfferFirst(p: usize): u32 { return bswap<u32>(load<u32>(p, 12)); }
+// @ts-ignore: decorator
+@inline export function setDedupOfferFirst(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 12); }
+// @ts-ignore: decorator
+@inline export function getDedupOfferCount(p: usize): u32 { return bswap<u32>(load<u32>(p, 16)); }
+// @ts-ignore: decorator
+@inline export function setDedupOfferCount(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 16); }
+
+// Manifest entry: one chunk — sabre (M4), big-endian
+export const DEDUP_ENTRY_SIZE: u32 = 36;
+export const DEDUP_ENTRY_LEN_OFF: u32 = 0;
+export const DEDUP_ENTRY_HASH_OFF: u32 = 4;
+export const DEDUP_ENTRY_HASH_LEN: u32 = 32;
+// @ts-ignore: decorator
+@inline export function getDedupEntryLen(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupEntryLen(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// NEED (receiver → sender): which chunks of an OFFER page to send — sabre (M4), big-endian
+export const DEDUP_NEED_SIZE: u32 = 8;
+export const DEDUP_NEED_FIRST_OFF: u32 = 0;
+export const DEDUP_NEED_COUNT_OFF: u32 = 4;
+// @ts-ignore: decorator
+@inline export function getDedupNeedFirst(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupNeedFirst(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getDedupNeedCount(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setDedupNeedCount(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// ROUND (sender → receiver): a slot of the landing zone holds the next needed chunks — sabre (M4), big-endian
+export const DEDUP_ROUND_SIZE: u32 = 16;
+export const DEDUP_ROUND_SLOT_OFF: u32 = 0;
+export const DEDUP_ROUND_FIRST_OFF: u32 = 4;
+export const DEDUP_ROUND_COUNT_OFF: u32 = 8;
+export const DEDUP_ROUND_BYTES_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getDedupRoundSlot(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupRoundSlot(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getDedupRoundFirst(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setDedupRoundFirst(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getDedupRoundCount(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setDedupRoundCount(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getDedupRoundBytes(p: usize): u32 { return bswap<u32>(load<u32>(p, 12)); }
+// @ts-ignore: decorator
+@inline export function setDedupRoundBytes(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 12); }
+
+// GRANT (receiver → sender): a slot is free again — sabre (M4), big-endian
+export const DEDUP_GRANT_SIZE: u32 = 4;
+export const DEDUP_GRANT_SLOT_OFF: u32 = 0;
+// @ts-ignore: decorator
+@inline export function getDedupGrantSlot(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupGrantSlot(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// END (receiver → sender): the object is assembled (or why not) — sabre (M4), big-endian
+export const DEDUP_END_SIZE: u32 = 16;
+export const DEDUP_END_STATUS_OFF: u32 = 0;
+export const DEDUP_END_DETAIL_OFF: u32 = 4;
+export const DEDUP_END_TOTAL_OFF: u32 = 8;
+// @ts-ignore: decorator
+@inline export function getDedupEndStatus(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupEndStatus(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getDedupEndDetail(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setDedupEndDetail(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getDedupEndTotal(p: usize): u64 { return bswap<u64>(load<u64>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setDedupEndTotal(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 8); }
+
+// ABORT (either way): the transfer is abandoned — sabre (M4), big-endian
+export const DEDUP_ABORT_SIZE: u32 = 4;
+export const DEDUP_ABORT_STATUS_OFF: u32 = 0;
+// @ts-ignore: decorator
+@inline export function getDedupAbortStatus(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setDedupAbortStatus(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }

@@ -85,6 +85,14 @@ function genAs() {
   for (const [k, v] of Object.entries(spec.DdpStatus)) c(`DDP_STATUS_${k}`, v);
   c('DDP_BATCH_FLAG_TAGGED', spec.DDP_BATCH_FLAG_TAGGED);
   c('DDP_BATCH_FLAG_LAST', spec.DDP_BATCH_FLAG_LAST);
+  o.push('');
+  o.push('// Dedup (M4): chunk map constants');
+  c('DEDUP_MAP_MAGIC', hex(spec.DEDUP_MAP_MAGIC, 8));
+  c('DEDUP_PEND_MAX', spec.DEDUP_PEND_MAX);
+  c('DEDUP_ZONE_MAGIC', hex(spec.DEDUP_ZONE_MAGIC, 8));
+  for (const [k, v] of Object.entries(spec.DedupChunkStatus)) c(`DEDUP_CHUNK_STATUS_${snake(k)}`, v);
+  for (const [k, v] of Object.entries(spec.DedupChunkFlag)) c(`DEDUP_CHUNK_FLAG_${snake(k)}`, hex(v, 2));
+  for (const [k, v] of Object.entries(spec.DedupArmStatus)) c(`DEDUP_ARM_${snake(k)}`, v);
 
   for (const l of spec.LAYOUTS) {
     const P = snake(l.name);

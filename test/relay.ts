@@ -27,6 +27,9 @@ export interface RelayImpairment {
 
 export interface RelayStats {
   forwarded: number;
+  /** Bytes of the datagrams the relay's sockets received from the client / from the server (UDP payloads, as the devices sent them). */
+  bytesFromClient: number;
+  bytesFromServer: number;
   dropped: number;
   duplicated: number;
   corrupted: number;
@@ -74,7 +77,7 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
   let paused = false;
   const maxClients = opts.maxClients ?? 64;
   const maxHeld = opts.maxHeld ?? 64;
-  const stats: RelayStats = { forwarded: 0, dropped: 0, duplicated: 0, corrupted: 0, reordered: 0 };
+  const stats: RelayStats = { forwarded: 0, bytesFromClient: 0, bytesFromServer: 0, dropped: 0, duplicated: 0, corrupted: 0, reordered: 0 };
   const held = new Set<Held>();
   const upstream = new Map<string, dgram.Socket>();
   const front = dgram.createSocket('udp4');
@@ -140,7 +143,10 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
       if (upstream.size >= maxClients) return undefined;
       const s = dgram.createSocket('udp4');
       upstream.set(key, s);
-      s.on('message', (back) => forward(front, back, port, host, false));
+      s.on('message', (back) => {
+        stats.bytesFromServer += back.length;
+        forward(front, back, port, host, false);
+      });
       s.on('error', () => {});
       ready.set(s, new Promise<void>((res) => s.bind(0, '127.0.0.1', () => res())));
       up = s;
@@ -149,6 +155,7 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
   };
 
   front.on('message', (msg, rinfo) => {
+    stats.bytesFromClient += msg.length;
     const up = upstreamFor(rinfo.address, rinfo.port);
     if (!up) {
       stats.dropped++;

@@ -19,6 +19,8 @@ export const JobOp = {
   Xxh128: 5,
   /** The worker finishes the batch it is in and exits. */
   Stop: 6,
+  /** a0 descPtr, a1 count: dedupHashDesc records (M4 in-band chunk hashing) → result = chunks made final. */
+  ChunkHashBatch: 7,
 } as const;
 
 export const JobStatus = {
@@ -81,6 +83,10 @@ export function runJob(kernels: Kernels, w: ArrayLike<number>, o: number): JobRe
         if (!f) return unsupported;
         f(a0, a1, (BigInt(a3 >>> 0) << 32n) | BigInt(a2 >>> 0), a4);
         return { status: JobStatus.Ok, result: 0 };
+      }
+      case JobOp.ChunkHashBatch: {
+        const f = kernelFn(kernels, 'chunkHashBatch');
+        return f ? { status: JobStatus.Ok, result: (f(a0, a1) as number) >>> 0 } : unsupported;
       }
       default:
         return unsupported;

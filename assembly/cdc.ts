@@ -1,0 +1,222 @@
+// Content-defined chunking (mechanism M4): FastCDC's Gear rolling hash with normalized chunking
+// (Xia et al., USENIX ATC 2016; the two-bytes-per-step form of the 2020 TPDS version), over a
+// gear table the caller derives from a key, so chunk boundaries are a secret of whoever holds
+// the key and do not fingerprint content (docs/dedup.md: the 2025 attacks on restic, borg,
+// tarsnap, kopia). Streaming: the state is a 64-byte record in shared memory, so a stream split
+// into buffers at arbitrary points cuts exactly where the whole stream would, and any instance
+// over the same memory can continue it.
+//
+// The rolling hash: fp = (fp << 1) + G[byte]; a cut follows byte i when fp & mask == 0. Bit j of
+// fp depends on the last j+1 bytes, so masks sit in bits 62..(63-k): a window of up to 63 bytes,
+// and bit 63 stays out of every mask, which is what makes the two-byte step exact:
+//   fp' = (fp << 2) + (G[a] << 1) = ((fp << 1) + G[a]) << 1,  so  fp' & (m << 1) == 0  <=>  the
+//   one-byte fp after a has fp & m == 0 (bit 63 of it is the only one lost, and m never has it).
+// Normalized chunking: no byte of a chunk's first `min` bytes is hashed (fp restarts at 0 at
+// `min`), cuts before `normal` need the harder mask (more bits), after it the easier one, and a
+// chunk that reaches `max` is cut there.
+//
+// Table (CDC_TABLE_SIZE = 4096 bytes, 8-aligned): G[256] u64 (written by the caller from its
+// key), then G[i] << 1 (written by cdcPrepareTable).
+//
+// State record (CDC_STATE_SIZE = 64 bytes, 8-aligned, LE):
+//   +0  fp        u64   rolling hash of the current chunk (0 until `min` bytes are in)
+//   +8  pos       u32   bytes of the current chunk seen so far
+//   +12 consumed  u32   bytes of the last cdcChunk input consumed (< len only when out filled)
+//   +16 min       u32   minimum chunk size (≥ 64)
+//   +20 normal    u32   normalization point (the average size); min ≤ normal ≤ max
+//   +24 max       u32   maximum chunk size
+//   +28 table     u32   address of the 4096-byte table
+//   +32 maskS     u64   mask before `normal` (more bits: fewer cuts)
+//   +40 maskL     u64   mask from `normal` on (fewer bits)
+//   +48 total     u64   bytes of the stream so far (every call adds what it consumed)
+//   +56 chunks    u32   chunks cut so far
+//   +60 magic     u32   CDC_STATE_MAGIC, written by the TypeScript side (not checked here)
+
+// @ts-ignore: decorator
+@inline const ST_FP: usize = 0;
+// @ts-ignore: decorator
+@inline const ST_POS: usize = 8;
+// @ts-ignore: decorator
+@inline const ST_CONSUMED: usize = 12;
+// @ts-ignore: decorator
+@inline const ST_MIN: usize = 16;
+// @ts-ignore: decorator
+@inline const ST_NORMAL: usize = 20;
+// @ts-ignore: decorator
+@inline const ST_MAX: usize = 24;
+// @ts-ignore: decorator
+@inline const ST_TABLE: usize = 28;
+// @ts-ignore: decorator
+@inline const ST_MASK_S: usize = 32;
+// @ts-ignore: decorator
+@inline const ST_MASK_L: usize = 40;
+// @ts-ignore: decorator
+@inline const ST_TOTAL: usize = 48;
+// @ts-ignore: decorator
+@inline const ST_CHUNKS: usize = 56;
+
+/** Bytes of the gear table (G, then G << 1). */
+export function cdcTableSize(): u32 {
+  return 4096;
+}
+
+/** Bytes of a chunker state record. */
+export function cdcStateSize(): u32 {
+  return 64;
+}
+
+/** Fill the second half of the table (G[i] << 1) from the first. */
+export function cdcPrepareTable(table: usize): void {
+  for (let i: usize = 0; i < 256; i++) {
+    store<u64>(table + 2048 + (i << 3), load<u64>(table + (i << 3)) << 1);
+  }
+}
+
+// Per-call results of scan() (AssemblyScript has no multi-value returns).
+let scanFp: u64 = 0;
+let scanCut: bool = false;
+
+/**
+ * Run the hash over [p + i, p + end) with mask m (and m << 1 for the first byte of each pair),
+ * starting from fp. Returns the index just past the byte after which a cut falls (scanCut set),
+ * or `end` when none does (scanCut clear); the hash is left in scanFp.
+ */
+// @ts-ignore: decorator
+@inline function scan(p: usize, i: usize, end: usize, fp: u64, m: u64, g: usize): usize {
+  const m2 = m << 1;
+  const gl = g + 2048;
+  // Two bytes a step (one shift, two adds, two tests): the chain fp -> fp is what limits the
+  // speed, and this halves its length against one byte a step.
+  while (i + 2 <= end) {
+    fp = (fp << 2) + load<u64>(gl + (<usize>load<u8>(p + i) << 3));
+    if ((fp & m2) == 0) {
+      scanFp = fp >> 1; // the one-byte fp (bit 63 lost, never in a mask)
+      scanCut = true;
+      return i + 1;
+    }
+    fp += load<u64>(g + (<usize>load<u8>(p + i + 1) << 3));
+    if ((fp & m) == 0) {
+      scanFp = fp;
+      scanCut = true;
+      return i + 2;
+    }
+    i += 2;
+  }
+  if (i < end) {
+    fp = (fp << 1) + load<u64>(g + (<usize>load<u8>(p + i) << 3));
+    i++;
+    scanFp = fp;
+    scanCut = (fp & m) == 0;
+    return i;
+  }
+  scanFp = fp;
+  scanCut = false;
+  return end;
+}
+
+/**
+ * Chunk `len` bytes at `ptr`, continuing the stream in the state record: writes the length of
+ * every chunk that ends inside this input (u32 each) at outPtr, at most outCap of them, and
+ * returns how many it wrote. Stops early only when outCap lengths are written; the state's
+ * `consumed` then says how many input bytes were used (the caller passes the rest next). A chunk
+ * still open at the end of the input is carried in the state (cdcFinish closes it).
+ */
+export function cdcChunk(st: usize, ptr: usize, len: u32, outPtr: usize, outCap: u32): u32 {
+  let fp = load<u64>(st + ST_FP);
+  let pos = <usize>load<u32>(st + ST_POS);
+  const min = <usize>load<u32>(st + ST_MIN);
+  const normal = <usize>load<u32>(st + ST_NORMAL);
+  const max = <usize>load<u32>(st + ST_MAX);
+  const g = <usize>load<u32>(st + ST_TABLE);
+  const mS = load<u64>(st + ST_MASK_S);
+  const mL = load<u64>(st + ST_MASK_L);
+  let n: u32 = 0;
+  let i: usize = 0; // input index
+  const end = <usize>len;
+  while (i < end && n < outCap) {
+    // The chunk began `pos` bytes before input[i]; its byte k sits at input[i - pos + k].
+    const base = i - pos; // wraps below 0 when the chunk began in an earlier buffer: only sums of it are used
+    let k = pos;
+    if (k < min) {
+      // Skip to `min` without reading a byte (fp restarts there).
+      const skip = min - k;
+      if (end - i < skip) { pos += end - i; i = end; break; }
+      i += skip;
+      k = min;
+      fp = 0;
+    }
+    let cut: usize = 0; // chunk length when a cut is found, 0 when the input ran out first
+    if (k < normal) {
+      const stop = base + normal < end ? base + normal : end;
+      const j = scan(ptr, i, stop, fp, mS, g);
+      fp = scanFp;
+      if (scanCut) cut = j - base;
+      i = j;
+      k = i - base;
+    }
+    if (cut == 0 && i < end && k >= normal) {
+      const stop = base + max < end ? base + max : end;
+      const j = scan(ptr, i, stop, fp, mL, g);
+      fp = scanFp;
+      if (scanCut) cut = j - base;
+      i = j;
+      k = i - base;
+    }
+    if (cut == 0 && k >= max) cut = max;
+    if (cut != 0) {
+      store<u32>(outPtr + (<usize>n << 2), <u32>cut);
+      n++;
+      pos = 0;
+      fp = 0;
+    } else {
+      pos = k;
+    }
+  }
+  store<u64>(st + ST_FP, fp);
+  store<u32>(st + ST_POS, <u32>pos);
+  store<u32>(st + ST_CONSUMED, <u32>i);
+  store<u64>(st + ST_TOTAL, load<u64>(st + ST_TOTAL) + <u64>i);
+  store<u32>(st + ST_CHUNKS, load<u32>(st + ST_CHUNKS) + n);
+  return n;
+}
+
+/**
+ * End of stream: returns the length of the open chunk (0 when none) and resets the record for a
+ * new stream (the configuration and table stay).
+ */
+export function cdcFinish(st: usize): u32 {
+  const pos = load<u32>(st + ST_POS);
+  store<u64>(st + ST_FP, 0);
+  store<u32>(st + ST_POS, 0);
+  store<u32>(st + ST_CONSUMED, 0);
+  store<u64>(st + ST_TOTAL, 0);
+  store<u32>(st + ST_CHUNKS, 0);
+  return pos;
+}
+
+/**
+ * Batch form: `count` {ptr u32, len u32} descriptors at descPtr, chunked in order as one stream
+ * (the pieces of a scatter list, or the buffers of a file). Lengths go to outPtr as in cdcChunk;
+ * returns how many were written. When outCap fills, the state's `consumed` holds the bytes used
+ * of the descriptor at index (returned through cdcBatchStop) where it stopped.
+ */
+let batchStop: u32 = 0;
+export function cdcChunkBatch(st: usize, descPtr: usize, count: u32, outPtr: usize, outCap: u32): u32 {
+  let n: u32 = 0;
+  batchStop = count;
+  for (let d: u32 = 0; d < count; d++) {
+    const dp = descPtr + (<usize>d << 3);
+    const len = load<u32>(dp, 4);
+    n += cdcChunk(st, <usize>load<u32>(dp), len, outPtr + (<usize>n << 2), outCap - n);
+    if (load<u32>(st + ST_CONSUMED) < len) {
+      batchStop = d;
+      break;
+    }
+  }
+  return n;
+}
+
+/** Index of the descriptor where the last cdcChunkBatch stopped (count when it used them all). */
+export function cdcBatchStop(): u32 {
+  return batchStop;
+}

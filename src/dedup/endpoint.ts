@@ -1,0 +1,267 @@
+// DedupSender / DedupReceiver: the shells around the transfer cores (./transfer.ts), over any
+// reliable ordered message pipe plus an RDMA write path. This is the interface channels
+// (`ch.send(bytes, { dedup: true })`) and the file service (`sabre put/get --dedup`) call: they
+// bring a pipe (their own control messages) and a way to RDMA-WRITE from the sender's registered
+// memory; everything about chunking, hashing, stores and slots stays in here.
+//
+//   const tx = new DedupSender({ pipe, rdma, mem });         const rx = new DedupReceiver({ pipe, mem, store, zone, scope });
+//   const r = await tx.send(bytes);                           for await (const { bytes, stats } of rx) …
+//
+// src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
+// WRITE into the receiver's landing zone).
+import { ErrorCode, SabreError } from '../index.js';
+import { type HashAlgName, hashAlgName } from './hash.js';
+import { ChunkHasher } from './hash.js';
+import { DeviceChunker, type KernelRunner } from './chunker.js';
+import type { DedupMemory } from './memory.js';
+import type { Hello } from './messages.js';
+import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';
+
+/** A reliable, ordered message pipe. */
+export interface MessagePipe {
+  /** Send one message (delivered whole, in order). */
+  send(bytes: Uint8Array): void | Promise<void>;
+  /** Register the handler of every message that arrives. */
+  onMessage(handler: (bytes: Uint8Array) => void): void;
+  /** Register the handler of the pipe's end (error when it broke). */
+  onClose?(handler: (error?: Error) => void): void;
+}
+
+/** RDMA WRITE from the sender's device memory into the receiver's landing zone. */
+export interface RdmaWritePath {
+  /**
+   * Copy `src` bytes of the object (already in device memory, as `stage` returned it) to the
+   * remote pieces; resolve when every write has completed (placed at the receiver).
+   */
+  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void>;
+  /** Place `bytes` in registered device memory the writes can read from; returns the address. */
+  stage(bytes: Uint8Array): number;
+}
+
+export interface DedupSenderInit {
+  pipe: MessagePipe;
+  rdma: RdmaWritePath;
+  mem: DedupMemory;
+  /** OFFER pages in flight before their NEED. Default 4. */
+  window?: number;
+  /** Bytes chunked and hashed per step (each step's chunks are offered at once). Default 2 MiB. */
+  step?: number;
+  /**
+   * Run the chunk + hash steps on this pool's thread (a KernelPool over the same device memory),
+   * so the sender's thread keeps the transport going meanwhile. Default: on the caller's thread.
+   */
+  pool?: KernelRunner;
+}
+
+export class DedupSender {
+  readonly #core: DedupSendCore;
+  readonly #pipe: MessagePipe;
+  readonly #rdma: RdmaWritePath;
+  readonly #mem: DedupMemory;
+  readonly #step: number;
+  readonly #pool: KernelRunner | undefined;
+  #hello: Promise<Hello>;
+  #helloResolve!: (h: Hello) => void;
+  #helloReject!: (e: Error) => void;
+  #pending: { resolve: (r: SendResult) => void; reject: (e: Error) => void } | undefined;
+  #chunker: DeviceChunker | undefined;
+  #hasher: ChunkHasher | undefined;
+  #src = 0;
+  #busy: Promise<unknown> = Promise.resolve();
+  #error: Error | undefined;
+
+  constructor(o: DedupSenderInit) {
+    this.#core = new DedupSendCore(o.window !== undefined ? { window: o.window } : {});
+    this.#pipe = o.pipe;
+    this.#rdma = o.rdma;
+    this.#mem = o.mem;
+    this.#step = o.step ?? 2 << 20;
+    this.#pool = o.pool;
+    this.#hello = new Promise((resolve, reject) => {
+      this.#helloResolve = resolve;
+      this.#helloReject = reject;
+    });
+    this.#hello.catch(() => undefined);
+    o.pipe.onMessage((b) => {
+      this.#run(this.#core.onMessage(b));
+      const h = this.#core.hello;
+      if (h) this.#helloResolve(h);
+    });
+    o.pipe.onClose?.((e) => this.#broken(new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`)));
+  }
+
+  /** The receiver's parameters (resolves when its HELLO has arrived). */
+  ready(): Promise<Hello> {
+    return this.#hello;
+  }
+
+  /** Send `bytes` to the receiver, moving only the chunks it lacks. One transfer at a time (queued). */
+  send(bytes: Uint8Array): Promise<SendResult> {
+    if (!(bytes instanceof Uint8Array)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'dedup send needs a Uint8Array'));
+    const p = this.#busy.then(() => this.#send(bytes));
+    this.#busy = p.catch(() => undefined);
+    return p;
+  }
+
+  async #send(bytes: Uint8Array): Promise<SendResult> {
+    if (this.#error) throw this.#error;
+    const h = await this.#hello;
+    const alg = hashAlgName(h.hashAlg) as HashAlgName;
+    this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
+    this.#hasher ??= new ChunkHasher(this.#mem, alg, h.seed);
+    const done = new Promise<SendResult>((resolve, reject) => (this.#pending = { resolve, reject }));
+    this.#src = this.#rdma.stage(bytes);
+    this.#core.begin(bytes.length);
+    const chunker = this.#chunker;
+    const hasher = this.#hasher;
+    let chunkAt = this.#src;
+    const pool = this.#pool;
+    const feed = async (lens: number[]): Promise<void> => {
+      if (lens.length === 0) return;
+      const hashes = pool ? await hasher.hashRunOn(pool, chunkAt, lens) : hasher.hashRun(chunkAt, lens);
+      for (const l of lens) chunkAt += l;
+      if (this.#pending) this.#run(this.#core.addChunks(lens, hashes));
+    };
+    chunker.finish(); // a fresh stream
+    for (let at = 0; at < bytes.length; at += this.#step) {
+      const len = Math.min(this.#step, bytes.length - at);
+      await feed(pool ? await chunker.pushOn(pool, this.#src + at, len) : chunker.push(this.#src + at, len));
+      if (!this.#pending) break; // failed meanwhile
+      if (at + this.#step < bytes.length) this.#run(this.#core.flush());
+      // Let completions and messages in between steps: the manifest streams while it is built.
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    if (this.#pending) {
+      await feed(chunker.finish());
+      if (this.#pending) this.#run(this.#core.endChunks());
+    }
+    return done;
+  }
+
+  #run(actions: SendAction[]): void {
+    for (const a of actions) {
+      switch (a.type) {
+        case 'send':
+          void Promise.resolve(this.#pipe.send(a.bytes)).catch((e) => this.#broken(e as Error));
+          break;
+        case 'write':
+          this.#rdma
+            .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey)
+            .then(() => this.#run(this.#core.onWriteDone(a.slot)))
+            .catch((e) => this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)))));
+          break;
+        case 'done':
+          this.#pending?.resolve(a.result);
+          this.#pending = undefined;
+          break;
+        case 'failed':
+          this.#pending?.reject(a.error);
+          this.#pending = undefined;
+          break;
+      }
+    }
+  }
+
+  #broken(e: Error): void {
+    this.#error ??= e;
+    this.#helloReject(e);
+    this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Closed, e.message)));
+  }
+
+  close(): void {
+    this.#chunker?.free();
+    this.#hasher?.free();
+    this.#chunker = undefined;
+    this.#hasher = undefined;
+  }
+}
+
+export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
+  pipe: MessagePipe;
+  zone: LandingZone;
+}
+
+export interface Received {
+  bytes: Uint8Array;
+  stats: RecvStats;
+}
+
+/**
+ * The receiving end: sends HELLO at once, then assembles each object the peer sends from its
+ * store and the chunks that arrive. Objects are delivered in order (next(), or for await).
+ */
+export class DedupReceiver implements AsyncIterable<Received> {
+  readonly #core: DedupRecvCore;
+  readonly #pipe: MessagePipe;
+  readonly #ready: Received[] = [];
+  readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
+  readonly #errors: Error[] = [];
+  #closed: Error | undefined;
+
+  constructor(o: DedupReceiverInit) {
+    this.#core = new DedupRecvCore(o);
+    this.#pipe = o.pipe;
+    o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
+    o.pipe.onClose?.((e) => {
+      this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
+      this.#run(this.#core.abort(this.#closed as SabreError));
+      for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
+    });
+    this.#run(this.#core.start());
+  }
+
+  /** The next object received (rejects with the error of a failed transfer, in order). */
+  next(): Promise<Received> {
+    const r = this.#ready.shift();
+    if (r) return Promise.resolve(r);
+    const e = this.#errors.shift();
+    if (e) return Promise.reject(e);
+    if (this.#closed) return Promise.reject(this.#closed);
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Received> {
+    for (;;) {
+      try {
+        yield await this.next();
+      } catch (e) {
+        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
+        throw e;
+      }
+    }
+  }
+
+  /** The chunk map of a landing-zone slot (for the placement hook and tests). */
+  get core(): DedupRecvCore {
+    return this.#core;
+  }
+
+  #run(actions: RecvAction[]): void {
+    for (const a of actions) {
+      switch (a.type) {
+        case 'send':
+          void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
+          break;
+        case 'delivered':
+          this.#deliver({ bytes: a.bytes, stats: a.stats });
+          break;
+        case 'failed': {
+          const w = this.#waiters.shift();
+          if (w) w.reject(a.error);
+          else this.#errors.push(a.error);
+          break;
+        }
+      }
+    }
+  }
+
+  #deliver(r: Received): void {
+    const w = this.#waiters.shift();
+    if (w) w.resolve(r);
+    else this.#ready.push(r);
+  }
+
+  close(): void {
+    this.#core.close();
+  }
+}

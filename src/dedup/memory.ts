@@ -1,0 +1,35 @@
+// What the dedup data path needs of a device's memory: the kernels instance over it, views, and
+// the arena allocator (TypeScript owns the memory map: chunk maps, chunker tables, the chunk
+// store's slab all come from the arena). A DeviceMemory is one; tests may pass their own.
+//
+// Reaching it from the public API only (dedup sits above verbs, DESIGN §2): a MemoryRegion's
+// `buffer` is a view into device memory, and DeviceMemory.of(view) names the memory it lies in.
+import { DeviceMemory } from '../dataplane/device-memory.js';
+import { type Kernels } from '../dataplane/wasm.js';
+import { Access, type Device, ErrorCode, type ProtectionDomain, SabreError } from '../index.js';
+
+export interface DedupMemory {
+  readonly kernels: Kernels;
+  u8(): Uint8Array;
+  dataView(): DataView;
+  alloc(length: number, align?: number): number;
+  free(addr: number): void;
+}
+
+const cache = new WeakMap<Device, DedupMemory>();
+
+/** The device memory of the device `pd` belongs to. */
+export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
+  const dev = pd.device;
+  let m = cache.get(dev);
+  if (m) return m;
+  const probe = pd.regMr(64, Access.LocalWrite);
+  try {
+    m = DeviceMemory.of(probe.buffer);
+  } finally {
+    probe.deregister();
+  }
+  if (!m) throw new SabreError(ErrorCode.NotSupported, 'dedup: this device has no WebAssembly data plane memory');
+  cache.set(dev, m);
+  return m;
+}

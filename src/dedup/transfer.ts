@@ -1,0 +1,748 @@
+// The dedup transfer (M4), LBFS pattern, as two sans-I/O cores: fed messages and completions,
+// they return actions (messages to send, RDMA writes to post, the result). The shells
+// (src/dedup/endpoint.ts) carry them out over any reliable message pipe plus an RDMA write path;
+// tests drive the cores directly.
+//
+//   receiver                                   sender
+//   HELLO (chunking params + key, hash, zone) →
+//                                             ← OFFER pages (chunk lengths + hashes), windowed
+//   NEED (bitmap: which chunks it lacks)      →
+//                                               RDMA WRITE needed chunks into a granted slot
+//                                             ← ROUND (slot, first, count, bytes)
+//   verify, copy out, GRANT slot              →
+//   END (status, bytes)                       →
+//
+// Chunks the receiver holds are copied from its store into the object when their OFFER page
+// arrives; the others arrive in slots of its landing zone. Which chunks go into which slot is a
+// function of the NEED bitmaps and the slot length alone (needed chunks in manifest order, a slot
+// filled until the next chunk does not fit, a partial slot only once the last NEED is out; slots
+// used in the order they were granted), so the receiver arms a slot's chunk map — the record the
+// placement kernel advances in-band — before the sender can write into it, and checks that ROUND
+// says what it predicted. Every chunk that arrives is verified against its announced hash before a
+// byte of it is used; a mismatch ends the transfer with an error on both sides.
+import { ErrorCode, SabreError } from '../index.js';
+import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
+import { ChunkMap, ChunkStatus } from './chunk-map.js';
+import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
+import type { DedupMemory } from './memory.js';
+import { decode, DedupMalformed, type DedupMessage, encode, type Hello, KEY_BYTES, type Offer } from './messages.js';
+import type { ChunkStore } from './store.js';
+
+export { DedupEndStatus };
+
+/** One contiguous run of the object to write: object offset `off`, `len` bytes, to `remoteAddr` (zone rkey). */
+export interface WritePiece {
+  off: number;
+  len: number;
+  remoteAddr: number;
+}
+
+export type SendAction =
+  | { type: 'send'; bytes: Uint8Array }
+  | { type: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
+  | { type: 'done'; result: SendResult }
+  | { type: 'failed'; error: SabreError };
+
+export interface SendResult {
+  xfer: number;
+  total: number;
+  chunks: number;
+  /** Chunks the receiver lacked, written into its landing zone. */
+  chunksSent: number;
+  /** Chunk payload bytes written (RDMA). */
+  bytesSent: number;
+  rounds: number;
+  pages: number;
+}
+
+const endError = (status: number, detail: number): SabreError =>
+  new SabreError(
+    status === DedupEndStatus.Mismatch ? ErrorCode.Malformed : status === DedupEndStatus.TooLarge ? ErrorCode.LimitExceeded : ErrorCode.Malformed,
+    status === DedupEndStatus.Mismatch
+      ? `dedup: chunk ${detail} did not match its hash (the transfer is rejected, nothing was delivered)`
+      : `dedup: transfer ended with status ${status}`,
+  );
+
+// ------------------------------------------------------------------------------------------ sender
+
+export interface DedupSendOptions {
+  /** OFFER pages in flight before their NEED (flow control of the receiver's receive buffers). Default 4. */
+  window?: number;
+}
+
+/**
+ * The sender's core. After the peer's HELLO (hello() tells the chunking parameters and key the
+ * shell must chunk with), a transfer is begin(total), then addChunks(...) as the shell chunks and
+ * hashes the object, then endChunks(); onWriteDone(slot) when a write action has completed.
+ */
+export class DedupSendCore {
+  readonly #window: number;
+  #hello: Hello | undefined;
+  #xferNext = 1;
+  // current transfer
+  #xfer = 0;
+  #total = 0;
+  #lens: number[] = [];
+  #offs: number[] = [];
+  #hashes = new Uint8Array(0);
+  #ended = false;
+  #pagesSent = 0;
+  #pagesAnswered = 0;
+  #offered = 0; // entries sent in OFFER pages
+  readonly #pageFirst: number[] = [];
+  #queue: number[] = []; // needed chunk indices, manifest order
+  #cursor = 0;
+  #freeSlots: number[] = [];
+  readonly #inflight = new Map<number, { first: number; count: number; bytes: number; written: boolean }>();
+  #stats = { chunksSent: 0, bytesSent: 0, rounds: 0 };
+  #active = false;
+
+  constructor(o: DedupSendOptions = {}) {
+    this.#window = o.window ?? 4;
+  }
+
+  /** The receiver's HELLO, once it has arrived. */
+  get hello(): Hello | undefined {
+    return this.#hello;
+  }
+
+  get active(): boolean {
+    return this.#active;
+  }
+
+  onMessage(bytes: Uint8Array): SendAction[] {
+    let m: DedupMessage;
+    try {
+      m = decode(bytes);
+    } catch (e) {
+      return this.#fail(new SabreError(ErrorCode.Malformed, (e as Error).message));
+    }
+    switch (m.kind) {
+      case DedupKind.Hello: {
+        if (this.#hello) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
+        const h = m;
+        if (h.slots < 1 || h.slots > 64 || h.slotLen < h.max || h.max < h.avg || h.min > h.avg || h.maxEntries < 1 || HASH_ALG['xxh3-128'] !== h.hashAlg && HASH_ALG.sha256 !== h.hashAlg) {
+          return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters'));
+        }
+        this.#hello = h;
+        this.#freeSlots = Array.from({ length: h.slots }, (_, i) => i);
+        return [];
+      }
+      case DedupKind.Need:
+        return this.#onNeed(m.xfer, m.first, m.count, m.bitmap);
+      case DedupKind.Grant: {
+        const r = this.#inflight.get(m.slot);
+        if (!this.#active || m.xfer !== this.#xfer || !r || !r.written) return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: GRANT of slot ${m.slot} not in the receiver's hands`));
+        this.#inflight.delete(m.slot);
+        this.#freeSlots.push(m.slot);
+        return this.#fill();
+      }
+      case DedupKind.End: {
+        if (!this.#active || m.xfer !== this.#xfer) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: END for no transfer'));
+        if (m.status !== DedupEndStatus.Ok) return this.#fail(endError(m.status, m.detail));
+        const result: SendResult = { xfer: this.#xfer, total: this.#total, chunks: this.#lens.length, pages: this.#pagesSent, ...this.#stats };
+        this.#reset();
+        return [{ type: 'done', result }];
+      }
+      case DedupKind.Abort:
+        return this.#fail(endError(m.status, 0));
+      default:
+        return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: unexpected message kind ${m.kind} at the sender`));
+    }
+  }
+
+  /** Start a transfer of `total` bytes. */
+  begin(total: number): void {
+    if (!this.#hello) throw new SabreError(ErrorCode.InvalidState, 'dedup: no HELLO from the receiver yet');
+    if (this.#active) throw new SabreError(ErrorCode.InvalidState, 'dedup: a transfer is already running on this pipe');
+    if (!Number.isSafeInteger(total) || total < 0) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: total must be a byte count');
+    this.#active = true;
+    this.#xfer = this.#xferNext++ >>> 0 || this.#xferNext++;
+    this.#total = total;
+  }
+
+  /** The next chunks of the object (lengths, and their 32-byte hash records end to end). */
+  addChunks(lens: ArrayLike<number>, hashes: Uint8Array): SendAction[] {
+    if (!this.#active || this.#ended) throw new SabreError(ErrorCode.InvalidState, 'dedup: addChunks outside a transfer');
+    const n0 = this.#lens.length;
+    const need = (n0 + lens.length) * DEDUP_HASH_BYTES;
+    if (need > this.#hashes.length) {
+      const grown = new Uint8Array(Math.max(need, this.#hashes.length * 2)); // doubling: linear in all
+      grown.set(this.#hashes);
+      this.#hashes = grown;
+    }
+    this.#hashes.set(hashes.subarray(0, lens.length * DEDUP_HASH_BYTES), n0 * DEDUP_HASH_BYTES);
+    let off = n0 ? this.#offs[n0 - 1]! + this.#lens[n0 - 1]! : 0;
+    for (let i = 0; i < lens.length; i++) {
+      this.#lens.push(lens[i]!);
+      this.#offs.push(off);
+      off += lens[i]!;
+    }
+    return this.#offer();
+  }
+
+  endChunks(): SendAction[] {
+    if (!this.#active) throw new SabreError(ErrorCode.InvalidState, 'dedup: endChunks outside a transfer');
+    const n = this.#lens.length;
+    const sum = n ? this.#offs[n - 1]! + this.#lens[n - 1]! : 0;
+    if (sum !== this.#total) throw new SabreError(ErrorCode.InvalidArgument, `dedup: chunks sum to ${sum}, the transfer said ${this.#total}`);
+    this.#ended = true;
+    return this.#offer();
+  }
+
+  /** The RDMA writes of a write action have completed (placed at the receiver): announce the round. */
+  onWriteDone(slot: number): SendAction[] {
+    const r = this.#inflight.get(slot);
+    if (!this.#active) return []; // the transfer failed while the write was out
+    if (!r || r.written) throw new SabreError(ErrorCode.InvalidState, `dedup: no write outstanding for slot ${slot}`);
+    r.written = true;
+    this.#stats.rounds++;
+    return [{ type: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) }];
+  }
+
+  /** The pipe or a write failed: the transfer is over. */
+  abort(error: SabreError): SendAction[] {
+    if (!this.#active) return [];
+    return this.#fail(error);
+  }
+
+  /**
+   * Offer the chunks added so far even if they do not fill a page (the shell calls it after each
+   * chunking step, so the receiver answers and writes start while the rest is still being chunked).
+   */
+  flush(): SendAction[] {
+    // Only when the receiver has nothing to answer: a partial page then starts its NEED (and the
+    // writes) early; otherwise chunks accumulate into full pages. Every page is a message queued
+    // behind the RDMA WRITEs already posted on the same QP (rc order), so many small pages would
+    // make the manifest trail the data.
+    if (!this.#active || this.#pagesSent !== this.#pagesAnswered) return [];
+    return this.#offer(true);
+  }
+
+  #offer(partial = false): SendAction[] {
+    const out: SendAction[] = [];
+    const h = this.#hello!;
+    while (!this.#lastSent && this.#pagesSent - this.#pagesAnswered < this.#window) {
+      const avail = this.#lens.length - this.#offered;
+      const lastPage = this.#ended && avail <= h.maxEntries;
+      if (!lastPage && avail < h.maxEntries && !(partial && avail > 0)) break;
+      const count = Math.min(avail, h.maxEntries);
+      const first = this.#offered;
+      out.push({
+        type: 'send',
+        bytes: encode({
+          kind: DedupKind.Offer, xfer: this.#xfer, total: this.#total, last: lastPage, chunks: lastPage ? first + count : 0, first, count,
+          lens: Uint32Array.from(this.#lens.slice(first, first + count)),
+          hashes: this.#hashes.subarray(first * DEDUP_HASH_BYTES, (first + count) * DEDUP_HASH_BYTES),
+        }),
+      });
+      this.#pageFirst.push(first);
+      this.#offered += count;
+      this.#pagesSent++;
+      if (lastPage) this.#lastSent = true;
+    }
+    return out;
+  }
+
+  #lastSent = false;
+
+  #onNeed(xfer: number, first: number, count: number, bitmap: Uint8Array): SendAction[] {
+    const want = this.#pageFirst[this.#pagesAnswered];
+    if (!this.#active || xfer !== this.#xfer || want === undefined || first !== want) {
+      return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: NEED for entries ${first}+${count} answers no outstanding page`));
+    }
+    const pageCount = (this.#pageFirst[this.#pagesAnswered + 1] ?? this.#offered) - want;
+    if (count !== pageCount) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: NEED count differs from its page'));
+    for (let i = 0; i < count; i++) if (bitmap[i >> 3]! & (1 << (i & 7))) this.#queue.push(first + i);
+    this.#pagesAnswered++;
+    return [...this.#offer(), ...this.#fill()];
+  }
+
+  /** Every NEED is in: the queue of needed chunks is final. */
+  get #needComplete(): boolean {
+    return this.#lastSent && this.#pagesAnswered === this.#pagesSent;
+  }
+
+  #fill(): SendAction[] {
+    const out: SendAction[] = [];
+    const h = this.#hello!;
+    while (this.#freeSlots.length > 0 && this.#cursor < this.#queue.length) {
+      let bytes = 0;
+      let j = this.#cursor;
+      while (j < this.#queue.length && bytes + this.#lens[this.#queue[j]!]! <= h.slotLen) bytes += this.#lens[this.#queue[j++]!]!;
+      const full = j < this.#queue.length; // the next needed chunk does not fit
+      if (!full && !this.#needComplete) break; // the run is not determined yet
+      const slot = this.#freeSlots.shift()!;
+      const base = h.zoneAddr + slot * h.slotLen;
+      const pieces: WritePiece[] = [];
+      let at = 0;
+      for (let k = this.#cursor; k < j; k++) {
+        const i = this.#queue[k]!;
+        const last = pieces[pieces.length - 1];
+        if (last && last.off + last.len === this.#offs[i]) last.len += this.#lens[i]!;
+        else pieces.push({ off: this.#offs[i]!, len: this.#lens[i]!, remoteAddr: base + at });
+        at += this.#lens[i]!;
+      }
+      this.#inflight.set(slot, { first: this.#queue[this.#cursor]!, count: j - this.#cursor, bytes, written: false });
+      this.#stats.chunksSent += j - this.#cursor;
+      this.#stats.bytesSent += bytes;
+      this.#cursor = j;
+      out.push({ type: 'write', slot, rkey: h.zoneRkey, pieces });
+    }
+    return out;
+  }
+
+  #fail(error: SabreError): SendAction[] {
+    this.#reset();
+    // After a failure both ends start the slot order afresh (the receiver does the same).
+    this.#inflight.clear();
+    if (this.#hello) this.#freeSlots = Array.from({ length: this.#hello.slots }, (_, i) => i);
+    return [{ type: 'failed', error }];
+  }
+
+  #reset(): void {
+    this.#active = false;
+    this.#lens = [];
+    this.#offs = [];
+    this.#hashes = new Uint8Array(0);
+    this.#ended = false;
+    this.#pagesSent = 0;
+    this.#pagesAnswered = 0;
+    this.#offered = 0;
+    this.#pageFirst.length = 0;
+    this.#queue = [];
+    this.#cursor = 0;
+    this.#lastSent = false;
+    this.#stats = { chunksSent: 0, bytesSent: 0, rounds: 0 };
+  }
+}
+
+// ---------------------------------------------------------------------------------------- receiver
+
+export interface LandingZone {
+  /** Device address of the registered zone (slots × slotLen bytes) and its rkey. */
+  addr: number;
+  rkey: number;
+  length: number;
+}
+
+export interface DedupRecvOptions {
+  mem: DedupMemory;
+  store: ChunkStore;
+  /** The store scope of this peer (default scoping: one per peer). */
+  scope: string;
+  zone: LandingZone;
+  slots: number;
+  /** Chunking the sender must use: the receiver's store only matches chunks cut the same way. */
+  avg?: number;
+  min?: number;
+  max?: number;
+  normalization?: number;
+  /** Chunking key (32 bytes): a secret of this receiver scope, so boundaries do not fingerprint content. */
+  key: Uint8Array;
+  /** Entries per OFFER page (bounds the receive buffer a page needs). Default 1024. */
+  maxEntries?: number;
+  /** Chunks per transfer. Default 2^20. */
+  maxChunks?: number;
+  /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
+  maxTotal?: number;
+}
+
+export interface RecvStats {
+  xfer: number;
+  total: number;
+  chunks: number;
+  /** Chunks found in the store (copied, never sent). */
+  chunksFromStore: number;
+  bytesFromStore: number;
+  /** Later occurrences of a chunk already requested in this transfer (copied from the first, never sent twice). */
+  chunksRepeated: number;
+  /** Chunks that arrived over RDMA, each verified against its hash. */
+  chunksReceived: number;
+  bytesReceived: number;
+  rounds: number;
+  /** Received chunks whose hash was already final when their ROUND arrived (hashed in-band by placement). */
+  hashedInBand: number;
+}
+
+export type RecvAction =
+  | { type: 'send'; bytes: Uint8Array }
+  /** The object, assembled (its own memory: the receiver keeps no reference). */
+  | { type: 'delivered'; bytes: Uint8Array; stats: RecvStats }
+  | { type: 'failed'; error: SabreError };
+
+interface Armed {
+  /** Manifest indices in the slot, in order. */
+  idx: number[];
+  bytes: number;
+  map: ChunkMap | undefined;
+}
+
+export class DedupRecvCore {
+  readonly #o: Required<Omit<DedupRecvOptions, 'normalization'>> & { normalization: number };
+  readonly #slotLen: number;
+  readonly #maps: Array<ChunkMap | undefined> = [];
+  /**
+   * Address of the zone's directory (dedupZoneDir): the chunk map of each armed slot. The
+   * placement hook (docs/dedup.md) keeps this address for the zone's region and calls
+   * chunkHashZone(dir, to, len) for every segment it places there.
+   */
+  readonly zoneDirectory: number;
+  readonly #hashAlg: HashAlgName;
+  // the FIFO of slots the sender may write next (both sides keep the same order)
+  readonly #granted: number[] = [];
+  readonly #armed = new Map<number, Armed>();
+  // current transfer
+  #xfer = 0;
+  #active = false;
+  #total = 0;
+  /**
+   * The object being assembled. Ordinary memory, not device memory: it is what the application
+   * gets, so each byte is copied into it once — from the store (held chunks) or from the landing
+   * zone (received ones) — and device memory holds no object-sized buffer.
+   */
+  #out: Uint8Array | undefined;
+  #lens: number[] = [];
+  #offs: number[] = [];
+  #hashes: Uint8Array[] = []; // per page
+  #pageFirst: number[] = [];
+  #needed: number[] = [];
+  /**
+   * A chunk repeated inside the object is requested once: its first needed occurrence by hash,
+   * and the later occurrences waiting on it (copied within the object when it has arrived).
+   */
+  #firstByHash = new Map<string, number>();
+  #aliases = new Map<number, number[]>();
+  #cursor = 0;
+  #lastAnswered = false;
+  #sum = 0;
+  #assembled = 0;
+  #stats: RecvStats = DedupRecvCore.#zero(0);
+
+  constructor(o: DedupRecvOptions) {
+    const avg = o.avg ?? 16384;
+    const min = o.min ?? avg / 4;
+    const max = o.max ?? avg * 4;
+    if (!(o.key instanceof Uint8Array) || o.key.length !== KEY_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `dedup: key must be ${KEY_BYTES} bytes`);
+    if (!Number.isInteger(o.slots) || o.slots < 1 || o.slots > 64) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: slots must be 1..64');
+    const slotLen = Math.floor(o.zone.length / o.slots);
+    if (slotLen < max) throw new SabreError(ErrorCode.InvalidArgument, `dedup: a slot (${slotLen} bytes) must hold a maximum chunk (${max})`);
+    this.#o = {
+      ...o, avg, min, max, normalization: o.normalization ?? 2,
+      maxEntries: o.maxEntries ?? 1024, maxChunks: o.maxChunks ?? 1 << 20, maxTotal: o.maxTotal ?? 256 << 20,
+    };
+    this.#slotLen = slotLen;
+    this.#hashAlg = o.store.hash;
+    for (let s = 0; s < o.slots; s++) this.#granted.push(s);
+    const D = DEDUP_ZONE_DIR.fields;
+    this.zoneDirectory = o.mem.alloc(DEDUP_ZONE_DIR.size + 4 * o.slots);
+    const dv = o.mem.dataView();
+    dv.setUint32(this.zoneDirectory + D.slots.offset, o.slots, true);
+    dv.setUint32(this.zoneDirectory + D.slotLen.offset, slotLen, true);
+    dv.setUint32(this.zoneDirectory + D.zoneBase.offset, o.zone.addr, true);
+    for (let s = 0; s < o.slots; s++) this.#setDir(s, 0);
+    dv.setUint32(this.zoneDirectory + D.magic.offset, DEDUP_ZONE_MAGIC, true);
+  }
+
+  /** Point the directory's entry for slot s at a chunk map (0: placed, not hashed). */
+  #setDir(s: number, map: number): void {
+    this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.size + 4 * s, map, true);
+  }
+
+  static #zero(xfer: number): RecvStats {
+    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0 };
+  }
+
+  /** The HELLO to send first. */
+  start(): RecvAction[] {
+    const o = this.#o;
+    return [{
+      type: 'send',
+      bytes: encode({
+        kind: DedupKind.Hello, hashAlg: HASH_ALG[this.#hashAlg], normalization: o.normalization, avg: o.avg, min: o.min, max: o.max,
+        zoneAddr: o.zone.addr, zoneRkey: o.zone.rkey, slotLen: this.#slotLen, slots: o.slots, maxEntries: o.maxEntries,
+        maxChunks: o.maxChunks, seed: o.store.hasher.seed, key: o.key,
+      }),
+    }];
+  }
+
+  /** The chunk map of slot s (the record the placement hook advances), once armed. */
+  slotMap(s: number): ChunkMap | undefined {
+    return this.#armed.get(s)?.map;
+  }
+
+  /** Address and length of slot s in the landing zone. */
+  slotRange(s: number): [number, number] {
+    return [this.#o.zone.addr + s * this.#slotLen, this.#slotLen];
+  }
+
+  onMessage(bytes: Uint8Array): RecvAction[] {
+    let m: DedupMessage;
+    try {
+      m = decode(bytes);
+    } catch (e) {
+      return this.#end(DedupEndStatus.Malformed, 0, e instanceof DedupMalformed ? e.message : String(e));
+    }
+    try {
+      switch (m.kind) {
+        case DedupKind.Offer:
+          return this.#onOffer(m);
+        case DedupKind.Round:
+          return this.#onRound(m.xfer, m.slot, m.first, m.count, m.bytes);
+        case DedupKind.Abort:
+          return this.#end(DedupEndStatus.Aborted, 0, 'the sender aborted', false);
+        default:
+          return this.#end(DedupEndStatus.Malformed, 0, `unexpected message kind ${m.kind} at the receiver`);
+      }
+    } catch (e) {
+      if (e instanceof Violation) return this.#end(e.status, e.detail, e.message);
+      throw e;
+    }
+  }
+
+  /** The pipe failed: drop the transfer. */
+  abort(error: SabreError): RecvAction[] {
+    if (!this.#active) return [];
+    this.#cleanup();
+    return [{ type: 'failed', error }];
+  }
+
+  /** Free the slot maps (the zone itself belongs to the shell). */
+  close(): void {
+    this.#cleanup();
+    this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.fields.magic.offset, 0, true);
+    for (const a of this.#maps) a?.free();
+    this.#maps.length = 0;
+    this.#o.mem.free(this.zoneDirectory);
+  }
+
+  #onOffer(m: Offer): RecvAction[] {
+    const o = this.#o;
+    if (!this.#active) {
+      if (m.first !== 0) throw new Violation(DedupEndStatus.Malformed, 0, 'first OFFER page must start at entry 0');
+      if (m.total > o.maxTotal) throw new Violation(DedupEndStatus.TooLarge, 0, `object of ${m.total} bytes exceeds ${o.maxTotal}`);
+      this.#begin(m.xfer, m.total);
+    } else if (m.xfer !== this.#xfer || m.first !== this.#lens.length || this.#lastAnswered) {
+      throw new Violation(DedupEndStatus.Malformed, 0, 'OFFER page out of order');
+    }
+    if (m.count > o.maxEntries) throw new Violation(DedupEndStatus.TooLarge, 0, `OFFER page of ${m.count} entries exceeds ${o.maxEntries}`);
+    if (m.first + m.count > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `more than ${o.maxChunks} chunks`);
+    const bitmap = new Uint8Array((m.count + 7) >> 3);
+    const out = this.#out!;
+    const u8 = o.mem.u8();
+    for (let i = 0; i < m.count; i++) {
+      const len = m.lens[i]!;
+      const lastChunk = m.last && i === m.count - 1;
+      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max}`);
+      if (this.#sum + len > this.#total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');
+      const idx = m.first + i;
+      this.#lens.push(len);
+      this.#offs.push(this.#sum);
+      const ref = o.store.get(o.scope, m.hashes, i * DEDUP_HASH_BYTES);
+      if (ref && ref.len === len) {
+        // Copied now, so nothing here depends on the chunk staying in the store.
+        out.set(u8.subarray(ref.addr, ref.addr + len), this.#sum);
+        this.#stats.chunksFromStore++;
+        this.#stats.bytesFromStore += len;
+        this.#assembled += len;
+      } else {
+        const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
+        const first = this.#firstByHash.get(key);
+        if (first !== undefined && this.#lens[first] === len) {
+          // Already requested in this transfer: not again; filled from the first when it lands.
+          const waiting = this.#aliases.get(first);
+          if (waiting) waiting.push(idx);
+          else this.#aliases.set(first, [idx]);
+          this.#stats.chunksRepeated++;
+        } else {
+          if (first === undefined) this.#firstByHash.set(key, idx);
+          bitmap[i >> 3]! |= 1 << (i & 7);
+          this.#needed.push(idx);
+        }
+      }
+      this.#sum += len;
+    }
+    if (m.last && (this.#sum !== this.#total || m.chunks !== m.first + m.count)) throw new Violation(DedupEndStatus.Malformed, 0, 'last OFFER page does not close the object');
+    this.#hashes.push(m.hashes);
+    this.#pageFirst.push(m.first);
+    if (m.last) this.#lastAnswered = true;
+    this.#stats.chunks = this.#lens.length;
+    this.#arm(); // before the NEED that lets the sender write
+    const need: RecvAction = { type: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
+    return [need, ...this.#maybeDone()];
+  }
+
+  #hashRec(idx: number): [Uint8Array, number] {
+    // Pages are in order; find the page holding idx (binary search over page starts).
+    let lo = 0, hi = this.#pageFirst.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.#pageFirst[mid]! <= idx) lo = mid;
+      else hi = mid - 1;
+    }
+    return [this.#hashes[lo]!, (idx - this.#pageFirst[lo]!) * DEDUP_HASH_BYTES];
+  }
+
+  /** Arm every granted slot whose run of needed chunks is determined (the sender's rule, mirrored). */
+  #arm(): void {
+    while (this.#granted.length > 0 && this.#cursor < this.#needed.length) {
+      let bytes = 0;
+      let j = this.#cursor;
+      while (j < this.#needed.length && bytes + this.#lens[this.#needed[j]!]! <= this.#slotLen) bytes += this.#lens[this.#needed[j++]!]!;
+      if (j === this.#needed.length && !this.#lastAnswered) return; // not determined yet
+      const slot = this.#granted.shift()!;
+      const idx = this.#needed.slice(this.#cursor, j);
+      this.#cursor = j;
+      let map: ChunkMap | undefined;
+      if (this.#hashAlg === 'xxh3-128') {
+        map = this.#maps[slot] ??= new ChunkMap(this.#o.mem, ...this.slotRange(slot), Math.floor(this.#slotLen / this.#o.min) + 1, this.#o.store.hasher.seed);
+        map.arm(idx.map((i) => {
+          const [h, at] = this.#hashRec(i);
+          return { len: this.#lens[i]!, hash: xxhValue(h, at) };
+        }));
+      }
+      this.#armed.set(slot, { idx, bytes, map });
+      if (map) this.#setDir(slot, map.addr); // from here on, placement into the slot hashes in-band
+    }
+  }
+
+  #onRound(xfer: number, slot: number, first: number, count: number, bytes: number): RecvAction[] {
+    const a = this.#armed.get(slot);
+    if (!this.#active || xfer !== this.#xfer || !a || a.idx[0] !== first || a.idx.length !== count || a.bytes !== bytes) {
+      throw new Violation(DedupEndStatus.Malformed, 0, `ROUND for slot ${slot} is not the run it was armed for`);
+    }
+    this.#armed.delete(slot);
+    this.#setDir(slot, 0);
+    const [base] = this.slotRange(slot);
+    const o = this.#o;
+    // Verify every chunk before using a byte of it.
+    if (a.map) {
+      const before = a.map.stats().done;
+      this.#stats.hashedInBand += before;
+      a.map.finish(); // hashes only what placement did not already hash in-band
+      for (let k = 0; k < count; k++) {
+        if (a.map.status(k) !== ChunkStatus.Ok) throw new Violation(DedupEndStatus.Mismatch, a.idx[k]!, `chunk ${a.idx[k]} did not match its hash`);
+      }
+    } else {
+      const got = o.store.hasher.hashRun(base, a.idx.map((i) => this.#lens[i]!));
+      for (let k = 0; k < count; k++) {
+        const [h, at] = this.#hashRec(a.idx[k]!);
+        const mine = got.subarray(k * DEDUP_HASH_BYTES, (k + 1) * DEDUP_HASH_BYTES);
+        if (!mine.every((v, j) => v === h[at + j])) throw new Violation(DedupEndStatus.Mismatch, a.idx[k]!, `chunk ${a.idx[k]} did not match its hash`);
+      }
+    }
+    // Copy into the object, then into the store (under the hashes just verified).
+    const out = this.#out!;
+    const u8 = o.mem.u8();
+    const refs: Array<{ addr: number; len: number }> = [];
+    const recs = new Uint8Array(count * DEDUP_HASH_BYTES);
+    let at = base;
+    // Runs of chunks adjacent in the object are adjacent in the slot too: one copy per run
+    // (a copy out of shared memory costs ~0.3 µs a call on top of its bytes).
+    let runSrc = base, runDst = -1, runLen = 0;
+    a.idx.forEach((i, k) => {
+      const len = this.#lens[i]!;
+      const dst = this.#offs[i]!;
+      if (runDst + runLen !== dst) {
+        if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+        runSrc = at;
+        runDst = dst;
+        runLen = 0;
+      }
+      runLen += len;
+      refs.push({ addr: at, len });
+      const [h, off] = this.#hashRec(i);
+      recs.set(h.subarray(off, off + DEDUP_HASH_BYTES), k * DEDUP_HASH_BYTES);
+      at += len;
+    });
+    if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+    o.store.putMany(o.scope, recs, refs);
+    // Later occurrences of these chunks in the object: copied from the verified first one.
+    for (const i of a.idx) {
+      const waiting = this.#aliases.get(i);
+      if (!waiting) continue;
+      this.#aliases.delete(i);
+      const from = this.#offs[i]!;
+      for (const j of waiting) {
+        out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
+        this.#assembled += this.#lens[i]!;
+      }
+    }
+    this.#assembled += bytes;
+    this.#stats.chunksReceived += count;
+    this.#stats.bytesReceived += bytes;
+    this.#stats.rounds++;
+    this.#granted.push(slot);
+    this.#arm(); // before the GRANT that lets the sender write into it again
+    return [{ type: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#maybeDone()];
+  }
+
+  #begin(xfer: number, total: number): void {
+    let out: Uint8Array;
+    try {
+      out = new Uint8Array(total);
+    } catch {
+      throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${total} bytes`);
+    }
+    this.#active = true;
+    this.#xfer = xfer;
+    this.#total = total;
+    this.#out = out;
+    this.#stats = DedupRecvCore.#zero(xfer);
+    this.#stats.total = total;
+  }
+
+  #maybeDone(): RecvAction[] {
+    if (!this.#active || !this.#lastAnswered || this.#assembled !== this.#total) return [];
+    const bytes = this.#out!;
+    const stats = { ...this.#stats };
+    const xfer = this.#xfer;
+    this.#cleanup();
+    return [
+      { type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status: DedupEndStatus.Ok, detail: 0, total: stats.total }) },
+      { type: 'delivered', bytes, stats },
+    ];
+  }
+
+  #end(status: number, detail: number, why: string, tell = true): RecvAction[] {
+    const xfer = this.#xfer;
+    const was = this.#active;
+    this.#cleanup();
+    const out: RecvAction[] = [];
+    if (tell) out.push({ type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });
+    const code = status === DedupEndStatus.TooLarge ? ErrorCode.LimitExceeded : ErrorCode.Malformed;
+    if (was || tell) out.push({ type: 'failed', error: new SabreError(code, `dedup: ${why}`) });
+    return out;
+  }
+
+  #cleanup(): void {
+    this.#out = undefined;
+    this.#active = false;
+    this.#lens = [];
+    this.#offs = [];
+    this.#hashes = [];
+    this.#pageFirst = [];
+    this.#needed = [];
+    this.#firstByHash = new Map();
+    this.#aliases = new Map();
+    this.#cursor = 0;
+    this.#lastAnswered = false;
+    this.#sum = 0;
+    this.#assembled = 0;
+    // After a success every slot is already granted again, in the order both ends agree on.
+    // After a failure both ends start the slot order afresh (the sender does the same); a write
+    // still in flight from the failed transfer can only land as a mismatch of the next one.
+    if (this.#armed.size > 0 || this.#granted.length !== this.#o.slots) {
+      for (const s of this.#armed.keys()) this.#setDir(s, 0);
+      this.#armed.clear();
+      this.#granted.length = 0;
+      for (let s = 0; s < this.#o.slots; s++) this.#granted.push(s);
+    }
+  }
+}
+
+class Violation extends Error {
+  constructor(readonly status: number, readonly detail: number, msg: string) {
+    super(msg);
+  }
+}
