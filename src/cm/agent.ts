@@ -12,14 +12,14 @@
 // the exchange is what an application exchanging QP info out of band would do. srd is reliable
 // (each message exactly once), so the exchange needs no retransmission of its own; a timeout
 // bounds a connect to a device nobody answers on.
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { QpCaps, QpCtx, RecvCtx, WrCtx } from '../rdmap/context.js';
 import { WrKind } from '../rdmap/context.js';
-import type { DeviceAddress } from '../transport/types.js';
+import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
-import { Access, Opcode, WcOpcode, WcStatus } from '../verbs/enums.js';
+import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import type { MemoryRegion } from '../verbs/mr.js';
-import type { WorkCompletion } from '../verbs/types.js';
+import type { WorkCompletion } from '../core/work.js';
 
 export const CM_QPN = 0xffff_ffff;
 const SLOTS = 32;

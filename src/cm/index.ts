@@ -15,12 +15,12 @@
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { MpaConnection } from '../transport/tcp/connection.js';
 import type { IncomingRequest, TcpAddress } from '../transport/tcp/listener.js';
 import { decodeSabrePd } from '../transport/tcp/private-data.js';
 import { tcpTransportOf, type TcpTransport } from '../transport/tcp/transport.js';
-import type { DeviceAddress } from '../transport/types.js';
+import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';

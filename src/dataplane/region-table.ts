@@ -8,7 +8,7 @@
 // STag with one Atomics.store; a reader that sees the new STag therefore sees the new bounds.
 // `clear` is one Atomics.store of 0, so a deregistered key stops matching at once.
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 
 export const ENTRY_BYTES = 32;
 export const FLAG_EXTERNAL = 1;

@@ -1,7 +1,7 @@
 // CRC32C for ordinary Uint8Arrays: the bytes go through the kernel context's scratch window a
 // chunk at a time, each chunk continuing the previous chunk's CRC. The device data path calls
 // the kernel directly on bytes already in device memory (crc32cBatch) and never comes here.
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { ctx, forEachChunk } from './context.js';
 
 /**

@@ -16,7 +16,7 @@
 //   +0     16-byte result
 //   +64    working slot (the resident stream's record)
 //   +704   one-shot slot (streams inputs larger than the scratch window)
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { ctx, forEachChunk, SCRATCH_BYTES } from './context.js';
 
 const STATE_SIZE = ctx.kernels.xxh128StateSize();

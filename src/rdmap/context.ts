@@ -1,9 +1,11 @@
 // Per-QP and per-flow state of the engine. A flow is one direction pair between this QP and
 // one remote QP: rc has exactly one, srd one per (peer device, remote qpn) it talks to.
 import { Deque } from './deque.js';
-import type { DeviceAddress, Frame } from '../transport/types.js';
-import type { QpStateValue, WcStatusValue } from '../verbs/enums.js';
-import type { SendWr, WorkCompletion, WrId } from '../verbs/types.js';
+import type { DeviceAddress } from '../core/address.js';
+import type { Frame } from '../core/frame.js';
+import type { QpStateValue, WcStatusValue } from '../core/enums.js';
+import type { SendWr } from '../verbs/types.js';
+import type { WorkCompletion, WrId } from '../core/work.js';
 import type { MrRecord } from './memory.js';
 import type { TermCode } from './terminate.js';
 import type { Offsets } from './offsets.js';

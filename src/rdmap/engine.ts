@@ -24,9 +24,10 @@
 // (the stream is in order and so are Read Responses); a peer's Read Request is answered with
 // Read Responses only.
 import { PlaceStatus } from '../dataplane/descriptors.js';
-import { type DeviceAddress, type Frame, type Inbound, type SegFrame, addressKey } from '../transport/types.js';
-import { Access, Opcode, QpState, WcOpcode, type WcOpcodeValue, WcStatus, type WcStatusValue } from '../verbs/enums.js';
-import type { WorkCompletion } from '../verbs/types.js';
+import { type DeviceAddress, addressKey } from '../core/address.js';
+import { type Frame, type Inbound, type SegFrame } from '../core/frame.js';
+import { Access, Opcode, QpState, WcOpcode, type WcOpcodeValue, WcStatus, type WcStatusValue } from '../core/enums.js';
+import type { WorkCompletion } from '../core/work.js';
 import {
   decodeAtomicRequest, decodeAtomicResponse, decodeDdp, decodeImmediateData, decodeReadComplete, decodeReadRequest,
   decodeReadRequestV, decodeTerminate, encodeAtomicRequest, encodeAtomicResponse, encodeImmediateData,

@@ -11,7 +11,7 @@
 // kernel, which reports INDIRECT instead of copying; TypeScript then copies the bytes.
 import type { DeviceMemory } from '../dataplane/device-memory.js';
 import { PLACE_DESC_BYTES, PLACE_OUT_BYTES, PlaceStatus } from '../dataplane/descriptors.js';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 
 export { PlaceStatus };
 

@@ -2,7 +2,7 @@
 // most `mss` payload bytes whose payload is a list of views into the source memory (gathered
 // by the link, never copied here); control messages are one untagged segment whose RDMAP
 // payload travels in the header buffer.
-import type { Envelope, SegFrame } from '../transport/types.js';
+import type { Envelope, SegFrame } from '../core/frame.js';
 import { encodeDdp, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
 
 export interface DataMsg {

@@ -2,7 +2,7 @@
 // ecode) and what status the requester's work request completes with when one arrives.
 import { PlaceStatus } from '../dataplane/descriptors.js';
 import { TERM_TABLES, TermLayer } from '../wire/spec.js';
-import { WcStatus, type WcStatusValue } from '../verbs/enums.js';
+import { WcStatus, type WcStatusValue } from '../core/enums.js';
 
 export interface TermCode {
   layer: number;

@@ -8,9 +8,9 @@
 // poll() keeps returning the completions queued before the overrun; once they are drained,
 // poll() and wait() throw / reject SabreError(InvalidState): the CQ is no longer usable.
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink } from '../rdmap/context.js';
-import type { WorkCompletion } from './types.js';
+import type { WorkCompletion } from '../core/work.js';
 
 interface Waiter {
   resolve: () => void;

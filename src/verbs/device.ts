@@ -5,11 +5,13 @@
 import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { performance } from 'node:perf_hooks';
 import { DeviceMemory } from '../dataplane/device-memory.js';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { RdmapEngine } from '../rdmap/engine.js';
 import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
 import { InprocTransport } from '../transport/inproc/fabric.js';
-import { type DeviceAddress, type Frame, type Transport, addressKey } from '../transport/types.js';
+import { type DeviceAddress, addressKey } from '../core/address.js';
+import { type Frame } from '../core/frame.js';
+import { type Transport } from '../transport/types.js';
 import { UdpTransport } from '../transport/udp/transport.js';
 import { TcpTransport } from '../transport/tcp/transport.js';
 import { CompletionQueue } from './cq.js';

@@ -1,7 +1,7 @@
 // ProtectionDomain: the scope of keys. A remote access is only honoured for a region of the
 // same PD as the QP it arrives on (the region table stores the PD; the kernel compares it).
-import { ErrorCode, SabreError } from '../errors.js';
-import type { DeviceAddress } from '../transport/types.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { DeviceAddress } from '../core/address.js';
 import { AddressHandle } from './ah.js';
 import type { Device } from './device.js';
 import { MemoryRegion } from './mr.js';

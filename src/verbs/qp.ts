@@ -7,13 +7,14 @@
 // no connection. modify({ state: QpState.Error }) moves any QP to ERROR, which completes all
 // outstanding and later work with WrFlushErr; modify({ state: QpState.Reset }) from ERROR
 // empties it again, and INIT → connect reuses it.
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind, type WrKindValue } from '../rdmap/context.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import type { CompletionQueue } from './cq.js';
-import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcStatus } from './enums.js';
+import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcStatus } from '../core/enums.js';
 import type { ProtectionDomain } from './pd.js';
-import type { ConnectInit, QpInit, RecvWr, SendWr, Sge } from './types.js';
+import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
+import type { Sge } from '../core/work.js';
 import { AddressHandle } from './ah.js';
 
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;

@@ -15,7 +15,8 @@ import {
   badWindow, checkSafeTo, fail, need, rd16, rd32, rdBig64, rdSafe64, wr16, wr32, wrBig64, wrSafe64,
   type WireResult,
 } from './codec.js';
-import { SabreError, ErrorCode } from '../errors.js';
+import { SabreError, ErrorCode } from '../core/errors.js';
+import type { DdpHdr } from '../core/frame.js';
 
 export type { WireResult } from './codec.js';
 
@@ -34,14 +35,7 @@ export const Qn = QN;
 export const TAGGED_HDR_LEN = TAGGED.size;
 export const UNTAGGED_HDR_LEN = UNTAGGED.size;
 
-export interface TaggedHdr { tagged: true; last: boolean; opcode: number; stag: number; to: number }
-export interface UntaggedHdr {
-  tagged: false; last: boolean; opcode: number;
-  /** RsvdULP[8:39]: Invalidate STag (Send*Inv) or the immediate (SendWithImm); 0 otherwise. */
-  ulp: number;
-  qn: number; msn: number; mo: number;
-}
-export type DdpHdr = TaggedHdr | UntaggedHdr;
+export type { DdpHdr, TaggedHdr, UntaggedHdr } from '../core/frame.js';
 
 /** Whether each opcode uses the tagged model (index = opcode); 15 is sabre's untagged TCP control. */
 const OPCODE_TAGGED: readonly boolean[] = OPCODES.map((o) => o.tagged);

@@ -2,8 +2,8 @@
 // outside a granted region, and end as counted drops or Terminates.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Frame, SegFrame } from '../../src/transport/types.js';
-import { Opcode, QpState } from '../../src/verbs/enums.js';
+import type { Frame, SegFrame } from '../../src/core/frame.js';
+import { Opcode, QpState } from '../../src/core/enums.js';
 import { decodeDdp, decodeReadComplete, encodeDdp, encodeReadRequest, Qn, RdmapOpcode, UNTAGGED_HDR_LEN } from '../../src/wire/rdmap.js';
 import { Harness, piece, recv, wr } from './harness.js';
 

@@ -6,9 +6,11 @@ import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { type Piece, type QpCaps, type QpCtx, type RecvCtx, type WrCtx, WrKind, type WrKindValue } from '../../src/rdmap/context.js';
 import { RdmapEngine } from '../../src/rdmap/engine.js';
 import { EngineMemory, type MrRecord } from '../../src/rdmap/memory.js';
-import type { DeviceAddress, Frame, Inbound } from '../../src/transport/types.js';
-import { Access, Opcode, WcStatus } from '../../src/verbs/enums.js';
-import type { SendWr, WorkCompletion } from '../../src/verbs/types.js';
+import type { DeviceAddress } from '../../src/core/address.js';
+import type { Frame, Inbound } from '../../src/core/frame.js';
+import { Access, Opcode, WcStatus } from '../../src/core/enums.js';
+import type { SendWr } from '../../src/verbs/types.js';
+import type { WorkCompletion } from '../../src/core/work.js';
 
 export const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 

@@ -3,7 +3,7 @@
 // order, reads see every earlier write, and the final memory equals a sequential model.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Opcode, WcOpcode, WcStatus } from '../../src/verbs/enums.js';
+import { Opcode, WcOpcode, WcStatus } from '../../src/core/enums.js';
 import { Harness, piece, recv, wr } from './harness.js';
 
 const WINDOW = 512;

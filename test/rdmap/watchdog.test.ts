@@ -2,7 +2,7 @@
 // silent end in RetryExcErr after timeoutMs — never a work request that waits forever — and an
 // idle flow leaves no timer behind.
 import { describe, expect, it } from 'vitest';
-import { Opcode, QpState, WcStatus } from '../../src/verbs/enums.js';
+import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
 import { caps, Harness, piece, wr } from './harness.js';
 
 describe('requester watchdog', () => {

@@ -5,7 +5,9 @@
 // the wire. Reliable by construction; ordered too, though the engine does not rely on it.
 // Devices in other worker threads are reached through the shared-memory bridge (./bridge.ts).
 import { threadId } from 'node:worker_threads';
-import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
+import type { DeviceAddress } from '../../core/address.js';
+import type { Frame, Inbound } from '../../core/frame.js';
+import type { Transport } from '../types.js';
 
 export interface InprocAddress extends DeviceAddress {
   readonly transport: 'inproc';

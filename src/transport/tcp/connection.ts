@@ -8,7 +8,7 @@
 // returning false and a 'drain' event; past `maxWriteBuffer` send() throws QueueFull.
 import { EventEmitter } from 'node:events';
 import net, { type Socket } from 'node:net';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';

@@ -19,7 +19,7 @@ import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
-import { SabreError, ErrorCode } from '../../errors.js';
+import { SabreError, ErrorCode } from '../../core/errors.js';
 import { fault, TERM, type TcpFault } from './terminate.js';
 
 /** The part of DeviceMemory (src/dataplane/device-memory.ts) the framing needs. */

@@ -14,7 +14,7 @@
 // the side with the lower nonce survives, the other is rejected as "crossing connect".
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { DataPlane } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';

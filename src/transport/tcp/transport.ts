@@ -33,11 +33,13 @@
 // request RetryExcErr, as an RC QP whose peer stopped answering. When the local QP enters
 // ERROR (by the engine, modify or destroy) its connection is closed after what is queued.
 import type { RdmapEngine } from '../../rdmap/engine.js';
-import { ErrorCode, SabreError } from '../../errors.js';
-import { QpState, WcStatus, type WcStatusValue } from '../../verbs/enums.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
+import { QpState, WcStatus, type WcStatusValue } from '../../core/enums.js';
 import { decodeDdp, RdmapOpcode } from '../../wire/rdmap.js';
 import { TERM_TABLES, TermLayer } from '../../wire/spec.js';
-import type { DeviceAddress, Envelope, Frame, Inbound, SegFrame, Transport } from '../types.js';
+import type { DeviceAddress } from '../../core/address.js';
+import type { Envelope, Frame, Inbound, SegFrame } from '../../core/frame.js';
+import type { Transport } from '../types.js';
 import type { MpaConnection } from './connection.js';
 import { type DataPlane, defaultEmss, mulpdu, type RxUlpdu } from './fpdu.js';
 import { type IncomingRequest, type TcpAddress, TcpEndpoint, type TcpEndpointOptions } from './listener.js';

@@ -8,7 +8,7 @@
 // stale context ids, replayed PSNs, a flood of new peers (capped), a peer that stops acking
 // (retry limit → its payloads fail, its context is freed).
 import { randomInt } from 'node:crypto';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { UDP_MAX_SACK } from '../../wire/spec.js';
 import {

@@ -9,7 +9,7 @@
 // the engine stages the payload into device memory when it places it.
 import { DDP_T, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG, UdpEnvFlag, UdpEnvKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import { RdmapOpcode } from '../../wire/rdmap.js';
-import type { Frame, SegFrame } from '../types.js';
+import type { Frame, SegFrame } from '../../core/frame.js';
 
 const E = UDP_ENV.fields;
 const S = UDP_ENV_SEG.fields;

@@ -14,7 +14,7 @@
 // Frames of one payload share the QP pair in the reliability header; a change of QP pair starts
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
 import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
-import type { Frame, SegFrame } from '../types.js';
+import type { Frame, SegFrame } from '../../core/frame.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
 import { ByteSlab } from './slab.js';
 

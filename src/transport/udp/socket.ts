@@ -7,7 +7,7 @@ import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';

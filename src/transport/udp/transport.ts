@@ -20,9 +20,11 @@
 // Failure: a payload the reliability layer gives up on (retry limit, the peer restarted and
 // forgot it) is reported to the link-failure handler with the peer's device address; the
 // engine fails the work that depended on that peer with RetryExcErr.
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
+import type { DeviceAddress } from '../../core/address.js';
+import type { Frame, Inbound } from '../../core/frame.js';
+import type { Transport } from '../types.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
