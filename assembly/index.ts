@@ -15,4 +15,4 @@ export function heapBase(): usize {
 export * from './sgcopy';
 export * from './crc32c';
 export * from './xxh3';
-export * from './wire';
+

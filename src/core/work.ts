@@ -29,3 +29,12 @@ export interface WorkCompletion {
   qpn: number;
   srcQpn?: number;
 }
+
+/**
+ * Where completions go: a CompletionQueue, as the engine sees it. offer() returns false when the
+ * queue is full — the completion is lost and the queue overran (the engine then moves every QP
+ * feeding it to ERROR, as ibverbs does on a CQ overrun).
+ */
+export interface CompletionSink {
+  offer(wc: WorkCompletion): boolean;
+}

@@ -7,7 +7,7 @@ import type { QpStateValue, WcStatusValue } from '../core/enums.js';
 import type { SendWr } from '../verbs/types.js';
 import type { WorkCompletion, WrId } from '../core/work.js';
 import type { MrRecord } from './memory.js';
-import type { TermCode } from './terminate.js';
+import type { TermCode } from '../wire/terminate.js';
 import type { Offsets } from './offsets.js';
 
 /** Where completions go (a CompletionQueue). push returns false when the queue overran. */

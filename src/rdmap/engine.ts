@@ -38,7 +38,7 @@ import { type CompletionSink, Flow, type InMsg, type Piece, type QpCaps, QpCtx, 
 import { type DeviceCounters, type EngineMemory, newCounters } from './memory.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import { Offsets } from './offsets.js';
-import { type TermCode, Term, statusForTerm, termForPlaceStatus } from './terminate.js';
+import { type TermCode, TERM as Term, statusForTerm, termForPlaceStatus } from '../wire/terminate.js';
 
 /** Messages further ahead than this of the next expected ssn are dropped (bounds memory). */
 const SSN_WINDOW = 1 << 20;

@@ -39,7 +39,18 @@ export type { DdpHdr, TaggedHdr, UntaggedHdr } from '../core/frame.js';
 
 /** Whether each opcode uses the tagged model (index = opcode); 15 is sabre's untagged TCP control. */
 const OPCODE_TAGGED: readonly boolean[] = OPCODES.map((o) => o.tagged);
+const OPCODE_DATA: readonly boolean[] = OPCODES.map((o) => o.data);
 const N_OPCODES = OPCODES.length;
+
+/**
+ * Whether a segment of RDMAP opcode `op` carries message data after its DDP header (tagged
+ * data, the Send family) rather than an RDMAP control body (spec.ts OPCODES `data`). Links
+ * that hand segments to the engine cut data segments into header + payload views and leave
+ * control bodies in the header buffer.
+ */
+export function carriesData(op: number): boolean {
+  return OPCODE_DATA[op] === true;
+}
 
 const T_DDP = TAGGED.fields.ddpCtrl.offset;
 const T_RDMAP = TAGGED.fields.rdmapCtrl.offset;

@@ -14,7 +14,8 @@ import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
 import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type DataPlane, type RxUlpdu, type TxSink } from './fpdu.js';
 import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type MpaResult } from './mpa-handshake.js';
-import { fault, TERM, type TcpFault, type TermCode } from './terminate.js';
+import { TERM, type TermCode } from '../../wire/terminate.js';
+import { fault, type TcpFault } from './fault.js';
 
 export interface TcpConnectionOptions {
   dp: DataPlane;

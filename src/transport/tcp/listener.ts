@@ -19,7 +19,7 @@ import type { DataPlane } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import type { TcpFault } from './terminate.js';
+import type { TcpFault } from './fault.js';
 
 export interface TcpAddress {
   readonly transport: 'tcp';

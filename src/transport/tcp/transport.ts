@@ -35,8 +35,9 @@
 import type { RdmapEngine } from '../../rdmap/engine.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { QpState, WcStatus, type WcStatusValue } from '../../core/enums.js';
-import { decodeDdp, RdmapOpcode } from '../../wire/rdmap.js';
+import { carriesData, decodeDdp, RdmapOpcode } from '../../wire/rdmap.js';
 import { TERM_TABLES, TermLayer } from '../../wire/spec.js';
+import { TERM, termForDdpError } from '../../wire/terminate.js';
 import type { DeviceAddress } from '../../core/address.js';
 import type { Envelope, Frame, Inbound, SegFrame } from '../../core/frame.js';
 import type { Transport } from '../types.js';
@@ -45,7 +46,7 @@ import { type DataPlane, defaultEmss, mulpdu, type RxUlpdu } from './fpdu.js';
 import { type IncomingRequest, type TcpAddress, TcpEndpoint, type TcpEndpointOptions } from './listener.js';
 import { decodeSabrePd } from './private-data.js';
 import { decodeSabreControl, encodeSabreControl, SabreControlKind } from './sabre-control.js';
-import { ddpDecodeFault, fault, type TcpFault, type TermCode } from './terminate.js';
+import { fault, type TcpFault } from './fault.js';
 
 /** What the transport needs of its device (src/verbs/device.ts Device). */
 export interface EngineHost {
@@ -60,15 +61,7 @@ export interface TcpTransportOptions extends Omit<TcpEndpointOptions, 'dp'> {
 
 const DDP_L = 0x40;
 const CRC_BLOCK = 16384;
-const R = TERM_TABLES.rdmap;
-const D = TERM_TABLES.ddp;
-const TERM_NO_BUFFER: TermCode = { layer: TermLayer.Ddp, etype: D.etype.UntaggedBuffer, ecode: D.untaggedEcode.InvalidMsnNoBuffer };
-const TERM_INVALID_MO: TermCode = { layer: TermLayer.Ddp, etype: D.etype.UntaggedBuffer, ecode: D.untaggedEcode.InvalidMo };
-const TERM_OPCODE: TermCode = { layer: TermLayer.Rdmap, etype: R.etype.RemoteOperation, ecode: R.ecode.Opcode };
-const TERM_STREAM: TermCode = { layer: TermLayer.Rdmap, etype: R.etype.Catastrophic, ecode: R.ecode.CatastrophicStream };
 
-/** Untagged opcodes whose payload is data for a receive buffer (the rest carry RDMAP control payloads). */
-const DATA_UNTAGGED = new Set<number>([RdmapOpcode.Send, RdmapOpcode.SendInv, RdmapOpcode.SendSe, RdmapOpcode.SendSeInv, RdmapOpcode.SendWithImm]);
 
 export type TcpDeviceAddress = TcpAddress & DeviceAddress;
 
@@ -192,7 +185,7 @@ export class TcpTransport implements Transport {
           const l = this.#link(f.srcQpn);
           if (!l) break;
           if (l.sabre) this.#control(l, SabreControlKind.Rnr, f.ssn);
-          else this.#fail(l, fault(TERM_NO_BUFFER, 'NO_BUFFER', 'a Send found no posted receive'), undefined);
+          else this.#fail(l, fault(TERM.noBuffer, 'NO_BUFFER', 'a Send found no posted receive'), undefined);
           break;
         }
       }
@@ -393,12 +386,15 @@ export class TcpTransport implements Transport {
   #decodeOne(l: QpLink, u: RxUlpdu, u8: Uint8Array, from: DeviceAddress, out: Inbound[]): TcpFault | undefined {
     const at = u.ptr;
     const d = decodeDdp(u8, at, at + u.len);
-    if (!d.ok) return ddpDecodeFault(d.error, u.len > 0 && (u8[at]! & 0x80) !== 0);
+    if (!d.ok) {
+      const t = termForDdpError(d.error, u.len > 0 && (u8[at]! & 0x80) !== 0);
+      return fault(t.term, t.code, t.reason);
+    }
     const h = d.value;
     const plen = u.len - d.length;
     if (!h.tagged && h.opcode === RdmapOpcode.SabreControl) {
       const c = l.sabre && !l.open ? decodeSabreControl(u8, at + d.length, plen) : undefined;
-      if (!c) return fault(TERM_OPCODE, 'OPCODE', l.sabre ? 'malformed sabre control message' : 'opcode 15 from a peer that is not sabre');
+      if (!c) return fault(TERM.badOpcode, 'OPCODE', l.sabre ? 'malformed sabre control message' : 'opcode 15 from a peer that is not sabre');
       this.counters.controlIn++;
       if (c.kind === SabreControlKind.Seq) l.seqNext = c.ssn;
       else {
@@ -407,7 +403,7 @@ export class TcpTransport implements Transport {
       }
       return undefined;
     }
-    if (!l.sabre && h.opcode >= RdmapOpcode.SendWithImm) return fault(TERM_OPCODE, 'OPCODE', `sabre extension opcode ${h.opcode} from a peer that is not sabre`);
+    if (!l.sabre && h.opcode >= RdmapOpcode.SendWithImm) return fault(TERM.badOpcode, 'OPCODE', `sabre extension opcode ${h.opcode} from a peer that is not sabre`);
     let ssn: number;
     if (!l.open) {
       ssn = l.seqNext ?? l.rxSsn + 1;
@@ -429,16 +425,16 @@ export class TcpTransport implements Transport {
       // One message at a time on the stream: a segment that does not continue the open one is a broken stream.
       const cont = h.tagged === l.rxTagged && h.opcode === l.rxOpcode
         && (h.tagged ? h.stag === l.rxStag && h.to === l.rxTo + l.rxOff : h.qn === l.rxQn && h.msn === l.rxMsn);
-      if (!cont) return fault(TERM_STREAM, 'INTERLEAVED', 'a DDP segment does not continue the message before it');
+      if (!cont) return fault(TERM.catastrophicStream, 'INTERLEAVED', 'a DDP segment does not continue the message before it');
     }
-    if (!h.tagged && h.mo !== l.rxOff) return fault(TERM_INVALID_MO, 'INVALID_MO', `MO ${h.mo}, expected ${l.rxOff}`);
+    if (!h.tagged && h.mo !== l.rxOff) return fault(TERM.invalidMo, 'INVALID_MO', `MO ${h.mo}, expected ${l.rxOff}`);
     const off = l.rxOff;
     l.rxOff += plen;
     if (h.last) l.open = false;
     const env: Envelope = { srcQpn: l.remoteQpn, dstQpn: l.localQpn, ssn, msgLen: h.last ? off + plen : -1, off };
     if (!h.tagged && h.opcode === RdmapOpcode.Terminate && l.sabre) env.ack = l.lastAckIn;
     let frame: SegFrame;
-    if (h.tagged || DATA_UNTAGGED.has(h.opcode)) {
+    if (carriesData(h.opcode)) {
       frame = { kind: 'seg', env, hdr: u8.subarray(at, at + d.length), payload: plen > 0 ? [u8.subarray(at + d.length, at + u.len)] : [] };
     } else {
       frame = { kind: 'seg', env, hdr: u8.subarray(at, at + u.len), payload: [] };

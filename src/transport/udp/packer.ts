@@ -13,6 +13,7 @@
 //
 // Frames of one payload share the QP pair in the reliability header; a change of QP pair starts
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
+import { rdSafe64, wr32, wrSafe64 } from '../../wire/codec.js';
 import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
 import type { Frame, SegFrame } from '../../core/frame.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
@@ -160,28 +161,11 @@ function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8A
   for (const v of f.payload) total += v.length;
   if (dataOff === 0 && dataLen === total) return ENV_SEG_LEN + f.hdr.length;
   // Cut piece of a tagged segment (the only kind cut).
-  const o = f.env.off + dataOff;
-  const e = off + SEG_OFF_OFF;
-  buf[e] = o >>> 24;
-  buf[e + 1] = o >>> 16;
-  buf[e + 2] = o >>> 8;
-  buf[e + 3] = o;
+  wr32(buf, off + SEG_OFF_OFF, f.env.off + dataOff);
   const h = off + ENV_SEG_LEN;
   if (dataOff + dataLen < total) buf[h] = buf[h]! & ~DDP_L;
-  const t = h + TO_OFF;
-  const hi = ((buf[t]! << 24) | (buf[t + 1]! << 16) | (buf[t + 2]! << 8) | buf[t + 3]!) >>> 0;
-  const lo = ((buf[t + 4]! << 24) | (buf[t + 5]! << 16) | (buf[t + 6]! << 8) | buf[t + 7]!) >>> 0;
-  const sum = lo + dataOff;
-  const nlo = sum >>> 0;
-  const nhi = (hi + (sum > 0xffff_ffff ? 1 : 0)) >>> 0;
-  buf[t] = nhi >>> 24;
-  buf[t + 1] = nhi >>> 16;
-  buf[t + 2] = nhi >>> 8;
-  buf[t + 3] = nhi;
-  buf[t + 4] = nlo >>> 24;
-  buf[t + 5] = nlo >>> 16;
-  buf[t + 6] = nlo >>> 8;
-  buf[t + 7] = nlo;
+  // TO < 2^53 (spec MAX_SAFE_TO): a safe integer, carried across the 32-bit word boundary.
+  wrSafe64(buf, h + TO_OFF, rdSafe64(buf, h + TO_OFF) + dataOff);
   return ENV_SEG_LEN + f.hdr.length;
 }
 

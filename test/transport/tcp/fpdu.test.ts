@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../../src/wire/rdmap.js';
 import { FpduDeframer, FpduFramer, fpduLength, mulpdu, type DataPlane, type RxUlpdu } from '../../../src/transport/tcp/fpdu.js';
-import type { TcpFault } from '../../../src/transport/tcp/terminate.js';
+import type { TcpFault } from '../../../src/transport/tcp/fault.js';
 
 let dp: DeviceMemory;
 beforeAll(async () => {
