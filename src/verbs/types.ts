@@ -1,12 +1,17 @@
 // Public data types of the verbs API (DESIGN §4).
 import type { DeviceAddress } from '../core/address.js';
 import type { OpcodeValue } from '../core/enums.js';
-import type { RemoteSge, Sge, WrId } from '../core/work.js';
+import type { RemoteSge, Sge, WorkCompletion, WrId } from '../core/work.js';
 import type { AddressHandle } from './ah.js';
 import type { CompletionQueue } from './cq.js';
 
 export type { DeviceAddress } from '../core/address.js';
 export type { RemoteSge, Sge, WorkCompletion, WrId } from '../core/work.js';
+
+/** @internal A receive completion of the CM QP (ProtectionDomain.createCmQp): with the sender's address. */
+export interface SourcedCompletion extends WorkCompletion {
+  src?: DeviceAddress;
+}
 
 export interface SendWr {
   wrId: WrId;

@@ -40,6 +40,7 @@ export type { DdpHdr, TaggedHdr, UntaggedHdr } from '../core/frame.js';
 /** Whether each opcode uses the tagged model (index = opcode); 15 is sabre's untagged TCP control. */
 const OPCODE_TAGGED: readonly boolean[] = OPCODES.map((o) => o.tagged);
 const OPCODE_DATA: readonly boolean[] = OPCODES.map((o) => o.data);
+const OPCODE_SABRE: readonly boolean[] = OPCODES.map((o) => o.sabre === true);
 const N_OPCODES = OPCODES.length;
 
 /**
@@ -50,6 +51,11 @@ const N_OPCODES = OPCODES.length;
  */
 export function carriesData(op: number): boolean {
   return OPCODE_DATA[op] === true;
+}
+
+/** Whether RDMAP opcode `op` is one of sabre's extensions (12-15), which only sabre peers speak. */
+export function isSabreExtension(op: number): boolean {
+  return OPCODE_SABRE[op] === true;
 }
 
 const T_DDP = TAGGED.fields.ddpCtrl.offset;

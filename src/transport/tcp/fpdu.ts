@@ -26,7 +26,7 @@ import { TERM } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
 
 /** The part of DeviceMemory (src/dataplane/device-memory.ts) the framing needs. */
-export interface DataPlane {
+export interface FramingMemory {
   u8(): Uint8Array;
   alloc(length: number, align?: number): number;
   dataView?(): DataView;
@@ -100,7 +100,7 @@ function crcRange(b: Uint8Array, from: number, to: number, prev: number): number
 }
 
 export interface FramerOptions {
-  dp: DataPlane;
+  dp: FramingMemory;
   crc: boolean;
   /** Insert markers (the peer's MPA frame had M set). */
   markers: boolean;
@@ -109,7 +109,7 @@ export interface FramerOptions {
 }
 
 export class FpduFramer {
-  readonly #dp: DataPlane;
+  readonly #dp: FramingMemory;
   readonly #crc: boolean;
   readonly #markers: boolean;
   readonly mulpdu: number;
@@ -293,7 +293,7 @@ export interface RxUlpdu {
 }
 
 export interface DeframerOptions {
-  dp: DataPlane;
+  dp: FramingMemory;
   crc: boolean;
   /** The peer inserts markers (our MPA frame had M set). */
   markers: boolean;
@@ -311,7 +311,7 @@ export interface DeframerSink {
 }
 
 export class FpduDeframer {
-  readonly #dp: DataPlane;
+  readonly #dp: FramingMemory;
   readonly #crc: boolean;
   readonly #markers: boolean;
   readonly #maxUlpdu: number;

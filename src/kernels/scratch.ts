@@ -9,7 +9,7 @@ export const SCRATCH_BYTES = 256 * 1024;
 /** Room below the scratch window for fixed-size kernel state records (e.g. XXH3 streams). */
 export const STATE_BYTES = 64 * 1024;
 
-export interface KernelContext {
+export interface PrivateKernels {
   readonly kernels: Kernels;
   readonly memory: WebAssembly.Memory;
   /** Base of the state area (64-byte aligned); STATE_BYTES long. */
@@ -20,7 +20,7 @@ export interface KernelContext {
   readonly u8: Uint8Array;
 }
 
-async function create(): Promise<KernelContext> {
+async function create(): Promise<PrivateKernels> {
   const probeMemory = createSharedMemory(2, 2);
   const probe = await instantiateKernels(probeMemory);
   const heapBase = Number(probe.heapBase());
@@ -33,7 +33,7 @@ async function create(): Promise<KernelContext> {
 }
 
 /** Created once per thread at module load (top-level await keeps the user API synchronous). */
-export const ctx: KernelContext = await create();
+export const own: PrivateKernels = await create();
 
 /**
  * Feed `data` through the scratch window in chunks: `step(ptr, len)` runs once per chunk with
@@ -41,7 +41,7 @@ export const ctx: KernelContext = await create();
  * see a well-defined empty input.
  */
 export function forEachChunk(data: Uint8Array, step: (ptr: number, len: number) => void): void {
-  const { u8, scratchBase } = ctx;
+  const { u8, scratchBase } = own;
   if (data.length === 0) {
     step(scratchBase, 0);
     return;
