@@ -8,6 +8,7 @@
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { QpState, WcOpcode, WcStatus } from '../core/enums.js';
 import type { Frame, SegFrame } from '../core/frame.js';
+import { GatherCursor } from '../core/gather.js';
 import {
   encodeAtomicRequest, encodeImmediateData, encodeReadRequest, encodeReadRequestV, Qn, RdmapOpcode,
   type ReadRequest, type ReadVEntry, readRequestVLength,
@@ -19,6 +20,7 @@ import { type EngineQp, type EngineState, Flow, type OutMessage, type SendWork }
 
 const M64 = (1n << 64n) - 1n;
 const DDP_L = 0x40;
+const entryLength = (e: ReadVEntry): number => e.len;
 
 // ---- flows and the outbox ---------------------------------------------------------------------
 
@@ -198,23 +200,15 @@ function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
 function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const { srcs, sinks } = readEnds(w);
   const reqs: ReadRequest[] = [];
-  let si = 0;
-  let so = 0;
+  const sinkCur = new GatherCursor(sinks, entryLength);
   for (const s of srcs) {
     let off = 0;
-    while (off < s.len && si < sinks.length) {
-      const k = sinks[si]!;
-      const take = Math.min(s.len - off, k.len - so);
+    sinkCur.take(s.len, (k, at, n) => {
       const last = reqs[reqs.length - 1];
-      if (last && last.srcStag === s.stag && last.srcTo + last.size === s.to + off && last.sinkStag === k.stag && last.sinkTo + last.size === k.to + so) last.size += take;
-      else if (take > 0) reqs.push({ srcStag: s.stag, srcTo: s.to + off, sinkStag: k.stag, sinkTo: k.to + so, size: take });
-      off += take;
-      so += take;
-      if (so >= k.len) {
-        si++;
-        so = 0;
-      }
-    }
+      if (last && last.srcStag === s.stag && last.srcTo + last.size === s.to + off && last.sinkStag === k.stag && last.sinkTo + last.size === k.to + at) last.size += n;
+      else reqs.push({ srcStag: s.stag, srcTo: s.to + off, sinkStag: k.stag, sinkTo: k.to + at, size: n });
+      off += n;
+    });
   }
   // A zero-length read is one zero-length request (answered by one empty Read Response).
   if (reqs.length === 0) reqs.push({ srcStag: srcs[0]!.stag, srcTo: srcs[0]!.to, sinkStag: sinks[0]!.stag, sinkTo: sinks[0]!.to, size: 0 });

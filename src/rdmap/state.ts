@@ -45,7 +45,7 @@ export interface SendWork {
   /** Remote side, copied: one segment (remoteAddr/rkey) or the sources of a vectored read. */
   readonly remoteAddr: number;
   readonly rkey: number;
-  readonly srcs?: ReadVEntry[];
+  readonly srcs: ReadVEntry[] | undefined;
   readonly imm: number;
   readonly compareAdd: bigint;
   readonly swap: bigint;
@@ -278,9 +278,10 @@ export interface SendWrFields {
 export function newSendWork(wr: SendWrFields, row: OpcodeRow, pieces: Piece[], total: number): SendWork {
   const srcs = wr.remoteSgList && row.remote === 'list' ? wr.remoteSgList.map((r) => ({ stag: r.rkey >>> 0, to: r.addr, len: r.length })) : undefined;
   const remoteAddr = wr.remoteAddr ?? 0;
+  // One shape for every work request (no optional fields added later but flow/inline/ranges/sinks/readParts).
   const w: SendWork = {
     wrId: wr.wrId, opcode: wr.opcode, row, kind: row.kind!, wc: row.wr[wr.opcode]!, signaled: wr.signaled ?? true, pieces, total,
-    remoteAddr, rkey: (wr.rkey ?? 0) >>> 0, ...(srcs ? { srcs } : {}), imm: (wr.imm ?? 0) >>> 0,
+    remoteAddr, rkey: (wr.rkey ?? 0) >>> 0, srcs, imm: (wr.imm ?? 0) >>> 0,
     compareAdd: wr.compareAdd ?? 0n, swap: wr.swap ?? 0n,
     pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0,
   };

@@ -3,19 +3,22 @@
 // costs ~5–10 µs per datagram and an idle vCPU tens of µs to wake, so an engine ack, an RDMA
 // Write and its ImmediateData, or a Read's response data and its ReadComplete, travel together.
 //
-// Tagged segments (RDMA Write, Read Response) are also cut at payload boundaries so that a stream
-// of messages fills every datagram (two 64 KiB writes in ~2.02 datagrams instead of 4). That is
-// safe only because the engine hands each tagged segment to the link exactly once (it never
-// re-emits them; the reliability layer resends the same payload bytes), so every copy the
-// receiver can see has the same offset and length and its duplicate check by offset holds.
-// Untagged segments are never cut: an RNR retry re-emits a Send's frames, and a different cut
-// the second time would defeat that check.
+// Tagged segments (RDMA Write, Read Response) are cut here, and only here: the udp link says
+// `cutsTagged`, so the engine hands each tagged message over as one segment, and the packer
+// cuts it at payload boundaries so that a stream of messages fills every datagram (two 64 KiB
+// writes in ~2.02 datagrams instead of 4). That is safe only because the engine hands each
+// tagged segment to the link exactly once (it never re-emits them; the reliability layer
+// resends the same payload bytes), so every copy the receiver can see has the same offset and
+// length and its duplicate check by offset holds. Untagged segments are cut by the engine's
+// segmenter at the mss and never here: an RNR retry re-emits a Send's frames, and a different
+// cut the second time would defeat that check.
 //
 // Frames of one payload share the QP pair in the reliability header; a change of QP pair starts
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
+import type { Frame, SegFrame } from '../../core/frame.js';
+import { ViewCursor } from '../../core/gather.js';
 import { rdSafe64, wr32, wrSafe64 } from '../../wire/codec.js';
 import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
-import type { Frame, SegFrame } from '../../core/frame.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
 import { ByteSlab } from './slab.js';
 
@@ -169,32 +172,21 @@ function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8A
   return ENV_SEG_LEN + f.hdr.length;
 }
 
+/** Copy [off, off + len) of the gathered views into buf at p; returns the end. */
 function copyData(views: Uint8Array[], off: number, len: number, buf: Uint8Array, p: number): number {
-  for (const v of views) {
-    if (len === 0) break;
-    if (off >= v.length) {
-      off -= v.length;
-      continue;
-    }
-    const take = Math.min(v.length - off, len);
-    buf.set(off === 0 && take === v.length ? v : v.subarray(off, off + take), p);
-    p += take;
-    len -= take;
-    off = 0;
-  }
-  return p;
+  const cur = new ViewCursor(views);
+  cur.skip(off);
+  let at = p;
+  cur.take(len, (v, o, n) => {
+    buf.set(o === 0 && n === v.length ? v : v.subarray(o, o + n), at);
+    at += n;
+  });
+  return at;
 }
 
+/** Append the views of [off, off + len) of the gathered views (no copy). */
 function viewsOf(views: Uint8Array[], off: number, len: number, out: Uint8Array[]): void {
-  for (const v of views) {
-    if (len === 0) break;
-    if (off >= v.length) {
-      off -= v.length;
-      continue;
-    }
-    const take = Math.min(v.length - off, len);
-    out.push(off === 0 && take === v.length ? v : v.subarray(off, off + take));
-    len -= take;
-    off = 0;
-  }
+  const cur = new ViewCursor(views);
+  cur.skip(off);
+  cur.takeViews(len, out);
 }
