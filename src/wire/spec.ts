@@ -578,7 +578,7 @@ export const UDP_SACK_BLOCK = layout({
 
 /**
  * The engine envelope inside a UDP DATA datagram (between the reliability header / SACK list
- * and the DDP segment). The engine orders and completes messages by it (src/transport/types.ts);
+ * and the DDP segment). The engine orders and completes messages by it (src/core/frame.ts);
  * the QP numbers already ride in the reliability header (dstQpn / srcQpn), so they are not
  * repeated. ack / rnr / hello frames are the 8-byte udpEnv alone; a seg frame adds udpEnvSeg and
  * then its DDP segment.

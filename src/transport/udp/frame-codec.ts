@@ -1,4 +1,4 @@
-// Engine frames (src/transport/types.ts) in the payload of a UDP DATA datagram: the engine
+// Engine frames (src/core/frame.ts) in the payload of a UDP DATA datagram: the engine
 // envelope (udpEnv, + udpEnvSeg for segments; layouts in src/wire/spec.ts, byte diagrams in
 // docs/wire.md) followed by the DDP segment; several frames of one QP pair may share a payload,
 // chained by udpEnv.len (./packer.ts builds such payloads, decodeFrames splits them). The QP numbers are not in the payload: they ride
