@@ -18,4 +18,3 @@ export * from './xxh3';
 export * from './cdc';
 export * from './chunkhash';
 export * from './dedupbatch';
-export * from './wire';

@@ -7,44 +7,27 @@
 //   ok  = off <= rlen && len <= rlen - off
 // which is [to, to+len) ⊆ [base, base+rlen) with no to+len sum anywhere.
 //
-// Region table entry (32 bytes, LE; src/dataplane/region-table.ts writes them):
-//   +0 base u32, +4 length u32, +8 stag u32 (0 = free), +12 pd u32, +16 access u32,
-//   +20 flags u32 (bit0 EXTERNAL), +24 iova lo, +28 iova hi (reserved)
-// Entry index = stag >>> 8.
-
-// @ts-ignore: decorator
-@inline const ENTRY_SHIFT: u32 = 5;
-// @ts-ignore: decorator
-@inline const FLAG_EXTERNAL: u32 = 1;
-
-// Place statuses (shared with src/dataplane/region-table.ts PlaceStatus).
-// @ts-ignore: decorator
-@inline const PLACED: u32 = 0;
-// @ts-ignore: decorator
-@inline const INVALID_STAG: u32 = 1;
-// @ts-ignore: decorator
-@inline const PD_MISMATCH: u32 = 2;
-// @ts-ignore: decorator
-@inline const ACCESS: u32 = 3;
-// @ts-ignore: decorator
-@inline const BOUNDS: u32 = 4;
-// @ts-ignore: decorator
-@inline const INDIRECT: u32 = 5;
-// @ts-ignore: decorator
-@inline const SRC_FAULT: u32 = 6;
+// Every record layout (region table entry, placement descriptor, amended-metadata record,
+// scatter/gather descriptor) and every status code comes from src/wire/spec.ts through the
+// generated accessors of wire.gen.ts; docs/wire.md ("Data-plane records") draws them.
+import {
+  PLACE_DESC_SIZE, PLACE_OUT_SIZE, PLACE_STATUS_ACCESS, PLACE_STATUS_BOUNDS, PLACE_STATUS_INDIRECT,
+  PLACE_STATUS_INVALID_STAG, PLACE_STATUS_PD_MISMATCH, PLACE_STATUS_PLACED, PLACE_STATUS_SRC_FAULT,
+  REGION_ENTRY_FLAGS_EXTERNAL, REGION_ENTRY_SIZE, SG_DESC_SIZE, SG_STATUS_DST_BOUNDS, SG_STATUS_DST_ENTRY,
+  SG_STATUS_OK, SG_STATUS_SRC_BOUNDS, SG_STATUS_SRC_ENTRY,
+  getPlaceDescAccess, getPlaceDescLen, getPlaceDescPd, getPlaceDescSrc, getPlaceDescStag, getPlaceDescTag,
+  getPlaceDescTo, getRegionEntryAccess, getRegionEntryBase, getRegionEntryFlags, getRegionEntryLength,
+  getRegionEntryPd, getRegionEntryStag, getSgDescDst, getSgDescDstIdx, getSgDescLen, getSgDescSrc,
+  getSgDescSrcIdx, setPlaceOutLen, setPlaceOutStag, setPlaceOutStatus, setPlaceOutTag,
+} from './wire.gen';
 
 /**
- * Direct placement of a batch of tagged segments.
- *
- * PlaceDesc, 32 bytes, LE:
- *   +0 src u32 (payload address), +4 len u32, +8 stag u32, +12 pd u32,
- *   +16 to u64 (absolute target address), +24 access u32 (required Access bits), +28 tag u32
- * Amended-metadata record written per desc at outPtr (16 bytes):
- *   +0 tag u32, +4 status u32, +8 len u32, +12 stag u32
+ * Direct placement of a batch of tagged segments: `count` placeDesc records at descPtr, one
+ * placeOut (amended-metadata) record per descriptor at outPtr.
  * Checks, in order: stag (index in range, entry stag equal and nonzero) → pd → access →
  * bounds → EXTERNAL (valid but not in device memory: INDIRECT, the caller copies).
- * SRC_FAULT (6): the payload range itself lies outside the memory (a caller bug; reported
- * instead of trapping half-way through a batch).
+ * SRC_FAULT: the payload range itself lies outside the memory (a caller bug; reported instead
+ * of trapping half-way through a batch).
  * Returns the number of PLACED descriptors.
  */
 export function place(descPtr: usize, count: u32, tablePtr: usize, tableEntries: u32, outPtr: usize): u32 {
@@ -52,98 +35,82 @@ export function place(descPtr: usize, count: u32, tablePtr: usize, tableEntries:
   const memBytes: u64 = <u64>memory.size() << 16;
   let placed: u32 = 0;
   for (let i: u32 = 0; i < count; i++) {
-    const d = descPtr + (<usize>i << 5);
-    const src = load<u32>(d, 0);
-    const len = load<u32>(d, 4);
-    const stag = load<u32>(d, 8);
-    const to = load<u64>(d, 16);
-    let status = INVALID_STAG;
+    const d = descPtr + <usize>i * PLACE_DESC_SIZE;
+    const src = getPlaceDescSrc(d);
+    const len = getPlaceDescLen(d);
+    const stag = getPlaceDescStag(d);
+    const to = getPlaceDescTo(d);
+    let status = PLACE_STATUS_INVALID_STAG;
     const idx = stag >>> 8;
     if (idx < tableEntries && stag != 0) {
-      const e = tablePtr + (<usize>idx << ENTRY_SHIFT);
-      if (load<u32>(e, 8) != stag) {
-        status = INVALID_STAG;
-      } else if (load<u32>(e, 12) != load<u32>(d, 12)) {
-        status = PD_MISMATCH;
+      const e = tablePtr + <usize>idx * REGION_ENTRY_SIZE;
+      if (getRegionEntryStag(e) != stag) {
+        status = PLACE_STATUS_INVALID_STAG;
+      } else if (getRegionEntryPd(e) != getPlaceDescPd(d)) {
+        status = PLACE_STATUS_PD_MISMATCH;
       } else {
-        const need = load<u32>(d, 24);
-        const rlen = <u64>load<u32>(e, 4);
-        const base = <u64>load<u32>(e, 0);
-        if ((load<u32>(e, 16) & need) != need) {
-          status = ACCESS;
+        const need = getPlaceDescAccess(d);
+        const rlen = <u64>getRegionEntryLength(e);
+        const base = <u64>getRegionEntryBase(e);
+        if ((getRegionEntryAccess(e) & need) != need) {
+          status = PLACE_STATUS_ACCESS;
         } else if (to < base || to - base > rlen || <u64>len > rlen - (to - base)) {
-          status = BOUNDS;
-        } else if (load<u32>(e, 20) & FLAG_EXTERNAL) {
-          status = INDIRECT;
+          status = PLACE_STATUS_BOUNDS;
+        } else if (getRegionEntryFlags(e) & REGION_ENTRY_FLAGS_EXTERNAL) {
+          status = PLACE_STATUS_INDIRECT;
         } else if (<u64>src + <u64>len > memBytes) {
-          status = SRC_FAULT;
+          status = PLACE_STATUS_SRC_FAULT;
         } else {
           memory.copy(<usize>to, <usize>src, <usize>len);
-          status = PLACED;
+          status = PLACE_STATUS_PLACED;
           placed++;
         }
       }
     }
-    const o = outPtr + (<usize>i << 4);
-    store<u32>(o, load<u32>(d, 28), 0);
-    store<u32>(o, status, 4);
-    store<u32>(o, len, 8);
-    store<u32>(o, stag, 12);
+    const o = outPtr + <usize>i * PLACE_OUT_SIZE;
+    setPlaceOutTag(o, getPlaceDescTag(d));
+    setPlaceOutStatus(o, status);
+    setPlaceOutLen(o, len);
+    setPlaceOutStag(o, stag);
   }
   return placed;
 }
 
-// sgCopy statuses (src/dataplane/region-table.ts SgStatus).
-// @ts-ignore: decorator
-@inline const SG_OK: u32 = 0;
-// @ts-ignore: decorator
-@inline const SG_SRC_ENTRY: u32 = 1;
-// @ts-ignore: decorator
-@inline const SG_DST_ENTRY: u32 = 2;
-// @ts-ignore: decorator
-@inline const SG_SRC_BOUNDS: u32 = 3;
-// @ts-ignore: decorator
-@inline const SG_DST_BOUNDS: u32 = 4;
-
-/** [p, p+len) inside entry e (u32 math; no sum can overflow). */
+/** [p, p+len) inside region table entry e (u32 math; no sum can overflow). */
 // @ts-ignore: decorator
 @inline function inside(e: usize, p: u32, len: u32): bool {
-  const base = load<u32>(e, 0);
-  const rlen = load<u32>(e, 4);
+  const base = getRegionEntryBase(e);
+  const rlen = getRegionEntryLength(e);
   return p >= base && p - base <= rlen && len <= rlen - (p - base);
 }
 
 /**
- * Batch scatter/gather copy between registered regions.
- *
- * SgDesc, 32 bytes, LE:
- *   +0 src u32, +4 dst u32, +8 len u32, +12 srcIdx u32, +16 dstIdx u32, +20..31 reserved
+ * Batch scatter/gather copy between registered regions: `count` sgDesc records at descPtr.
  * The src range must lie in region table entry srcIdx and the dst range in entry dstIdx; an
  * entry is usable iff idx < tableEntries and its stag is nonzero (bounds only: pd and access
  * are the caller's business, it already checked the work request's keys).
- * One u32 status per desc at outStatusPtr: 0 OK, 1 SRC_ENTRY, 2 DST_ENTRY, 3 SRC_BOUNDS,
- * 4 DST_BOUNDS. Descriptors run in order; overlapping ranges copy as memmove.
- * Returns the number of descriptors executed.
+ * One u32 SgStatus per desc at outStatusPtr. Descriptors run in order; overlapping ranges
+ * copy as memmove. Returns the number of descriptors executed.
  */
 export function sgCopy(descPtr: usize, count: u32, tablePtr: usize, tableEntries: u32, outStatusPtr: usize): u32 {
   let done: u32 = 0;
   for (let i: u32 = 0; i < count; i++) {
-    const d = descPtr + (<usize>i << 5);
-    const src = load<u32>(d, 0);
-    const dst = load<u32>(d, 4);
-    const len = load<u32>(d, 8);
-    const si = load<u32>(d, 12);
-    const di = load<u32>(d, 16);
-    const se = tablePtr + (<usize>si << ENTRY_SHIFT);
-    const de = tablePtr + (<usize>di << ENTRY_SHIFT);
+    const d = descPtr + <usize>i * SG_DESC_SIZE;
+    const src = getSgDescSrc(d);
+    const dst = getSgDescDst(d);
+    const len = getSgDescLen(d);
+    const si = getSgDescSrcIdx(d);
+    const di = getSgDescDstIdx(d);
+    const se = tablePtr + <usize>si * REGION_ENTRY_SIZE;
+    const de = tablePtr + <usize>di * REGION_ENTRY_SIZE;
     let status: u32;
-    if (si >= tableEntries || load<u32>(se, 8) == 0) status = SG_SRC_ENTRY;
-    else if (di >= tableEntries || load<u32>(de, 8) == 0) status = SG_DST_ENTRY;
-    else if (!inside(se, src, len)) status = SG_SRC_BOUNDS;
-    else if (!inside(de, dst, len)) status = SG_DST_BOUNDS;
+    if (si >= tableEntries || getRegionEntryStag(se) == 0) status = SG_STATUS_SRC_ENTRY;
+    else if (di >= tableEntries || getRegionEntryStag(de) == 0) status = SG_STATUS_DST_ENTRY;
+    else if (!inside(se, src, len)) status = SG_STATUS_SRC_BOUNDS;
+    else if (!inside(de, dst, len)) status = SG_STATUS_DST_BOUNDS;
     else {
       memory.copy(<usize>dst, <usize>src, <usize>len);
-      status = SG_OK;
+      status = SG_STATUS_OK;
       done++;
     }
     store<u32>(outStatusPtr + (<usize>i << 2), status);

@@ -73,15 +73,19 @@ export const UDP_ENV_KIND_HELLO: u32 = 4;
 export const UDP_ENV_FLAG_REPLY: u32 = 0x01;
 export const UDP_ENV_FLAG_ACK_PRESENT: u32 = 0x02;
 
-// parseDdpBatch status codes (same names as the TypeScript decoder errors)
-export const DDP_STATUS_OK: u32 = 0;
-export const DDP_STATUS_TRUNCATED: u32 = 1;
-export const DDP_STATUS_BAD_DDP_VERSION: u32 = 2;
-export const DDP_STATUS_BAD_RDMAP_VERSION: u32 = 3;
-export const DDP_STATUS_BAD_OPCODE: u32 = 4;
-export const DDP_STATUS_TO_RANGE: u32 = 5;
-export const DDP_BATCH_FLAG_TAGGED: u32 = 1;
-export const DDP_BATCH_FLAG_LAST: u32 = 2;
+// Statuses of the placement and scatter/gather kernels (PLACE_OUT.status, sgCopy)
+export const PLACE_STATUS_PLACED: u32 = 0;
+export const PLACE_STATUS_INVALID_STAG: u32 = 1;
+export const PLACE_STATUS_PD_MISMATCH: u32 = 2;
+export const PLACE_STATUS_ACCESS: u32 = 3;
+export const PLACE_STATUS_BOUNDS: u32 = 4;
+export const PLACE_STATUS_INDIRECT: u32 = 5;
+export const PLACE_STATUS_SRC_FAULT: u32 = 6;
+export const SG_STATUS_OK: u32 = 0;
+export const SG_STATUS_SRC_ENTRY: u32 = 1;
+export const SG_STATUS_DST_ENTRY: u32 = 2;
+export const SG_STATUS_SRC_BOUNDS: u32 = 3;
+export const SG_STATUS_DST_BOUNDS: u32 = 4;
 
 // Dedup (M4): chunk map constants
 export const DEDUP_MAP_MAGIC: u32 = 0x014d4344;
@@ -559,71 +563,159 @@ export const UDP_ENV_SEG_ACK_OFF: u32 = 8;
 // @ts-ignore: decorator
 @inline export function setUdpEnvSegAck(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
 
-// parseDdpBatch input descriptor (shared memory, little-endian) — sabre data plane, little-endian
-export const DDP_BATCH_DESC_SIZE: u32 = 8;
-export const DDP_BATCH_DESC_PTR_OFF: u32 = 0;
-export const DDP_BATCH_DESC_LEN_OFF: u32 = 4;
+// Region table entry (device memory; entry index = STag >>> 8) — sabre data plane (M3), little-endian
+export const REGION_ENTRY_SIZE: u32 = 32;
+export const REGION_ENTRY_BASE_OFF: u32 = 0;
+export const REGION_ENTRY_LENGTH_OFF: u32 = 4;
+export const REGION_ENTRY_STAG_OFF: u32 = 8;
+export const REGION_ENTRY_PD_OFF: u32 = 12;
+export const REGION_ENTRY_ACCESS_OFF: u32 = 16;
+export const REGION_ENTRY_FLAGS_OFF: u32 = 20;
+export const REGION_ENTRY_FLAGS_EXTERNAL: u32 = 0x00000001;
+export const REGION_ENTRY_FLAGS_RSVD: u32 = 0xfffffffe;
+export const REGION_ENTRY_IOVA_OFF: u32 = 24;
 // @ts-ignore: decorator
-@inline export function getDdpBatchDescPtr(p: usize): u32 { return load<u32>(p, 0); }
+@inline export function getRegionEntryBase(p: usize): u32 { return load<u32>(p, 0); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchDescPtr(p: usize, v: u32): void { store<u32>(p, v, 0); }
+@inline export function setRegionEntryBase(p: usize, v: u32): void { store<u32>(p, v, 0); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchDescLen(p: usize): u32 { return load<u32>(p, 4); }
+@inline export function getRegionEntryLength(p: usize): u32 { return load<u32>(p, 4); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchDescLen(p: usize, v: u32): void { store<u32>(p, v, 4); }
+@inline export function setRegionEntryLength(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryStag(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryStag(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryPd(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryPd(p: usize, v: u32): void { store<u32>(p, v, 12); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryAccess(p: usize): u32 { return load<u32>(p, 16); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryAccess(p: usize, v: u32): void { store<u32>(p, v, 16); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryFlags(p: usize): u32 { return load<u32>(p, 20); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryFlags(p: usize, v: u32): void { store<u32>(p, v, 20); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryIova(p: usize): u64 { return load<u64>(p, 24); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryIova(p: usize, v: u64): void { store<u64>(p, v, 24); }
 
-// parseDdpBatch output record (shared memory, little-endian) — sabre data plane, little-endian
-export const DDP_BATCH_OUT_SIZE: u32 = 32;
-export const DDP_BATCH_OUT_STATUS_OFF: u32 = 0;
-export const DDP_BATCH_OUT_FLAGS_OFF: u32 = 1;
-export const DDP_BATCH_OUT_OPCODE_OFF: u32 = 2;
-export const DDP_BATCH_OUT_HDR_LEN_OFF: u32 = 3;
-export const DDP_BATCH_OUT_PAYLOAD_LEN_OFF: u32 = 4;
-export const DDP_BATCH_OUT_STAG_OR_QN_OFF: u32 = 8;
-export const DDP_BATCH_OUT_ULP_OFF: u32 = 12;
-export const DDP_BATCH_OUT_TO_OR_MSN_MO_OFF: u32 = 16;
-export const DDP_BATCH_OUT_PAYLOAD_PTR_OFF: u32 = 24;
-export const DDP_BATCH_OUT_RSVD_OFF: u32 = 28;
+// Placement descriptor: one received tagged segment (or receive piece) for place() — sabre data plane (M3), little-endian
+export const PLACE_DESC_SIZE: u32 = 32;
+export const PLACE_DESC_SRC_OFF: u32 = 0;
+export const PLACE_DESC_LEN_OFF: u32 = 4;
+export const PLACE_DESC_STAG_OFF: u32 = 8;
+export const PLACE_DESC_PD_OFF: u32 = 12;
+export const PLACE_DESC_TO_OFF: u32 = 16;
+export const PLACE_DESC_ACCESS_OFF: u32 = 24;
+export const PLACE_DESC_TAG_OFF: u32 = 28;
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutStatus(p: usize): u8 { return load<u8>(p, 0); }
+@inline export function getPlaceDescSrc(p: usize): u32 { return load<u32>(p, 0); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutStatus(p: usize, v: u8): void { store<u8>(p, v, 0); }
+@inline export function setPlaceDescSrc(p: usize, v: u32): void { store<u32>(p, v, 0); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutFlags(p: usize): u8 { return load<u8>(p, 1); }
+@inline export function getPlaceDescLen(p: usize): u32 { return load<u32>(p, 4); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutFlags(p: usize, v: u8): void { store<u8>(p, v, 1); }
+@inline export function setPlaceDescLen(p: usize, v: u32): void { store<u32>(p, v, 4); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutOpcode(p: usize): u8 { return load<u8>(p, 2); }
+@inline export function getPlaceDescStag(p: usize): u32 { return load<u32>(p, 8); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutOpcode(p: usize, v: u8): void { store<u8>(p, v, 2); }
+@inline export function setPlaceDescStag(p: usize, v: u32): void { store<u32>(p, v, 8); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutHdrLen(p: usize): u8 { return load<u8>(p, 3); }
+@inline export function getPlaceDescPd(p: usize): u32 { return load<u32>(p, 12); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutHdrLen(p: usize, v: u8): void { store<u8>(p, v, 3); }
+@inline export function setPlaceDescPd(p: usize, v: u32): void { store<u32>(p, v, 12); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutPayloadLen(p: usize): u32 { return load<u32>(p, 4); }
+@inline export function getPlaceDescTo(p: usize): u64 { return load<u64>(p, 16); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutPayloadLen(p: usize, v: u32): void { store<u32>(p, v, 4); }
+@inline export function setPlaceDescTo(p: usize, v: u64): void { store<u64>(p, v, 16); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutStagOrQn(p: usize): u32 { return load<u32>(p, 8); }
+@inline export function getPlaceDescAccess(p: usize): u32 { return load<u32>(p, 24); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutStagOrQn(p: usize, v: u32): void { store<u32>(p, v, 8); }
+@inline export function setPlaceDescAccess(p: usize, v: u32): void { store<u32>(p, v, 24); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutUlp(p: usize): u32 { return load<u32>(p, 12); }
+@inline export function getPlaceDescTag(p: usize): u32 { return load<u32>(p, 28); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutUlp(p: usize, v: u32): void { store<u32>(p, v, 12); }
+@inline export function setPlaceDescTag(p: usize, v: u32): void { store<u32>(p, v, 28); }
+
+// Amended-metadata record written by place(), one per descriptor (M3) — sabre data plane (M3), little-endian
+export const PLACE_OUT_SIZE: u32 = 16;
+export const PLACE_OUT_TAG_OFF: u32 = 0;
+export const PLACE_OUT_STATUS_OFF: u32 = 4;
+export const PLACE_OUT_LEN_OFF: u32 = 8;
+export const PLACE_OUT_STAG_OFF: u32 = 12;
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutToOrMsnMo(p: usize): u64 { return load<u64>(p, 16); }
+@inline export function getPlaceOutTag(p: usize): u32 { return load<u32>(p, 0); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutToOrMsnMo(p: usize, v: u64): void { store<u64>(p, v, 16); }
+@inline export function setPlaceOutTag(p: usize, v: u32): void { store<u32>(p, v, 0); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutPayloadPtr(p: usize): u32 { return load<u32>(p, 24); }
+@inline export function getPlaceOutStatus(p: usize): u32 { return load<u32>(p, 4); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutPayloadPtr(p: usize, v: u32): void { store<u32>(p, v, 24); }
+@inline export function setPlaceOutStatus(p: usize, v: u32): void { store<u32>(p, v, 4); }
 // @ts-ignore: decorator
-@inline export function getDdpBatchOutRsvd(p: usize): u32 { return load<u32>(p, 28); }
+@inline export function getPlaceOutLen(p: usize): u32 { return load<u32>(p, 8); }
 // @ts-ignore: decorator
-@inline export function setDdpBatchOutRsvd(p: usize, v: u32): void { store<u32>(p, v, 28); }
+@inline export function setPlaceOutLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getPlaceOutStag(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setPlaceOutStag(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Scatter/gather copy descriptor for sgCopy (between registered regions) — sabre data plane, little-endian
+export const SG_DESC_SIZE: u32 = 32;
+export const SG_DESC_SRC_OFF: u32 = 0;
+export const SG_DESC_DST_OFF: u32 = 4;
+export const SG_DESC_LEN_OFF: u32 = 8;
+export const SG_DESC_SRC_IDX_OFF: u32 = 12;
+export const SG_DESC_DST_IDX_OFF: u32 = 16;
+export const SG_DESC_RSVD_OFF: u32 = 20;
+export const SG_DESC_RSVD_LEN: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getSgDescSrc(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setSgDescSrc(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getSgDescDst(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setSgDescDst(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getSgDescLen(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setSgDescLen(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getSgDescSrcIdx(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setSgDescSrcIdx(p: usize, v: u32): void { store<u32>(p, v, 12); }
+// @ts-ignore: decorator
+@inline export function getSgDescDstIdx(p: usize): u32 { return load<u32>(p, 16); }
+// @ts-ignore: decorator
+@inline export function setSgDescDstIdx(p: usize, v: u32): void { store<u32>(p, v, 16); }
+
+// CRC32C batch descriptor for crc32cBatch (one buffer in device memory) — sabre data plane, little-endian
+export const CRC_BATCH_DESC_SIZE: u32 = 16;
+export const CRC_BATCH_DESC_PTR_OFF: u32 = 0;
+export const CRC_BATCH_DESC_LEN_OFF: u32 = 4;
+export const CRC_BATCH_DESC_PREVIOUS_OFF: u32 = 8;
+export const CRC_BATCH_DESC_OUT_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getCrcBatchDescPtr(p: usize): u32 { return load<u32>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setCrcBatchDescPtr(p: usize, v: u32): void { store<u32>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getCrcBatchDescLen(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setCrcBatchDescLen(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getCrcBatchDescPrevious(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setCrcBatchDescPrevious(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getCrcBatchDescOut(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setCrcBatchDescOut(p: usize, v: u32): void { store<u32>(p, v, 12); }
 
 // Chunk map header (a hash-tracked landing zone; shared memory, little-endian) — sabre (M4), little-endian
 export const DEDUP_MAP_HDR_SIZE: u32 = 64;

@@ -9,7 +9,7 @@ import { fork } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
-import { TcpEndpoint } from '../dist/transport/tcp/listener.js';
+import { MpaConnector } from '../dist/transport/tcp/connector.js';
 import { encodeDdp, RdmapOpcode } from '../dist/wire/rdmap.js';
 
 const MSG = 64 * 1024;
@@ -43,7 +43,7 @@ async function child() {
     });
   });
   await new Promise((r) => raw.listen(0, '127.0.0.1', r));
-  const ep = await TcpEndpoint.listen({ dp: dm, connection: { mpa: { crc: CRC } } });
+  const ep = await MpaConnector.listen({ dp: dm, connection: { mpa: { crc: CRC } } });
   ep.onConnectRequest((req) => {
     void req.accept(2).then((c) => {
       let got = 0;
@@ -121,7 +121,7 @@ async function main() {
   const kid = fork(fileURLToPath(import.meta.url), ['child'], { stdio: 'inherit' });
   const ports = await new Promise((r) => kid.once('message', r));
   const dm = await DeviceMemory.create({ initialBytes: 32 << 20, regionEntries: 16, workerSlots: 0 });
-  const ep = await TcpEndpoint.listen({ dp: dm, fallbackMs: 0, connection: { mpa: { crc: CRC } } });
+  const ep = await MpaConnector.listen({ dp: dm, fallbackMs: 0, connection: { mpa: { crc: CRC } } });
   const conn = await ep.connectQp(1, { address: ports.sabre, qpn: 2 });
   // The source buffer lives in device memory, like a registered region: CRC runs on it in place.
   const src = dm.alloc(MSG);

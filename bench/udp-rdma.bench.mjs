@@ -22,7 +22,7 @@ import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
-import { UdpTransport } from '../dist/transport/udp/transport.js';
+import { UdpLink } from '../dist/transport/udp/link.js';
 import { Device } from '../dist/verbs/device.js';
 
 const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 1024 << 20);
@@ -37,7 +37,7 @@ async function openUdp(loss = 0, seed = 12345, workers = 0) {
   let s = seed;
   const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
   const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: workers });
-  const t = await UdpTransport.open({
+  const t = await UdpLink.open({
     host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}),
     ...(workers > 0 ? { workers: await DataPlaneWorkers.start(mem, workers) } : {}),
   });

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { UdpSocketTransport } from '../dist/transport/udp/socket.js';
+import { UdpSockets } from '../dist/transport/udp/socket.js';
 
 const BYTES = Number(process.env.UDP_BENCH_BYTES ?? 64 << 20);
 
@@ -38,7 +38,7 @@ if (process.argv[2] === '--peer') {
       let seed = 12345;
       const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
       rxBytes = 0;
-      t = await UdpSocketTransport.open(
+      t = await UdpSockets.open(
         { mtu: m.mtu, rxFilter: m.loss > 0 ? () => rnd() >= m.loss : undefined },
         { onDelivery(d) { rxBytes += d.payload.length; } },
       );
@@ -97,7 +97,7 @@ if (process.argv[2] === '--peer') {
     let acked = 0;
     let failed = 0;
     let done;
-    const t = await UdpSocketTransport.open({ mtu }, {
+    const t = await UdpSockets.open({ mtu }, {
       onAcked(ids) { acked += ids.length; pump(); },
       onFailed(f) { failed += f.length; pump(); },
     });

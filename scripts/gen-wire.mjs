@@ -81,10 +81,9 @@ function genAs() {
   for (const [k, v] of Object.entries(spec.UdpEnvKind)) c(`UDP_ENV_KIND_${snake(k)}`, v);
   for (const [k, v] of Object.entries(spec.UdpEnvFlag)) c(`UDP_ENV_FLAG_${snake(k)}`, hex(v, 2));
   o.push('');
-  o.push('// parseDdpBatch status codes (same names as the TypeScript decoder errors)');
-  for (const [k, v] of Object.entries(spec.DdpStatus)) c(`DDP_STATUS_${k}`, v);
-  c('DDP_BATCH_FLAG_TAGGED', spec.DDP_BATCH_FLAG_TAGGED);
-  c('DDP_BATCH_FLAG_LAST', spec.DDP_BATCH_FLAG_LAST);
+  o.push('// Statuses of the placement and scatter/gather kernels (PLACE_OUT.status, sgCopy)');
+  for (const [k, v] of Object.entries(spec.PlaceStatus)) c(`PLACE_STATUS_${snake(k)}`, v);
+  for (const [k, v] of Object.entries(spec.SgStatus)) c(`SG_STATUS_${snake(k)}`, v);
   o.push('');
   o.push('// Dedup (M4): chunk map constants');
   c('DEDUP_MAP_MAGIC', hex(spec.DEDUP_MAP_MAGIC, 8));
@@ -243,8 +242,15 @@ function termTables() {
 }
 
 function statusTable() {
-  const rows = ['| status | name |', '|---:|---|'];
-  for (const [k, v] of Object.entries(spec.DdpStatus)) rows.push(`| ${v} | ${k} |`);
+  const rows = ['| status | place() | sgCopy |', '|---:|---|---|'];
+  const place = Object.entries(spec.PlaceStatus);
+  const sg = Object.entries(spec.SgStatus);
+  const n = Math.max(...place.map(([, v]) => v), ...sg.map(([, v]) => v));
+  for (let v = 0; v <= n; v++) {
+    const p = place.find(([, x]) => x === v)?.[0] ?? '';
+    const g = sg.find(([, x]) => x === v)?.[0] ?? '';
+    rows.push(`| ${v} | ${p} | ${g} |`);
+  }
   return rows.join('\n');
 }
 

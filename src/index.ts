@@ -1,18 +1,17 @@
 // The public API (DESIGN §4): re-exports only.
 export { openDevice, Device } from './verbs/device.js';
-export { Access, Opcode, WcOpcode, WcStatus, QpState, wcStatusName, wcOpcodeName, qpStateName } from './verbs/enums.js';
-export type { OpcodeValue, WcOpcodeValue, WcStatusValue, QpStateValue } from './verbs/enums.js';
+export { Access, Opcode, WcOpcode, WcStatus, QpState, wcStatusName, wcOpcodeName, qpStateName } from './core/enums.js';
+export type { OpcodeValue, WcOpcodeValue, WcStatusValue, QpStateValue } from './core/enums.js';
 export { ProtectionDomain } from './verbs/pd.js';
 export { MemoryRegion } from './verbs/mr.js';
 export { CompletionQueue } from './verbs/cq.js';
 export { QueuePair } from './verbs/qp.js';
 export { AddressHandle } from './verbs/ah.js';
-export type {
-  WrId, Sge, RemoteSge, SendWr, RecvWr, WorkCompletion, OpenDeviceOptions, CqInit, QpInit, ConnectInit, AhInit, DeviceAddress,
-} from './verbs/types.js';
+export type { WrId, Sge, RemoteSge, WorkCompletion } from './core/work.js';
+export type { SendWr, RecvWr, OpenDeviceOptions, CqInit, QpInit, ConnectInit, AhInit, DeviceAddress } from './verbs/types.js';
 export type { DeviceCounters } from './rdmap/memory.js';
-export { SabreError, ErrorCode } from './errors.js';
-export type { ErrorCodeValue } from './errors.js';
+export { SabreError, ErrorCode } from './core/errors.js';
+export type { ErrorCodeValue } from './core/errors.js';
 export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/inproc/bridge.js';
 export type { BridgeInit } from './transport/inproc/bridge.js';
 export { listen, connect, connectionInfo, CmListener } from './cm/index.js';

@@ -117,6 +117,7 @@ const src = `// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), as used by
 // every table address is a constant folded into the load's offset immediate.
 //
 // Constant data and pure functions only: safe on a shared memory, any thread, any alignment.
+import { CRC_BATCH_DESC_SIZE, getCrcBatchDescLen, getCrcBatchDescPrevious, getCrcBatchDescPtr, setCrcBatchDescOut } from './wire.gen';
 
 // Slicing tables: SLICE + k*1024 holds T_k, where T_0 is the byte-at-a-time table and
 // T_k[b] = (T_{k-1}[b] >> 8) ^ T_0[T_{k-1}[b] & 0xFF] (the CRC of b followed by k zero bytes).
@@ -203,14 +204,13 @@ export function crc32c(ptr: usize, len: usize, previous: u32): u32 {
 }
 
 /**
- * One call for a batch of buffers (the packet path). descPtr points at \`count\` 16-byte
- * little-endian descriptors {ptr u32, len u32, previous u32, out u32}; each result is
- * written to its descriptor's \`out\` field.
+ * One call for a batch of buffers (the packet path). descPtr points at \`count\` crcBatchDesc
+ * records (src/wire/spec.ts); each result is written to its descriptor's \`out\` field.
  */
 export function crc32cBatch(descPtr: usize, count: u32): void {
   for (let i: u32 = 0; i < count; i++) {
-    const d = descPtr + (<usize>i << 4);
-    store<u32>(d, ~update(~load<u32>(d, 8), <usize>load<u32>(d), <usize>load<u32>(d, 4)), 12);
+    const d = descPtr + <usize>i * CRC_BATCH_DESC_SIZE;
+    setCrcBatchDescOut(d, ~update(~getCrcBatchDescPrevious(d), <usize>getCrcBatchDescPtr(d), <usize>getCrcBatchDescLen(d)));
   }
 }
 `;

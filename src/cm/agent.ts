@@ -1,39 +1,44 @@
-// The connection manager agent of a datagram-capable device (udp, inproc): an srd QP at the
-// well-known QPN 0xFFFFFFFF (user QPNs count up from 1 and never get there; InfiniBand keeps
-// QP1 for its CM the same way; QPN 0 is not used because the UDP link treats it as invalid),
-// carrying three small messages as Sends:
+// The connection manager agent of a device whose link has no connections of its own (udp,
+// inproc): the device's CM QP (ProtectionDomain.createCmQp, an srd QP at the reserved QPN
+// CM_QPN) carries three small messages as Sends, through the ordinary verbs calls:
 //
-//   REQ { id, service, qpn, addr, pd? }   client → listener: "connect my rc QP `qpn` at `addr`"
+//   REQ { id, service, qpn, pd? }         client → listener: "connect my rc QP `qpn`"
 //   REP { id, qpn, pd? }                  listener → client: "use my rc QP `qpn`"
 //   REJ { id, reason }                    listener → client
 //
-// (JSON, at most 1 KiB; `pd` is base64 private data.) After REP both sides call qp.connect on
-// their rc QP with the other's address and QPN — the ordinary verbs path, so everything past
-// the exchange is what an application exchanging QP info out of band would do. srd is reliable
-// (each message exactly once), so the exchange needs no retransmission of its own; a timeout
-// bounds a connect to a device nobody answers on.
-import { ErrorCode, SabreError } from '../errors.js';
-import type { QpCaps, QpCtx, RecvCtx, WrCtx } from '../rdmap/context.js';
-import { WrKind } from '../rdmap/context.js';
-import type { DeviceAddress } from '../transport/types.js';
+// (JSON, at most 1 KiB; `pd` is base64 private data.) The listener answers, and connects its
+// QP, to the address the REQ came from as the link saw it (the CM QP's receive completions
+// carry it, like a UD completion's source): a client behind a relay or a NAT cannot know the
+// address the listener reaches it at, so it does not write one. After REP both sides call qp.connect on their rc QP with
+// the other's address and QPN — the ordinary verbs path, so everything past the exchange is
+// what an application exchanging QP info out of band would do. srd is reliable (each message
+// exactly once), so the exchange needs no retransmission of its own; a timeout bounds a
+// connect to a device nobody answers on.
+import type { DeviceAddress } from '../core/address.js';
+import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
-import { Access, Opcode, WcOpcode, WcStatus } from '../verbs/enums.js';
 import type { MemoryRegion } from '../verbs/mr.js';
-import type { WorkCompletion } from '../verbs/types.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
+import type { QueuePair } from '../verbs/qp.js';
+import { CM_QPN } from '../verbs/reserved.js';
+import type { SourcedCompletion } from '../verbs/types.js';
 
-export const CM_QPN = 0xffff_ffff;
+/** Receive slots (one message each) kept posted on the CM QP. */
 const SLOTS = 32;
 const SLOT_BYTES = 1024;
 
 export type CmMessage =
-  | { t: 'req'; id: number; service: number; qpn: number; addr: DeviceAddress; pd?: string }
+  | { t: 'req'; id: number; service: number; qpn: number; pd?: string }
   | { t: 'rep'; id: number; qpn: number; pd?: string }
   | { t: 'rej'; id: number; reason: string };
 
 export interface CmRequest {
   service: number;
   qpn: number;
-  addr: DeviceAddress;
+  /** Where the REQ came from (as the link observed it): where to answer and connect. */
+  from: DeviceAddress;
   privateData: Uint8Array | undefined;
   reply(qpn: number, privateData?: Uint8Array): void;
   reject(reason: string): void;
@@ -46,7 +51,10 @@ export const unb64 = (s: unknown): Uint8Array | undefined => (typeof s === 'stri
 
 export class CmAgent {
   readonly dev: Device;
-  readonly #ctx: QpCtx;
+  readonly #pd: ProtectionDomain;
+  readonly #cq: CompletionQueue;
+  readonly #qp: QueuePair;
+  /** SLOTS receive slots, then one send slot (Sends are inlined: the slot is free again at once). */
   readonly #mr: MemoryRegion;
   readonly #services = new Map<number, (r: CmRequest) => void>();
   readonly #pending = new Map<number, { resolve: (m: CmMessage) => void }>();
@@ -56,13 +64,13 @@ export class CmAgent {
 
   constructor(dev: Device) {
     this.dev = dev;
-    const pd = dev.allocPd();
-    this.#mr = pd.regMr(SLOTS * SLOT_BYTES, Access.LocalWrite);
-    const caps = { maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES, rnrRetry: 7, rnrTimeoutMs: 1, maxRdAtomic: 1, timeoutMs: 8000 } as QpCaps;
-    const sink = { push: (wc: WorkCompletion) => this.#onWc(wc) };
-    if (dev.engine.qps.has(CM_QPN)) throw new SabreError(ErrorCode.InvalidState, 'the CM QPN is taken on this device');
-    this.#ctx = dev.engine.createQp(CM_QPN, 'srd', pd.handle, caps, sink, sink);
+    this.#pd = dev.allocPd();
+    this.#mr = this.#pd.regMr((SLOTS + 1) * SLOT_BYTES, Access.LocalWrite);
+    // Deep enough that failed Sends (unsignaled, but errors complete) never overrun it between polls.
+    this.#cq = dev.createCq({ depth: 4096 });
+    this.#qp = this.#pd.createCmQp({ sendCq: this.#cq, recvCq: this.#cq, maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
+    void this.#run();
   }
 
   listen(service: number, handler: ((r: CmRequest) => void) | undefined): void {
@@ -89,31 +97,46 @@ export class CmAgent {
         },
       });
       const pd = b64(privateData);
-      this.#send(to, { t: 'req', id, service, qpn, addr: { ...this.dev.address }, ...(pd ? { pd } : {}) });
+      try {
+        this.#send(to, { t: 'req', id, service, qpn, ...(pd ? { pd } : {}) });
+      } catch (e) {
+        clearTimeout(t);
+        this.#pending.delete(id);
+        reject(e);
+      }
     });
   }
 
   #send(to: DeviceAddress, m: CmMessage): void {
     const bytes = enc.encode(JSON.stringify(m));
     if (bytes.length > SLOT_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `CM message of ${bytes.length} bytes exceeds ${SLOT_BYTES} (private data too long)`);
-    const dev = this.dev;
-    const w: WrCtx = {
-      wr: { wrId: 0, opcode: Opcode.Send }, kind: WrKind.Send, signaled: false, pieces: [], total: bytes.length, inline: bytes,
-      pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0, flow: dev.engine.srdFlow(this.#ctx, to, CM_QPN),
-    };
-    dev.run((now) => dev.engine.postSend(this.#ctx, w, now));
+    const at = SLOTS * SLOT_BYTES;
+    this.#mr.buffer.set(bytes, at);
+    this.#qp.postSend({
+      wrId: 0, opcode: Opcode.Send, sgList: [{ addr: this.#mr.addr + at, length: bytes.length, lkey: this.#mr.lkey }],
+      signaled: false, ah: this.#pd.createAh({ address: to }), remoteQpn: CM_QPN,
+    });
   }
 
   #post(slot: number): void {
-    const dev = this.dev;
-    const r: RecvCtx = { wrId: slot, pieces: [{ rec: this.#mr.rec, addr: this.#mr.addr + slot * SLOT_BYTES, len: SLOT_BYTES }], total: SLOT_BYTES, claimed: false };
-    dev.run((now) => dev.engine.postRecv(this.#ctx, r, now));
+    this.#qp.postRecv({ wrId: slot, sgList: [{ addr: this.#mr.addr + slot * SLOT_BYTES, length: SLOT_BYTES, lkey: this.#mr.lkey }] });
   }
 
-  #onWc(wc: WorkCompletion): boolean {
-    if (wc.opcode !== WcOpcode.Recv) return true;
+  /** Completions of the CM QP, until the device closes. */
+  async #run(): Promise<void> {
+    for (;;) {
+      try {
+        await this.#cq.wait();
+        for (const wc of this.#cq.poll(SLOTS)) this.#onWc(wc);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  #onWc(wc: SourcedCompletion): void {
+    if (wc.opcode !== WcOpcode.Recv || wc.status !== WcStatus.Success) return;
     const slot = Number(wc.wrId);
-    if (wc.status !== WcStatus.Success) return true;
     const at = slot * SLOT_BYTES;
     let m: CmMessage | undefined;
     try {
@@ -121,16 +144,12 @@ export class CmAgent {
     } catch {
       m = undefined;
     }
-    // Repost after the completion step (the engine is mid-step here).
-    queueMicrotask(() => {
-      if (!this.dev.closed) this.#post(slot);
-      if (m) this.#dispatch(m);
-      else this.dropped++;
-    });
-    return true;
+    if (!this.dev.closed) this.#post(slot);
+    if (m && wc.src) this.#dispatch(m, wc.src);
+    else this.dropped++;
   }
 
-  #dispatch(m: CmMessage): void {
+  #dispatch(m: CmMessage, from: DeviceAddress): void {
     if (!m || typeof m !== 'object' || typeof m.id !== 'number') {
       this.dropped++;
       return;
@@ -141,30 +160,29 @@ export class CmAgent {
       else this.dropped++;
       return;
     }
-    if (m.t !== 'req' || !Number.isInteger(m.qpn) || !m.addr || typeof m.addr.transport !== 'string') {
+    if (m.t !== 'req' || !Number.isInteger(m.qpn)) {
       this.dropped++;
       return;
     }
-    const addr = m.addr;
     const service = Number.isInteger(m.service) ? m.service : 0;
     const h = this.#services.get(service);
     if (!h) {
-      this.#send(addr, { t: 'rej', id: m.id, reason: `no listener for service ${service}` });
+      this.#send(from, { t: 'rej', id: m.id, reason: `no listener for service ${service}` });
       return;
     }
     let answered = false;
     h({
-      service, qpn: m.qpn, addr, privateData: unb64(m.pd),
+      service, qpn: m.qpn, from, privateData: unb64(m.pd),
       reply: (qpn, privateData) => {
         if (answered) return;
         answered = true;
         const pd = b64(privateData);
-        this.#send(addr, { t: 'rep', id: m.id, qpn, ...(pd ? { pd } : {}) });
+        this.#send(from, { t: 'rep', id: m.id, qpn, ...(pd ? { pd } : {}) });
       },
       reject: (reason) => {
         if (answered) return;
         answered = true;
-        this.#send(addr, { t: 'rej', id: m.id, reason });
+        this.#send(from, { t: 'rej', id: m.id, reason });
       },
     });
   }

@@ -6,21 +6,20 @@
 //   const qp = await l.accept();                  // or: for await (const qp of l) …
 //   const qp = await connect(dev, serverDev.address, { pd, qpInit, service: 7, privateData });
 //
-// tcp: the MPA handshake is the exchange. The client's MPA Request carries sabre's private-data
+// The cm speaks verbs only. tcp (a device whose link carries the exchange, Device.linkServices):
+// the MPA handshake is the exchange. The client's MPA Request carries sabre's private-data
 // block with responderQpn 0 ("any QP of this service") and the service number; the listener
 // creates a QP, answers with its QPN in the MPA Reply, and both sides bind that very TCP
 // connection to their QPs. A standard iWARP initiator (no sabre block) reaches service 0.
-// udp / inproc: a CM agent on the reserved QPN 0xFFFFFFFF of each device exchanges REQ/REP/REJ as srd Sends (see
-// ./agent.ts), then both sides qp.connect as usual.
+// udp / inproc: a CM agent on the device's CM QP (reserved QPN) exchanges REQ/REP/REJ as srd
+// Sends (see ./agent.ts), then both sides qp.connect as usual; the listener connects to the
+// address the REQ came from, so a client behind a relay or NAT is reached.
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
-import { ErrorCode, SabreError } from '../errors.js';
-import type { MpaConnection } from '../transport/tcp/connection.js';
-import type { IncomingRequest, TcpAddress } from '../transport/tcp/listener.js';
-import { decodeSabrePd } from '../transport/tcp/private-data.js';
-import { tcpTransportOf, type TcpTransport } from '../transport/tcp/transport.js';
-import type { DeviceAddress } from '../transport/types.js';
+import type { DeviceAddress } from '../core/address.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { ServiceRequest } from '../core/link.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -82,10 +81,6 @@ function newQp(o: CmQpOptions): QueuePair {
   return qp;
 }
 
-function tcpOf(dev: Device): TcpTransport | undefined {
-  return dev.address.transport === 'tcp' ? tcpTransportOf(dev) : undefined;
-}
-
 export class CmListener implements AsyncIterable<QueuePair> {
   readonly device: Device;
   readonly service: number;
@@ -104,10 +99,9 @@ export class CmListener implements AsyncIterable<QueuePair> {
     this.service = serviceOf(opts.service);
     this.#opts = opts;
     this.#backlog = opts.backlog ?? 16;
-    const tcp = tcpOf(dev);
-    if (tcp) {
-      tcp.listenService(this.service, (r) => this.#onTcp(r));
-      this.#stop = () => tcp.listenService(this.service, undefined);
+    if (dev.linkServices) {
+      dev.listenService(this.service, (r) => this.#onService(r));
+      this.#stop = () => dev.listenService(this.service, undefined);
     } else {
       const agent = agentOf(dev);
       agent.listen(this.service, (r) => this.#onDatagram(r));
@@ -172,7 +166,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
     else this.#ready.push(qp);
   }
 
-  #onTcp(r: IncomingRequest): void {
+  #onService(r: ServiceRequest): void {
     if (this.#full()) {
       r.reject(this.#closed ? 'listener closed' : 'backlog full');
       return;
@@ -185,17 +179,11 @@ export class CmListener implements AsyncIterable<QueuePair> {
       return;
     }
     this.#inflight++;
-    const tcp = tcpOf(this.device)!;
-    const remoteQpn = r.initiatorQpn ?? 0;
     r.accept(qp.qpn, this.#opts.privateData)
-      .then((conn: MpaConnection) => {
-        if (!tcp.adoptConnection(qp.qpn, remoteQpn, conn)) throw new SabreError(ErrorCode.Closed, 'QP went away while accepting');
-        // The engine's flow needs a peer address; the connection already names the peer.
-        const address = { transport: 'tcp', host: conn.socket.remoteAddress ?? r.remoteAddress ?? '127.0.0.1', port: conn.socket.remotePort ?? r.remotePort ?? 1 };
-        return qp.connect({ address, qpn: remoteQpn });
-      })
+      // The connection is the QP's; connect binds the QP to it (the peer as the link saw it).
+      .then(() => qp.connect({ address: r.from, qpn: r.remoteQpn }))
       .then(
-        () => this.#deliver(qp, { privateData: r.userData?.length ? r.userData : undefined, remoteQpn, service: this.service }),
+        () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service }),
         () => {
           this.#inflight--;
           qp.destroy();
@@ -217,7 +205,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
     }
     this.#inflight++;
     r.reply(qp.qpn, this.#opts.privateData);
-    qp.connect({ address: r.addr, qpn: r.qpn }).then(
+    qp.connect({ address: r.from, qpn: r.qpn }).then(
       () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service }),
       () => {
         this.#inflight--;
@@ -241,20 +229,10 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   if (address.transport !== dev.address.transport) throw new SabreError(ErrorCode.InvalidArgument, `a ${dev.address.transport} device cannot reach a ${address.transport} address`);
   const qp = newQp(opts);
   try {
-    const tcp = tcpOf(dev);
     let remoteQpn: number;
     let privateData: Uint8Array | undefined;
-    if (tcp) {
-      const to: TcpAddress = { transport: 'tcp', host: String(address.host), port: Number(address.port) };
-      const conn = await tcp.endpoint.dial(qp.qpn, to, service, opts.privateData, timeoutMs);
-      const reply = decodeSabrePd(conn.result?.peerPrivateData ?? new Uint8Array(0));
-      if (reply?.kind !== 'connect' || reply.responderQpn === 0) {
-        conn.close();
-        throw new SabreError(ErrorCode.Unreachable, 'the listener did not name a QP in its MPA Reply');
-      }
-      remoteQpn = reply.responderQpn;
-      privateData = reply.userData?.length ? reply.userData : undefined;
-      if (!tcp.adoptConnection(qp.qpn, remoteQpn, conn)) throw new SabreError(ErrorCode.Closed, 'QP went away while connecting');
+    if (dev.linkServices) {
+      ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, timeoutMs));
     } else {
       ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs));
     }

@@ -13,7 +13,7 @@
 //   (test/dataplane/allocator.test.ts checks the invariants against a model).
 // The free list is two parallel sorted arrays (start, size): registration is control-plane
 // work, and thousands of holes cost microseconds to scan.
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 
 export const MIN_ALIGN = 64;
 

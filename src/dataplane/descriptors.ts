@@ -1,37 +1,24 @@
-// Descriptor layouts of the placement and scatter/gather kernels (assembly/sgcopy.ts is the
-// other half; the two are kept in step by test/dataplane/place.test.ts).
+// Writing and reading the records the data-plane kernels exchange with TypeScript: placement
+// descriptors and their amended-metadata records (place), scatter/gather descriptors (sgCopy)
+// and CRC32C batch descriptors (crc32cBatch). Offsets and sizes come from src/wire/spec.ts —
+// the kernels read the same layouts through assembly/wire.gen.ts — so neither side keeps a
+// copy of its own. Little-endian, as the kernels load them.
+import { CRC_BATCH_DESC, PLACE_DESC, PLACE_OUT, PlaceStatus, SG_DESC, SgStatus } from '../wire/spec.js';
 
-/** PlaceDesc: +0 src u32, +4 len u32, +8 stag u32, +12 pd u32, +16 to u64, +24 access u32, +28 tag u32. */
-export const PLACE_DESC_BYTES = 32;
-/** Amended-metadata record: +0 tag u32, +4 status u32, +8 len u32, +12 stag u32. */
-export const PLACE_OUT_BYTES = 16;
-/** SgDesc: +0 src u32, +4 dst u32, +8 len u32, +12 srcIdx u32, +16 dstIdx u32, +20..31 reserved. */
-export const SG_DESC_BYTES = 32;
+export { PlaceStatus, SgStatus };
+
+export const PLACE_DESC_BYTES = PLACE_DESC.size;
+export const PLACE_OUT_BYTES = PLACE_OUT.size;
+export const SG_DESC_BYTES = SG_DESC.size;
 /** One u32 status per SgDesc. */
 export const SG_OUT_BYTES = 4;
+export const CRC_DESC_BYTES = CRC_BATCH_DESC.size;
 
-export const PlaceStatus = {
-  Placed: 0,
-  /** Index out of range, entry free, or STag (key byte) mismatch. */
-  InvalidStag: 1,
-  PdMismatch: 2,
-  /** The region lacks a required Access bit. */
-  Access: 3,
-  /** [to, to+len) not inside the region. */
-  Bounds: 4,
-  /** Valid, but the region is EXTERNAL (outside device memory): the caller places it in software. */
-  Indirect: 5,
-  /** The payload range [src, src+len) lies outside the memory (caller bug; nothing written). */
-  SrcFault: 6,
-} as const;
-
-export const SgStatus = {
-  Ok: 0,
-  SrcEntry: 1,
-  DstEntry: 2,
-  SrcBounds: 3,
-  DstBounds: 4,
-} as const;
+const PD = PLACE_DESC.fields;
+const PO = PLACE_OUT.fields;
+const SD = SG_DESC.fields;
+const CD = CRC_BATCH_DESC.fields;
+const TO = PD.to.offset;
 
 export interface PlaceDesc {
   src: number;
@@ -52,20 +39,6 @@ export interface SgDesc {
   dstIdx: number;
 }
 
-export function writePlaceDesc(dv: DataView, addr: number, d: PlaceDesc): void {
-  dv.setUint32(addr, d.src, true);
-  dv.setUint32(addr + 4, d.len, true);
-  dv.setUint32(addr + 8, d.stag, true);
-  dv.setUint32(addr + 12, d.pd, true);
-  if (typeof d.to === 'bigint') dv.setBigUint64(addr + 16, d.to, true);
-  else {
-    dv.setUint32(addr + 16, d.to % 2 ** 32, true);
-    dv.setUint32(addr + 20, Math.floor(d.to / 2 ** 32), true);
-  }
-  dv.setUint32(addr + 24, d.access, true);
-  dv.setUint32(addr + 28, d.tag, true);
-}
-
 export interface PlaceResult {
   tag: number;
   status: number;
@@ -73,22 +46,57 @@ export interface PlaceResult {
   stag: number;
 }
 
+/** The placement hot path: one descriptor from plain numbers (no object per segment). */
+export function putPlaceDesc(dv: DataView, addr: number, src: number, len: number, stag: number, pd: number, to: number, access: number, tag: number): void {
+  dv.setUint32(addr + PD.src.offset, src, true);
+  dv.setUint32(addr + PD.len.offset, len, true);
+  dv.setUint32(addr + PD.stag.offset, stag, true);
+  dv.setUint32(addr + PD.pd.offset, pd, true);
+  dv.setUint32(addr + TO, to % 2 ** 32, true);
+  dv.setUint32(addr + TO + 4, Math.floor(to / 2 ** 32), true);
+  dv.setUint32(addr + PD.access.offset, access, true);
+  dv.setUint32(addr + PD.tag.offset, tag, true);
+}
+
+export function writePlaceDesc(dv: DataView, addr: number, d: PlaceDesc): void {
+  if (typeof d.to === 'bigint') {
+    putPlaceDesc(dv, addr, d.src, d.len, d.stag, d.pd, 0, d.access, d.tag);
+    dv.setBigUint64(addr + TO, d.to, true);
+  } else putPlaceDesc(dv, addr, d.src, d.len, d.stag, d.pd, d.to, d.access, d.tag);
+}
+
+/** Source address of the descriptor at addr. */
+export const placeDescSrc = (dv: DataView, addr: number): number => dv.getUint32(addr + PD.src.offset, true);
+export const placeOutTag = (dv: DataView, addr: number): number => dv.getUint32(addr + PO.tag.offset, true);
+export const placeOutStatus = (dv: DataView, addr: number): number => dv.getUint32(addr + PO.status.offset, true);
+
 export function readPlaceOut(dv: DataView, addr: number): PlaceResult {
   return {
-    tag: dv.getUint32(addr, true),
-    status: dv.getUint32(addr + 4, true),
-    len: dv.getUint32(addr + 8, true),
-    stag: dv.getUint32(addr + 12, true),
+    tag: placeOutTag(dv, addr),
+    status: placeOutStatus(dv, addr),
+    len: dv.getUint32(addr + PO.len.offset, true),
+    stag: dv.getUint32(addr + PO.stag.offset, true),
   };
 }
 
 export function writeSgDesc(dv: DataView, addr: number, d: SgDesc): void {
-  dv.setUint32(addr, d.src, true);
-  dv.setUint32(addr + 4, d.dst, true);
-  dv.setUint32(addr + 8, d.len, true);
-  dv.setUint32(addr + 12, d.srcIdx, true);
-  dv.setUint32(addr + 16, d.dstIdx, true);
-  dv.setUint32(addr + 20, 0, true);
-  dv.setUint32(addr + 24, 0, true);
-  dv.setUint32(addr + 28, 0, true);
+  dv.setUint32(addr + SD.src.offset, d.src, true);
+  dv.setUint32(addr + SD.dst.offset, d.dst, true);
+  dv.setUint32(addr + SD.len.offset, d.len, true);
+  dv.setUint32(addr + SD.srcIdx.offset, d.srcIdx, true);
+  dv.setUint32(addr + SD.dstIdx.offset, d.dstIdx, true);
+  for (let o = SD.rsvd.offset; o < SD.rsvd.offset + SD.rsvd.size; o += 4) dv.setUint32(addr + o, 0, true);
 }
+
+/** A crc32cBatch descriptor: CRC32C of [ptr, ptr+len) continuing from `previous`. */
+export function writeCrcDesc(dv: DataView, addr: number, ptr: number, len: number, previous: number): void {
+  dv.setUint32(addr + CD.ptr.offset, ptr, true);
+  dv.setUint32(addr + CD.len.offset, len, true);
+  dv.setUint32(addr + CD.previous.offset, previous >>> 0, true);
+  dv.setUint32(addr + CD.out.offset, 0, true);
+}
+
+export const crcDescPtr = (dv: DataView, addr: number): number => dv.getUint32(addr + CD.ptr.offset, true);
+export const crcDescLen = (dv: DataView, addr: number): number => dv.getUint32(addr + CD.len.offset, true);
+/** The result the kernel wrote into the descriptor at addr. */
+export const crcDescOut = (dv: DataView, addr: number): number => dv.getUint32(addr + CD.out.offset, true);

@@ -1,7 +1,7 @@
 // One shared WebAssembly.Memory per device, the memory map over it, the region arena and the
 // region table. Everything the data plane can address lives here; regMr carves regions out
 // of the arena so placement into them is a single memory.copy in WASM.
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { Allocator, type AllocatorStats } from './allocator.js';
 import { type MemoryMap, type MemoryMapOptions, planMemoryMap } from './memory-map.js';
 import { RegionTable } from './region-table.js';

@@ -9,7 +9,7 @@ export const JobOp = {
   Nop: 0,
   /** a0 ptr, a1 len, a2 previous → result = CRC32C. */
   Crc32c: 1,
-  /** a0 descPtr, a1 count: 16-byte {ptr, len, previous, out} descriptors, results in `out`. */
+  /** a0 descPtr, a1 count: crcBatchDesc records (src/wire/spec.ts), results in their `out`. */
   Crc32cBatch: 2,
   /** a0 descPtr, a1 count, a2 tablePtr, a3 tableEntries, a4 outPtr → result = placed count. */
   Place: 3,

@@ -3,7 +3,7 @@
 // device memory, which every pool thread maps. The packet path uses DataPlaneWorkers and
 // rings instead.
 import { Piscina } from 'piscina';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DeviceMemory } from './device-memory.js';
 import type { PoolTask } from './pool-task.js';
 import { workerScript } from './worker-url.js';

@@ -1,17 +1,18 @@
 // The region table: the placement kernel's only source of truth about who may write where.
-// 32-byte little-endian entries in device memory, entry index = STag >>> 8 (layout in
-// assembly/sgcopy.ts and notes/interfaces.md). Index 0 is never handed out, so STags 0..255
-// never name a region.
+// Little-endian entries in device memory (layout REGION_ENTRY in src/wire/spec.ts, which the
+// kernels read through assembly/wire.gen.ts), entry index = STag >>> 8. Index 0 is never
+// handed out, so STags 0..255 never name a region.
 //
 // Publication order matters because worker threads read entries while the control plane
 // writes them: `write` first kills the old STag, then fills the fields, then publishes the new
 // STag with one Atomics.store; a reader that sees the new STag therefore sees the new bounds.
 // `clear` is one Atomics.store of 0, so a deregistered key stops matching at once.
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { REGION_ENTRY } from '../wire/spec.js';
 
-export const ENTRY_BYTES = 32;
-export const FLAG_EXTERNAL = 1;
+export const ENTRY_BYTES = REGION_ENTRY.size;
+export const FLAG_EXTERNAL = REGION_ENTRY.fields.flags.bits!.External.mask;
 
 export interface RegionEntry {
   base: number;
@@ -22,12 +23,15 @@ export interface RegionEntry {
   external?: boolean;
 }
 
-const W_BASE = 0;
-const W_LENGTH = 1;
-const W_STAG = 2;
-const W_PD = 3;
-const W_ACCESS = 4;
-const W_FLAGS = 5;
+// Entry fields as Int32Array word indices (every field is a 4-byte-aligned u32; iova is two words).
+const F = REGION_ENTRY.fields;
+const W_BASE = F.base.offset / 4;
+const W_LENGTH = F.length.offset / 4;
+const W_STAG = F.stag.offset / 4;
+const W_PD = F.pd.offset / 4;
+const W_ACCESS = F.access.offset / 4;
+const W_FLAGS = F.flags.offset / 4;
+const W_IOVA = F.iova.offset / 4;
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
 
@@ -88,8 +92,8 @@ export class RegionTable {
     w[o + W_PD] = e.pd | 0;
     w[o + W_ACCESS] = e.access | 0;
     w[o + W_FLAGS] = e.external ? FLAG_EXTERNAL : 0;
-    w[o + 6] = 0;
-    w[o + 7] = 0;
+    w[o + W_IOVA] = 0;
+    w[o + W_IOVA + 1] = 0;
     Atomics.store(w, o + W_STAG, e.stag | 0);
   }
 

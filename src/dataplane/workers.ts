@@ -4,7 +4,7 @@
 // of kernel work described by pointers into device memory) and a per-worker pump, asleep in
 // Atomics.waitAsync, resolves them as completions arrive.
 import { Worker } from 'node:worker_threads';
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DeviceMemory } from './device-memory.js';
 import { type Job, JobOp, type JobResult } from './jobs.js';
 import { Ring } from './ring.js';

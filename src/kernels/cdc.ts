@@ -8,8 +8,8 @@
 // went through. With the table derived from a secret key, the boundaries are a secret of the key's
 // holders (docs/dedup.md, "Keyed chunking", for the attacks and the limits of this defence).
 import { hkdfSync } from 'node:crypto';
-import { ErrorCode, SabreError } from '../errors.js';
-import { CDC_AREA, ctx, SCRATCH_BYTES, STATE_BYTES } from './context.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { CDC_AREA, own as ctx, SCRATCH_BYTES, STATE_BYTES } from './scratch.js';
 
 export interface CdcOptions {
   /**

@@ -12,20 +12,20 @@
 // stream updated many times in a row) copies nothing. Records are position-independent, which
 // is what lets the kernel resume one at any address.
 //
-// Layout used in ctx.stateBase (this module is the only user of the state area today):
+// Layout used in own.stateBase (this module is the only user of the state area today):
 //   +0     16-byte result
 //   +64    working slot (the resident stream's record)
 //   +704   one-shot slot (streams inputs larger than the scratch window)
-import { ErrorCode, SabreError } from '../errors.js';
-import { ctx, forEachChunk, SCRATCH_BYTES } from './context.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { own, forEachChunk, SCRATCH_BYTES } from './scratch.js';
 
-const STATE_SIZE = ctx.kernels.xxh128StateSize();
+const STATE_SIZE = own.kernels.xxh128StateSize();
 const RECORD_STRIDE = Math.ceil(STATE_SIZE / 64) * 64;
-const OUT = ctx.stateBase;
-const WORK_SLOT = ctx.stateBase + 64;
+const OUT = own.stateBase;
+const WORK_SLOT = own.stateBase + 64;
 const ONESHOT_SLOT = WORK_SLOT + RECORD_STRIDE;
 const U64_MAX = (1n << 64n) - 1n;
-const view = new DataView(ctx.memory.buffer);
+const view = new DataView(own.memory.buffer);
 
 export interface Xxh128Hasher {
   /** Append bytes to the stream. Returns the same hasher, for chaining. */
@@ -65,7 +65,7 @@ function readResult(): bigint {
 export function xxh128(data: Uint8Array, seed?: number | bigint): bigint {
   checkData('xxh128', data);
   const s = toSeed('xxh128', seed);
-  const { kernels } = ctx;
+  const { kernels } = own;
   if (data.length <= SCRATCH_BYTES) {
     forEachChunk(data, (ptr, len) => kernels.xxh128(ptr, len, s, OUT));
   } else {
@@ -84,13 +84,13 @@ class Xxh128Stream implements Xxh128Hasher {
 
   constructor(seed: bigint) {
     this.#acquire(false);
-    ctx.kernels.xxh128Reset(WORK_SLOT, seed);
+    own.kernels.xxh128Reset(WORK_SLOT, seed);
   }
 
   /** Make this stream's record the working slot's, writing the previous owner's back. */
   #acquire(load: boolean): void {
     if (resident === this) return;
-    const { u8 } = ctx;
+    const { u8 } = own;
     if (resident !== null) resident.#record.set(u8.subarray(WORK_SLOT, WORK_SLOT + STATE_SIZE));
     if (load) u8.set(this.#record, WORK_SLOT);
     resident = this;
@@ -99,14 +99,14 @@ class Xxh128Stream implements Xxh128Hasher {
   update(data: Uint8Array): Xxh128Hasher {
     checkData('Xxh128Hasher.update', data);
     this.#acquire(true);
-    const { kernels } = ctx;
+    const { kernels } = own;
     forEachChunk(data, (ptr, len) => kernels.xxh128Update(WORK_SLOT, ptr, len));
     return this;
   }
 
   digest(): bigint {
     this.#acquire(true);
-    ctx.kernels.xxh128Digest(WORK_SLOT, OUT);
+    own.kernels.xxh128Digest(WORK_SLOT, OUT);
     return readResult();
   }
 }

@@ -10,8 +10,8 @@
 // Indirect path: regions outside device memory (regMr(Uint8Array)) pass the same checks in the
 // kernel, which reports INDIRECT instead of copying; TypeScript then copies the bytes.
 import type { DeviceMemory } from '../dataplane/device-memory.js';
-import { PLACE_DESC_BYTES, PLACE_OUT_BYTES, PlaceStatus } from '../dataplane/descriptors.js';
-import { ErrorCode, SabreError } from '../errors.js';
+import { PLACE_DESC_BYTES, PLACE_OUT_BYTES, PlaceStatus, placeDescSrc, placeOutStatus, placeOutTag, putPlaceDesc } from '../dataplane/descriptors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 
 export { PlaceStatus };
 
@@ -159,16 +159,7 @@ export class EngineMemory {
   }
 
   addDesc(src: number, len: number, stag: number, pd: number, to: number, access: number, tag: number): void {
-    const dv = this.dm.dataView();
-    const a = this.descBase + this.count * PLACE_DESC_BYTES;
-    dv.setUint32(a, src, true);
-    dv.setUint32(a + 4, len, true);
-    dv.setUint32(a + 8, stag, true);
-    dv.setUint32(a + 12, pd, true);
-    dv.setUint32(a + 16, to % 2 ** 32, true);
-    dv.setUint32(a + 20, Math.floor(to / 2 ** 32), true);
-    dv.setUint32(a + 24, access, true);
-    dv.setUint32(a + 28, tag, true);
+    putPlaceDesc(this.dm.dataView(), this.descBase + this.count * PLACE_DESC_BYTES, src, len, stag, pd, to, access, tag);
     this.count++;
   }
 
@@ -180,16 +171,16 @@ export class EngineMemory {
   }
 
   outTag(i: number): number {
-    return this.dm.dataView().getUint32(this.outBase + i * PLACE_OUT_BYTES, true);
+    return placeOutTag(this.dm.dataView(), this.outBase + i * PLACE_OUT_BYTES);
   }
 
   outStatus(i: number): number {
-    return this.dm.dataView().getUint32(this.outBase + i * PLACE_OUT_BYTES + 4, true);
+    return placeOutStatus(this.dm.dataView(), this.outBase + i * PLACE_OUT_BYTES);
   }
 
   /** Source address of descriptor i (for the indirect path). */
   descSrc(i: number): number {
-    return this.dm.dataView().getUint32(this.descBase + i * PLACE_DESC_BYTES, true);
+    return placeDescSrc(this.dm.dataView(), this.descBase + i * PLACE_DESC_BYTES);
   }
 
   reset(): void {

@@ -1,8 +1,10 @@
 // Cutting RDMAP messages into DDP segments (RFC 5041): data messages become segments of at
 // most `mss` payload bytes whose payload is a list of views into the source memory (gathered
 // by the link, never copied here); control messages are one untagged segment whose RDMAP
-// payload travels in the header buffer.
-import type { Envelope, SegFrame } from '../transport/types.js';
+// payload travels in the header buffer. Each frame carries its header decoded (`ddp`) as well,
+// so a receiver handed the frame itself (inproc) does not decode it again.
+import type { DdpHdr, Envelope, SegFrame } from '../core/frame.js';
+import { ViewCursor } from '../core/gather.js';
 import { encodeDdp, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
 
 export interface DataMsg {
@@ -24,35 +26,25 @@ export interface DataMsg {
 }
 
 export function dataFrames(m: DataMsg, out: SegFrame[]): void {
-  let pi = 0;
-  let po = 0;
+  const cur = new ViewCursor(m.parts);
   let off = 0;
   do {
     const len = Math.min(m.mss, m.total - off);
     const payload: Uint8Array[] = [];
-    let need = len;
-    while (need > 0) {
-      const p = m.parts[pi]!;
-      const take = Math.min(need, p.length - po);
-      payload.push(po === 0 && take === p.length ? p : p.subarray(po, po + take));
-      po += take;
-      need -= take;
-      if (po === p.length) {
-        pi++;
-        po = 0;
-      }
-    }
+    cur.takeViews(len, payload);
     const last = off + len === m.total;
     let hdr: Uint8Array;
+    let ddp: DdpHdr;
     if (m.tagged) {
       hdr = new Uint8Array(TAGGED_HDR_LEN);
-      encodeDdp({ tagged: true, last, opcode: m.opcode, stag: m.stag!, to: m.to! + off }, hdr, 0);
+      ddp = { tagged: true, last, opcode: m.opcode, stag: m.stag!, to: m.to! + off };
     } else {
       hdr = new Uint8Array(UNTAGGED_HDR_LEN);
-      encodeDdp({ tagged: false, last, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn!, msn: m.msn!, mo: off }, hdr, 0);
+      ddp = { tagged: false, last, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn!, msn: m.msn!, mo: off };
     }
+    encodeDdp(ddp, hdr, 0);
     const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: m.total, off };
-    out.push({ kind: 'seg', env, hdr, payload });
+    out.push({ kind: 'seg', env, hdr, payload, ddp });
     off += len;
   } while (off < m.total);
 }
@@ -73,9 +65,10 @@ export interface CtlMsg {
 /** A one-segment untagged control message; its RDMAP payload is carried in hdr. */
 export function ctlFrame(m: CtlMsg): SegFrame {
   const hdr = new Uint8Array(UNTAGGED_HDR_LEN + m.bodyLen);
-  encodeDdp({ tagged: false, last: true, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn, msn: m.msn, mo: 0 }, hdr, 0);
+  const ddp: DdpHdr = { tagged: false, last: true, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn, msn: m.msn, mo: 0 };
+  encodeDdp(ddp, hdr, 0);
   const n = m.body(hdr, UNTAGGED_HDR_LEN);
   const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: n, off: 0 };
   if (m.ack !== undefined) env.ack = m.ack;
-  return { kind: 'seg', env, hdr: n === m.bodyLen ? hdr : hdr.subarray(0, UNTAGGED_HDR_LEN + n), payload: [] };
+  return { kind: 'seg', env, hdr: n === m.bodyLen ? hdr : hdr.subarray(0, UNTAGGED_HDR_LEN + n), payload: [], ddp };
 }

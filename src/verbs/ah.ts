@@ -1,6 +1,6 @@
 // AddressHandle: how an srd work request names the device it goes to.
-import type { DeviceAddress } from '../transport/types.js';
-import { addressKey } from '../transport/types.js';
+import type { DeviceAddress } from '../core/address.js';
+import { addressKey } from '../core/address.js';
 import type { ProtectionDomain } from './pd.js';
 
 export class AddressHandle {

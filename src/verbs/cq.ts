@@ -8,9 +8,8 @@
 // poll() keeps returning the completions queued before the overrun; once they are drained,
 // poll() and wait() throw / reject SabreError(InvalidState): the CQ is no longer usable.
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
-import { ErrorCode, SabreError } from '../errors.js';
-import type { CompletionSink } from '../rdmap/context.js';
-import type { WorkCompletion } from './types.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { CompletionSink, WorkCompletion } from '../core/work.js';
 
 interface Waiter {
   resolve: () => void;
@@ -54,8 +53,8 @@ export class CompletionQueue implements CompletionSink {
     return this.#dropped;
   }
 
-  /** @internal the engine's side. */
-  push(wc: WorkCompletion): boolean {
+  /** @internal the engine's side: false when the CQ was full (the completion is lost, the CQ overran). */
+  offer(wc: WorkCompletion): boolean {
     if (this.#closed) return true;
     if (this.#overrun || this.count >= this.depth) {
       this.#overrun = true;

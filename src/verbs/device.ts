@@ -1,20 +1,30 @@
-// Device: one shared device memory, one RDMAP engine, one transport. The device is the I/O
-// shell around the sans-I/O engine: it feeds the engine work requests and received frames
-// with the clock, hands the engine's frames to the transport, and keeps one timer for the
-// engine's next deadline.
-import { DataPlaneWorkers } from '../dataplane/workers.js';
+// Device: one shared device memory, one RDMAP engine, one link — the one shell that joins an
+// engine to a link. It feeds the engine work requests and the link's events with the clock,
+// hands the engine's frames to the link, acts on the engine's events (a QP connected or in
+// ERROR) and keeps one timer for the engine's next deadline. Neither side sees the other.
 import { performance } from 'node:perf_hooks';
+import type { DeviceAddress } from '../core/address.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { QpState } from '../core/enums.js';
+import type { Frame } from '../core/frame.js';
+import type { Link, ServiceRequest } from '../core/link.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
-import { ErrorCode, SabreError } from '../errors.js';
+import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { RdmapEngine } from '../rdmap/engine.js';
+import type { EngineEvent } from '../rdmap/events.js';
 import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
-import { InprocTransport } from '../transport/inproc/fabric.js';
-import { type DeviceAddress, type Frame, type Transport, addressKey } from '../transport/types.js';
-import { UdpTransport } from '../transport/udp/transport.js';
-import { TcpTransport } from '../transport/tcp/transport.js';
+import type { EngineQp } from '../rdmap/state.js';
+import { InprocLink } from '../transport/inproc/fabric.js';
+import { TcpLink } from '../transport/tcp/link.js';
+import { UdpLink } from '../transport/udp/link.js';
 import { CompletionQueue } from './cq.js';
 import { ProtectionDomain } from './pd.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
+
+interface ConnectWatch {
+  connected(): void;
+  failed(): void;
+}
 
 export class Device {
   readonly address: DeviceAddress;
@@ -22,35 +32,48 @@ export class Device {
   readonly engine: RdmapEngine;
   /** @internal */
   readonly engineMemory: EngineMemory;
-  readonly #transport: Transport;
+  readonly #link: Link;
   readonly #cqs = new Set<CompletionQueue>();
   readonly #pds = new Set<ProtectionDomain>();
+  readonly #connecting = new Map<number, ConnectWatch>();
   #pdNext = 1;
   #qpnNext = 1;
   #closed = false;
   #timer?: ReturnType<typeof setTimeout>;
   #timerAt = Infinity;
 
-  /** @internal use openDevice */
-  constructor(mem: DeviceMemory, transport: Transport, opts: { mss?: number }) {
+  /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
+  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number } = {}) {
     this.engineMemory = new EngineMemory(mem);
-    this.engine = new RdmapEngine(this.engineMemory, opts);
-    this.#transport = transport;
-    this.address = transport.address;
-    transport.onReceive((batch) => {
-      if (this.#closed) return;
-      this.run((now) => this.engine.receive(batch, now));
-    });
-    // A link that lost a peer for good (UDP past its retry limit): fail what depended on it.
-    transport.onLinkFailure?.((to) => {
-      if (this.#closed) return;
-      this.run((now) => this.engine.linkFailed(addressKey(to), now));
+    this.engine = new RdmapEngine(this.engineMemory, { mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true });
+    this.#link = link;
+    this.address = link.address;
+    link.start({
+      frames: (batch) => {
+        if (!this.#closed) this.run((now) => this.engine.handleFrames(batch, now));
+      },
+      // A link that lost a peer for good (udp past its retry limit): fail what depended on it.
+      peerLost: (peer) => {
+        if (!this.#closed) this.run((now) => this.engine.handlePeerLost(peer, now));
+      },
+      qpUp: (qpn, profile) => {
+        if (!this.#closed) this.run((now) => this.engine.handleLinkUp(qpn, profile, now));
+      },
+      qpDown: (qpn, cause) => {
+        if (!this.#closed) this.run((now) => this.engine.handleLinkDown(qpn, cause, now));
+      },
+      // A connection for a QP that does not exist yet (the peer process can be a step ahead)
+      // or has not connected yet may be held for its connect().
+      awaitsConnection: (qpn) => {
+        const qp = this.engine.qps.get(qpn);
+        return !qp || (qp.type === 'rc' && (qp.state === QpState.Reset || qp.state === QpState.Init || qp.state === QpState.Rtr));
+      },
     });
   }
 
   /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
   get mtu(): number | undefined {
-    return this.#transport.mtu;
+    return this.#link.mtu;
   }
 
   get closed(): boolean {
@@ -76,7 +99,7 @@ export class Device {
 
   /** Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR. */
   stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number> } {
-    const link = this.#transport.stats?.();
+    const link = this.#link.stats?.();
     return { ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}) };
   }
 
@@ -85,7 +108,7 @@ export class Device {
     for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
-    await this.#transport.close();
+    await this.#link.close();
     for (const cq of this.#cqs) cq.close();
   }
 
@@ -106,7 +129,7 @@ export class Device {
 
   /** @internal */
   reachable(a: DeviceAddress): boolean {
-    return this.#transport.reachable(a);
+    return this.#link.reachable(a);
   }
 
   /** @internal */
@@ -114,22 +137,65 @@ export class Device {
     return this.engineMemory.dm.u8().subarray(addr, addr + length);
   }
 
-  /** @internal run an engine step at the current time, then carry out its actions. */
+  /**
+   * @internal QueuePair.connect: bind rc QP `qp` to `rqpn` at `peer`. On a link without
+   * connections the engines greet each other; a connection link (tcp) is asked for the QP's
+   * connection and reports it up (or down).
+   */
+  connectQp(qp: EngineQp, peer: DeviceAddress, rqpn: number): void {
+    const conns = this.#link.connections;
+    this.run((now) => this.engine.connect(qp, peer, rqpn, now, conns === undefined));
+    conns?.openQp(qp.qpn, peer, rqpn);
+  }
+
+  /** @internal QueuePair.connect waits for its QP's 'connected' (or 'qpError') event here. */
+  watchConnect(qpn: number, w: ConnectWatch): void {
+    this.#connecting.set(qpn, w);
+  }
+
+  /** @internal */
+  unwatchConnect(qpn: number): void {
+    this.#connecting.delete(qpn);
+  }
+
+  /**
+   * @internal src/cm: whether the link carries rdma_cm-style exchanges in its own connection
+   * handshake (tcp: the MPA private data). Otherwise the CM agent's reserved QP carries them.
+   */
+  get linkServices(): boolean {
+    return this.#link.connections !== undefined;
+  }
+
+  /** @internal src/cm on a linkServices device: route connects for `service` to `handler` (undefined stops). */
+  listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
+    this.#link.connections!.listen(service, handler);
+  }
+
+  /** @internal src/cm on a linkServices device: connect rc QP `qpn` to the listener for `service` at `to`. */
+  dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
+    return this.#link.connections!.dial(qpn, to, service, privateData, timeoutMs);
+  }
+
+  /** @internal run an engine step at the current time, then carry out what it asks for. */
   run(step: (now: number) => void): void {
     step(performance.now());
     this.#flush();
   }
 
   #flush(): void {
-    const out = this.engine.takeOutbox();
-    let i = 0;
-    while (i < out.length) {
-      const to = out[i]!.to;
-      const frames: Frame[] = [];
-      while (i < out.length && out[i]!.to === to) frames.push(out[i++]!.frame);
-      this.#transport.send(to, frames);
+    const engine = this.engine;
+    // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
+    for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) {
+      let i = 0;
+      while (i < out.length) {
+        const to = out[i]!.to;
+        const frames: Frame[] = [];
+        while (i < out.length && out[i]!.to === to) frames.push(out[i++]!.frame);
+        this.#link.send(to, frames);
+      }
     }
-    const at = this.engine.nextDeadline();
+    for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEvent(ev);
+    const at = engine.pollTimeout();
     if (at !== undefined && at < this.#timerAt && !this.#closed) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timerAt = at;
@@ -137,11 +203,32 @@ export class Device {
     }
   }
 
+  #onEvent(ev: EngineEvent): void {
+    switch (ev.kind) {
+      case 'connected':
+        this.#connecting.get(ev.qpn)?.connected();
+        this.#connecting.delete(ev.qpn);
+        return;
+      case 'qpError': {
+        const w = this.#connecting.get(ev.qpn);
+        this.#connecting.delete(ev.qpn);
+        w?.failed();
+        // After the frames above (a Terminate, if any) were handed over: nothing follows them.
+        this.#link.connections?.closeQp(ev.qpn);
+        return;
+      }
+      case 'cqError':
+        // The CQ already reports its overrun (poll/wait throw InvalidState). Async events for
+        // the application (QP fatal, CQ error, path lost) would be raised here.
+        return;
+    }
+  }
+
   #onTimer = (): void => {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     if (this.#closed) return;
-    this.run((now) => this.engine.tick(now));
+    this.run((now) => this.engine.handleTimeout(now));
   };
 }
 
@@ -164,19 +251,17 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
     workerSlots: dataPlaneWorkers,
   });
-  if (opts.transport === 'inproc') return new Device(mem, new InprocTransport(), { mss: opts.mss ?? 65536 });
+  if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536 });
   if (opts.transport === 'tcp') {
     // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
-    const t = await TcpTransport.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
-    const dev = new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
-    t.bind(dev);
-    return dev;
+    const t = await TcpLink.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
+    return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
   const dp = dataPlaneWorkers > 0 ? await DataPlaneWorkers.start(mem, dataPlaneWorkers) : undefined;
-  let t: UdpTransport;
+  let t: UdpLink;
   try {
-    t = await UdpTransport.open({
+    t = await UdpLink.open({
       host: opts.host ?? '127.0.0.1',
       port: opts.port ?? 0,
       deviceMemory: mem,
@@ -185,9 +270,9 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
       ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
     });
   } catch (e) {
-    // The transport owns the workers once open; before that they are ours to stop.
+    // The link owns the workers once open; before that they are ours to stop.
     await dp?.close();
     throw e;
   }
-  return new Device(mem, t, { mss: Math.min(opts.mss ?? t.mss, t.mss) });
+  return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
 }

@@ -2,7 +2,7 @@
 // memory (direct placement by the WASM kernel); regions over an external Uint8Array are placed
 // by TypeScript (the indirect path) and get an address of sabre's own that never collides
 // with device memory. lkey === rkey (one STag, as in siw).
-import { ErrorCode, SabreError } from '../errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { MrRecord } from '../rdmap/memory.js';
 import type { ProtectionDomain } from './pd.js';
 

@@ -1,9 +1,10 @@
 // ProtectionDomain: the scope of keys. A remote access is only honoured for a region of the
 // same PD as the QP it arrives on (the region table stores the PD; the kernel compares it).
-import { ErrorCode, SabreError } from '../errors.js';
-import type { DeviceAddress } from '../transport/types.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { DeviceAddress } from '../core/address.js';
 import { AddressHandle } from './ah.js';
 import type { Device } from './device.js';
+import { CM_QPN } from './reserved.js';
 import { MemoryRegion } from './mr.js';
 import { QueuePair } from './qp.js';
 import type { AhInit, QpInit } from './types.js';
@@ -69,6 +70,19 @@ export class ProtectionDomain {
   createQp(init: QpInit): QueuePair {
     this.device.assertOpen();
     const qp = new QueuePair(this, init);
+    this.qps.add(qp);
+    return qp;
+  }
+
+  /**
+   * @internal The device's connection-manager QP (src/cm/agent.ts): an srd QP at the reserved
+   * QPN CM_QPN, whose receive completions also carry the sender's address as `src` (the address
+   * the link observed, like a UD completion's source: see SourcedCompletion). It is an ordinary
+   * QP otherwise — the agent posts Sends and receives to it with postSend / postRecv.
+   */
+  createCmQp(init: Omit<QpInit, 'type'>): QueuePair {
+    this.device.assertOpen();
+    const qp = new QueuePair(this, { ...init, type: 'srd' }, { qpn: CM_QPN });
     this.qps.add(qp);
     return qp;
   }

@@ -7,14 +7,21 @@
 // no connection. modify({ state: QpState.Error }) moves any QP to ERROR, which completes all
 // outstanding and later work with WrFlushErr; modify({ state: QpState.Reset }) from ERROR
 // empties it again, and INIT → connect reuses it.
-import { ErrorCode, SabreError } from '../errors.js';
-import { type Piece, type QpCaps, QpCtx, type RecvCtx, type WrCtx, WrKind, type WrKindValue } from '../rdmap/context.js';
+//
+// Work requests are checked against the opcode table (src/rdmap/opcodes.ts: what each opcode
+// needs — remote segment, segment list, 8-byte word, immediate — and whether it is a sabre
+// extension a standard iWARP peer cannot take) and copied at post time: the caller's SendWr
+// and sgList are free the moment postSend returns.
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { Access, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
+import type { Sge } from '../core/work.js';
 import { PlaceStatus } from '../rdmap/memory.js';
-import type { CompletionQueue } from './cq.js';
-import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcStatus } from './enums.js';
-import type { ProtectionDomain } from './pd.js';
-import type { ConnectInit, QpInit, RecvWr, SendWr, Sge } from './types.js';
+import { rowForWr } from '../rdmap/opcodes.js';
+import { type EngineQp, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../rdmap/state.js';
 import { AddressHandle } from './ah.js';
+import type { CompletionQueue } from './cq.js';
+import type { ProtectionDomain } from './pd.js';
+import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
 
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
 const isAddr = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
@@ -39,13 +46,16 @@ export class QueuePair {
   readonly sendCq: CompletionQueue;
   readonly recvCq: CompletionQueue;
   readonly caps: Readonly<QpCaps>;
-  /** @internal */
-  readonly ctx: QpCtx;
+  /** @internal the engine's side of this QP */
+  readonly engineQp: EngineQp;
   #connecting?: Promise<void>;
   #destroyed = false;
 
-  /** @internal use ProtectionDomain.createQp */
-  constructor(pd: ProtectionDomain, init: QpInit) {
+  /**
+   * @internal use ProtectionDomain.createQp. `reserved`: the device's connection-manager QP
+   * (ProtectionDomain.createCmQp): a reserved QPN, receive completions with the source address.
+   */
+  constructor(pd: ProtectionDomain, init: QpInit, reserved?: { qpn: number }) {
     if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
     if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
     const dev = pd.device;
@@ -68,12 +78,13 @@ export class QueuePair {
     this.sendCq = init.sendCq;
     this.recvCq = init.recvCq;
     this.caps = Object.freeze(caps);
-    this.qpn = dev.nextQpn();
-    this.ctx = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq);
+    if (reserved && dev.engine.qps.has(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
+    this.qpn = reserved ? reserved.qpn : dev.nextQpn();
+    this.engineQp = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
   }
 
   get state(): QpStateValue {
-    return this.ctx.state;
+    return this.engineQp.state;
   }
 
   /**
@@ -88,28 +99,29 @@ export class QueuePair {
         throw bad('connect needs { address, qpn }');
       }
       if (this.#connecting) throw new SabreError(ErrorCode.InvalidState, 'connect already called on this QP');
-      if (this.ctx.state === QpState.Reset) this.ctx.state = QpState.Init;
-      if (this.ctx.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(this.ctx.state)}`);
+      const q = this.engineQp;
+      if (q.state === QpState.Reset) q.state = QpState.Init;
+      if (q.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(q.state)}`);
       const dev = this.pd.device;
       if (!dev.reachable(peer.address)) throw new SabreError(ErrorCode.Unreachable, `no device at ${JSON.stringify(peer.address)}`);
       const timeoutMs = peer.timeoutMs ?? 10_000;
       this.#connecting = new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => {
-          this.ctx.onConnected = undefined;
+          dev.unwatchConnect(this.qpn);
           reject(new SabreError(ErrorCode.Timeout, `peer QP ${peer.qpn} did not connect within ${timeoutMs} ms`));
         }, timeoutMs);
-        this.ctx.onConnected = () => {
-          clearTimeout(timer);
-          this.ctx.onConnected = undefined;
-          resolve();
-        };
-        this.ctx.onError = () => {
-          clearTimeout(timer);
-          if (this.ctx.onConnected) reject(new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
-          this.ctx.onConnected = undefined;
-        };
+        dev.watchConnect(this.qpn, {
+          connected: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          failed: () => {
+            clearTimeout(timer);
+            reject(new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
+          },
+        });
       });
-      dev.run((now) => dev.engine.connect(this.ctx, { ...peer.address }, peer.qpn, now));
+      dev.connectQp(q, { ...peer.address }, peer.qpn);
       return this.#connecting;
     } catch (e) {
       return Promise.reject(e);
@@ -125,19 +137,21 @@ export class QueuePair {
     this.#live();
     const s = attr?.state;
     const dev = this.pd.device;
-    const cur = this.ctx.state;
+    const q = this.engineQp;
+    const cur = q.state;
     if (s === QpState.Error) {
-      dev.run((now) => dev.engine.toError(this.ctx, now));
+      dev.run((now) => dev.engine.toError(q, now));
     } else if (s === QpState.Reset) {
       if (cur !== QpState.Error && cur !== QpState.Reset && cur !== QpState.Init) {
         throw new SabreError(ErrorCode.InvalidState, `RESET is reachable from ERROR or INIT, not ${qpStateName(cur)}`);
       }
-      if (cur === QpState.Init && this.ctx.rq.length > 0) dev.run((now) => dev.engine.toError(this.ctx, now));
-      dev.engine.reset(this.ctx);
+      if (cur === QpState.Init && q.rq.length > 0) dev.run((now) => dev.engine.toError(q, now));
+      dev.engine.reset(q);
+      dev.unwatchConnect(this.qpn);
       this.#connecting = undefined;
     } else if (s === QpState.Init) {
       if (cur !== QpState.Reset) throw new SabreError(ErrorCode.InvalidState, `INIT is reachable from RESET, not ${qpStateName(cur)}`);
-      this.ctx.state = QpState.Init;
+      q.state = QpState.Init;
     } else {
       throw new SabreError(ErrorCode.InvalidArgument, `modify to ${qpStateName(s as number)} is done by connect()`);
     }
@@ -146,38 +160,38 @@ export class QueuePair {
   postRecv(wr: RecvWr | RecvWr[]): void {
     this.#live();
     const list = Array.isArray(wr) ? wr : [wr];
-    const ctx = this.ctx;
-    if (ctx.state === QpState.Reset) throw new SabreError(ErrorCode.InvalidState, 'postRecv on a RESET QP');
-    const checked: RecvCtx[] = [];
+    const q = this.engineQp;
+    if (q.state === QpState.Reset) throw new SabreError(ErrorCode.InvalidState, 'postRecv on a RESET QP');
+    const checked: RecvWork[] = [];
     for (const r of list) {
       if (!r || typeof r !== 'object') throw bad('postRecv needs a work request object');
       checkWrId(r.wrId);
       const { pieces, total } = this.#sges(r.sgList, Access.LocalWrite);
       checked.push({ wrId: r.wrId, pieces, total, claimed: false });
     }
-    if (ctx.state !== QpState.Error && ctx.rq.length + checked.length > this.caps.maxRecvWr) {
+    if (q.state !== QpState.Error && q.rq.length + checked.length > this.caps.maxRecvWr) {
       throw new SabreError(ErrorCode.QueueFull, `receive queue full (maxRecvWr ${this.caps.maxRecvWr})`);
     }
     const dev = this.pd.device;
     dev.run((now) => {
-      for (const c of checked) dev.engine.postRecv(ctx, c, now);
+      for (const c of checked) dev.engine.postRecv(q, c, now);
     });
   }
 
   postSend(wr: SendWr | SendWr[]): void {
     this.#live();
     const list = Array.isArray(wr) ? wr : [wr];
-    const ctx = this.ctx;
-    if (ctx.state !== QpState.Rts && ctx.state !== QpState.Error) {
-      throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(ctx.state)}`);
+    const q = this.engineQp;
+    if (q.state !== QpState.Rts && q.state !== QpState.Error) {
+      throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(q.state)}`);
     }
     const checked = list.map((w) => this.#checkSend(w));
-    if (ctx.state !== QpState.Error && ctx.sq.length + checked.length > this.caps.maxSendWr) {
+    if (q.state !== QpState.Error && q.sq.length + checked.length > this.caps.maxSendWr) {
       throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
     }
     const dev = this.pd.device;
     dev.run((now) => {
-      for (const c of checked) dev.engine.postSend(ctx, c, now);
+      for (const c of checked) dev.engine.postSend(q, c, now);
     });
   }
 
@@ -185,9 +199,10 @@ export class QueuePair {
   destroy(): void {
     if (this.#destroyed) return;
     const dev = this.pd.device;
-    if (!dev.closed) dev.run((now) => dev.engine.toError(this.ctx, now));
+    if (!dev.closed) dev.run((now) => dev.engine.toError(this.engineQp, now));
     this.#destroyed = true;
-    dev.engine.destroyQp(this.ctx);
+    dev.engine.destroyQp(this.engineQp);
+    dev.unwatchConnect(this.qpn);
     this.pd.qps.delete(this);
   }
 
@@ -218,55 +233,35 @@ export class QueuePair {
     return { pieces, total };
   }
 
-  #checkSend(w: SendWr): WrCtx {
+  /** Check a send work request against its opcode's row and copy what the engine needs from it. */
+  #checkSend(w: SendWr): SendWork {
     if (!w || typeof w !== 'object') throw bad('postSend needs a work request object');
     checkWrId(w.wrId);
-    let kind: WrKindValue;
-    switch (w.opcode) {
-      case Opcode.Send:
-      case Opcode.SendWithImm:
-        kind = WrKind.Send;
-        break;
-      case Opcode.RdmaWrite:
-      case Opcode.RdmaWriteWithImm:
-        kind = WrKind.Write;
-        break;
-      case Opcode.RdmaRead:
-        kind = WrKind.Read;
-        break;
-      case Opcode.AtomicFetchAdd:
-      case Opcode.AtomicCmpSwap:
-        kind = WrKind.Atomic;
-        break;
-      default:
-        throw bad(`unknown opcode ${String(w.opcode)}`);
-    }
-    if ((w.opcode === Opcode.SendWithImm || w.opcode === Opcode.RdmaWriteWithImm) && !isU32(w.imm)) throw bad('…WithImm needs imm, a uint32');
-    if (w.opcode === Opcode.SendWithImm && this.ctx.flow && !this.ctx.flow.sabreExt) {
+    const row = rowForWr(w.opcode);
+    if (!row) throw bad(`unknown opcode ${String(w.opcode)}`);
+    if (row.imm === w.opcode && !isU32(w.imm)) throw bad('…WithImm needs imm, a uint32');
+    const flow = this.engineQp.flow;
+    if (row.toStandardPeer === 'refuse' && flow && !flow.profile.extensions) {
       // iWARP has no Send with immediate (RFC 7306 has Immediate Data only after a Write): a
       // standard peer would Terminate on sabre's opcode 12. As ibverbs providers for iWARP
       // (siw) refuse IBV_WR_SEND_WITH_IMM at post time, so does this.
-      throw new SabreError(ErrorCode.NotSupported, 'SendWithImm needs a sabre peer: this QP is connected to a standard iWARP peer (use RdmaWriteWithImm)');
+      throw new SabreError(ErrorCode.NotSupported, `${row.name} needs a sabre peer: this QP is connected to a standard iWARP peer (use RdmaWriteWithImm)`);
     }
     const signaled = w.signaled ?? true;
     if (typeof signaled !== 'boolean') throw bad('signaled must be a boolean');
-    const needLocal = kind === WrKind.Read || kind === WrKind.Atomic ? Access.LocalWrite : 0;
-    const { pieces, total } = this.#sges(w.sgList, needLocal);
-    const c: WrCtx = {
-      wr: w, kind, signaled, pieces, total, pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0,
-    };
-    if (this.type === 'srd') {
-      if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
-      if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
-      c.flow = this.pd.device.engine.srdFlow(this.ctx, w.ah.address, w.remoteQpn, w.ah.key);
-    }
+    // Sinks (reads, the old value of an atomic) are written locally: they need LocalWrite.
+    const { pieces, total } = this.#sges(w.sgList, row.source ? 0 : Access.LocalWrite);
     const remote = (): void => {
       if (!isAddr(w.remoteAddr) || !isU32(w.rkey)) throw bad('this opcode needs remoteAddr and rkey');
     };
-    if (kind === WrKind.Write) {
-      remote();
-      c.ranges = [{ addr: w.remoteAddr!, len: total }];
-    } else if (kind === WrKind.Read) {
+    let srd: { ah: AddressHandle; remoteQpn: number } | undefined;
+    if (this.type === 'srd') {
+      if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
+      if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
+      srd = { ah: w.ah, remoteQpn: w.remoteQpn };
+    }
+    if (row.remote === 'one') remote();
+    else if (row.remote === 'list') {
       if (w.remoteSgList !== undefined) {
         if (!Array.isArray(w.remoteSgList) || w.remoteSgList.length === 0) throw bad('remoteSgList must be a non-empty array');
         if (w.remoteSgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `remoteSgList has ${w.remoteSgList.length} entries, maxSge is ${this.caps.maxSge}`);
@@ -276,19 +271,20 @@ export class QueuePair {
           sum += r.length;
         }
         if (sum !== total) throw bad(`remoteSgList covers ${sum} bytes but sgList ${total}`);
-        c.ranges = w.remoteSgList.map((r) => ({ addr: r.addr, len: r.length }));
-      } else {
-        remote();
-        c.ranges = [{ addr: w.remoteAddr!, len: total }];
-      }
-    } else if (kind === WrKind.Atomic) {
+      } else remote();
+    } else if (row.remote === 'word') {
       remote();
       if (pieces.length !== 1 || total !== 8) throw bad('atomics need one 8-byte sge for the old value');
       if (typeof w.compareAdd !== 'bigint') throw bad('atomics need compareAdd (bigint)');
-      if (w.opcode === Opcode.AtomicCmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
-      c.ranges = [{ addr: w.remoteAddr!, len: 8 }];
+      if (row.wr[w.opcode] === WcOpcode.CmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
     }
-    if ((kind === WrKind.Send || kind === WrKind.Write) && total > 0 && total <= this.caps.maxInline) {
+    // The copy: from here on nothing reads the caller's object.
+    const c = newSendWork({
+      wrId: w.wrId, opcode: w.opcode, signaled, imm: w.imm, remoteAddr: w.remoteAddr, rkey: w.rkey,
+      remoteSgList: row.remote === 'list' ? w.remoteSgList : undefined, compareAdd: w.compareAdd, swap: w.swap,
+    }, row, pieces, total);
+    if (srd) c.flow = this.pd.device.engine.srdFlow(this.engineQp, srd.ah.address, srd.remoteQpn, srd.ah.key);
+    if (row.source && total > 0 && total <= this.caps.maxInline) {
       // Inline: the bytes are taken now, so the caller may reuse the buffer when postSend returns.
       const buf = new Uint8Array(total);
       let o = 0;

@@ -1,26 +1,16 @@
 // Public data types of the verbs API (DESIGN §4).
-import type { DeviceAddress } from '../transport/types.js';
-import type { OpcodeValue, WcOpcodeValue, WcStatusValue } from './enums.js';
+import type { DeviceAddress } from '../core/address.js';
+import type { OpcodeValue } from '../core/enums.js';
+import type { RemoteSge, Sge, WorkCompletion, WrId } from '../core/work.js';
 import type { AddressHandle } from './ah.js';
 import type { CompletionQueue } from './cq.js';
 
-export type { DeviceAddress } from '../transport/types.js';
+export type { DeviceAddress } from '../core/address.js';
+export type { RemoteSge, Sge, WorkCompletion, WrId } from '../core/work.js';
 
-/** Returned exactly as given. */
-export type WrId = number | bigint;
-
-/** A local segment: registered memory named by its lkey. */
-export interface Sge {
-  addr: number;
-  length: number;
-  lkey: number;
-}
-
-/** A remote segment for vectored reads (M1). */
-export interface RemoteSge {
-  addr: number;
-  length: number;
-  rkey: number;
+/** @internal A receive completion of the CM QP (ProtectionDomain.createCmQp): with the sender's address. */
+export interface SourcedCompletion extends WorkCompletion {
+  src?: DeviceAddress;
 }
 
 export interface SendWr {
@@ -48,16 +38,6 @@ export interface SendWr {
 export interface RecvWr {
   wrId: WrId;
   sgList?: Sge[];
-}
-
-export interface WorkCompletion {
-  wrId: WrId;
-  status: WcStatusValue;
-  opcode: WcOpcodeValue;
-  byteLen: number;
-  imm?: number;
-  qpn: number;
-  srcQpn?: number;
 }
 
 export interface OpenDeviceOptions {

@@ -2,8 +2,8 @@
 // Node 20 (tinybench, 1024 headers in a SharedArrayBuffer, medians): decodeDdp ~21 ns/header;
 // the same decode through a DataView cached per underlying buffer ~42 ns (the cache check
 // deoptimises), and only a DataView the caller holds for good beats shifts (~8 ns vs ~13.5 ns
-// for the bare field reads). The bulk packet path parses in WASM (parseDdpBatch) anyway.
-import { SabreError, ErrorCode } from '../errors.js';
+// for the bare field reads).
+import { SabreError, ErrorCode } from '../core/errors.js';
 
 export type WireResult<T> = { ok: true; value: T; length: number } | { ok: false; error: string };
 

@@ -9,7 +9,7 @@ import {
   MPA_REVISION_2, MPA_V2_IRD_ORD_MASK, MPA_V2_PRIVATE,
 } from './spec.js';
 import { badWindow, fail, need, rd16, rd32le, wr16, wr32le, type WireResult } from './codec.js';
-import { SabreError, ErrorCode } from '../errors.js';
+import { SabreError, ErrorCode } from '../core/errors.js';
 
 export type { WireResult } from './codec.js';
 

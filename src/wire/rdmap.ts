@@ -15,7 +15,8 @@ import {
   badWindow, checkSafeTo, fail, need, rd16, rd32, rdBig64, rdSafe64, wr16, wr32, wrBig64, wrSafe64,
   type WireResult,
 } from './codec.js';
-import { SabreError, ErrorCode } from '../errors.js';
+import { SabreError, ErrorCode } from '../core/errors.js';
+import type { DdpHdr } from '../core/frame.js';
 
 export type { WireResult } from './codec.js';
 
@@ -34,18 +35,28 @@ export const Qn = QN;
 export const TAGGED_HDR_LEN = TAGGED.size;
 export const UNTAGGED_HDR_LEN = UNTAGGED.size;
 
-export interface TaggedHdr { tagged: true; last: boolean; opcode: number; stag: number; to: number }
-export interface UntaggedHdr {
-  tagged: false; last: boolean; opcode: number;
-  /** RsvdULP[8:39]: Invalidate STag (Send*Inv) or the immediate (SendWithImm); 0 otherwise. */
-  ulp: number;
-  qn: number; msn: number; mo: number;
-}
-export type DdpHdr = TaggedHdr | UntaggedHdr;
+export type { DdpHdr, TaggedHdr, UntaggedHdr } from '../core/frame.js';
 
 /** Whether each opcode uses the tagged model (index = opcode); 15 is sabre's untagged TCP control. */
 const OPCODE_TAGGED: readonly boolean[] = OPCODES.map((o) => o.tagged);
+const OPCODE_DATA: readonly boolean[] = OPCODES.map((o) => o.data);
+const OPCODE_SABRE: readonly boolean[] = OPCODES.map((o) => o.sabre === true);
 const N_OPCODES = OPCODES.length;
+
+/**
+ * Whether a segment of RDMAP opcode `op` carries message data after its DDP header (tagged
+ * data, the Send family) rather than an RDMAP control body (spec.ts OPCODES `data`). Links
+ * that hand segments to the engine cut data segments into header + payload views and leave
+ * control bodies in the header buffer.
+ */
+export function carriesData(op: number): boolean {
+  return OPCODE_DATA[op] === true;
+}
+
+/** Whether RDMAP opcode `op` is one of sabre's extensions (12-15), which only sabre peers speak. */
+export function isSabreExtension(op: number): boolean {
+  return OPCODE_SABRE[op] === true;
+}
 
 const T_DDP = TAGGED.fields.ddpCtrl.offset;
 const T_RDMAP = TAGGED.fields.rdmapCtrl.offset;

@@ -151,6 +151,11 @@ export interface OpcodeSpec {
   readonly qn: number;
   readonly ref: string;
   readonly payload: string;
+  /**
+   * The segment's payload is message data (placed at STag/TO, or into a posted receive for the
+   * Send family); otherwise it is an RDMAP control body that travels with the header.
+   */
+  readonly data: boolean;
   readonly sabre?: boolean;
 }
 
@@ -169,24 +174,24 @@ export const QN = {
 } as const;
 
 export const OPCODES: readonly OpcodeSpec[] = [
-  { code: 0, name: 'RdmaWrite', tagged: true, qn: -1, ref: 'RFC 5040 §4.3', payload: 'data placed at STag/TO' },
-  { code: 1, name: 'ReadRequest', tagged: false, qn: QN.ReadRequest, ref: 'RFC 5040 §4.4', payload: 'readRequest (28 B)' },
-  { code: 2, name: 'ReadResponse', tagged: true, qn: -1, ref: 'RFC 5040 §4.3', payload: 'data placed at the sink STag/TO' },
-  { code: 3, name: 'Send', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data' },
-  { code: 4, name: 'SendInv', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data; ulp = STag to invalidate' },
-  { code: 5, name: 'SendSe', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data, solicited event' },
-  { code: 6, name: 'SendSeInv', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data, solicited event; ulp = STag to invalidate' },
-  { code: 7, name: 'Terminate', tagged: false, qn: QN.Terminate, ref: 'RFC 5040 §4.8', payload: 'terminate (4 B + copied headers)' },
-  { code: 8, name: 'ImmediateData', tagged: false, qn: QN.Send, ref: 'RFC 7306 §6', payload: 'immediateData (8 B)' },
-  { code: 9, name: 'ImmediateDataSe', tagged: false, qn: QN.Send, ref: 'RFC 7306 §6', payload: 'immediateData (8 B), solicited event' },
-  { code: 10, name: 'AtomicRequest', tagged: false, qn: QN.AtomicRequest, ref: 'RFC 7306 §5.2', payload: 'atomicRequest (52 B)' },
-  { code: 11, name: 'AtomicResponse', tagged: false, qn: QN.AtomicResponse, ref: 'RFC 7306 §5.3', payload: 'atomicResponse (12 B)' },
-  { code: 12, name: 'SendWithImm', tagged: false, qn: QN.Send, ref: 'sabre', payload: 'message data; ulp = 32-bit immediate', sabre: true },
-  { code: 13, name: 'ReadRequestV', tagged: false, qn: QN.ReadRequest, ref: 'sabre (M1)', payload: 'readRequestV (8 B + 16 B per entry)', sabre: true },
-  { code: 14, name: 'ReadComplete', tagged: false, qn: QN.Send, ref: 'sabre (M1)', payload: 'readComplete (8 B)', sabre: true },
+  { code: 0, name: 'RdmaWrite', tagged: true, qn: -1, ref: 'RFC 5040 §4.3', payload: 'data placed at STag/TO', data: true },
+  { code: 1, name: 'ReadRequest', tagged: false, qn: QN.ReadRequest, ref: 'RFC 5040 §4.4', payload: 'readRequest (28 B)', data: false },
+  { code: 2, name: 'ReadResponse', tagged: true, qn: -1, ref: 'RFC 5040 §4.3', payload: 'data placed at the sink STag/TO', data: true },
+  { code: 3, name: 'Send', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data', data: true },
+  { code: 4, name: 'SendInv', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data; ulp = STag to invalidate', data: true },
+  { code: 5, name: 'SendSe', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data, solicited event', data: true },
+  { code: 6, name: 'SendSeInv', tagged: false, qn: QN.Send, ref: 'RFC 5040 §4.3', payload: 'message data, solicited event; ulp = STag to invalidate', data: true },
+  { code: 7, name: 'Terminate', tagged: false, qn: QN.Terminate, ref: 'RFC 5040 §4.8', payload: 'terminate (4 B + copied headers)', data: false },
+  { code: 8, name: 'ImmediateData', tagged: false, qn: QN.Send, ref: 'RFC 7306 §6', payload: 'immediateData (8 B)', data: false },
+  { code: 9, name: 'ImmediateDataSe', tagged: false, qn: QN.Send, ref: 'RFC 7306 §6', payload: 'immediateData (8 B), solicited event', data: false },
+  { code: 10, name: 'AtomicRequest', tagged: false, qn: QN.AtomicRequest, ref: 'RFC 7306 §5.2', payload: 'atomicRequest (52 B)', data: false },
+  { code: 11, name: 'AtomicResponse', tagged: false, qn: QN.AtomicResponse, ref: 'RFC 7306 §5.3', payload: 'atomicResponse (12 B)', data: false },
+  { code: 12, name: 'SendWithImm', tagged: false, qn: QN.Send, ref: 'sabre', payload: 'message data; ulp = 32-bit immediate', data: true, sabre: true },
+  { code: 13, name: 'ReadRequestV', tagged: false, qn: QN.ReadRequest, ref: 'sabre (M1)', payload: 'readRequestV (8 B + 16 B per entry)', data: false, sabre: true },
+  { code: 14, name: 'ReadComplete', tagged: false, qn: QN.Send, ref: 'sabre (M1)', payload: 'readComplete (8 B)', data: false, sabre: true },
   {
     code: 15, name: 'SabreControl', tagged: false, qn: QN.Send, ref: 'sabre (TCP)',
-    payload: 'sabreControl (8 B): engine ack / RNR / sequence marker; MSN 0, consumes no receive; TCP between sabre peers only', sabre: true,
+    payload: 'sabreControl (8 B): engine ack / RNR / sequence marker; MSN 0, consumes no receive; TCP between sabre peers only', data: false, sabre: true,
   },
 ];
 
@@ -622,7 +627,7 @@ export const UDP_SACK_BLOCK = layout({
 
 /**
  * The engine envelope inside a UDP DATA datagram (between the reliability header / SACK list
- * and the DDP segment). The engine orders and completes messages by it (src/transport/types.ts);
+ * and the DDP segment). The engine orders and completes messages by it (src/core/frame.ts);
  * the QP numbers already ride in the reliability header (dstQpn / srcQpn), so they are not
  * repeated. ack / rnr / hello frames are the 8-byte udpEnv alone; a seg frame adds udpEnvSeg and
  * then its DDP segment.
@@ -680,54 +685,125 @@ export const UDP_VER_SHIFT = 4;
 export const UDP_TYPE_MASK = UDP_HDR.fields.verType.bits!.Type.mask;
 
 // ---------------------------------------------------------------------------------------------
-// Batch parser records (host order = little-endian; in shared memory, not on a wire)
+// Data-plane records (host order = little-endian; in device memory, not on a wire). The WASM
+// kernels read them through the accessors generated into assembly/wire.gen.ts; TypeScript
+// writes them through these offsets (src/dataplane/descriptors.ts, region-table.ts): one
+// definition for both sides of the boundary.
 
-export const DDP_BATCH_DESC = layout({
-  name: 'ddpBatchDesc',
-  title: 'parseDdpBatch input descriptor (shared memory, little-endian)',
-  size: 8,
-  ref: 'sabre data plane',
+export const REGION_ENTRY = layout({
+  name: 'regionEntry',
+  title: 'Region table entry (device memory; entry index = STag >>> 8)',
+  size: 32,
+  ref: 'sabre data plane (M3)',
   byteOrder: 'little-endian',
   sabre: true,
   fields: {
-    ptr: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the DDP segment\'s first byte' },
-    len: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes available (header + payload)' },
+    base: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'first address of the region (device memory; for EXTERNAL regions an address of sabre\'s own)' },
+    length: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes in the region' },
+    stag: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'index << 8 | key byte; 0 = free or invalidated (written first and published last, atomically)' },
+    pd: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'protection domain handle (nonzero)' },
+    access: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'Access bits granted (LocalWrite 1, RemoteWrite 2, RemoteRead 4, RemoteAtomic 8)' },
+    flags: {
+      offset: 20, size: 4, type: 'u32', ref: 'sabre', meaning: 'flags',
+      bits: {
+        External: { mask: 0x00000001, meaning: 'memory outside the device: place() reports INDIRECT, TypeScript copies' },
+        Rsvd: { mask: 0xfffffffe, meaning: 'reserved, 0' },
+      },
+    },
+    iova: { offset: 24, size: 8, type: 'u64', ref: 'sabre', meaning: 'reserved, 0' },
   },
 });
 
-export const DDP_BATCH_OUT = layout({
-  name: 'ddpBatchOut',
-  title: 'parseDdpBatch output record (shared memory, little-endian)',
+export const PLACE_DESC = layout({
+  name: 'placeDesc',
+  title: 'Placement descriptor: one received tagged segment (or receive piece) for place()',
+  size: 32,
+  ref: 'sabre data plane (M3)',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    src: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the payload in device memory' },
+    len: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'payload bytes' },
+    stag: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'STag naming the target region' },
+    pd: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'PD of the QP the segment arrived on (must equal the region\'s)' },
+    to: { offset: 16, size: 8, type: 'u64', ref: 'sabre', meaning: 'absolute target address (TO)' },
+    access: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'Access bits the placement needs' },
+    tag: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'caller\'s tag, echoed in the amended-metadata record' },
+  },
+});
+
+export const PLACE_OUT = layout({
+  name: 'placeOut',
+  title: 'Amended-metadata record written by place(), one per descriptor (M3)',
+  size: 16,
+  ref: 'sabre data plane (M3)',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    tag: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'the descriptor\'s tag' },
+    status: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'PlaceStatus' },
+    len: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes of the descriptor' },
+    stag: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'the descriptor\'s STag' },
+  },
+});
+
+export const SG_DESC = layout({
+  name: 'sgDesc',
+  title: 'Scatter/gather copy descriptor for sgCopy (between registered regions)',
   size: 32,
   ref: 'sabre data plane',
   byteOrder: 'little-endian',
   sabre: true,
   fields: {
-    status: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'DdpStatus: 0 OK, else the error (same codes as the TS decoder)' },
-    flags: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'bit0 tagged, bit1 last' },
-    opcode: { offset: 2, size: 1, type: 'u8', ref: 'sabre', meaning: 'RDMAP opcode' },
-    hdrLen: { offset: 3, size: 1, type: 'u8', ref: 'sabre', meaning: '14 (tagged) or 18 (untagged)' },
-    payloadLen: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'len - hdrLen' },
-    stagOrQn: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'tagged: STag; untagged: QN' },
-    ulp: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'untagged: RsvdULP[8:39]; tagged: 0' },
-    toOrMsnMo: { offset: 16, size: 8, type: 'u64', ref: 'sabre', meaning: 'tagged: TO; untagged: MSN in the low word, MO in the high word' },
-    payloadPtr: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'ptr + hdrLen' },
-    rsvd: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: '0' },
+    src: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'source address (inside region table entry srcIdx)' },
+    dst: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'destination address (inside entry dstIdx)' },
+    len: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes to copy (overlap copies as memmove)' },
+    srcIdx: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'region table index of the source' },
+    dstIdx: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'region table index of the destination' },
+    rsvd: { offset: 20, size: 12, type: 'bytes', ref: 'sabre', meaning: 'reserved, 0' },
+  },
+  tail: 'one u32 SgStatus per descriptor at the status pointer',
+});
+
+export const CRC_BATCH_DESC = layout({
+  name: 'crcBatchDesc',
+  title: 'CRC32C batch descriptor for crc32cBatch (one buffer in device memory)',
+  size: 16,
+  ref: 'sabre data plane',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    ptr: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the bytes' },
+    len: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'byte count' },
+    previous: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'CRC32C to continue from (0 to start)' },
+    out: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'result, written by the kernel' },
   },
 });
 
-/** Status codes of the batch parser; the TS decoders use the same names as their error strings. */
-export const DdpStatus = {
-  OK: 0,
-  TRUNCATED: 1,
-  BAD_DDP_VERSION: 2,
-  BAD_RDMAP_VERSION: 3,
-  BAD_OPCODE: 4,
-  TO_RANGE: 5,
+/** Statuses place() writes into PLACE_OUT.status; checks run in this order. */
+export const PlaceStatus = {
+  Placed: 0,
+  /** Index out of range, entry free, or STag (key byte) mismatch. */
+  InvalidStag: 1,
+  PdMismatch: 2,
+  /** The region lacks a required Access bit. */
+  Access: 3,
+  /** [to, to+len) not inside the region. */
+  Bounds: 4,
+  /** Valid, but the region is EXTERNAL (outside device memory): the caller places it in software. */
+  Indirect: 5,
+  /** The payload range [src, src+len) lies outside the memory (caller bug; nothing written). */
+  SrcFault: 6,
 } as const;
 
-export const DDP_BATCH_FLAG_TAGGED = 1;
-export const DDP_BATCH_FLAG_LAST = 2;
+/** Statuses sgCopy writes, one u32 per SG_DESC. */
+export const SgStatus = {
+  Ok: 0,
+  SrcEntry: 1,
+  DstEntry: 2,
+  SrcBounds: 3,
+  DstBounds: 4,
+} as const;
 
 // ---------------------------------------------------------------------------------------------
 // Dedup (M4) — begin. In-band chunk hashing records (shared memory, little-endian) and the dedup
@@ -1011,7 +1087,7 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE, SABRE_CONTROL,
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_COOKIE, UDP_TOKEN, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
-  DDP_BATCH_DESC, DDP_BATCH_OUT,
+  REGION_ENTRY, PLACE_DESC, PLACE_OUT, SG_DESC, CRC_BATCH_DESC,
   DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_ZONE_DIR, DEDUP_COPY_DESC,
   DEDUP_MSG, DEDUP_HELLO, DEDUP_OFFER, DEDUP_ENTRY, DEDUP_NEED, DEDUP_ROUND, DEDUP_GRANT, DEDUP_END, DEDUP_ABORT,
 ];

@@ -8,7 +8,7 @@ import {
 } from './spec.js';
 import { badWindow, fail, need, rd32, rd32le, wr16, wr32, wr32le, rd16, type WireResult } from './codec.js';
 import type { Crc32c } from './mpa.js';
-import { SabreError, ErrorCode } from '../errors.js';
+import { SabreError, ErrorCode } from '../core/errors.js';
 
 export type { WireResult } from './codec.js';
 export { UdpType } from './spec.js';

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Allocator } from '../../src/dataplane/allocator.js';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { ErrorCode, SabreError } from '../../src/errors.js';
+import { ErrorCode, SabreError } from '../../src/core/errors.js';
 
 const BASE = 64 * 1024;
 

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { ChunkHasher, xxhBytes } from '../../src/dedup/hash.js';
 import { ChunkStore } from '../../src/dedup/store.js';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { chunkLengths } from '../../src/kernels/cdc.js';
 
 let dm: DeviceMemory;

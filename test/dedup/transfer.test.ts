@@ -12,7 +12,7 @@ import { DeviceChunker } from '../../src/dedup/chunker.js';
 import { decode, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { DedupRecvCore, DedupSendCore, type RecvAction, type RecvStats, type SendAction, type SendResult } from '../../src/dedup/transfer.js';
-import { ErrorCode, type SabreError } from '../../src/errors.js';
+import { ErrorCode, type SabreError } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
 
 let dm: DeviceMemory;

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createSharedMemory, instantiateKernels } from '../../src/dataplane/wasm.js';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { type CdcOptions, cdcParams, chunkLengths, createChunker, gearTable, writeCdcState } from '../../src/kernels/cdc.js';
 
 const M64 = (1n << 64n) - 1n;

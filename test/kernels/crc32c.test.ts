@@ -4,7 +4,7 @@ import { crc32c as nativeCrc32c } from '@node-rs/crc32';
 import { createCRC32 } from 'hash-wasm';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../../src/dataplane/wasm.js';
-import { ErrorCode, SabreError } from '../../src/errors.js';
+import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { crc32c } from '../../src/kernels/crc32c.js';
 
 const MAX = 300 * 1024;

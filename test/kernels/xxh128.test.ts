@@ -6,7 +6,7 @@ import { createXXHash128, xxhash128, type IHasher } from 'hash-wasm';
 import { Worker } from 'node:worker_threads';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { compileKernels, createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../../src/dataplane/wasm.js';
-import { ErrorCode, SabreError } from '../../src/errors.js';
+import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { createXxh128, xxh128 } from '../../src/kernels/xxh128.js';
 
 const U64 = (1n << 64n) - 1n;

@@ -2,8 +2,8 @@
 // outside a granted region, and end as counted drops or Terminates.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Frame, SegFrame } from '../../src/transport/types.js';
-import { Opcode, QpState } from '../../src/verbs/enums.js';
+import type { Frame, SegFrame } from '../../src/core/frame.js';
+import { Opcode, QpState } from '../../src/core/enums.js';
 import { decodeDdp, decodeReadComplete, encodeDdp, encodeReadRequest, Qn, RdmapOpcode, UNTAGGED_HDR_LEN } from '../../src/wire/rdmap.js';
 import { Harness, piece, recv, wr } from './harness.js';
 
@@ -69,15 +69,15 @@ describe('fuzzing the responder', () => {
             payload: ctl ? [] : [bytes.subarray(hl)],
           };
           fed++;
-          expect(() => b.eng.receive([{ from: a.addr, frame }], h.now)).not.toThrow();
+          expect(() => b.eng.handleFrames([{ from: a.addr, frame }], h.now)).not.toThrow();
           // Frames of other kinds and to other QPs as well.
-          expect(() => b.eng.receive([
+          expect(() => b.eng.handleFrames([
             { from: a.addr, frame: { kind: 'ack', srcQpn: 1, dstQpn: 1, ssn: msgLen } },
             { from: a.addr, frame: { kind: 'rnr', srcQpn: 1, dstQpn: 1, ssn: msgLen } },
             { from: { transport: 'x' }, frame: { ...frame, env: { ...frame.env, dstQpn: 77 } } },
             { from: a.addr, frame: { kind: 'bogus' } as never },
           ], h.now)).not.toThrow();
-          b.eng.takeOutbox();
+          b.eng.pollTransmit();
           // Keep fuzzing a live QP: replace one that a Terminate put in ERROR.
           const q = b.eng.qps.get(1)!;
           if (q.state === QpState.Error) {
@@ -87,7 +87,7 @@ describe('fuzzing the responder', () => {
             b.eng.connect(nq, a.addr, 1, h.now);
             nq.state = QpState.Rts;
             for (let i = 0; i < 4; i++) b.eng.postRecv(nq, recv(i, [piece(b, dst, 1024 * i, 512)]), h.now);
-            b.eng.takeOutbox();
+            b.eng.pollTransmit();
           }
         },
       ),
@@ -116,8 +116,8 @@ describe('fuzzing the responder', () => {
     const hdr = new Uint8Array(UNTAGGED_HDR_LEN + 28);
     encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.ReadRequest, ulp: 0, qn: Qn.ReadRequest, msn: 77, mo: 0 }, hdr, 0);
     encodeReadRequest({ sinkStag: sink.stag, sinkTo: sink.addr + 1000, size: 300, srcStag: dst.stag, srcTo: dst.addr }, hdr, UNTAGGED_HDR_LEN);
-    b.eng.receive([{ from: a.addr, frame: { kind: 'seg', env: { srcQpn: 1, dstQpn: 1, ssn: flow.expected, msgLen: 28, off: 0 }, hdr, payload: [] } }], h.now);
-    const out = b.eng.takeOutbox().map((o) => o.frame).filter((f): f is SegFrame => f.kind === 'seg');
+    b.eng.handleFrames([{ from: a.addr, frame: { kind: 'seg', env: { srcQpn: 1, dstQpn: 1, ssn: flow.expected, msgLen: 28, off: 0 }, hdr, payload: [] } }], h.now);
+    const out = b.eng.pollTransmit().map((o) => o.frame).filter((f): f is SegFrame => f.kind === 'seg');
     const got = new Uint8Array(300);
     let rc: { imm: number; len: number } | undefined;
     for (const f of out) {

@@ -3,12 +3,15 @@
 // seeded PRNG decides. No timers, no sleeps: `run()` delivers until nothing is in flight and
 // no engine timer is pending, advancing the virtual clock only to the next engine deadline.
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { type Piece, type QpCaps, type QpCtx, type RecvCtx, type WrCtx, WrKind, type WrKindValue } from '../../src/rdmap/context.js';
 import { RdmapEngine } from '../../src/rdmap/engine.js';
 import { EngineMemory, type MrRecord } from '../../src/rdmap/memory.js';
-import type { DeviceAddress, Frame, Inbound } from '../../src/transport/types.js';
-import { Access, Opcode, WcStatus } from '../../src/verbs/enums.js';
-import type { SendWr, WorkCompletion } from '../../src/verbs/types.js';
+import { rowForWr } from '../../src/rdmap/opcodes.js';
+import { type EngineQp, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../../src/rdmap/state.js';
+import type { DeviceAddress } from '../../src/core/address.js';
+import type { Frame, Inbound } from '../../src/core/frame.js';
+import { Access } from '../../src/core/enums.js';
+import type { SendWr } from '../../src/verbs/types.js';
+import type { WorkCompletion } from '../../src/core/work.js';
 
 export const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 
@@ -33,7 +36,7 @@ export class Rng {
 export class Sink {
   wcs: WorkCompletion[] = [];
   depth = Infinity;
-  push(wc: WorkCompletion): boolean {
+  offer(wc: WorkCompletion): boolean {
     if (this.wcs.length >= this.depth) return false;
     this.wcs.push(wc);
     return true;
@@ -103,7 +106,7 @@ export class Harness {
   }
 
   collect(): void {
-    for (const n of this.nodes) for (const o of n.eng.takeOutbox()) this.inflight.push({ to: o.to, from: n.addr, frame: o.frame });
+    for (const n of this.nodes) for (const o of n.eng.pollTransmit()) this.inflight.push({ to: o.to, from: n.addr, frame: o.frame });
   }
 
   /** Deliver one batch (random frames, random count) to one destination. */
@@ -125,7 +128,7 @@ export class Harness {
       pick(useRandom ? cands[this.rng.int(cands.length)]! : cands[0]!);
     }
     this.delivered += batch.length;
-    this.byAddr({ transport: 'harness', id: dest }).eng.receive(batch, this.now);
+    this.byAddr({ transport: 'harness', id: dest }).eng.handleFrames(batch, this.now);
   }
 
   /** Run until quiet; returns the number of steps. Throws if it does not settle. */
@@ -140,17 +143,17 @@ export class Harness {
       }
       let t: number | undefined;
       for (const n of this.nodes) {
-        const d = n.eng.nextDeadline();
+        const d = n.eng.pollTimeout();
         if (d !== undefined && (t === undefined || d < t)) t = d;
       }
       if (t === undefined) return steps;
       this.now = Math.max(this.now, t);
-      for (const n of this.nodes) n.eng.tick(this.now);
+      for (const n of this.nodes) n.eng.handleTimeout(this.now);
     }
   }
 
   /** Two rc QPs (qpn 1 on each node), connected. */
-  connect(a: Node, b: Node, c: Partial<QpCaps> = {}, qpn = 1): [QpCtx, QpCtx] {
+  connect(a: Node, b: Node, c: Partial<QpCaps> = {}, qpn = 1): [EngineQp, EngineQp] {
     const qa = a.eng.createQp(qpn, 'rc', 1, caps(c), a.cq, a.cq);
     const qb = b.eng.createQp(qpn, 'rc', 1, caps(c), b.cq, b.cq);
     a.eng.connect(qa, b.addr, qpn, this.now);
@@ -162,17 +165,10 @@ export class Harness {
 
 export const piece = (n: Node, r: MrRecord, off: number, len: number): Piece => ({ rec: r, addr: r.addr + off, len });
 
-/** A WrCtx as QueuePair.postSend would build it (the verbs checks are tested elsewhere). */
-export function wr(w: SendWr, pieces: Piece[]): WrCtx {
-  const kind: WrKindValue = w.opcode === Opcode.Send || w.opcode === Opcode.SendWithImm ? WrKind.Send
-    : w.opcode === Opcode.RdmaWrite || w.opcode === Opcode.RdmaWriteWithImm ? WrKind.Write
-    : w.opcode === Opcode.RdmaRead ? WrKind.Read : WrKind.Atomic;
+/** A send work request as QueuePair.postSend would copy it (the verbs checks are tested elsewhere). */
+export function wr(w: SendWr, pieces: Piece[]): SendWork {
   const total = pieces.reduce((s, p) => s + p.len, 0);
-  const c: WrCtx = { wr: w, kind, signaled: w.signaled ?? true, pieces, total, pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0 };
-  if (kind !== WrKind.Send) {
-    c.ranges = w.remoteSgList ? w.remoteSgList.map((r) => ({ addr: r.addr, len: r.length })) : [{ addr: w.remoteAddr!, len: kind === WrKind.Atomic ? 8 : total }];
-  }
-  return c;
+  return newSendWork(w, rowForWr(w.opcode)!, pieces, total);
 }
 
-export const recv = (wrId: number, pieces: Piece[]): RecvCtx => ({ wrId, pieces, total: pieces.reduce((s, p) => s + p.len, 0), claimed: false });
+export const recv = (wrId: number, pieces: Piece[]): RecvWork => ({ wrId, pieces, total: pieces.reduce((s, p) => s + p.len, 0), claimed: false });

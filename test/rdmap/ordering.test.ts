@@ -3,7 +3,7 @@
 // order, reads see every earlier write, and the final memory equals a sequential model.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Opcode, WcOpcode, WcStatus } from '../../src/verbs/enums.js';
+import { Opcode, WcOpcode, WcStatus } from '../../src/core/enums.js';
 import { Harness, piece, recv, wr } from './harness.js';
 
 const WINDOW = 512;
@@ -157,7 +157,7 @@ describe('rc ordering over a reordering link', () => {
     h.collect();
     while (h.inflight.length) { h.step(); h.collect(); }
     expect(b.eng.counters.rnrNaksSent).toBe(1);
-    expect(a.eng.nextDeadline()).toBe(h.now + 10);
+    expect(a.eng.pollTimeout()).toBe(h.now + 10);
     b.eng.postRecv(qb, recv(5, [piece(b, dst, 0, 1024)]), h.now);
     h.run();
     expect(a.eng.counters.rnrRetries).toBe(1);

@@ -2,7 +2,7 @@
 // silent end in RetryExcErr after timeoutMs — never a work request that waits forever — and an
 // idle flow leaves no timer behind.
 import { describe, expect, it } from 'vitest';
-import { Opcode, QpState, WcStatus } from '../../src/verbs/enums.js';
+import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
 import { caps, Harness, piece, wr } from './harness.js';
 
 describe('requester watchdog', () => {
@@ -68,10 +68,10 @@ describe('requester watchdog', () => {
         h.step();
         h.collect();
       }
-      const t = Math.min(a.eng.nextDeadline() ?? Infinity, b.eng.nextDeadline() ?? Infinity);
+      const t = Math.min(a.eng.pollTimeout() ?? Infinity, b.eng.pollTimeout() ?? Infinity);
       h.now = Math.min(until, t);
-      a.eng.tick(h.now);
-      b.eng.tick(h.now);
+      a.eng.handleTimeout(h.now);
+      b.eng.handleTimeout(h.now);
     }
     expect(a.cq.take()).toEqual([]);
     expect(a.eng.counters.timeouts).toBe(0);
@@ -81,7 +81,7 @@ describe('requester watchdog', () => {
     b.eng.postRecv(qb, { wrId: 9, pieces: [piece(b, dst, 0, 64)], total: 64, claimed: false }, h.now);
     h.run();
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.Success]]);
-    expect(a.eng.nextDeadline()).toBeUndefined();
+    expect(a.eng.pollTimeout()).toBeUndefined();
     expect(qa.state).toBe(QpState.Rts);
   });
 });

@@ -10,8 +10,9 @@
 // Frames are serialised into the ring (header, envelope, payload bytes) and copied out again on
 // the other side: a device in another thread lives in another WebAssembly.Memory, so a copy
 // is the wire. One record per send() call (a batch of frames to one device).
-import { ErrorCode, SabreError } from '../../errors.js';
-import type { DeviceAddress, Frame } from '../types.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
+import type { DeviceAddress } from '../../core/address.js';
+import type { Frame } from '../../core/frame.js';
 import { addRemoteThread, deliverLocal, type InprocRoute, removeRemoteThread, threadPrefix } from './fabric.js';
 
 const HDR = 64; // header bytes per ring: i32 [0] write, [4] read, [8] notify counter, [12] closed

@@ -1,11 +1,15 @@
-// The in-process transport: devices in one thread reach each other through a process-wide
-// registry, frames are handed over by reference (payload views into the sender's memory) and
-// the receiver drains its inbox in a microtask, one placement batch per drain. The only copy
-// is the receiver staging the payload into its device memory — the in-process stand-in for
-// the wire. Reliable by construction; ordered too, though the engine does not rely on it.
-// Devices in other worker threads are reached through the shared-memory bridge (./bridge.ts).
+// The in-process link: devices in one thread reach each other through a process-wide registry,
+// frames are handed over by reference (payload views into the sender's memory, each with its
+// DDP header already decoded) and the receiver drains its inbox after the turn, one placement
+// batch per drain. The only copy is the receiver staging the payload into its device memory —
+// the in-process stand-in for the wire. Reliable by construction; ordered too, though the
+// engine does not rely on it. Devices in other worker threads are reached through the
+// shared-memory bridge (./bridge.ts).
 import { threadId } from 'node:worker_threads';
-import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
+import type { DeviceAddress } from '../../core/address.js';
+import type { Frame } from '../../core/frame.js';
+import type { Link, LinkEvents } from '../../core/link.js';
+import { Inbox } from '../inbox.js';
 
 export interface InprocAddress extends DeviceAddress {
   readonly transport: 'inproc';
@@ -17,7 +21,7 @@ export interface InprocRoute {
   deliver(to: string, from: DeviceAddress, frames: Frame[]): void;
 }
 
-const local = new Map<string, InprocTransport>();
+const local = new Map<string, InprocLink>();
 /** Routes to devices in other threads, by id prefix (`<pid>:<threadId>:`). */
 const remote = new Map<string, InprocRoute>();
 let seq = 0;
@@ -47,11 +51,11 @@ export function deliverLocal(to: string, from: DeviceAddress, frames: Frame[]): 
   return true;
 }
 
-export class InprocTransport implements Transport, InprocRoute {
+export class InprocLink implements Link, InprocRoute {
   readonly address: InprocAddress;
-  #handler?: (batch: Inbound[]) => void;
-  #inbox: Inbound[] = [];
-  #scheduled = false;
+  /** No frame size of its own: segments are as large as the device allows. */
+  readonly mss = 1 << 20;
+  #inbox: Inbox | undefined;
   #closed = false;
   /** Frames addressed to unknown or closed devices. */
   undeliverable = 0;
@@ -61,8 +65,8 @@ export class InprocTransport implements Transport, InprocRoute {
     local.set(this.address.id, this);
   }
 
-  onReceive(handler: (batch: Inbound[]) => void): void {
-    this.#handler = handler;
+  start(events: LinkEvents): void {
+    this.#inbox = new Inbox(events.frames);
   }
 
   reachable(to: DeviceAddress): boolean {
@@ -79,23 +83,13 @@ export class InprocTransport implements Transport, InprocRoute {
   }
 
   deliver(_to: string, from: DeviceAddress, frames: Frame[]): void {
-    if (this.#closed) return;
-    for (const frame of frames) this.#inbox.push({ from, frame });
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      queueMicrotask(this.#drain);
-    }
+    if (this.#closed || !this.#inbox) return;
+    for (const frame of frames) this.#inbox.push(from, frame);
   }
-
-  #drain = (): void => {
-    this.#scheduled = false;
-    const batch = this.#inbox;
-    this.#inbox = [];
-    if (batch.length > 0 && !this.#closed) this.#handler?.(batch);
-  };
 
   close(): void {
     this.#closed = true;
+    this.#inbox?.clear();
     local.delete(this.address.id);
   }
 }

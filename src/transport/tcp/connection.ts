@@ -8,16 +8,17 @@
 // returning false and a 'drain' event; past `maxWriteBuffer` send() throws QueueFull.
 import { EventEmitter } from 'node:events';
 import net, { type Socket } from 'node:net';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
-import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type DataPlane, type RxUlpdu, type TxSink } from './fpdu.js';
+import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type FramingMemory, type RxUlpdu, type TxSink } from './fpdu.js';
 import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type MpaResult } from './mpa-handshake.js';
-import { fault, TERM, type TcpFault, type TermCode } from './terminate.js';
+import { TERM, type TermCode } from '../../wire/terminate.js';
+import { fault, type TcpFault } from './fault.js';
 
 export interface TcpConnectionOptions {
-  dp: DataPlane;
+  dp: FramingMemory;
   /** Handshake knobs (revision, crc, markers, ird/ord, p2p, timeoutMs). */
   mpa?: Omit<MpaConfig, 'role' | 'privateData'>;
   /** Effective MSS for the MULPDU (default from the peer host: loopback 65483, else 1448). */
@@ -107,7 +108,7 @@ type ConnState = 'handshake' | 'rtr' | 'established' | 'closed';
 export class MpaConnection extends EventEmitter {
   readonly socket: Socket;
   readonly role: 'initiator' | 'responder';
-  readonly #dp: DataPlane;
+  readonly #dp: FramingMemory;
   readonly #opts: TcpConnectionOptions;
   readonly #hs: MpaHandshake;
   readonly #now: () => number;

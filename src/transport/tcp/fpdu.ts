@@ -19,18 +19,21 @@ import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
-import { SabreError, ErrorCode } from '../../errors.js';
-import { fault, TERM, type TcpFault } from './terminate.js';
+import { SabreError, ErrorCode } from '../../core/errors.js';
+import { wr32le } from '../../wire/codec.js';
+import { CRC_DESC_BYTES, crcDescLen, crcDescOut, crcDescPtr, writeCrcDesc } from '../../dataplane/descriptors.js';
+import { TERM } from '../../wire/terminate.js';
+import { fault, type TcpFault } from './fault.js';
 
 /** The part of DeviceMemory (src/dataplane/device-memory.ts) the framing needs. */
-export interface DataPlane {
+export interface FramingMemory {
   u8(): Uint8Array;
   alloc(length: number, align?: number): number;
   dataView?(): DataView;
   free(addr: number): void;
   readonly kernels: {
     crc32c(ptr: number, len: number, previous: number): number;
-    /** One call for many buffers: `count` 16-byte LE descriptors {ptr, len, previous, out}. */
+    /** One call for many buffers: `count` crcBatchDesc records (src/wire/spec.ts). */
     crc32cBatch?(descPtr: number, count: number): void;
   };
 }
@@ -97,7 +100,7 @@ function crcRange(b: Uint8Array, from: number, to: number, prev: number): number
 }
 
 export interface FramerOptions {
-  dp: DataPlane;
+  dp: FramingMemory;
   crc: boolean;
   /** Insert markers (the peer's MPA frame had M set). */
   markers: boolean;
@@ -106,7 +109,7 @@ export interface FramerOptions {
 }
 
 export class FpduFramer {
-  readonly #dp: DataPlane;
+  readonly #dp: FramingMemory;
   readonly #crc: boolean;
   readonly #markers: boolean;
   readonly mulpdu: number;
@@ -275,10 +278,7 @@ export class FpduFramer {
     }
     const c = new Uint8Array(MPA_CRC_LEN);
     const v = this.#crc ? crc >>> 0 : 0;
-    c[0] = v & 0xff;
-    c[1] = (v >>> 8) & 0xff;
-    c[2] = (v >>> 16) & 0xff;
-    c[3] = v >>> 24;
+    wr32le(c, 0, v);
     out.push(c);
     pos += MPA_CRC_LEN;
     this.streamPos = pos;
@@ -293,7 +293,7 @@ export interface RxUlpdu {
 }
 
 export interface DeframerOptions {
-  dp: DataPlane;
+  dp: FramingMemory;
   crc: boolean;
   /** The peer inserts markers (our MPA frame had M set). */
   markers: boolean;
@@ -311,7 +311,7 @@ export interface DeframerSink {
 }
 
 export class FpduDeframer {
-  readonly #dp: DataPlane;
+  readonly #dp: FramingMemory;
   readonly #crc: boolean;
   readonly #markers: boolean;
   readonly #maxUlpdu: number;
@@ -335,7 +335,7 @@ export class FpduDeframer {
     this.#sink = sink;
     this.#cap = Math.max(o.capacity ?? 512 * 1024, 128 * 1024);
     this.#base = o.dp.alloc(this.#cap);
-    this.#crcDesc = o.crc && !o.markers && o.dp.kernels.crc32cBatch ? o.dp.alloc(CRC_BATCH * 16) : -1;
+    this.#crcDesc = o.crc && !o.markers && o.dp.kernels.crc32cBatch ? o.dp.alloc(CRC_BATCH * CRC_DESC_BYTES) : -1;
   }
 
   /**
@@ -451,20 +451,17 @@ export class FpduDeframer {
         }
         const total = fpduLength(ulen);
         if (avail < total) break;
-        const d = desc + n * 16;
-        dv.setUint32(d, at, true);
-        dv.setUint32(d + 4, total - MPA_CRC_LEN, true);
-        dv.setUint32(d + 8, 0, true);
+        writeCrcDesc(dv, desc + n * CRC_DESC_BYTES, at, total - MPA_CRC_LEN, 0);
         n++;
         at0 += total;
       }
       if (n === 0) return undefined;
       this.#dp.kernels.crc32cBatch!(desc, n);
       for (let i = 0; i < n; i++) {
-        const d = desc + i * 16;
-        const at = dv.getUint32(d, true);
-        const len = dv.getUint32(d + 4, true);
-        const got = dv.getUint32(d + 12, true);
+        const d = desc + i * CRC_DESC_BYTES;
+        const at = crcDescPtr(dv, d);
+        const len = crcDescLen(dv, d);
+        const got = crcDescOut(dv, d);
         const wire = dv.getUint32(at + len, true);
         if (got !== wire) return fault(TERM.crc, 'CRC', `FPDU CRC32C mismatch: wire ${hex(wire)}, computed ${hex(got)}`);
         batch.push({ ptr: at + MPA_HDR_LEN, len: (u8[at]! << 8) | u8[at + 1]! });

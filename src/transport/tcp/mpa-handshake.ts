@@ -20,7 +20,8 @@ import {
 } from '../../wire/mpa.js';
 import { MPA_KEY_REP, MPA_KEY_REQ, MPA_MAX_PRIVATE_DATA, MPA_REQ_REP, MPA_V2_IRD_ORD_MASK, MPA_V2_PRIVATE } from '../../wire/spec.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import { fault, TERM, type TcpFault } from './terminate.js';
+import { TERM } from '../../wire/terminate.js';
+import { fault, type TcpFault } from './fault.js';
 
 export type MpaRole = 'initiator' | 'responder';
 

@@ -1,6 +1,7 @@
 // sabre's control message on a TCP stream (RDMAP opcode 15, see SABRE_CONTROL in
 // src/wire/spec.ts): the engine's ack, RNR and sequence notes between two sabre peers, as one
 // untagged DDP segment (QN 0, MSN 0, MO 0, L) so the stream stays well-formed iWARP.
+import { rd32, wr32 } from '../../wire/codec.js';
 import { encodeDdp, RdmapOpcode } from '../../wire/rdmap.js';
 import { QN, SABRE_CONTROL, SabreControlKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 
@@ -15,11 +16,7 @@ export function encodeSabreControl(kind: number, ssn: number): Uint8Array {
   encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.SabreControl, ulp: 0, qn: QN.Send, msn: 0, mo: 0 }, b, 0);
   const o = UNTAGGED_HDR_LEN;
   b[o + F.kind.offset] = kind;
-  const s = o + F.ssn.offset;
-  b[s] = ssn >>> 24;
-  b[s + 1] = (ssn >>> 16) & 0xff;
-  b[s + 2] = (ssn >>> 8) & 0xff;
-  b[s + 3] = ssn & 0xff;
+  wr32(b, o + F.ssn.offset, ssn);
   return b;
 }
 
@@ -28,7 +25,5 @@ export function decodeSabreControl(u8: Uint8Array, at: number, len: number): { k
   if (len < SABRE_CONTROL.size) return undefined;
   const kind = u8[at + F.kind.offset]!;
   if (kind !== SabreControlKind.Ack && kind !== SabreControlKind.Rnr && kind !== SabreControlKind.Seq) return undefined;
-  const s = at + F.ssn.offset;
-  const ssn = ((u8[s]! << 24) | (u8[s + 1]! << 16) | (u8[s + 2]! << 8) | u8[s + 3]!) >>> 0;
-  return { kind, ssn };
+  return { kind, ssn: rd32(u8, at + F.ssn.offset) };
 }

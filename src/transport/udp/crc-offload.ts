@@ -7,6 +7,7 @@
 // Each direction has its own descriptor area (one batch of each may be in flight at once);
 // a batch is split into contiguous runs of about equal bytes, one Crc32cBatch job per worker.
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
+import { CRC_DESC_BYTES as DESC, crcDescOut, writeCrcDesc } from '../../dataplane/descriptors.js';
 import { JobOp, JobStatus } from '../../dataplane/jobs.js';
 
 /** What the socket shell needs from an offload (tests may supply their own). */
@@ -32,7 +33,6 @@ interface Memory {
   dataView(): DataView;
 }
 
-const DESC = 16;
 
 export class CrcOffload implements CrcOffloadLike {
   readonly minBytes: number;
@@ -60,11 +60,7 @@ export class CrcOffload implements CrcOffloadLike {
     const dv = this.#dm.dataView();
     let total = 0;
     for (let i = 0; i < n; i++) {
-      const d = base + i * DESC;
-      dv.setUint32(d, ptr[i]!, true);
-      dv.setUint32(d + 4, len[i]!, true);
-      dv.setUint32(d + 8, prev[i]! >>> 0, true);
-      dv.setUint32(d + 12, 0, true);
+      writeCrcDesc(dv, base + i * DESC, ptr[i]!, len[i]!, prev[i]!);
       total += len[i]!;
     }
     // Contiguous runs of about total/workers bytes, one job per worker.
@@ -86,7 +82,7 @@ export class CrcOffload implements CrcOffloadLike {
     if (rs.some((r) => r.status !== JobStatus.Ok)) throw new Error('crc offload job failed');
     const out = new Uint32Array(n);
     const v = this.#dm.dataView();
-    for (let i = 0; i < n; i++) out[i] = v.getUint32(base + i * DESC + 12, true);
+    for (let i = 0; i < n; i++) out[i] = crcDescOut(v, base + i * DESC);
     return out;
   }
 

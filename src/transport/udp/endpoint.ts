@@ -27,7 +27,7 @@
 //   reclaimed (never one with data in flight or an ACK owed).
 // Everything refused is a counted drop (stats()).
 import { randomInt } from 'node:crypto';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { UDP_COOKIE, UDP_MAX_SACK, UDP_TOKEN } from '../../wire/spec.js';
 import {

@@ -1,4 +1,4 @@
-// Engine frames (src/transport/types.ts) in the payload of a UDP DATA datagram: the engine
+// Engine frames (src/core/frame.ts) in the payload of a UDP DATA datagram: the engine
 // envelope (udpEnv, + udpEnvSeg for segments; layouts in src/wire/spec.ts, byte diagrams in
 // docs/wire.md) followed by the DDP segment; several frames of one QP pair may share a payload,
 // chained by udpEnv.len (./packer.ts builds such payloads, decodeFrames splits them). The QP numbers are not in the payload: they ride
@@ -8,25 +8,15 @@
 // dropped frame. The decoded segment's hdr and payload are views into the datagram (no copy);
 // the engine stages the payload into device memory when it places it.
 import { DDP_T, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG, UdpEnvFlag, UdpEnvKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import { RdmapOpcode } from '../../wire/rdmap.js';
-import type { Frame, SegFrame } from '../types.js';
+import { rd32, wr32 } from '../../wire/codec.js';
+import { carriesData } from '../../wire/rdmap.js';
+import type { Frame, SegFrame } from '../../core/frame.js';
 
 const E = UDP_ENV.fields;
 const S = UDP_ENV_SEG.fields;
 /** Bytes in front of the DDP segment of a seg frame. */
 export const ENV_SEG_LEN = UDP_ENV.size + UDP_ENV_SEG.size;
 export const ENV_CTL_LEN = UDP_ENV.size;
-
-function wr32(b: Uint8Array, o: number, v: number): void {
-  b[o] = v >>> 24;
-  b[o + 1] = v >>> 16;
-  b[o + 2] = v >>> 8;
-  b[o + 3] = v;
-}
-
-function rd32(b: Uint8Array, o: number): number {
-  return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
-}
 
 /** Bytes the payload of `f` takes. */
 export function frameLength(f: Frame): number {
@@ -122,7 +112,7 @@ export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Fram
       // engine stages). Control segments carry their RDMAP payload inside hdr (ctlFrame's shape).
       const tagged = (p[ENV_SEG_LEN]! & DDP_T) !== 0;
       const hlen = tagged ? TAGGED_HDR_LEN : UNTAGGED_HDR_LEN;
-      const data = tagged || isDataOpcode(p[ENV_SEG_LEN + 1]! & 0x0f);
+      const data = tagged || carriesData(p[ENV_SEG_LEN + 1]! & 0x0f);
       if (!data || p.length < ENV_SEG_LEN + hlen) return { kind: 'seg', env, hdr: p.subarray(ENV_SEG_LEN), payload: [] };
       const cut = ENV_SEG_LEN + hlen;
       return { kind: 'seg', env, hdr: p.subarray(ENV_SEG_LEN, cut), payload: cut < p.length ? [p.subarray(cut)] : [] };
@@ -137,12 +127,6 @@ export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Fram
     default:
       return undefined;
   }
-}
-
-/** Untagged opcodes whose payload is message data (Send variants) rather than an RDMAP control body. */
-function isDataOpcode(op: number): boolean {
-  return op === RdmapOpcode.Send || op === RdmapOpcode.SendInv || op === RdmapOpcode.SendSe
-    || op === RdmapOpcode.SendSeInv || op === RdmapOpcode.SendWithImm;
 }
 
 /**

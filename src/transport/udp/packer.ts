@@ -3,18 +3,22 @@
 // costs ~5–10 µs per datagram and an idle vCPU tens of µs to wake, so an engine ack, an RDMA
 // Write and its ImmediateData, or a Read's response data and its ReadComplete, travel together.
 //
-// Tagged segments (RDMA Write, Read Response) are also cut at payload boundaries so that a stream
-// of messages fills every datagram (two 64 KiB writes in ~2.02 datagrams instead of 4). That is
-// safe only because the engine hands each tagged segment to the link exactly once (it never
-// re-emits them; the reliability layer resends the same payload bytes), so every copy the
-// receiver can see has the same offset and length and its duplicate check by offset holds.
-// Untagged segments are never cut: an RNR retry re-emits a Send's frames, and a different cut
-// the second time would defeat that check.
+// Tagged segments (RDMA Write, Read Response) are cut here, and only here: the udp link says
+// `cutsTagged`, so the engine hands each tagged message over as one segment, and the packer
+// cuts it at payload boundaries so that a stream of messages fills every datagram (two 64 KiB
+// writes in ~2.02 datagrams instead of 4). That is safe only because the engine hands each
+// tagged segment to the link exactly once (it never re-emits them; the reliability layer
+// resends the same payload bytes), so every copy the receiver can see has the same offset and
+// length and its duplicate check by offset holds. Untagged segments are cut by the engine's
+// segmenter at the mss and never here: an RNR retry re-emits a Send's frames, and a different
+// cut the second time would defeat that check.
 //
 // Frames of one payload share the QP pair in the reliability header; a change of QP pair starts
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
+import type { Frame, SegFrame } from '../../core/frame.js';
+import { ViewCursor } from '../../core/gather.js';
+import { rdSafe64, wr32, wrSafe64 } from '../../wire/codec.js';
 import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
-import type { Frame, SegFrame } from '../types.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
 import { ByteSlab } from './slab.js';
 
@@ -160,57 +164,29 @@ function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8A
   for (const v of f.payload) total += v.length;
   if (dataOff === 0 && dataLen === total) return ENV_SEG_LEN + f.hdr.length;
   // Cut piece of a tagged segment (the only kind cut).
-  const o = f.env.off + dataOff;
-  const e = off + SEG_OFF_OFF;
-  buf[e] = o >>> 24;
-  buf[e + 1] = o >>> 16;
-  buf[e + 2] = o >>> 8;
-  buf[e + 3] = o;
+  wr32(buf, off + SEG_OFF_OFF, f.env.off + dataOff);
   const h = off + ENV_SEG_LEN;
   if (dataOff + dataLen < total) buf[h] = buf[h]! & ~DDP_L;
-  const t = h + TO_OFF;
-  const hi = ((buf[t]! << 24) | (buf[t + 1]! << 16) | (buf[t + 2]! << 8) | buf[t + 3]!) >>> 0;
-  const lo = ((buf[t + 4]! << 24) | (buf[t + 5]! << 16) | (buf[t + 6]! << 8) | buf[t + 7]!) >>> 0;
-  const sum = lo + dataOff;
-  const nlo = sum >>> 0;
-  const nhi = (hi + (sum > 0xffff_ffff ? 1 : 0)) >>> 0;
-  buf[t] = nhi >>> 24;
-  buf[t + 1] = nhi >>> 16;
-  buf[t + 2] = nhi >>> 8;
-  buf[t + 3] = nhi;
-  buf[t + 4] = nlo >>> 24;
-  buf[t + 5] = nlo >>> 16;
-  buf[t + 6] = nlo >>> 8;
-  buf[t + 7] = nlo;
+  // TO < 2^53 (spec MAX_SAFE_TO): a safe integer, carried across the 32-bit word boundary.
+  wrSafe64(buf, h + TO_OFF, rdSafe64(buf, h + TO_OFF) + dataOff);
   return ENV_SEG_LEN + f.hdr.length;
 }
 
+/** Copy [off, off + len) of the gathered views into buf at p; returns the end. */
 function copyData(views: Uint8Array[], off: number, len: number, buf: Uint8Array, p: number): number {
-  for (const v of views) {
-    if (len === 0) break;
-    if (off >= v.length) {
-      off -= v.length;
-      continue;
-    }
-    const take = Math.min(v.length - off, len);
-    buf.set(off === 0 && take === v.length ? v : v.subarray(off, off + take), p);
-    p += take;
-    len -= take;
-    off = 0;
-  }
-  return p;
+  const cur = new ViewCursor(views);
+  cur.skip(off);
+  let at = p;
+  cur.take(len, (v, o, n) => {
+    buf.set(o === 0 && n === v.length ? v : v.subarray(o, o + n), at);
+    at += n;
+  });
+  return at;
 }
 
+/** Append the views of [off, off + len) of the gathered views (no copy). */
 function viewsOf(views: Uint8Array[], off: number, len: number, out: Uint8Array[]): void {
-  for (const v of views) {
-    if (len === 0) break;
-    if (off >= v.length) {
-      off -= v.length;
-      continue;
-    }
-    const take = Math.min(v.length - off, len);
-    out.push(off === 0 && take === v.length ? v : v.subarray(off, off + take));
-    len -= take;
-    off = 0;
-  }
+  const cur = new ViewCursor(views);
+  cur.skip(off);
+  cur.takeViews(len, out);
 }

@@ -7,7 +7,7 @@ import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { ErrorCode, SabreError } from '../../errors.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';
@@ -104,7 +104,7 @@ interface RxWaiting {
   at: number;
 }
 
-export class UdpSocketTransport {
+export class UdpSockets {
   readonly endpoint: UdpEndpoint;
   readonly address: UdpAddress;
   readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[], rxOffloaded: 0, rxOffloadedBadCrc: 0, txOffloaded: 0, offloadFailures: 0, offloadBackoffs: 0 };
@@ -201,7 +201,7 @@ export class UdpSocketTransport {
     }
   }
 
-  static async open(opts: UdpSocketOptions = {}, handlers: UdpHandlers = {}): Promise<UdpSocketTransport> {
+  static async open(opts: UdpSocketOptions = {}, handlers: UdpHandlers = {}): Promise<UdpSockets> {
     const host = opts.host ?? '127.0.0.1';
     const n = opts.sockets ?? 1;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new SabreError(ErrorCode.InvalidArgument, 'sockets must be 1..16');
@@ -238,7 +238,7 @@ export class UdpSocketTransport {
     const a = sockets[0].address();
     const areas = opts.rxArea === undefined ? [] : [opts.rxArea, ...(opts.rxSpareAreas ?? [])];
     const burst = opts.burst ?? Math.max(4, Math.min(32, Math.floor((512 << 10) / endpoint.opts.mtu)));
-    return new UdpSocketTransport(
+    return new UdpSockets(
       sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter,
       opts.deferAnswers ?? false, areas, Math.min(burst, off?.maxBatch ?? burst), off, opts.offloadBackoff ?? true,
     );

@@ -10,11 +10,11 @@ import {
   encodeReadRequestV, encodeTerminate, RdmapOpcode, type DdpHdr,
 } from '../../../src/wire/rdmap.js';
 import { MpaConnection } from '../../../src/transport/tcp/connection.js';
-import { TcpEndpoint, type TcpAddress } from '../../../src/transport/tcp/listener.js';
+import { MpaConnector, type TcpAddress } from '../../../src/transport/tcp/connector.js';
 
 let dmA: DeviceMemory;
 let dmB: DeviceMemory;
-const endpoints: TcpEndpoint[] = [];
+const endpoints: MpaConnector[] = [];
 
 beforeAll(async () => {
   dmA = await DeviceMemory.create({ initialBytes: 8 << 20, maximumBytes: 64 << 20, regionEntries: 16, workerSlots: 0 });
@@ -24,8 +24,8 @@ afterAll(async () => {
   await Promise.all(endpoints.map((e) => e.close()));
 });
 
-async function ep(dm: DeviceMemory, opts: Partial<Parameters<typeof TcpEndpoint.listen>[0]> = {}): Promise<TcpEndpoint> {
-  const e = await TcpEndpoint.listen({ dp: dm, ...opts });
+async function ep(dm: DeviceMemory, opts: Partial<Parameters<typeof MpaConnector.listen>[0]> = {}): Promise<MpaConnector> {
+  const e = await MpaConnector.listen({ dp: dm, ...opts });
   endpoints.push(e);
   return e;
 }

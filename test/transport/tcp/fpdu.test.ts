@@ -5,8 +5,8 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../../src/wire/rdmap.js';
-import { FpduDeframer, FpduFramer, fpduLength, mulpdu, type DataPlane, type RxUlpdu } from '../../../src/transport/tcp/fpdu.js';
-import type { TcpFault } from '../../../src/transport/tcp/terminate.js';
+import { FpduDeframer, FpduFramer, fpduLength, mulpdu, type FramingMemory, type RxUlpdu } from '../../../src/transport/tcp/fpdu.js';
+import type { TcpFault } from '../../../src/transport/tcp/fault.js';
 
 let dp: DeviceMemory;
 beforeAll(async () => {
@@ -32,7 +32,7 @@ function frameAll(f: FpduFramer, hdr: Uint8Array, payload: Uint8Array[] = []): U
 }
 
 /** Collects a deframer's output as copied ULPDUs. */
-function collector(dplane: DataPlane, opts: { crc: boolean; markers: boolean; maxUlpdu?: number; capacity?: number }) {
+function collector(dplane: FramingMemory, opts: { crc: boolean; markers: boolean; maxUlpdu?: number; capacity?: number }) {
   const got: Uint8Array[] = [];
   const errors: TcpFault[] = [];
   const d = new FpduDeframer({ dp: dplane, ...opts }, {

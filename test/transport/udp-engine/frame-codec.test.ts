@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeFrame, encodeFrame, ENV_SEG_LEN, frameBytes, frameLength } from '../../../src/transport/udp/frame-codec.js';
-import type { Frame } from '../../../src/transport/types.js';
+import type { Frame } from '../../../src/core/frame.js';
 import { encodeDdp } from '../../../src/wire/rdmap.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { Opcode, WcStatus } from '../../../src/index.js';
 import { frameBytes } from '../../../src/transport/udp/frame-codec.js';
-import { UdpTransport } from '../../../src/transport/udp/transport.js';
+import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 import { encodeUdpHdr, udpHeaderLength, UdpType, type UdpHdr } from '../../../src/wire/udp.js';
 import { ALL, pattern, same, startPeer, stopPeer, take, type Peer, type RemoteMr } from './helpers.js';
@@ -44,7 +44,7 @@ function seal(h: Partial<UdpHdr>, payload: Uint8Array): Uint8Array {
 
 describe('udp device under hostile datagrams', () => {
   it('garbage, truncated, bad CRC, non-frames, unknown QPs: counted drops; the device keeps working', async () => {
-    const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: 1500 });
+    const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500 });
     dev = new Device(await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 }), t, { mss: t.mss });
     peer = await startPeer({ mtu: 1500 });
     const pd = dev.allocPd();

@@ -3,14 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { Access, Opcode, WcStatus } from '../../../src/index.js';
-import { UdpTransport } from '../../../src/transport/udp/transport.js';
+import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 
 async function dev(mtu?: number): Promise<Device> {
   const mem = await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 });
-  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}) });
+  const t = await UdpLink.open({ host: '127.0.0.1', port: 0, ...(mtu ? { mtu } : {}) });
   return new Device(mem, t, { mss: t.mss });
 }
 

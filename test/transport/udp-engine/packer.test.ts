@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeFrames } from '../../../src/transport/udp/frame-codec.js';
 import { FramePacker } from '../../../src/transport/udp/packer.js';
-import type { Frame, SegFrame } from '../../../src/transport/types.js';
+import type { Frame, SegFrame } from '../../../src/core/frame.js';
 import { decodeDdp, encodeDdp, RdmapOpcode } from '../../../src/wire/rdmap.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');

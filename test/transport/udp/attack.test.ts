@@ -9,7 +9,7 @@ import dgram from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { Access, Opcode, QpState, WcStatus, type CompletionQueue, type QueuePair, type WorkCompletion } from '../../../src/index.js';
-import { UdpTransport, type UdpTransportOptions } from '../../../src/transport/udp/transport.js';
+import { UdpLink, type UdpLinkOptions } from '../../../src/transport/udp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 import { UdpType } from '../../../src/wire/udp.js';
 import { seal, ZERO_COOKIE } from './raw-peer.js';
@@ -20,7 +20,7 @@ const CHUNK = 32 << 10;
 
 interface Side {
   dev: Device;
-  t: UdpTransport;
+  t: UdpLink;
   port: number;
 }
 
@@ -29,9 +29,9 @@ afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
 
-async function side(opts: Partial<UdpTransportOptions> = {}): Promise<Side> {
+async function side(opts: Partial<UdpLinkOptions> = {}): Promise<Side> {
   const mem = await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 });
-  const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, mtu: 1500, ...opts });
+  const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500, ...opts });
   const dev = new Device(mem, t, { mss: t.mss });
   cleanup.push(() => dev.close());
   return { dev, t, port: t.address.port };

@@ -4,7 +4,7 @@
 // of the generator; prints {"done": stats} once its sends are all acked and `expectBytes`
 // arrived; exits on {"close": true} or after `maxMs`.
 import { createInterface } from 'node:readline';
-import { UdpSocketTransport } from '../../../dist/transport/udp/socket.js';
+import { UdpSockets } from '../../../dist/transport/udp/socket.js';
 
 const cfg = JSON.parse(process.argv[2]);
 
@@ -37,7 +37,7 @@ const t0 = Date.now();
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
-const t = await UdpSocketTransport.open(
+const t = await UdpSockets.open(
   { host: cfg.host, port: cfg.port ?? 0, mtu: cfg.mtu ?? 65000, sockets: cfg.sockets ?? 1 },
   {
     onDelivery(d) {

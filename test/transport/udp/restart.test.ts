@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { Access, Opcode, QpState, WcStatus, type CompletionQueue, type QueuePair, type WorkCompletion } from '../../../src/index.js';
-import { UdpTransport } from '../../../src/transport/udp/transport.js';
+import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
@@ -20,7 +20,7 @@ afterEach(async () => {
 
 async function device(port = 0): Promise<Device> {
   const mem = await DeviceMemory.create({ maximumBytes: 64 << 20, workerSlots: 0 });
-  const t = await UdpTransport.open({ host: '127.0.0.1', port, mtu: 1500 });
+  const t = await UdpLink.open({ host: '127.0.0.1', port, mtu: 1500 });
   const d = new Device(mem, t, { mss: t.mss });
   open.push(d);
   return d;

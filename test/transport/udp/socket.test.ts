@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { UdpSocketTransport } from '../../../src/transport/udp/socket.js';
+import { UdpSockets } from '../../../src/transport/udp/socket.js';
 import type { Failure } from '../../../src/transport/udp/endpoint.js';
 import { makePayload, payloadIndex, sameBytes } from './sim.js';
 
@@ -23,7 +23,7 @@ function scheduleTotal(bytes: number, max: number): number {
 }
 
 interface Side {
-  t: UdpSocketTransport;
+  t: UdpSockets;
   got: Map<number, number>;
   bytesOk: number;
   bad: number;
@@ -34,9 +34,9 @@ interface Side {
   wake: () => void;
 }
 
-async function side(opts: Parameters<typeof UdpSocketTransport.open>[0]): Promise<Side> {
+async function side(opts: Parameters<typeof UdpSockets.open>[0]): Promise<Side> {
   const s = { got: new Map(), bytesOk: 0, bad: 0, acked: 0, failed: [], sent: 0, sentBytes: 0, wake: () => {} } as unknown as Side;
-  s.t = await UdpSocketTransport.open(opts, {
+  s.t = await UdpSockets.open(opts, {
     onDelivery(d) {
       const idx = payloadIndex(d.payload);
       s.got.set(idx, (s.got.get(idx) ?? 0) + 1);
@@ -87,7 +87,7 @@ function checkReceived(s: Side, n: number): void {
   for (let i = 0; i < n; i++) expect(s.got.get(i)).toBe(1);
 }
 
-const open: UdpSocketTransport[] = [];
+const open: UdpSockets[] = [];
 const children: ChildProcess[] = [];
 afterEach(async () => {
   for (const t of open.splice(0)) await t.close();
@@ -179,7 +179,7 @@ describe('UDP transport over real sockets (127.0.0.1)', () => {
     const a = await side({ mtu: 1472, context: { initialRtoMs: 5, minRtoMs: 5, maxRtoMs: 20, retryLimit: 3 } });
     open.push(a.t);
     // A bound-then-closed port: nothing listens there any more.
-    const gone = await UdpSocketTransport.open();
+    const gone = await UdpSockets.open();
     const addr = gone.address;
     await gone.close();
     for (let i = 0; i < 20; i++) a.t.send(addr, makePayload(i, 100));

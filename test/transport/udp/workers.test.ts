@@ -9,7 +9,7 @@ import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../../../src/dataplane/workers.js';
 import { Access, Opcode, WcStatus, openDevice, type Device } from '../../../src/index.js';
 import { CrcOffload } from '../../../src/transport/udp/crc-offload.js';
-import { UdpTransport } from '../../../src/transport/udp/transport.js';
+import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device as DeviceClass } from '../../../src/verbs/device.js';
 import { rng } from './sim.js';
 
@@ -132,7 +132,7 @@ describe('udp devices with data-plane workers', () => {
     const corrupting = async (seed: number) => {
       const r = rng(seed);
       const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 2 });
-      const t = await UdpTransport.open({
+      const t = await UdpLink.open({
         host: '127.0.0.1', port: 0, deviceMemory: mem, workers: await DataPlaneWorkers.start(mem, 2), offloadBackoff: false,
         rxFilter: (d) => {
           if (d.length > 16_384 && r() < 0.03) d[100 + ((r() * (d.length - 200)) | 0)]! ^= 0x10;
@@ -162,7 +162,7 @@ describe('udp devices with data-plane workers', () => {
     const build = async () => {
       const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 1 });
       const w = await DataPlaneWorkers.start(mem, 1);
-      const t = await UdpTransport.open({ host: '127.0.0.1', port: 0, deviceMemory: mem, workers: w, offloadBackoff: false });
+      const t = await UdpLink.open({ host: '127.0.0.1', port: 0, deviceMemory: mem, workers: w, offloadBackoff: false });
       return { dev: new DeviceClass(mem, t, { mss: t.mss }), w };
     };
     const a = await build();

@@ -1,5 +1,5 @@
-// The device-level TCP endpoint: one listening socket per device, one MPA connection per rc QP
-// pair, matched by the QPN pair carried in sabre's MPA private data.
+// The MPA connector of a tcp device: one listening socket, and one MPA connection per rc QP
+// pair, made or accepted and matched by the QPN pair carried in sabre's MPA private data.
 //
 // Who initiates: both sides call connect with the other's address and QPN. The side whose
 // (host, port, qpn) tuple — its own advertised address and QPN against the address and QPN it
@@ -14,12 +14,12 @@
 // the side with the lower nonce survives, the other is rejected as "crossing connect".
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, SabreError } from '../../errors.js';
-import type { DataPlane } from './fpdu.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
+import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import type { TcpFault } from './terminate.js';
+import type { TcpFault } from './fault.js';
 
 export interface TcpAddress {
   readonly transport: 'tcp';
@@ -27,8 +27,8 @@ export interface TcpAddress {
   readonly port: number;
 }
 
-export interface TcpEndpointOptions {
-  dp: DataPlane;
+export interface MpaConnectorOptions {
+  dp: FramingMemory;
   /** Listen address (default 127.0.0.1), port 0 = ephemeral. */
   host?: string;
   port?: number;
@@ -78,12 +78,12 @@ interface Parked {
   nonce: number;
 }
 
-export class TcpEndpoint {
+export class MpaConnector {
   readonly address: TcpAddress;
   /** Random per endpoint; breaks crossing connects. */
   readonly nonce: number;
   readonly #server: net.Server;
-  readonly #opts: TcpEndpointOptions;
+  readonly #opts: MpaConnectorOptions;
   readonly #connOpts: TcpConnectionOptions;
   readonly #waiters = new Map<number, Waiter>();
   readonly #parked = new Map<number, Parked[]>();
@@ -91,7 +91,7 @@ export class TcpEndpoint {
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
-  private constructor(server: net.Server, address: TcpAddress, opts: TcpEndpointOptions) {
+  private constructor(server: net.Server, address: TcpAddress, opts: MpaConnectorOptions) {
     this.#server = server;
     this.address = address;
     this.#opts = opts;
@@ -100,7 +100,7 @@ export class TcpEndpoint {
     server.on('connection', (s) => this.#incoming(s));
   }
 
-  static async listen(opts: TcpEndpointOptions): Promise<TcpEndpoint> {
+  static async listen(opts: MpaConnectorOptions): Promise<MpaConnector> {
     const host = opts.host ?? '127.0.0.1';
     // pauseOnConnect: nothing is read before adoptAccepted moves the handle to a zero-copy socket.
     const server = net.createServer({ noDelay: true, pauseOnConnect: true });
@@ -112,7 +112,7 @@ export class TcpEndpoint {
       });
     });
     const a = server.address() as net.AddressInfo;
-    return new TcpEndpoint(server, { transport: 'tcp', host, port: a.port }, opts);
+    return new MpaConnector(server, { transport: 'tcp', host, port: a.port }, opts);
   }
 
   /** MPA Requests waiting for a local connectQp (diagnostics, tests). */
@@ -343,9 +343,4 @@ export class TcpEndpoint {
     });
     return true;
   }
-}
-
-/** Convenience for tests and tools: an endpoint on 127.0.0.1 with an ephemeral port. */
-export function listenTcp(dp: DataPlane, opts: Omit<TcpEndpointOptions, 'dp'> = {}): Promise<TcpEndpoint> {
-  return TcpEndpoint.listen({ ...opts, dp });
 }

@@ -1,9 +1,11 @@
-// The engine's Transport over sabre's reliable datagram layer (M5): the engine frames of one
-// event-loop turn for one peer are packed into as few DATA payloads as fit (engine envelope +
-// DDP segment per frame, ./packer.ts, ./frame-codec.ts), sent through the device's single
-// UdpSocketTransport, which keeps one transport context per peer
-// device — shared by every rc and srd QP that talks to it — and delivers each payload exactly
-// once, in no promised order (the engine restores rc order from the envelope).
+// The udp link: the engine's frames over sabre's reliable datagram layer (M5). The frames of
+// one event-loop turn for one peer are packed into as few DATA payloads as fit (engine envelope
+// + DDP segment per frame, ./packer.ts, ./frame-codec.ts) and sent through the device's
+// sockets (./socket.ts UdpSockets around the sans-I/O ./endpoint.ts), which keep one transport
+// context per peer device — shared by every rc and srd QP that talks to it — and deliver each
+// payload exactly once, in no promised order (the engine restores rc order from the envelope).
+// Tagged segments are cut here, to fill datagrams (Link.cutsTagged): the engine hands each
+// tagged message over whole.
 //
 // Receive: deliveries that arrive in one event-loop turn (libuv hands up to 32 datagrams per
 // wake-up, the socket shell flushes once per turn) are decoded and handed to the engine as ONE
@@ -18,19 +20,21 @@
 // and the transport ACK in one datagram), then are packed.
 //
 // Failure: a payload the reliability layer gives up on (retry limit, the peer restarted and
-// forgot it) is reported to the link-failure handler with the peer's device address; the
-// engine fails the work that depended on that peer with RetryExcErr.
-import { ErrorCode, SabreError } from '../../errors.js';
+// forgot it) is reported as the peerLost event with the peer's device address; the engine
+// fails the work that depended on that peer with RetryExcErr.
+import type { DeviceAddress } from '../../core/address.js';
+import { ErrorCode, SabreError } from '../../core/errors.js';
+import type { Frame, Inbound } from '../../core/frame.js';
+import type { Link, LinkEvents } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import type { DeviceAddress, Frame, Inbound, Transport } from '../types.js';
+import { Inbox } from '../inbox.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
 import { FramePacker } from './packer.js';
-import { type RxArea, UdpSocketTransport, type UdpSocketOptions } from './socket.js';
-import { job } from '../job.js';
+import { type RxArea, UdpSockets, type UdpSocketOptions } from './socket.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
   readonly transport: 'udp';
@@ -38,7 +42,7 @@ export interface UdpDeviceAddress extends DeviceAddress {
   readonly port: number;
 }
 
-export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelease' | 'offload' | 'rxSpareAreas'> {
+export interface UdpLinkOptions extends Omit<UdpSocketOptions, 'manualRelease' | 'offload' | 'rxSpareAreas'> {
   /** Largest datagram (header + payload + trailer). Default 65000: right for loopback. */
   mtu?: number;
   /**
@@ -63,7 +67,7 @@ export interface UdpTransportOptions extends Omit<UdpSocketOptions, 'manualRelea
   offloadMinBytes?: number;
 }
 
-export interface UdpTransportCounters {
+export interface UdpLinkCounters {
   /** Delivered payloads that were not a well-formed engine frame (dropped). */
   badFrames: number;
   /** Frames for an address that is not a UDP device, or that the layer refused (queue full). */
@@ -86,7 +90,7 @@ export interface UdpTransportCounters {
 class DeviceRxArea implements RxArea {
   #used = 0;
   counters = { copied: 0, full: 0 };
-  constructor(private readonly dm: NonNullable<UdpTransportOptions['deviceMemory']>, private readonly base: number, private readonly size: number) {}
+  constructor(private readonly dm: NonNullable<UdpLinkOptions['deviceMemory']>, private readonly base: number, private readonly size: number) {}
 
   copy(msg: Uint8Array): Uint8Array | undefined {
     const n = msg.length;
@@ -117,25 +121,25 @@ export function isUdpAddress(a: unknown): a is UdpDeviceAddress {
     && typeof x.port === 'number' && Number.isInteger(x.port) && x.port > 0 && x.port < 65536;
 }
 
-export class UdpTransport implements Transport {
+export class UdpLink implements Link {
   readonly address: UdpDeviceAddress;
   /** Largest DDP payload per segment so envelope + DDP header + payload fit one datagram. */
   readonly mss: number;
+  /** The packer cuts tagged segments to fill datagrams (the engine leaves them whole). */
+  readonly cutsTagged = true;
   get mtu(): number {
     return this.udp.endpoint.opts.mtu;
   }
-  readonly counters: UdpTransportCounters = {
+  readonly counters: UdpLinkCounters = {
     badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
   };
   /** The datagram layer (endpoint counters, contexts) — for stats and tests. */
-  udp!: UdpSocketTransport;
-  #handler?: (batch: Inbound[]) => void;
-  #onLinkFailure?: (to: DeviceAddress) => void;
-  #inbox: Inbound[] = [];
+  udp!: UdpSockets;
+  #events?: LinkEvents;
+  #inbox?: Inbox;
   #frames: Frame[] = [];
   /** Deliveries per context id awaiting release after the engine has processed them. */
   #held = new Map<number, number>();
-  #scheduled = false;
   #closed = false;
   /** One DeviceAddress per peer context (stable identity lets the engine skip re-keying). */
   #fromCache = new WeakMap<PeerAddress, UdpDeviceAddress>();
@@ -154,10 +158,10 @@ export class UdpTransport implements Transport {
     this.mss = mss;
   }
 
-  static async open(opts: UdpTransportOptions = {}): Promise<UdpTransport> {
+  static async open(opts: UdpLinkOptions = {}): Promise<UdpLink> {
     const mtu = opts.mtu ?? DEFAULT_UDP_MTU;
     if (!Number.isInteger(mtu) || mtu < 256 || mtu > 65507) throw new SabreError(ErrorCode.InvalidArgument, 'mtu must be an integer in 256..65507');
-    let self: UdpTransport | undefined;
+    let self: UdpLink | undefined;
     const dm = opts.deviceMemory;
     const crc32c = dm ? (data: Uint8Array, previous = 0): number => crc32cIn(dm, data, previous) : undefined;
     const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
@@ -167,9 +171,9 @@ export class UdpTransport implements Transport {
     // With workers, the batch a worker checks and the one being processed keep their areas while a third fills.
     const spare = dm && rx && workers ? [0, 1].map(() => new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes)) : undefined;
     const offload = dm && workers ? new CrcOffload(dm, workers, { ...(offloadMinBytes !== undefined ? { minBytes: offloadMinBytes } : {}) }) : undefined;
-    let udp: UdpSocketTransport;
+    let udp: UdpSockets;
     try {
-      udp = await UdpSocketTransport.open(
+      udp = await UdpSockets.open(
         {
           ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(rx ? { rxArea: rx } : {}),
           ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
@@ -182,7 +186,7 @@ export class UdpTransport implements Transport {
             if (self) self.#onFailed(f);
           },
           onDeliveriesDone: () => {
-            if (self) self.#drain();
+            if (self) self.#drainNow();
           },
           onBeforePoll: () => {
             if (self) self.#seal();
@@ -196,7 +200,7 @@ export class UdpTransport implements Transport {
     const mss = udp.endpoint.maxPayload - ENV_SEG_LEN - UNTAGGED_HDR_LEN;
     // A plain, frozen, JSON-safe object: exactly what a peer passes back to reach us.
     const address = Object.freeze({ transport: 'udp' as const, host: udp.address.host, port: udp.address.port });
-    self = new UdpTransport(address, mss);
+    self = new UdpLink(address, mss);
     self.udp = udp;
     self.#packer = new FramePacker(udp.endpoint.maxPayload);
     if (rx) self.#rx = rx;
@@ -204,13 +208,11 @@ export class UdpTransport implements Transport {
     return self;
   }
 
-  onReceive(handler: (batch: Inbound[]) => void): void {
-    this.#handler = handler;
-  }
-
-  /** Called with a peer's address when the link to it failed (retries exhausted, peer restarted). */
-  onLinkFailure(handler: (to: DeviceAddress) => void): void {
-    this.#onLinkFailure = handler;
+  start(events: LinkEvents): void {
+    this.#events = events;
+    // The socket shell drains after a turn's deliveries (so the engine's answers leave in the
+    // same flush); the inbox's own job is only a backstop. Credit returns once processed.
+    this.#inbox = new Inbox((batch) => this.#deliver(batch), () => this.#release());
   }
 
   stats(): Record<string, number> {
@@ -281,7 +283,7 @@ export class UdpTransport implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#inbox = [];
+    this.#inbox?.clear();
     this.#pending.clear();
     await this.udp.close();
     await this.#offload?.close();
@@ -313,40 +315,39 @@ export class UdpTransport implements Transport {
 
   #onDelivery(d: Delivery): void {
     this.#held.set(d.ctx, (this.#held.get(d.ctx) ?? 0) + 1);
+    const inbox = this.#inbox;
+    if (!inbox) return;
     const start = this.#frames.length;
     this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
     if (this.#frames.length > start) {
       const from = this.#fromOf(d.from);
-      for (let i = start; i < this.#frames.length; i++) this.#inbox.push({ from, frame: this.#frames[i]! });
+      for (let i = start; i < this.#frames.length; i++) inbox.push(from, this.#frames[i]!);
     }
     this.#frames.length = 0;
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      // The socket shell calls onDeliveriesDone after a turn's deliveries (drain then, so the
-      // engine's answers leave in the same flush); the microtask is only a backstop.
-      job(this.#drain);
+    inbox.schedule();
+  }
+
+  #deliver(batch: Inbound[]): void {
+    if (this.#closed || !this.#events) return;
+    this.counters.batches++;
+    this.counters.frames += batch.length;
+    try {
+      this.#events.frames(batch);
+    } catch {
+      // The engine counts what it cannot use; nothing from the wire may take the device down.
+      this.counters.badFrames++;
     }
   }
 
-  #drain = (): void => {
-    if (!this.#scheduled) return;
-    this.#scheduled = false;
-    const batch = this.#inbox;
-    this.#inbox = [];
-    if (batch.length > 0 && !this.#closed && this.#handler) {
-      this.counters.batches++;
-      this.counters.frames += batch.length;
-      try {
-        this.#handler(batch);
-      } catch {
-        // The engine counts what it cannot use; nothing from the wire may take the device down.
-        this.counters.badFrames++;
-      }
-    }
+  #drainNow(): void {
+    this.#inbox?.drain();
+  }
+
+  #release(): void {
     if (this.#closed) return;
     for (const [ctx, n] of this.#held) this.udp.release(ctx, n);
     this.#held.clear();
-  };
+  }
 
   #onFailed(fs: Failure[]): void {
     const seen = new Set<PeerAddress>();
@@ -360,6 +361,6 @@ export class UdpTransport implements Transport {
   #linkFailed(a: UdpDeviceAddress): void {
     if (this.#closed) return;
     this.counters.linkFailures++;
-    this.#onLinkFailure?.(a);
+    this.#events?.peerLost(a);
   }
 }

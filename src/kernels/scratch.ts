@@ -12,7 +12,7 @@ export const STATE_BYTES = 64 * 1024;
 export const XXH128_AREA = 0;
 export const CDC_AREA = 2048;
 
-export interface KernelContext {
+export interface PrivateKernels {
   readonly kernels: Kernels;
   readonly memory: WebAssembly.Memory;
   /** Base of the state area (64-byte aligned); STATE_BYTES long. */
@@ -23,7 +23,7 @@ export interface KernelContext {
   readonly u8: Uint8Array;
 }
 
-async function create(): Promise<KernelContext> {
+async function create(): Promise<PrivateKernels> {
   const probeMemory = createSharedMemory(2, 2);
   const probe = await instantiateKernels(probeMemory);
   const heapBase = Number(probe.heapBase());
@@ -36,7 +36,7 @@ async function create(): Promise<KernelContext> {
 }
 
 /** Created once per thread at module load (top-level await keeps the user API synchronous). */
-export const ctx: KernelContext = await create();
+export const own: PrivateKernels = await create();
 
 /**
  * Feed `data` through the scratch window in chunks: `step(ptr, len)` runs once per chunk with
@@ -44,7 +44,7 @@ export const ctx: KernelContext = await create();
  * see a well-defined empty input.
  */
 export function forEachChunk(data: Uint8Array, step: (ptr: number, len: number) => void): void {
-  const { u8, scratchBase } = ctx;
+  const { u8, scratchBase } = own;
   if (data.length === 0) {
     step(scratchBase, 0);
     return;

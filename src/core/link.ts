@@ -1,0 +1,98 @@
+// The boundary between a device and whatever carries its engine's frames. A link moves opaque
+// frames between devices and reports what happened to them as events; it never looks into the
+// engine. The device (src/verbs/device.ts) is the one shell that joins an engine to a link: it
+// hands the engine's frames to send(), and turns each event into an engine call.
+import type { DeviceAddress } from './address.js';
+import type { Frame, Inbound } from './frame.js';
+import type { PeerProfile } from './peer.js';
+
+/**
+ * Why a QP's connection went down:
+ *   lost     the peer stopped answering (stream reset or ended, process killed): the oldest
+ *            unfinished work request completes with RetryExcErr, as an RC QP past its retries;
+ *   broken   the link found the stream broken (bad CRC, framing, a segment out of place) and
+ *            sent the peer a Terminate: the oldest unfinished work request gets LocQpOpErr;
+ *   refused  the connection could not be made: outstanding work is flushed.
+ */
+export type QpDownCause = 'lost' | 'broken' | 'refused';
+
+/** What a link reports. The device sets it once (Link.start). */
+export interface LinkEvents {
+  /** Frames from peers, handed to the engine as one step (one placement batch). Views valid during the call only. */
+  frames(batch: Inbound[]): void;
+  /** A peer device is lost for good (udp: retries exhausted, or the peer restarted and forgot our frames). */
+  peerLost(peer: DeviceAddress): void;
+  /** Connection links: local rc QP `qpn` is connected; `profile` is what the peer speaks. */
+  qpUp(qpn: number, profile: PeerProfile): void;
+  /** Connection links: QP `qpn`'s connection is gone. */
+  qpDown(qpn: number, cause: QpDownCause): void;
+  /**
+   * Connection links: whether an incoming connection for local QP `qpn` may be held until the
+   * QP's own connect comes (the QP does not exist yet, or has not connected yet).
+   */
+  awaitsConnection(qpn: number): boolean;
+  /**
+   * Room to send towards `peer` again after send() returned false. The seam for flow-controlled
+   * senders (read responses generated as the link has room, an enforced IRD): no link reports
+   * backpressure yet, and the engine does not wait for it.
+   */
+  writable?(peer: DeviceAddress): void;
+}
+
+/** An rdma_cm-style connect that reached a listening service (tcp: carried by the MPA exchange). */
+export interface ServiceRequest {
+  readonly service: number;
+  /** The initiator's QPN (0 when a foreign initiator named none). */
+  readonly remoteQpn: number;
+  readonly privateData: Uint8Array | undefined;
+  /** The initiator's address as the link observed it: where the accepted QP connects to. */
+  readonly from: DeviceAddress;
+  /** Bind the connection to local QP `qpn`; resolves when it is established. */
+  accept(qpn: number, privateData?: Uint8Array): Promise<void>;
+  reject(reason: string): void;
+}
+
+/** What a connection-oriented link (tcp) does for rc QPs: one connection per QP pair. */
+export interface QpConnections {
+  /**
+   * Make (or adopt the one a service exchange made) the connection of rc QP `qpn` with `rqpn`
+   * at `peer`; qpUp/qpDown tell how it went. Frames from it carry `peer` as their source.
+   */
+  openQp(qpn: number, peer: DeviceAddress, rqpn: number): void;
+  /** QP `qpn` entered ERROR or is gone: close its connection once what is queued has left. */
+  closeQp(qpn: number): void;
+  /** Route service connects to `handler` (undefined stops). */
+  listen(service: number, handler: ((r: ServiceRequest) => void) | undefined): void;
+  /** Connect QP `qpn` to the listener for `service` at `to`; the connection is bound to `qpn` when this resolves. */
+  dial(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }>;
+}
+
+export interface Link {
+  readonly address: DeviceAddress;
+  /** Largest datagram / framed PDU the link emits, where it has one (udp: the path MTU; tcp: the MULPDU). */
+  readonly mtu?: number;
+  /** Largest DDP payload of one segment: the engine cuts messages to it. */
+  readonly mss: number;
+  /**
+   * The link cuts tagged segments itself, to fill its datagrams (udp, like segmentation
+   * offload): the engine hands each tagged message over as one segment and cuts only untagged
+   * ones. Every byte range is still cut exactly once.
+   */
+  readonly cutsTagged?: boolean;
+  /** Connection-oriented links give rc QPs their connections (and carry service exchanges). */
+  readonly connections?: QpConnections;
+  /** Called once by the device, before anything is sent. */
+  start(events: LinkEvents): void;
+  /**
+   * Hand frames to the link. The payload views must stay readable until the call returns or,
+   * for asynchronous links, until delivery. The array itself passes to the link: the caller
+   * builds a fresh one per call and does not touch it again.
+   */
+  send(to: DeviceAddress, frames: Frame[]): void;
+  /** Whether `to` can be reached now (inproc: registered; udp/tcp: a well-formed address). */
+  reachable(to: DeviceAddress): boolean;
+  /** Link counters, merged into Device.stats() as `link`. */
+  stats?(): Record<string, number>;
+  /** May be asynchronous (sockets): the device awaits it. */
+  close(): void | Promise<void>;
+}

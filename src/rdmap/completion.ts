@@ -1,0 +1,61 @@
+// Completions and the ERROR state: work requests leave the send queue in posting order, each
+// into its QP's send CQ (unsignaled successes silently); a QP that enters ERROR flushes what is
+// outstanding; a full CQ moves every QP feeding it to ERROR (ibverbs' CQ overrun).
+import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
+import type { CompletionSink, WorkCompletion } from '../core/work.js';
+import type { EngineQp, EngineState, SendWork } from './state.js';
+
+export function complete(e: EngineState, cq: CompletionSink, wc: WorkCompletion): void {
+  if (cq.offer(wc)) return;
+  // CQ overrun (ibverbs: a catastrophic CQ error): every QP feeding this CQ goes to ERROR.
+  if (e.overrun.has(cq)) return;
+  e.overrun.add(cq);
+  e.events.push({ kind: 'cqError', cq });
+  for (const q of e.qps.values()) if (q.sendCq === cq || q.recvCq === cq) qpError(e, q);
+}
+
+/** Complete the finished work requests at the head of the send queue, in posting order. */
+export function drainSq(e: EngineState, qp: EngineQp): void {
+  while (qp.sq.length > 0 && qp.sq.at(0)!.done) {
+    const w = qp.sq.shift()!;
+    if (qp.tx > 0) qp.tx--;
+    if (w.signaled || w.status !== WcStatus.Success) {
+      complete(e, qp.sendCq, {
+        wrId: w.wrId, status: w.status, opcode: w.wc, byteLen: w.status === WcStatus.Success ? w.byteLen : 0, qpn: qp.qpn,
+      });
+    }
+  }
+}
+
+/** Mark `w` finished with `status` (its completion leaves with drainSq, in order). */
+export function finish(w: SendWork, status: WcStatusValue, byteLen: number): void {
+  if (w.done) return;
+  w.done = true;
+  w.status = status;
+  w.byteLen = byteLen;
+}
+
+/**
+ * Move to ERROR: `failing` completes with `status`, every other outstanding and later work
+ * request with WrFlushErr. `fatal`: the QP failed by itself (not modify/destroy).
+ */
+export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true): void {
+  if (qp.state === QpState.Error) return;
+  qp.state = QpState.Error;
+  for (const w of qp.sq) {
+    if (w.done) continue;
+    w.done = true;
+    w.status = w === failing && status !== undefined ? status : WcStatus.WrFlushErr;
+  }
+  for (const f of qp.flows.values()) {
+    f.inflight.clear();
+    f.reads.clear();
+    f.atomics.clear();
+    f.pending.clear();
+  }
+  qp.rdAtomic = 0;
+  drainSq(e, qp);
+  const rq = qp.rq.takeAll();
+  for (const r of rq) complete(e, qp.recvCq, { wrId: r.wrId, status: WcStatus.WrFlushErr, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
+  e.events.push({ kind: 'qpError', qpn: qp.qpn, fatal });
+}

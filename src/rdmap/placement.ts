@@ -1,0 +1,116 @@
+// Placement (M3): the data of one receive step's segments goes into registered memory with ONE
+// WASM place() call. Each segment is staged in device memory (unless it already lies there: a
+// tcp receive buffer, a source region of this device), described by placement descriptors —
+// one per target piece — and the kernel checks key / PD / access / bounds against the region
+// table and copies. Its amended-metadata records come back here: direct placements are
+// counted, external regions (the indirect path) are copied by TypeScript after the same
+// checks, and failures mark the message for a Terminate.
+import { Access, WcStatus, type WcStatusValue } from '../core/enums.js';
+import type { SegFrame } from '../core/frame.js';
+import { GatherCursor } from '../core/gather.js';
+import { PlaceStatus } from '../dataplane/descriptors.js';
+import { decodeDdp } from '../wire/rdmap.js';
+import { TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
+import type { EngineQp, EngineState, Flow, InMessage, Piece, RecvWork, SegmentPlacement } from './state.js';
+
+/** Descriptors per place() call (the engine memory's batch area). */
+const MAX_DESCS = 1024;
+const pieceLength = (p: Piece): number => p.len;
+
+/** Mark message `m` failed (once): it is Terminated when it is next in order. */
+export function failMsg(m: InMessage, hdr: Uint8Array, plen: number, term: TermCode, local?: WcStatusValue): void {
+  if (m.fail) return;
+  m.fail = { term, ...(local !== undefined ? { local } : {}) };
+  const d = decodeDdp(hdr, 0, hdr.length);
+  m.hdr = hdr.slice(0, d.ok ? d.length : 0);
+  m.segLen = plen;
+}
+
+/** Where the payload of `f` will be placed from: where it lies, or staged (flushing a full batch first). */
+function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number): number {
+  const mem = e.mem;
+  const at = mem.inDevice(f.payload);
+  if (at >= 0) {
+    if (!mem.hasRoom(0) || mem.count + ndesc > MAX_DESCS) flushPlacement(e);
+    return at;
+  }
+  if (!mem.hasRoom(plen) || mem.count + ndesc > MAX_DESCS) flushPlacement(e);
+  e.counters.stagedBytes += plen;
+  return mem.stage(f.payload, plen);
+}
+
+/**
+ * A tagged segment: placed at the STag/TO it names, needing `access` there. `local`: the
+ * status our own work request gets when it cannot be placed (a Read Response into our sinks).
+ */
+export function placeTagged(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number, local?: WcStatusValue): void {
+  if (f.hdr.length !== m.hdrLen) return failMsg(m, f.hdr, plen, TERM.invalidRequest);
+  const src = stage(e, f, plen, 1);
+  const seg: SegmentPlacement = { qp, flow, m, off: f.env.off, len: plen, remaining: 1, bad: 0, recvLocal: false, local };
+  e.mem.addDesc(src, plen, stag, qp.pd, to, access, e.descs.length);
+  e.descs.push({ seg, stag, to, len: plen });
+}
+
+/** An untagged data segment into receive `r`, cut along its scatter list: one descriptor per piece it touches. */
+export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, r: RecvWork, plen: number): void {
+  const off = f.env.off;
+  const spans: { p: Piece; at: number; n: number }[] = [];
+  const cur = new GatherCursor(r.pieces, pieceLength);
+  cur.skip(off);
+  cur.take(plen, (p, at, n) => spans.push({ p, at, n }));
+  const src = stage(e, f, plen, Math.max(1, spans.length));
+  const seg: SegmentPlacement = { qp, flow, m, off, len: plen, remaining: spans.length, bad: 0, recvLocal: true, local: undefined };
+  if (spans.length === 0) {
+    segDone(seg);
+    return;
+  }
+  let s = src;
+  for (const { p, at, n } of spans) {
+    e.mem.addDesc(s, n, p.rec.stag, qp.pd, p.addr + at, Access.LocalWrite, e.descs.length);
+    e.descs.push({ seg, stag: p.rec.stag, to: p.addr + at, len: n });
+    s += n;
+  }
+}
+
+/** One place() call for the batch; then the amended records are consumed (M3). */
+export function flushPlacement(e: EngineState): void {
+  const mem = e.mem;
+  const n = mem.run();
+  if (n > 0) e.counters.placeBatches++;
+  const u8 = n > 0 ? mem.dm.u8() : undefined;
+  for (let i = 0; i < n; i++) {
+    const dc = e.descs[mem.outTag(i)]!;
+    const st = mem.outStatus(i);
+    if (st === PlaceStatus.Placed) {
+      e.counters.directSegments++;
+      e.counters.directBytes += dc.len;
+    } else if (st === PlaceStatus.Indirect) {
+      const rec = mem.lookup(dc.stag);
+      if (rec?.ext) {
+        const src = mem.descSrc(i);
+        rec.ext.set(u8!.subarray(src, src + dc.len), dc.to - rec.addr);
+        e.counters.indirectSegments++;
+        e.counters.indirectBytes += dc.len;
+      } else dc.seg.bad = PlaceStatus.InvalidStag;
+    } else if (!dc.seg.bad) dc.seg.bad = st;
+    if (--dc.seg.remaining === 0) segDone(dc.seg);
+  }
+  e.descs = [];
+  mem.reset();
+}
+
+/** Every descriptor of a segment is back: count its bytes, or fail its message. */
+function segDone(seg: SegmentPlacement): void {
+  const m = seg.m;
+  if (m.fail) return;
+  if (seg.bad) {
+    const hdr = m.hdr ?? new Uint8Array(0);
+    // A receive of ours that cannot take the data is our failure; a peer-named target, the peer's.
+    if (seg.recvLocal) failMsg(m, hdr, seg.len, TERM.catastrophic, WcStatus.LocProtErr);
+    else failMsg(m, hdr, seg.len, termForPlaceStatus(seg.bad), seg.local);
+    return;
+  }
+  if (m.offs.has(seg.off)) return;
+  m.offs.add(seg.off);
+  m.got += seg.len;
+}

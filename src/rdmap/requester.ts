@@ -1,0 +1,390 @@
+// The requester: posted send work requests become RDMAP messages in posting order (with the rc
+// fence and the read/atomic depth), acks and RNR NAKs come back, and the watchdog notices a peer
+// that stopped answering. Builds follow the opcode table's `build` (opcodes.ts).
+//
+// rc fence: a Write, Read or atomic whose remote range overlaps an earlier operation of the same
+// QP that is not yet complete waits until it is (one round trip, only when ranges overlap), so a
+// later write to the same bytes wins even when the link reorders segments.
+import { addressKey, type DeviceAddress } from '../core/address.js';
+import { QpState, WcOpcode, WcStatus } from '../core/enums.js';
+import type { Frame, SegFrame } from '../core/frame.js';
+import { GatherCursor } from '../core/gather.js';
+import {
+  encodeAtomicRequest, encodeImmediateData, encodeReadRequest, encodeReadRequestV, Qn, RdmapOpcode,
+  type ReadRequest, type ReadVEntry, readRequestVLength,
+} from '../wire/rdmap.js';
+import { drainSq, finish, qpError } from './completion.js';
+import { WrKind } from './opcodes.js';
+import { ctlFrame, dataFrames } from './segmenter.js';
+import { type EngineQp, type EngineState, Flow, type OutMessage, type SendWork } from './state.js';
+
+const M64 = (1n << 64n) - 1n;
+const DDP_L = 0x40;
+const entryLength = (e: ReadVEntry): number => e.len;
+
+// ---- flows and the outbox ---------------------------------------------------------------------
+
+export const flowKey = (peerKey: string, rqpn: number): string => `${peerKey}#${rqpn}`;
+
+/** srd: the flow to (peer, rqpn), made on first use. */
+export function srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer)): Flow {
+  const k = flowKey(key, rqpn);
+  let f = qp.flows.get(k);
+  if (!f) {
+    f = new Flow(peer, key, rqpn);
+    qp.flows.set(k, f);
+  }
+  return f;
+}
+
+/** The flow a frame from (peer `key`, `rqpn`) belongs to, if the QP has one. */
+export function findFlow(qp: EngineQp, key: string, rqpn: number): Flow | undefined {
+  if (qp.type === 'rc') {
+    const f = qp.flow;
+    return f && f.peerKey === key && f.rqpn === rqpn ? f : undefined;
+  }
+  return qp.flows.get(flowKey(key, rqpn));
+}
+
+/**
+ * Leave a frame for the link. A peer that sends no acks (a standard iWARP peer) completes our
+ * Writes and Sends at hand-off: the last segment of each message is noted, and pollTransmit
+ * applies it as that peer's ack once the frames are handed over.
+ */
+export function emit(e: EngineState, qp: EngineQp, flow: Flow, frame: Frame): void {
+  e.outbox.push({ to: flow.peer, frame });
+  if (!flow.profile.acks && frame.kind === 'seg' && (frame.hdr[0]! & DDP_L) !== 0) e.handoff.set(flow, { qp, ssn: frame.env.ssn });
+}
+
+export function emitAll(e: EngineState, qp: EngineQp, flow: Flow, frames: Frame[]): void {
+  for (const f of frames) emit(e, qp, flow, f);
+}
+
+// ---- posting order ----------------------------------------------------------------------------
+
+/** Transmit what the send queue allows, in posting order. */
+export function pump(e: EngineState, qp: EngineQp): void {
+  while (qp.state === QpState.Rts && qp.tx < qp.sq.length) {
+    const w = qp.sq.at(qp.tx)!;
+    if (w.done) {
+      qp.tx++;
+      continue;
+    }
+    if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && qp.rdAtomic >= qp.caps.maxRdAtomic) break;
+    if (qp.type === 'rc' && w.ranges) {
+      if (fenced(qp, w)) break;
+      widenFence(qp, w);
+    }
+    transmit(e, qp, w);
+    qp.tx++;
+  }
+}
+
+/**
+ * An earlier, unfinished operation touches the same remote bytes (read/read excepted). A
+ * bounding box of the remote ranges in flight answers the common case (streams of writes to
+ * fresh addresses) without scanning; a scan also re-tightens the box.
+ */
+function fenced(qp: EngineQp, w: SendWork): boolean {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const b of w.ranges!) {
+    if (b.len === 0) continue;
+    lo = Math.min(lo, b.addr);
+    hi = Math.max(hi, b.addr + b.len);
+  }
+  if (hi <= qp.fenceLo || lo >= qp.fenceHi) return false;
+  let nlo = Infinity;
+  let nhi = -Infinity;
+  for (let i = 0; i < qp.tx; i++) {
+    const x = qp.sq.at(i)!;
+    if (x.done || !x.ranges) continue;
+    for (const a of x.ranges) {
+      if (a.len === 0) continue;
+      if (a.addr < nlo) nlo = a.addr;
+      if (a.addr + a.len > nhi) nhi = a.addr + a.len;
+      if (x.kind === WrKind.Read && w.kind === WrKind.Read) continue;
+      for (const b of w.ranges!) if (a.addr < b.addr + b.len && b.addr < a.addr + a.len) return true;
+    }
+  }
+  qp.fenceLo = nlo;
+  qp.fenceHi = nhi;
+  return false;
+}
+
+function widenFence(qp: EngineQp, w: SendWork): void {
+  for (const b of w.ranges!) {
+    if (b.len === 0) continue;
+    if (b.addr < qp.fenceLo) qp.fenceLo = b.addr;
+    if (b.addr + b.len > qp.fenceHi) qp.fenceHi = b.addr + b.len;
+  }
+}
+
+// ---- building messages (the opcode table's `build`) --------------------------------------------
+
+function parts(e: EngineState, w: SendWork): Uint8Array[] {
+  if (w.inline) return [w.inline];
+  return w.pieces.map((p) => e.mem.view(p.rec, p.addr, p.len));
+}
+
+function transmit(e: EngineState, qp: EngineQp, w: SendWork): void {
+  const flow = w.flow ?? qp.flow!;
+  armWatchdog(e, qp, flow);
+  switch (w.row.build) {
+    case 'send': return buildSend(e, qp, flow, w);
+    case 'write': return buildWrite(e, qp, flow, w);
+    case 'read': return !flow.profile.extensions && w.row.toStandardPeer === 'rfcReadRequests' ? buildRfcReads(e, qp, flow, w) : buildReadV(e, qp, flow, w);
+    case 'atomic': return buildAtomic(e, qp, flow, w);
+  }
+}
+
+function buildSend(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
+  const frames: SegFrame[] = [];
+  const ssn = flow.nextSsn++;
+  const imm = w.row.imm === w.opcode;
+  dataFrames({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.mss, ssn, tagged: false, opcode: w.row.code, qn: w.row.qn,
+    msn: flow.sendMsn++, ulp: imm ? w.imm : 0, parts: parts(e, w), total: w.total,
+  }, frames);
+  w.pending = 1;
+  flow.inflight.set(ssn, { wr: w, frames, rnrWait: false });
+  emitAll(e, qp, flow, frames);
+}
+
+function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
+  const frames: SegFrame[] = [];
+  const ssn = flow.nextSsn++;
+  dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.taggedMss, ssn, tagged: true, opcode: w.row.code, stag: w.rkey, to: w.remoteAddr, parts: parts(e, w), total: w.total }, frames);
+  w.pending = 1;
+  flow.inflight.set(ssn, { wr: w, rnrWait: false });
+  emitAll(e, qp, flow, frames);
+  if (w.row.imm !== w.opcode) return;
+  // RdmaWriteWithImm: RFC 7306 Immediate Data after the write; it consumes a receive.
+  const s2 = flow.nextSsn++;
+  const f = ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: s2, opcode: RdmapOpcode.ImmediateData, qn: Qn.Send, msn: flow.sendMsn++,
+    bodyLen: 8, body: (b, o) => encodeImmediateData({ imm: w.imm, len: w.total }, b, o),
+  });
+  w.pending = 2;
+  flow.inflight.set(s2, { wr: w, frames: [f], rnrWait: false });
+  emit(e, qp, flow, f);
+}
+
+function readEnds(w: SendWork): { srcs: ReadVEntry[]; sinks: ReadVEntry[] } {
+  const srcs = w.srcs ?? [{ stag: w.rkey, to: w.remoteAddr, len: w.total }];
+  const sinks: ReadVEntry[] = w.pieces.length > 0 ? w.pieces.map((p) => ({ stag: p.rec.stag, to: p.addr, len: p.len })) : [{ stag: 0, to: 0, len: 0 }];
+  w.sinks = sinks;
+  return { srcs, sinks };
+}
+
+/** M1: one ReadRequestV naming sources and sinks; the responder writes the sinks and says ReadComplete. */
+function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
+  const v = readEnds(w);
+  const msn = flow.reqMsn++;
+  const ssn = flow.nextSsn++;
+  const f = ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: w.row.code, qn: w.row.qn, msn,
+    bodyLen: readRequestVLength(v), body: (b, o) => encodeReadRequestV(v, b, o),
+  });
+  flow.reads.set(msn, w);
+  qp.rdAtomic++;
+  flow.inflight.set(ssn, { wr: w, rnrWait: false });
+  emit(e, qp, flow, f);
+}
+
+/**
+ * A read to a standard iWARP peer: RFC 5040 Read Requests, one per (source, sink) piece with
+ * adjacent pieces merged (a one-source one-sink read is one request); it completes when the
+ * Read Response of its last request has arrived (the stream is in order, and so are responses).
+ */
+function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
+  const { srcs, sinks } = readEnds(w);
+  const reqs: ReadRequest[] = [];
+  const sinkCur = new GatherCursor(sinks, entryLength);
+  for (const s of srcs) {
+    let off = 0;
+    sinkCur.take(s.len, (k, at, n) => {
+      const last = reqs[reqs.length - 1];
+      if (last && last.srcStag === s.stag && last.srcTo + last.size === s.to + off && last.sinkStag === k.stag && last.sinkTo + last.size === k.to + at) last.size += n;
+      else reqs.push({ srcStag: s.stag, srcTo: s.to + off, sinkStag: k.stag, sinkTo: k.to + at, size: n });
+      off += n;
+    });
+  }
+  // A zero-length read is one zero-length request (answered by one empty Read Response).
+  if (reqs.length === 0) reqs.push({ srcStag: srcs[0]!.stag, srcTo: srcs[0]!.to, sinkStag: sinks[0]!.stag, sinkTo: sinks[0]!.to, size: 0 });
+  w.readParts = reqs.length;
+  let key = -1;
+  for (const r of reqs) {
+    const msn = flow.reqMsn++;
+    if (key < 0) key = msn;
+    const ssn = flow.nextSsn++;
+    flow.inflight.set(ssn, { wr: w, rnrWait: false });
+    emit(e, qp, flow, ctlFrame({
+      srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadRequest, qn: Qn.ReadRequest, msn,
+      bodyLen: 28, body: (b, o) => encodeReadRequest(r, b, o),
+    }));
+  }
+  flow.reads.set(key, w);
+  qp.rdAtomic++;
+}
+
+function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
+  const msn = flow.reqMsn++;
+  const ssn = flow.nextSsn++;
+  const fetchAdd = w.wc === WcOpcode.FetchAdd;
+  const f = ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: w.row.code, qn: w.row.qn, msn, bodyLen: 52,
+    body: (b, o) => encodeAtomicRequest({
+      op: fetchAdd ? 'fetchAdd' : 'cmpSwap', reqId: msn, stag: w.rkey, to: w.remoteAddr,
+      addOrSwap: BigInt.asUintN(64, fetchAdd ? w.compareAdd : w.swap), addOrSwapMask: M64,
+      compare: fetchAdd ? 0n : BigInt.asUintN(64, w.compareAdd), compareMask: M64,
+    }, b, o),
+  });
+  flow.atomics.set(msn, w);
+  qp.rdAtomic++;
+  flow.inflight.set(ssn, { wr: w, rnrWait: false });
+  emit(e, qp, flow, f);
+}
+
+// ---- answers: acks, RNR, read and atomic completion ------------------------------------------
+
+export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
+  const qp = e.qps.get(qpn);
+  if (!qp || qp.state === QpState.Error) return;
+  const flow = findFlow(qp, key, rqpn);
+  if (!flow) return;
+  flow.lastHeard = e.now;
+  applyAck(flow, ssn);
+  drainSq(e, qp);
+  pump(e, qp);
+}
+
+/** Every message up to `ssn` is complete at the peer: Writes and Sends whose messages are all acked complete Success. */
+export function applyAck(flow: Flow, ssn: number): void {
+  if (!(ssn > flow.acked) || ssn >= flow.nextSsn) return;
+  for (let s = flow.acked + 1; s <= ssn; s++) {
+    const m = flow.inflight.get(s);
+    if (!m) continue;
+    flow.inflight.delete(s);
+    const w = m.wr;
+    if (w && (w.kind === WrKind.Send || w.kind === WrKind.Write) && --w.pending === 0) finish(w, WcStatus.Success, w.total);
+  }
+  flow.acked = ssn;
+}
+
+/** Hand-off completions for peers that send no acks (emit noted them). */
+export function applyHandoffs(e: EngineState): void {
+  for (const [flow, { qp, ssn }] of e.handoff) {
+    e.handoff.delete(flow);
+    if (qp.state === QpState.Error) continue;
+    applyAck(flow, ssn);
+    drainSq(e, qp);
+    pump(e, qp);
+  }
+}
+
+export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
+  const qp = e.qps.get(qpn);
+  if (!qp || qp.state === QpState.Error) return;
+  const flow = findFlow(qp, key, rqpn);
+  if (flow) flow.lastHeard = e.now;
+  const m = flow?.inflight.get(ssn);
+  if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
+  const w = m.wr;
+  if (++w.rnrCount > qp.caps.rnrRetry) {
+    qpError(e, qp, w, WcStatus.RnrRetryExcErr);
+    return;
+  }
+  m.rnrWait = true;
+  e.timers.arm({ kind: 'rnrRetry', key: m, at: e.now + qp.caps.rnrTimeoutMs, qp, flow, ssn, m });
+}
+
+/** The RNR back-off is over: send the message again (the same frames: same cut, same offsets). */
+export function rnrRetry(e: EngineState, qp: EngineQp, flow: Flow, ssn: number, m: OutMessage): void {
+  if (qp.state !== QpState.Rts || flow.inflight.get(ssn) !== m) return;
+  m.rnrWait = false;
+  e.counters.rnrRetries++;
+  emitAll(e, qp, flow, m.frames!);
+}
+
+/** A read has all its data (ReadComplete, or the last RFC Read Response): it completes. */
+export function readDone(e: EngineState, qp: EngineQp, flow: Flow, key: number, w: SendWork): void {
+  flow.reads.delete(key);
+  qp.rdAtomic--;
+  finish(w, WcStatus.Success, w.total);
+  drainSq(e, qp);
+  pump(e, qp);
+}
+
+// ---- the watchdog and lost peers --------------------------------------------------------------
+
+/**
+ * The requester's watchdog (IB's local ACK timeout, folded with its retry count): while a flow
+ * has requests out, the peer's engine must be heard from within `timeoutMs`. The link
+ * retransmits lost datagrams and reports a dead peer on its own; this catches what it cannot
+ * see: a peer that took our datagrams and then died or lost the QP before answering (or, on
+ * srd, a remote QP that does not exist, whose frames are dropped). rc: the QP goes to ERROR
+ * with RetryExcErr; srd: only that flow's work fails.
+ */
+export function armWatchdog(e: EngineState, qp: EngineQp, flow: Flow): void {
+  if (!flow.outstanding) flow.lastHeard = e.now;
+  if (e.timers.has(flow)) return;
+  e.timers.arm({ kind: 'watchdog', key: flow, at: flow.lastHeard + qp.caps.timeoutMs, qp, flow });
+}
+
+/** Whether a watchdog entry still has something to watch (pollTimeout drops it otherwise). */
+export function watchdogLive(qp: EngineQp, flow: Flow): boolean {
+  return flow.outstanding && qp.live;
+}
+
+export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: number): void {
+  const bound = qp.type === 'rc' ? qp.flow === flow : qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) === flow;
+  if (!qp.live || !bound || !flow.outstanding) return;
+  if (now - flow.lastHeard < qp.caps.timeoutMs) {
+    e.timers.arm({ kind: 'watchdog', key: flow, at: flow.lastHeard + qp.caps.timeoutMs, qp, flow });
+    return;
+  }
+  e.counters.timeouts++;
+  if (qp.type === 'rc') {
+    qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
+    return;
+  }
+  forgetSrdFlow(qp, flowKey(flow.peerKey, flow.rqpn), flow);
+  drainSq(e, qp);
+  pump(e, qp);
+}
+
+/** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */
+function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
+  qp.flows.delete(k);
+  qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
+  for (const w of qp.sq) if (w.flow === f && !w.done) finish(w, WcStatus.RetryExcErr, 0);
+}
+
+/**
+ * The link lost a peer device for good: nothing more will arrive from it and what we sent may
+ * never land. rc QPs bound to it go to ERROR — their oldest unfinished work request completes
+ * with RetryExcErr, the rest flush, as an RC QP past its retry count does. srd QPs keep
+ * running: only the work addressed to that peer completes with RetryExcErr, and its flows are
+ * forgotten, so a new incarnation of the peer starts at ssn 1 again.
+ */
+export function peerLost(e: EngineState, peerKey: string): void {
+  for (const qp of e.qps.values()) {
+    if (qp.state === QpState.Error || qp.state === QpState.Reset) continue;
+    if (qp.type === 'rc') {
+      if (qp.flow?.peerKey !== peerKey) continue;
+      qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
+      continue;
+    }
+    let hit = false;
+    for (const [k, f] of qp.flows) {
+      if (f.peerKey !== peerKey) continue;
+      hit = true;
+      forgetSrdFlow(qp, k, f);
+    }
+    if (hit) {
+      drainSq(e, qp);
+      pump(e, qp);
+    }
+  }
+}

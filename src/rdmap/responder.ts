@@ -1,0 +1,281 @@
+// The responder's side of ordering: messages complete strictly in ssn order per flow, and
+// completing one does what its opcode's row says (opcodes.ts `execute`) — a receive completion,
+// immediate data, answering a read with tagged writes (M1), executing an atomic, completing our
+// own read or atomic, or a Terminate from the peer. A message that failed on arrival is
+// Terminated here, when it is next, after everything before it completed.
+//
+// M1 (reads answered by writes): a ReadRequestV names sources and sinks; the answer is tagged
+// ReadResponse segments straight into the sink STags/TOs, then a ReadComplete whose imm is the
+// request's MSN; the requester completes the read when ReadComplete is processed, which ssn
+// order puts after all of its data. An RFC 5040 Read Request is answered the same way — and
+// with Read Responses only when the peer is a standard iWARP peer (core/peer.ts).
+import { QpState, WcOpcode, WcStatus } from '../core/enums.js';
+import type { SegFrame } from '../core/frame.js';
+import { ViewCursor } from '../core/gather.js';
+import type { WorkCompletion } from '../core/work.js';
+import { PlaceStatus } from '../dataplane/descriptors.js';
+import {
+  decodeAtomicRequest, decodeAtomicResponse, decodeImmediateData, decodeReadComplete, decodeReadRequest, decodeReadRequestV,
+  decodeTerminate, encodeAtomicResponse, encodeReadComplete, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry,
+} from '../wire/rdmap.js';
+import { statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
+import { recvFor } from './arrival.js';
+import { complete, drainSq, qpError } from './completion.js';
+import { type OpcodeRow, rowOf } from './opcodes.js';
+import { failMsg } from './placement.js';
+import { emit, emitAll, pump, readDone } from './requester.js';
+import { ctlFrame, dataFrames } from './segmenter.js';
+import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
+
+const M64 = (1n << 64n) - 1n;
+const NO_HDR = new Uint8Array(0);
+
+/** Complete what is complete, in ssn order; Terminate the first failed message. */
+export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
+  for (;;) {
+    const m = flow.pending.get(flow.expected);
+    if (!m) return;
+    if (m.fail) {
+      fatal(e, qp, flow, m);
+      return;
+    }
+    const complete = m.seen && m.got === m.msgLen;
+    const row = rowOf(m.opcode);
+    const recv = row?.recv;
+    if (recv?.at === 'completion' && complete) {
+      // Nothing was placed: the receive is claimed now.
+      const r = recvFor(qp, m);
+      if (r === null) {
+        failMsg(m, m.hdr ?? NO_HDR, 0, TERM.invalidMsn);
+        continue;
+      }
+      if (!r) {
+        if (m.rnrArmed) nakRnr(e, qp, flow, m);
+        return;
+      }
+    } else if (recv && !complete && m.rnrArmed) {
+      // Segments were dropped for want of a receive: they come again after the requester's RNR timer.
+      nakRnr(e, qp, flow, m);
+      return;
+    }
+    if (!complete) return;
+    flow.pending.delete(flow.expected);
+    flow.expected++;
+    flow.needAck = true;
+    execute(e, qp, flow, m, row!);
+    if (qp.state === QpState.Error) return;
+  }
+}
+
+/** A message needs a receive that is not posted: RNR NAK — or, to a peer that has no RNR, the RFC 5040 Terminate. */
+function nakRnr(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
+  m.rnrArmed = false;
+  if (!flow.profile.acks) {
+    m.fail = { term: TERM.noBuffer };
+    fatal(e, qp, flow, m);
+    return;
+  }
+  e.counters.rnrNaksSent++;
+  emit(e, qp, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: m.ssn });
+}
+
+function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {
+  switch (row.execute) {
+    case 'none':
+      return;
+    case 'readResponse':
+      // A standard peer sends no ReadComplete: a read completes on the response to its last request.
+      if (!flow.profile.extensions) rfcReadResponse(e, qp, flow, m);
+      return;
+    case 'receive': {
+      const r = takeRecv(qp, m);
+      const wc: WorkCompletion = { wrId: r.wrId, status: WcStatus.Success, opcode: row.recv!.wc, byteLen: m.msgLen, qpn: qp.qpn };
+      if (row.imm !== undefined) wc.imm = m.ulp >>> 0;
+      return recvComplete(e, qp, flow, wc);
+    }
+    case 'immediate': {
+      const v = decodeImmediateData(m.ctl!, 0, m.ctl!.length);
+      if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+      const r = takeRecv(qp, m);
+      return recvComplete(e, qp, flow, { wrId: r.wrId, status: WcStatus.Success, opcode: row.recv!.wc, byteLen: v.value.len, imm: v.value.imm >>> 0, qpn: qp.qpn });
+    }
+    case 'answerRead': {
+      let srcs: ReadVEntry[], sinks: ReadVEntry[];
+      if (row.code === RdmapOpcode.ReadRequestV) {
+        const v = decodeReadRequestV(m.ctl!, 0, m.ctl!.length);
+        if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+        ({ srcs, sinks } = v.value);
+      } else {
+        const v = decodeReadRequest(m.ctl!, 0, m.ctl!.length);
+        if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+        srcs = [{ stag: v.value.srcStag, to: v.value.srcTo, len: v.value.size }];
+        sinks = [{ stag: v.value.sinkStag, to: v.value.sinkTo, len: v.value.size }];
+      }
+      return answerRead(e, qp, flow, m, row, srcs, sinks);
+    }
+    case 'answerAtomic':
+      return answerAtomic(e, qp, flow, m, row);
+    case 'readComplete': {
+      const v = decodeReadComplete(m.ctl!, 0, m.ctl!.length);
+      const w = v.ok ? flow.reads.get(v.value.imm) : undefined;
+      if (!v.ok || !w) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+      return readDone(e, qp, flow, v.value.imm, w);
+    }
+    case 'atomicResponse': {
+      const v = decodeAtomicResponse(m.ctl!, 0, m.ctl!.length);
+      const w = v.ok ? flow.atomics.get(v.value.reqId) : undefined;
+      if (!v.ok || !w) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+      flow.atomics.delete(v.value.reqId);
+      qp.rdAtomic--;
+      const p = w.pieces[0]!;
+      if (e.mem.lookup(p.rec.stag) === p.rec) {
+        const dst = e.mem.view(p.rec, p.addr, 8);
+        new DataView(dst.buffer, dst.byteOffset, 8).setBigUint64(0, v.value.value, true);
+        w.status = WcStatus.Success;
+        w.byteLen = 8;
+      } else w.status = WcStatus.LocProtErr;
+      w.done = true;
+      if (w.status !== WcStatus.Success) return qpError(e, qp, w, w.status);
+      drainSq(e, qp);
+      pump(e, qp);
+      return;
+    }
+    case 'terminate': {
+      e.counters.terminatesReceived++;
+      const v = decodeTerminate(m.ctl!, 0, m.ctl!.length);
+      // Without the sender's ack (a standard iWARP peer's Terminate carries none) the oldest
+      // unfinished work request is the one that failed.
+      const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done);
+      qpError(e, qp, failed, v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr);
+      return;
+    }
+  }
+}
+
+function recvComplete(e: EngineState, qp: EngineQp, flow: Flow, wc: WorkCompletion): void {
+  if (qp.type === 'srd') {
+    wc.srcQpn = flow.rqpn;
+    if (qp.reportSource) (wc as WorkCompletion & { src?: unknown }).src = flow.peer;
+  }
+  complete(e, qp.recvCq, wc);
+}
+
+function takeRecv(qp: EngineQp, m: InMessage): RecvWork {
+  const r = recvFor(qp, m)!;
+  // rc takes receives in posting order: the head.
+  if (qp.rq.at(0) === r) qp.rq.shift();
+  else qp.rq.removeAt(qp.rq.indexOf(r));
+  if (qp.type === 'rc') qp.rqConsumed++;
+  return r;
+}
+
+function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
+  const views: Uint8Array[] = [];
+  let total = 0;
+  for (const s of srcs) {
+    const st = e.mem.check(s.stag, qp.pd, s.to, s.len, row.access!);
+    if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
+    if (s.len > 0) views.push(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len));
+    total += s.len;
+  }
+  // Tagged writes straight from the source regions into the sinks: one message per sink.
+  const frames: SegFrame[] = [];
+  const response = (k: ReadVEntry, parts: Uint8Array[]): void => {
+    const ssn = flow.nextSsn++;
+    dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: e.taggedMss }, frames);
+    flow.inflight.set(ssn, { rnrWait: false });
+  };
+  // A standard requester completes its read on the Read Response with L: a zero-length read gets one, empty.
+  if (!flow.profile.extensions && total === 0) response({ stag: sinks[0]!.stag, to: sinks[0]!.to, len: 0 }, []);
+  const cur = new ViewCursor(views);
+  for (const k of sinks) {
+    if (k.len === 0) continue;
+    const parts: Uint8Array[] = [];
+    cur.takeViews(k.len, parts);
+    response(k, parts);
+  }
+  if (flow.profile.extensions) {
+    const ssn = flow.nextSsn++;
+    frames.push(ctlFrame({
+      srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadComplete, qn: Qn.Send, msn: m.msn, bodyLen: 8,
+      body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
+    }));
+    flow.inflight.set(ssn, { rnrWait: false });
+  }
+  emitAll(e, qp, flow, frames);
+}
+
+function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {
+  const v = decodeAtomicRequest(m.ctl!, 0, m.ctl!.length);
+  if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+  const a = v.value;
+  const st = e.mem.check(a.stag, qp.pd, a.to, 8, row.access!);
+  if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
+  if (a.to % 8 !== 0) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+  const bytes = e.mem.view(e.mem.lookup(a.stag)!, a.to, 8);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, 8);
+  const old = dv.getBigUint64(0, true);
+  if (a.op === 'fetchAdd') dv.setBigUint64(0, (old + a.addOrSwap) & M64, true);
+  else if (old === a.compare) dv.setBigUint64(0, a.addOrSwap, true);
+  const ssn = flow.nextSsn++;
+  const f = ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
+    bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
+  });
+  flow.inflight.set(ssn, { rnrWait: false });
+  emit(e, qp, flow, f);
+}
+
+/** A standard peer's Read Response message (all its segments, L last) is complete: it answers the oldest read's next request. */
+function rfcReadResponse(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
+  const first = flow.reads.entries().next();
+  if (first.done) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+  const [key, w] = first.value;
+  if (--w.readParts! > 0) return;
+  readDone(e, qp, flow, key, w);
+}
+
+/** A message already taken off the ordering queue failed while executing. */
+function fatalNow(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, term: TermCode): void {
+  m.fail = { term };
+  fatal(e, qp, flow, m);
+}
+
+/** Protocol error on message m: Terminate to the peer (acking everything before m), local completions, ERROR. */
+function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
+  const fail = m.fail!;
+  const hdr = m.hdr ?? NO_HDR;
+  let copy: Uint8Array | undefined;
+  if (hdr.length === 14 || hdr.length === 18) {
+    copy = new Uint8Array(2 + hdr.length);
+    copy[0] = (m.segLen >>> 8) & 0xff;
+    copy[1] = m.segLen & 0xff;
+    copy.set(hdr, 2);
+  }
+  const ssn = flow.nextSsn++;
+  emit(e, qp, flow, ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
+    bodyLen: 4 + (copy ? copy.length : 0), ack: m.ssn - 1,
+    body: (b, o) => encodeTerminate({ ...fail.term, m: !!copy, d: !!copy, ...(copy ? { hdrCopy: copy } : {}) }, b, o),
+  }));
+  e.counters.terminatesSent++;
+  // Local side: a receive that took the bad message, or our own read whose response was bad.
+  if (fail.local !== undefined) {
+    if (rowOf(m.opcode)?.arrive === 'readResponse') {
+      // The oldest outstanding read is the one whose answer went wrong (responses come in order).
+      const w = flow.reads.values().next().value;
+      if (w) {
+        qpError(e, qp, w, fail.local);
+        return;
+      }
+    } else if (m.recv || qp.type === 'rc') {
+      const r = m.recv ?? (qp.type === 'rc' ? qp.rq.at(m.msn - 1 - qp.rqConsumed) : undefined);
+      if (r) {
+        qp.rq.removeAt(qp.rq.indexOf(r));
+        complete(e, qp.recvCq, { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
+      }
+    }
+  }
+  qpError(e, qp);
+}
+

@@ -1,0 +1,293 @@
+// What the engine keeps: per QP, per flow, per work request, per message. A flow is one
+// direction pair between a QP and one remote QP: rc has exactly one, srd one per (peer device,
+// remote qpn) it talks to. Plain data: the engine's parts (requester.ts, responder.ts,
+// arrival.ts, placement.ts, completion.ts) act on it with functions; engine.ts owns it.
+import type { DeviceAddress } from '../core/address.js';
+import { QpState, WcStatus, type OpcodeValue, type QpStateValue, type WcOpcodeValue, type WcStatusValue } from '../core/enums.js';
+import type { Frame } from '../core/frame.js';
+import { SABRE_PEER, type PeerProfile } from '../core/peer.js';
+import type { CompletionSink, WrId } from '../core/work.js';
+import type { TermCode } from '../wire/terminate.js';
+import type { ReadVEntry } from '../wire/rdmap.js';
+import { Deque } from './deque.js';
+import type { EngineEvent } from './events.js';
+import type { DeviceCounters, EngineMemory, MrRecord } from './memory.js';
+import { newCounters } from './memory.js';
+import type { Offsets } from './offsets.js';
+import type { OpcodeRow, WrKindValue } from './opcodes.js';
+import { TimerTable } from './timers.js';
+
+/** A checked local segment of registered memory. */
+export interface Piece {
+  rec: MrRecord;
+  addr: number;
+  len: number;
+}
+
+/**
+ * A posted send work request, as the engine keeps it: everything the requester needs later is
+ * copied out of the caller's SendWr at post time (ibverbs providers copy the WR too), so the
+ * caller may reuse or change its object as soon as postSend returns.
+ */
+export interface SendWork {
+  readonly wrId: WrId;
+  readonly opcode: OpcodeValue;
+  /** The RDMAP message the request starts (opcodes.ts). */
+  readonly row: OpcodeRow;
+  readonly kind: WrKindValue;
+  /** Completion opcode. */
+  readonly wc: WcOpcodeValue;
+  readonly signaled: boolean;
+  readonly pieces: Piece[];
+  readonly total: number;
+  /** Data copied at post time (maxInline); replaces pieces when set. */
+  inline?: Uint8Array;
+  /** Remote side, copied: one segment (remoteAddr/rkey) or the sources of a vectored read. */
+  readonly remoteAddr: number;
+  readonly rkey: number;
+  readonly srcs: ReadVEntry[] | undefined;
+  readonly imm: number;
+  readonly compareAdd: bigint;
+  readonly swap: bigint;
+  /** srd: the flow named by ah/remoteQpn (rc: the QP's flow). */
+  flow?: Flow;
+  /** Remote ranges touched (rc fence). */
+  ranges?: { addr: number; len: number }[];
+  /** Messages still awaiting an ack (Send/Write kinds). */
+  pending: number;
+  done: boolean;
+  status: WcStatusValue;
+  byteLen: number;
+  rnrCount: number;
+  /** Reads: the sinks the responder may write (ReadResponse targets are checked against them). */
+  sinks?: ReadVEntry[];
+  /** Reads to a standard iWARP peer: RFC 5040 Read Requests whose last Read Response has not arrived yet. */
+  readParts?: number;
+}
+
+/** A posted receive. */
+export interface RecvWork {
+  wrId: WrId;
+  pieces: Piece[];
+  total: number;
+  /** srd: a message claimed it. */
+  claimed: boolean;
+}
+
+/** A message sent and not yet acknowledged. */
+export interface OutMessage {
+  wr?: SendWork;
+  /** Kept for messages that consume a receive: resent after an RNR NAK. */
+  frames?: Frame[];
+  rnrWait: boolean;
+}
+
+/** A message being received. */
+export interface InMessage {
+  ssn: number;
+  msgLen: number;
+  got: number;
+  offs: Offsets;
+  seen: boolean;
+  opcode: number;
+  /** Untagged header fields of the first segment seen. */
+  msn: number;
+  ulp: number;
+  /** Control payload (ReadRequest, atomics, immediate data, terminate …). */
+  ctl?: Uint8Array;
+  /** Copy of a DDP header of the message (for the Terminate's header copy). */
+  hdr?: Uint8Array;
+  hdrLen: number;
+  segLen: number;
+  fail?: { term: TermCode; local?: WcStatusValue };
+  /** A copy arrived that needs a receive that is not there: NAK RNR when this message is next. */
+  rnrArmed: boolean;
+  recv?: RecvWork;
+  /** Terminate: the sender's cumulative ack — the failed message of ours is ackHint + 1. */
+  ackHint?: number;
+}
+
+export class Flow {
+  readonly peer: DeviceAddress;
+  readonly peerKey: string;
+  readonly rqpn: number;
+  /** What the peer speaks (core/peer.ts): sabre unless a connection link said otherwise. */
+  profile: PeerProfile = SABRE_PEER;
+  // outgoing direction
+  nextSsn = 1;
+  acked = 0;
+  readonly inflight = new Map<number, OutMessage>();
+  sendMsn = 1;
+  reqMsn = 1;
+  respMsn = 1;
+  termMsn = 1;
+  readonly reads = new Map<number, SendWork>();
+  readonly atomics = new Map<number, SendWork>();
+  // incoming direction
+  expected = 1;
+  readonly pending = new Map<number, InMessage>();
+  needAck = false;
+  /** When the peer's engine was last heard from (the requester watchdog, requester.ts). */
+  lastHeard = 0;
+  constructor(peer: DeviceAddress, peerKey: string, rqpn: number) {
+    this.peer = peer;
+    this.peerKey = peerKey;
+    this.rqpn = rqpn;
+  }
+
+  /** Requests out: unacknowledged messages, reads or atomics awaiting their response. */
+  get outstanding(): boolean {
+    return this.inflight.size > 0 || this.reads.size > 0 || this.atomics.size > 0;
+  }
+}
+
+export interface QpCaps {
+  maxSendWr: number;
+  maxRecvWr: number;
+  maxSge: number;
+  maxInline: number;
+  rnrRetry: number;
+  rnrTimeoutMs: number;
+  maxRdAtomic: number;
+  /** Requests out and nothing heard from the peer's engine this long → RetryExcErr. */
+  timeoutMs: number;
+}
+
+export class EngineQp {
+  readonly qpn: number;
+  readonly type: 'rc' | 'srd';
+  readonly pd: number;
+  readonly caps: QpCaps;
+  readonly sendCq: CompletionSink;
+  readonly recvCq: CompletionSink;
+  state: QpStateValue;
+  /** rc: the connected flow. */
+  flow?: Flow;
+  readonly flows = new Map<string, Flow>();
+  readonly sq = new Deque<SendWork>();
+  /** Index in sq of the next WR to transmit. */
+  tx = 0;
+  readonly rq = new Deque<RecvWork>();
+  /** rc: receives consumed so far (a Send with MSN m takes receive m). */
+  rqConsumed = 0;
+  rdAtomic = 0;
+  /** Bounding box of remote ranges possibly in flight (rc fence fast path). */
+  fenceLo = Infinity;
+  fenceHi = -Infinity;
+  /** srd receive completions carry the sender's address (`src`): the reserved CM QP asks for it. */
+  readonly reportSource: boolean;
+  constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
+    this.qpn = qpn;
+    this.type = type;
+    this.pd = pd;
+    this.caps = caps;
+    this.sendCq = sendCq;
+    this.recvCq = recvCq;
+    this.state = type === 'srd' ? QpState.Rts : QpState.Init;
+    this.reportSource = reportSource;
+  }
+
+  /** RTR or RTS: frames may flow. */
+  get live(): boolean {
+    return this.state === QpState.Rts || this.state === QpState.Rtr;
+  }
+}
+
+/** The engine's timers (timers.ts), by kind; requester.ts arms both. */
+export type EngineTimer =
+  /** The requester watchdog of a flow with requests out. */
+  | { kind: 'watchdog'; key: Flow; at: number; qp: EngineQp; flow: Flow }
+  /** A message waiting out its RNR back-off before it is sent again. */
+  | { kind: 'rnrRetry'; key: OutMessage; at: number; qp: EngineQp; flow: Flow; ssn: number; m: OutMessage };
+
+/** A frame for the link, with its destination. */
+export interface OutItem {
+  to: DeviceAddress;
+  frame: Frame;
+}
+
+/** A segment being placed (one or more descriptors of one placement batch). */
+export interface SegmentPlacement {
+  qp: EngineQp;
+  flow: Flow;
+  m: InMessage;
+  off: number;
+  len: number;
+  remaining: number;
+  bad: number;
+  /** Placed into a local receive (a Send) rather than at a peer-named STag. */
+  recvLocal: boolean;
+  /** Tagged into our own sinks (a Read Response): the status our work request gets if placement fails. */
+  local: WcStatusValue | undefined;
+}
+
+/** One placement descriptor's target (the indirect path copies to it). */
+export interface PlaceTarget {
+  seg: SegmentPlacement;
+  stag: number;
+  to: number;
+  len: number;
+}
+
+/** Everything one engine owns; the parts take it as their first argument. */
+export class EngineState {
+  readonly mem: EngineMemory;
+  readonly counters: DeviceCounters = newCounters();
+  readonly qps = new Map<number, EngineQp>();
+  /** Largest payload of an untagged segment, and of a tagged one (a link that cuts tagged segments itself takes them whole). */
+  readonly mss: number;
+  readonly taggedMss: number;
+  /** Frames to hand to the link, in order. */
+  outbox: OutItem[] = [];
+  readonly events: EngineEvent[] = [];
+  readonly timers = new TimerTable<EngineTimer>();
+  now = 0;
+  // one receive step
+  descs: PlaceTarget[] = [];
+  readonly touched = new Map<Flow, EngineQp>();
+  // completions
+  readonly overrun = new Set<CompletionSink>();
+  /** Standard-peer flows with messages handed to the link since the last pollTransmit: they complete at hand-off. */
+  readonly handoff = new Map<Flow, { qp: EngineQp; ssn: number }>();
+  readonly keys = new WeakMap<DeviceAddress, string>();
+
+  constructor(mem: EngineMemory, mss: number, taggedMss: number) {
+    this.mem = mem;
+    this.mss = mss;
+    this.taggedMss = taggedMss;
+  }
+}
+
+/** The fields of a send work request the engine copies (verbs' SendWr, already checked). */
+export interface SendWrFields {
+  wrId: WrId;
+  opcode: OpcodeValue;
+  signaled?: boolean;
+  imm?: number;
+  remoteAddr?: number;
+  rkey?: number;
+  remoteSgList?: readonly { addr: number; length: number; rkey: number }[];
+  compareAdd?: bigint;
+  swap?: bigint;
+}
+
+/**
+ * The engine's copy of a checked send work request (QueuePair.postSend checks; `row` is the
+ * opcode table's row for its opcode, `pieces` its checked local segments).
+ */
+export function newSendWork(wr: SendWrFields, row: OpcodeRow, pieces: Piece[], total: number): SendWork {
+  const srcs = wr.remoteSgList && row.remote === 'list' ? wr.remoteSgList.map((r) => ({ stag: r.rkey >>> 0, to: r.addr, len: r.length })) : undefined;
+  const remoteAddr = wr.remoteAddr ?? 0;
+  // One shape for every work request (no optional fields added later but flow/inline/ranges/sinks/readParts).
+  const w: SendWork = {
+    wrId: wr.wrId, opcode: wr.opcode, row, kind: row.kind!, wc: row.wr[wr.opcode]!, signaled: wr.signaled ?? true, pieces, total,
+    remoteAddr, rkey: (wr.rkey ?? 0) >>> 0, srcs, imm: (wr.imm ?? 0) >>> 0,
+    compareAdd: wr.compareAdd ?? 0n, swap: wr.swap ?? 0n,
+    pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0,
+  };
+  // Remote ranges the request touches (the rc fence).
+  if (row.remote === 'one') w.ranges = [{ addr: remoteAddr, len: total }];
+  else if (row.remote === 'word') w.ranges = [{ addr: remoteAddr, len: 8 }];
+  else if (row.remote === 'list') w.ranges = srcs ? srcs.map((s) => ({ addr: s.to, len: s.len })) : [{ addr: remoteAddr, len: total }];
+  return w;
+}

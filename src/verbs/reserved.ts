@@ -1,0 +1,8 @@
+// QP numbers the device keeps for itself.
+
+/**
+ * The QPN of a device's connection-manager QP (ProtectionDomain.createCmQp, src/cm/agent.ts):
+ * user QPNs count up from 1 and never get there (InfiniBand keeps QP1 for its CM the same way;
+ * QPN 0 is not used because the udp link treats it as invalid).
+ */
+export const CM_QPN = 0xffff_ffff;
