@@ -48,6 +48,7 @@ export class BwSender {
   /** Per QP: the operations each outstanding signalled work request accounts for, in order. */
   readonly #covers: number[][];
   readonly #unsignalled: number[];
+  readonly #qIndex: Map<number, number>;
   #stopping = false;
   #resolve!: () => void;
   readonly done: Promise<void>;
@@ -63,6 +64,7 @@ export class BwSender {
     this.stamps = new Stamps(Number.isFinite(this.#target) ? this.#target : 1 << 16);
     this.#covers = side.qps.map(() => []);
     this.#unsignalled = side.qps.map(() => 0);
+    this.#qIndex = new Map(side.qps.map((qp, i) => [qp.qpn, i]));
     this.done = new Promise((r) => (this.#resolve = r));
   }
 
@@ -108,16 +110,18 @@ export class BwSender {
     for (let q = 0; q < this.side.qps.length; q++) if (this.#unsignalled[q]! > 0) this.#postOne(q, this.posted, slots, true);
   }
 
+  /** A send completion (pass `batch` as the pump's batch hook to refill the window). */
   onSend = (wc: Wc, now: number): void => {
-    const q = this.side.qps.findIndex((qp) => qp.qpn === wc.qpn);
-    const n = this.#covers[q]?.shift() ?? 1;
+    const q = this.#qIndex.get(wc.qpn) ?? 0;
+    const n = this.#covers[q]!.shift() ?? 1;
     for (let k = 0; k < n; k++) {
       this.stamps.ensure(this.completed);
       this.stamps.completed[this.completed++] = now;
     }
     this.#end = now;
-    this.post();
   };
+
+  batch = (): void => this.post();
 
   #finish(): void {
     this.#resolve();

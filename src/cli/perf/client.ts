@@ -195,7 +195,7 @@ async function once(o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: Contr
   sender.post();
   await pump(
     side,
-    { send: sender.onSend, recv: responder?.onRecv },
+    { send: sender.onSend, recv: responder?.onRecv, batch: sender.batch },
     () => {
       // Our direction done: ask the server to finish (under -b, its own direction) while this
       // loop keeps our receives posted for whatever it still sends.

@@ -59,6 +59,8 @@ export function pollNow(side: PerfSide, max = 256): Wc[] {
 export interface Handlers {
   send?(wc: Wc, now: number): void;
   recv?(wc: Wc): void;
+  /** After each batch (refill the send window once per batch, not once per completion). */
+  batch?(): void;
 }
 
 /**
@@ -86,5 +88,6 @@ export async function pump(side: PerfSide, h: Handlers, until: () => boolean, bu
       if (isRecv(wc)) h.recv?.(wc);
       else h.send?.(wc, now);
     }
+    h.batch?.();
   }
 }

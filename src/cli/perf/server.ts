@@ -101,7 +101,7 @@ export class PerfServer {
     // writes, pongs) to whoever posted them.
     this.pumping = pump(
       side,
-      { recv: this.responder?.onRecv, send: (wc, now) => this.sender?.onSend(wc, now) },
+      { recv: this.responder?.onRecv, send: (wc, now) => this.sender?.onSend(wc, now), batch: () => this.sender?.batch() },
       () => this.closing,
       () => this.sender !== undefined && !this.sender.finished,
     ).catch((e: Error) => {
