@@ -53,3 +53,15 @@ describe('speedRatio', () => {
     expect(speedRatio(latRow('sabre', 2, [40]), latRow('node:dgram', 2, [20]))).toBeCloseTo(0.5, 9);
   });
 });
+
+describe('the server\'s check of a client hello', () => {
+  it('takes what parsePerf makes and refuses what would size our memory or QPs beyond the bounds', async () => {
+    const { checkPeerParams, parsePerf, peerParams } = await import('../../src/cli/perf/options.js');
+    const good = JSON.parse(JSON.stringify(peerParams(parsePerf(['write_bw', '-a', '-q', '4', '-b']))));
+    expect(checkPeerParams(good).sizes).toHaveLength(23);
+    for (const [k, v] of [['qps', 100_000], ['sizes', [1 << 30]], ['sizes', []], ['txDepth', 1e9], ['test', 'rm_rf'], ['inline', -1], ['durationS', 1e9], ['imm', 'yes'], ['verb', 'read']] as const) {
+      expect(() => checkPeerParams({ ...good, [k]: v }), `${k}=${JSON.stringify(v)}`).toThrow(/bad hello/);
+    }
+    expect(() => checkPeerParams(null)).toThrow(/bad hello/);
+  });
+});

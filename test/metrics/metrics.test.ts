@@ -4,11 +4,12 @@
 import { get } from 'node:http';
 import diagnostics_channel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, openDevice, Opcode, type Device } from '../../src/index.js';
+import { Access, Opcode, type Device } from '../../src/index.js';
 import { DIAGNOSTIC_CHANNELS, publish } from '../../src/metrics/diagnostics.js';
 import { SabreMetrics } from '../../src/metrics/registry.js';
 import { startMetricsServer, type MetricsServer } from '../../src/metrics/server.js';
 import { freePort, sabreBg } from '../cli/helpers.js';
+import { pair, take } from '../verbs/helpers.js';
 
 function fetchText(url: string): Promise<{ status: number; type: string; body: string }> {
   return new Promise((resolve, reject) => {
@@ -44,16 +45,10 @@ afterEach(async () => {
 
 describe.each(['udp', 'tcp'] as const)('metrics of %s devices', (transport) => {
   it('a scrape shows the devices, their QPs, CQ, placements and link counters', async () => {
-    const a = await openDevice({ transport });
-    const b = await openDevice({ transport });
+    const [sa, sb] = await pair({ device: { transport }, depth: 64 });
+    const { dev: a, pd: pa, cq: ca, qp: qa } = sa;
+    const { dev: b, pd: pb } = sb;
     devs = [a, b];
-    const pa = a.allocPd();
-    const pb = b.allocPd();
-    const ca = a.createCq({ depth: 64 });
-    const cb = b.createCq({ depth: 64 });
-    const qa = pa.createQp({ type: 'rc', sendCq: ca, recvCq: ca, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-    const qb = pb.createQp({ type: 'rc', sendCq: cb, recvCq: cb, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
     const ma = pa.regMr(1 << 16, Access.LocalWrite);
     const mb = pb.regMr(1 << 16, Access.LocalWrite | Access.RemoteWrite);
     const m = new SabreMetrics();
@@ -65,12 +60,7 @@ describe.each(['udp', 'tcp'] as const)('metrics of %s devices', (transport) => {
     server = await startMetricsServer(m, 0);
     const N = 8;
     for (let i = 0; i < N; i++) qa.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: ma.addr, length: 4096, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
-    const wcs: { status: number; opcode: number; byteLen: number }[] = [];
-    while (wcs.length < N) {
-      await ca.wait(5000);
-      wcs.push(...(ca.poll(16) as never[]));
-    }
-    m.countCompletions(a, wcs);
+    m.countCompletions(a, await take(ca, N));
     const r = await fetchText(server.url);
     expect(r.status).toBe(200);
     expect(r.type).toMatch(/^text\/plain; version=0\.0\.4/);

@@ -11,7 +11,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Access, Opcode, openDevice, WcStatus } from '../../src/index.js';
+import { Access, Opcode, WcStatus } from '../../src/index.js';
+import { connectPair, side, take } from '../verbs/helpers.js';
 
 const GEN = join(process.cwd(), 'tools', 'wireshark', 'gen-lua.mjs');
 const SHIPPED = join(process.cwd(), 'tools', 'wireshark', 'sabre.lua');
@@ -61,18 +62,12 @@ describe('sabre.lua', () => {
         });
         cap.once('exit', () => reject(new Error(`dumpcap exited: ${capErr}`)));
       });
-      const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: pa });
-      const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: pb });
+      const [A, Bs] = await connectPair(await side({ device: { transport: 'udp', host: '127.0.0.1', port: pa }, depth: 64 }), await side({ device: { transport: 'udp', host: '127.0.0.1', port: pb }, depth: 64 }));
+      const { dev: a, pd: pdA, cq: cqA, qp: qa } = A;
+      const { dev: b, pd: pdB, qp: qb } = Bs;
       let rkey = 0;
       let addr = 0;
       try {
-        const pdA = a.allocPd();
-        const pdB = b.allocPd();
-        const cqA = a.createCq({ depth: 64 });
-        const cqB = b.createCq({ depth: 64 });
-        const qa = pdA.createQp({ type: 'rc', sendCq: cqA, recvCq: cqA, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-        const qb = pdB.createQp({ type: 'rc', sendCq: cqB, recvCq: cqB, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-        await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
         const ma = pdA.regMr(1 << 18, Access.LocalWrite);
         const mb = pdB.regMr(1 << 18, Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic);
         rkey = mb.rkey;
@@ -90,8 +85,7 @@ describe('sabre.lua', () => {
         ];
         for (const [i, op] of ops.entries()) {
           qa.postSend({ wrId: i, ...op } as never);
-          await cqA.wait(5000);
-          const [wc] = cqA.poll(1);
+          const [wc] = await take(cqA, 1);
           expect(wc!.status, `op ${i}`).toBe(WcStatus.Success);
         }
         // Let the last acks cross before the capture stops.

@@ -235,3 +235,51 @@ export function peerParams(o: PerfOptions): PeerParams {
   const { test, verb, kind, sizes, iters, durationS, conn, qps, txDepth, rxDepth, cqMod, outs, inline, transport, bidirectional, imm, atomicType, noPeak, reportGbits, warmUp, marginS, histogram, unsorted, cpuUtil } = o;
   return { test, verb, kind, sizes, iters, durationS, conn, qps, txDepth, rxDepth, cqMod, outs, inline, transport, bidirectional, imm, atomicType, noPeak, reportGbits, warmUp, marginS, histogram, unsorted, cpuUtil };
 }
+
+/**
+ * The server's check of a client's hello: every field within the bounds the command line has,
+ * before any of it sizes a buffer or a QP count (a peer is not trusted with our memory).
+ */
+export function checkPeerParams(x: unknown): PeerParams {
+  const p = x as Record<string, unknown>;
+  const bad = (what: string): never => {
+    throw new Error(`bad hello from the client: ${what}`);
+  };
+  if (!p || typeof p !== 'object') bad('not an object');
+  const int = (k: string, min: number, max: number) => {
+    const v = p[k];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) bad(`${k} must be an integer in ${min}..${max}`);
+  };
+  const one = <T>(k: string, allowed: readonly T[]) => {
+    if (!allowed.includes(p[k] as T)) bad(`${k} must be one of ${allowed.join('|')}`);
+  };
+  const bool = (k: string) => {
+    if (typeof p[k] !== 'boolean') bad(`${k} must be true or false`);
+  };
+  one('test', PERF_TESTS);
+  one('transport', TRANSPORTS);
+  one('conn', ['rc', 'srd'] as const);
+  one('atomicType', ATOMIC_TYPES);
+  const spec = PERF_TEST_TABLE[p.test as PerfTest];
+  if (p.verb !== spec.verb || p.kind !== spec.kind) bad('verb/kind do not match the test');
+  if (!Array.isArray(p.sizes) || p.sizes.length < 1 || p.sizes.length > 23) bad('sizes must list 1 to 23 sizes');
+  for (const z of p.sizes as unknown[]) if (typeof z !== 'number' || !Number.isInteger(z) || z < 1 || z > MAX_SIZE) bad(`sizes must be integers in 1..${MAX_SIZE}`);
+  int('iters', MIN_ITERS, 100_000_000);
+  int('qps', 1, 64);
+  int('txDepth', 1, 4096);
+  int('rxDepth', 1, 16384);
+  int('cqMod', 1, 4096);
+  int('inline', 0, 1024);
+  if (p.outs !== undefined && p.outs !== null) int('outs', 1, 1024);
+  for (const k of ['durationS', 'marginS']) {
+    const v = p[k];
+    if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 3600)) bad(`${k} must be a number of seconds up to 3600`);
+  }
+  for (const k of ['bidirectional', 'imm', 'noPeak', 'reportGbits', 'warmUp', 'histogram', 'unsorted', 'cpuUtil']) bool(k);
+  return {
+    ...(p as unknown as PeerParams),
+    // JSON has no undefined: absent optional numbers arrive as null or not at all.
+    outs: (p.outs ?? undefined) as number | undefined,
+    durationS: (p.durationS ?? undefined) as number | undefined,
+  };
+}

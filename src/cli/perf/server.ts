@@ -13,7 +13,7 @@ import { pump } from './completions.js';
 import { serveControl, type ControlConn } from './control.js';
 import { LatServer } from './lat.js';
 import { attachMetrics, startPerfMetrics } from './observe.js';
-import type { PeerParams, PerfOptions } from './options.js';
+import { checkPeerParams, type PeerParams, type PerfOptions } from './options.js';
 import { type Out, printHeader, rowLine, tableHead } from './print.js';
 import type { BwRow, Row } from './results.js';
 import { PerfSide, type SideInfo } from './side.js';
@@ -54,7 +54,7 @@ export class PerfServer {
     if (this.failure) throw this.failure;
     switch (method) {
       case 'hello':
-        return this.hello(params as PeerParams, conn);
+        return this.hello(checkPeerParams(params), conn);
       case 'connect':
         return this.connect(params as SideInfo);
       case 'prepare':
@@ -138,7 +138,13 @@ export class PerfServer {
 
   /** The client's rows for one size: the server prints the table too. */
   private report({ rows }: { rows: Row[] }): null {
+    // Rows are the client's: print only well-formed ones (a name of our own alphabet, numbers), so
+    // a peer cannot write control sequences to this terminal.
+    if (!Array.isArray(rows)) throw new Error('report: rows must be a list');
     for (const r of rows) {
+      const ok = r && typeof r === 'object' && typeof r.source === 'string' && /^[\w:.]{1,32}$/.test(r.source) && (r.kind === 'bw' || r.kind === 'lat') &&
+        Object.values(r).every((v) => typeof v !== 'object' && (typeof v !== 'string' || /^[\w:.]{0,32}$/.test(v)));
+      if (!ok) throw new Error('report: a malformed row');
       this.rows.push(r);
       if (!this.quiet) this.out(rowLine(this.p!, r));
     }
