@@ -13,7 +13,7 @@ import type { ControlPeer } from './control.js';
 import { runLatClient } from './lat.js';
 import { attachMetrics, observeRow } from './observe.js';
 import { type PeerParams, peerParams, type PerfOptions } from './options.js';
-import { histogram, type Out, outputValue, printHeader, rowLine, tableHead } from './print.js';
+import { histogram, integrityOf, type Out, outputValue, printHeader, rowLine, tableHead } from './print.js';
 import { type BwRow, cpuPerGB, cpuUs, type LatRow, latRow, type Row, speedRatio, sumBw } from './results.js';
 import type { PrepareParams } from './server.js';
 import { PerfSide, type SideInfo } from './side.js';
@@ -34,6 +34,8 @@ export interface PerfReport {
   rxDepth: number;
   cqMod: number;
   mtu: number | undefined;
+  /** What the device reports as negotiated integrity (absent until a device reports one). */
+  integrity: string | undefined;
   inline: number;
   workers: number;
   bidirectional: boolean;
@@ -75,7 +77,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
     publish('sabre:perf:run', () => ({ phase: 'start', role: 'client', test: o.test, transport: o.transport, connection: o.conn, sizes: o.sizes }));
     const responder = needsReceives(p) ? new Responder(side, p.kind === 'bw' ? p.rxDepth : 16) : undefined;
     if (!quiet) {
-      printHeader({ p, mtu: side.dev.mtu, workers: o.workers, local, remote }, out);
+      printHeader({ p, mtu: side.dev.mtu, workers: o.workers, local, remote, integrity: integrityOf(side.dev) }, out);
       out(tableHead(p));
     }
     const results: Row[] = [];
@@ -118,6 +120,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
       rxDepth: o.rxDepth,
       cqMod: o.cqMod,
       mtu: side.dev.mtu,
+      integrity: integrityOf(side.dev),
       inline: o.inline,
       workers: o.workers,
       bidirectional: o.bidirectional,

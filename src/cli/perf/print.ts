@@ -18,6 +18,16 @@ export interface HeaderInfo {
   integrity?: string;
 }
 
+/**
+ * The integrity a device reports, if it reports one as a string (issue #18 negotiates it per
+ * peer on another branch; its name in dev.stats() is read loosely until that lands).
+ */
+export function integrityOf(dev: { stats(): unknown }): string | undefined {
+  const s = dev.stats() as { integrity?: unknown; link?: { integrity?: unknown } };
+  const v = s.integrity ?? s.link?.integrity;
+  return typeof v === 'string' ? v : undefined;
+}
+
 export function printHeader(h: HeaderInfo, out: Out): void {
   const { p } = h;
   const addr = (who: string, s: SideInfo, i: number) =>

@@ -14,7 +14,7 @@ import { serveControl, type ControlConn } from './control.js';
 import { LatServer } from './lat.js';
 import { attachMetrics, startPerfMetrics } from './observe.js';
 import { checkPeerParams, type PeerParams, type PerfOptions } from './options.js';
-import { type Out, printHeader, rowLine, tableHead } from './print.js';
+import { integrityOf, type Out, printHeader, rowLine, tableHead } from './print.js';
 import type { BwRow, Row } from './results.js';
 import { PerfSide, type SideInfo } from './side.js';
 import { RULE } from '../table.js';
@@ -108,7 +108,7 @@ export class PerfServer {
       this.failure = e;
     });
     if (!this.quiet) {
-      printHeader({ p, mtu: side.dev.mtu, workers: this.o.workers, local: side.info(), remote: peer }, this.out);
+      printHeader({ p, mtu: side.dev.mtu, workers: this.o.workers, local: side.info(), remote: peer, integrity: integrityOf(side.dev) }, this.out);
       this.out(tableHead(p));
     }
     return null;
