@@ -1,6 +1,18 @@
 // `sabre kernels`: check each data-plane kernel on known vectors, then time it on 64 KiB.
 // A newcomer sees at once whether the WASM module loaded and behaves.
 import { crc32c, xxh128 } from '../kernels/index.js';
+import type { Command } from './command.js';
+import { UsageError } from './usage.js';
+
+export const kernelsCommand: Command = {
+  name: 'kernels',
+  summary: 'data-plane kernel self-check and throughput (CRC32C, XXH3-128)',
+  help: () => 'usage: sabre kernels\n\nSelf-check the data-plane kernels against known vectors and print their throughput.',
+  async run(argv, io) {
+    if (argv.length > 0) throw new UsageError(`kernels takes no arguments, got '${argv[0]}'`);
+    return kernelReport(io.out);
+  },
+};
 
 export function kernelReport(out: (l: string) => void): number {
   const enc = new TextEncoder();

@@ -1,83 +1,71 @@
 #!/usr/bin/env node
-// The `sabre` command. Each subcommand parses its own flags; a usage error is one line on
-// stderr and exit status 2; a run that saw errors exits 1.
-import { PERF_HELP, parsePerf } from './perf/options.js';
-import { runPerf, runServer } from './perf/index.js';
-import { STRESS_HELP, parseStress } from './stress/options.js';
-import { printStress, runStress } from './stress/index.js';
-import { runStart } from './start.js';
-import { kernelReport } from './kernels.js';
+// The `sabre` command: a table of subcommands. A new command is one row here and one module
+// exporting a Command (src/cli/command.ts). Exit status: 0 clean, 1 when a run saw errors, 2 on
+// a usage error (one line on stderr).
+import { diagnosticsFromEnv } from '../metrics/diagnostics.js';
+import type { Command, Io } from './command.js';
+import { kernelsCommand } from './kernels.js';
+import { perfCommand } from './perf/command.js';
+import { startCommand } from './start.js';
+import { stressCommand } from './stress/command.js';
 import { UsageError } from './usage.js';
+import { versionLine } from './version.js';
 
-const HELP = `usage: sabre <command> [options]
+export const COMMANDS: readonly Command[] = [
+  perfCommand,
+  stressCommand,
+  startCommand,
+  kernelsCommand,
+];
 
-commands:
-  perf <test>   perftest-style microbenchmarks: write_bw, write_lat, read_bw, read_lat,
-                send_bw, send_lat, atomic_lat (sabre perf --help)
-  stress        a worker-pool stress test that checks every byte (sabre stress --help)
-  start         the default job (npm start): a loopback write_bw and a short stress run
-  kernels       data-plane kernel self-check and throughput (CRC32C, XXH3-128)
-
-Run 'sabre <command> --help' for the options of a command.`;
-
-const out = (l: string) => process.stdout.write(l + '\n');
-
-async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  const wantsHelp = rest.includes('--help') || rest.includes('-h');
-  switch (cmd) {
-    case undefined:
-    case '--help':
-    case '-h':
-    case 'help':
-      out(HELP);
-      return cmd === undefined ? 2 : 0;
-    case 'perf': {
-      if (wantsHelp) return out(PERF_HELP), 0;
-      const o = parsePerf(rest);
-      if (o.server) {
-        await runServer(o, out, (port) => process.send?.({ port }));
-        return 0;
-      }
-      const report = await runPerf(o, o.json ? () => {} : out);
-      if (o.json) out(JSON.stringify(report));
-      return 0;
-    }
-    case 'stress': {
-      if (wantsHelp) return out(STRESS_HELP), 0;
-      const o = parseStress(rest);
-      const s = await runStress(o, out, !o.json && process.stderr.isTTY === true);
-      if (o.json) out(JSON.stringify(s));
-      else printStress(s, out);
-      return s.errors > 0 || s.integrityFailures > 0 ? 1 : 0;
-    }
-    case 'start':
-      if (wantsHelp) return out('usage: sabre start\n\nA loopback `sabre perf write_bw` and a short `sabre stress` run, under a minute.'), 0;
-      if (rest.length > 0) throw new UsageError(`start takes no arguments, got '${rest[0]}'`);
-      return runStart(out);
-    case 'kernels':
-      if (wantsHelp) return out('usage: sabre kernels\n\nSelf-check the data-plane kernels against known vectors and print their throughput.'), 0;
-      if (rest.length > 0) throw new UsageError(`kernels takes no arguments, got '${rest[0]}'`);
-      return kernelReport(out);
-    default:
-      throw new UsageError(`unknown command '${cmd}' (try 'sabre --help')`);
-  }
+function help(): string {
+  const w = Math.max(...COMMANDS.map((c) => c.name.length)) + 4;
+  return [
+    'usage: sabre <command> [options]',
+    '',
+    'commands:',
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(w)}${c.summary.replace(/\n/g, `\n  ${' '.repeat(w)}`)}`),
+    '',
+    "Run 'sabre <command> --help' for the options of a command; 'sabre --version' for the version.",
+  ].join('\n');
 }
 
-main(process.argv.slice(2)).then(
+const isVersion = (a: string) => a === '--version' || a === '-V';
+const isHelp = (a: string) => a === '--help' || a === '-h';
+
+async function main(argv: string[], io: Io): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined) return io.out(help()), 2;
+  if (isHelp(name) || name === 'help') return io.out(help()), 0;
+  if (isVersion(name)) return io.out(versionLine()), 0;
+  const cmd = COMMANDS.find((c) => c.name === name);
+  if (!cmd) throw new UsageError(`unknown command '${name}' (try 'sabre --help')`);
+  // Before the command parses anything: `sabre perf -V` and `sabre perf write_bw --help` must
+  // work whatever else is on the line. (Everything after a bare '--' is an argument.)
+  const flags = rest.indexOf('--') >= 0 ? rest.slice(0, rest.indexOf('--')) : rest;
+  if (flags.some(isHelp)) return io.out(cmd.help()), 0;
+  if (flags.some(isVersion)) return io.out(versionLine()), 0;
+  return cmd.run(rest, io);
+}
+
+const io: Io = { out: (l) => process.stdout.write(l + '\n'), tty: process.stderr.isTTY === true };
+// SABRE_DIAG=1 (or a list of channel names): structured diagnostics as JSON lines on stderr.
+diagnosticsFromEnv();
+
+main(process.argv.slice(2), io).then(
   (code) => {
     process.exitCode = code;
   },
   (e: unknown) => {
-    if (e instanceof UsageError || (e as { code?: string })?.code?.startsWith?.('ERR_PARSE_ARGS')) {
-      process.stderr.write(`sabre: ${(e as Error).message}\n`);
-      process.exitCode = 2;
-    } else {
-      // Operational failures (peer unreachable, a completion error) are one line; the stack is
-      // for us, behind SABRE_DEBUG=1.
-      const err = e as Error;
-      process.stderr.write(`sabre: ${process.env.SABRE_DEBUG ? (err?.stack ?? err) : (err?.message ?? err)}\n`);
-      process.exitCode = 1;
+    const err = e as Error;
+    if (e instanceof UsageError) {
+      process.stderr.write(`sabre: ${err.message}\n`);
+      process.exit(2);
     }
+    // Operational failures (peer unreachable, a completion error, a port in use) are one line;
+    // the stack is for us, behind SABRE_DEBUG=1. Exit at once: whatever the failed run left
+    // open (a socket, a child) must not keep the command alive.
+    process.stderr.write(`sabre: ${process.env.SABRE_DEBUG ? (err?.stack ?? err) : (err?.message ?? err)}\n`);
+    process.exit(1);
   },
 );

@@ -1,27 +1,55 @@
 // perftest's text layout: a dashed rule, a header block of "name : value" lines, and result
-// tables whose columns line up with the header words.
+// tables. Columns are data (label and width), so a value starts exactly under its label at every
+// size — perftest's own latency line, printf'd with tabs, does not. Widths keep perftest's
+// label positions except where a value could not fit (the latency #bytes column is one wider,
+// so 8388608 stays clear of #iterations).
 
 export const RULE = '-'.repeat(87);
 
-export const BW_HEADER = ' #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]';
-export const LAT_HEADER =
-  ' #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]';
-
-export function bwRow(bytes: number, iters: number, peakMBs: number, avgMBs: number, mpps: number): string {
-  return ` ${String(bytes).padEnd(10)} ${String(iters).padEnd(14)} ${peakMBs.toFixed(2).padEnd(18)} ${avgMBs.toFixed(2).padEnd(20)} ${mpps.toFixed(6)}`;
+export interface Column {
+  readonly label: string;
+  readonly width: number;
 }
 
-export function latRow(
-  bytes: number,
-  iters: number,
-  s: { min: number; max: number; typical: number; avg: number; stdev: number; p99: number; p999: number },
-): string {
-  const f = (v: number, w: number) => v.toFixed(2).padEnd(w);
-  return (
-    ` ${String(bytes).padEnd(6)} ${String(iters).padEnd(14)} ${f(s.min, 14)} ${f(s.max, 12)} ${f(s.typical, 18)} ` +
-    `${f(s.avg, 14)} ${f(s.stdev, 15)} ${f(s.p99, 22)} ${s.p999.toFixed(2)}`
-  );
+export function headerLine(cols: readonly Column[]): string {
+  return line(cols, cols.map((c) => c.label));
 }
+
+/** Values under their labels: each padded to its column, one space between columns. */
+export function line(cols: readonly Column[], values: readonly string[]): string {
+  let s = '';
+  values.forEach((v, i) => {
+    s += ' ' + (i < values.length - 1 ? v.padEnd(cols[i]!.width) : v);
+  });
+  return s;
+}
+
+export const bwColumns = (gbits: boolean, cpuUtil: boolean): Column[] => {
+  const u = gbits ? 'Gb/sec' : 'MiB/sec';
+  return [
+    { label: '#bytes', width: 10 },
+    { label: '#iterations', width: 14 },
+    // perftest's spacing for either unit (RESULT_FMT / RESULT_FMT_G): four spaces, then three.
+    { label: `BW peak[${u}]`, width: `BW peak[${u}]`.length + 3 },
+    { label: `BW average[${u}]`, width: `BW average[${u}]`.length + 2 },
+    { label: 'MsgRate[Mpps]', width: 15 },
+    { label: 'CPU[s/GB]', width: 11 },
+    ...(cpuUtil ? [{ label: 'CPU_Util[%]', width: 12 }] : []),
+  ];
+};
+
+export const latColumns = (cpuUtil: boolean): Column[] => [
+  { label: '#bytes', width: 8 },
+  { label: '#iterations', width: 14 },
+  { label: 't_min[usec]', width: 14 },
+  { label: 't_max[usec]', width: 12 },
+  { label: 't_typical[usec]', width: 18 },
+  { label: 't_avg[usec]', width: 14 },
+  { label: 't_stdev[usec]', width: 15 },
+  { label: '99% percentile[usec]', width: 22 },
+  { label: '99.9% percentile[usec]', width: 23 },
+  ...(cpuUtil ? [{ label: 'CPU_Util[%]', width: 12 }] : []),
+];
 
 export function hex(n: number | bigint, width: number): string {
   return '0x' + n.toString(16).padStart(width, '0');

@@ -1,4 +1,4 @@
-import { Access, openDevice, type CompletionQueue, type Device, type QueuePair, type WorkCompletion } from '../../src/index.js';
+import { Access, openDevice, type CompletionQueue, type Device, type OpenDeviceOptions, type QueuePair, type WorkCompletion } from '../../src/index.js';
 
 export const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite | Access.RemoteAtomic;
 
@@ -9,8 +9,9 @@ export interface Side {
   qp: QueuePair;
 }
 
-export async function side(opts: { mss?: number; depth?: number; qp?: Partial<Parameters<Side['pd']['createQp']>[0]> } = {}): Promise<Side> {
-  const dev = await openDevice({ transport: 'inproc', ...(opts.mss ? { mss: opts.mss } : {}) });
+/** One device with a PD, a CQ and an rc QP; inproc unless `device` says otherwise. */
+export async function side(opts: { mss?: number; depth?: number; qp?: Partial<Parameters<Side['pd']['createQp']>[0]>; device?: Partial<OpenDeviceOptions> } = {}): Promise<Side> {
+  const dev = await openDevice({ transport: 'inproc', ...opts.device, ...(opts.mss ? { mss: opts.mss } : {}) } as OpenDeviceOptions);
   const pd = dev.allocPd();
   const cq = dev.createCq({ depth: opts.depth ?? 1024 });
   const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 256, maxRecvWr: 256, maxSge: 8, ...opts.qp });
@@ -18,8 +19,11 @@ export async function side(opts: { mss?: number; depth?: number; qp?: Partial<Pa
 }
 
 export async function pair(opts: Parameters<typeof side>[0] = {}): Promise<[Side, Side]> {
-  const a = await side(opts);
-  const b = await side(opts);
+  return connectPair(await side(opts), await side(opts));
+}
+
+/** Connect the rc QPs of two sides to each other. */
+export async function connectPair(a: Side, b: Side): Promise<[Side, Side]> {
   await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
   return [a, b];
 }

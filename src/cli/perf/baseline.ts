@@ -1,229 +1,348 @@
 // --baseline: the same traffic pattern without sabre, in the same run, so every sabre number
-// comes with a ratio. udp → raw node:dgram, tcp → raw node:net (setNoDelay), inproc →
-// Uint8Array.set between the same two registered buffers.
+// comes with a ratio. udp → raw node:dgram (bandwidth ack-clocked, see ../baseline/raw-dgram.ts),
+// tcp → raw node:net (setNoDelay; TCP's own flow control), inproc → Uint8Array.set between two
+// buffers. Latency patterns move what the RDMA operation moves: a write or send ping-pong echoes
+// the size; a read sends a small request and gets the size back; an atomic gets 8 bytes back.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { latencyStats } from '../stats.js';
-import type { BwResult, LatResult } from './client.js';
+import { publish } from '../../metrics/diagnostics.js';
+import { MAX_DGRAM, RawDgramSink, sendRawDgram } from '../baseline/raw-dgram.js';
 import type { ControlPeer } from './control.js';
 import type { PerfOptions } from './options.js';
+import { type BwRow, bwRow, cpuPerGB, cpuUs, type LatRow, latRow, Stamps } from './results.js';
 
-const MB = 1_000_000;
 const now = () => performance.now();
-/** Largest datagram node:dgram carries on loopback without IP fragmentation trouble. */
-const MAX_DGRAM = 65000;
+/** RDMAP payloads of the requests (RFC 5040 §4.4, RFC 7306 §5.2): what a read or an atomic sends. */
+const READ_REQUEST_BYTES = 28;
+const ATOMIC_REQUEST_BYTES = 52;
+const ATOMIC_RESPONSE_BYTES = 8;
+/** A raw UDP round trip with a lost datagram never ends: give it up after this long. */
+const LAT_LOST_MS = 1000;
+/** The udp latency pattern's header: the iteration number, so a late datagram is not taken for the next. */
+const TAG = 4;
 
-/** Server half: a raw sink (bw) or echo (lat) socket; `result` reports what the sink saw. */
+export type BaselineMode = 'bw' | 'rr';
+
+export interface BaselineOpen {
+  transport: 'udp' | 'tcp';
+  mode: BaselineMode;
+  /** rr: bytes of a request and of its response. */
+  reqBytes: number;
+  respBytes: number;
+}
+
+export interface BaselineCounts {
+  bytesIn: number;
+  bytesOut: number;
+  datagrams: number;
+  first: number;
+  last: number;
+}
+
+/** The shape of one latency iteration for this test: bytes to the responder and back. */
+export function latShape(o: Pick<PerfOptions, 'verb'>, size: number): { reqBytes: number; respBytes: number } {
+  if (o.verb === 'read') return { reqBytes: READ_REQUEST_BYTES, respBytes: size };
+  if (o.verb === 'atomic') return { reqBytes: ATOMIC_REQUEST_BYTES, respBytes: ATOMIC_RESPONSE_BYTES };
+  return { reqBytes: size, respBytes: size };
+}
+
+/** Server half: a counting sink (bw) or a request/response responder (rr). */
 export class BaselineServer {
+  private sink: RawDgramSink | undefined;
   private udp: UdpSocket | undefined;
   private tcp: Server | undefined;
-  private bytes = 0;
-  private first = 0;
-  private last = 0;
+  private conns = new Set<Socket>();
+  private c: BaselineCounts = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
 
-  async open(p: { transport: 'udp' | 'tcp'; mode: 'bw' | 'lat'; total: number; host: string }): Promise<{ port: number }> {
+  constructor(private readonly host: string) {}
+
+  async open(p: BaselineOpen): Promise<{ port: number; rcvbuf?: number }> {
     await this.close();
-    this.bytes = 0;
-    this.first = 0;
-    this.last = 0;
+    this.c = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
+    if (p.transport === 'udp' && p.mode === 'bw') {
+      this.sink = await RawDgramSink.open(this.host);
+      return { port: this.sink.port, rcvbuf: this.sink.rcvbuf };
+    }
     if (p.transport === 'udp') {
       const s = createSocket('udp4');
+      s.on('error', () => {}); // a response to a client that went away: raw UDP's loss, not ours
       this.udp = s;
+      let iter = -1;
+      let got = 0;
       s.on('message', (msg, rinfo) => {
-        if (p.mode === 'lat') {
-          s.send(msg, rinfo.port, rinfo.address);
-          return;
+        if (msg.length < TAG) return;
+        this.c.datagrams++;
+        this.c.bytesIn += msg.length - TAG;
+        const it = msg.readUInt32BE(0);
+        if (it !== iter) {
+          iter = it;
+          got = 0;
         }
-        const t = now();
-        if (this.bytes === 0) this.first = t;
-        this.bytes += msg.length;
-        this.last = t;
+        got += msg.length - TAG;
+        if (got < p.reqBytes) return;
+        got = -Infinity; // answered: ignore stragglers of this iteration
+        this.c.bytesOut += p.respBytes;
+        for (const d of dgrams(it, p.respBytes)) s.send(d, rinfo.port, rinfo.address);
       });
-      await new Promise<void>((r) => s.bind(0, p.host, r));
+      await new Promise<void>((r) => s.bind(0, this.host, r));
       return { port: (s.address() as AddressInfo).port };
     }
     const server = createServer((sock) => {
+      this.conns.add(sock);
       sock.setNoDelay(true);
+      let pending = 0;
       sock.on('data', (chunk) => {
-        if (p.mode === 'lat') {
-          sock.write(chunk);
+        this.c.bytesIn += chunk.length;
+        if (p.mode === 'bw') {
+          // Cumulative bytes back on every read, so the sender can time each message's arrival
+          // (one 8-byte write per read: the pattern is otherwise TCP's own flow control).
+          const ack = Buffer.allocUnsafe(8);
+          ack.writeDoubleBE(this.c.bytesIn, 0);
+          sock.write(ack);
           return;
         }
-        const t = now();
-        if (this.bytes === 0) this.first = t;
-        this.bytes += chunk.length;
-        this.last = t;
-        if (this.bytes >= p.total) sock.write(Buffer.of(1));
+        pending += chunk.length;
+        while (pending >= p.reqBytes) {
+          pending -= p.reqBytes;
+          this.c.bytesOut += p.respBytes;
+          sock.write(Buffer.alloc(p.respBytes, 0x5a));
+        }
       });
       sock.on('error', () => sock.destroy());
+      sock.on('close', () => this.conns.delete(sock));
     });
     this.tcp = server;
-    await new Promise<void>((r) => server.listen(0, p.host, r));
+    await new Promise<void>((r) => server.listen(0, this.host, r));
     return { port: (server.address() as AddressInfo).port };
   }
 
-  result(): { bytes: number; seconds: number } {
-    return { bytes: this.bytes, seconds: (this.last - this.first) / 1000 };
+  result(): BaselineCounts {
+    if (this.sink) {
+      const st = this.sink.stats();
+      return { bytesIn: st.bytes, bytesOut: 0, datagrams: st.datagrams, first: st.first, last: st.last };
+    }
+    return { ...this.c };
   }
 
   async close(): Promise<void> {
+    await this.sink?.close();
     if (this.udp) await new Promise<void>((r) => this.udp!.close(() => r()));
+    for (const c of this.conns) c.destroy();
     if (this.tcp) await new Promise<void>((r) => this.tcp!.close(() => r()));
+    this.sink = undefined;
     this.udp = undefined;
     this.tcp = undefined;
   }
 }
 
-function bw(size: number, iterations: number, bytes: number, seconds: number): BwResult {
-  return {
-    bytes: size,
-    iterations,
-    seconds,
-    bwPeakMBs: 0,
-    bwAvgMBs: seconds > 0 ? bytes / seconds / MB : 0,
-    msgRateMpps: seconds > 0 ? iterations / seconds / 1e6 : 0,
-  };
+/** `bytes` as tagged datagrams of at most MAX_DGRAM payload (at least one, even for 0 bytes). */
+function dgrams(iter: number, bytes: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let off = 0; off === 0 || off < bytes; off += MAX_DGRAM) {
+    const n = Math.min(MAX_DGRAM, bytes - off);
+    const d = Buffer.alloc(TAG + n, 0xa5);
+    d.writeUInt32BE(iter >>> 0, 0);
+    out.push(d);
+  }
+  return out;
 }
 
-/** Client half over a real socket to the server process (or to ourselves for inproc). */
-export async function runBaseline(
-  o: PerfOptions,
-  ctl: ControlPeer,
-  host: string,
-  size: number,
-  copy?: { src: Uint8Array; dst: Uint8Array },
-): Promise<BwResult | LatResult> {
-  const lat = o.test.endsWith('_lat');
-  const iterations = o.durationS !== undefined ? Math.max(100, Math.min(o.iters, 1000)) : o.iters;
-  const halfRtt = o.test === 'write_lat' || o.test === 'send_lat';
-  if (o.transport === 'inproc') {
-    const { src, dst } = copy!;
-    if (lat) {
-      const samples: number[] = [];
-      for (let i = 0; i < iterations; i++) {
-        const t0 = now();
-        dst.set(src.subarray(0, size));
-        samples.push((now() - t0) * 1000);
-      }
-      return { bytes: size, iterations, ...latencyStats(samples) };
-    }
-    const t0 = now();
-    for (let i = 0; i < iterations; i++) dst.set(src.subarray(0, size));
-    return bw(size, iterations, size * iterations, (now() - t0) / 1000);
-  }
-  const total = size * iterations;
-  const { port } = await ctl.call<{ port: number }>('baselineOpen', { transport: o.transport, mode: lat ? 'lat' : 'bw', total });
-  const payload = Buffer.alloc(size, 0xa5);
+export interface BaselineRun {
+  size: number;
+  iters: number;
+  durationS: number | undefined;
+  warmUp: boolean;
+}
+
+export const baselineName = (t: 'udp' | 'tcp' | 'inproc') => (t === 'udp' ? 'node:dgram' : t === 'tcp' ? 'node:net' : 'Uint8Array.set');
+
+/** Client half: the same pattern over a real socket to the server process (inproc: in this process). */
+export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, host: string, run: BaselineRun): Promise<BwRow | LatRow> {
+  const source = baselineName(o.transport);
+  if (o.transport === 'inproc') return inprocBaseline(o, source, run);
+  const peer = ctl!;
+  const lat = o.kind === 'lat';
+  const shape = lat ? latShape(o, run.size) : { reqBytes: 0, respBytes: 0 };
+  const open = (): Promise<{ port: number; rcvbuf?: number }> => peer.call('baselineOpen', { transport: o.transport as 'udp' | 'tcp', mode: lat ? 'rr' : 'bw', ...shape } satisfies BaselineOpen);
   try {
-    if (o.transport === 'udp') return await udpRun(host, port, payload, iterations, lat, halfRtt, ctl, o.txDepth);
-    return await tcpRun(host, port, payload, iterations, lat, halfRtt);
+    if (run.warmUp) {
+      const { port, rcvbuf } = await open();
+      await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 100 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+    }
+    const { port, rcvbuf } = await open();
+    const c0 = process.cpuUsage();
+    const p0 = await peer.call<NodeJS.CpuUsage>('cpu');
+    const r = await pattern(o, host, port, rcvbuf, run, shape);
+    const cpu = cpuUs(process.cpuUsage(c0)) + cpuUs(diff(await peer.call<NodeJS.CpuUsage>('cpu'), p0));
+    const counts = await peer.call<BaselineCounts>('baselineResult');
+    if (r.kind === 'lat') return { ...r, source, bytesToResponder: counts.bytesIn, bytesFromResponder: counts.bytesOut };
+    const moved = o.transport === 'udp' ? counts.bytesIn : r.bytes * r.iterations;
+    return { ...r, source, cpuSecPerGB: cpuPerGB(cpu, moved), bytesToResponder: counts.bytesIn, bytesFromResponder: 0 };
   } finally {
-    await ctl.call('baselineClose');
+    await peer.call('baselineClose');
   }
 }
 
-async function udpRun(
-  host: string,
-  port: number,
-  payload: Buffer,
-  iterations: number,
-  lat: boolean,
-  halfRtt: boolean,
-  ctl: ControlPeer,
-  window: number,
-): Promise<BwResult | LatResult> {
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  s.connect(port, host);
-  await new Promise<void>((r) => s.once('connect', () => r()));
-  const size = payload.length;
+function diff(a: NodeJS.CpuUsage, b: NodeJS.CpuUsage): NodeJS.CpuUsage {
+  return { user: a.user - b.user, system: a.system - b.system };
+}
+
+async function pattern(o: PerfOptions, host: string, port: number, rcvbuf: number | undefined, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<BwRow | LatRow> {
+  if (o.kind === 'lat') return o.transport === 'udp' ? udpLat(o, host, port, run, shape) : tcpLat(o, host, port, run, shape);
+  return o.transport === 'udp' ? udpBw(o, host, port, rcvbuf!, run) : tcpBw(o, host, port, run);
+}
+
+async function udpBw(o: PerfOptions, host: string, port: number, rcvbuf: number, run: BaselineRun): Promise<BwRow> {
+  const r = await sendRawDgram({ host, port, rcvbuf, size: run.size, messages: run.iters, ...(run.durationS !== undefined ? { durationS: run.durationS } : {}) });
+  const lostIterations = r.messages - r.acked;
+  const row = bwRow('node:dgram', { size: run.size, posted: r.posted, completed: r.completed, n: r.acked, noPeak: o.noPeak });
+  publish('sabre:perf:baseline', () => ({ transport: 'udp', mode: 'bw', size: run.size, sent: r.datagrams, acked: r.acked, lost: lostIterations, window: r.window, ackEvery: r.ackEvery }));
+  return { ...row, lostIterations, lossPct: r.messages > 0 ? (100 * lostIterations) / r.messages : 0 };
+}
+
+async function tcpBw(o: PerfOptions, host: string, port: number, run: BaselineRun): Promise<BwRow> {
+  const sock = await tcpConnect(host, port);
   try {
-    if (lat) {
-      const samples: number[] = [];
-      const dgram = payload.subarray(0, Math.min(size, MAX_DGRAM));
-      for (let i = 0; i < iterations; i++) {
-        const t0 = now();
-        const got = new Promise<void>((r) => s.once('message', () => r()));
-        s.send(dgram);
-        const timeout = new Promise<'lost'>((r) => setTimeout(() => r('lost'), 1000).unref());
-        if ((await Promise.race([got, timeout])) === 'lost') continue; // raw UDP loses; perftest would hang
-        const rtt = now() - t0;
-        samples.push((halfRtt ? rtt / 2 : rtt) * 1000);
-      }
-      return { bytes: size, iterations: samples.length, ...latencyStats(samples) };
-    }
-    // Blast with a bounded number of sends in flight in node (the kernel may still drop: raw
-    // UDP has no flow control), then read what the sink actually received.
-    const chunks: Buffer[] = [];
-    for (let off = 0; off < size; off += MAX_DGRAM) chunks.push(payload.subarray(off, Math.min(size, off + MAX_DGRAM)));
-    let inFlight = 0;
+    const payload = Buffer.alloc(run.size, 0xa5);
+    const target = run.durationS !== undefined ? Infinity : run.iters;
+    const deadline = run.durationS !== undefined ? now() + run.durationS * 1000 : Infinity;
+    const st = new Stamps(Number.isFinite(target) ? target : 1 << 16);
+    let sent = 0;
+    let done = 0;
+    let acked = 0;
+    let pending: Buffer = Buffer.alloc(0);
     let wake: (() => void) | undefined;
-    const sent = () => {
-      inFlight--;
-      wake?.();
-    };
-    for (let i = 0; i < iterations; i++) {
-      for (const c of chunks) {
-        while (inFlight >= window) await new Promise<void>((r) => (wake = r));
-        inFlight++;
-        s.send(c, sent);
+    sock.on('data', (b: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, b]) : b;
+      while (pending.length >= 8) {
+        acked = pending.readDoubleBE(0);
+        pending = pending.subarray(8);
       }
+      const t = now();
+      while (done < sent && (done + 1) * run.size <= acked) st.completed[done++] = t;
+      wake?.();
+    });
+    while (sent < target && now() < deadline) {
+      st.ensure(sent);
+      st.posted[sent++] = now();
+      if (!sock.write(payload)) await new Promise<void>((r) => sock.once('drain', () => r()));
     }
-    while (inFlight > 0) await new Promise<void>((r) => (wake = r));
-    await new Promise((r) => setTimeout(r, 50));
-    const { bytes, seconds } = await ctl.call<{ bytes: number; seconds: number }>('baselineResult');
-    return bw(size, Math.floor(bytes / size), bytes, seconds);
+    while (done < sent) await new Promise<void>((r) => (wake = r));
+    return bwRow('node:net', { size: run.size, posted: st.posted, completed: st.completed, n: done, noPeak: o.noPeak });
   } finally {
-    s.close();
+    sock.destroy();
   }
 }
 
-async function tcpRun(
-  host: string,
-  port: number,
-  payload: Buffer,
-  iterations: number,
-  lat: boolean,
-  halfRtt: boolean,
-): Promise<BwResult | LatResult> {
-  const sock: Socket = netConnect({ host, port });
+async function tcpConnect(host: string, port: number): Promise<Socket> {
+  const sock = netConnect({ host, port });
   await new Promise<void>((r, j) => {
     sock.once('connect', () => r());
     sock.once('error', j);
   });
   sock.setNoDelay(true);
-  const size = payload.length;
+  return sock;
+}
+
+const halves = (o: PerfOptions) => o.verb === 'write' || o.verb === 'send';
+
+async function tcpLat(o: PerfOptions, host: string, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+  const sock = await tcpConnect(host, port);
+  const req = Buffer.alloc(shape.reqBytes, 0xa5);
+  const samples: number[] = [];
+  let got = 0;
+  let wake: (() => void) | undefined;
+  sock.on('data', (c: Buffer) => {
+    got += c.length;
+    if (got >= shape.respBytes) wake?.();
+  });
   try {
-    if (lat) {
-      const samples: number[] = [];
-      for (let i = 0; i < iterations; i++) {
-        const t0 = now();
-        await new Promise<void>((r) => {
-          let got = 0;
-          const on = (c: Buffer) => {
-            got += c.length;
-            if (got >= size) {
-              sock.off('data', on);
-              r();
-            }
-          };
-          sock.on('data', on);
-          sock.write(payload);
-        });
-        const rtt = now() - t0;
-        samples.push((halfRtt ? rtt / 2 : rtt) * 1000);
-      }
-      return { bytes: size, iterations, ...latencyStats(samples) };
+    const deadline = run.durationS !== undefined ? now() + run.durationS * 1000 : Infinity;
+    for (let i = 0; i < run.iters && now() < deadline; i++) {
+      const t0 = now();
+      const back = new Promise<void>((r) => (wake = r));
+      sock.write(req);
+      await back;
+      got -= shape.respBytes;
+      const rtt = now() - t0;
+      samples.push((halves(o) ? rtt / 2 : rtt) * 1000);
     }
-    const t0 = now();
-    const done = new Promise<void>((r) => sock.once('data', () => r()));
-    for (let i = 0; i < iterations; i++) {
-      if (!sock.write(payload)) await new Promise<void>((r) => sock.once('drain', () => r()));
-    }
-    await done;
-    return bw(size, iterations, size * iterations, (now() - t0) / 1000);
   } finally {
     sock.destroy();
   }
+  return latRow('node:net', run.size, samples);
+}
+
+async function udpLat(o: PerfOptions, host: string, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+  const s = createSocket('udp4');
+  s.on('error', () => {}); // ICMP unreachable on the connected socket: counted as lost round trips
+  await new Promise<void>((r) => s.bind(0, '0.0.0.0', r));
+  s.connect(port, host);
+  await new Promise<void>((r) => s.once('connect', () => r()));
+  const samples: number[] = [];
+  let iter = 0;
+  let got = 0;
+  let wake: (() => void) | undefined;
+  s.on('message', (m: Buffer) => {
+    if (m.length < TAG || m.readUInt32BE(0) !== iter >>> 0) return;
+    got += m.length - TAG;
+    if (got >= shape.respBytes) wake?.();
+  });
+  let lost = 0;
+  try {
+    const deadline = run.durationS !== undefined ? now() + run.durationS * 1000 : Infinity;
+    for (let i = 0; i < run.iters && now() < deadline; i++) {
+      iter = i + 1;
+      got = 0;
+      const t0 = now();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const back = new Promise<boolean>((r) => {
+        wake = () => r(true);
+        timer = setTimeout(() => r(false), LAT_LOST_MS);
+      });
+      for (const d of dgrams(iter, shape.reqBytes)) s.send(d);
+      const ok = await back;
+      clearTimeout(timer);
+      if (!ok) {
+        lost++; // raw UDP loses and does not recover; perftest on it would hang
+        continue;
+      }
+      const rtt = now() - t0;
+      samples.push((halves(o) ? rtt / 2 : rtt) * 1000);
+    }
+  } finally {
+    s.close();
+  }
+  const n = samples.length + lost;
+  return latRow('node:dgram', run.size, samples, { lostIterations: lost, lossPct: n > 0 ? (100 * lost) / n : 0 });
+}
+
+function inprocBaseline(o: PerfOptions, source: string, run: BaselineRun): BwRow | LatRow {
+  const src = new Uint8Array(run.size).fill(0xa5);
+  const dst = new Uint8Array(run.size);
+  const target = run.durationS !== undefined ? Infinity : run.iters;
+  if (run.warmUp) for (let i = 0; i < 100; i++) dst.set(src);
+  const c0 = process.cpuUsage();
+  const start = now();
+  const deadline = run.durationS !== undefined ? start + run.durationS * 1000 : Infinity;
+  if (o.kind === 'lat') {
+    const samples: number[] = [];
+    for (let i = 0; i < target && now() < deadline; i++) {
+      const t0 = now();
+      dst.set(src);
+      samples.push((now() - t0) * 1000);
+    }
+    return latRow(source, run.size, samples);
+  }
+  const st = new Stamps(Number.isFinite(target) ? target : 1 << 16);
+  let n = 0;
+  for (; n < target && now() < deadline; n++) {
+    st.ensure(n);
+    st.posted[n] = now();
+    dst.set(src);
+    st.completed[n] = now();
+  }
+  const row = bwRow(source, { size: run.size, posted: st.posted, completed: st.completed, n, noPeak: o.noPeak });
+  return { ...row, cpuSecPerGB: cpuPerGB(cpuUs(process.cpuUsage(c0)), n * run.size) };
 }

@@ -1,136 +1,219 @@
-// The active side of each perf test. Bandwidth tests keep tx-depth operations in flight
-// round-robin over the QPs; latency tests run one operation at a time. write_lat and
-// send_lat are ping-pongs reported as half the round trip (perftest's convention);
-// read_lat and atomic_lat report the full round trip.
-import { Opcode, WcOpcode } from '../../index.js';
-import { latencyStats, type LatencyStats } from '../stats.js';
-import { reap } from './completions.js';
+// The client role: exchange parameters and QP info with the server (perftest's "Data ex.
+// method"), then for each size an optional warm-up, the measured run, the row printed here and
+// sent to the server to print, and with --baseline the same pattern without sabre.
+import { hostname } from 'node:os';
+import { publish } from '../../metrics/diagnostics.js';
+import type { SabreMetrics } from '../../metrics/registry.js';
+import { Progress } from '../progress.js';
+import { sabreVersion } from '../version.js';
+import { runBaseline } from './baseline.js';
+import { BwSender, needsReceives, Responder } from './bw.js';
+import { pump } from './completions.js';
 import type { ControlPeer } from './control.js';
-import type { PerfTest } from './options.js';
-import type { PerfSide, SideInfo } from './side.js';
+import { runLatClient } from './lat.js';
+import { attachMetrics, observeRow } from './observe.js';
+import { type PeerParams, peerParams, type PerfOptions } from './options.js';
+import { histogram, integrityOf, type Out, outputValue, printHeader, rowLine, tableHead } from './print.js';
+import { type BwRow, cpuPerGB, cpuUs, type LatRow, latRow, type Row, speedRatio, sumBw } from './results.js';
+import type { PrepareParams } from './server.js';
+import { PerfSide, type SideInfo } from './side.js';
+import { testTitle } from './tests.js';
+import { RULE } from '../table.js';
 
-export interface BwResult {
-  bytes: number;
-  iterations: number;
-  seconds: number;
-  bwPeakMBs: number;
-  bwAvgMBs: number;
-  msgRateMpps: number;
+export interface PerfReport {
+  sabre: string;
+  date: string;
+  hostname: string;
+  title: string;
+  test: PerfOptions['test'];
+  transport: PerfOptions['transport'];
+  device: string;
+  connection: PerfOptions['conn'];
+  qps: number;
+  txDepth: number;
+  rxDepth: number;
+  cqMod: number;
+  mtu: number | undefined;
+  /** What the device reports as negotiated integrity (absent until a device reports one). */
+  integrity: string | undefined;
+  inline: number;
+  workers: number;
+  bidirectional: boolean;
+  imm: boolean;
+  atomicType: string | undefined;
+  iters: number | undefined;
+  durationS: number | undefined;
+  warmUp: boolean;
+  local: SideInfo;
+  remote: SideInfo;
+  /** Flat rows: the sabre row of each size, then its baseline row when --baseline. */
+  results: Row[];
 }
 
-export interface LatResult extends LatencyStats {
-  bytes: number;
-  iterations: number;
+const WARM_LAT_ITERS = 100;
+
+export interface DriveEnv {
+  out: Out;
+  progress: Progress;
+  metrics: SabreMetrics | undefined;
+  /** Address the device binds to (the interface that reaches the server). */
+  bindHost: string | undefined;
+  /** Host the baseline sockets connect to (the server's). */
+  baselineHost: string;
+  /** inproc: both sides are this process, so its CPU time is counted once. */
+  oneProcess: boolean;
 }
 
-const MB = 1_000_000;
-const now = () => performance.now();
-
-function peakMBs(times: Float64Array, n: number, size: number, avg: number): number {
-  // Completions arrive in bursts (one event-loop turn reaps many), so a window must span a
-  // few timer ticks before its rate means anything; with no such window, peak = average.
-  const w = Math.max(1, Math.floor(n / 10));
-  let best = 0;
-  for (let i = 0; i + w < n; i += w) {
-    const dt = (times[i + w]! - times[i]!) / 1000;
-    if (dt >= 0.0005) best = Math.max(best, (w * size) / dt / MB);
-  }
-  return Math.max(best, avg);
-}
-
-function bwOpcode(test: PerfTest): number {
-  return test === 'write_bw' ? Opcode.RdmaWrite : test === 'read_bw' ? Opcode.RdmaRead : Opcode.Send;
-}
-
-export async function runBw(side: PerfSide, peer: SideInfo, ctl: ControlPeer, size: number): Promise<BwResult> {
-  const o = side.o;
-  await ctl.call('prepare', { size });
-  const opcode = bwOpcode(o.test);
-  const target = o.durationS !== undefined ? Number.POSITIVE_INFINITY : o.iters;
-  let cap = o.durationS !== undefined ? 1 << 16 : o.iters + 1;
-  let times = new Float64Array(cap);
-  let posted = 0;
-  let done = 0;
-  const t0 = now();
-  const deadline = o.durationS !== undefined ? t0 + o.durationS * 1000 : Number.POSITIVE_INFINITY;
-  const post = () => {
-    while (posted - done < o.txDepth && posted < target && now() < deadline) {
-      const q = posted % side.qps.length;
-      const slot = posted % Math.min(side.slots, peer.slots);
-      side.qps[q]!.postSend({
-        wrId: posted,
-        opcode,
-        sgList: [{ addr: side.slotAddr(slot), length: size, lkey: side.mr.lkey }],
-        ...(opcode === Opcode.Send ? {} : { remoteAddr: peer.vaddr + slot * peer.slotBytes, rkey: peer.rkey }),
-        ...side.route(q, peer),
-      } as never);
-      posted++;
+export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Promise<PerfReport> {
+  const { out } = env;
+  const p = peerParams(o);
+  const quiet = o.json || o.output !== undefined;
+  const remote = await ctl.call<SideInfo>('hello', p);
+  const side = await PerfSide.open({ ...p, ...(env.bindHost ? { bindHost: env.bindHost } : {}), ...(o.mtu !== undefined ? { mtu: o.mtu } : {}), workers: o.workers });
+  try {
+    if (env.metrics) attachMetrics(side, env.metrics, 'client');
+    const local = side.info();
+    await Promise.all([ctl.call('connect', local), side.connect(remote)]);
+    publish('sabre:perf:run', () => ({ phase: 'start', role: 'client', test: o.test, transport: o.transport, connection: o.conn, sizes: o.sizes }));
+    const responder = needsReceives(p) ? new Responder(side, p.kind === 'bw' ? p.rxDepth : 16) : undefined;
+    if (!quiet) {
+      printHeader({ p, mtu: side.dev.mtu, workers: o.workers, local, remote, integrity: integrityOf(side.dev) }, out);
+      out(tableHead(p));
     }
-  };
-  post();
-  while (done < posted) {
-    const wcs = await reap(side);
-    const t = now();
-    for (let i = 0; i < wcs.length; i++) {
-      if (done >= cap) {
-        cap *= 2;
-        const bigger = new Float64Array(cap);
-        bigger.set(times);
-        times = bigger;
+    const results: Row[] = [];
+    let i = 0;
+    for (const size of o.sizes) {
+      i++;
+      env.progress.update(`  sabre perf ${o.test}: ${size} B (${i} of ${o.sizes.length} sizes)${o.durationS !== undefined ? `, ${o.durationS} s each` : ''}`, true);
+      const { row, samples } = await measure(o, p, side, remote, ctl, responder, size, env);
+      env.progress.done();
+      if (!quiet && samples && o.histogram) histogram(samples, !o.unsorted, out);
+      emit(o, p, row, out);
+      observeRow(env.metrics, o.test, o.transport, row, samples);
+      const rows: Row[] = [row];
+      if (o.baseline) {
+        env.progress.update(`  sabre perf ${o.test}: ${size} B baseline`, true);
+        const base = await runBaseline(o, o.transport === 'inproc' ? undefined : ctl, env.baselineHost, { size, iters: o.iters, durationS: o.durationS, warmUp: o.warmUp });
+        env.progress.done();
+        base.speedRatio = speedRatio(row, base);
+        emit(o, p, base, out);
+        observeRow(env.metrics, o.test, o.transport, base);
+        rows.push(base);
       }
-      times[done++] = t;
+      results.push(...rows);
+      await ctl.call('report', { rows });
     }
-    post();
+    if (!quiet) out(RULE);
+    await ctl.call('bye');
+    publish('sabre:perf:run', () => ({ phase: 'end', role: 'client', test: o.test, transport: o.transport, connection: o.conn, sizes: o.sizes }));
+    return {
+      sabre: sabreVersion(),
+      date: new Date().toISOString(),
+      hostname: hostname(),
+      title: testTitle(p),
+      test: o.test,
+      transport: o.transport,
+      device: `sabre_${o.transport}`,
+      connection: o.conn,
+      qps: o.qps,
+      txDepth: o.txDepth,
+      rxDepth: o.rxDepth,
+      cqMod: o.cqMod,
+      mtu: side.dev.mtu,
+      integrity: integrityOf(side.dev),
+      inline: o.inline,
+      workers: o.workers,
+      bidirectional: o.bidirectional,
+      imm: o.imm,
+      atomicType: o.verb === 'atomic' ? o.atomicType : undefined,
+      iters: o.durationS === undefined ? o.iters : undefined,
+      durationS: o.durationS,
+      warmUp: o.warmUp,
+      local,
+      remote,
+      results,
+    };
+  } finally {
+    await side.close();
   }
-  const seconds = (times[done - 1]! - t0) / 1000;
-  await ctl.call('finish', { size, iterations: done });
-  return {
-    bytes: size,
-    iterations: done,
-    seconds,
-    bwPeakMBs: peakMBs(times, done, size, (done * size) / seconds / MB),
-    bwAvgMBs: (done * size) / seconds / MB,
-    msgRateMpps: done / seconds / 1e6,
-  };
 }
 
-export async function runLat(side: PerfSide, peer: SideInfo, ctl: ControlPeer, size: number): Promise<LatResult> {
-  const o = side.o;
-  const pingPong = o.test === 'write_lat' || o.test === 'send_lat';
-  const iterations = o.durationS !== undefined ? Number.POSITIVE_INFINITY : o.iters;
-  await ctl.call('prepare', { size, iterations: o.durationS !== undefined ? -1 : o.iters });
-  const samples: number[] = [];
-  const deadline = o.durationS !== undefined ? now() + o.durationS * 1000 : Number.POSITIVE_INFINITY;
-  const qp = side.qps[0]!;
-  const route = side.route(0, peer);
-  const local = { addr: side.slotAddr(0), length: size, lkey: side.mr.lkey };
-  if (pingPong) qp.postRecv({ wrId: -1, sgList: o.test === 'send_lat' ? [local] : [] } as never);
-  for (let i = 0; i < iterations && now() < deadline; i++) {
-    const t0 = now();
-    if (o.test === 'write_lat') {
-      qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i >>> 0, sgList: [local], remoteAddr: peer.vaddr, rkey: peer.rkey, ...route } as never);
-    } else if (o.test === 'send_lat') {
-      qp.postSend({ wrId: i, opcode: Opcode.Send, sgList: [local], ...route } as never);
-    } else if (o.test === 'read_lat') {
-      qp.postSend({ wrId: i, opcode: Opcode.RdmaRead, sgList: [local], remoteAddr: peer.vaddr, rkey: peer.rkey, ...route } as never);
-    } else {
-      qp.postSend({ wrId: i, opcode: Opcode.AtomicFetchAdd, compareAdd: 1n, sgList: [{ ...local, length: 8 }], remoteAddr: peer.vaddr, rkey: peer.rkey, ...route } as never);
-    }
-    // A ping-pong iteration ends when the pong arrives (its own send completion may come
-    // before or after); the others end with their own completion.
-    let sent = false;
-    let ponged = !pingPong;
-    while (!(sent && ponged)) {
-      for (const wc of await reap(side, 4)) {
-        if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
-          ponged = true;
-          qp.postRecv({ wrId: -1, sgList: o.test === 'send_lat' ? [local] : [] } as never);
-        } else sent = true;
-      }
-    }
-    const rtt = now() - t0;
-    samples.push((pingPong ? rtt / 2 : rtt) * 1000);
+function emit(o: PerfOptions, p: PeerParams, r: Row, out: Out): void {
+  publish('sabre:perf:result', () => ({ role: 'client', test: o.test, transport: o.transport, ...r }));
+  if (o.json) return;
+  if (o.output !== undefined) {
+    if (r.source === 'sabre') out(outputValue(o.output, p, r));
+    return;
   }
-  await ctl.call('finish', { size, iterations: samples.length });
-  return { bytes: size, iterations: samples.length, ...latencyStats(samples) };
+  out(rowLine(p, r));
+}
+
+/** One size: warm-up if asked, then the measured run with both processes' CPU time around it. */
+async function measure(
+  o: PerfOptions,
+  p: PeerParams,
+  side: PerfSide,
+  remote: SideInfo,
+  ctl: ControlPeer,
+  responder: Responder | undefined,
+  size: number,
+  env: DriveEnv,
+): Promise<{ row: Row; samples?: number[] }> {
+  let first = 0;
+  if (o.warmUp) first = (await once(o, side, remote, ctl, responder, size, 'warmup', 0)) as number;
+  const wall0 = performance.now();
+  const c0 = process.cpuUsage();
+  const r0 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
+  const got = await once(o, side, remote, ctl, responder, size, 'run', first);
+  const mine = cpuUs(process.cpuUsage(c0));
+  const r1 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
+  const theirs = r0 && r1 ? r1.user - r0.user + r1.system - r0.system : 0;
+  const wallMs = performance.now() - wall0;
+  const cpuUtil = o.cpuUtil ? { cpuUtilPct: (100 * mine) / 1000 / Math.max(wallMs, 1e-3) } : {};
+  if (typeof got === 'number') throw new Error('unreachable');
+  if (got.kind === 'bw') {
+    const moved = got.row.iterations * size;
+    return { row: { ...got.row, cpuSecPerGB: cpuPerGB(mine + theirs, moved), ...cpuUtil } as BwRow };
+  }
+  return { row: { ...got.row, ...cpuUtil } as LatRow, samples: got.samples };
+}
+
+type Once = { kind: 'bw'; row: BwRow } | { kind: 'lat'; row: LatRow; samples: number[] };
+
+/** One run of one size; a warm-up returns the number the next run's pings start from. */
+async function once(o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: ControlPeer, responder: Responder | undefined, size: number, phase: PrepareParams['phase'], first: number): Promise<Once | number> {
+  const warm = phase === 'warmup';
+  await ctl.call('prepare', { size, phase } satisfies PrepareParams);
+  if (o.kind === 'lat') {
+    const iters = warm ? WARM_LAT_ITERS : o.iters;
+    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? undefined : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm);
+    await ctl.call('finish', { size });
+    if (warm) return first + iters;
+    return { kind: 'lat', row: latRow('sabre', size, samples), samples };
+  }
+  const sender = new BwSender(side, remote, { size, iters: warm ? o.txDepth * o.qps : o.iters, durationS: warm ? undefined : o.durationS });
+  let finish: Promise<unknown> | undefined;
+  let theirs: BwRow | null | undefined;
+  let failed: Error | undefined;
+  sender.post();
+  await pump(
+    side,
+    { send: sender.onSend, recv: responder?.onRecv, batch: sender.batch },
+    () => {
+      // Our direction done: ask the server to finish (under -b, its own direction) while this
+      // loop keeps our receives posted for whatever it still sends.
+      if (sender.finished && !finish) {
+        finish = ctl.call<BwRow | null>('finish', { size }).then(
+          (r) => (theirs = r),
+          (e: Error) => ((failed = e), (theirs = null)),
+        );
+      }
+      return sender.finished && theirs !== undefined;
+    },
+    () => !sender.finished,
+  );
+  if (failed) throw failed;
+  if (warm) return first;
+  const mine = sender.row();
+  return { kind: 'bw', row: o.bidirectional && theirs ? sumBw(mine, theirs) : mine };
 }

@@ -3,13 +3,19 @@
 // size together (client asks, server answers). In one process (inproc) the same calls are
 // direct method calls on the server object.
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { publish } from '../../metrics/diagnostics.js';
 
 export interface ControlPeer {
   call<T = unknown>(method: string, params?: unknown): Promise<T>;
   close(): void;
 }
 
-type Handler = (method: string, params: unknown) => Promise<unknown>;
+/** Where the client's control connection arrived: the server's data plane binds there. */
+export interface ControlConn {
+  localAddress: string | undefined;
+}
+
+type Handler = (method: string, params: unknown, conn: ControlConn) => Promise<unknown>;
 
 const MAX_LINE = 1 << 20;
 
@@ -32,10 +38,25 @@ function lines(sock: Socket, onLine: (line: string) => void, onError: (e: Error)
   });
 }
 
-/** Serve one client at a time on `port`; resolves with the bound server. */
+/** An IPv4 address as a plain dotted quad (node reports '::ffff:a.b.c.d' on a dual-stack socket). */
+export function plainAddress(a: string | undefined): string | undefined {
+  return a?.startsWith('::ffff:') ? a.slice(7) : a;
+}
+
+/**
+ * Serve the first client on `port` (perftest serves one and exits; later connections are
+ * refused); resolves with the bound server, rejects at once when the port is taken.
+ */
 export function serveControl(host: string, port: number, handler: Handler, onClose: () => void): Promise<Server> {
+  let served = false;
   const server = createServer((sock) => {
+    if (served) {
+      sock.destroy();
+      return;
+    }
+    served = true;
     sock.setNoDelay(true);
+    const conn: ControlConn = { localAddress: plainAddress(sock.localAddress) };
     lines(
       sock,
       (line) => {
@@ -46,8 +67,12 @@ export function serveControl(host: string, port: number, handler: Handler, onClo
           sock.destroy();
           return;
         }
-        handler(msg.method, msg.params).then(
-          (result) => sock.write(JSON.stringify({ id: msg.id, result: result ?? null }) + '\n'),
+        const t0 = performance.now();
+        handler(msg.method, msg.params, conn).then(
+          (result) => {
+            publish('sabre:perf:control', () => ({ role: 'server', method: msg.method, ms: performance.now() - t0 }));
+            sock.write(JSON.stringify({ id: msg.id, result: result ?? null }) + '\n');
+          },
           (err: Error) => sock.write(JSON.stringify({ id: msg.id, error: String(err?.message ?? err) }) + '\n'),
         );
       },
@@ -57,14 +82,21 @@ export function serveControl(host: string, port: number, handler: Handler, onClo
     sock.on('error', () => sock.destroy());
   });
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (e: NodeJS.ErrnoException) => {
+      reject(e.code === 'EADDRINUSE' ? new Error(`control port ${port} is already in use (another perf server?)`) : e);
+    });
     server.listen(port, host, () => resolve(server));
   });
 }
 
-export function connectControl(host: string, port: number, timeoutMs = 10_000): Promise<ControlPeer> {
+export interface ClientControlPeer extends ControlPeer {
+  /** The local address of the control connection: the interface that reaches the server. */
+  localAddress: string | undefined;
+}
+
+export function connectControl(host: string, port: number, timeoutMs = 10_000, bindHost?: string): Promise<ClientControlPeer> {
   return new Promise((resolve, reject) => {
-    const sock = netConnect({ host, port });
+    const sock = netConnect({ host, port, ...(bindHost ? { localAddress: bindHost } : {}) });
     const timer = setTimeout(() => {
       sock.destroy();
       reject(new Error(`no perf server answered at ${host}:${port}`));
@@ -97,10 +129,18 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000): 
         failAll,
       );
       resolve({
+        localAddress: plainAddress(sock.localAddress),
         call<T>(method: string, params?: unknown): Promise<T> {
           const id = nextId++;
+          const t0 = performance.now();
           return new Promise<T>((res, rej) => {
-            pending.set(id, { resolve: res as (v: unknown) => void, reject: rej });
+            pending.set(id, {
+              resolve: (v) => {
+                publish('sabre:perf:control', () => ({ role: 'client', method, ms: performance.now() - t0 }));
+                res(v as T);
+              },
+              reject: rej,
+            });
             sock.write(JSON.stringify({ id, method, params: params ?? null }) + '\n');
           });
         },
@@ -114,5 +154,6 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000): 
 
 /** The in-process form: the same calls, no socket. */
 export function directPeer(handler: Handler): ControlPeer {
-  return { call: (m, p) => handler(m, p) as Promise<never>, close() {} };
+  const conn: ControlConn = { localAddress: undefined };
+  return { call: (m, p) => handler(m, p, conn) as Promise<never>, close() {} };
 }

@@ -1,7 +1,9 @@
 // One side of a perf run: a device, a PD, one CQ, the QPs and one registered buffer cut into
-// slots, so that tx-depth operations in flight never touch the same bytes.
-import { Access, openDevice, type Device } from '../../index.js';
-import type { PerfOptions } from './options.js';
+// slots, so that operations in flight at once never share bytes. Both roles build it from the
+// same parameters (the server takes them from the client's hello, as perftest exchanges them).
+import { Access, openDevice, type OpenDeviceOptions } from '../../index.js';
+import type { WcObserver } from './completions.js';
+import type { PeerParams } from './options.js';
 
 export interface QpInfo {
   qpn: number;
@@ -18,65 +20,85 @@ export interface SideInfo {
   slots: number;
 }
 
+export interface SideParams extends PeerParams {
+  /** Address to bind the device to (udp/tcp); what the peer will reach it at. */
+  bindHost?: string;
+  mtu?: number;
+  workers: number;
+}
+
 /** Bytes the perf buffer may take per side: enough slots for the window, bounded for -a at 8 MiB. */
 const BUFFER_BUDGET = 32 << 20;
 
 type Dev = Awaited<ReturnType<typeof openDevice>>;
+type Pd = ReturnType<Dev['allocPd']>;
+type Qp = ReturnType<Pd['createQp']>;
+type Cq = ReturnType<Dev['createCq']>;
+type Mr = ReturnType<Pd['regMr']>;
+type Ah = ReturnType<Pd['createAh']>;
 
 export class PerfSide {
+  ahs: Ah[] = [];
+  /** Sees every batch of completions this side reaps (metrics); none by default. */
+  observe: WcObserver | undefined;
+
   private constructor(
-    readonly o: PerfOptions,
+    readonly p: SideParams,
     readonly dev: Dev,
-    readonly pd: ReturnType<Dev['allocPd']>,
-    readonly cq: ReturnType<Dev['createCq']>,
-    readonly qps: ReturnType<ReturnType<Dev['allocPd']>['createQp']>[],
-    readonly mr: ReturnType<ReturnType<Dev['allocPd']>['regMr']>,
+    readonly pd: Pd,
+    readonly cq: Cq,
+    readonly qps: Qp[],
+    readonly mr: Mr,
     readonly slotBytes: number,
     readonly slots: number,
-    readonly psns: number[],
   ) {}
 
-  static async open(o: PerfOptions, bindHost?: string): Promise<PerfSide> {
-    const maxSize = Math.max(...o.sizes, 8);
+  /** Open the device and everything on it; on any failure the device is closed again. */
+  static async open(p: SideParams): Promise<PerfSide> {
+    const maxSize = Math.max(...p.sizes, 8);
     const slotBytes = Math.ceil(maxSize / 64) * 64;
-    const slots = Math.max(1, Math.min(o.txDepth, Math.floor(BUFFER_BUDGET / slotBytes)));
+    // Latency tests need two slots: 0 is where the peer's messages land, 1 is our source.
+    const slots = Math.max(2, Math.min(p.txDepth, Math.floor(BUFFER_BUDGET / slotBytes)));
     const dev = await openDevice({
-      transport: o.transport,
-      ...(o.transport === 'inproc' ? {} : { host: bindHost ?? '127.0.0.1', port: 0 }),
-      ...(o.mtu !== undefined ? { mtu: o.mtu } : {}),
-      ...(o.workers > 0 ? { workers: o.workers } : {}),
-    } as Parameters<typeof openDevice>[0]);
-    const pd = dev.allocPd();
-    const depth = Math.max(64, 2 * o.txDepth * o.qps + 64);
-    const cq = dev.createCq({ depth });
-    const mr = pd.regMr(
-      slotBytes * slots,
-      Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic,
-    );
-    const qps = [];
-    for (let i = 0; i < o.qps; i++) {
-      qps.push(
-        pd.createQp({
-          type: o.conn,
-          sendCq: cq,
-          recvCq: cq,
-          maxSendWr: Math.max(o.txDepth, 16),
-          maxRecvWr: Math.max(2 * o.txDepth, 64),
-          maxSge: 1,
-          maxInline: o.inline,
-        }),
-      );
+      transport: p.transport,
+      ...(p.transport === 'inproc' ? {} : { host: p.bindHost ?? '127.0.0.1', port: 0 }),
+      ...(p.mtu !== undefined ? { mtu: p.mtu } : {}),
+      ...(p.workers > 0 ? { workers: p.workers } : {}),
+    } as OpenDeviceOptions);
+    try {
+      const pd = dev.allocPd();
+      const sendWr = Math.max(16, 2 * p.txDepth);
+      const recvWr = Math.max(64, p.rxDepth, 2 * p.txDepth);
+      const cq = dev.createCq({ depth: (sendWr + recvWr) * p.qps + 64 });
+      const mr = pd.regMr(slotBytes * slots, Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic);
+      const qps: Qp[] = [];
+      for (let i = 0; i < p.qps; i++) {
+        qps.push(
+          pd.createQp({
+            type: p.conn,
+            sendCq: cq,
+            recvCq: cq,
+            maxSendWr: sendWr,
+            maxRecvWr: recvWr,
+            maxSge: 1,
+            maxInline: p.inline,
+            ...(p.outs !== undefined ? { maxRdAtomic: p.outs } : {}),
+          }),
+        );
+      }
+      return new PerfSide(p, dev, pd, cq, qps, mr, slotBytes, slots);
+    } catch (e) {
+      await dev.close();
+      throw e;
     }
-    // sabre's sequence space is the engine's per-QP message sequence (ssn), which starts at 1 in
-    // each direction; the datagram PSNs belong to the per-peer transport context, not to a QP.
-    const psns = qps.map(() => 1);
-    return new PerfSide(o, dev, pd, cq, qps, mr, slotBytes, slots, psns);
   }
 
   info(): SideInfo {
     return {
       address: this.dev.address,
-      qps: this.qps.map((qp, i) => ({ qpn: qp.qpn, psn: this.psns[i]! })),
+      // sabre's sequence space is the engine's per-QP message sequence, which starts at 1 in each
+      // direction; datagram PSNs belong to the per-peer transport context, not to a QP.
+      qps: this.qps.map((qp) => ({ qpn: qp.qpn, psn: 1 })),
       rkey: this.mr.rkey,
       vaddr: this.mr.addr,
       length: this.mr.length,
@@ -86,9 +108,8 @@ export class PerfSide {
   }
 
   /** rc: connect QP i to the peer's QP i. srd: one address handle for the peer. */
-  ahs: unknown[] = [];
   async connect(peer: SideInfo): Promise<void> {
-    if (this.o.conn === 'rc') {
+    if (this.p.conn === 'rc') {
       await Promise.all(this.qps.map((qp, i) => qp.connect({ address: peer.address as never, qpn: peer.qps[i]!.qpn })));
     } else {
       const ah = this.pd.createAh({ address: peer.address as never });
@@ -96,18 +117,22 @@ export class PerfSide {
     }
   }
 
-  /** Remote addressing for srd sends (rc QPs ignore it). */
-  route(i: number, peer: SideInfo): { ah?: unknown; remoteQpn?: number } {
-    return this.o.conn === 'srd' ? { ah: this.ahs[i], remoteQpn: peer.qps[i]!.qpn } : {};
+  /** Remote addressing for srd sends (rc QPs take none). */
+  route(i: number, peer: SideInfo): { ah?: Ah; remoteQpn?: number } {
+    return this.p.conn === 'srd' ? { ah: this.ahs[i]!, remoteQpn: peer.qps[i]!.qpn } : {};
   }
 
   slotAddr(slot: number): number {
     return this.mr.addr + (slot % this.slots) * this.slotBytes;
   }
 
+  /** The bytes of one slot (for write_lat's last-byte polling). */
+  slotView(slot: number, size: number): Uint8Array {
+    const off = (slot % this.slots) * this.slotBytes;
+    return this.mr.buffer.subarray(off, off + size);
+  }
+
   async close(): Promise<void> {
     await this.dev.close();
   }
 }
-
-export type { Device };

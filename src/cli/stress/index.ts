@@ -3,6 +3,7 @@
 // a terminal, and sum up. Bounded by --duration (plus a grace period for teardown).
 import { Piscina } from 'piscina';
 import { fileURLToPath } from 'node:url';
+import { Progress } from '../progress.js';
 import { percentile } from '../stats.js';
 import type { StressOptions } from './options.js';
 import type { StressResult, StressTask } from './worker.js';
@@ -42,13 +43,14 @@ export async function runStress(o: StressOptions, out: (l: string) => void, tty:
     for (let w = 0; w < o.workers; w++) s += view[w * 4 + k]!;
     return s;
   };
+  const line = new Progress(process.stderr, 250, undefined, tty);
   const progress = setInterval(() => {
     peakRss = Math.max(peakRss, process.memoryUsage().rss);
-    if (!tty) return;
     const el = (performance.now() - t0) / 1000;
     const ops = sum(0);
-    process.stderr.write(
-      `\r  ${el.toFixed(1)}s  ops ${ops}  ${(ops / Math.max(el, 1e-3)).toFixed(0)} ops/s  ${(sum(1) / 1e6 / Math.max(el, 1e-3)).toFixed(1)} MB/s  errors ${sum(2)}  integrity ${sum(3)}   `,
+    line.update(
+      `  ${el.toFixed(1)}s of ${o.durationS}s  ops ${ops}  ${(ops / Math.max(el, 1e-3)).toFixed(0)} ops/s  ${(sum(1) / 1e6 / Math.max(el, 1e-3)).toFixed(1)} MB/s  errors ${sum(2)}  integrity ${sum(3)}`,
+      true,
     );
   }, 250);
   const perWorker = Math.ceil(o.ops / o.workers);
@@ -69,7 +71,7 @@ export async function runStress(o: StressOptions, out: (l: string) => void, tty:
   }
   const settled = await Promise.allSettled(tasks);
   clearInterval(progress);
-  if (tty) process.stderr.write('\n');
+  line.done();
   const durationS = (performance.now() - t0) / 1000;
   await pool.destroy();
   const s: StressSummary = {

@@ -1,5 +1,4 @@
-import { parseArgs } from 'node:util';
-import { choice, intOption, numOption, UsageError } from '../usage.js';
+import { choice, type Flag, flagHelp, intOption, numOption, parseFlags, UsageError } from '../usage.js';
 
 export interface StressOptions {
   workers: number;
@@ -14,42 +13,31 @@ export interface StressOptions {
   injectFault: boolean;
 }
 
+const FLAGS: readonly Flag[] = [
+  { name: 'workers', arg: 'N', help: 'worker threads (default 2)' },
+  { name: 'qps', arg: 'N', help: 'QP pairs per worker (default 4)' },
+  { name: 'duration', arg: 'S', help: 'seconds, at most (default 10)' },
+  { name: 'ops', arg: 'N', help: 'operations in total, at most (default 1000000)' },
+  { name: 'max-size', arg: 'N', help: 'largest message in bytes (default 65536)' },
+  { name: 'transport', arg: 'T', help: 'udp | tcp | inproc (default inproc)' },
+  { name: 'seed', arg: 'N', help: 'PRNG seed (default 1); worker i uses seed + i' },
+  { name: 'json', help: 'one JSON object on stdout at the end' },
+  { name: 'inject-fault', help: 'corrupt the model once (checks the checker; the run must fail)' },
+  { name: 'help', short: 'h', help: 'this help' },
+];
+
 export const STRESS_HELP = `usage: sabre stress [options]
 
 A piscina worker pool; each worker opens two devices and --qps connected QP pairs and drives a
 seeded random mix of RDMA write, read, vectored read, send and atomics, checking every byte it
 reads back or receives against a model. Bounded by --duration and --ops, whichever ends first.
+On a terminal a status line shows progress (stderr; nothing when piped).
 Exit status: 0 clean, 1 on any error or integrity failure, 2 on a usage error.
 
-      --workers N      worker threads (default 2)
-      --qps N          QP pairs per worker (default 4)
-      --duration S     seconds, at most (default 10)
-      --ops N          operations in total, at most (default 1000000)
-      --max-size N     largest message in bytes (default 65536)
-      --transport T    udp | tcp | inproc (default inproc)
-      --seed N         PRNG seed (default 1); worker i uses seed + i
-      --json           one JSON object on stdout at the end
-      --inject-fault   corrupt the model once (checks the checker; the run must fail)
-  -h, --help           this help`;
+${flagHelp(FLAGS)}`;
 
 export function parseStress(argv: string[]): StressOptions {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      workers: { type: 'string' },
-      qps: { type: 'string' },
-      duration: { type: 'string' },
-      ops: { type: 'string' },
-      'max-size': { type: 'string' },
-      transport: { type: 'string' },
-      seed: { type: 'string' },
-      json: { type: 'boolean' },
-      'inject-fault': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const { values, positionals } = parseFlags('stress', argv, FLAGS);
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
   return {
     workers: intOption('--workers', values.workers, 1, 64) ?? 2,
@@ -59,7 +47,7 @@ export function parseStress(argv: string[]): StressOptions {
     maxSize: intOption('--max-size', values['max-size'], 8, 1 << 24) ?? 65536,
     transport: choice('--transport', values.transport, ['udp', 'tcp', 'inproc'] as const) ?? 'inproc',
     seed: intOption('--seed', values.seed, 0, 2 ** 32 - 1) ?? 1,
-    json: values.json ?? false,
-    injectFault: values['inject-fault'] ?? false,
+    json: values.json === true,
+    injectFault: values['inject-fault'] === true,
   };
 }

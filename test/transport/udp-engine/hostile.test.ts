@@ -93,7 +93,9 @@ describe('udp device under hostile datagrams', () => {
     });
     // Wait (bounded) until every datagram has been seen by the endpoint.
     const total = sends.length + forged.length + 1;
-    for (let i = 0; i < 200 && ep.rxDatagrams - before.rxDatagrams < total; i++) await new Promise((res) => setTimeout(res, 10));
+    // (rxDatagrams also counts the real peer's datagrams, so wait for the forged frames' own
+    // counter too: on a loaded machine the count can be reached before they are decoded.)
+    for (let i = 0; i < 300 && (ep.rxDatagrams - before.rxDatagrams < total || t.counters.badFrames < 2); i++) await new Promise((res) => setTimeout(res, 10));
     expect(ep.rxDatagrams - before.rxDatagrams).toBeGreaterThanOrEqual(total);
     expect(ep.truncated - before.truncated).toBeGreaterThanOrEqual(40);
     expect(ep.badCrc - before.badCrc).toBeGreaterThanOrEqual(64);

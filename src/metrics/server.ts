@@ -1,0 +1,63 @@
+// The /metrics endpoint: node:http serving the registry in Prometheus' text format. `sabre perf
+// --metrics-port` and `sabre serve --metrics-port` call startMetricsServer; anything else that
+// owns devices can too.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Device } from '../index.js';
+import { publish } from './diagnostics.js';
+import { SabreMetrics } from './registry.js';
+
+export interface MetricsServer {
+  readonly metrics: SabreMetrics;
+  readonly port: number;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serve `GET /metrics` on host:port (port 0: any free port). Pass devices to export (more can be
+ * added later through `.metrics.addDevice`), or a SabreMetrics built elsewhere. Binds 127.0.0.1
+ * unless told otherwise: metrics name peers and addresses, so exposing them is a choice.
+ */
+export async function startMetricsServer(what: readonly Device[] | SabreMetrics, port: number, host = '127.0.0.1'): Promise<MetricsServer> {
+  const metrics = what instanceof SabreMetrics ? what : new SabreMetrics();
+  if (!(what instanceof SabreMetrics)) for (const d of what) metrics.addDevice(d);
+  const server: Server = createServer((req, res) => {
+    const t0 = performance.now();
+    const path = (req.url ?? '/').split('?')[0];
+    const done = (status: number, bytes: number) => publish('sabre:metrics:scrape', () => ({ url: req.url, status, ms: performance.now() - t0, bytes }));
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return done(405, 0);
+    }
+    if (path !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('sabre: metrics are at /metrics\n');
+      return done(404, 0);
+    }
+    metrics.metrics().then(
+      (body) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(req.method === 'HEAD' ? undefined : body);
+        done(200, body.length);
+      },
+      (e: Error) => {
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`sabre: ${e.message}\n`);
+        done(500, 0);
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE' ? new Error(`metrics port ${port} is already in use`) : e));
+    server.listen(port, host, () => resolve());
+  });
+  const bound = (server.address() as AddressInfo).port;
+  return {
+    metrics,
+    port: bound,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}

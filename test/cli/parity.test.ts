@@ -1,0 +1,135 @@
+// `sabre perf` against perftest's flags and output: every test name on every transport, and the
+// flags an RDMA user reaches for (-A, -b, -N, --report_gbits, -H/-U, --perform_warm_up, -D,
+// --write_with_imm / --send_with_imm, -d, --output, --cpu_util, --out_json_file). Small counts:
+// these check behaviour, not speed.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sabre } from './helpers.js';
+
+const TESTS = ['write_bw', 'write_lat', 'read_bw', 'read_lat', 'send_bw', 'send_lat', 'atomic_bw', 'atomic_lat'] as const;
+type Json = { title: string; transport: string; results: Record<string, number | string>[] };
+
+function perfJson(args: string[], timeoutMs = 60_000): Json {
+  const r = sabre(['perf', ...args, '--json'], timeoutMs);
+  if (r.code !== 0) throw new Error(`sabre perf ${args.join(' ')}: exit ${r.code} ${r.timedOut ? '(timed out)' : ''}\n${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+describe.each(['inproc', 'udp', 'tcp'] as const)('every perftest test over %s', (transport) => {
+  it.each(TESTS)('%s', (test) => {
+    const bw = test.endsWith('_bw');
+    const size = test.startsWith('atomic') ? [] : ['-s', bw ? '4096' : '64'];
+    const j = perfJson([test, '--transport', transport, ...size, '-n', bw ? '200' : '50']);
+    expect(j.transport).toBe(transport);
+    const row = j.results[0]!;
+    expect(row.source).toBe('sabre');
+    expect(row.iterations).toBe(bw ? 200 : 50);
+    expect(row.bytes).toBe(test.startsWith('atomic') ? 8 : bw ? 4096 : 64);
+    if (bw) {
+      expect(row.bwAvgMiBs).toBeGreaterThan(0);
+      expect(row.bwPeakMiBs).toBeGreaterThanOrEqual(row.bwAvgMiBs as number);
+      expect(row.cpuSecPerGB).toBeGreaterThan(0);
+    } else {
+      expect(row.tMin).toBeGreaterThan(0);
+      expect(row.tMax).toBeGreaterThanOrEqual(row.tTypical as number);
+    }
+  }, 60_000);
+});
+
+describe('perftest flags', () => {
+  it('-A CMP_AND_SWAP and FETCH_AND_ADD name the test as perftest does', () => {
+    expect(perfJson(['atomic_bw', '--transport', 'inproc', '-n', '100', '-A', 'CMP_AND_SWAP']).title).toBe('Atomic CMP_AND_SWAP BW Test');
+    expect(perfJson(['atomic_lat', '--transport', 'inproc', '-n', '20', '--atomic_type=FETCH_AND_ADD']).title).toBe('Atomic FETCH_AND_ADD Latency Test');
+    const r = sabre(['perf', 'atomic_lat', '--transport', 'inproc', '-n', '20', '-A', 'CMP_AND_SWAP']);
+    expect(r.stdout).toContain('Atomic CMP_AND_SWAP Latency Test');
+  });
+
+  it.each(['inproc', 'udp'])('-b: both sides send, the row sums both directions (%s)', (transport) => {
+    const j = perfJson(['write_bw', '-b', '--transport', transport, '-s', '4096', '-n', '150']);
+    expect(j.title).toBe('RDMA_Write Bidirectional BW Test');
+    expect(j.results[0]!.iterations).toBe(300);
+    const s = perfJson(['send_bw', '-b', '--send_with_imm', '--transport', transport, '-s', '1024', '-n', '100']);
+    expect(s.title).toBe('Send_imm Bidirectional BW Test');
+    expect(s.results[0]!.iterations).toBe(200);
+  });
+
+  it('--write_with_imm and --send_with_imm on bandwidth and latency tests', () => {
+    for (const [test, flag, title] of [
+      ['write_bw', '--write_with_imm', 'RDMA_Write_imm BW Test'],
+      ['write_lat', '--write_with_imm', 'RDMA_Write_imm Latency Test'],
+      ['send_bw', '--send_with_imm', 'Send_imm BW Test'],
+      ['send_lat', '--send_with_imm', 'Send_imm Latency Test'],
+    ] as const) {
+      const j = perfJson([test, flag, '--transport', 'udp', '-s', '256', '-n', test.endsWith('bw') ? '200' : '40']);
+      expect(j.title, test).toBe(title);
+      expect(j.results[0]!.iterations).toBe(test.endsWith('bw') ? 200 : 40);
+    }
+  });
+
+  it('-N leaves the peak out; --report_gbits reports Gb/sec', () => {
+    expect(perfJson(['write_bw', '--transport', 'inproc', '-n', '100', '-N']).results[0]!.bwPeakMiBs).toBe(0);
+    const r = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--report_gbits']);
+    expect(r.stdout).toContain(' #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]');
+    const j = perfJson(['write_bw', '--transport', 'inproc', '-n', '100']);
+    const row = j.results[0]!;
+    expect(row.bwAvgGbs as number).toBeCloseTo(((row.bwAvgMiBs as number) * 2 ** 20 * 8) / 1e9, 6);
+  });
+
+  it('-H prints every sample sorted, -U in the order measured', () => {
+    const r = sabre(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-H']);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n');
+    const at = lines.indexOf('#, usec');
+    expect(at).toBeGreaterThan(0);
+    const vals = lines.slice(at + 1, at + 31).map((l) => {
+      const m = /^(\d+), ([\d.e+-]+)$/.exec(l);
+      expect(m, l).not.toBeNull();
+      return Number(m![2]);
+    });
+    expect(vals).toEqual([...vals].sort((a, b) => a - b));
+    const u = sabre(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-U']);
+    expect(u.stdout).toContain('#, usec');
+  });
+
+  it('-D runs every test for a duration (iterations counted, not given)', () => {
+    for (const test of TESTS) {
+      const t0 = Date.now();
+      const j = perfJson([test, '--transport', 'inproc', '-D', '0.3']);
+      expect(j.results[0]!.iterations, test).toBeGreaterThan(0);
+      expect(Date.now() - t0, test).toBeLessThan(20_000);
+    }
+    const u = perfJson(['send_lat', '--transport', 'udp', '-D', '0.5', '-s', '64']);
+    expect(u.results[0]!.iterations).toBeGreaterThan(0);
+    const m = perfJson(['write_bw', '--transport', 'udp', '-D', '1', '-f', '0.2', '-s', '4096']);
+    expect(m.results[0]!.iterations).toBeGreaterThan(0);
+  });
+
+  it('--perform_warm_up runs first and is not counted', () => {
+    const j = perfJson(['read_lat', '--transport', 'udp', '-n', '40', '--perform_warm_up']);
+    expect(j.results[0]!.iterations).toBe(40);
+    const b = perfJson(['read_bw', '--transport', 'udp', '-s', '4096', '-n', '100', '--perform_warm_up', '--baseline']);
+    expect(b.results.map((r) => r.iterations)).toEqual([100, 100]);
+  });
+
+  it('-d picks the device; --output prints only the number; --cpu_util adds a column; --out_json_file writes the report', () => {
+    expect(perfJson(['write_lat', '-d', 'sabre_tcp', '-n', '20']).transport).toBe('tcp');
+    const o = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--output=bandwidth']);
+    expect(o.stdout.trim()).toMatch(/^\d+\.\d{6}$/);
+    const c = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--cpu_util']);
+    expect(c.stdout).toMatch(/CPU\[s\/GB\]\s+CPU_Util\[%\]/);
+    const dir = mkdtempSync(join(tmpdir(), 'sabre-json-'));
+    const file = join(dir, 'out.json');
+    const f = sabre(['perf', 'send_bw', '--transport', 'inproc', '-n', '100', '--out_json_file', file]);
+    expect(f.code, f.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(file, 'utf8')).results[0].iterations).toBe(100);
+  });
+
+  it('--help names perftest\'s flags, and says which it does not take', () => {
+    const r = sabre(['perf', '--help']);
+    for (const f of ['-A, --atomic_type', '-b, --bidirectional', '-N, --noPeak', '--report_gbits', '-H, --report-histogram', '--perform_warm_up', '-d, --ib-dev', '-D, --duration', '-V, --version', '--write_with_imm', '--send_with_imm', '--metrics-port', '--report'])
+      expect(r.stdout, f).toContain(f);
+    expect(r.stdout).toMatch(/does not take[\s\S]*--rdma_cm[\s\S]*--use-srq/);
+  });
+});

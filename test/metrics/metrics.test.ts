@@ -1,0 +1,151 @@
+// Prometheus metrics over a real HTTP endpoint: two devices moving real data, scraped, and the
+// counters checked against what was moved; a registered stats source (the hook for channels);
+// and `sabre perf --metrics-port` scraped while a run is under way.
+import { get } from 'node:http';
+import diagnostics_channel from 'node:diagnostics_channel';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Access, Opcode, type Device } from '../../src/index.js';
+import { DIAGNOSTIC_CHANNELS, publish } from '../../src/metrics/diagnostics.js';
+import { SabreMetrics } from '../../src/metrics/registry.js';
+import { startMetricsServer, type MetricsServer } from '../../src/metrics/server.js';
+import { freePort, sabreBg } from '../cli/helpers.js';
+import { pair, take } from '../verbs/helpers.js';
+
+function fetchText(url: string): Promise<{ status: number; type: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    get(url, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body }));
+    }).on('error', reject);
+  });
+}
+
+/** The value of one sample line `name{labels…} value` whose labels include all of `want`. */
+function sample(body: string, name: string, want: Record<string, string> = {}): number | undefined {
+  for (const line of body.split('\n')) {
+    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+    const m = /^([^{ ]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(want).every(([k, v]) => labels[k] === v)) return Number(m[3]);
+  }
+  return undefined;
+}
+
+let devs: Device[] = [];
+let server: MetricsServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  for (const d of devs) await d.close();
+  devs = [];
+});
+
+describe.each(['udp', 'tcp'] as const)('metrics of %s devices', (transport) => {
+  it('a scrape shows the devices, their QPs, CQ, placements and link counters', async () => {
+    const [sa, sb] = await pair({ device: { transport }, depth: 64 });
+    const { dev: a, pd: pa, cq: ca, qp: qa } = sa;
+    const { dev: b, pd: pb } = sb;
+    devs = [a, b];
+    const ma = pa.regMr(1 << 16, Access.LocalWrite);
+    const mb = pb.regMr(1 << 16, Access.LocalWrite | Access.RemoteWrite);
+    const m = new SabreMetrics();
+    m.addDevice(a, 'a');
+    m.addDevice(b, 'b');
+    m.addPd(pa);
+    m.addPd(pb);
+    m.addCq(a, ca, 'a-cq');
+    server = await startMetricsServer(m, 0);
+    const N = 8;
+    for (let i = 0; i < N; i++) qa.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: ma.addr, length: 4096, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
+    m.countCompletions(a, await take(ca, N));
+    const r = await fetchText(server.url);
+    expect(r.status).toBe(200);
+    expect(r.type).toMatch(/^text\/plain; version=0\.0\.4/);
+    const placed = (sample(r.body, 'sabre_placed_bytes_total', { device: 'b', path: 'direct' }) ?? 0) + (sample(r.body, 'sabre_placed_bytes_total', { device: 'b', path: 'indirect' }) ?? 0);
+    expect(placed).toBeGreaterThanOrEqual(N * 4096);
+    expect(sample(r.body, 'sabre_qp_state', { device: 'a', qpn: String(qa.qpn), type: 'rc', state: 'Rts' })).toBe(3);
+    expect(sample(r.body, 'sabre_qps', { device: 'b', type: 'rc' })).toBe(1);
+    expect(sample(r.body, 'sabre_memory_regions', { device: 'a' })).toBe(1);
+    expect(sample(r.body, 'sabre_cq_depth', { device: 'a', cq: 'a-cq' })).toBe(64);
+    expect(sample(r.body, 'sabre_completions_total', { device: 'a', opcode: 'RdmaWrite', status: 'Success' })).toBe(N);
+    expect(sample(r.body, 'sabre_completion_bytes_count', { device: 'a', opcode: 'RdmaWrite' })).toBe(N);
+    expect(sample(r.body, 'sabre_device_memory_bytes', { device: 'a', state: 'capacity' })).toBeGreaterThan(0);
+    if (transport === 'udp') {
+      expect(sample(r.body, 'sabre_link_datagrams_total', { device: 'a', direction: 'tx' })).toBeGreaterThanOrEqual(N);
+      expect(sample(r.body, 'sabre_crc_failures_total', { device: 'b', stage: 'inline' })).toBe(0);
+      expect(sample(r.body, 'sabre_transport_contexts', { device: 'a' })).toBe(1);
+    } else {
+      expect(sample(r.body, 'sabre_link_segments_total', { device: 'a', direction: 'tx' })).toBeGreaterThanOrEqual(N);
+    }
+    // Counters move between scrapes: the next scrape reads live values.
+    qa.postSend({ wrId: 99, opcode: Opcode.RdmaWrite, sgList: [{ addr: ma.addr, length: 4096, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
+    await ca.wait(5000);
+    const again = await fetchText(server.url);
+    const placed2 = (sample(again.body, 'sabre_placed_bytes_total', { device: 'b', path: 'direct' }) ?? 0) + (sample(again.body, 'sabre_placed_bytes_total', { device: 'b', path: 'indirect' }) ?? 0);
+    expect(placed2).toBe(placed + 4096);
+    expect((await fetchText(server.url.replace('/metrics', '/nope'))).status).toBe(404);
+  });
+});
+
+describe('registration hook and diagnostics', () => {
+  it('a stats source (as a channel registers) appears, nested keys flattened, and goes when unregistered', async () => {
+    const m = new SabreMetrics({ defaultMetrics: false });
+    let sent = 5;
+    const off = m.addSource('channel', 'svc9-peer1', () => ({ messagesSent: sent, credits: { granted: 3 }, open: true, name: 'x' }));
+    server = await startMetricsServer(m, 0);
+    let body = (await fetchText(server.url)).body;
+    expect(sample(body, 'sabre_channel_stat', { instance: 'svc9-peer1', stat: 'messagesSent' })).toBe(5);
+    expect(sample(body, 'sabre_channel_stat', { instance: 'svc9-peer1', stat: 'credits_granted' })).toBe(3);
+    expect(sample(body, 'sabre_channel_stat', { instance: 'svc9-peer1', stat: 'open' })).toBe(1);
+    sent = 7;
+    body = (await fetchText(server.url)).body;
+    expect(sample(body, 'sabre_channel_stat', { stat: 'messagesSent' })).toBe(7);
+    off();
+    body = (await fetchText(server.url)).body;
+    expect(sample(body, 'sabre_channel_stat', { stat: 'messagesSent' })).toBeUndefined();
+    expect(() => m.addSource('Bad-Kind', 'x', () => ({}))).toThrow(/snake_case/);
+  });
+
+  it('diagnostics are free when nobody listens and structured when someone does', () => {
+    let built = 0;
+    publish('sabre:perf:result', () => ((built++), { x: 1 }));
+    expect(built).toBe(0);
+    const got: unknown[] = [];
+    const fn = (m: unknown) => got.push(m);
+    diagnostics_channel.subscribe('sabre:perf:result', fn);
+    try {
+      publish('sabre:perf:result', () => ((built++), { bytes: 64 }));
+    } finally {
+      diagnostics_channel.unsubscribe('sabre:perf:result', fn);
+    }
+    expect(built).toBe(1);
+    expect(got).toEqual([expect.objectContaining({ channel: 'sabre:perf:result', bytes: 64, time: expect.any(String) })]);
+    expect(Object.keys(DIAGNOSTIC_CHANNELS).every((n) => n.startsWith('sabre:'))).toBe(true);
+  });
+});
+
+describe('sabre perf --metrics-port', () => {
+  it('serves /metrics while the run is under way', async () => {
+    const port = await freePort();
+    const run = sabreBg(['perf', 'write_bw', '--transport', 'udp', '-s', '4096', '-D', '4', '--metrics-port', String(port)]);
+    try {
+      await run.waitFor(/Metrics\s+: http:\/\/127\.0\.0\.1:\d+\/metrics/);
+      let body = '';
+      for (let i = 0; i < 40; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        body = (await fetchText(`http://127.0.0.1:${port}/metrics`)).body;
+        if ((sample(body, 'sabre_completions_total', { device: 'perf-client', opcode: 'RdmaWrite', status: 'Success' }) ?? 0) > 0) break;
+      }
+      expect(sample(body, 'sabre_completions_total', { device: 'perf-client', opcode: 'RdmaWrite', status: 'Success' })).toBeGreaterThan(0);
+      expect(sample(body, 'sabre_qp_state', { device: 'perf-client', state: 'Rts' })).toBe(3);
+      expect(sample(body, 'sabre_link_datagrams_total', { device: 'perf-client', direction: 'tx' })).toBeGreaterThan(0);
+      expect(body).toContain('process_cpu_seconds_total');
+      expect(await run.exited).toBe(0);
+    } finally {
+      run.child.kill('SIGKILL');
+    }
+  }, 30_000);
+});
