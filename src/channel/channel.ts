@@ -158,7 +158,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     if (mr.valid) mr.deregister();
   }
 
-  /** @internal */
+  /**
+   * @internal A copy out of device memory into memory the application owns. (For big
+   * rendezvous messages the cost is the fresh buffer's first touch, not the copy: copying out of
+   * the SharedArrayBuffer into a reused buffer runs at ~10-20 GB/s here.)
+   */
   read(r: Region, off: number, len: number): Uint8Array {
     return (r as MemoryRegion).buffer.slice(off, off + len);
   }
@@ -294,6 +298,10 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     } else {
       core.onComplete(Number(wc.wrId), outcome(wc), now);
     }
+  }
+
+  /** @internal the hub fed every completion of one poll. */
+  afterBatch(): void {
     this.#flush();
   }
 
@@ -305,14 +313,19 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #flush(): void {
     const core = this.#core;
+    core.flushCredits(performance.now());
     for (let guard = 0; guard < 1000; guard++) {
       const acts = core.takeActions();
       if (acts.length === 0) break;
+      let refused = false;
       for (const a of acts) {
+        // After a refused post nothing more goes to the peer (it would arrive out of order).
+        if (refused && (a.t === 'recv' || a.t === 'send' || a.t === 'write' || a.t === 'read')) continue;
         try {
           this.#act(a);
         } catch (e) {
           // A post the verbs layer refused (QP gone, queue full): the channel cannot go on.
+          refused = true;
           core.fail('closed', `posting failed: ${(e as Error).message}`);
         }
       }

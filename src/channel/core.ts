@@ -11,7 +11,9 @@
 //   never be stuck each holding none while owing some;
 // - a message sent only to return credits (CREDIT) goes when half of a pool is owed — slot
 //   credits, the window, or mailbox slots — and a mailbox pool has at least 4 slots, so a
-//   CREDIT returns at least 2 and answering it with another is never due at once.
+//   CREDIT returns at least 2 and answering it with another is never due at once; it is
+//   decided at the end of a batch of completions (flushCredits), so one CREDIT returns what a
+//   whole batch freed.
 // Receives: every message consumes one (a write with immediate included), so this end keeps
 // exactly (mailbox slots + slots of the live epoch [+ the granted one]) posted; the peer can
 // never have more messages in flight than that, by its credits.
@@ -387,6 +389,17 @@ export class ChannelCore implements Link {
       }
       if (!posted) break;
     }
+  }
+
+  /**
+   * End of a batch of inputs (the shell calls it once it has fed every completion of one poll,
+   * and after the application took messages): send a CREDIT if credits are owed and nothing
+   * else carried them. Deciding here rather than per message returns a whole batch's credits
+   * in one message.
+   */
+  flushCredits(now: number): void {
+    if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
+    this.#pump(now);
     if (this.#torn || this.#ctrlQ.length > 0 || this.ctrlCredits < 1) return;
     const owedCtrl = this.#ctrlReceived - this.#ctrlReported;
     if (owedCtrl >= Math.ceil(this.o.ctrlSlots / 2) || this.inb.creditDue) {

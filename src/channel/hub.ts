@@ -18,6 +18,8 @@ import type { ResolvedOptions } from './options.js';
 /** What the hub needs of a channel. */
 export interface HubMember {
   onWc(wc: WorkCompletion): void;
+  /** Every completion of one poll was fed: act on them (post, return credits). */
+  afterBatch(): void;
   /** The device closed or the CQ died: fail now. */
   onDeviceGone(message: string): void;
   readonly registeredBytes: number;
@@ -141,12 +143,24 @@ export class ChannelHub {
 
   async #loop(): Promise<void> {
     const cq = this.cq;
+    const touched = new Set<HubMember>();
     for (;;) {
       try {
         await cq.wait();
         for (let wcs = cq.poll(1024); wcs.length > 0; wcs = cq.poll(1024)) {
           // A completion for a QP no channel holds is a flush of one already torn down.
-          for (const wc of wcs) this.#members.get(wc.qpn)?.onWc(wc);
+          let last: HubMember | undefined;
+          for (const wc of wcs) {
+            const m = this.#members.get(wc.qpn);
+            if (!m) continue;
+            m.onWc(wc);
+            if (m !== last) {
+              touched.add(m);
+              last = m;
+            }
+          }
+          for (const m of touched) m.afterBatch();
+          touched.clear();
         }
       } catch (e) {
         this.#dead = true;

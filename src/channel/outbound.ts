@@ -35,7 +35,9 @@ export interface TxEpoch {
   /** Staging for writes above the scratch: one inline slot, or one slot per peer slot. */
   stage: Region | undefined;
   stageInline: boolean;
+  /** Per slot: a non-inline write from it is in flight. */
   busy: Uint8Array | undefined;
+  /** Writes from the stage not yet completed (it is deregistered only at 0). */
   busyCount: number;
 }
 
@@ -183,8 +185,12 @@ export class Outbound {
       local = { region: l.scratch.region, off: l.scratch.off, len };
       inline = m.bytes;
     } else if (t.stageInline) {
+      // Inline, but the post may come later in this step than a SWITCH that retires the
+      // stage: it stays registered until the write completes.
       local = { region: t.stage!, off: 0, len };
       inline = m.bytes;
+      t.busyCount++;
+      staged = true;
     } else {
       // Not inline: the engine reads the staging until the write completes.
       if (t.busy![slot]) return false;
@@ -289,7 +295,7 @@ export class Outbound {
     const w = this.#writes[i]!;
     this.#writes.splice(i, 1);
     if (w.staged) {
-      w.tx.busy![w.slot] = 0;
+      if (w.tx.busy) w.tx.busy[w.slot] = 0;
       w.tx.busyCount--;
       this.#sweepRetired();
     }

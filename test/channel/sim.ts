@@ -181,6 +181,8 @@ export class SimPair {
   /** Carry out the actions of one end. */
   #drain(e: SimEnd): void {
     for (let guard = 0; guard < 10_000; guard++) {
+      // Every delivery is a batch of one: credits owed go out now.
+      e.core.flushCredits(this.now);
       const acts = e.core.takeActions();
       if (acts.length === 0) return;
       for (const a of acts) this.#act(e, a);
