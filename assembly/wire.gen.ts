@@ -596,7 +596,8 @@ export const DDP_BATCH_OUT_RSVD_OFF: u32 = 28;
 export const CHAN_IMM_SIZE: u32 = 4;
 export const CHAN_IMM_IMM_OFF: u32 = 0;
 export const CHAN_IMM_IMM_K: u32 = 0x80000000;
-export const CHAN_IMM_IMM_EPOCH: u32 = 0x7e000000;
+export const CHAN_IMM_IMM_P: u32 = 0x40000000;
+export const CHAN_IMM_IMM_EPOCH: u32 = 0x3e000000;
 export const CHAN_IMM_IMM_V: u32 = 0x01000000;
 export const CHAN_IMM_IMM_SLOT: u32 = 0x00ff0000;
 export const CHAN_IMM_IMM_SEQ: u32 = 0x0000ffff;
@@ -604,6 +605,26 @@ export const CHAN_IMM_IMM_SEQ: u32 = 0x0000ffff;
 @inline export function getChanImmImm(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
 // @ts-ignore: decorator
 @inline export function setChanImmImm(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// Channel packed record (one message inside a slot written with P = 1) — sabre (M2), big-endian
+export const CHAN_RECORD_SIZE: u32 = 4;
+export const CHAN_RECORD_FLAGS_OFF: u32 = 0;
+export const CHAN_RECORD_FLAGS_V: u32 = 0x01;
+export const CHAN_RECORD_FLAGS_RSVD: u32 = 0xfe;
+export const CHAN_RECORD_RSVD_OFF: u32 = 1;
+export const CHAN_RECORD_LEN_OFF: u32 = 2;
+// @ts-ignore: decorator
+@inline export function getChanRecordFlags(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanRecordFlags(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanRecordRsvd(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanRecordRsvd(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getChanRecordLen(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanRecordLen(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
 
 // Channel control message header (every control message; credits ride here) — sabre (M2), big-endian
 export const CHAN_HDR_SIZE: u32 = 8;

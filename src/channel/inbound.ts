@@ -17,7 +17,7 @@
 import { CHAN_EPOCH_MOD, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
 import { type CtrlEntry, type Link, WrKind } from './link.js';
 import type { Delivered, Outcome, Region } from './ports.js';
-import type { Grant, ImmFields } from './wire.js';
+import { type Grant, type ImmFields, unpackRecords } from './wire.js';
 
 export interface RxEpoch {
   /** mod CHAN_EPOCH_MOD */
@@ -158,17 +158,32 @@ export class Inbound {
     if (f.slot !== e.next) return l.fail('protocol', `data message in slot ${f.slot}, the next slot is ${e.next}`);
     if (byteLen > e.slotSize) return l.fail('protocol', `data message of ${byteLen} bytes in ${e.slotSize}-byte slots`);
     if (e.received + 1 > e.reported + e.slots) return l.fail('protocol', 'data message without a slot credit');
-    const seq = this.#seqOf(f.seq);
-    if (seq === undefined) return l.fail('protocol', `data message seq ${f.seq} outside the window [${this.consumed % CHAN_SEQ_MOD}, +${l.o.window}) or repeated`);
     const bytes = l.ports.read(e.region, f.slot * e.slotSize, byteLen);
+    let msgs: { bytes: Uint8Array; value: boolean }[];
+    if (f.packed) {
+      const r = unpackRecords(bytes);
+      if (typeof r === 'string') return l.fail('protocol', `packed data message: ${r}`);
+      msgs = r;
+    } else msgs = [{ bytes, value: f.value }];
+    // Every seq is checked before any is taken: a bad record refuses the whole write.
+    const seqs: number[] = [];
+    for (let k = 0; k < msgs.length; k++) {
+      const seq = this.#seqOf((f.seq + k) % CHAN_SEQ_MOD);
+      if (seq === undefined) return l.fail('protocol', `data message seq ${(f.seq + k) % CHAN_SEQ_MOD} outside the window [${this.consumed % CHAN_SEQ_MOD}, +${l.o.window}) or repeated`);
+      seqs.push(seq);
+    }
     e.next = (e.next + 1) % e.slots;
     e.received++;
     this.#lastDataAt = now;
-    (this.#inbox ??= new Map()).set(seq, { state: 'ready', value: f.value, len: byteLen, bytes });
-    this.bufferedBytes += byteLen;
-    this.#messagesReceived++;
-    this.#bytesReceived += byteLen;
-    if (seq === this.consumed) l.emit({ t: 'readable' });
+    const inbox = (this.#inbox ??= new Map());
+    for (let k = 0; k < msgs.length; k++) {
+      const m = msgs[k]!;
+      inbox.set(seqs[k]!, { state: 'ready', value: m.value, len: m.bytes.length, bytes: m.bytes });
+      this.bufferedBytes += m.bytes.length;
+      this.#bytesReceived += m.bytes.length;
+    }
+    this.#messagesReceived += msgs.length;
+    if (seqs[0] === this.consumed) l.emit({ t: 'readable' });
   }
 
   get hasReady(): boolean {

@@ -19,7 +19,7 @@
 import { CHAN_EPOCH_MOD, CHAN_MAX_SLOTS, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
 import { INLINE_MAX, type Link, WrKind } from './link.js';
 import type { Outcome, Region, Seg } from './ports.js';
-import { dataImm, type Grant, type Hdr, type Hello } from './wire.js';
+import { dataImm, type Grant, type Hdr, type Hello, packRecords, RECORD_HDR, RECORD_MAX } from './wire.js';
 
 export interface TxEpoch {
   epoch: number;
@@ -43,7 +43,9 @@ export interface TxEpoch {
 
 interface WriteRec {
   wrId: number;
+  /** First seq; a packed write carries count consecutive ones. */
   seq: number;
+  count: number;
   tx: TxEpoch;
   slot: number;
   staged: boolean;
@@ -79,6 +81,8 @@ export interface OutboundStats {
   eagerSent: number;
   rendezvousSent: number;
   enlargeRequests: number;
+  /** Writes that carried several messages in one slot. */
+  packedWrites: number;
   queued: number;
   inFlight: number;
 }
@@ -108,6 +112,7 @@ export class Outbound {
   #eagerSent = 0;
   #rendezvousSent = 0;
   #enlargeRequests = 0;
+  #packedWrites = 0;
 
   constructor(l: Link) {
     this.#l = l;
@@ -153,7 +158,8 @@ export class Outbound {
       const len = m.bytes.length;
       const t = this.tx!;
       if (len <= t.slotSize) {
-        if (this.#postEager(t, m)) this.#queue.splice(i, 1);
+        const n = this.#packable(t, i, limit);
+        if (this.#postEager(t, i, n)) this.#queue.splice(i, n);
         else i++;
         continue;
       }
@@ -172,23 +178,46 @@ export class Outbound {
     }
   }
 
-  #postEager(t: TxEpoch, m: OutMsg): boolean {
+  /**
+   * How many queued messages from i on go in one slot: the run of consecutive seqs (inside the
+   * window) whose records fit it. 1: the message goes alone, unpacked.
+   */
+  #packable(t: TxEpoch, i: number, limit: number): number {
+    const q = this.#queue;
+    const first = q[i]!;
+    if (first.bytes.length > RECORD_MAX) return 1;
+    let total = RECORD_HDR + first.bytes.length;
+    let n = 1;
+    for (let j = i + 1; j < q.length && n < 256; j++, n++) {
+      const m = q[j]!;
+      if (m.seq !== first.seq + n || m.seq >= limit || m.bytes.length > RECORD_MAX) break;
+      if (total + RECORD_HDR + m.bytes.length > t.slotSize) break;
+      total += RECORD_HDR + m.bytes.length;
+    }
+    return n;
+  }
+
+  /** Write queue[i .. i+n) into the next slot (packed when n > 1); false when it cannot go now. */
+  #postEager(t: TxEpoch, i: number, n: number): boolean {
     const l = this.#l;
     if (t.credits === 0) return false;
     const slot = t.next;
-    const len = m.bytes.length;
+    const first = this.#queue[i]!;
+    const packed = n > 1;
+    const bytes = packed ? packRecords(this.#queue.slice(i, i + n)) : first.bytes;
+    const len = bytes.length;
     let local: Seg | undefined;
     let inline: Uint8Array | undefined;
     let staged = false;
     if (len === 0) local = undefined;
     else if (len <= l.scratch.len) {
       local = { region: l.scratch.region, off: l.scratch.off, len };
-      inline = m.bytes;
+      inline = bytes;
     } else if (t.stageInline) {
       // Inline, but the post may come later in this step than a SWITCH that retires the
       // stage: it stays registered until the write completes.
       local = { region: t.stage!, off: 0, len };
-      inline = m.bytes;
+      inline = bytes;
       t.busyCount++;
       staged = true;
     } else {
@@ -198,16 +227,18 @@ export class Outbound {
       t.busyCount++;
       staged = true;
       local = { region: t.stage!, off: slot * t.slotSize, len };
-      l.ports.write(local.region, local.off, m.bytes);
+      l.ports.write(local.region, local.off, bytes);
     }
+    let msgLen = 0;
+    for (let k = i; k < i + n; k++) msgLen += this.#queue[k]!.bytes.length;
     t.credits--;
     t.next = (slot + 1) % t.slots;
     t.written++;
     const wrId = l.newWr(WrKind.Data);
-    this.#writes.push({ wrId, seq: m.seq, tx: t, slot, staged, len });
+    this.#writes.push({ wrId, seq: first.seq, count: n, tx: t, slot, staged, len: msgLen });
     l.emit({
       t: 'write', wrId, local, ...(inline ? { bytes: inline } : {}),
-      remoteAddr: t.addr + slot * t.slotSize, rkey: t.rkey, imm: dataImm(t.epoch, m.value, slot, m.seq % CHAN_SEQ_MOD),
+      remoteAddr: t.addr + slot * t.slotSize, rkey: t.rkey, imm: dataImm(t.epoch, !packed && first.value, slot, first.seq % CHAN_SEQ_MOD, packed),
     });
     return true;
   }
@@ -304,10 +335,11 @@ export class Outbound {
       if (r.why === 'rnr') return l.fail('protocol', `the peer had no receive posted for a credited message (${r.status})`);
       return l.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `write failed: ${r.status}`);
     }
-    this.#messagesSent++;
+    this.#messagesSent += w.count;
     this.#bytesSent += w.len;
-    this.#eagerSent++;
-    l.emit({ t: 'placed', seq: w.seq });
+    this.#eagerSent += w.count;
+    if (w.count > 1) this.#packedWrites++;
+    for (let k = 0; k < w.count; k++) l.emit({ t: 'placed', seq: w.seq + k });
     this.pump(now);
   }
 
@@ -379,6 +411,7 @@ export class Outbound {
       eagerSent: this.#eagerSent,
       rendezvousSent: this.#rendezvousSent,
       enlargeRequests: this.#enlargeRequests,
+      packedWrites: this.#packedWrites,
       queued: this.#queue.length,
       inFlight: this.#writes.length + this.#offers.length,
     };

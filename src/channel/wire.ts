@@ -7,7 +7,7 @@
 // check, against its own state.
 import { badWindow, rd16, rd32, rdSafe64, wr16, wr32, wrSafe64 } from '../wire/codec.js';
 import {
-  CHAN_CLOSE, CHAN_DONE, CHAN_ENLARGE, CHAN_GRANT, CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_HELLO, CHAN_IMM,
+  CHAN_CLOSE, CHAN_DONE, CHAN_RECORD, CHAN_ENLARGE, CHAN_GRANT, CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_HELLO, CHAN_IMM,
   CHAN_OFFER, CHAN_SWITCH, CHAN_TYPES, ChanFlag, ChanType,
 } from '../wire/spec.js';
 
@@ -15,6 +15,7 @@ export { ChanFlag, ChanType };
 
 const IMM = CHAN_IMM.fields.imm.bits!;
 const K = IMM.K.mask >>> 0;
+const P = IMM.P.mask >>> 0;
 const EPOCH = IMM.Epoch.mask >>> 0;
 const V = IMM.V.mask >>> 0;
 const SLOT = IMM.Slot.mask >>> 0;
@@ -25,14 +26,15 @@ const SLOT_SHIFT = shiftOf(SLOT);
 
 export interface ImmFields {
   ctrl: boolean;
+  packed: boolean;
   epoch: number;
   value: boolean;
   slot: number;
   seq: number;
 }
 
-export function dataImm(epoch: number, value: boolean, slot: number, seq: number): number {
-  return (((epoch << EPOCH_SHIFT) & EPOCH) | (value ? V : 0) | ((slot << SLOT_SHIFT) & SLOT) | (seq & SEQ)) >>> 0;
+export function dataImm(epoch: number, value: boolean, slot: number, seq: number, packed = false): number {
+  return ((packed ? P : 0) | ((epoch << EPOCH_SHIFT) & EPOCH) | (value ? V : 0) | ((slot << SLOT_SHIFT) & SLOT) | (seq & SEQ)) >>> 0;
 }
 
 export function ctrlImm(slot: number): number {
@@ -42,6 +44,7 @@ export function ctrlImm(slot: number): number {
 export function parseImm(imm: number): ImmFields {
   return {
     ctrl: (imm & K) !== 0,
+    packed: (imm & P) !== 0,
     epoch: (imm & EPOCH) >>> EPOCH_SHIFT,
     value: (imm & V) !== 0,
     slot: (imm & SLOT) >>> SLOT_SHIFT,
@@ -267,4 +270,41 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
       return { ok: false, error: 'BAD_TYPE' };
   }
   return { ok: true, msg: { ...body, hdr } };
+}
+
+// ---- packed records ---------------------------------------------------------------------
+
+const R = CHAN_RECORD.fields;
+export const RECORD_HDR = CHAN_RECORD.size;
+export const RECORD_MAX = 0xffff;
+const RECORD_V = R.flags.bits!.V.mask;
+
+/** Several messages as one slot's bytes (each at most RECORD_MAX bytes). */
+export function packRecords(msgs: readonly { bytes: Uint8Array; value: boolean }[]): Uint8Array {
+  let n = 0;
+  for (const m of msgs) n += RECORD_HDR + m.bytes.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const m of msgs) {
+    out[o + R.flags.offset] = m.value ? RECORD_V : 0;
+    wr16(out, o + R.len.offset, m.bytes.length);
+    out.set(m.bytes, o + RECORD_HDR);
+    o += RECORD_HDR + m.bytes.length;
+  }
+  return out;
+}
+
+/** The records of a packed slot (views into `b`), or an error when they do not fill it exactly. */
+export function unpackRecords(b: Uint8Array): { bytes: Uint8Array; value: boolean }[] | string {
+  const out: { bytes: Uint8Array; value: boolean }[] = [];
+  let o = 0;
+  while (o < b.length) {
+    if (b.length - o < RECORD_HDR) return 'RECORD_TRUNCATED';
+    const len = rd16(b, o + R.len.offset);
+    if (b.length - o - RECORD_HDR < len) return 'RECORD_TRUNCATED';
+    out.push({ bytes: b.subarray(o + RECORD_HDR, o + RECORD_HDR + len), value: (b[o + R.flags.offset]! & RECORD_V) !== 0 });
+    o += RECORD_HDR + len;
+  }
+  if (out.length === 0) return 'RECORD_EMPTY';
+  return out;
 }

@@ -692,8 +692,8 @@ export const CHAN_VERSION = 1;
 export const CHAN_MBOX_SLOT = 32;
 /** Bytes of the one receive buffer the peer's HELLO (a Send) lands in. */
 export const CHAN_HELLO_BUF = 64;
-/** Epochs are carried modulo this (6 bits of the immediate); at most two are live at a time. */
-export const CHAN_EPOCH_MOD = 64;
+/** Epochs are carried modulo this (5 bits of the immediate); at most two are live at a time. */
+export const CHAN_EPOCH_MOD = 32;
 /** Message sequence numbers are carried modulo this (16 bits); windows are at most half of it. */
 export const CHAN_SEQ_MOD = 65536;
 export const CHAN_MAX_WINDOW = 32768;
@@ -714,14 +714,36 @@ export const CHAN_IMM = layout({
     imm: {
       offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'carried in the Immediate Data message (RFC 7306) after the write; the receiver sees it as wc.imm',
       bits: {
-        K: { mask: 0x80000000, meaning: '1: a control message in mailbox slot Slot (Epoch, V, Seq are 0); 0: a data message in eager slot Slot' },
-        Epoch: { mask: 0x7e000000, meaning: 'data: the epoch (phase instance, mod 64) of the slots it was written for; anything but a live epoch is refused' },
-        V: { mask: 0x01000000, meaning: 'data: the payload is a msgpack-encoded value (0: raw bytes, delivered as a Uint8Array)' },
+        K: { mask: 0x80000000, meaning: '1: a control message in mailbox slot Slot (P, Epoch, V, Seq are 0); 0: a data message in eager slot Slot' },
+        P: { mask: 0x40000000, meaning: 'data: the slot holds several messages, each a chanRecord header and its bytes, with seqs Seq, Seq+1, ... (V is 0)' },
+        Epoch: { mask: 0x3e000000, meaning: 'data: the epoch (phase instance, mod 32) of the slots it was written for; anything but the live epoch is refused' },
+        V: { mask: 0x01000000, meaning: 'data, P = 0: the payload is a msgpack-encoded value (0: raw bytes, delivered as a Uint8Array)' },
         Slot: { mask: 0x00ff0000, meaning: 'slot index written (must be the next one of its ring)' },
         Seq: { mask: 0x0000ffff, meaning: 'data: message sequence number mod 2^16 (the receiver delivers in Seq order)' },
       },
     },
   },
+});
+
+export const CHAN_RECORD = layout({
+  name: 'chanRecord',
+  title: 'Channel packed record (one message inside a slot written with P = 1)',
+  size: 4,
+  ref: 'sabre (M2)',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    flags: {
+      offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'flags',
+      bits: {
+        V: { mask: 0x01, meaning: 'the bytes are a msgpack-encoded value' },
+        Rsvd: { mask: 0xfe, meaning: 'reserved, 0' },
+      },
+    },
+    rsvd: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'reserved, 0' },
+    len: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'bytes of the message that follow' },
+  },
+  tail: 'len bytes of the message, then the next record; the records fill the write exactly (byteLen)',
 });
 
 export const CHAN_HDR = layout({
@@ -777,7 +799,7 @@ export const CHAN_GRANT = layout({
   sabre: true,
   fields: {
     head: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'head flag 0xa5' },
-    epoch: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'the new epoch (previous + 1, mod 64; 0 in HELLO)' },
+    epoch: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'the new epoch (previous + 1, mod 32; 0 in HELLO)' },
     slots: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'number of slots (1..256)' },
     slotSize: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'bytes per slot; slot i is at addr + i * slotSize' },
     addr: { offset: 8, size: 8, type: 'u64', ref: 'sabre', meaning: 'address of slot 0' },
@@ -890,5 +912,5 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   DDP_BATCH_DESC, DDP_BATCH_OUT,
-  CHAN_IMM, CHAN_HDR, CHAN_HELLO, CHAN_GRANT, CHAN_ENLARGE, CHAN_SWITCH, CHAN_OFFER, CHAN_DONE, CHAN_CLOSE,
+  CHAN_IMM, CHAN_RECORD, CHAN_HDR, CHAN_HELLO, CHAN_GRANT, CHAN_ENLARGE, CHAN_SWITCH, CHAN_OFFER, CHAN_DONE, CHAN_CLOSE,
 ];

@@ -202,8 +202,9 @@ describe('channel core: a hostile receiver', () => {
       },
     });
     p.run(p.now + 1);
-    p.send(p.a, pattern(1000, 1));
-    p.send(p.a, pattern(2000, 2));
+    // Two messages too big to share a 4 KiB slot: the second goes to slot 1, past the region.
+    p.send(p.a, pattern(3000, 1));
+    p.send(p.a, pattern(3000, 2));
     p.run(p.now + 1000);
     expect(p.b.mem.refused).toBe(1);
     expect(p.a.failed?.kind).toBe('protocol');
@@ -244,6 +245,32 @@ describe('channel core: a hostile sender', () => {
     p.b.core.onImm(make(), len, p.now);
     expect(p.b.core.failure?.kind).toBe('protocol');
     expect(p.b.core.failure?.message).toMatch(why);
+  });
+
+  it('a packed write whose records do not fill it exactly is refused, nothing delivered from it', () => {
+    const p = new SimPair({ a: O, b: O });
+    p.run(p.now + 1);
+    const slots = p.b.core.inb.cur;
+    // Records claiming 10 + 20 bytes in a 30-byte write (8 bytes of headers missing).
+    const bytes = new Uint8Array(30);
+    wr16(bytes, 2, 10);
+    wr16(bytes, 16, 20);
+    p.b.mem.remoteWrite(slots.region.rkey, slots.region.addr, bytes);
+    p.b.core.onImm(imm(false, 0, false, 0, 0) | (1 << 30), 30, p.now);
+    expect(p.b.core.failure?.message).toMatch(/packed data message: RECORD_TRUNCATED/);
+    expect(p.b.received.length).toBe(0);
+  });
+
+  it('a packed write whose later records fall outside the window is refused whole', () => {
+    const p = new SimPair({ a: O, b: { ...O, window: 2 } });
+    p.run(p.now + 1);
+    const slots = p.b.core.inb.cur;
+    const bytes = new Uint8Array(12);
+    for (let k = 0; k < 3; k++) wr16(bytes, k * 4 + 2, 0);
+    p.b.mem.remoteWrite(slots.region.rkey, slots.region.addr, bytes);
+    p.b.core.onImm(imm(false, 0, false, 0, 0) | (1 << 30), 12, p.now);
+    expect(p.b.core.failure?.message).toMatch(/seq 2 outside the window/);
+    expect(p.b.received.length).toBe(0);
   });
 
   it('a data message beyond the slot credits reported is refused', () => {

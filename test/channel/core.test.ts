@@ -106,7 +106,7 @@ describe('channel core: enlargement while messages are in flight (fig. 5)', () =
     const p = new SimPair({
       a: { ladder: LADDER }, b: { ladder: LADDER }, latencyMs: 1,
       filter: (i) => {
-        if (i.from === 'a' && i.data) log.push(`data seq ${i.data.seq} epoch ${i.data.epoch}`);
+        if (i.from === 'a' && i.data) for (let k = 0; k < i.data.count; k++) log.push(`data seq ${i.data.seq + k} epoch ${i.data.epoch}`);
         if (i.from === 'a' && i.ctrl === ChanType.Enlarge) log.push('ENLARGE');
         if (i.from === 'b' && i.ctrl === ChanType.Grant) log.push('GRANT');
         if (i.from === 'a' && i.ctrl === ChanType.Switch) log.push('SWITCH');
@@ -183,6 +183,31 @@ describe('channel core: enlargement while messages are in flight (fig. 5)', () =
     const s = p.b.core.stats();
     expect(s.shrinks).toBeGreaterThanOrEqual(1);
     expect(s.enlargements).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('channel core: packing', () => {
+  it('small messages waiting together share a slot (P = 1), each delivered once, in order, bytes and values alike', () => {
+    const p = new SimPair({ a: { ladder: LADDER }, b: { ladder: LADDER } });
+    p.run();
+    const sent: Uint8Array[] = [];
+    // 200 messages of 0..90 bytes queued at once: far more than 8 slot credits.
+    for (let i = 0; i < 200; i++) {
+      sent.push(pattern(i % 91, i));
+      p.send(p.a, sent[i]!, i % 7 === 0);
+    }
+    p.run(p.now + 100);
+    expect(p.b.received.length).toBe(200);
+    for (let i = 0; i < 200; i++) {
+      const got = p.b.received[i] as Uint8Array | { value: Uint8Array };
+      const bytes = got instanceof Uint8Array ? got : got.value;
+      expect(got instanceof Uint8Array, `#${i} kind`).toBe(i % 7 !== 0);
+      expect(Buffer.from(bytes).equals(Buffer.from(sent[i]!)), `#${i}`).toBe(true);
+    }
+    const a = p.a.core.stats();
+    expect(a.packedWrites).toBeGreaterThan(10);
+    expect(a.eagerSent).toBe(200);
+    expect(p.a.placed.size).toBe(200);
   });
 });
 

@@ -8,7 +8,7 @@
 import { ChannelCore } from '../../src/channel/core.js';
 import { resolveOptions, type ChannelOptions } from '../../src/channel/options.js';
 import type { Action, ChannelPorts, Delivered, Outcome, Region, RegionUse, Seg } from '../../src/channel/ports.js';
-import { decodeCtrl, parseImm } from '../../src/channel/wire.js';
+import { decodeCtrl, parseImm, unpackRecords } from '../../src/channel/wire.js';
 
 interface SimRegion {
   r: Region;
@@ -101,8 +101,8 @@ export interface WireInfo {
   w: Wire;
   /** Control message type (HELLO included), or undefined for data / reads. */
   ctrl?: number;
-  /** Data message: epoch and slot from the immediate. */
-  data?: { epoch: number; slot: number; seq: number; len: number };
+  /** Data message: epoch and slot from the immediate; count > 1 when packed (seqs seq .. seq+count-1). */
+  data?: { epoch: number; slot: number; seq: number; len: number; count: number };
 }
 
 export type Verdict = 'deliver' | 'drop' | 'fail' | { delayMs: number };
@@ -243,7 +243,10 @@ export class SimPair {
       if (f.ctrl) {
         const r = decodeCtrl(w.bytes);
         if (r.ok) info.ctrl = r.msg.type;
-      } else info.data = { epoch: f.epoch, slot: f.slot, seq: f.seq, len: w.bytes.length };
+      } else {
+        const recs = f.packed ? unpackRecords(w.bytes) : undefined;
+        info.data = { epoch: f.epoch, slot: f.slot, seq: f.seq, len: w.bytes.length, count: Array.isArray(recs) ? recs.length : 1 };
+      }
     }
     return info;
   }
