@@ -11,7 +11,8 @@
 // Memory, not CPU: not timing-sensitive. RSS deltas include everything a channel drags in (its
 // QP in the engine, the transport's per-QP state, JS objects, the device memory it touches).
 // Run: npx tsc -p tsconfig.build.json && node --expose-gc bench/channel-memory.bench.mjs
-//   CHAN_MEM_N (default 10000), CHAN_MEM_STATIC (1000), CHAN_MEM_TRANSPORT (udp | tcp; default udp)
+//   CHAN_MEM_N (default 10000), CHAN_MEM_STATIC (1000), CHAN_MEM_TRANSPORT (udp | tcp; default udp;
+//   tcp fits CHAN_MEM_N=1000 CHAN_MEM_STATIC=500: each connection's 512 KiB deframer lives in device memory)
 import { fileURLToPath } from 'node:url';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
@@ -39,7 +40,9 @@ async function measure(dev) {
 
 function devOpts(n, ladder) {
   // (The ladder reaches the peer as a copy: compare by content.)
-  const perChannel = ladder?.[0]?.slotSize === STATIC[0].slotSize ? 600 * 1024 : 64 * 1024;
+  // tcp: every MPA connection also takes a 512 KiB FPDU deframer out of device memory (the
+  // transport's, not the channel's): 10,000 tcp channels would need 5 GiB, past wasm32's 4.
+  const perChannel = (ladder?.[0]?.slotSize === STATIC[0].slotSize ? 600 * 1024 : 64 * 1024) + (TRANSPORT === 'tcp' ? 576 * 1024 : 0);
   return {
     transport: TRANSPORT, host: '127.0.0.1', port: 0,
     maxMr: 3 * n + 64,

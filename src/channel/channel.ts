@@ -193,9 +193,9 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     if (bytes.length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${bytes.length} bytes, the peer takes at most ${max}`));
     return new Promise<void>((resolve, reject) => {
       if (this.#waiting.length === 0 && this.#core.out.outstanding < this.#o.highWaterMark) {
-        const seq = this.#core.send(bytes, value, performance.now());
+        const seq = this.#core.send(bytes, value, performance.now(), false);
         (this.#sends ??= new Map()).set(seq, { resolve, reject });
-        this.#flush();
+        this.#kickSoon();
         return;
       }
       if (this.#waiting.length >= this.#o.maxQueued) {
@@ -203,6 +203,20 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         return;
       }
       this.#waiting.push({ bytes, value, resolve, reject });
+    });
+  }
+
+  #kickScheduled = false;
+
+  /** Post the sends of this JS task together, once it is done queuing them (Nagle without the wait). */
+  #kickSoon(): void {
+    if (this.#kickScheduled) return;
+    this.#kickScheduled = true;
+    queueMicrotask(() => {
+      this.#kickScheduled = false;
+      if (this.#torn) return;
+      this.#core.pump(performance.now());
+      this.#flush();
     });
   }
 
@@ -277,13 +291,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     const now = performance.now();
     while (this.#waiting.length > 0 && !this.#torn && this.#core.out.outstanding < this.#o.highWaterMark) {
       const w = this.#waiting.shift()!;
-      const seq = this.#core.send(w.bytes, w.value, now);
+      const seq = this.#core.send(w.bytes, w.value, now, false);
       (this.#sends ??= new Map()).set(seq, w);
     }
     if (this.#closing && !this.#closeCalled && this.#waiting.length === 0 && !this.#torn) {
       this.#closeCalled = true;
       this.#core.close(now);
     }
+    this.#core.pump(now);
     this.#flush();
   }
 

@@ -171,11 +171,20 @@ export class ChannelCore implements Link {
     return this.out.peer?.maxMessage ?? 0;
   }
 
-  /** Accept a message for sending (state open, size checked by the caller); returns its seq. */
-  send(bytes: Uint8Array, value: boolean, now: number): number {
+  /**
+   * Accept a message for sending (state open, size checked by the caller); returns its seq.
+   * With pump false it only queues: the shell pumps once for all the sends of one JS task, so
+   * messages sent together are packed together instead of each taking a slot of its own.
+   */
+  send(bytes: Uint8Array, value: boolean, now: number, pump = true): number {
     const seq = this.out.enqueue(bytes, value);
-    this.#pump(now);
+    if (pump) this.#pump(now);
     return seq;
+  }
+
+  /** Post what can go (after sends queued with pump false). */
+  pump(now: number): void {
+    this.#pump(now);
   }
 
   /** The next message in order, if it is here. */

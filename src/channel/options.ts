@@ -14,8 +14,9 @@ export interface ChannelOptions {
    * The receive-buffer phases this end offers its peer, smallest first (slot sizes strictly
    * increasing). A channel starts (and shrinks back to) phase 0; a message that does not fit
    * the current slots makes the sender ask for the smallest phase that fits; messages above
-   * the last slot size go by rendezvous (RDMA READ). Default: 256 B × 8 → 4 KiB × 8 →
-   * 32 KiB × 8 (2 KiB, 32 KiB, 256 KiB registered).
+   * the last slot size go by rendezvous (RDMA READ); a backlog of small messages larger than
+   * the current slots asks for the next phase too. Default: 256 B × 4 → 4 KiB × 8 →
+   * 32 KiB × 8 (1 KiB, 32 KiB, 256 KiB registered).
    */
   ladder?: Phase[];
   /** Mailbox slots (32 B each) for the peer's control messages (4..64). Default 8. */
@@ -53,7 +54,7 @@ export interface ResolvedOptions {
 
 /** The seed's reference: 32 KiB × 8 = 256 KiB per connection at the largest phase. */
 export const DEFAULT_LADDER: readonly Phase[] = Object.freeze([
-  { slotSize: 256, slots: 8 },
+  { slotSize: 256, slots: 4 },
   { slotSize: 4096, slots: 8 },
   { slotSize: 32768, slots: 8 },
 ]);
@@ -70,7 +71,25 @@ function int(v: unknown, name: string, def: number, min: number, max: number): n
   return v;
 }
 
+/** Resolved options shared by the channels made with equal options (an idle channel holds a pointer, not a copy). */
+const memo = new Map<string, ResolvedOptions>();
+
 export function resolveOptions(o: ChannelOptions | undefined): ResolvedOptions {
+  let key: string;
+  try {
+    key = JSON.stringify(o ?? {});
+  } catch {
+    return resolve(o);
+  }
+  const hit = memo.get(key);
+  if (hit) return hit;
+  const r = resolve(o);
+  if (memo.size >= 64) memo.delete(memo.keys().next().value!);
+  memo.set(key, r);
+  return r;
+}
+
+function resolve(o: ChannelOptions | undefined): ResolvedOptions {
   if (o !== undefined && (o === null || typeof o !== 'object')) throw bad('channel options must be an object');
   const opts = o ?? {};
   const ladder = opts.ladder ?? DEFAULT_LADDER;
@@ -89,7 +108,7 @@ export function resolveOptions(o: ChannelOptions | undefined): ResolvedOptions {
   const maxEager = phases[phases.length - 1]!.slotSize;
   const maxMessage = int(opts.maxMessage, 'maxMessage', 64 * 1024 * 1024, 1, 0xffff_ffff);
   if (maxMessage < maxEager) throw bad('maxMessage must be at least the largest slot size');
-  return {
+  return Object.freeze({
     ladder: Object.freeze(phases),
     ctrlSlots: int(opts.ctrlSlots, 'ctrlSlots', 8, 4, 64),
     window: int(opts.window, 'window', 64, 1, CHAN_MAX_WINDOW),
@@ -100,5 +119,5 @@ export function resolveOptions(o: ChannelOptions | undefined): ResolvedOptions {
     shrinkAfterMs: int(opts.shrinkAfterMs, 'shrinkAfterMs', 2000, 0, 86_400_000),
     maxReads: int(opts.maxReads, 'maxReads', 2, 1, 64),
     maxBufferedBytes: int(opts.maxBufferedBytes, 'maxBufferedBytes', 32 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
-  };
+  });
 }

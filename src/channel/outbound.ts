@@ -4,7 +4,8 @@
 //   with RDMA WRITE WITH IMMEDIATE into the next slot of the current epoch, one slot credit each.
 // - Needs bigger slots (fits the peer's largest phase): one ENLARGE for the largest such message
 //   waiting; it waits for the GRANT while later messages that fit keep going eagerly (the
-//   receiver reorders by seq) — the seed's fig. 5.
+//   receiver reorders by seq) — the seed's fig. 5. A backlog of small messages bigger than the
+//   current slots hold asks for the next phase too (more of them packed per write).
 // - Above the peer's largest slot: rendezvous. The bytes go into a region the peer may read
 //   (RemoteRead, exactly the message) and an OFFER names it; the peer pulls them with one RDMA
 //   READ and answers DONE, which is when the source is deregistered and the send resolves.
@@ -150,6 +151,7 @@ export class Outbound {
     const peer = this.peer;
     if (!tx || !peer || !l.live) return;
     let need = 0;
+    let stalled = 0;
     const limit = this.peerConsumed + peer.window;
     for (let i = 0; i < this.#queue.length && l.live; ) {
       const m = this.#queue[i]!;
@@ -160,7 +162,10 @@ export class Outbound {
       if (len <= t.slotSize) {
         const n = this.#packable(t, i, limit);
         if (this.#postEager(t, i, n)) this.#queue.splice(i, n);
-        else i++;
+        else {
+          stalled += len;
+          i++;
+        }
         continue;
       }
       if (len <= peer.maxEager && !this.#denied) {
@@ -171,6 +176,11 @@ export class Outbound {
       if (this.#offer(m)) this.#queue.splice(i, 1);
       else i++;
     }
+    // A backlog of small messages larger than all the slots can hold at once enlarges too: the
+    // next phase's bigger slots carry more of them per write (packed) and per credit round
+    // trip. Memory follows the rate as well as the size, and shrink after idle undoes it.
+    const tx2 = this.tx!;
+    if (need === 0 && !this.#denied && stalled > tx2.slots * tx2.slotSize && peer.maxEager > tx2.slotSize) need = tx2.slotSize + 1;
     if (need > 0 && !this.#enlarge && !this.#switching && l.live) {
       this.#enlarge = { need, deadline: now + l.o.timeoutMs };
       this.#enlargeRequests++;

@@ -211,6 +211,27 @@ describe('channel core: packing', () => {
   });
 });
 
+describe('channel core: enlargement driven by a backlog', () => {
+  it('small messages piling up beyond what the phase-0 slots hold ask for the next phase; idle shrinks it back', () => {
+    const ladder = [{ slotSize: 256, slots: 4 }, { slotSize: 4096, slots: 8 }];
+    const p = new SimPair({ a: { ladder, shrinkAfterMs: 50 }, b: { ladder, shrinkAfterMs: 50 }, latencyMs: 0.5 });
+    p.run(p.now + 1);
+    const sent: Uint8Array[] = [];
+    for (let i = 0; i < 300; i++) {
+      sent.push(pattern(60, i));
+      p.send(p.a, sent[i]!);
+    }
+    p.run(p.now + 20);
+    expect(p.b.core.stats().phase).toBe(1);
+    expect(p.a.core.stats().enlargeRequests).toBe(1);
+    expect(p.b.received.length).toBe(300);
+    sent.forEach((m, i) => expect(Buffer.from(p.b.received[i] as Uint8Array).equals(Buffer.from(m))).toBe(true));
+    p.run(p.now + 200);
+    expect(p.b.core.stats().phase).toBe(0);
+    expect(p.b.core.stats().shrinks).toBe(1);
+  });
+});
+
 describe('channel core: window, rendezvous budget, close', () => {
   it('the window holds the sender back until the application takes messages', () => {
     const p = new SimPair({ a: { ladder: LADDER }, b: { ladder: LADDER, window: 16 } });
