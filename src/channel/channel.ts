@@ -49,8 +49,8 @@ function outcome(wc: WorkCompletion): Outcome {
   }
 }
 
-interface Pending {
-  resolve: () => void;
+interface Pending<T = void> {
+  resolve: (v: T) => void;
   reject: (e: Error) => void;
 }
 
@@ -65,7 +65,7 @@ export interface ChannelStats extends CoreStats {
   outstanding: number;
 }
 
-const DONE = Symbol('done');
+const END: IteratorResult<unknown> = Object.freeze({ done: true, value: undefined });
 
 export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts {
   readonly #hub: ChannelHub;
@@ -77,7 +77,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** Sends in the core, by seq (made on the first send: an idle channel holds as little as it can). */
   #sends: Map<number, Pending> | undefined;
   readonly #waiting: Waiting[] = [];
-  #readers: (() => void)[] = [];
+  /** Iteration calls waiting for a message, oldest first. */
+  #readers: Pending<IteratorResult<unknown>>[] | undefined;
   /** Until the peer's HELLO: who waits for it. */
   #connected: { p: Promise<void>; settle: Pending } | undefined;
   #isConnected = false;
@@ -225,35 +226,42 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     return Promise.all(msgs.map((m) => this.send(m))).then(() => undefined);
   }
 
-  /** The next message in order, or DONE when the channel ended; throws the channel's error. */
-  async #next(): Promise<unknown> {
-    for (;;) {
-      const d = this.#core.take(performance.now());
-      if (d) {
-        this.#flush();
-        if (!d.value) return d.bytes;
-        const v = decodeValue(d.bytes);
-        if (v.ok) return v.value;
-        this.#core.fail('protocol', `the peer sent a value that does not decode (${v.error})`);
-        this.#flush();
-        throw this.#error!;
-      }
-      if (this.#core.finished) {
-        if (this.#error) throw this.#error;
-        return DONE;
-      }
-      await new Promise<void>((r) => this.#readers.push(r));
+  /**
+   * The next message in order as an iterator result, `done` once the channel ended, an Error
+   * when it failed (after the messages already in order), or undefined: nothing yet.
+   */
+  #poll(): IteratorResult<unknown> | Error | undefined {
+    const d = this.#core.take(performance.now());
+    if (d) {
+      this.#flush();
+      if (!d.value) return { done: false, value: d.bytes };
+      const v = decodeValue(d.bytes);
+      if (v.ok) return { done: false, value: v.value };
+      this.#core.fail('protocol', `the peer sent a value that does not decode (${v.error})`);
+      this.#flush();
+      return this.#error!;
     }
+    if (this.#core.finished) return this.#error ?? END;
+    return undefined;
   }
 
-  /** Messages in send order, each exactly once; ends after the peer closes (or after close()). */
+  /**
+   * Async iteration: messages in send order, each exactly once; ends after the peer closes (or
+   * after close()); rejects with the channel's error. The channel is its own iterator — a
+   * waiting reader holds one pending promise, which is what 10,000 idle channels each pay.
+   */
   [Symbol.asyncIterator](): AsyncIterator<unknown> {
-    return {
-      next: async () => {
-        const v = await this.#next();
-        return v === DONE ? { done: true, value: undefined } : { done: false, value: v };
-      },
-    };
+    return this;
+  }
+
+  /** @internal the async iterator protocol (use `for await (const msg of ch)`). */
+  next(): Promise<IteratorResult<unknown>> {
+    if (!this.#readers?.length) {
+      const r = this.#poll();
+      if (r instanceof Error) return Promise.reject(r);
+      if (r) return Promise.resolve(r);
+    }
+    return new Promise((resolve, reject) => (this.#readers ??= []).push({ resolve, reject }));
   }
 
   stats(): ChannelStats {
@@ -427,9 +435,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   }
 
   #wake(): void {
-    const r = this.#readers;
-    this.#readers = [];
-    for (const f of r) f();
+    const rs = this.#readers;
+    while (rs?.length) {
+      const r = this.#poll();
+      if (!r) return;
+      const w = rs.shift()!;
+      if (r instanceof Error) w.reject(r);
+      else w.resolve(r);
+    }
   }
 
   #arm(): void {
