@@ -1114,3 +1114,248 @@ export const DEDUP_ABORT_STATUS_OFF: u32 = 0;
 @inline export function getDedupAbortStatus(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
 // @ts-ignore: decorator
 @inline export function setDedupAbortStatus(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// Channel immediate data (the 32-bit imm of every RDMA WRITE WITH IMMEDIATE a channel posts) — sabre (M2), big-endian
+export const CHAN_IMM_SIZE: u32 = 4;
+export const CHAN_IMM_IMM_OFF: u32 = 0;
+export const CHAN_IMM_IMM_K: u32 = 0x80000000;
+export const CHAN_IMM_IMM_P: u32 = 0x40000000;
+export const CHAN_IMM_IMM_EPOCH: u32 = 0x3e000000;
+export const CHAN_IMM_IMM_V: u32 = 0x01000000;
+export const CHAN_IMM_IMM_SLOT: u32 = 0x00ff0000;
+export const CHAN_IMM_IMM_SEQ: u32 = 0x0000ffff;
+// @ts-ignore: decorator
+@inline export function getChanImmImm(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setChanImmImm(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+
+// Channel packed record (one message inside a slot written with P = 1) — sabre (M2), big-endian
+export const CHAN_RECORD_SIZE: u32 = 4;
+export const CHAN_RECORD_FLAGS_OFF: u32 = 0;
+export const CHAN_RECORD_FLAGS_V: u32 = 0x01;
+export const CHAN_RECORD_FLAGS_RSVD: u32 = 0xfe;
+export const CHAN_RECORD_RSVD_OFF: u32 = 1;
+export const CHAN_RECORD_LEN_OFF: u32 = 2;
+// @ts-ignore: decorator
+@inline export function getChanRecordFlags(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanRecordFlags(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanRecordRsvd(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanRecordRsvd(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getChanRecordLen(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanRecordLen(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+
+// Channel control message header (every control message; credits ride here) — sabre (M2), big-endian
+export const CHAN_HDR_SIZE: u32 = 8;
+export const CHAN_HDR_TYPE_OFF: u32 = 0;
+export const CHAN_HDR_FLAGS_OFF: u32 = 1;
+export const CHAN_HDR_FLAGS_V: u32 = 0x01;
+export const CHAN_HDR_FLAGS_DENY: u32 = 0x02;
+export const CHAN_HDR_FLAGS_RSVD: u32 = 0xfc;
+export const CHAN_HDR_CTRL_CREDITS_OFF: u32 = 2;
+export const CHAN_HDR_EPOCH_OFF: u32 = 3;
+export const CHAN_HDR_SLOT_CREDITS_OFF: u32 = 4;
+export const CHAN_HDR_CONSUMED_OFF: u32 = 6;
+// @ts-ignore: decorator
+@inline export function getChanHdrType(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanHdrType(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanHdrFlags(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanHdrFlags(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getChanHdrCtrlCredits(p: usize): u8 { return load<u8>(p, 2); }
+// @ts-ignore: decorator
+@inline export function setChanHdrCtrlCredits(p: usize, v: u8): void { store<u8>(p, v, 2); }
+// @ts-ignore: decorator
+@inline export function getChanHdrEpoch(p: usize): u8 { return load<u8>(p, 3); }
+// @ts-ignore: decorator
+@inline export function setChanHdrEpoch(p: usize, v: u8): void { store<u8>(p, v, 3); }
+// @ts-ignore: decorator
+@inline export function getChanHdrSlotCredits(p: usize): u16 { return bswap<u16>(load<u16>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setChanHdrSlotCredits(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getChanHdrConsumed(p: usize): u16 { return bswap<u16>(load<u16>(p, 6)); }
+// @ts-ignore: decorator
+@inline export function setChanHdrConsumed(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 6); }
+
+// Channel HELLO body (type 1; the first message each side sends, as a Send, not a write) — sabre (M2), big-endian
+export const CHAN_HELLO_SIZE: u32 = 24;
+export const CHAN_HELLO_VERSION_OFF: u32 = 0;
+export const CHAN_HELLO_CTRL_SLOTS_OFF: u32 = 1;
+export const CHAN_HELLO_WINDOW_OFF: u32 = 2;
+export const CHAN_HELLO_MAX_EAGER_OFF: u32 = 4;
+export const CHAN_HELLO_MAX_MESSAGE_OFF: u32 = 8;
+export const CHAN_HELLO_MBOX_RKEY_OFF: u32 = 12;
+export const CHAN_HELLO_MBOX_ADDR_OFF: u32 = 16;
+// @ts-ignore: decorator
+@inline export function getChanHelloVersion(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanHelloVersion(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanHelloCtrlSlots(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanHelloCtrlSlots(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getChanHelloWindow(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanHelloWindow(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getChanHelloMaxEager(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setChanHelloMaxEager(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getChanHelloMaxMessage(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setChanHelloMaxMessage(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getChanHelloMboxRkey(p: usize): u32 { return bswap<u32>(load<u32>(p, 12)); }
+// @ts-ignore: decorator
+@inline export function setChanHelloMboxRkey(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 12); }
+// @ts-ignore: decorator
+@inline export function getChanHelloMboxAddr(p: usize): u64 { return bswap<u64>(load<u64>(p, 16)); }
+// @ts-ignore: decorator
+@inline export function setChanHelloMboxAddr(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 16); }
+
+// Channel GRANT body (type 4; and inside HELLO): eager slots of a new epoch, framed by head/tail flags — sabre (M2), big-endian
+export const CHAN_GRANT_SIZE: u32 = 24;
+export const CHAN_GRANT_HEAD_OFF: u32 = 0;
+export const CHAN_GRANT_EPOCH_OFF: u32 = 1;
+export const CHAN_GRANT_SLOTS_OFF: u32 = 2;
+export const CHAN_GRANT_SLOT_SIZE_OFF: u32 = 4;
+export const CHAN_GRANT_ADDR_OFF: u32 = 8;
+export const CHAN_GRANT_RKEY_OFF: u32 = 16;
+export const CHAN_GRANT_PHASE_OFF: u32 = 20;
+export const CHAN_GRANT_RSVD_OFF: u32 = 21;
+export const CHAN_GRANT_TAIL_OFF: u32 = 23;
+// @ts-ignore: decorator
+@inline export function getChanGrantHead(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanGrantHead(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanGrantEpoch(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanGrantEpoch(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getChanGrantSlots(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanGrantSlots(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getChanGrantSlotSize(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setChanGrantSlotSize(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getChanGrantAddr(p: usize): u64 { return bswap<u64>(load<u64>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setChanGrantAddr(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getChanGrantRkey(p: usize): u32 { return bswap<u32>(load<u32>(p, 16)); }
+// @ts-ignore: decorator
+@inline export function setChanGrantRkey(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 16); }
+// @ts-ignore: decorator
+@inline export function getChanGrantPhase(p: usize): u8 { return load<u8>(p, 20); }
+// @ts-ignore: decorator
+@inline export function setChanGrantPhase(p: usize, v: u8): void { store<u8>(p, v, 20); }
+// @ts-ignore: decorator
+@inline export function getChanGrantRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 21)); }
+// @ts-ignore: decorator
+@inline export function setChanGrantRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 21); }
+// @ts-ignore: decorator
+@inline export function getChanGrantTail(p: usize): u8 { return load<u8>(p, 23); }
+// @ts-ignore: decorator
+@inline export function setChanGrantTail(p: usize, v: u8): void { store<u8>(p, v, 23); }
+
+// Channel ENLARGE body (type 3, sender → receiver): ask for bigger eager slots — sabre (M2), big-endian
+export const CHAN_ENLARGE_SIZE: u32 = 8;
+export const CHAN_ENLARGE_NEED_OFF: u32 = 0;
+export const CHAN_ENLARGE_EPOCH_OFF: u32 = 4;
+export const CHAN_ENLARGE_RSVD_OFF: u32 = 5;
+export const CHAN_ENLARGE_RSVD_LEN: u32 = 3;
+// @ts-ignore: decorator
+@inline export function getChanEnlargeNeed(p: usize): u32 { return bswap<u32>(load<u32>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setChanEnlargeNeed(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getChanEnlargeEpoch(p: usize): u8 { return load<u8>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setChanEnlargeEpoch(p: usize, v: u8): void { store<u8>(p, v, 4); }
+
+// Channel SWITCH body (type 5, sender → receiver): the fence after which the old epoch's slots are free — sabre (M2), big-endian
+export const CHAN_SWITCH_SIZE: u32 = 8;
+export const CHAN_SWITCH_EPOCH_OFF: u32 = 0;
+export const CHAN_SWITCH_RSVD_OFF: u32 = 1;
+export const CHAN_SWITCH_RSVD_LEN: u32 = 3;
+export const CHAN_SWITCH_COUNT_OFF: u32 = 4;
+// @ts-ignore: decorator
+@inline export function getChanSwitchEpoch(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanSwitchEpoch(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanSwitchCount(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setChanSwitchCount(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+
+// Channel OFFER body (type 6, sender → receiver): a rendezvous message to pull with one RDMA READ — sabre (M2), big-endian
+export const CHAN_OFFER_SIZE: u32 = 24;
+export const CHAN_OFFER_SEQ_OFF: u32 = 0;
+export const CHAN_OFFER_RSVD_OFF: u32 = 2;
+export const CHAN_OFFER_LENGTH_OFF: u32 = 4;
+export const CHAN_OFFER_RKEY_OFF: u32 = 8;
+export const CHAN_OFFER_RSVD2_OFF: u32 = 12;
+export const CHAN_OFFER_ADDR_OFF: u32 = 16;
+// @ts-ignore: decorator
+@inline export function getChanOfferSeq(p: usize): u16 { return bswap<u16>(load<u16>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferSeq(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getChanOfferRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+// @ts-ignore: decorator
+@inline export function getChanOfferLength(p: usize): u32 { return bswap<u32>(load<u32>(p, 4)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferLength(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 4); }
+// @ts-ignore: decorator
+@inline export function getChanOfferRkey(p: usize): u32 { return bswap<u32>(load<u32>(p, 8)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferRkey(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 8); }
+// @ts-ignore: decorator
+@inline export function getChanOfferRsvd2(p: usize): u32 { return bswap<u32>(load<u32>(p, 12)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferRsvd2(p: usize, v: u32): void { store<u32>(p, bswap<u32>(v), 12); }
+// @ts-ignore: decorator
+@inline export function getChanOfferAddr(p: usize): u64 { return bswap<u64>(load<u64>(p, 16)); }
+// @ts-ignore: decorator
+@inline export function setChanOfferAddr(p: usize, v: u64): void { store<u64>(p, bswap<u64>(v), 16); }
+
+// Channel DONE body (type 7, receiver → sender): the rendezvous message is placed; the source may go — sabre (M2), big-endian
+export const CHAN_DONE_SIZE: u32 = 4;
+export const CHAN_DONE_SEQ_OFF: u32 = 0;
+export const CHAN_DONE_RSVD_OFF: u32 = 2;
+// @ts-ignore: decorator
+@inline export function getChanDoneSeq(p: usize): u16 { return bswap<u16>(load<u16>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setChanDoneSeq(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getChanDoneRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanDoneRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+
+// Channel CLOSE body (type 8): no more messages; every one before `next` was placed — sabre (M2), big-endian
+export const CHAN_CLOSE_SIZE: u32 = 4;
+export const CHAN_CLOSE_NEXT_OFF: u32 = 0;
+export const CHAN_CLOSE_RSVD_OFF: u32 = 2;
+// @ts-ignore: decorator
+@inline export function getChanCloseNext(p: usize): u16 { return bswap<u16>(load<u16>(p, 0)); }
+// @ts-ignore: decorator
+@inline export function setChanCloseNext(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 0); }
+// @ts-ignore: decorator
+@inline export function getChanCloseRsvd(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
+// @ts-ignore: decorator
+@inline export function setChanCloseRsvd(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }

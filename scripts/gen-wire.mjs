@@ -254,6 +254,16 @@ function statusTable() {
   return rows.join('\n');
 }
 
+function chanTypeTable() {
+  const rows = ['| type | name | direction | body after chanHdr | length | meaning |', '|---:|---|---|---|---:|---|'];
+  for (const t of spec.CHAN_TYPES) {
+    const len = spec.CHAN_HDR.size + t.body.reduce((n, l) => n + l.size, 0);
+    const body = t.body.length ? t.body.map((l) => `\`${l.name}\``).join(' + ') : '—';
+    rows.push(`| ${t.code} | ${t.name} | ${esc(t.dir)} | ${body} | ${len} | ${esc(t.meaning)} |`);
+  }
+  return rows.join('\n');
+}
+
 function genMd() {
   const tmpl = readFileSync(join(root, 'src/wire/wire-doc.md.tmpl'), 'utf8');
   const byName = new Map(spec.LAYOUTS.map((l) => [l.name, l]));
@@ -269,6 +279,7 @@ function genMd() {
     if (kind === 'qns') return qnTable();
     if (kind === 'terminate') return termTables();
     if (kind === 'status') return statusTable();
+    if (kind === 'chanTypes') return chanTypeTable();
     if (kind === 'const') {
       if (!(arg in spec)) throw new Error(`template names unknown constant ${arg}`);
       return String(spec[arg]);

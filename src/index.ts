@@ -16,3 +16,7 @@ export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/
 export type { BridgeInit } from './transport/inproc/bridge.js';
 export { listen, connect, connectionInfo, CmListener } from './cm/index.js';
 export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo } from './cm/index.js';
+export {
+  listenChannels, connectChannel, channelStats, Channel, ChannelListener, DEFAULT_LADDER,
+} from './channel/index.js';
+export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, Phase } from './channel/index.js';

@@ -25,6 +25,8 @@ export const ErrorCode = {
   Unreachable: 'ERR_UNREACHABLE',
   /** Malformed bytes where the API takes bytes (a codec result turned into an exception at an API edge). */
   Malformed: 'ERR_MALFORMED',
+  /** A peer broke a protocol above verbs (a channel's grant, credit, epoch or sequence rules). */
+  Protocol: 'ERR_PROTOCOL',
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -246,8 +246,10 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   // Only udp runs its data plane on workers (the CRC32C of large datagrams, both directions).
   const dataPlaneWorkers = opts.transport === 'udp' ? workers : 0;
+  if (opts.maxMr !== undefined && !(Number.isInteger(opts.maxMr) && opts.maxMr >= 1 && opts.maxMr < 1 << 24)) throw new SabreError(ErrorCode.InvalidArgument, 'maxMr must be an integer in 1..16777215');
   const mem = await DeviceMemory.create({
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
+    ...(opts.maxMr !== undefined ? { regionEntries: opts.maxMr + 1 } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
     workerSlots: dataPlaneWorkers,
   });

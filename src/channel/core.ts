@@ -1,0 +1,467 @@
+// The sans-I/O channel protocol core: one end of a channel, fed with completions and a clock,
+// returning actions (./ports.ts). It owns both halves — this end as receiver (./inbound.ts) and
+// as sender (./outbound.ts) — and what they share: the fixed region (HELLO receive buffer,
+// mailbox, send scratch), the control messages and their credits, the receive count, the
+// lifecycle (HELLO → open → close / fail → teardown).
+//
+// Control messages are RDMA-written into the peer's mailbox, one credit per slot; the credits
+// come back in the header of the peer's control messages. Two rules keep that from
+// deadlocking or chattering (as SMB Direct's credit rules do):
+// - the last mailbox credit is only spent on a message that returns credits, so both ends can
+//   never be stuck each holding none while owing some;
+// - a message sent only to return credits (CREDIT) goes when half of a pool is owed — slot
+//   credits, the window, or mailbox slots — and a mailbox pool has at least 4 slots, so a
+//   CREDIT returns at least 2 and answering it with another is never due at once; it is
+//   decided at the end of a batch of completions (flushCredits), so one CREDIT returns what a
+//   whole batch freed.
+// Receives: every message consumes one (a write with immediate included), so this end keeps
+// exactly (mailbox slots + slots of the live epoch [+ the granted one]) posted; the peer can
+// never have more messages in flight than that, by its credits.
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/spec.js';
+import { Inbound, type InboundStats } from './inbound.js';
+import { type CtrlEntry, INLINE_MAX, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
+import type { ResolvedOptions } from './options.js';
+import { Outbound, type OutboundStats, checkGrant } from './outbound.js';
+import type { Action, ChannelPorts, Delivered, FailKind, Outcome, Region } from './ports.js';
+import { type Body, CTRL_LEN, ctrlImm, decodeCtrl, encodeCtrl, parseImm } from './wire.js';
+
+export type CoreState = 'init' | 'open' | 'closing' | 'closed' | 'failed';
+
+export interface CoreStats extends InboundStats, OutboundStats {
+  state: CoreState;
+  registeredBytes: number;
+  ctrlSent: number;
+  ctrlReceived: number;
+  creditOnly: number;
+  ctrlCredits: number;
+}
+
+const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
+
+export class ChannelCore implements Link {
+  readonly o: ResolvedOptions;
+  readonly ports: ChannelPorts;
+  readonly fixed: Region;
+  readonly scratch: { region: Region; off: number; len: number };
+  readonly inb: Inbound;
+  readonly out: Outbound;
+  state: CoreState = 'init';
+  failure: { kind: FailKind; message: string } | undefined;
+  #actions: Action[] = [];
+  #wrNext = 1;
+  #closeWr = -1;
+  #torn = false;
+  #released = false;
+  #helloSent = false;
+  #helloReceived = false;
+  #helloDeadline = Infinity;
+  #closeDeadline = Infinity;
+  #closeQueued = false;
+  // Our mailbox (the peer's control messages land here).
+  readonly #mboxOff: number;
+  #mboxNext = 0;
+  #ctrlReceived = 0;
+  #ctrlReported = 0;
+  // The peer's mailbox.
+  #peerMbox: { addr: number; rkey: number; slots: number } | undefined;
+  #peerMboxNext = 0;
+  ctrlCredits = 0;
+  readonly #ctrlQ: CtrlEntry[] = [];
+  #posted = 0;
+  #ctrlSent = 0;
+  #creditOnly = 0;
+
+  /**
+   * Registers the fixed region and the phase-0 slots and asks for the first receives (the HELLO
+   * buffer first): run takeActions() and post them before the QP connects. Throws RangeError
+   * when the device has no memory for them.
+   */
+  constructor(o: ResolvedOptions, ports: ChannelPorts, now: number) {
+    this.o = o;
+    this.ports = ports;
+    const scratchLen = Math.max(CHAN_MBOX_SLOT, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
+    this.#mboxOff = CHAN_HELLO_BUF;
+    const scratchOff = CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
+    const fixed = ports.reg(scratchOff + scratchLen, 'fixed');
+    if (!fixed) throw new RangeError('no device memory for the channel');
+    this.fixed = fixed;
+    this.scratch = { region: fixed, off: scratchOff, len: scratchLen };
+    try {
+      this.inb = new Inbound(this, now);
+    } catch (e) {
+      ports.dereg(fixed);
+      throw e;
+    }
+    this.out = new Outbound(this);
+    const n = this.#want();
+    this.#posted = n;
+    this.#actions.push({ t: 'recv', n, hello: { region: fixed, off: 0, len: CHAN_HELLO_BUF } });
+  }
+
+  // ---- Link ---------------------------------------------------------------------------------
+
+  get live(): boolean {
+    return !this.#torn;
+  }
+
+  emit(a: Action): void {
+    this.#actions.push(a);
+  }
+
+  newWr(kind: WrKindValue): number {
+    return this.#wrNext++ * 8 + kind;
+  }
+
+  queueCtrl(e: CtrlEntry, front = false): void {
+    if (front) this.#ctrlQ.unshift(e);
+    else this.#ctrlQ.push(e);
+  }
+
+  #want(): number {
+    return (this.#helloReceived ? 0 : 1) + this.o.ctrlSlots + this.inb.liveSlots;
+  }
+
+  refill(): void {
+    if (this.#torn) return;
+    const n = this.#want() - this.#posted;
+    if (n > 0) {
+      this.#posted += n;
+      this.#actions.push({ t: 'recv', n });
+    }
+  }
+
+  fail(kind: FailKind, message: string): void {
+    if (this.#torn) return;
+    this.state = 'failed';
+    this.failure = { kind, message };
+    this.#actions.push({ t: 'failed', kind, message });
+    this.#teardown();
+  }
+
+  #teardown(): void {
+    this.#torn = true;
+    this.#ctrlQ.length = 0;
+    this.#actions.push({ t: 'teardown' });
+  }
+
+  // ---- application side ---------------------------------------------------------------------
+
+  /** After the QP connected: send HELLO. */
+  start(now: number): void {
+    if (this.#helloSent || this.#torn) return;
+    this.#helloSent = true;
+    this.#helloDeadline = this.#helloReceived ? Infinity : now + this.o.timeoutMs;
+    const maxEager = this.o.ladder[this.o.ladder.length - 1]!.slotSize;
+    const bytes = encodeCtrl({
+      type: ChanType.Hello,
+      hdr: { flags: 0, ctrlCredits: 0, epoch: 0, slotCredits: 0, consumed: 0 },
+      hello: {
+        version: CHAN_VERSION, ctrlSlots: this.o.ctrlSlots, window: this.o.window, maxEager, maxMessage: this.o.maxMessage,
+        mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + this.#mboxOff,
+      },
+      grant: this.inb.helloGrant(),
+    });
+    const wrId = this.newWr(WrKind.Hello);
+    this.#actions.push({ t: 'send', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes });
+    this.#pump(now);
+  }
+
+  /** Largest message the peer takes (after connected). */
+  get maxMessage(): number {
+    return this.out.peer?.maxMessage ?? 0;
+  }
+
+  /**
+   * Accept a message for sending (state open, size checked by the caller); returns its seq.
+   * With pump false it only queues: the shell pumps once for all the sends of one JS task, so
+   * messages sent together are packed together instead of each taking a slot of its own.
+   */
+  send(bytes: Uint8Array, value: boolean, now: number, pump = true): number {
+    const seq = this.out.enqueue(bytes, value);
+    if (pump) this.#pump(now);
+    return seq;
+  }
+
+  /** Post what can go (after sends queued with pump false). */
+  pump(now: number): void {
+    this.#pump(now);
+  }
+
+  /** The next message in order, if it is here. */
+  take(now: number): Delivered | undefined {
+    const d = this.inb.take();
+    if (d) {
+      this.inb.pumpReads();
+      this.#pump(now);
+    }
+    return d;
+  }
+
+  get hasReady(): boolean {
+    return this.inb.hasReady;
+  }
+
+  /** Nothing is ready and nothing more will arrive (see `failure` for why, if it failed). */
+  get finished(): boolean {
+    return this.#torn && !this.inb.hasReady;
+  }
+
+  /** Graceful close: wait until every accepted send is placed, then CLOSE. */
+  close(now: number): void {
+    if (this.state !== 'open' && this.state !== 'init') return;
+    if (this.state === 'init' || !this.#peerMbox) {
+      // Nothing was ever exchanged: nothing to tell the peer.
+      this.state = 'closed';
+      this.#actions.push({ t: 'ended' });
+      this.#teardown();
+      return;
+    }
+    this.state = 'closing';
+    this.#closeDeadline = now + this.o.timeoutMs;
+    this.#pump(now);
+  }
+
+  takeActions(): Action[] {
+    const a = this.#actions;
+    this.#actions = [];
+    return a;
+  }
+
+  // ---- completions --------------------------------------------------------------------------
+
+  /** A Send landed in the HELLO buffer. */
+  onRecv(byteLen: number, now: number): void {
+    if (this.#torn) return;
+    this.#posted--;
+    if (this.#helloReceived) return this.fail('protocol', 'a Send after HELLO (only writes with immediate follow it)');
+    if (byteLen !== HELLO_LEN) return this.fail('protocol', `HELLO of ${byteLen} bytes, expected ${HELLO_LEN}`);
+    const r = decodeCtrl(this.ports.read(this.fixed, 0, byteLen));
+    if (!r.ok || r.msg.type !== ChanType.Hello) return this.fail('protocol', `first message is not a HELLO (${r.ok ? `type ${r.msg.type}` : r.error})`);
+    const { hello: h, grant: g } = r.msg;
+    const why =
+      h.version !== CHAN_VERSION ? `version ${h.version}` :
+      h.ctrlSlots < 4 || h.ctrlSlots > 64 ? `${h.ctrlSlots} mailbox slots` :
+      h.window < 1 || h.window > CHAN_SEQ_MOD / 2 ? `window ${h.window}` :
+      h.maxEager < 1 || h.maxMessage < h.maxEager ? `maxEager ${h.maxEager} / maxMessage ${h.maxMessage}` :
+      checkGrant(g, 0, h.maxEager);
+    if (why) return this.fail('protocol', `HELLO refused: ${why}`);
+    this.#helloReceived = true;
+    this.#helloDeadline = Infinity;
+    this.#peerMbox = { addr: h.mboxAddr, rkey: h.mboxRkey, slots: h.ctrlSlots };
+    this.ctrlCredits = h.ctrlSlots;
+    this.out.onHello(h, g);
+    if (this.state === 'init') {
+      this.state = 'open';
+      this.#actions.push({ t: 'connected' });
+    }
+    this.refill();
+    this.#pump(now);
+  }
+
+  /** A write with immediate landed (a data or control message). */
+  onImm(imm: number, byteLen: number, now: number): void {
+    if (this.#torn) return;
+    this.#posted--;
+    if (!this.#helloReceived) return this.fail('protocol', 'a write before HELLO');
+    const f = parseImm(imm);
+    if (!f.ctrl) {
+      this.inb.onData(f, byteLen, now);
+    } else {
+      if (f.slot !== this.#mboxNext) return this.fail('protocol', `control message in mailbox slot ${f.slot}, the next is ${this.#mboxNext}`);
+      if (byteLen < 8 || byteLen > CHAN_MBOX_SLOT) return this.fail('protocol', `control message of ${byteLen} bytes`);
+      if (this.#ctrlReceived + 1 > this.#ctrlReported + this.o.ctrlSlots) return this.fail('protocol', 'control message without a mailbox credit');
+      const bytes = this.ports.read(this.fixed, this.#mboxOff + f.slot * CHAN_MBOX_SLOT, byteLen);
+      this.#mboxNext = (this.#mboxNext + 1) % this.o.ctrlSlots;
+      this.#ctrlReceived++;
+      this.#onCtrl(bytes, now);
+    }
+    this.refill();
+    this.#pump(now);
+  }
+
+  #onCtrl(bytes: Uint8Array, now: number): void {
+    const r = decodeCtrl(bytes);
+    if (!r.ok) return this.fail('protocol', `control message: ${r.error}`);
+    const m = r.msg;
+    this.ctrlCredits += m.hdr.ctrlCredits;
+    if (this.ctrlCredits > this.#peerMbox!.slots) return this.fail('protocol', 'mailbox credits beyond the peer\'s mailbox');
+    this.out.onCredits(m.hdr);
+    if (this.#torn) return;
+    switch (m.type) {
+      case ChanType.Hello:
+        return this.fail('protocol', 'a second HELLO');
+      case ChanType.Credit:
+        return;
+      case ChanType.Enlarge:
+        return this.inb.onEnlarge(m.need, m.epoch, now);
+      case ChanType.Grant:
+        return this.out.onGrant(m.grant, now);
+      case ChanType.Switch:
+        return this.inb.onSwitch(m.epoch, m.count, now);
+      case ChanType.Offer:
+        return this.inb.onOffer(m.seq, m.length, m.addr, m.rkey, m.value);
+      case ChanType.Done:
+        return this.out.onDone(m.seq, now);
+      case ChanType.Close:
+        this.inb.onClose(m.next);
+        if (this.#torn) return;
+        // Everything the peer sent is here; what we still had for it will not be taken.
+        this.state = 'closed';
+        this.#actions.push({ t: 'ended' });
+        this.#teardown();
+        return;
+    }
+  }
+
+  /** A receive completed in error (the QP went to ERROR). */
+  onRecvError(r: Outcome): void {
+    if (this.#torn) return;
+    this.#posted--;
+    if (!r.ok) this.fail(r.why === 'flush' ? 'closed' : 'link', `receive failed: ${r.status}`);
+  }
+
+  /** A posted send / write / read completed. */
+  onComplete(wrId: number, r: Outcome, now: number): void {
+    if (this.#torn) return;
+    const kind = wrKindOf(wrId);
+    if (kind === WrKind.Data) this.out.onWriteDone(wrId, r, now);
+    else if (kind === WrKind.Read) this.inb.onReadDone(wrId, r);
+    else if (!r.ok) {
+      if (r.why === 'remote') return this.fail('protocol', `the peer refused a control message into its mailbox (${r.status})`);
+      return this.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `control message failed: ${r.status}`);
+    } else if (wrId === this.#closeWr) {
+      this.state = 'closed';
+      this.#actions.push({ t: 'ended' });
+      this.#teardown();
+      return;
+    }
+    this.#pump(now);
+  }
+
+  /** The QP went to ERROR outside any completion we track (e.g. device closed). */
+  onQpError(message: string): void {
+    this.fail('closed', message);
+  }
+
+  // ---- time ---------------------------------------------------------------------------------
+
+  tick(now: number): void {
+    if (this.#torn) return;
+    if (now >= this.#helloDeadline) return this.fail('timeout', `no HELLO from the peer within ${this.o.timeoutMs} ms`);
+    if (now >= this.#closeDeadline) return this.fail('timeout', `close: sends still outstanding after ${this.o.timeoutMs} ms`);
+    this.out.tick(now);
+    if (this.#torn) return;
+    this.inb.tick(now);
+    this.#pump(now);
+  }
+
+  nextDeadline(): number | undefined {
+    if (this.#torn) return undefined;
+    let d = Math.min(this.#helloDeadline, this.#closeDeadline);
+    const a = this.out.deadline();
+    if (a !== undefined) d = Math.min(d, a);
+    const b = this.inb.deadline();
+    if (b !== undefined) d = Math.min(d, b);
+    return d === Infinity ? undefined : d;
+  }
+
+  // ---- the control pump ---------------------------------------------------------------------
+
+  #carriesCredit(): boolean {
+    return this.#ctrlReceived > this.#ctrlReported || this.inb.owedSlots > 0 || this.inb.owedWindow > 0;
+  }
+
+  #pump(now: number): void {
+    if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
+    // A posted SWITCH makes new slot credits usable and may lead to another ENLARGE: go round
+    // again while control messages go out (each round spends a mailbox credit, so it ends).
+    for (let round = 0; round <= this.o.ctrlSlots && !this.#torn; round++) {
+      this.out.pump(now);
+      if (this.state === 'closing' && !this.#closeQueued && this.out.outstanding === 0) {
+        this.#closeQueued = true;
+        this.queueCtrl({
+          make: () => ({ type: ChanType.Close, next: this.out.nextSeq % CHAN_SEQ_MOD }),
+          onPost: (wrId) => {
+            this.#closeWr = wrId;
+          },
+        });
+      }
+      let posted = false;
+      while (!this.#torn && this.#ctrlQ.length > 0) {
+        if (!(this.ctrlCredits >= 2 || (this.ctrlCredits === 1 && this.#carriesCredit()))) break;
+        const e = this.#ctrlQ.shift()!;
+        const body = e.make();
+        if (!body) continue;
+        const wrId = this.#postCtrl(body);
+        e.onPost?.(wrId);
+        posted = true;
+      }
+      if (!posted) break;
+    }
+  }
+
+  /**
+   * End of a batch of inputs (the shell calls it once it has fed every completion of one poll,
+   * and after the application took messages): send a CREDIT if credits are owed and nothing
+   * else carried them. Deciding here rather than per message returns a whole batch's credits
+   * in one message.
+   */
+  flushCredits(now: number): void {
+    if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
+    this.#pump(now);
+    if (this.#torn || this.#ctrlQ.length > 0 || this.ctrlCredits < 1) return;
+    const owedCtrl = this.#ctrlReceived - this.#ctrlReported;
+    if (owedCtrl >= Math.ceil(this.o.ctrlSlots / 2) || this.inb.creditDue) {
+      this.#creditOnly++;
+      this.#postCtrl({ type: ChanType.Credit });
+    }
+  }
+
+  #postCtrl(body: Body): number {
+    const mb = this.#peerMbox!;
+    const owedCtrl = Math.min(this.#ctrlReceived - this.#ctrlReported, 0xff);
+    this.#ctrlReported += owedCtrl;
+    const c = this.inb.takeCredits();
+    const bytes = encodeCtrl({ ...body, hdr: { flags: 0, ctrlCredits: owedCtrl, epoch: c.epoch, slotCredits: c.slotCredits, consumed: c.consumed } });
+    const slot = this.#peerMboxNext;
+    this.#peerMboxNext = (slot + 1) % mb.slots;
+    this.ctrlCredits--;
+    this.#ctrlSent++;
+    const wrId = this.newWr(WrKind.Ctrl);
+    this.#actions.push({
+      t: 'write', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes,
+      remoteAddr: mb.addr + slot * CHAN_MBOX_SLOT, rkey: mb.rkey, imm: ctrlImm(slot),
+    });
+    return wrId;
+  }
+
+  // ---- teardown, stats ----------------------------------------------------------------------
+
+  /** After 'teardown' (the QP is destroyed): deregister every region. Idempotent. */
+  releaseMemory(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#torn = true;
+    this.out.releaseMemory();
+    this.inb.releaseMemory();
+    this.ports.dereg(this.fixed);
+  }
+
+  get registeredBytes(): number {
+    if (this.#released) return 0;
+    return this.fixed.length + this.inb.registeredBytes + this.out.registeredBytes;
+  }
+
+  stats(): CoreStats {
+    return {
+      state: this.state,
+      ...this.inb.stats(),
+      ...this.out.stats(),
+      registeredBytes: this.registeredBytes,
+      ctrlSent: this.#ctrlSent,
+      ctrlReceived: this.#ctrlReceived,
+      creditOnly: this.#creditOnly,
+      ctrlCredits: this.ctrlCredits,
+    };
+  }
+}

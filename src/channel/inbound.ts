@@ -1,0 +1,410 @@
+// This end as a receiver: its eager slots and their phases (M2), the fence that retires an old
+// epoch, the reorder window, rendezvous reads, and the credits it owes the sender.
+//
+// Epochs. The slots the sender may write are those of exactly one epoch, `cur`. An epoch
+// change (enlargement on request, shrink after idle) registers the new phase first (`pending`),
+// posts receives for it and sends GRANT; the sender keeps writing `cur` — elements that fit go
+// eagerly while the enlargement is under way (the seed's fig. 5) — until it posts SWITCH, after
+// which it writes only the new epoch. rc delivers in posting order, so when SWITCH arrives every
+// write of the old epoch has landed: its slots are deregistered right then (the count in SWITCH
+// must match). A data message naming any epoch but `cur` is refused, never placed elsewhere:
+// before SWITCH the new slots are not writable yet, after it the old region's rkey is gone.
+//
+// Messages are copied out of their slot (and decoded by the shell later) when their completion
+// arrives, so a slot is free at once and its credit returns with the next control message; the
+// application's pace is enforced by the window instead: the sender may not run more than
+// `window` messages past the position the application has taken (reported as `consumed`).
+import { CHAN_EPOCH_MOD, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
+import { type CtrlEntry, type Link, WrKind } from './link.js';
+import type { Delivered, Outcome, Region } from './ports.js';
+import { type Grant, type ImmFields, unpackRecords } from './wire.js';
+
+export interface RxEpoch {
+  /** mod CHAN_EPOCH_MOD */
+  epoch: number;
+  phase: number;
+  region: Region;
+  slots: number;
+  slotSize: number;
+  /** Slot the next data message must name. */
+  next: number;
+  /** Data messages received in this epoch. */
+  received: number;
+  /** Slot credits reported back for this epoch. */
+  reported: number;
+}
+
+interface Entry {
+  state: 'ready' | 'offered' | 'reading';
+  value: boolean;
+  len: number;
+  bytes?: Uint8Array;
+  addr?: number;
+  rkey?: number;
+}
+
+export interface InboundStats {
+  phase: number;
+  epoch: number;
+  eagerSize: number;
+  slots: number;
+  enlargements: number;
+  shrinks: number;
+  deniedEnlargements: number;
+  messagesReceived: number;
+  bytesReceived: number;
+  rendezvousReceived: number;
+  buffered: number;
+  bufferedBytes: number;
+  readsInFlight: number;
+}
+
+export class Inbound {
+  readonly #l: Link;
+  cur: RxEpoch;
+  /** Granted, not yet fenced by SWITCH. */
+  pending: RxEpoch | undefined;
+  /** Largest need of an ENLARGE that arrived while an epoch change was under way. */
+  #pendingNeed = 0;
+  #grantDeadline = Infinity;
+  #lastDataAt: number;
+  /** Messages arrived and not yet taken, by seq (made on the first message: idle channels have none). */
+  #inbox: Map<number, Entry> | undefined;
+  /** Seq of the next message the application takes. */
+  consumed = 0;
+  /** `consumed` as last reported to the sender. */
+  #reported = 0;
+  bufferedBytes = 0;
+  /** Offers waiting for a read, by seq (kept sorted: the oldest is read first). */
+  readonly #readQ: number[] = [];
+  /** Rendezvous reads in flight (at most maxReads). */
+  readonly #reads: { wrId: number; seq: number; sink: Region }[] = [];
+  /** Seq after the last message (peer CLOSE). */
+  endAt: number | undefined;
+  #enlargements = 0;
+  #shrinks = 0;
+  #deniedEnlargements = 0;
+  #messagesReceived = 0;
+  #bytesReceived = 0;
+  #rendezvousReceived = 0;
+
+  constructor(l: Link, now: number) {
+    this.#l = l;
+    const p0 = l.o.ladder[0]!;
+    const region = l.ports.reg(p0.slots * p0.slotSize, 'eager');
+    if (!region) throw new RangeError('no device memory for the phase-0 slots');
+    this.cur = { epoch: 0, phase: 0, region, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: 0 };
+    this.#lastDataAt = now;
+  }
+
+  /** Receives the sender may consume with data messages right now. */
+  get liveSlots(): number {
+    return this.cur.slots + (this.pending?.slots ?? 0);
+  }
+
+  get registeredBytes(): number {
+    let n = this.cur.region.length + (this.pending?.region.length ?? 0);
+    for (const r of this.#reads) n += r.sink.length;
+    return n;
+  }
+
+  /** The epoch-0 grant for HELLO. */
+  helloGrant(): Grant {
+    const c = this.cur;
+    return { epoch: c.epoch, slots: c.slots, slotSize: c.slotSize, addr: c.region.addr, rkey: c.region.rkey, phase: c.phase };
+  }
+
+  // ---- credits owed to the sender -----------------------------------------------------------
+
+  /** Slot credits not yet reported for `cur`. */
+  get owedSlots(): number {
+    return this.cur.received - this.cur.reported;
+  }
+
+  get owedWindow(): number {
+    return this.consumed - this.#reported;
+  }
+
+  /** A credit-only message is worth sending (the sender may be about to stall). */
+  get creditDue(): boolean {
+    return this.owedSlots >= Math.ceil(this.cur.slots / 2) || this.owedWindow >= Math.ceil(this.#l.o.window / 2);
+  }
+
+  /** Header fields for the next control message; marks them reported. */
+  takeCredits(): { epoch: number; slotCredits: number; consumed: number } {
+    const n = Math.min(this.owedSlots, 0xffff);
+    this.cur.reported += n;
+    this.#reported = this.consumed;
+    return { epoch: this.cur.epoch, slotCredits: n, consumed: this.consumed % CHAN_SEQ_MOD };
+  }
+
+  // ---- data ---------------------------------------------------------------------------------
+
+  /** Full seq of a 16-bit one, if it lies in the window and is new. */
+  #seqOf(seq16: number): number | undefined {
+    const full = this.consumed + ((seq16 - this.consumed) & (CHAN_SEQ_MOD - 1));
+    if (full - this.consumed >= this.#l.o.window) return undefined;
+    if (this.#inbox?.has(full)) return undefined;
+    if (this.endAt !== undefined && full >= this.endAt) return undefined;
+    return full;
+  }
+
+  onData(f: ImmFields, byteLen: number, now: number): void {
+    const e = this.cur;
+    const l = this.#l;
+    if (f.epoch !== e.epoch) {
+      return l.fail('protocol', `data message for epoch ${f.epoch}, the live epoch is ${e.epoch}${this.pending ? ` (epoch ${this.pending.epoch} granted, not yet fenced)` : ''}: refused`);
+    }
+    if (f.slot !== e.next) return l.fail('protocol', `data message in slot ${f.slot}, the next slot is ${e.next}`);
+    if (byteLen > e.slotSize) return l.fail('protocol', `data message of ${byteLen} bytes in ${e.slotSize}-byte slots`);
+    if (e.received + 1 > e.reported + e.slots) return l.fail('protocol', 'data message without a slot credit');
+    const bytes = l.ports.read(e.region, f.slot * e.slotSize, byteLen);
+    let msgs: { bytes: Uint8Array; value: boolean }[];
+    if (f.packed) {
+      const r = unpackRecords(bytes);
+      if (typeof r === 'string') return l.fail('protocol', `packed data message: ${r}`);
+      msgs = r;
+    } else msgs = [{ bytes, value: f.value }];
+    // Every seq is checked before any is taken: a bad record refuses the whole write.
+    const seqs: number[] = [];
+    for (let k = 0; k < msgs.length; k++) {
+      const seq = this.#seqOf((f.seq + k) % CHAN_SEQ_MOD);
+      if (seq === undefined) return l.fail('protocol', `data message seq ${(f.seq + k) % CHAN_SEQ_MOD} outside the window [${this.consumed % CHAN_SEQ_MOD}, +${l.o.window}) or repeated`);
+      seqs.push(seq);
+    }
+    e.next = (e.next + 1) % e.slots;
+    e.received++;
+    this.#lastDataAt = now;
+    const inbox = (this.#inbox ??= new Map());
+    for (let k = 0; k < msgs.length; k++) {
+      const m = msgs[k]!;
+      inbox.set(seqs[k]!, { state: 'ready', value: m.value, len: m.bytes.length, bytes: m.bytes });
+      this.bufferedBytes += m.bytes.length;
+      this.#bytesReceived += m.bytes.length;
+    }
+    this.#messagesReceived += msgs.length;
+    if (seqs[0] === this.consumed) l.emit({ t: 'readable' });
+  }
+
+  get hasReady(): boolean {
+    return this.#inbox?.get(this.consumed)?.state === 'ready';
+  }
+
+  get ended(): boolean {
+    return this.endAt !== undefined && this.consumed >= this.endAt;
+  }
+
+  get buffered(): number {
+    return this.#inbox?.size ?? 0;
+  }
+
+  take(): Delivered | undefined {
+    const e = this.#inbox?.get(this.consumed);
+    if (!e || e.state !== 'ready') return undefined;
+    this.#inbox!.delete(this.consumed);
+    this.consumed++;
+    this.bufferedBytes -= e.len;
+    return { bytes: e.bytes!, value: e.value };
+  }
+
+  // ---- phases -------------------------------------------------------------------------------
+
+  /** Smallest phase whose slots hold `need` bytes (need <= the largest slot size). */
+  #phaseFor(need: number): number {
+    const ladder = this.#l.o.ladder;
+    for (let p = 0; p < ladder.length; p++) if (ladder[p]!.slotSize >= need) return p;
+    return ladder.length - 1;
+  }
+
+  onEnlarge(need: number, epoch: number, now: number): void {
+    const l = this.#l;
+    const maxEager = l.o.ladder[l.o.ladder.length - 1]!.slotSize;
+    if (need === 0 || need > maxEager) return l.fail('protocol', `ENLARGE for ${need} bytes (largest slot is ${maxEager})`);
+    if (epoch !== this.cur.epoch) return l.fail('protocol', `ENLARGE names epoch ${epoch}, the live epoch is ${this.cur.epoch}`);
+    this.#lastDataAt = now;
+    if (this.pending) {
+      this.#pendingNeed = Math.max(this.#pendingNeed, need);
+      return;
+    }
+    this.#need(need, now);
+  }
+
+  #need(need: number, now: number): void {
+    const p = this.#phaseFor(need);
+    // Already big enough: an ENLARGE that crossed our GRANT. Nothing to do.
+    if (p <= this.cur.phase) return;
+    this.#grant(p, now, true);
+  }
+
+  #grant(p: number, now: number, asked: boolean): void {
+    const l = this.#l;
+    const ph = l.o.ladder[p]!;
+    const region = l.ports.reg(ph.slots * ph.slotSize, 'eager');
+    if (!region) {
+      if (asked) {
+        // No memory for bigger slots: say so, and the sender sends those messages by rendezvous.
+        this.#deniedEnlargements++;
+        l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant: undefined }) });
+      } else this.#lastDataAt = now;
+      return;
+    }
+    const epoch = (this.cur.epoch + 1) % CHAN_EPOCH_MOD;
+    this.pending = { epoch, phase: p, region, slots: ph.slots, slotSize: ph.slotSize, next: 0, received: 0, reported: 0 };
+    // Receives for the new slots go in before the GRANT can be read (actions run in order).
+    l.refill();
+    const grant: Grant = { epoch, slots: ph.slots, slotSize: ph.slotSize, addr: region.addr, rkey: region.rkey, phase: p };
+    l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant }) });
+    this.#grantDeadline = now + l.o.timeoutMs;
+  }
+
+  onSwitch(epoch: number, count: number, now: number): void {
+    const l = this.#l;
+    const next = this.pending;
+    if (!next || epoch !== next.epoch) return l.fail('protocol', `SWITCH to epoch ${epoch} that was not granted`);
+    if (count !== this.cur.received >>> 0) {
+      return l.fail('protocol', `SWITCH says ${count} messages were written in epoch ${this.cur.epoch}, ${this.cur.received} arrived`);
+    }
+    const old = this.cur;
+    l.ports.dereg(old.region);
+    this.cur = next;
+    this.pending = undefined;
+    this.#grantDeadline = Infinity;
+    if (next.phase > old.phase) this.#enlargements++;
+    else this.#shrinks++;
+    this.#lastDataAt = now;
+    const need = this.#pendingNeed;
+    this.#pendingNeed = 0;
+    if (need > 0) this.#need(need, now);
+  }
+
+  // ---- rendezvous ---------------------------------------------------------------------------
+
+  onOffer(seq16: number, length: number, addr: number, rkey: number, value: boolean): void {
+    const l = this.#l;
+    const seq = this.#seqOf(seq16);
+    if (seq === undefined) return l.fail('protocol', `OFFER seq ${seq16} outside the window or repeated`);
+    if (length > l.o.maxMessage) return l.fail('protocol', `OFFER of ${length} bytes, more than maxMessage ${l.o.maxMessage}`);
+    (this.#inbox ??= new Map()).set(seq, { state: 'offered', value, len: length, addr, rkey });
+    let i = this.#readQ.length;
+    while (i > 0 && this.#readQ[i - 1]! > seq) i--;
+    this.#readQ.splice(i, 0, seq);
+    this.pumpReads();
+  }
+
+  pumpReads(): void {
+    const l = this.#l;
+    while (l.live && this.#reads.length < l.o.maxReads && this.#readQ.length > 0) {
+      const seq = this.#readQ[0]!;
+      const e = this.#inbox!.get(seq)!;
+      // The message the application waits for is always read; others wait for room.
+      if (seq !== this.consumed && this.bufferedBytes + e.len > l.o.maxBufferedBytes) return;
+      if (e.len === 0) {
+        this.#readQ.shift();
+        this.#ready(seq, e, new Uint8Array(0));
+        continue;
+      }
+      const sink = l.ports.reg(e.len, 'sink');
+      if (!sink) {
+        if (seq === this.consumed && this.#reads.length === 0) l.fail('memory', `no device memory for a ${e.len}-byte rendezvous message`);
+        return;
+      }
+      this.#readQ.shift();
+      e.state = 'reading';
+      this.bufferedBytes += e.len;
+      const wrId = l.newWr(WrKind.Read);
+      this.#reads.push({ wrId, seq, sink });
+      l.emit({ t: 'read', wrId, local: { region: sink, off: 0, len: e.len }, remoteAddr: e.addr!, rkey: e.rkey! });
+    }
+  }
+
+  onReadDone(wrId: number, r: Outcome): void {
+    const l = this.#l;
+    const i = this.#reads.findIndex((x) => x.wrId === wrId);
+    if (i < 0) return;
+    const rd = this.#reads[i]!;
+    this.#reads.splice(i, 1);
+    const e = this.#inbox!.get(rd.seq)!;
+    if (!r.ok) {
+      l.ports.dereg(rd.sink);
+      if (r.why === 'remote') return l.fail('protocol', `the peer's OFFER for seq ${rd.seq % CHAN_SEQ_MOD} named memory it does not expose (${r.status})`);
+      return l.fail(r.why === 'flush' ? 'closed' : 'link', `rendezvous read failed: ${r.status}`);
+    }
+    const bytes = l.ports.read(rd.sink, 0, e.len);
+    l.ports.dereg(rd.sink);
+    this.bufferedBytes -= e.len; // #ready counts it again
+    this.#ready(rd.seq, e, bytes);
+    this.pumpReads();
+  }
+
+  #ready(seq: number, e: Entry, bytes: Uint8Array): void {
+    const l = this.#l;
+    e.state = 'ready';
+    e.bytes = bytes;
+    this.bufferedBytes += e.len;
+    this.#messagesReceived++;
+    this.#bytesReceived += e.len;
+    this.#rendezvousReceived++;
+    const seq16 = seq % CHAN_SEQ_MOD;
+    const entry: CtrlEntry = { make: () => ({ type: ChanType.Done, seq: seq16 }) };
+    l.queueCtrl(entry);
+    if (seq === this.consumed) l.emit({ t: 'readable' });
+  }
+
+  // ---- close, time, teardown ----------------------------------------------------------------
+
+  onClose(next16: number): void {
+    const l = this.#l;
+    const full = this.consumed + ((next16 - this.consumed) & (CHAN_SEQ_MOD - 1));
+    if (full - this.consumed > l.o.window) return l.fail('protocol', `CLOSE names seq ${next16}, outside the window`);
+    for (const seq of this.#inbox?.keys() ?? []) if (seq >= full) return l.fail('protocol', `CLOSE before seq ${next16} but seq ${seq % CHAN_SEQ_MOD} arrived`);
+    for (let s = this.consumed; s < full; s++) {
+      const e = this.#inbox?.get(s);
+      if (!e || e.state !== 'ready') return l.fail('protocol', `CLOSE before seq ${next16} with seq ${s % CHAN_SEQ_MOD} not delivered`);
+    }
+    this.endAt = full;
+  }
+
+  tick(now: number): void {
+    const l = this.#l;
+    if (this.pending) {
+      if (now >= this.#grantDeadline) l.fail('timeout', `the peer did not fence epoch ${this.cur.epoch} (SWITCH) within ${l.o.timeoutMs} ms of the GRANT`);
+      return;
+    }
+    // Same expression as deadline(): the clock reaching it must fire it (no float round-off).
+    if (this.cur.phase > 0 && l.o.shrinkAfterMs > 0 && now >= this.#lastDataAt + l.o.shrinkAfterMs) this.#grant(0, now, false);
+  }
+
+  deadline(): number | undefined {
+    if (this.pending) return this.#grantDeadline;
+    if (this.cur.phase > 0 && this.#l.o.shrinkAfterMs > 0) return this.#lastDataAt + this.#l.o.shrinkAfterMs;
+    return undefined;
+  }
+
+  releaseMemory(): void {
+    const d = this.#l.ports;
+    d.dereg(this.cur.region);
+    if (this.pending) d.dereg(this.pending.region);
+    this.pending = undefined;
+    for (const r of this.#reads) d.dereg(r.sink);
+    this.#reads.length = 0;
+    this.#readQ.length = 0;
+  }
+
+  stats(): InboundStats {
+    return {
+      phase: this.cur.phase,
+      epoch: this.cur.epoch,
+      eagerSize: this.cur.slotSize,
+      slots: this.cur.slots,
+      enlargements: this.#enlargements,
+      shrinks: this.#shrinks,
+      deniedEnlargements: this.#deniedEnlargements,
+      messagesReceived: this.#messagesReceived,
+      bytesReceived: this.#bytesReceived,
+      rendezvousReceived: this.#rendezvousReceived,
+      buffered: this.buffered,
+      bufferedBytes: this.bufferedBytes,
+      readsInFlight: this.#reads.length,
+    };
+  }
+}

@@ -1,0 +1,214 @@
+// listenChannels / connectChannel: channels over the cm helpers (src/cm), which hand back a
+// connected rc QP on every transport. The channel is made inside cm's setup hook, so its first
+// receives — the HELLO buffer among them — are posted before the QP can connect; each side then
+// sends HELLO, and a channel is handed to the application once the peer's HELLO arrived.
+//
+// Each channel gets a PD of its own (see ./hub.ts). cm's listen takes one `pd` for every QP it
+// makes; here it is a getter that hands out a fresh PD until a QP has been made in it (the setup
+// hook, which runs on each new QP, moves on to the next), so every accepted channel has its
+// own. test/channel/channel.test.ts checks that two accepted channels never share one.
+import { type CmListener, connect, listen } from '../cm/index.js';
+import type { DeviceAddress } from '../core/address.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { Device } from '../verbs/device.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
+import type { QueuePair } from '../verbs/qp.js';
+import { Channel } from './channel.js';
+import { hubOf } from './hub.js';
+import { type ChannelOptions, resolveOptions } from './options.js';
+
+export interface ChannelListenOptions extends ChannelOptions {
+  /** Service number (cm's port space within a device). Default 0. */
+  service?: number;
+  /** Channels connected and not yet taken by accept() / iteration; more are closed. Default 128. */
+  backlog?: number;
+}
+
+export interface ChannelConnectOptions extends ChannelOptions {
+  service?: number;
+  /** Whole connect deadline (QP connection and the peer's HELLO). Default 10 000 ms. */
+  connectTimeoutMs?: number;
+}
+
+export class ChannelListener implements AsyncIterable<Channel> {
+  readonly device: Device;
+  readonly service: number;
+  readonly #cm: CmListener;
+  readonly #made = new Map<QueuePair, Channel>();
+  readonly #ready: Channel[] = [];
+  readonly #waiters: { resolve: (c: Channel) => void; reject: (e: Error) => void }[] = [];
+  readonly #backlog: number;
+  #nextPd: ProtectionDomain | undefined;
+  #closed = false;
+
+  /** @internal use listenChannels() */
+  constructor(dev: Device, opts: ChannelListenOptions = {}) {
+    const o = resolveOptions(opts);
+    const hub = hubOf(dev);
+    this.device = dev;
+    this.#backlog = opts.backlog ?? 128;
+    if (!Number.isInteger(this.#backlog) || this.#backlog < 1) throw new SabreError(ErrorCode.InvalidArgument, 'backlog must be a positive integer');
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    this.#cm = listen(dev, {
+      get pd(): ProtectionDomain {
+        return (self.#nextPd ??= hub.takePd());
+      },
+      qpInit: hub.qpInit(o),
+      service: opts.service ?? 0,
+      backlog: this.#backlog,
+      setup: (qp) => {
+        if (qp.pd === this.#nextPd) this.#nextPd = undefined;
+        const reserved = hub.reserve(o);
+        let ch: Channel;
+        try {
+          ch = new Channel(hub, qp, qp.pd, o, reserved);
+        } catch (e) {
+          hub.unreserve(reserved);
+          throw e;
+        }
+        this.#made.set(qp, ch);
+        // cm destroys a QP whose connection fails: its flushed receives tear the channel down.
+        ch.onTeardown = () => this.#made.delete(qp);
+      },
+    });
+    this.service = this.#cm.service;
+    void this.#acceptLoop();
+  }
+
+  async #acceptLoop(): Promise<void> {
+    for await (const qp of this.#cm) {
+      const ch = this.#made.get(qp);
+      if (!ch) {
+        qp.destroy();
+        continue;
+      }
+      this.#made.delete(qp);
+      ch.onTeardown = undefined;
+      ch.start();
+      ch.connected.then(
+        () => this.#deliver(ch),
+        () => undefined, // it failed before the peer's HELLO: already torn down
+      );
+    }
+  }
+
+  #deliver(ch: Channel): void {
+    if (this.#closed || this.#ready.length >= this.#backlog) {
+      void ch.close();
+      return;
+    }
+    const w = this.#waiters.shift();
+    if (w) w.resolve(ch);
+    else this.#ready.push(ch);
+  }
+
+  /** The next channel (in the order their HELLOs arrived). */
+  accept(timeoutMs?: number): Promise<Channel> {
+    if (this.#ready.length) return Promise.resolve(this.#ready.shift()!);
+    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
+    return new Promise((resolve, reject) => {
+      const w = { resolve, reject };
+      this.#waiters.push(w);
+      if (timeoutMs !== undefined) {
+        const t = setTimeout(() => {
+          const i = this.#waiters.indexOf(w);
+          if (i >= 0) this.#waiters.splice(i, 1);
+          reject(new SabreError(ErrorCode.Timeout, `no channel within ${timeoutMs} ms`));
+        }, timeoutMs);
+        w.resolve = (c) => {
+          clearTimeout(t);
+          resolve(c);
+        };
+      }
+    });
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Channel> {
+    for (;;) {
+      try {
+        yield await this.accept();
+      } catch (e) {
+        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
+        throw e;
+      }
+    }
+  }
+
+  /** Stop accepting; channels not yet taken are closed. Channels already taken stay open. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#cm.close();
+    for (const ch of this.#ready.splice(0)) void ch.close();
+    for (const ch of this.#made.values()) ch.abort('listener closed');
+    for (const w of this.#waiters.splice(0)) w.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
+  }
+}
+
+/** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */
+export function listenChannels(dev: Device, opts: ChannelListenOptions = {}): ChannelListener {
+  return new ChannelListener(dev, opts);
+}
+
+/** Open a channel to the listener for `opts.service` at `address`; resolves once the peer's HELLO arrived. */
+export async function connectChannel(dev: Device, address: DeviceAddress, opts: ChannelConnectOptions = {}): Promise<Channel> {
+  const o = resolveOptions(opts);
+  const hub = hubOf(dev);
+  const pd = hub.takePd();
+  const timeoutMs = opts.connectTimeoutMs ?? 10_000;
+  let ch: Channel | undefined;
+  let reserved = 0;
+  try {
+    reserved = hub.reserve(o);
+    await connect(dev, address, {
+      pd,
+      qpInit: hub.qpInit(o),
+      service: opts.service ?? 0,
+      timeoutMs,
+      setup: (qp) => {
+        ch = new Channel(hub, qp, pd, o, reserved);
+      },
+    });
+    ch!.start();
+    await ch!.connected;
+    return ch!;
+  } catch (e) {
+    if (ch) ch.abort(`connect failed: ${(e as Error).message}`);
+    else {
+      if (reserved) hub.unreserve(reserved);
+      hub.returnPd(pd);
+    }
+    throw e;
+  }
+}
+
+/**
+ * A channel on a QP this side connects by hand (as verbs programs exchange { address, qpn } out
+ * of band), for paths the cm helpers do not take: make it, give the peer `qpn`, then
+ * `connect({ address, qpn })` with the peer's. Resolves like connectChannel.
+ * @internal not in the public API (tests: a relay between the two ends).
+ */
+export function channelOnQp(dev: Device, opts: ChannelOptions = {}): { qpn: number; channel: Channel; connect(peer: { address: DeviceAddress; qpn: number }): Promise<Channel> } {
+  const o = resolveOptions(opts);
+  const hub = hubOf(dev);
+  const pd = hub.takePd();
+  const reserved = hub.reserve(o);
+  const qp = pd.createQp({ type: 'rc', ...hub.qpInit(o) });
+  const channel = new Channel(hub, qp, pd, o, reserved);
+  return {
+    qpn: qp.qpn,
+    channel,
+    async connect(peer) {
+      try {
+        await qp.connect({ address: peer.address, qpn: peer.qpn });
+        channel.start();
+        await channel.connected;
+        return channel;
+      } catch (e) {
+        channel.abort(`connect failed: ${(e as Error).message}`);
+        throw e;
+      }
+    },
+  };
+}

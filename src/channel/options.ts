@@ -1,0 +1,123 @@
+// Channel options: one table of defaults and limits, checked once when a channel is made.
+// Errors from core; nothing else of sabre.
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { CHAN_MAX_SLOTS, CHAN_MAX_WINDOW } from '../wire/spec.js';
+
+/** One rung of the ladder: this many receive slots of this many bytes. */
+export interface Phase {
+  slotSize: number;
+  slots: number;
+}
+
+export interface ChannelOptions {
+  /**
+   * The receive-buffer phases this end offers its peer, smallest first (slot sizes strictly
+   * increasing). A channel starts (and shrinks back to) phase 0; a message that does not fit
+   * the current slots makes the sender ask for the smallest phase that fits; messages above
+   * the last slot size go by rendezvous (RDMA READ); a backlog of small messages larger than
+   * the current slots asks for the next phase too. Default: 256 B × 4 → 4 KiB × 8 →
+   * 32 KiB × 8 (1 KiB, 32 KiB, 256 KiB registered).
+   */
+  ladder?: Phase[];
+  /** Mailbox slots (32 B each) for the peer's control messages (4..64). Default 8. */
+  ctrlSlots?: number;
+  /** Messages the peer may send past what this application has taken (1..32768). Default 64. */
+  window?: number;
+  /** Largest message accepted from the peer, bytes. Default 64 MiB. */
+  maxMessage?: number;
+  /** Sends accepted and not yet placed at the peer; more wait in order (no copy). Default 64. */
+  highWaterMark?: number;
+  /** Sends waiting beyond highWaterMark before send() rejects with ERR_QUEUE_FULL. Default 65536. */
+  maxQueued?: number;
+  /** How long an enlargement, a fence or the peer's HELLO may take before the channel fails. Default 5000 ms. */
+  timeoutMs?: number;
+  /** Go back to phase 0 after this long without an incoming data message (0: never). Default 2000 ms. */
+  shrinkAfterMs?: number;
+  /** Rendezvous reads in flight at once. Default 2. */
+  maxReads?: number;
+  /** Bytes of received messages the application has not taken yet, past which rendezvous reads wait. Default 32 MiB. */
+  maxBufferedBytes?: number;
+}
+
+export interface ResolvedOptions {
+  ladder: readonly Phase[];
+  ctrlSlots: number;
+  window: number;
+  maxMessage: number;
+  highWaterMark: number;
+  maxQueued: number;
+  timeoutMs: number;
+  shrinkAfterMs: number;
+  maxReads: number;
+  maxBufferedBytes: number;
+}
+
+/** The seed's reference: 32 KiB × 8 = 256 KiB per connection at the largest phase. */
+export const DEFAULT_LADDER: readonly Phase[] = Object.freeze([
+  { slotSize: 256, slots: 4 },
+  { slotSize: 4096, slots: 8 },
+  { slotSize: 32768, slots: 8 },
+]);
+
+/** Largest slot a ladder may name (a phase is one region; keep it well inside device memory). */
+export const MAX_SLOT_SIZE = 16 * 1024 * 1024;
+export const MAX_PHASE_BYTES = 64 * 1024 * 1024;
+
+const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
+
+function int(v: unknown, name: string, def: number, min: number, max: number): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(`channel option ${name} must be an integer in ${min}..${max}`);
+  return v;
+}
+
+/** Resolved options shared by the channels made with equal options (an idle channel holds a pointer, not a copy). */
+const memo = new Map<string, ResolvedOptions>();
+
+export function resolveOptions(o: ChannelOptions | undefined): ResolvedOptions {
+  let key: string;
+  try {
+    key = JSON.stringify(o ?? {});
+  } catch {
+    return resolve(o);
+  }
+  const hit = memo.get(key);
+  if (hit) return hit;
+  const r = resolve(o);
+  if (memo.size >= 64) memo.delete(memo.keys().next().value!);
+  memo.set(key, r);
+  return r;
+}
+
+function resolve(o: ChannelOptions | undefined): ResolvedOptions {
+  if (o !== undefined && (o === null || typeof o !== 'object')) throw bad('channel options must be an object');
+  const opts = o ?? {};
+  const ladder = opts.ladder ?? DEFAULT_LADDER;
+  if (!Array.isArray(ladder) || ladder.length === 0 || ladder.length > 16) throw bad('ladder must be an array of 1..16 phases');
+  let prev = 0;
+  const phases: Phase[] = [];
+  for (const [i, p] of ladder.entries()) {
+    if (!p || typeof p !== 'object') throw bad(`ladder[${i}] must be { slotSize, slots }`);
+    const slotSize = int(p.slotSize, `ladder[${i}].slotSize`, -1, 1, MAX_SLOT_SIZE);
+    const slots = int(p.slots, `ladder[${i}].slots`, -1, 1, CHAN_MAX_SLOTS);
+    if (slotSize <= prev) throw bad('ladder slot sizes must increase strictly');
+    if (slotSize * slots > MAX_PHASE_BYTES) throw bad(`ladder[${i}] is ${slotSize * slots} bytes, more than ${MAX_PHASE_BYTES}`);
+    prev = slotSize;
+    phases.push({ slotSize, slots });
+  }
+  const maxEager = phases[phases.length - 1]!.slotSize;
+  const maxMessage = int(opts.maxMessage, 'maxMessage', 64 * 1024 * 1024, 1, 0xffff_ffff);
+  if (maxMessage < maxEager) throw bad('maxMessage must be at least the largest slot size');
+  return Object.freeze({
+    ladder: Object.freeze(phases),
+    ctrlSlots: int(opts.ctrlSlots, 'ctrlSlots', 8, 4, 64),
+    window: int(opts.window, 'window', 64, 1, CHAN_MAX_WINDOW),
+    maxMessage,
+    highWaterMark: int(opts.highWaterMark, 'highWaterMark', 64, 1, CHAN_MAX_WINDOW),
+    maxQueued: int(opts.maxQueued, 'maxQueued', 65536, 0, 1 << 24),
+    timeoutMs: int(opts.timeoutMs, 'timeoutMs', 5000, 1, 3_600_000),
+    shrinkAfterMs: int(opts.shrinkAfterMs, 'shrinkAfterMs', 2000, 0, 86_400_000),
+    maxReads: int(opts.maxReads, 'maxReads', 2, 1, 64),
+    maxBufferedBytes: int(opts.maxBufferedBytes, 'maxBufferedBytes', 32 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
+  });
+}

@@ -1,0 +1,440 @@
+// This end as a sender: the messages it was given, in sequence order, and how each goes.
+//
+// - Eager (fits the peer's current slots): copied into the send scratch or staging and written
+//   with RDMA WRITE WITH IMMEDIATE into the next slot of the current epoch, one slot credit each.
+// - Needs bigger slots (fits the peer's largest phase): one ENLARGE for the largest such message
+//   waiting; it waits for the GRANT while later messages that fit keep going eagerly (the
+//   receiver reorders by seq) — the seed's fig. 5. A backlog of small messages bigger than the
+//   current slots hold asks for the next phase too (more of them packed per write).
+// - Above the peer's largest slot: rendezvous. The bytes go into a region the peer may read
+//   (RemoteRead, exactly the message) and an OFFER names it; the peer pulls them with one RDMA
+//   READ and answers DONE, which is when the source is deregistered and the send resolves.
+//
+// A GRANT is checked against what can be written at all (framing, epoch = current + 1, slot
+// count and size within the peer's advertised limits, range below 2^53) and queued as SWITCH at
+// the head of the control queue; the new epoch becomes current the moment SWITCH is posted, so
+// every write posted after it is for the new slots and every one before it for the old ones
+// (rc order does the rest). Whether the rkey really is the peer's to grant only the peer's
+// device can tell: a write it refuses completes with a remote access error and the channel
+// fails with ERR_PROTOCOL, nothing written.
+import { CHAN_EPOCH_MOD, CHAN_MAX_SLOTS, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
+import { INLINE_MAX, type Link, WrKind } from './link.js';
+import type { Outcome, Region, Seg } from './ports.js';
+import { dataImm, type Grant, type Hdr, type Hello, packRecords, RECORD_HDR, RECORD_MAX } from './wire.js';
+
+export interface TxEpoch {
+  epoch: number;
+  phase: number;
+  slots: number;
+  slotSize: number;
+  addr: number;
+  rkey: number;
+  next: number;
+  credits: number;
+  /** Data messages written in this epoch (SWITCH carries it). */
+  written: number;
+  /** Staging for writes above the scratch: one inline slot, or one slot per peer slot. */
+  stage: Region | undefined;
+  stageInline: boolean;
+  /** Per slot: a non-inline write from it is in flight. */
+  busy: Uint8Array | undefined;
+  /** Writes from the stage not yet completed (it is deregistered only at 0). */
+  busyCount: number;
+}
+
+interface WriteRec {
+  wrId: number;
+  /** First seq; a packed write carries count consecutive ones. */
+  seq: number;
+  count: number;
+  tx: TxEpoch;
+  slot: number;
+  staged: boolean;
+  len: number;
+}
+
+interface OfferRec {
+  seq: number;
+  seq16: number;
+  region: Region;
+  len: number;
+  posted: boolean;
+}
+
+interface OutMsg {
+  seq: number;
+  bytes: Uint8Array;
+  value: boolean;
+}
+
+export interface PeerLimits {
+  window: number;
+  maxEager: number;
+  maxMessage: number;
+}
+
+export interface OutboundStats {
+  peerPhase: number;
+  peerEpoch: number;
+  sendEagerSize: number;
+  messagesSent: number;
+  bytesSent: number;
+  eagerSent: number;
+  rendezvousSent: number;
+  enlargeRequests: number;
+  /** Writes that carried several messages in one slot. */
+  packedWrites: number;
+  queued: number;
+  inFlight: number;
+}
+
+/** Offers outstanding at once (each holds a registered copy of its message). */
+export const MAX_OFFERS = 4;
+
+export class Outbound {
+  readonly #l: Link;
+  peer: PeerLimits | undefined;
+  tx: TxEpoch | undefined;
+  /** A GRANT whose SWITCH is queued. */
+  #switching: Grant | undefined;
+  #enlarge: { need: number; deadline: number } | undefined;
+  /** The peer refused to enlarge: send what does not fit by rendezvous until the next GRANT. */
+  #denied = false;
+  readonly #queue: OutMsg[] = [];
+  /** Data writes awaiting their completion, in posting order (completions come in that order). */
+  readonly #writes: WriteRec[] = [];
+  /** Rendezvous messages offered and not yet DONE (at most MAX_OFFERS). */
+  readonly #offers: OfferRec[] = [];
+  readonly #retired: TxEpoch[] = [];
+  nextSeq = 0;
+  peerConsumed = 0;
+  #messagesSent = 0;
+  #bytesSent = 0;
+  #eagerSent = 0;
+  #rendezvousSent = 0;
+  #enlargeRequests = 0;
+  #packedWrites = 0;
+
+  constructor(l: Link) {
+    this.#l = l;
+  }
+
+  /** Sends accepted and not yet placed. */
+  get outstanding(): number {
+    return this.#queue.length + this.#writes.length + this.#offers.length;
+  }
+
+  get registeredBytes(): number {
+    let n = this.tx?.stage?.length ?? 0;
+    for (const t of this.#retired) n += t.stage?.length ?? 0;
+    for (const o of this.#offers) n += o.region.length;
+    return n;
+  }
+
+  onHello(h: Hello, g: Grant): void {
+    this.peer = { window: h.window, maxEager: h.maxEager, maxMessage: h.maxMessage };
+    this.#activate(g);
+  }
+
+  /** Accept a message; returns its seq. The caller checked it against peer.maxMessage. */
+  enqueue(bytes: Uint8Array, value: boolean): number {
+    const seq = this.nextSeq++;
+    this.#queue.push({ seq, bytes, value });
+    return seq;
+  }
+
+  // ---- the pump -----------------------------------------------------------------------------
+
+  pump(now: number): void {
+    const l = this.#l;
+    const tx = this.tx;
+    const peer = this.peer;
+    if (!tx || !peer || !l.live) return;
+    let need = 0;
+    let stalled = 0;
+    const limit = this.peerConsumed + peer.window;
+    for (let i = 0; i < this.#queue.length && l.live; ) {
+      const m = this.#queue[i]!;
+      // Everything after a message outside the window is outside it too.
+      if (m.seq >= limit) break;
+      const len = m.bytes.length;
+      const t = this.tx!;
+      if (len <= t.slotSize) {
+        const n = this.#packable(t, i, limit);
+        if (this.#postEager(t, i, n)) this.#queue.splice(i, n);
+        else {
+          stalled += len;
+          i++;
+        }
+        continue;
+      }
+      if (len <= peer.maxEager && !this.#denied) {
+        need = Math.max(need, len);
+        i++;
+        continue;
+      }
+      if (this.#offer(m)) this.#queue.splice(i, 1);
+      else i++;
+    }
+    // A backlog of small messages larger than all the slots can hold at once enlarges too: the
+    // next phase's bigger slots carry more of them per write (packed) and per credit round
+    // trip. Memory follows the rate as well as the size, and shrink after idle undoes it.
+    const tx2 = this.tx!;
+    if (need === 0 && !this.#denied && stalled > tx2.slots * tx2.slotSize && peer.maxEager > tx2.slotSize) need = tx2.slotSize + 1;
+    if (need > 0 && !this.#enlarge && !this.#switching && l.live) {
+      this.#enlarge = { need, deadline: now + l.o.timeoutMs };
+      this.#enlargeRequests++;
+      l.queueCtrl({ make: () => ({ type: ChanType.Enlarge, need, epoch: this.tx!.epoch }) });
+    }
+  }
+
+  /**
+   * How many queued messages from i on go in one slot: the run of consecutive seqs (inside the
+   * window) whose records fit it. 1: the message goes alone, unpacked.
+   */
+  #packable(t: TxEpoch, i: number, limit: number): number {
+    const q = this.#queue;
+    const first = q[i]!;
+    if (first.bytes.length > RECORD_MAX) return 1;
+    let total = RECORD_HDR + first.bytes.length;
+    let n = 1;
+    for (let j = i + 1; j < q.length && n < 256; j++, n++) {
+      const m = q[j]!;
+      if (m.seq !== first.seq + n || m.seq >= limit || m.bytes.length > RECORD_MAX) break;
+      if (total + RECORD_HDR + m.bytes.length > t.slotSize) break;
+      total += RECORD_HDR + m.bytes.length;
+    }
+    return n;
+  }
+
+  /** Write queue[i .. i+n) into the next slot (packed when n > 1); false when it cannot go now. */
+  #postEager(t: TxEpoch, i: number, n: number): boolean {
+    const l = this.#l;
+    if (t.credits === 0) return false;
+    const slot = t.next;
+    const first = this.#queue[i]!;
+    const packed = n > 1;
+    const bytes = packed ? packRecords(this.#queue.slice(i, i + n)) : first.bytes;
+    const len = bytes.length;
+    let local: Seg | undefined;
+    let inline: Uint8Array | undefined;
+    let staged = false;
+    if (len === 0) local = undefined;
+    else if (len <= l.scratch.len) {
+      local = { region: l.scratch.region, off: l.scratch.off, len };
+      inline = bytes;
+    } else if (t.stageInline) {
+      // Inline, but the post may come later in this step than a SWITCH that retires the
+      // stage: it stays registered until the write completes.
+      local = { region: t.stage!, off: 0, len };
+      inline = bytes;
+      t.busyCount++;
+      staged = true;
+    } else {
+      // Not inline: the engine reads the staging until the write completes.
+      if (t.busy![slot]) return false;
+      t.busy![slot] = 1;
+      t.busyCount++;
+      staged = true;
+      local = { region: t.stage!, off: slot * t.slotSize, len };
+      l.ports.write(local.region, local.off, bytes);
+    }
+    let msgLen = 0;
+    for (let k = i; k < i + n; k++) msgLen += this.#queue[k]!.bytes.length;
+    t.credits--;
+    t.next = (slot + 1) % t.slots;
+    t.written++;
+    const wrId = l.newWr(WrKind.Data);
+    this.#writes.push({ wrId, seq: first.seq, count: n, tx: t, slot, staged, len: msgLen });
+    l.emit({
+      t: 'write', wrId, local, ...(inline ? { bytes: inline } : {}),
+      remoteAddr: t.addr + slot * t.slotSize, rkey: t.rkey, imm: dataImm(t.epoch, !packed && first.value, slot, first.seq % CHAN_SEQ_MOD, packed),
+    });
+    return true;
+  }
+
+  #offer(m: OutMsg): boolean {
+    const l = this.#l;
+    if (this.#offers.length >= MAX_OFFERS) return false;
+    const len = m.bytes.length;
+    const region = l.ports.reg(len, 'source');
+    if (!region) {
+      if (this.#offers.length === 0 && this.#writes.length === 0) l.fail('memory', `no device memory to expose a ${len}-byte message`);
+      return false;
+    }
+    l.ports.write(region, 0, m.bytes);
+    const seq16 = m.seq % CHAN_SEQ_MOD;
+    const o: OfferRec = { seq: m.seq, seq16, region, len, posted: false };
+    this.#offers.push(o);
+    l.queueCtrl({
+      make: () => ({ type: ChanType.Offer, seq: seq16, length: len, rkey: region.rkey, addr: region.addr, value: m.value }),
+      onPost: () => {
+        o.posted = true;
+      },
+    });
+    return true;
+  }
+
+  // ---- from the peer ------------------------------------------------------------------------
+
+  onCredits(h: Hdr): void {
+    const l = this.#l;
+    const t = this.tx;
+    if (!t) return;
+    if (h.epoch === t.epoch && h.slotCredits > 0) {
+      t.credits += h.slotCredits;
+      if (t.credits > t.slots) return l.fail('protocol', `slot credits for epoch ${t.epoch} exceed its ${t.slots} slots`);
+    }
+    const c = this.peerConsumed + ((h.consumed - this.peerConsumed) & (CHAN_SEQ_MOD - 1));
+    if (c > this.nextSeq) return l.fail('protocol', `the peer says it consumed seq ${h.consumed}, which was never sent`);
+    this.peerConsumed = c;
+  }
+
+  onGrant(g: Grant | undefined, now: number): void {
+    const l = this.#l;
+    const t = this.tx;
+    const peer = this.peer;
+    if (!t || !peer) return l.fail('protocol', 'GRANT before HELLO');
+    if (this.#switching) return l.fail('protocol', 'a second GRANT before the first was fenced');
+    if (!g) {
+      this.#denied = true;
+      this.#enlarge = undefined;
+      this.pump(now);
+      return;
+    }
+    const why = checkGrant(g, (t.epoch + 1) % CHAN_EPOCH_MOD, peer.maxEager);
+    if (why) return l.fail('protocol', `GRANT refused: ${why}`);
+    this.#switching = g;
+    l.queueCtrl(
+      {
+        make: () => ({ type: ChanType.Switch, epoch: g.epoch, count: this.tx!.written >>> 0 }),
+        onPost: () => this.#activate(g),
+      },
+      true,
+    );
+  }
+
+  onDone(seq16: number, now: number): void {
+    const l = this.#l;
+    const i = this.#offers.findIndex((x) => x.seq16 === seq16 && x.posted);
+    if (i < 0) return l.fail('protocol', `DONE for seq ${seq16}, which has no offer outstanding`);
+    const o = this.#offers[i]!;
+    this.#offers.splice(i, 1);
+    l.ports.dereg(o.region);
+    this.#messagesSent++;
+    this.#bytesSent += o.len;
+    this.#rendezvousSent++;
+    l.emit({ t: 'placed', seq: o.seq });
+    this.pump(now);
+  }
+
+  onWriteDone(wrId: number, r: Outcome, now: number): void {
+    const l = this.#l;
+    // Completions of one send queue come in posting order: this is nearly always the head.
+    const i = this.#writes[0]?.wrId === wrId ? 0 : this.#writes.findIndex((x) => x.wrId === wrId);
+    if (i < 0) return;
+    const w = this.#writes[i]!;
+    this.#writes.splice(i, 1);
+    if (w.staged) {
+      if (w.tx.busy) w.tx.busy[w.slot] = 0;
+      w.tx.busyCount--;
+      this.#sweepRetired();
+    }
+    if (!r.ok) {
+      if (r.why === 'remote') return l.fail('protocol', `the peer refused a write into slot ${w.slot} of epoch ${w.tx.epoch} it granted (${r.status})`);
+      if (r.why === 'rnr') return l.fail('protocol', `the peer had no receive posted for a credited message (${r.status})`);
+      return l.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `write failed: ${r.status}`);
+    }
+    this.#messagesSent += w.count;
+    this.#bytesSent += w.len;
+    this.#eagerSent += w.count;
+    if (w.count > 1) this.#packedWrites++;
+    for (let k = 0; k < w.count; k++) l.emit({ t: 'placed', seq: w.seq + k });
+    this.pump(now);
+  }
+
+  #activate(g: Grant): void {
+    const l = this.#l;
+    const old = this.tx;
+    let stage: Region | undefined;
+    let stageInline = false;
+    let busy: Uint8Array | undefined;
+    if (g.slotSize > l.scratch.len) {
+      stageInline = g.slotSize <= INLINE_MAX;
+      stage = l.ports.reg(stageInline ? g.slotSize : g.slots * g.slotSize, 'stage');
+      if (!stage) return l.fail('memory', `no device memory to stage writes of ${g.slotSize} bytes`);
+      if (!stageInline) busy = new Uint8Array(g.slots);
+    }
+    this.tx = {
+      epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, addr: g.addr, rkey: g.rkey,
+      next: 0, credits: g.slots, written: 0, stage, stageInline, busy, busyCount: 0,
+    };
+    this.#switching = undefined;
+    this.#denied = false;
+    if (this.#enlarge && g.slotSize >= this.#enlarge.need) this.#enlarge = undefined;
+    if (old?.stage) {
+      this.#retired.push(old);
+      this.#sweepRetired();
+    }
+  }
+
+  #sweepRetired(): void {
+    for (let i = this.#retired.length - 1; i >= 0; i--) {
+      const t = this.#retired[i]!;
+      if (t.busyCount > 0) continue;
+      this.#l.ports.dereg(t.stage!);
+      this.#retired.splice(i, 1);
+    }
+  }
+
+  // ---- time, teardown -----------------------------------------------------------------------
+
+  tick(now: number): void {
+    if (this.#enlarge && now >= this.#enlarge.deadline) {
+      this.#l.fail('timeout', `the peer did not answer an enlargement (ENLARGE for ${this.#enlarge.need} bytes) within ${this.#l.o.timeoutMs} ms`);
+    }
+  }
+
+  deadline(): number | undefined {
+    return this.#enlarge?.deadline;
+  }
+
+  releaseMemory(): void {
+    const d = this.#l.ports;
+    if (this.tx?.stage) d.dereg(this.tx.stage);
+    if (this.tx) this.tx.stage = undefined;
+    for (const t of this.#retired) d.dereg(t.stage!);
+    this.#retired.length = 0;
+    for (const o of this.#offers) d.dereg(o.region);
+    this.#offers.length = 0;
+    this.#queue.length = 0;
+    this.#writes.length = 0;
+  }
+
+  stats(): OutboundStats {
+    return {
+      peerPhase: this.tx?.phase ?? 0,
+      peerEpoch: this.tx?.epoch ?? 0,
+      sendEagerSize: this.tx?.slotSize ?? 0,
+      messagesSent: this.#messagesSent,
+      bytesSent: this.#bytesSent,
+      eagerSent: this.#eagerSent,
+      rendezvousSent: this.#rendezvousSent,
+      enlargeRequests: this.#enlargeRequests,
+      packedWrites: this.#packedWrites,
+      queued: this.#queue.length,
+      inFlight: this.#writes.length + this.#offers.length,
+    };
+  }
+}
+
+/** Why a GRANT cannot be used (undefined: it can). */
+export function checkGrant(g: Grant, epoch: number, maxEager: number): string | undefined {
+  if (g.epoch !== epoch) return `epoch ${g.epoch}, expected ${epoch}`;
+  if (g.slots < 1 || g.slots > CHAN_MAX_SLOTS) return `${g.slots} slots (1..${CHAN_MAX_SLOTS})`;
+  if (g.slotSize < 1 || g.slotSize > maxEager) return `slot size ${g.slotSize} (1..${maxEager}, the peer's own maxEager)`;
+  const len = g.slots * g.slotSize;
+  if (len > 0xffff_ffff) return `${len} bytes of slots`;
+  if (g.addr + len > Number.MAX_SAFE_INTEGER) return 'range beyond 2^53';
+  return undefined;
+}
