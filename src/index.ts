@@ -17,3 +17,5 @@ export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/
 export type { BridgeInit } from './transport/inproc/bridge.js';
 export { listen, connect, connectionInfo, CmListener } from './cm/index.js';
 export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo } from './cm/index.js';
+export { serveFiles, FileServer, FileClient, FileError, createRemoteReadStream, createRemoteWriteStream } from './files/index.js';
+export type { ServeOptions, FileServerStats, Provider, ConnectOptions, OpenOptions, RemoteFile, OpOptions, TransferResult, DirEntry, NegotiatedLimits, ServerLimits } from './files/index.js';

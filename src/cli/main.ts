@@ -8,6 +8,7 @@ import { printStress, runStress } from './stress/index.js';
 import { runStart } from './start.js';
 import { kernelReport } from './kernels.js';
 import { UsageError } from './usage.js';
+import { runFilesCommand } from './files/index.js';
 
 const HELP = `usage: sabre <command> [options]
 
@@ -17,6 +18,9 @@ commands:
   stress        a worker-pool stress test that checks every byte (sabre stress --help)
   start         the default job (npm start): a loopback write_bw and a short stress run
   kernels       data-plane kernel self-check and throughput (CRC32C, XXH3-128)
+  serve DIR     serve a directory over the file service (M6); get, put, ls are its clients
+  get / put     download / upload a file: sabre get HOST:PORT/PATH LOCAL, sabre put LOCAL HOST:PORT/PATH
+  ls            list a served directory: sabre ls HOST:PORT[/DIR]
 
 Run 'sabre <command> --help' for the options of a command.`;
 
@@ -59,6 +63,8 @@ async function main(argv: string[]): Promise<number> {
       if (wantsHelp) return out('usage: sabre kernels\n\nSelf-check the data-plane kernels against known vectors and print their throughput.'), 0;
       if (rest.length > 0) throw new UsageError(`kernels takes no arguments, got '${rest[0]}'`);
       return kernelReport(out);
+    case 'serve': case 'get': case 'put': case 'ls':
+      return runFilesCommand(cmd, rest, out);
     default:
       throw new UsageError(`unknown command '${cmd}' (try 'sabre --help')`);
   }
