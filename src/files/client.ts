@@ -515,8 +515,40 @@ export class FileClient {
     this.#ok(d, `close ${f.path}`);
   }
 
+  /**
+   * Cancel an operation this client started (the promise read / readv / write / writev / get /
+   * put returned): its requests still waiting are dropped, those at the server are cancelled
+   * there (a read in progress drops its data), and the promise rejects with
+   * ERR_FILE_CANCELLED — or settles with its result if it was too late. False: not ours, or done.
+   */
+  cancel(op: Promise<unknown>): boolean {
+    const ac = this.#controllers.get(op);
+    if (!ac || ac.signal.aborted) return false;
+    ac.abort();
+    return true;
+  }
+
+  readonly #controllers = new WeakMap<Promise<unknown>, AbortController>();
+
+  /** Run `fn` with a signal that aborts on the caller's signal or on cancel(promise). */
+  #track<T>(o: { signal?: AbortSignal }, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const ac = new AbortController();
+    if (o.signal) {
+      if (o.signal.aborted) ac.abort();
+      else o.signal.addEventListener('abort', () => ac.abort(), { once: true });
+    }
+    const p = fn(ac.signal);
+    this.#controllers.set(p, ac);
+    p.then(() => this.#controllers.delete(p), () => this.#controllers.delete(p));
+    return p;
+  }
+
   /** Read up to `length` bytes at `position` (fewer at the end of the file). */
-  async read(f: RemoteFile, position: number, length: number, o: OpOptions = {}): Promise<Uint8Array> {
+  read(f: RemoteFile, position: number, length: number, o: OpOptions = {}): Promise<Uint8Array> {
+    return this.#track(o, (signal) => this.#read(f, position, length, { ...o, signal }));
+  }
+
+  async #read(f: RemoteFile, position: number, length: number, o: OpOptions): Promise<Uint8Array> {
     const out = new Uint8Array(length);
     const n = await this.readInto(f, position, out, o);
     return n === length ? out : out.slice(0, n);
@@ -557,7 +589,11 @@ export class FileClient {
    * Vectored read: one request, the server RDMA-writes each piece. `collapse` (default true):
    * the pieces land back to back in one sink run.
    */
-  async readv(f: RemoteFile, pieces: { position: number; length: number }[], o: OpOptions & { collapse?: boolean } = {}): Promise<Uint8Array[]> {
+  readv(f: RemoteFile, pieces: { position: number; length: number }[], o: OpOptions & { collapse?: boolean } = {}): Promise<Uint8Array[]> {
+    return this.#track(o, (signal) => this.#readv(f, pieces, { ...o, signal }));
+  }
+
+  async #readv(f: RemoteFile, pieces: { position: number; length: number }[], o: OpOptions & { collapse?: boolean }): Promise<Uint8Array[]> {
     this.#check();
     const max = this.limits.maxReadWriteSize;
     const total = pieces.reduce((a, p) => a + p.length, 0);
@@ -590,7 +626,11 @@ export class FileClient {
   }
 
   /** Write `data` at `position` (split into Sends of at most maxWriteSize); returns the bytes written. */
-  async write(f: RemoteFile, position: number, data: Uint8Array, o: OpOptions = {}): Promise<number> {
+  write(f: RemoteFile, position: number, data: Uint8Array, o: OpOptions = {}): Promise<number> {
+    return this.#track(o, (signal) => this.#write(f, position, data, { ...o, signal }));
+  }
+
+  async #write(f: RemoteFile, position: number, data: Uint8Array, o: OpOptions): Promise<number> {
     this.#check();
     const max = this.limits.maxWriteSize;
     const parts: Promise<number>[] = [];
@@ -619,7 +659,11 @@ export class FileClient {
   }
 
   /** Vectored write: the pieces are gathered into one Send (the Collapse flag). */
-  async writev(f: RemoteFile, pieces: { position: number; data: Uint8Array }[], o: OpOptions = {}): Promise<number> {
+  writev(f: RemoteFile, pieces: { position: number; data: Uint8Array }[], o: OpOptions = {}): Promise<number> {
+    return this.#track(o, (signal) => this.#writev(f, pieces, { ...o, signal }));
+  }
+
+  async #writev(f: RemoteFile, pieces: { position: number; data: Uint8Array }[], o: OpOptions): Promise<number> {
     this.#check();
     const total = pieces.reduce((a, p) => a + p.data.length, 0);
     if (pieces.length === 0 || pieces.length > this.limits.maxVectors || total > this.limits.maxWriteSize) {
@@ -663,7 +707,11 @@ export class FileClient {
   }
 
   /** Download `remote` into the local file `local` (written to `local`.part, renamed at the end). */
-  async get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+  get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+    return this.#track(o, (signal) => this.#get(remote, local, { ...o, signal }));
+  }
+
+  async #get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {
     const t0 = performance.now();
     const f = await this.open(remote);
     const tmp = `${local}.sabre-part`;
@@ -682,7 +730,7 @@ export class FileClient {
           while (w < n) w += (await fsWrite(fd, view, w, n - w, pos + w)).bytesWritten;
           done += n;
           o.onProgress?.(done, f.size);
-        }, o.signal ? { signal: o.signal } : {}).then((n) => {
+        }, { signal: o.signal }).then((n) => {
           if (n !== len) throw new FileError(LocalCode.ProtocolError, `get ${remote}: the file shrank while it was read`);
         }).catch((e) => {
           failed ??= e;
@@ -702,12 +750,17 @@ export class FileClient {
       if (!ok) {
         await promisify(fs.close)(fd).catch(() => {});
         await fs.promises.unlink(tmp).catch(() => {});
+        if (!this.#failure && !this.#closed) await this.close(f).catch(() => {});
       }
     }
   }
 
   /** Upload the local file `local` to `remote` (a Replace open: the name appears complete or not at all). */
-  async put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+  put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+    return this.#track(o, (signal) => this.#put(local, remote, { ...o, signal }));
+  }
+
+  async #put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {
     const t0 = performance.now();
     const fd = await promisify(fs.open)(local, 'r');
     try {
@@ -726,7 +779,7 @@ export class FileClient {
             if (n === 0) throw new FileError('ERR_FILE_IO_ERROR', `put ${local}: the file shrank while it was read`);
             r += n;
           }
-        }, o.signal ? { signal: o.signal } : {}).then((n) => {
+        }, { signal: o.signal }).then((n) => {
           done += n;
           o.onProgress?.(done, size);
         }).catch((e) => {

@@ -143,3 +143,54 @@ describe.each(['udp', 'tcp'] as const)('file service over %s', (transport) => {
     await until(() => srv.stats().sessions === 1 && srv.stats().liveConnections === 1, 5000, 'the second session to be freed');
   });
 });
+
+describe('cancel(op) and DeltaCredit over real sockets', () => {
+  it('cancel() of a get stops it: ERR_FILE_CANCELLED, no local file, the remote file closed', async () => {
+    const dir = tempDir('cancel');
+    const local = tempDir('cancel-local');
+    randomFile(join(dir, 'big.bin'), 64 << 20);
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
+    try {
+      let p: Promise<unknown> | undefined;
+      p = c.get('big.bin', join(local, 'big.bin'), { onProgress: (d) => d >= 4 << 20 && c.cancel(p!) });
+      const e = await p.then(() => undefined, (x: { code: string }) => x);
+      expect(e?.code).toBe('ERR_FILE_CANCELLED');
+      expect(c.cancel(p)).toBe(false);
+      expect(fs.readdirSync(local)).toEqual([]);
+      await until(() => srv.stats().openFiles === 0, 5000, 'the remote file to be closed');
+      expect(srv.stats().cancelled).toBeGreaterThan(0);
+      // The connection goes on.
+      expect((await c.list()).map((x) => x.name)).toEqual(['big.bin']);
+    } finally {
+      await c.end();
+      await srv.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(local, { recursive: true, force: true });
+    }
+  });
+
+  it('the server lowers every client\'s credits (DeltaCredit −N): the client retires them and transfers go on, then raises them again', async () => {
+    const dir = tempDir('delta');
+    const local = tempDir('delta-local');
+    const sum = randomFile(join(dir, 'f.bin'), 8 << 20);
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['udp'], limits: { credits: 16 } });
+    const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp' });
+    try {
+      await until(() => c.stats().credits >= 8, 5000, 'the initial grant');
+      srv.setCredits(3);
+      await until(() => srv.stats().creditsRetired > 0 && c.stats().retireAcks === c.stats().retired && c.stats().credits <= 3, 5000, 'the credits to be retired');
+      expect(c.stats().retired).toBeGreaterThanOrEqual(5);
+      await c.get('f.bin', join(local, 'a.bin'));
+      expect(sha256File(join(local, 'a.bin'))).toBe(sum);
+      srv.setCredits(16);
+      await c.put(join(local, 'a.bin'), 'b.bin');
+      expect(sha256File(join(dir, 'b.bin'))).toBe(sum);
+    } finally {
+      await c.end();
+      await srv.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(local, { recursive: true, force: true });
+    }
+  });
+});
