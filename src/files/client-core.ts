@@ -185,10 +185,12 @@ export class ClientConnection {
     const h = decodeHeader(b);
     if (!h.ok) return this.#malformed(h.error);
     const hdr = h.value;
-    const d = decodeBody(hdr, b);
-    if (!d.ok) return this.#malformed(d.error);
+    // The grant counts as soon as the header is readable: the server has counted it as given,
+    // whatever the body turns out to be (dropping it would leak credits for good).
     this.credits.granted(hdr.creditsGranted);
     this.credits.peerTarget = hdr.creditsRequested;
+    const d = decodeBody(hdr, b);
+    if (!d.ok) return this.#malformed(d.error);
     const body = d.value;
     switch (body.op) {
       case FileOp.AuthenticateResponse: {
@@ -242,15 +244,17 @@ export class ClientConnection {
     const p = this.#bySlot.get(slot);
     const h = decodeHeader(b.subarray(0, STATUS_BLOCK_LEN));
     if (!h.ok) return this.#malformed(h.error);
-    const d = decodeBody(h.value, b.subarray(0, STATUS_BLOCK_LEN));
-    if (!d.ok || d.value.op !== FileOp.Completion) return this.#malformed(d.ok ? 'a status block that is not a Completion' : d.error);
     const hdr = h.value;
+    // As in receive(): the grant is real once the header reads, matched or not. (Polled blocks
+    // are read only for a request outstanding in that slot, so none is counted twice.)
+    this.credits.granted(hdr.creditsGranted);
+    this.credits.peerTarget = hdr.creditsRequested;
+    const d = decodeBody(hdr, b.subarray(0, STATUS_BLOCK_LEN));
+    if (!d.ok || d.value.op !== FileOp.Completion) return this.#malformed(d.ok ? 'a status block that is not a Completion' : d.error);
     const body = d.value;
     if (!p || !p.sent || hdr.requestId !== p.id || body.seal !== p.id || hdr.slot !== slot) {
       return this.#malformed(`status block in slot ${slot} for request ${hdr.requestId} matches nothing outstanding`);
     }
-    this.credits.granted(hdr.creditsGranted);
-    this.credits.peerTarget = hdr.creditsRequested;
     this.#bySlot.delete(slot);
     this.#byId.delete(p.id);
     this.#freeSlots.push(slot);

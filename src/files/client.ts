@@ -9,6 +9,7 @@
 //   const bytes = await c.read(f, 0, 4096);
 //   await c.close(f); await c.end();
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import fs from 'node:fs';
 import net from 'node:net';
 import { promisify } from 'node:util';
@@ -349,6 +350,13 @@ export class FileClient {
     }
   }
 
+  /** A polled block is read exactly once: the slot is cleared as it is handed over (its grant counts once). */
+  #consumeBlock(slot: number, b: Uint8Array): void {
+    const copy = b.slice();
+    b.fill(0);
+    this.#core.statusBlock(slot, copy, false);
+  }
+
   #slot(slot: number): Uint8Array {
     return this.#status.buffer.subarray(slot * FILE_SLOT_BYTES, slot * FILE_SLOT_BYTES + STATUS_BLOCK_LEN);
   }
@@ -372,7 +380,7 @@ export class FileClient {
       }
       case 'check': {
         const b = this.#slot(a.slot);
-        if (sealOf(b) === a.id) this.#core.statusBlock(a.slot, b.slice(), false);
+        if (sealOf(b) === a.id) this.#consumeBlock(a.slot, b);
         else {
           // rc ordering says the block is there; if it is not, look again rather than wait forever.
           const w = this.#waiting.get(a.id);
@@ -448,9 +456,14 @@ export class FileClient {
         };
         o.signal.addEventListener('abort', onAbort, { once: true });
         const done = w.resolve;
+        const failed = w.reject;
         w.resolve = (d) => {
           o.signal!.removeEventListener('abort', onAbort);
           done(d);
+        };
+        w.reject = (e) => {
+          o.signal!.removeEventListener('abort', onAbort);
+          failed(e);
         };
       }
       this.#run();
@@ -473,7 +486,7 @@ export class FileClient {
       for (const { slot, id } of this.#core.pollingSlots()) {
         const b = this.#slot(slot);
         if (sealOf(b) === id) {
-          this.#core.statusBlock(slot, b.slice(), false);
+          this.#consumeBlock(slot, b);
           continue;
         }
         const w = this.#waiting.get(id);
@@ -533,15 +546,34 @@ export class FileClient {
   /** Run `fn` with a signal that aborts on the caller's signal or on cancel(promise). */
   #track<T>(o: { signal?: AbortSignal }, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const ac = new AbortController();
-    if (o.signal) {
-      if (o.signal.aborted) ac.abort();
-      else o.signal.addEventListener('abort', () => ac.abort(), { once: true });
+    // One listener per request in flight (a get keeps dozens): not a leak.
+    setMaxListeners(0, ac.signal);
+    const user = o.signal;
+    if (user?.aborted) ac.abort();
+    else if (user) {
+      // One listener on the caller's signal however many operations share it.
+      let set = this.#bySignal.get(user);
+      if (!set) {
+        const s = new Set<AbortController>();
+        set = s;
+        this.#bySignal.set(user, s);
+        user.addEventListener('abort', () => {
+          for (const x of s) x.abort();
+        }, { once: true });
+      }
+      set.add(ac);
     }
     const p = fn(ac.signal);
     this.#controllers.set(p, ac);
-    p.then(() => this.#controllers.delete(p), () => this.#controllers.delete(p));
+    const done = (): void => {
+      this.#controllers.delete(p);
+      if (user) this.#bySignal.get(user)?.delete(ac);
+    };
+    p.then(done, done);
     return p;
   }
+
+  readonly #bySignal = new WeakMap<AbortSignal, Set<AbortController>>();
 
   /** Read up to `length` bytes at `position` (fewer at the end of the file). */
   read(f: RemoteFile, position: number, length: number, o: OpOptions = {}): Promise<Uint8Array> {

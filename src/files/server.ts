@@ -100,6 +100,8 @@ class Conn {
   terminating = false;
   registered = 0;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** Released by the core while its terminal message was in flight. */
+  freeOnDestroy = false;
 
   constructor(srv: FileServer, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number) {
     this.srv = srv;
@@ -395,6 +397,12 @@ export class FileServer {
       case 'bound':
         return;
       case 'released':
+        // A terminal StatusResponse may still be on its way: free once the QP has gone (its
+        // completion, or the terminate timer).
+        if (c.terminating && !c.destroyed) {
+          c.freeOnDestroy = true;
+          return;
+        }
         return this.#free(c);
     }
   }
@@ -531,6 +539,7 @@ export class FileServer {
     if (!c.core.state.startsWith('clos')) c.core.close();
     this.#destroyQp(c);
     this.#run(c);
+    if (c.freeOnDestroy) this.#free(c);
   }
 
   /** Everything the connection held (after its file-system work drained). */

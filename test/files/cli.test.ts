@@ -143,6 +143,26 @@ describe('sabre serve: token, read-only, a server killed mid-transfer', () => {
     }
   });
 
+  it('without --transport the client offers udp then tcp: a tcp-only server is reached over tcp', async () => {
+    const dir = tempDir('cli-fallback');
+    const local = tempDir('cli-fallback-local');
+    fs.writeFileSync(join(dir, 'f'), 'fallback');
+    const s = await spawnServer(dir, ['--transport', 'tcp'], { SABRE_TOKEN: TOKEN });
+    try {
+      const r = await sabre(['get', `127.0.0.1:${s.port}/f`, join(local, 'f'), '--json'], { env: { SABRE_TOKEN: TOKEN } });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).transport).toBe('tcp');
+      expect(fs.readFileSync(join(local, 'f'), 'utf8')).toBe('fallback');
+      const only = await sabre(['ls', `127.0.0.1:${s.port}`, '--transport', 'udp'], { env: { SABRE_TOKEN: TOKEN } });
+      expect(only.code).toBe(1);
+      expect(oneLine(only.stderr)).toEqual(['sabre: ls: the server serves none of the providers asked for (udp)']);
+    } finally {
+      await killAndWait(s.child, 'SIGTERM');
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(local, { recursive: true, force: true });
+    }
+  });
+
   it('--read-only: a put is one line, exit 1, nothing created', async () => {
     const dir = tempDir('cli-ro');
     const local = tempDir('cli-ro-local');

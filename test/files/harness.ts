@@ -179,7 +179,11 @@ export class Harness {
         case 'check': {
           const at = this.statusAddr + x.slot * FILE_SLOT_BYTES;
           const b = this.mem.subarray(at, at + STATUS_BLOCK_LEN);
-          if (sealOf(b) === x.id) this.client.statusBlock(x.slot, b.slice(), false);
+          if (sealOf(b) === x.id) {
+            const copy = b.slice();
+            b.fill(0);
+            this.client.statusBlock(x.slot, copy, false);
+          }
           break;
         }
         case 'complete':
@@ -348,7 +352,11 @@ export class Harness {
     for (const { slot, id } of this.noPolling ? [] : this.client.pollingSlots()) {
       const at = this.statusAddr + slot * FILE_SLOT_BYTES;
       const b = this.mem.subarray(at, at + STATUS_BLOCK_LEN);
-      if (sealOf(b) === id) this.client.statusBlock(slot, b.slice(), false);
+      if (sealOf(b) === id) {
+        const copy = b.slice();
+        b.fill(0);
+        this.client.statusBlock(slot, copy, false);
+      }
     }
     this.#client(this.client.take());
     this.#server(this.server.take());

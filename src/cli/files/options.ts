@@ -24,7 +24,7 @@ Download REMOTE/PATH (relative to the served directory) into LOCALFILE (written 
 LOCALFILE.sabre-part and renamed when complete).
 
   --token T           the server's token (default: $SABRE_TOKEN)
-  --transport T       udp | tcp (default udp)
+  --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --json              print one JSON object: bytes, seconds, transport, …
   -h, --help          this help`,
   put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync]
@@ -33,7 +33,7 @@ Upload LOCALFILE to REMOTE/PATH. The server writes a temporary file and renames 
 name only when every byte is in it: an interrupted put never leaves a truncated file there.
 
   --token T           the server's token (default: $SABRE_TOKEN)
-  --transport T       udp | tcp (default udp)
+  --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --fsync             ask the server to fsync the file before the rename
   --json              print one JSON object: bytes, seconds, transport, …
   -h, --help          this help`,
@@ -42,7 +42,7 @@ name only when every byte is in it: an interrupted put never leaves a truncated 
 List a directory of the served tree (default: its top).
 
   --token T           the server's token (default: $SABRE_TOKEN)
-  --transport T       udp | tcp (default udp)
+  --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --json              print one JSON object { path, entries: [...] }
   -h, --help          this help`,
 };
@@ -65,7 +65,8 @@ export interface RemoteSpec {
 
 export interface ClientCli {
   token: string;
-  transport: FilesTransport;
+  /** Providers to offer, preferred first: the one given, or udp then tcp. */
+  transport: FilesTransport[];
   json: boolean;
   fsync: boolean;
 }
@@ -111,7 +112,7 @@ export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: Cli
   const token = tokenOf(values.token as string | undefined);
   if (!token) throw new UsageError(`${cmd} needs the server's token: --token T or SABRE_TOKEN`);
   return {
-    o: { token, transport: choice('--transport', values.transport as string | undefined, TRANSPORTS) ?? 'udp', json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false },
+    o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false },
     positionals,
   };
 }
