@@ -4,6 +4,7 @@
 // a usage error (one line on stderr).
 import { diagnosticsFromEnv } from '../metrics/diagnostics.js';
 import type { Command, Io } from './command.js';
+import { filesCommands } from './files/index.js';
 import { kernelsCommand } from './kernels.js';
 import { perfCommand } from './perf/command.js';
 import { startCommand } from './start.js';
@@ -16,6 +17,7 @@ export const COMMANDS: readonly Command[] = [
   stressCommand,
   startCommand,
   kernelsCommand,
+  ...filesCommands,
 ];
 
 function help(): string {

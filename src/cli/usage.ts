@@ -50,7 +50,7 @@ export function parseFlags(command: string, argv: string[], flags: readonly Flag
   return { values, positionals: parsed.positionals };
 }
 
-function usageFromParseArgs(command: string, e: unknown): Error {
+export function usageFromParseArgs(command: string, e: unknown): Error {
   const err = e as { code?: string; message?: string };
   const hint = `(try 'sabre ${command} --help')`;
   const quoted = /'([^']+)'/.exec(err.message ?? '')?.[1];

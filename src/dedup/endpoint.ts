@@ -9,7 +9,7 @@
 //
 // src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
 // WRITE into the receiver's landing zone).
-import { ErrorCode, SabreError } from '../index.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';

@@ -9,7 +9,7 @@
 // collision-resistant against someone who chooses the bytes.
 import { createHash } from 'node:crypto';
 import { DEDUP_HASH_BYTES, DedupHashAlg } from '../wire/spec.js';
-import { ErrorCode, SabreError } from '../index.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DedupMemory } from './memory.js';
 
 export type HashAlgName = 'xxh3-128' | 'sha256';

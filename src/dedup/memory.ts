@@ -6,7 +6,10 @@
 // `buffer` is a view into device memory, and DeviceMemory.of(view) names the memory it lies in.
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import { type Kernels } from '../dataplane/wasm.js';
-import { Access, type Device, ErrorCode, type ProtectionDomain, SabreError } from '../index.js';
+import { Access } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { Device } from '../verbs/device.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
 
 export interface DedupMemory {
   readonly kernels: Kernels;

@@ -8,10 +8,13 @@
 //
 // The landing zone of a receiver is a separate region (DedupLanding below): Access.RemoteWrite,
 // in device memory, so the place() kernel writes it directly (and, once hooked, hashes it).
-import {
-  Access, type CompletionQueue, ErrorCode, type MemoryRegion, Opcode, type ProtectionDomain, type QueuePair, SabreError,
-  WcOpcode, WcStatus, wcStatusName, type WorkCompletion,
-} from '../index.js';
+import { Access, Opcode, WcOpcode, WcStatus, wcStatusName } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { WorkCompletion } from '../core/work.js';
+import type { CompletionQueue } from '../verbs/cq.js';
+import type { MemoryRegion } from '../verbs/mr.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
+import type { QueuePair } from '../verbs/qp.js';
 import type { MessagePipe, RdmaWritePath } from './endpoint.js';
 
 export interface QpLinkOptions {

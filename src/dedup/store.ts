@@ -14,7 +14,7 @@
 // either, the least recently used unpinned entries go. Entries a transfer in progress relies on
 // are pinned (the receiver told its peer it holds them) and are never evicted; when only pinned
 // entries are left, an insert is refused and counted.
-import { ErrorCode, SabreError } from '../index.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
 import { DEDUP_COPY_DESC } from '../wire/spec.js';
 import { DeviceChunker } from './chunker.js';

@@ -20,7 +20,7 @@
 // placement kernel advances in-band — before the sender can write into it, and checks that ROUND
 // says what it predicted. Every chunk that arrives is verified against its announced hash before a
 // byte of it is used; a mismatch ends the transfer with an error on both sides.
-import { ErrorCode, SabreError } from '../index.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
 import { ChunkMap, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';

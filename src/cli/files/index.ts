@@ -1,0 +1,147 @@
+// `sabre serve / get / put / ls`: the file service (M6) from the command line. A failure is one
+// line on stderr and exit 1 (main.ts prints it); usage errors exit 2; progress goes to stderr,
+// and only when it is a terminal.
+import { randomBytes } from 'node:crypto';
+import { FileClient, type TransferResult } from '../../files/client.js';
+import { serveFiles } from '../../files/server.js';
+import { FileError } from '../../files/status.js';
+import type { Command } from '../command.js';
+import { UsageError } from '../usage.js';
+import { FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
+
+export const FILES_COMMANDS = ['serve', 'get', 'put', 'ls'] as const;
+export type FilesCommand = (typeof FILES_COMMANDS)[number];
+
+type Out = (line: string) => void;
+
+const SUMMARY: Record<FilesCommand, string> = {
+  serve: 'serve a directory over the file service (M6): sabre serve DIR',
+  get: 'download a file: sabre get HOST:PORT/PATH LOCAL',
+  put: 'upload a file: sabre put LOCAL HOST:PORT/PATH',
+  ls: 'list a served directory: sabre ls HOST:PORT[/DIR]',
+};
+
+/** The four rows of the command table (src/cli/main.ts). */
+export const filesCommands: readonly Command[] = FILES_COMMANDS.map((name) => ({
+  name,
+  summary: SUMMARY[name],
+  help: () => FILES_HELP[name],
+  run: (argv, io) => runFilesCommand(name, argv, io.out),
+}));
+
+/** Run one of the file-service commands; resolves with the exit status. */
+export async function runFilesCommand(cmd: FilesCommand, argv: string[], out: Out): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    out(FILES_HELP[cmd]);
+    return 0;
+  }
+  switch (cmd) {
+    case 'serve':
+      return serve(argv, out);
+    case 'get':
+    case 'put':
+      return transfer(cmd, argv, out);
+    case 'ls':
+      return ls(argv, out);
+  }
+}
+
+async function serve(argv: string[], out: Out): Promise<number> {
+  const o = parseServe(argv);
+  const token = o.token ?? randomBytes(18).toString('base64url');
+  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, token, readOnly: o.readOnly, fsync: o.fsync }).catch((e: NodeJS.ErrnoException) => {
+    throw new Error(e.code === 'ENOENT' || e.code === 'ENOTDIR' ? `serve: ${o.dir} is not a directory` : `serve: ${e.message}`);
+  });
+  const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
+  out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}`);
+  if (!o.token) out(`token: ${token}   (clients: --token ${token}, or SABRE_TOKEN)`);
+  process.send?.({ port: srv.address.port, token });
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await srv.close();
+  return 0;
+}
+
+/** A progress line on stderr, redrawn at most ten times a second; only on a terminal. */
+function progress(enabled: boolean): { update: (done: number, total: number) => void; end: () => void } {
+  if (!enabled) return { update: () => {}, end: () => {} };
+  const t0 = performance.now();
+  let last = 0;
+  let drawn = false;
+  return {
+    update(done, total) {
+      const now = performance.now();
+      if (now - last < 100 && done < total) return;
+      last = now;
+      drawn = true;
+      const pct = total > 0 ? ((100 * done) / total).toFixed(1) : '100.0';
+      const mbs = done / 1e6 / Math.max(1e-3, (now - t0) / 1000);
+      process.stderr.write(`\r  ${pct.padStart(5)}%  ${(done / 1e6).toFixed(1)} / ${(total / 1e6).toFixed(1)} MB  ${mbs.toFixed(1)} MB/s   `);
+    },
+    end() {
+      if (drawn) process.stderr.write('\n');
+    },
+  };
+}
+
+async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<number> {
+  const { o, positionals } = parseClient(argv, cmd);
+  const remoteArg = cmd === 'get' ? positionals[0]! : positionals[1]!;
+  const local = cmd === 'get' ? positionals[1]! : positionals[0]!;
+  const r = parseRemote(remoteArg, true);
+  const bar = progress(!o.json && process.stderr.isTTY === true);
+  let done = 0;
+  let total = 0;
+  const onProgress = (d: number, t: number): void => {
+    done = d;
+    total = t;
+    bar.update(d, t);
+  };
+  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport }).catch((e: Error) => {
+    throw new Error(`${cmd}: ${e.message}`);
+  });
+  let res: TransferResult;
+  try {
+    res = cmd === 'get' ? await c.get(r.path, local, { onProgress }) : await c.put(local, r.path, { onProgress, fsync: o.fsync });
+  } catch (e) {
+    bar.end();
+    const err = e as NodeJS.ErrnoException;
+    const where = total > 0 ? ` (after ${done} of ${total} bytes)` : '';
+    const msg = err instanceof FileError ? err.message : err.code === 'ENOENT' ? `${local}: no such file or directory` : err.message;
+    throw new Error(`${cmd}: ${msg}${where}`);
+  } finally {
+    await c.end().catch(() => {});
+  }
+  bar.end();
+  const mbPerS = res.bytes / 1e6 / Math.max(1e-9, res.seconds);
+  if (o.json) out(JSON.stringify({ command: cmd, bytes: res.bytes, seconds: res.seconds, transport: res.transport, mbPerS, remote: remoteArg, local }));
+  else out(`${cmd} ${remoteArg}: ${res.bytes} bytes in ${res.seconds.toFixed(3)} s (${mbPerS.toFixed(1)} MB/s, ${res.transport})`);
+  return 0;
+}
+
+async function ls(argv: string[], out: Out): Promise<number> {
+  const { o, positionals } = parseClient(argv, 'ls');
+  const r = parseRemote(positionals[0]!, false);
+  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport }).catch((e: Error) => {
+    throw new Error(`ls: ${e.message}`);
+  });
+  try {
+    const entries = await c.list(r.path).catch((e: Error) => {
+      throw new Error(`ls: ${e.message}`);
+    });
+    if (o.json) out(JSON.stringify({ path: `/${r.path}`, entries }));
+    else {
+      for (const e of entries) {
+        const t = e.type === 'directory' ? 'd' : e.type === 'symlink' ? 'l' : e.type === 'file' ? '-' : '?';
+        out(`${t} ${e.mode.toString(8).padStart(4, '0')} ${String(e.size).padStart(14)} ${new Date(e.mtimeMs).toISOString()} ${e.name}${e.type === 'directory' ? '/' : ''}`);
+      }
+    }
+    return 0;
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+export { UsageError };

@@ -1,0 +1,370 @@
+// The control pipe, sans-I/O: frame codec and the two ends' state machines. Fed with the bytes
+// the TCP socket read and a clock; they return what to write and what happened.
+//
+//   client                                   server
+//   Hello(Nc)                      →
+//                                  ←         Challenge(Ns)
+//   Proof(HMAC(token,…Nc‖Ns))      →         (constant-time check)
+//                                  ←         Welcome(status, HMAC(token,…server…))  — or close
+//   ResumeKeyRequest               →
+//                                  ←         ResumeKeyResponse(resume key: the session)
+//   NegotiateRequest(key, providers)→
+//                                  ←         NegotiateResponse(common providers, ports, keyId)
+//
+// The body length of each type is fixed (only NegotiateResponse has a tail, bounded by its own
+// length byte); a frame header announcing more than FILE_PIPE_MAX_BODY closes the pipe before
+// anything more is buffered.
+import {
+  FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
+  FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
+} from '../wire/spec.js';
+import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from './auth.js';
+import { bytesAt, readFields, writeFields } from './layout.js';
+import type { RandomBytes, Session, SessionTable } from './sessions.js';
+import { statusText } from './status.js';
+
+const HDR = FILE_PIPE_HDR.size;
+
+export interface PipeFrame {
+  type: number;
+  body: Uint8Array;
+}
+
+export function encodePipeFrame(type: number, body: Uint8Array = new Uint8Array(0)): Uint8Array {
+  const out = new Uint8Array(HDR + body.length);
+  writeFields(FILE_PIPE_HDR, out, 0, { length: body.length, type, version: FILE_VERSION });
+  out.set(body, HDR);
+  return out;
+}
+
+function body(layout: Parameters<typeof writeFields>[0], v: Record<string, number | Uint8Array>, tail?: Uint8Array): Uint8Array {
+  const b = new Uint8Array(layout.size + (tail?.length ?? 0));
+  writeFields(layout, b, 0, v);
+  if (tail) b.set(tail, layout.size);
+  return b;
+}
+
+/** Splits a byte stream into frames; a bad header makes `error` non-empty and stops it for good. */
+export class PipeReader {
+  #buf = new Uint8Array(0);
+  error = '';
+
+  push(chunk: Uint8Array): PipeFrame[] {
+    if (this.error) return [];
+    const joined = new Uint8Array(this.#buf.length + chunk.length);
+    joined.set(this.#buf);
+    joined.set(chunk, this.#buf.length);
+    const frames: PipeFrame[] = [];
+    let at = 0;
+    while (joined.length - at >= HDR) {
+      const h = readFields(FILE_PIPE_HDR, joined, at);
+      if (h.version !== FILE_VERSION) {
+        this.error = `pipe frame version ${h.version}, expected ${FILE_VERSION}`;
+        return frames;
+      }
+      if (h.length > FILE_PIPE_MAX_BODY) {
+        this.error = `pipe frame of ${h.length} bytes exceeds ${FILE_PIPE_MAX_BODY}`;
+        return frames;
+      }
+      if (joined.length - at - HDR < h.length) break;
+      frames.push({ type: h.type, body: joined.slice(at + HDR, at + HDR + h.length) });
+      at += HDR + h.length;
+    }
+    this.#buf = joined.slice(at);
+    // Bounded: at most one header and one maximal body wait here.
+    return frames;
+  }
+}
+
+export interface Offer {
+  /** Provider bits the server serves. */
+  providers: number;
+  udpPort: number;
+  tcpPort: number;
+  inprocId: string;
+}
+
+export interface PipeCounters {
+  pipesOpened: number;
+  pipeAuthFailed: number;
+  pipeMalformed: number;
+  pipeTimeouts: number;
+  negotiations: number;
+  noCommonProvider: number;
+}
+
+export const newPipeCounters = (): PipeCounters => ({ pipesOpened: 0, pipeAuthFailed: 0, pipeMalformed: 0, pipeTimeouts: 0, negotiations: 0, noCommonProvider: 0 });
+
+export type PipeServerAction = { t: 'write'; bytes: Uint8Array } | { t: 'close'; reason: string };
+
+export class PipeServer {
+  state: 'hello' | 'proof' | 'ready' | 'closed' = 'hello';
+  session: Session | undefined;
+  readonly #token: string;
+  readonly #sessions: SessionTable;
+  readonly #offer: Offer;
+  readonly #random: RandomBytes;
+  readonly #counters: PipeCounters;
+  readonly #reader = new PipeReader();
+  readonly #deadline: number;
+  #nc: Uint8Array = new Uint8Array(0);
+  #ns: Uint8Array = new Uint8Array(0);
+  #keyAsked = false;
+  actions: PipeServerAction[] = [];
+
+  constructor(o: { token: string; sessions: SessionTable; offer: Offer; random: RandomBytes; counters: PipeCounters; now: number; handshakeMs?: number }) {
+    this.#token = o.token;
+    this.#sessions = o.sessions;
+    this.#offer = o.offer;
+    this.#random = o.random;
+    this.#counters = o.counters;
+    this.#deadline = o.now + (o.handshakeMs ?? 5000);
+    o.counters.pipesOpened++;
+  }
+
+  /** When the handshake must be done by (tick at or after it). */
+  get deadline(): number {
+    return this.state === 'ready' || this.state === 'closed' ? Infinity : this.#deadline;
+  }
+
+  take(): PipeServerAction[] {
+    const a = this.actions;
+    this.actions = [];
+    return a;
+  }
+
+  tick(now: number): void {
+    if (now >= this.deadline) {
+      this.#counters.pipeTimeouts++;
+      this.#close('no authenticated handshake in time');
+    }
+  }
+
+  receive(chunk: Uint8Array, now: number): void {
+    if (this.state === 'closed') return;
+    for (const f of this.#reader.push(chunk)) {
+      this.#frame(f, now);
+      if (this.#closed()) return;
+    }
+    if (this.#reader.error) {
+      this.#counters.pipeMalformed++;
+      this.#close(this.#reader.error);
+    }
+  }
+
+  // A method, so the compiler does not narrow `state` across the frame handler's changes.
+  #closed(): boolean {
+    return this.state === 'closed';
+  }
+
+  #write(type: number, b?: Uint8Array): void {
+    this.actions.push({ t: 'write', bytes: encodePipeFrame(type, b) });
+  }
+
+  #close(reason: string): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.actions.push({ t: 'close', reason });
+  }
+
+  #malformed(why: string): void {
+    this.#counters.pipeMalformed++;
+    this.#close(why);
+  }
+
+  #frame(f: PipeFrame, now: number): void {
+    switch (this.state) {
+      case 'hello':
+        if (f.type !== FilePipeType.Hello || f.body.length !== FILE_PIPE_NONCE.size) return this.#malformed('expected Hello');
+        this.#nc = f.body.slice();
+        this.#ns = this.#random(FILE_NONCE_LEN);
+        this.#write(FilePipeType.Challenge, this.#ns);
+        this.state = 'proof';
+        return;
+      case 'proof': {
+        if (f.type !== FilePipeType.Proof || f.body.length !== FILE_PIPE_MAC.size) return this.#malformed('expected Proof');
+        const want = pipeClientProof(this.#token, this.#nc, this.#ns);
+        if (!sameBytes(want, bytesAt(FILE_PIPE_MAC, f.body, 0, 'mac'))) {
+          this.#counters.pipeAuthFailed++;
+          this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.AccessDenied }));
+          return this.#close('wrong token');
+        }
+        const s = this.#sessions.open(sessionKey(this.#token, this.#nc, this.#ns));
+        if (!s) {
+          this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.SessionLimit }));
+          return this.#close('session limit');
+        }
+        this.session = s;
+        this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.Success, mac: pipeServerProof(this.#token, this.#nc, this.#ns) }));
+        this.state = 'ready';
+        return;
+      }
+      case 'ready':
+        if (f.type === FilePipeType.ResumeKeyRequest && f.body.length === 0) {
+          this.#keyAsked = true;
+          this.#write(FilePipeType.ResumeKeyResponse, body(FILE_PIPE_RESUME_KEY, { resumeKey: this.session!.resumeKey }));
+          return;
+        }
+        if (f.type === FilePipeType.NegotiateRequest && f.body.length === FILE_PIPE_NEGOTIATE_REQ.size) {
+          const q = readFields(FILE_PIPE_NEGOTIATE_REQ, f.body, 0);
+          if (!this.#keyAsked || !sameBytes(bytesAt(FILE_PIPE_NEGOTIATE_REQ, f.body, 0, 'resumeKey'), this.session!.resumeKey)) {
+            this.#counters.pipeAuthFailed++;
+            this.#write(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.AccessDenied }));
+            return this.#close('negotiate with a resume key that is not this session\'s');
+          }
+          this.#counters.negotiations++;
+          const common = q.providers & this.#offer.providers;
+          if (common === 0) {
+            this.#counters.noCommonProvider++;
+            this.#write(FilePipeType.NegotiateResponse, body(FILE_PIPE_NEGOTIATE_RESP, { status: FileStatus.NoCommonProvider, providers: 0 }));
+            return;
+          }
+          const keyId = this.#sessions.mintKey(this.session!, now);
+          if (!keyId) {
+            this.#write(FilePipeType.NegotiateResponse, body(FILE_PIPE_NEGOTIATE_RESP, { status: FileStatus.SessionLimit, providers: common }));
+            return;
+          }
+          const inproc = common & 0x04 ? new TextEncoder().encode(this.#offer.inprocId) : new Uint8Array(0);
+          this.#write(FilePipeType.NegotiateResponse, body(FILE_PIPE_NEGOTIATE_RESP, {
+            status: FileStatus.Success, providers: common, inprocIdLen: inproc.length, udpPort: this.#offer.udpPort, tcpPort: this.#offer.tcpPort, keyId,
+          }, inproc));
+          return;
+        }
+        return this.#malformed(`unexpected pipe frame type ${f.type}`);
+      default:
+        return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface Negotiated {
+  status: number;
+  providers: number;
+  udpPort: number;
+  tcpPort: number;
+  inprocId: string;
+  resumeKey: Uint8Array;
+  keyId: Uint8Array;
+  /** K_auth, derived here: it never crossed the wire. */
+  kAuth: Uint8Array;
+}
+
+export type PipeClientEvent =
+  | { t: 'write'; bytes: Uint8Array }
+  | { t: 'negotiated'; result: Negotiated }
+  | { t: 'error'; status: number; message: string };
+
+export class PipeClient {
+  state: 'challenge' | 'welcome' | 'resume' | 'ready' | 'negotiating' | 'closed' = 'challenge';
+  readonly #token: string;
+  readonly #providers: number;
+  readonly #reader = new PipeReader();
+  readonly #nc: Uint8Array;
+  #ns: Uint8Array = new Uint8Array(0);
+  #kSession: Uint8Array = new Uint8Array(0);
+  resumeKey: Uint8Array = new Uint8Array(0);
+  events: PipeClientEvent[] = [];
+
+  constructor(o: { token: string; providers: number; random: RandomBytes }) {
+    this.#token = o.token;
+    this.#providers = o.providers;
+    this.#nc = o.random(FILE_NONCE_LEN);
+    this.events.push({ t: 'write', bytes: encodePipeFrame(FilePipeType.Hello, this.#nc) });
+  }
+
+  take(): PipeClientEvent[] {
+    const e = this.events;
+    this.events = [];
+    return e;
+  }
+
+  /** Ask for another key (one per RDMA connection). */
+  negotiate(): void {
+    if (this.state !== 'ready') return;
+    this.state = 'negotiating';
+    this.#write(FilePipeType.NegotiateRequest, body(FILE_PIPE_NEGOTIATE_REQ, { resumeKey: this.resumeKey, providers: this.#providers }));
+  }
+
+  receive(chunk: Uint8Array): void {
+    if (this.state === 'closed') return;
+    for (const f of this.#reader.push(chunk)) {
+      this.#frame(f);
+      if (this.#closed()) return;
+    }
+    if (this.#reader.error) this.#fail(FileStatus.Malformed, `the server sent a bad frame: ${this.#reader.error}`);
+  }
+
+  #closed(): boolean {
+    return this.state === 'closed';
+  }
+
+  #write(type: number, b?: Uint8Array): void {
+    this.events.push({ t: 'write', bytes: encodePipeFrame(type, b) });
+  }
+
+  #fail(status: number, message: string): void {
+    this.state = 'closed';
+    this.events.push({ t: 'error', status, message });
+  }
+
+  #frame(f: PipeFrame): void {
+    if (f.type === FilePipeType.Status && f.body.length === FILE_PIPE_STATUS.size) {
+      const s = readFields(FILE_PIPE_STATUS, f.body, 0).status;
+      return this.#fail(s, `the server refused: ${statusText(s)}`);
+    }
+    switch (this.state) {
+      case 'challenge':
+        if (f.type !== FilePipeType.Challenge || f.body.length !== FILE_PIPE_NONCE.size) return this.#fail(FileStatus.Malformed, 'expected Challenge');
+        this.#ns = f.body.slice();
+        this.#write(FilePipeType.Proof, pipeClientProof(this.#token, this.#nc, this.#ns));
+        this.state = 'welcome';
+        return;
+      case 'welcome': {
+        if (f.type !== FilePipeType.Welcome || f.body.length !== FILE_PIPE_WELCOME.size) return this.#fail(FileStatus.Malformed, 'expected Welcome');
+        const w = readFields(FILE_PIPE_WELCOME, f.body, 0);
+        if (w.status === FileStatus.AccessDenied) return this.#fail(w.status, 'the server refused the token');
+        if (w.status !== FileStatus.Success) return this.#fail(w.status, `the server refused the session: ${statusText(w.status)}`);
+        if (!sameBytes(bytesAt(FILE_PIPE_WELCOME, f.body, 0, 'mac'), pipeServerProof(this.#token, this.#nc, this.#ns))) {
+          return this.#fail(FileStatus.AccessDenied, 'the server could not prove it holds the token');
+        }
+        this.#kSession = sessionKey(this.#token, this.#nc, this.#ns);
+        this.#write(FilePipeType.ResumeKeyRequest);
+        this.state = 'resume';
+        return;
+      }
+      case 'resume':
+        if (f.type !== FilePipeType.ResumeKeyResponse || f.body.length !== FILE_PIPE_RESUME_KEY.size) return this.#fail(FileStatus.Malformed, 'expected ResumeKeyResponse');
+        this.resumeKey = bytesAt(FILE_PIPE_RESUME_KEY, f.body, 0, 'resumeKey');
+        this.state = 'ready';
+        this.negotiate();
+        return;
+      case 'negotiating': {
+        if (f.type !== FilePipeType.NegotiateResponse || f.body.length < FILE_PIPE_NEGOTIATE_RESP.size) return this.#fail(FileStatus.Malformed, 'expected NegotiateResponse');
+        const r = readFields(FILE_PIPE_NEGOTIATE_RESP, f.body, 0);
+        if (f.body.length !== FILE_PIPE_NEGOTIATE_RESP.size + r.inprocIdLen) return this.#fail(FileStatus.Malformed, 'NegotiateResponse length disagrees with inprocIdLen');
+        const keyId = bytesAt(FILE_PIPE_NEGOTIATE_RESP, f.body, 0, 'keyId');
+        this.state = 'ready';
+        if (r.status !== FileStatus.Success) {
+          const have = FILE_PROVIDERS.filter((p) => p.code & this.#providers).map((p) => p.name).join(', ');
+          return this.#fail(r.status, r.status === FileStatus.NoCommonProvider
+            ? `the server serves none of the providers asked for (${have})` : `negotiate refused: ${statusText(r.status)}`);
+        }
+        this.events.push({
+          t: 'negotiated',
+          result: {
+            status: r.status, providers: r.providers, udpPort: r.udpPort, tcpPort: r.tcpPort,
+            inprocId: new TextDecoder().decode(f.body.subarray(FILE_PIPE_NEGOTIATE_RESP.size)),
+            resumeKey: this.resumeKey, keyId, kAuth: authKey(this.#kSession, keyId),
+          },
+        });
+        return;
+      }
+      default:
+        return this.#fail(FileStatus.Malformed, `unexpected pipe frame type ${f.type}`);
+    }
+  }
+}
+
+export const MAC_LEN = FILE_MAC_LEN;

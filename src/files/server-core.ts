@@ -1,0 +1,763 @@
+// The server side of one RDMA connection of the file service, sans-I/O. The shell
+// (./server.ts) feeds it received messages, file-system results, RDMA completions and the
+// clock; it answers with actions: post or repost receives, Sends, RDMA Writes of data and status
+// blocks, file-system work, terminate. No socket, no timer, no fs here: tests drive it directly.
+//
+// Receive buffers are named by the shell (`recvId`); one is "held" by a request until the
+// request completes, so the credits a client holds bound the requests in progress on this
+// connection — the server never queues more work than it granted. A held buffer goes back to the
+// QP on completion (before the completion is built, so the completion can grant it again) unless
+// the credit target was lowered, in which case it is retired.
+import { FILE_AUTH_RESP, FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
+import { connectionServerProof } from './auth.js';
+import { Credits, RESERVE } from './credits.js';
+import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from './messages.js';
+import { checkPath } from './paths.js';
+import type { Session, SessionTable } from './sessions.js';
+import { writeFields } from './layout.js';
+
+export interface ServerLimits {
+  /** Credits the server aims to grant each client (its receive buffers per connection). */
+  credits: number;
+  /** Largest Write/WriteV data. */
+  maxWriteSize: number;
+  /** Largest Read/ReadV/List transfer (one staging buffer). */
+  maxReadWriteSize: number;
+  maxVectors: number;
+  maxOpenFiles: number;
+  /** Reads being answered by RDMA Writes at once (staging buffers). */
+  rwDepth: number;
+  /** How long a new connection may take to authenticate. */
+  authTimeoutMs: number;
+  readOnly: boolean;
+  /** fsync every Replace put before its rename, whatever the client asked. */
+  fsync: boolean;
+}
+
+export const DEFAULT_SERVER_LIMITS: ServerLimits = {
+  credits: 16, maxWriteSize: 256 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,
+  authTimeoutMs: 5000, readOnly: false, fsync: false,
+};
+
+/** Bytes a receive buffer needs to hold the largest message this server accepts. */
+export const receiveSize = (l: ServerLimits): number => HDR_LEN + 8 + 16 * l.maxVectors + l.maxWriteSize;
+/** The one receive posted before authentication (AuthenticateRequest is 124 bytes). */
+export const PREAUTH_RECEIVE = 256;
+
+export interface ServerCounters {
+  connections: number;
+  authenticated: number;
+  authFailed: number;
+  authTimeouts: number;
+  beforeAuth: number;
+  creditOverruns: number;
+  malformed: number;
+  refusedLimit: number;
+  refusedPath: number;
+  refusedReadOnly: number;
+  refusedTooManyOpen: number;
+  refusedHandle: number;
+  refusedLinked: number;
+  cancelled: number;
+  creditsRetired: number;
+  grantOnly: number;
+  interruptRequests: number;
+  requests: number;
+  bytesRead: number;
+  bytesWritten: number;
+  filesOpened: number;
+  terminated: number;
+}
+
+export const newServerCounters = (): ServerCounters => ({
+  connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, malformed: 0, refusedLimit: 0,
+  refusedPath: 0, refusedReadOnly: 0, refusedTooManyOpen: 0, refusedHandle: 0, refusedLinked: 0, cancelled: 0, creditsRetired: 0,
+  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0,
+});
+
+/** File-system work for the shell; `handle` is the shell's own name for an open file. */
+export type FsOp =
+  | { op: 'open'; parts: string[]; access: number; mode: number; fsync: boolean }
+  | { op: 'read'; handle: number; staging: number; length: number; position: number }
+  | { op: 'readv'; handle: number; staging: number; entries: { position: number; length: number; at: number }[] }
+  | { op: 'write'; handle: number; recvId: number; dataOff: number; length: number; position: number }
+  | { op: 'writev'; handle: number; recvId: number; dataOff: number; entries: { position: number; length: number }[] }
+  | { op: 'close'; handle: number; commit: boolean }
+  | { op: 'list'; parts: string[]; cookie: number; staging: number; maxBytes: number };
+
+export interface FsResult {
+  status: number;
+  /** open: the shell's handle. */
+  handle?: number;
+  /** open: size; read/write/list: bytes. */
+  value?: number;
+  /** readv: bytes read per entry. */
+  parts?: number[];
+  /** list: next cookie (0: end). */
+  next?: number;
+}
+
+export type ServerAction =
+  /** Post `n` new receive buffers (after authentication, or when the target rises). */
+  | { t: 'post'; n: number }
+  /** Give this receive buffer back to the QP. */
+  | { t: 'repost'; recvId: number }
+  /** This receive buffer is no longer wanted (credits lowered, or the pre-auth buffer). */
+  | { t: 'retire'; recvId: number }
+  /** Allocate the connection's receive and staging memory (authentication succeeded). */
+  | { t: 'provision' }
+  /** A Send of these bytes (at most a few hundred: the shell may post it inline). `last`: the terminal message. */
+  | { t: 'send'; bytes: Uint8Array; last?: boolean }
+  /** RDMA Write of staging bytes to the client; `token` comes back in writeDone. */
+  | { t: 'write'; staging: number; at: number; length: number; remoteAddr: number; rkey: number; token: number }
+  /** A status block to the client's slot: plain RDMA Write, or Write with Immediate (imm = slot). */
+  | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number }
+  | { t: 'fs'; token: number; work: FsOp }
+  /** Close the connection (after the last Send, if any, has gone). */
+  | { t: 'terminate'; reason: string; status: number }
+  /** Bound to a session / everything this connection held is released (after close). */
+  | { t: 'bound'; session: Session }
+  | { t: 'released' };
+
+interface OpenFile {
+  handle: number;
+  access: number;
+  inflight: number;
+  closing: boolean;
+  /** Close without committing (a Replace put abandoned). */
+  discard?: boolean;
+}
+
+type Req = {
+  id: number;
+  op: number;
+  slot: number;
+  flags: number;
+  recvId: number;
+  body: Body;
+  state: 'queued' | 'fs' | 'done';
+  cancelled: boolean;
+  /** The client asked to be told by Send (InterruptRequest). */
+  interrupt: boolean;
+  staging?: number;
+  fileId?: number;
+  /** List: the checked path. */
+  parts?: string[];
+};
+
+interface Outbound {
+  /** Encode with the grant this message carries (computed when it leaves). */
+  build(grant: number, requested: number): { t: 'send'; bytes: Uint8Array; last?: boolean } | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number };
+}
+
+const CLIENT_OPS = new Set<number>([FileOp.RegisterFile, FileOp.Read, FileOp.ReadV, FileOp.Write, FileOp.WriteV, FileOp.Close, FileOp.List]);
+
+export class ServerConnection {
+  state: 'authenticating' | 'bound' | 'closing' | 'closed' = 'authenticating';
+  readonly limits: ServerLimits;
+  readonly credits: Credits;
+  readonly counters: ServerCounters;
+  session: Session | undefined;
+  actions: ServerAction[] = [];
+  readonly #sessions: SessionTable;
+  readonly #authDeadline: number;
+  #statusAddr = 0;
+  #statusRkey = 0;
+  #statusSlots = 0;
+  /** Receive buffers consumed and not yet released. */
+  #held = 0;
+  readonly #reqs = new Map<number, Req>();
+  readonly #files = new Map<number, OpenFile>();
+  #nextFileId = 1;
+  #opening = 0;
+  readonly #waitStaging: Req[] = [];
+  readonly #freeStaging: number[] = [];
+  readonly #sendQ: Outbound[] = [];
+  readonly #fsPending = new Map<number, { req?: Req; file?: OpenFile; kind: string }>();
+  #nextToken = 1;
+  /** RDMA Write token → its staging buffer; staging buffer → Writes of it still in flight. */
+  readonly #writesInFlight = new Map<number, number>();
+  readonly #stagingUse = new Map<number, number>();
+  #smallRecv: number | undefined;
+
+  constructor(o: { limits: ServerLimits; sessions: SessionTable; counters: ServerCounters; now: number; preauthRecvId: number }) {
+    this.limits = o.limits;
+    this.#sessions = o.sessions;
+    this.counters = o.counters;
+    this.#authDeadline = o.now + o.limits.authTimeoutMs;
+    // One small receive is posted for the AuthenticateRequest, the one message the client may
+    // send before any grant (it holds that one implicit credit).
+    this.credits = new Credits(o.limits.credits, { send: 0, grantedOut: 1 });
+    this.credits.posted = 1;
+    this.#smallRecv = o.preauthRecvId;
+    for (let i = 0; i < o.limits.rwDepth; i++) this.#freeStaging.push(i);
+    o.counters.connections++;
+  }
+
+  take(): ServerAction[] {
+    const a = this.actions;
+    this.actions = [];
+    return a;
+  }
+
+  get deadline(): number {
+    return this.state === 'authenticating' ? this.#authDeadline : Infinity;
+  }
+
+  get openFiles(): number {
+    return this.#files.size;
+  }
+
+  get inProgress(): number {
+    return this.#reqs.size;
+  }
+
+  tick(now: number): void {
+    if (this.state === 'authenticating' && now >= this.#authDeadline) {
+      this.counters.authTimeouts++;
+      this.#terminate(FileStatus.NotAuthenticated, 'no AuthenticateRequest in time', false);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Inbound
+
+  /** A receive completed with `b` (a view of the receive buffer, valid during this call). */
+  receive(recvId: number, b: Uint8Array, now: number): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.#held++;
+    if (!this.credits.received()) {
+      this.counters.creditOverruns++;
+      this.#release(recvId);
+      return this.#terminate(FileStatus.CreditOverrun, 'a message arrived without a credit', true);
+    }
+    const h = decodeHeader(b);
+    if (!h.ok) {
+      // A malformed message still gives its receive back: otherwise every bad message would
+      // silently eat a credit until the connection starves.
+      this.counters.malformed++;
+      this.#release(recvId);
+      return this.#after();
+    }
+    const hdr = h.value;
+    this.credits.granted(hdr.creditsGranted);
+    this.credits.peerTarget = hdr.creditsRequested;
+    if (this.state === 'authenticating') return this.#authenticate(recvId, hdr, b, now);
+
+    if (hdr.opcode === FileOp.Credit || hdr.opcode === FileOp.Cancel || hdr.opcode === FileOp.InterruptRequest) {
+      if (b.length !== HDR_LEN) this.counters.malformed++;
+      else if (hdr.opcode === FileOp.Credit) this.#credit(hdr);
+      else if (hdr.opcode === FileOp.Cancel) this.#cancel(hdr.info);
+      else this.#interruptRequest(hdr.info);
+      this.#release(recvId);
+      return this.#after();
+    }
+    if (!CLIENT_OPS.has(hdr.opcode) || hdr.requestId === 0 || this.#reqs.has(hdr.requestId) || hdr.slot >= this.#statusSlots) {
+      // No slot to answer in, or an id that would confuse the answer: counted and dropped.
+      this.counters.malformed++;
+      this.#release(recvId);
+      return this.#after();
+    }
+    const body = decodeBody(hdr, b);
+    this.counters.requests++;
+    const req: Req = {
+      id: hdr.requestId, op: hdr.opcode, slot: hdr.slot, flags: hdr.flags, recvId, state: 'queued', cancelled: false, interrupt: false,
+      body: body.ok ? body.value : { op: FileOp.Cancel },
+    };
+    this.#reqs.set(req.id, req);
+    if (!body.ok) {
+      this.counters.malformed++;
+      this.#complete(req, FileStatus.Malformed);
+    } else this.#dispatch(req);
+    this.#after();
+  }
+
+  #authenticate(recvId: number, hdr: FileHeader, b: Uint8Array, now: number): void {
+    if (hdr.opcode !== FileOp.AuthenticateRequest) {
+      this.counters.beforeAuth++;
+      this.#release(recvId);
+      return this.#terminate(FileStatus.NotAuthenticated, `${hdr.opcode} before authentication`, true);
+    }
+    const d = decodeBody(hdr, b);
+    if (!d.ok || d.value.op !== FileOp.AuthenticateRequest) {
+      this.counters.malformed++;
+      this.counters.authFailed++;
+      this.#release(recvId);
+      return this.#terminate(FileStatus.Malformed, 'malformed AuthenticateRequest', true);
+    }
+    const a = d.value;
+    const r = this.#sessions.authenticate(a, now);
+    if (!r.ok) {
+      this.counters.authFailed++;
+      this.#release(recvId);
+      return this.#terminate(r.status, r.why, true);
+    }
+    if (a.statusSlots === 0 || a.statusRkey === 0 && a.statusAddr === 0) {
+      this.counters.authFailed++;
+      this.#release(recvId);
+      return this.#terminate(FileStatus.InvalidParameter, 'no status area', true);
+    }
+    if (!this.#sessions.bind(r.session, this)) {
+      this.#release(recvId);
+      return this.#terminate(FileStatus.SessionLimit, 'too many connections in this session', true);
+    }
+    this.counters.authenticated++;
+    this.session = r.session;
+    this.state = 'bound';
+    this.#statusAddr = a.statusAddr;
+    this.#statusRkey = a.statusRkey;
+    this.#statusSlots = a.statusSlots;
+    this.actions.push({ t: 'bound', session: r.session });
+    // The connection's memory only now (an unauthenticated peer costs one small receive), then
+    // the receives, then the answers that grant them.
+    this.actions.push({ t: 'provision' });
+    this.#release(recvId);
+    this.actions.push({ t: 'post', n: this.credits.target + RESERVE });
+    this.credits.posted += this.credits.target + RESERVE;
+    const L = this.limits;
+    const params = new Uint8Array(FILE_AUTH_RESP.fields.mac.offset);
+    const resp = {
+      status: FileStatus.Success, maxReceiveSize: receiveSize(L), maxReadWriteSize: L.maxReadWriteSize, maxWriteSize: L.maxWriteSize,
+      maxVectors: L.maxVectors, maxOpenFiles: L.maxOpenFiles, rwDepth: L.rwDepth, creditsMax: L.credits,
+    };
+    const tmp = new Uint8Array(FILE_AUTH_RESP.size);
+    writeFields(FILE_AUTH_RESP, tmp, 0, resp);
+    params.set(tmp.subarray(0, params.length));
+    const mac = connectionServerProof(r.kAuth, a.nonce, params);
+    this.#queueSend(FileOp.AuthenticateResponse, 0, 0, { op: FileOp.AuthenticateResponse, ...resp, mac, params });
+    this.#queueSend(FileOp.StatusResponse, 0, 0, { op: FileOp.StatusResponse, status: FileStatus.Success, aux: 0, value: 0 });
+    this.#after();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Requests
+
+  #dispatch(req: Req): void {
+    const b = req.body;
+    const L = this.limits;
+    switch (b.op) {
+      case FileOp.RegisterFile: {
+        const p = checkPath(b.path, { allowRoot: false });
+        if (!p.ok) {
+          if (p.status === FileStatus.PathOutside) this.counters.refusedPath++;
+          return this.#complete(req, p.status);
+        }
+        const writes = FileAccess.Write | FileAccess.Create | FileAccess.Truncate | FileAccess.Replace;
+        if (L.readOnly && b.access & writes) {
+          this.counters.refusedReadOnly++;
+          return this.#complete(req, FileStatus.ReadOnly);
+        }
+        if ((b.access & (FileAccess.Read | FileAccess.Write)) === 0 || b.access & ~0x7f) return this.#complete(req, FileStatus.InvalidParameter);
+        if (b.access & FileAccess.Replace && (b.access & FileAccess.Read || !(b.access & FileAccess.Write))) return this.#complete(req, FileStatus.InvalidParameter);
+        if (this.#files.size + this.#opening >= L.maxOpenFiles) {
+          this.counters.refusedTooManyOpen++;
+          return this.#complete(req, FileStatus.TooManyOpenFiles);
+        }
+        this.#opening++;
+        return this.#fs(req, { op: 'open', parts: p.parts, access: b.access, mode: b.mode & 0o666, fsync: L.fsync || (b.access & FileAccess.Fsync) !== 0 });
+      }
+      case FileOp.Read: {
+        const f = this.#file(req, b.fileId, FileAccess.Read);
+        if (!f) return;
+        if (b.length > L.maxReadWriteSize) return this.#limit(req);
+        if (b.length === 0) return this.#complete(req, FileStatus.Success, 0);
+        return this.#withStaging(req);
+      }
+      case FileOp.ReadV: {
+        const f = this.#file(req, b.fileId, FileAccess.Read);
+        if (!f) return;
+        if (b.entries.length > L.maxVectors) return this.#limit(req);
+        let total = 0;
+        for (const e of b.entries) total += e.length;
+        if (total > L.maxReadWriteSize) return this.#limit(req);
+        return this.#withStaging(req);
+      }
+      case FileOp.Write:
+      case FileOp.WriteV: {
+        if (L.readOnly) {
+          this.counters.refusedReadOnly++;
+          return this.#complete(req, FileStatus.ReadOnly);
+        }
+        if (b.op === FileOp.WriteV && !(req.flags & FileFlag.Collapse)) return this.#complete(req, FileStatus.InvalidParameter);
+        const f = this.#file(req, b.fileId, FileAccess.Write);
+        if (!f) return;
+        if (b.op === FileOp.WriteV && b.entries.length > L.maxVectors) return this.#limit(req);
+        if ((b.op === FileOp.Write ? b.length : b.dataLen) > L.maxWriteSize) return this.#limit(req);
+        f.inflight++;
+        req.fileId = b.fileId;
+        if (b.op === FileOp.Write) return this.#fs(req, { op: 'write', handle: f.handle, recvId: req.recvId, dataOff: b.dataOff, length: b.length, position: b.offset });
+        return this.#fs(req, { op: 'writev', handle: f.handle, recvId: req.recvId, dataOff: b.dataOff, entries: b.entries.map((e) => ({ position: e.offset, length: e.length })) });
+      }
+      case FileOp.Close: {
+        const f = this.#files.get(b.fileId);
+        if (!f || f.closing) {
+          this.counters.refusedHandle++;
+          return this.#complete(req, FileStatus.InvalidHandle);
+        }
+        f.closing = true;
+        f.discard = b.discard === 1;
+        req.fileId = b.fileId;
+        return this.#closeWhenIdle(req, f);
+      }
+      case FileOp.List: {
+        const p = checkPath(b.path, { allowRoot: true });
+        if (!p.ok) {
+          if (p.status === FileStatus.PathOutside) this.counters.refusedPath++;
+          return this.#complete(req, p.status);
+        }
+        if (b.sinkLength > L.maxReadWriteSize || b.sinkLength < FILE_DIR_ENTRY.size + 8) return this.#limit(req);
+        req.parts = p.parts;
+        return this.#withStaging(req);
+      }
+      default:
+        return this.#complete(req, FileStatus.InvalidParameter);
+    }
+  }
+
+  #limit(req: Req): void {
+    this.counters.refusedLimit++;
+    this.#complete(req, FileStatus.LimitExceeded);
+  }
+
+  #file(req: Req, fileId: number, access: number): OpenFile | undefined {
+    const f = this.#files.get(fileId);
+    if (!f || f.closing || (f.access & access) === 0) {
+      this.counters.refusedHandle++;
+      this.#complete(req, FileStatus.InvalidHandle);
+      return undefined;
+    }
+    return f;
+  }
+
+  #withStaging(req: Req): void {
+    const s = this.#freeStaging.pop();
+    if (s === undefined) {
+      this.#waitStaging.push(req);
+      return;
+    }
+    this.#startTransfer(req, s);
+  }
+
+  #startTransfer(req: Req, staging: number): void {
+    req.staging = staging;
+    const b = req.body;
+    if (b.op === FileOp.List) return this.#fs(req, { op: 'list', parts: req.parts!, cookie: b.cookie, staging, maxBytes: b.sinkLength });
+    const f = this.#files.get((b as { fileId: number }).fileId);
+    if (!f || f.closing) {
+      this.#freeStagingBuffer(staging);
+      req.staging = undefined;
+      this.counters.refusedHandle++;
+      return this.#complete(req, FileStatus.InvalidHandle);
+    }
+    f.inflight++;
+    req.fileId = (b as { fileId: number }).fileId;
+    if (b.op === FileOp.Read) return this.#fs(req, { op: 'read', handle: f.handle, staging, length: b.length, position: b.offset });
+    if (b.op === FileOp.ReadV) {
+      let at = 0;
+      const entries = b.entries.map((e) => {
+        const x = { position: e.offset, length: e.length, at };
+        at += e.length;
+        return x;
+      });
+      return this.#fs(req, { op: 'readv', handle: f.handle, staging, entries });
+    }
+  }
+
+  #fs(req: Req, work: FsOp): void {
+    req.state = 'fs';
+    const token = this.#nextToken++;
+    this.#fsPending.set(token, { req, kind: work.op });
+    this.actions.push({ t: 'fs', token, work });
+  }
+
+  #closeWhenIdle(req: Req | undefined, f: OpenFile, commit = true): void {
+    if (f.inflight > 0) return; // fsDone of the last operation comes back here
+    const token = this.#nextToken++;
+    if (req) req.state = 'fs';
+    this.#fsPending.set(token, { ...(req ? { req } : {}), file: f, kind: 'close' });
+    this.actions.push({ t: 'fs', token, work: { op: 'close', handle: f.handle, commit: commit && !f.discard && this.state === 'bound' } });
+  }
+
+  /** The shell finished file-system work `token`. */
+  fsDone(token: number, r: FsResult): void {
+    const p = this.#fsPending.get(token);
+    if (!p) return;
+    this.#fsPending.delete(token);
+    const req = p.req;
+    if (p.kind === 'close') {
+      for (const [id, f] of this.#files) if (f === p.file) this.#files.delete(id);
+      if (req) this.#complete(req, r.status);
+      return this.#after();
+    }
+    if (!req) return this.#after();
+    const b = req.body;
+    if (p.kind === 'open') {
+      this.#opening--;
+      if (r.status === FileStatus.Success && r.handle !== undefined) {
+        this.counters.filesOpened++;
+        if (this.state !== 'bound' || req.cancelled) {
+          // Opened while we were closing or after a Cancel: close it again at once.
+          const f: OpenFile = { handle: r.handle, access: 0, inflight: 0, closing: true };
+          this.#files.set(this.#nextFileId++, f);
+          this.#closeWhenIdle(undefined, f, false);
+          return this.#complete(req, FileStatus.Cancelled);
+        }
+        const id = this.#nextFileId++;
+        this.#files.set(id, { handle: r.handle, access: (b as { access: number }).access, inflight: 0, closing: false });
+        this.#complete(req, FileStatus.Success, r.value ?? 0, id);
+      } else {
+        if (r.status === FileStatus.PathOutside) this.counters.refusedPath++;
+        if (r.status === FileStatus.LinkedFile) this.counters.refusedLinked++;
+        this.#complete(req, r.status);
+      }
+      return this.#after();
+    }
+    const f = req.fileId !== undefined ? this.#files.get(req.fileId) : undefined;
+    if (f) f.inflight--;
+    if (p.kind === 'write' || p.kind === 'writev') {
+      if (r.status === FileStatus.Success) this.counters.bytesWritten += r.value ?? 0;
+      this.#complete(req, r.status, r.value ?? 0);
+    } else {
+      // read, readv, list: the bytes are in the staging buffer.
+      const staging = req.staging!;
+      if (req.cancelled || this.state !== 'bound' || r.status !== FileStatus.Success) {
+        this.#freeStagingBuffer(staging);
+        req.staging = undefined;
+        if (req.cancelled) this.counters.cancelled++;
+        this.#complete(req, req.cancelled ? FileStatus.Cancelled : r.status);
+      } else {
+        const n = r.value ?? 0;
+        let writes = 0;
+        const post = (at: number, length: number, remoteAddr: number, rkey: number): void => {
+          if (length === 0) return;
+          writes++;
+          const token = this.#nextToken++;
+          this.#writesInFlight.set(token, staging);
+          this.actions.push({ t: 'write', staging, at, length, remoteAddr, rkey, token });
+        };
+        if (b.op === FileOp.Read) post(0, n, b.sinkAddr, b.sinkRkey);
+        else if (b.op === FileOp.List) post(0, n, b.sinkAddr, b.sinkRkey);
+        else if (b.op === FileOp.ReadV) {
+          const got = r.parts ?? [];
+          let at = 0;
+          let sink = b.sinkAddr;
+          b.entries.forEach((e, i) => {
+            const len = got[i] ?? 0;
+            post(at, len, req.flags & FileFlag.Collapse ? sink : e.sinkAddr, b.sinkRkey);
+            at += e.length;
+            sink += e.length;
+          });
+        }
+        if (b.op !== FileOp.List) this.counters.bytesRead += n;
+        // The staging buffer is free once every Write of it completed; rc ordering places the
+        // data before the status block that follows.
+        if (writes === 0) this.#freeStagingBuffer(staging);
+        else this.#stagingUse.set(staging, writes);
+        req.staging = undefined;
+        this.#complete(req, FileStatus.Success, n, b.op === FileOp.List ? r.next ?? 0 : 0);
+      }
+    }
+    if (f?.closing && f.inflight === 0) {
+      const closer = [...this.#reqs.values()].find((x) => x.op === FileOp.Close && x.fileId !== undefined && this.#files.get(x.fileId) === f && x.state === 'queued');
+      this.#closeWhenIdle(closer, f, this.state === 'bound');
+    }
+    this.#after();
+  }
+
+  /** An RDMA Write of staging data (action 'write') completed. */
+  writeDone(token: number): void {
+    const s = this.#writesInFlight.get(token);
+    if (s === undefined) return;
+    this.#writesInFlight.delete(token);
+    const left = (this.#stagingUse.get(s) ?? 1) - 1;
+    if (left > 0) this.#stagingUse.set(s, left);
+    else {
+      this.#stagingUse.delete(s);
+      this.#freeStagingBuffer(s);
+    }
+    this.#after();
+  }
+
+  #freeStagingBuffer(s: number): void {
+    const next = this.#waitStaging.shift();
+    if (next && this.state === 'bound') this.#startTransfer(next, s);
+    else this.#freeStaging.push(s);
+  }
+
+  #cancel(target: number): void {
+    const req = this.#reqs.get(target);
+    if (!req || req.state === 'done') return;
+    if (req.state === 'queued') {
+      const i = this.#waitStaging.indexOf(req);
+      if (i >= 0) {
+        this.#waitStaging.splice(i, 1);
+        this.counters.cancelled++;
+        this.#complete(req, FileStatus.Cancelled);
+      } else req.cancelled = true;
+      return;
+    }
+    // In the file system: a read's data is dropped when it comes back; a write or an open that
+    // already happened completes with its result.
+    req.cancelled = true;
+  }
+
+  #interruptRequest(target: number): void {
+    this.counters.interruptRequests++;
+    const req = this.#reqs.get(target);
+    if (req && req.state !== 'done') {
+      req.interrupt = true;
+      return;
+    }
+    // Already completed: its block is in the slot; say so by Send all the same.
+    this.#queueSend(FileOp.InterruptResponse, target, target, { op: FileOp.InterruptResponse, status: FileStatus.NotFound, aux: 0, value: 0 });
+  }
+
+  #credit(hdr: FileHeader): void {
+    if (hdr.info !== 1) return; // a grant only: its header did the work
+    this.counters.creditsRetired++;
+    this.#queueSend(FileOp.StatusResponse, 0, 0, { op: FileOp.StatusResponse, status: FileStatus.Success, aux: 0, value: 0 });
+  }
+
+  /**
+   * Change the number of credits this connection's client may hold. Lowering sends
+   * DeltaCredit(−N): the client retires N credits with N Credit messages (each answered with a
+   * StatusResponse), and their receives are not reposted. The client always keeps one.
+   */
+  setCreditTarget(n: number): void {
+    if (this.state !== 'bound') return;
+    const c = this.credits;
+    const want = Math.max(2, Math.min(n, 0xffff));
+    if (want === c.target) return;
+    if (want > c.target) {
+      const more = want - c.target;
+      c.target = want;
+      this.actions.push({ t: 'post', n: more });
+      c.posted += more;
+      this.#queueSend(FileOp.DeltaCredit, 0, more, { op: FileOp.DeltaCredit });
+    } else {
+      const drop = Math.min(c.target - want, Math.max(0, c.grantedOut - 1));
+      c.target = want;
+      if (drop > 0) this.#queueSend(FileOp.DeltaCredit, 0, -drop >>> 0, { op: FileOp.DeltaCredit });
+    }
+    this.#after();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Outbound
+
+  #complete(req: Req, status: number, value = 0, aux = 0): void {
+    if (req.state === 'done') return;
+    req.state = 'done';
+    this.#reqs.delete(req.id);
+    // The receive first: the completion can then grant it back.
+    this.#release(req.recvId);
+    if (this.state !== 'bound') return;
+    const blockAddr = this.#statusAddr + req.slot * FILE_SLOT_BYTES;
+    const rkey = this.#statusRkey;
+    const body: Body = { op: FileOp.Completion, status, aux, value, seal: req.id };
+    const hdr = (grant: number, requested: number): FileHeader => ({
+      opcode: FileOp.Completion, flags: 0, creditsRequested: requested, creditsGranted: grant, slot: req.slot, requestId: req.id, info: req.op,
+    });
+    if (req.flags & FileFlag.Interrupt) {
+      this.#sendQ.push({
+        build: (g, rq) => ({ t: 'block', bytes: this.#encode(hdr(g, rq), body), remoteAddr: blockAddr, rkey, imm: req.slot }),
+      });
+    } else {
+      const bytes = this.#encode(hdr(this.credits.grant(), this.credits.target), body);
+      this.actions.push({ t: 'block', bytes, remoteAddr: blockAddr, rkey });
+      if (req.interrupt) this.#queueSend(FileOp.InterruptResponse, req.id, req.id, { op: FileOp.InterruptResponse, status, aux, value });
+    }
+  }
+
+  #queueSend(opcode: number, requestId: number, info: number, body: Body, flags = 0, last = false): void {
+    this.#sendQ.push({
+      build: (g, rq) => ({ t: 'send', bytes: this.#encode({ opcode, flags, creditsRequested: rq, creditsGranted: g, slot: 0, requestId, info }, body), ...(last ? { last } : {}) }),
+    });
+  }
+
+  #encode(h: FileHeader, body: Body): Uint8Array {
+    const b = new Uint8Array(HDR_LEN + bodyLength(body));
+    encodeMessage(b, h, body);
+    return b;
+  }
+
+  /** Done with a receive buffer: back to the QP while under target, else retired. */
+  #release(recvId: number): void {
+    this.#held--;
+    if (recvId === this.#smallRecv) {
+      this.#smallRecv = undefined;
+      this.actions.push({ t: 'retire', recvId });
+      return;
+    }
+    const c = this.credits;
+    if (c.posted + this.#held < c.target + RESERVE && this.state !== 'closing' && this.state !== 'closed') {
+      c.posted++;
+      this.actions.push({ t: 'repost', recvId });
+    } else this.actions.push({ t: 'retire', recvId });
+  }
+
+  /** Send what the credits allow, then grant on our own if the client is about to starve. */
+  #after(): void {
+    if (this.state === 'closed') return;
+    const c = this.credits;
+    while (this.#sendQ.length > 0) {
+      const g = c.spend();
+      if (g < 0) break;
+      this.actions.push(this.#sendQ.shift()!.build(g, c.target));
+    }
+    if (this.state === 'bound' && this.#sendQ.length === 0 && c.grantDue() && c.canSpend()) {
+      this.counters.grantOnly++;
+      const g = c.spend();
+      this.actions.push({ t: 'send', bytes: this.#encode({ opcode: FileOp.DeltaCredit, flags: 0, creditsRequested: c.target, creditsGranted: g, slot: 0, requestId: 0, info: 0 }, { op: FileOp.DeltaCredit }) });
+    }
+    if (this.state === 'closing') this.#maybeReleased();
+  }
+
+  #terminate(status: number, reason: string, tell: boolean): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.counters.terminated++;
+    // A last StatusResponse with the Terminate flag when a credit allows it: the client learns why.
+    if (tell && this.credits.send > 0) {
+      this.credits.send--;
+      this.actions.push({
+        t: 'send', last: true,
+        bytes: this.#encode({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
+          { op: FileOp.StatusResponse, status, aux: 0, value: 0 }),
+      });
+    }
+    this.actions.push({ t: 'terminate', reason, status });
+    this.close();
+  }
+
+  /**
+   * The connection is going away (terminated, QP error, the session's pipe closed): queued work
+   * is dropped, file-system work in flight is waited for, open files are closed (a Replace put
+   * never reaches its name), then 'released'.
+   */
+  close(): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    const wasBound = this.state === 'bound';
+    this.state = 'closing';
+    if (wasBound && this.session) this.#sessions.unbind(this.session, this);
+    this.#sendQ.length = 0;
+    for (const r of this.#waitStaging.splice(0)) this.#reqs.delete(r.id);
+    for (const r of this.#reqs.values()) if (r.state === 'queued') this.#reqs.delete(r.id);
+    for (const f of this.#files.values()) {
+      if (!f.closing) {
+        f.closing = true;
+        this.#closeWhenIdle(undefined, f, false);
+      }
+    }
+    this.#maybeReleased();
+  }
+
+  #maybeReleased(): void {
+    if (this.state !== 'closing') return;
+    for (const f of this.#files.values()) if (f.inflight === 0 && ![...this.#fsPending.values()].some((p) => p.file === f)) this.#closeWhenIdle(undefined, f, false);
+    if (this.#fsPending.size > 0) return;
+    this.state = 'closed';
+    this.actions.push({ t: 'released' });
+  }
+}
+
+export const STATUS_BLOCK_BYTES = STATUS_BLOCK_LEN;

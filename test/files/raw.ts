@@ -1,0 +1,197 @@
+// A hostile (or merely raw) file-service client for tests: the real control pipe over TCP, a real
+// rc QP from cm connect, and messages built by hand with the wire codec — so a test can send
+// what FileClient never would (requests before authentication, a wrong or replayed key, more
+// messages than credits, requests past the limits) and see exactly what the server answers.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { Access, connect, type CompletionQueue, type Device, type MemoryRegion, Opcode, openDevice, type QueuePair, WcOpcode, WcStatus } from '../../src/index.js';
+import { connectionProof } from '../../src/files/auth.js';
+import { writeFields } from '../../src/files/layout.js';
+import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
+import { type Negotiated, PipeClient } from '../../src/files/pipe.js';
+import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../../src/wire/spec.js';
+
+export interface Got {
+  hdr: FileHeader;
+  body: Body | undefined;
+  via: 'send' | 'imm';
+}
+
+/** The pipe handshake alone: resolves with the negotiate result (or rejects with the refusal). */
+export async function negotiate(port: number, token: string, transport: 'udp' | 'tcp' = 'tcp'): Promise<{ neg: Negotiated; pipe: net.Socket }> {
+  const pipe = net.connect({ host: '127.0.0.1', port });
+  const pc = new PipeClient({ token, providers: FileProvider[transport], random: (n) => new Uint8Array(randomBytes(n)) });
+  const neg = await new Promise<Negotiated>((resolve, reject) => {
+    const flush = (): void => {
+      for (const e of pc.take()) {
+        if (e.t === 'write') pipe.write(e.bytes);
+        else if (e.t === 'error') reject(Object.assign(new Error(e.message), { status: e.status }));
+        else resolve(e.result);
+      }
+    };
+    pipe.on('connect', flush);
+    pipe.on('data', (b: Buffer) => {
+      pc.receive(new Uint8Array(b));
+      flush();
+    });
+    pipe.on('error', reject);
+    pipe.on('close', () => reject(new Error('pipe closed')));
+  });
+  pipe.removeAllListeners('close');
+  pipe.removeAllListeners('error');
+  pipe.on('error', () => {});
+  return { neg, pipe };
+}
+
+export class Raw {
+  readonly neg: Negotiated;
+  readonly pipe: net.Socket;
+  readonly dev: Device;
+  readonly qp: QueuePair;
+  readonly cq: CompletionQueue;
+  readonly recv: MemoryRegion;
+  readonly status: MemoryRegion;
+  readonly out: MemoryRegion;
+  readonly sink: MemoryRegion;
+  readonly got: Got[] = [];
+  failed: string | undefined;
+  #waiters: (() => void)[] = [];
+  #nextOut = 0;
+  readonly receives: number;
+
+  private constructor(o: { neg: Negotiated; pipe: net.Socket; dev: Device; qp: QueuePair; cq: CompletionQueue; recv: MemoryRegion; status: MemoryRegion; out: MemoryRegion; sink: MemoryRegion; receives: number }) {
+    this.neg = o.neg;
+    this.pipe = o.pipe;
+    this.dev = o.dev;
+    this.qp = o.qp;
+    this.cq = o.cq;
+    this.recv = o.recv;
+    this.status = o.status;
+    this.out = o.out;
+    this.sink = o.sink;
+    this.receives = o.receives;
+    void this.#loop();
+  }
+
+  static async open(port: number, token: string, transport: 'udp' | 'tcp' = 'tcp', receives = 32): Promise<Raw> {
+    const { neg, pipe } = await negotiate(port, token, transport);
+    return Raw.onto(neg, pipe, port, transport, receives);
+  }
+
+  /** A new RDMA connection for an existing negotiate result (to replay its key). */
+  static async onto(neg: Negotiated, pipe: net.Socket, port: number, transport: 'udp' | 'tcp' = 'tcp', receives = 32): Promise<Raw> {
+    void port;
+    const dev = await openDevice({ transport, host: '127.0.0.1', port: 0 });
+    const pd = dev.allocPd();
+    const recv = pd.regMr(receives * 256, Access.LocalWrite);
+    const status = pd.regMr(64 * FILE_SLOT_BYTES, Access.LocalWrite | Access.RemoteWrite);
+    const out = pd.regMr(64 * 8192, Access.LocalWrite);
+    const sink = pd.regMr(4 << 20, Access.LocalWrite | Access.RemoteWrite);
+    const cq = dev.createCq({ depth: 1024 });
+    const qp = await connect(dev, { transport, host: '127.0.0.1', port: transport === 'udp' ? neg.udpPort : neg.tcpPort }, {
+      pd, service: FILE_SERVICE, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: 256, maxRecvWr: receives, maxSge: 2, maxInline: 512, rnrRetry: 2 },
+      setup: (q) => {
+        for (let i = 0; i < receives; i++) q.postRecv({ wrId: i, sgList: [{ addr: recv.addr + i * 256, length: 256, lkey: recv.lkey }] });
+      },
+    });
+    return new Raw({ neg, pipe, dev, qp, cq, recv, status, out, sink, receives });
+  }
+
+  async #loop(): Promise<void> {
+    for (;;) {
+      try {
+        await this.cq.wait();
+      } catch {
+        return;
+      }
+      for (const wc of this.cq.poll(64)) {
+        if (wc.status !== WcStatus.Success) {
+          this.failed ??= `wc status ${wc.status} opcode ${wc.opcode}`;
+          continue;
+        }
+        if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
+          const i = Number(wc.wrId);
+          let b: Uint8Array;
+          if (wc.opcode === WcOpcode.Recv) b = this.recv.buffer.slice(i * 256, i * 256 + wc.byteLen);
+          else b = this.status.buffer.slice(wc.imm! * FILE_SLOT_BYTES, wc.imm! * FILE_SLOT_BYTES + STATUS_BLOCK_LEN);
+          const h = decodeHeader(b);
+          if (h.ok) {
+            const d = decodeBody(h.value, b);
+            this.got.push({ hdr: h.value, body: d.ok ? d.value : undefined, via: wc.opcode === WcOpcode.Recv ? 'send' : 'imm' });
+          }
+          try {
+            this.qp.postRecv({ wrId: i, sgList: [{ addr: this.recv.addr + i * 256, length: 256, lkey: this.recv.lkey }] });
+          } catch {
+            // the QP is gone
+          }
+        }
+      }
+      for (const w of this.#waiters.splice(0)) w();
+    }
+  }
+
+  /** Wait until `pred` holds over what arrived (or the connection failed), at most `ms`. */
+  async until(pred: (got: Got[]) => boolean, ms = 10_000): Promise<boolean> {
+    const end = Date.now() + ms;
+    while (!pred(this.got)) {
+      if (Date.now() > end) return false;
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, 50);
+        this.#waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
+    return true;
+  }
+
+  /** Post a Send of these bytes (and optional data) as they are. */
+  send(bytes: Uint8Array, data?: Uint8Array): void {
+    const slot = this.#nextOut++ % 64;
+    const at = slot * 8192;
+    this.out.buffer.set(bytes, at);
+    const sg = [{ addr: this.out.addr + at, length: bytes.length, lkey: this.out.lkey }];
+    if (data) {
+      this.out.buffer.set(data, at + bytes.length);
+      sg[0]!.length += data.length;
+    }
+    this.qp.postSend({ wrId: slot, opcode: Opcode.Send, sgList: sg, signaled: false });
+  }
+
+  /** Encode and send a message. */
+  message(h: Partial<FileHeader> & { opcode: number }, body: Body, data?: Uint8Array): void {
+    const b = new Uint8Array(HDR_LEN + bodyLength(body));
+    encodeMessage(b, { flags: 0, creditsRequested: 8, creditsGranted: 0, slot: 0, requestId: 0, info: 0, ...h }, body);
+    this.send(b, data);
+  }
+
+  /** The AuthenticateRequest, with any part replaced (a wrong key, another session's key id …). */
+  authenticate(o: { kAuth?: Uint8Array; keyId?: Uint8Array; resumeKey?: Uint8Array; grant?: number } = {}): void {
+    const kAuth = o.kAuth ?? this.neg.kAuth;
+    const keyId = o.keyId ?? this.neg.keyId;
+    const resumeKey = o.resumeKey ?? this.neg.resumeKey;
+    const nonce = new Uint8Array(randomBytes(16));
+    const p = { statusAddr: this.status.addr, statusRkey: this.status.rkey, statusSlots: 64, maxReceiveSize: 256 };
+    const tmp = new Uint8Array(FILE_AUTH_REQ.size);
+    writeFields(FILE_AUTH_REQ, tmp, 0, p);
+    const params = tmp.slice(FILE_AUTH_REQ.fields.statusAddr.offset);
+    const mac = connectionProof(kAuth, resumeKey, keyId, nonce, params);
+    this.message({ opcode: FileOp.AuthenticateRequest, creditsGranted: o.grant ?? this.receives - 1 }, { op: FileOp.AuthenticateRequest, resumeKey, keyId, nonce, mac, params, ...p });
+  }
+
+  /** A terminal StatusResponse arrived (the server closes the connection after it). */
+  terminal(): Got | undefined {
+    return this.got.find((g) => g.hdr.opcode === FileOp.StatusResponse && g.hdr.flags & 0x80);
+  }
+
+  async close(): Promise<void> {
+    this.pipe.destroy();
+    try {
+      this.qp.destroy();
+    } catch {
+      // gone
+    }
+    await this.dev.close();
+  }
+}
