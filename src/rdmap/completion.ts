@@ -53,6 +53,8 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.atomics.clear();
     f.pending.clear();
   }
+  qp.oooEntries = 0;
+  qp.oooBytes = 0;
   qp.rdAtomic = 0;
   drainSq(e, qp);
   const rq = qp.rq.takeAll();

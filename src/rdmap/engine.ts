@@ -28,6 +28,7 @@ import type { QpDownCause } from '../core/link.js';
 import type { PeerProfile } from '../core/peer.js';
 import type { CompletionSink } from '../core/work.js';
 import { onSeg } from './arrival.js';
+import type { EngineBounds } from './bounds.js';
 import { complete, drainSq, qpError } from './completion.js';
 import type { EngineEvent } from './events.js';
 import type { DeviceCounters, EngineMemory } from './memory.js';
@@ -58,6 +59,8 @@ export interface EngineOptions {
   mss?: number;
   /** Tagged segments are cut by the link (Link.cutsTagged): the engine leaves tagged messages whole. */
   linkCutsTagged?: boolean;
+  /** What one peer can make a QP hold (bounds.ts; defaults DEFAULT_BOUNDS). */
+  bounds?: Partial<EngineBounds>;
 }
 
 export class RdmapEngine {
@@ -65,7 +68,7 @@ export class RdmapEngine {
 
   constructor(mem: EngineMemory, opts: EngineOptions = {}) {
     const mss = opts.mss ?? 65536;
-    this.#e = new EngineState(mem, mss, opts.linkCutsTagged ? 0xffff_ffff : mss);
+    this.#e = new EngineState(mem, mss, opts.linkCutsTagged ? 0xffff_ffff : mss, opts.bounds);
   }
 
   get mem(): EngineMemory {
@@ -113,7 +116,7 @@ export class RdmapEngine {
   connect(qp: EngineQp, peer: DeviceAddress, rqpn: number, now: number, greet = true): void {
     const e = this.#e;
     e.now = now;
-    const flow = new Flow(peer, addressKey(peer), rqpn);
+    const flow = new Flow(peer, addressKey(peer), rqpn, now);
     qp.flow = flow;
     qp.flows.set(flowKey(flow.peerKey, rqpn), flow);
     qp.state = QpState.Rtr;
@@ -131,6 +134,9 @@ export class RdmapEngine {
     qp.state = QpState.Reset;
     qp.flow = undefined;
     qp.flows.clear();
+    qp.peerFlows.clear();
+    qp.oooEntries = 0;
+    qp.oooBytes = 0;
     qp.sq.clear();
     qp.rq.clear();
     qp.tx = 0;
@@ -142,7 +148,16 @@ export class RdmapEngine {
 
   /** srd: the flow a work request to (peer, rqpn) uses. */
   srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key?: string): Flow {
-    return srdFlow(qp, peer, rqpn, key);
+    return srdFlow(qp, peer, rqpn, key, this.#e.now);
+  }
+
+  /** srd: flows `qp` holds with `peer` (diagnostics, tests). */
+  srdFlowCount(qp: EngineQp, peer: DeviceAddress): number {
+    return qp.peerFlows.get(addressKey(peer)) ?? 0;
+  }
+
+  get bounds(): EngineBounds {
+    return this.#e.bounds;
   }
 
   // ---- posting ------------------------------------------------------------------------------

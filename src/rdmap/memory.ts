@@ -45,11 +45,18 @@ export interface DeviceCounters {
   timeouts: number;
   /** Bytes copied from the link into device memory before placement. */
   stagedBytes: number;
+  /** Segments refused for the out-of-order budget per QP (rc: and the QP Terminated). */
+  oooRefused: number;
+  /** srd: segments refused because their flow's QP (or peer) had no room for a new flow; idle flows evicted; flows restarted at ssn 1. */
+  srdFlowsRefused: number;
+  srdFlowsEvicted: number;
+  srdEpochs: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
+  oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0,
 });
 
 const MAX_BATCH = 1024;

@@ -19,11 +19,13 @@ import {
   decodeTerminate, encodeAtomicResponse, encodeReadComplete, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry,
 } from '../wire/rdmap.js';
 import { statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
-import { recvFor } from './arrival.js';
+import { recvFor } from './receives.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
-import { emit, emitAll, pump, readDone } from './requester.js';
+import { emit, emitAll, nextSsn, pump, readDone } from './requester.js';
+import { release } from './budget.js';
+import { Offsets } from './offsets.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
 
@@ -60,6 +62,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
     }
     if (!complete) return;
     flow.pending.delete(flow.expected);
+    release(qp, m);
     flow.expected++;
     flow.needAck = true;
     execute(e, qp, flow, m, row!);
@@ -181,7 +184,7 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];
   const response = (k: ReadVEntry, parts: Uint8Array[]): void => {
-    const ssn = flow.nextSsn++;
+    const ssn = nextSsn(e, qp, flow);
     dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: e.taggedMss }, frames);
     flow.inflight.set(ssn, { rnrWait: false });
   };
@@ -195,7 +198,7 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     response(k, parts);
   }
   if (flow.profile.extensions) {
-    const ssn = flow.nextSsn++;
+    const ssn = nextSsn(e, qp, flow);
     frames.push(ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadComplete, qn: Qn.Send, msn: m.msn, bodyLen: 8,
       body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
@@ -217,7 +220,7 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   const old = dv.getBigUint64(0, true);
   if (a.op === 'fetchAdd') dv.setBigUint64(0, (old + a.addOrSwap) & M64, true);
   else if (old === a.compare) dv.setBigUint64(0, a.addOrSwap, true);
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
     bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
@@ -233,6 +236,17 @@ function rfcReadResponse(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage)
   const [key, w] = first.value;
   if (--w.readParts! > 0) return;
   readDone(e, qp, flow, key, w);
+}
+
+/**
+ * The peer broke the stream now (a bound of ours: bounds.ts), whatever is pending: Terminate
+ * naming `hdr` (the offending segment's DDP header), acking everything completed before.
+ */
+export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: TermCode, hdr: Uint8Array, plen: number): void {
+  fatal(e, qp, flow, {
+    ssn: flow.expected, msgLen: 0, got: 0, offs: new Offsets(), seen: false, opcode: -1, msn: 0, ulp: 0, hdr, hdrLen: hdr.length,
+    segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, fail: { term },
+  });
 }
 
 /** A message already taken off the ordering queue failed while executing. */
@@ -252,7 +266,7 @@ function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
     copy[1] = m.segLen & 0xff;
     copy.set(hdr, 2);
   }
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   emit(e, qp, flow, ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
     bodyLen: 4 + (copy ? copy.length : 0), ack: m.ssn - 1,

@@ -13,6 +13,7 @@ import { Deque } from './deque.js';
 import type { EngineEvent } from './events.js';
 import type { DeviceCounters, EngineMemory, MrRecord } from './memory.js';
 import { newCounters } from './memory.js';
+import { DEFAULT_BOUNDS, type EngineBounds } from './bounds.js';
 import type { Offsets } from './offsets.js';
 import type { OpcodeRow, WrKindValue } from './opcodes.js';
 import { TimerTable } from './timers.js';
@@ -105,6 +106,9 @@ export interface InMessage {
   recv?: RecvWork;
   /** Terminate: the sender's cumulative ack — the failed message of ours is ackHint + 1. */
   ackHint?: number;
+  /** What this message is charged against its QP's out-of-order budget (budget.ts). */
+  held: number;
+  heldEntries: number;
 }
 
 export class Flow {
@@ -129,10 +133,15 @@ export class Flow {
   needAck = false;
   /** When the peer's engine was last heard from (the requester watchdog, requester.ts). */
   lastHeard = 0;
-  constructor(peer: DeviceAddress, peerKey: string, rqpn: number) {
+  /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
+  lastSegIn: number;
+  lastOut: number;
+  constructor(peer: DeviceAddress, peerKey: string, rqpn: number, now = 0) {
     this.peer = peer;
     this.peerKey = peerKey;
     this.rqpn = rqpn;
+    this.lastSegIn = now;
+    this.lastOut = now;
   }
 
   /** Requests out: unacknowledged messages, reads or atomics awaiting their response. */
@@ -176,6 +185,12 @@ export class EngineQp {
   fenceHi = -Infinity;
   /** srd receive completions carry the sender's address (`src`): the reserved CM QP asks for it. */
   readonly reportSource: boolean;
+  /** Out-of-order state held for all flows (budget.ts), in entries and bytes. */
+  oooEntries = 0;
+  oooBytes = 0;
+  /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
+  readonly peerFlows = new Map<string, number>();
+  evictRetryAt = 0;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
     this.qpn = qpn;
     this.type = type;
@@ -251,10 +266,13 @@ export class EngineState {
   readonly handoff = new Map<Flow, { qp: EngineQp; ssn: number }>();
   readonly keys = new WeakMap<DeviceAddress, string>();
 
-  constructor(mem: EngineMemory, mss: number, taggedMss: number) {
+  readonly bounds: EngineBounds;
+
+  constructor(mem: EngineMemory, mss: number, taggedMss: number, bounds: Partial<EngineBounds> = {}) {
     this.mem = mem;
     this.mss = mss;
     this.taggedMss = taggedMss;
+    this.bounds = { ...DEFAULT_BOUNDS, ...bounds };
   }
 }
 
