@@ -142,6 +142,7 @@ export class RdmapEngine {
     qp.tx = 0;
     qp.rqConsumed = 0;
     qp.rdAtomic = 0;
+    qp.ordLimit = Infinity;
     qp.fenceLo = Infinity;
     qp.fenceHi = -Infinity;
   }
@@ -242,13 +243,17 @@ export class RdmapEngine {
     for (const t of e.timers.due(now)) (TIMER_HANDLERS[t.kind] as (e: EngineState, t: EngineTimer, now: number) => void)(e, t, now);
   }
 
-  /** A connection link has QP `qpn`'s connection up; `profile`: what the peer speaks. */
-  handleLinkUp(qpn: number, profile: PeerProfile, now: number): void {
+  /**
+   * A connection link has QP `qpn`'s connection up; `profile`: what the peer speaks; `ord`:
+   * the reads and atomics we may have out at once (the peer's IRD: past it, it Terminates).
+   */
+  handleLinkUp(qpn: number, profile: PeerProfile, now: number, ord?: number): void {
     const e = this.#e;
     e.now = now;
     const qp = e.qps.get(qpn);
     if (!qp || qp.type !== 'rc' || !qp.flow || qp.state !== QpState.Rtr) return;
     qp.flow.profile = profile;
+    if (ord !== undefined && ord >= 1) qp.ordLimit = ord;
     this.#established(qp);
   }
 

@@ -129,7 +129,7 @@ export function pump(e: EngineState, qp: EngineQp): void {
       qp.tx++;
       continue;
     }
-    if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && qp.rdAtomic >= qp.caps.maxRdAtomic) break;
+    if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && (qp.rdAtomic >= qp.caps.maxRdAtomic || qp.rdAtomic >= qp.ordLimit)) break;
     if (qp.type === 'rc' && w.ranges) {
       if (fenced(qp, w)) break;
       widenFence(qp, w);

@@ -180,6 +180,8 @@ export class EngineQp {
   /** rc: receives consumed so far (a Send with MSN m takes receive m). */
   rqConsumed = 0;
   rdAtomic = 0;
+  /** Reads and atomics out at once as the connection negotiated them (tcp: the peer's IRD); caps.maxRdAtomic too. */
+  ordLimit = Infinity;
   /** Bounding box of remote ranges possibly in flight (rc fence fast path). */
   fenceLo = Infinity;
   fenceHi = -Infinity;
