@@ -178,7 +178,12 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   for (const s of srcs) {
     const st = e.mem.check(s.stag, qp.pd, s.to, s.len, row.access!);
     if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
-    if (s.len > 0) views.push(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len));
+    // A copy, taken now, while the key is valid (issue #11 hole 5): the answer may wait in a
+    // tcp queue or a socket's buffer, or be sent again by udp, after the region is
+    // deregistered and its memory registered anew; a view would send the new region's bytes
+    // under the old key. Hardware fences outstanding responses on MR invalidation; the copy
+    // is sabre's fence (its cost on the read path: docs/resource-bounds.md).
+    if (s.len > 0) views.push(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len).slice());
     total += s.len;
   }
   // Tagged writes straight from the source regions into the sinks: one message per sink.

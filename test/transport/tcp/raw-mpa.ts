@@ -57,3 +57,26 @@ export async function rawConnect(port: number, opts: { request?: boolean; read?:
   if (opts.request !== false) s.write(MPA_REQUEST);
   return { s, received: () => (chunks.length > 1 ? (chunks.splice(0, chunks.length, cat(...chunks)), chunks[0]!) : (chunks[0] ?? new Uint8Array(0))), closed };
 }
+
+/**
+ * The FPDUs in `bytes` (after the MPA Reply, no markers): each ULPDU's DDP header (14 or 18
+ * bytes, by the T bit) and payload. Stops at an incomplete FPDU.
+ */
+export function parseFpdus(bytes: Uint8Array): { hdr: Uint8Array; payload: Uint8Array }[] {
+  const out = [];
+  let p = 0;
+  while (p + 2 <= bytes.length) {
+    const len = (bytes[p]! << 8) | bytes[p + 1]!;
+    const pad = (4 - ((2 + len) & 3)) & 3;
+    const end = p + 2 + len + pad + 4;
+    if (end > bytes.length) break;
+    const u = bytes.subarray(p + 2, p + 2 + len);
+    const h = (u[0]! & 0x80) !== 0 ? 14 : 18;
+    out.push({ hdr: u.subarray(0, h), payload: u.subarray(h) });
+    p = end;
+  }
+  return out;
+}
+
+/** Length of the MPA Reply at the start of `bytes` (20-byte header + private data). */
+export const replyLength = (bytes: Uint8Array): number => 20 + ((bytes[18]! << 8) | bytes[19]!);
