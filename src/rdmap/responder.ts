@@ -183,7 +183,7 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     // deregistered and its memory registered anew; a view would send the new region's bytes
     // under the old key. Hardware fences outstanding responses on MR invalidation; the copy
     // is sabre's fence (its cost on the read path: docs/resource-bounds.md).
-    if (s.len > 0) views.push(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len).slice());
+    if (s.len > 0) views.push(e.mem.snapshot(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len)));
     total += s.len;
   }
   // Tagged writes straight from the source regions into the sinks: one message per sink.
