@@ -29,6 +29,12 @@ export interface EngineBounds {
   maxSrdFlowsPerPeer: number;
   /** An srd flow quiescent this long restarts its ssn (and may be evicted after twice this). */
   srdIdleMs: number;
+  /**
+   * rc: the peer's RDMA Reads answered and not yet acknowledged (the IRD). One more is a
+   * Terminate. Default 1024, the largest maxRdAtomic a QP may ask for, as nothing negotiates
+   * it on udp/inproc; tcp also enforces the IRD of its MPA exchange (16) in the link.
+   */
+  maxIrd: number;
 }
 
 export const DEFAULT_BOUNDS: EngineBounds = {
@@ -37,6 +43,7 @@ export const DEFAULT_BOUNDS: EngineBounds = {
   maxSrdFlows: 1024,
   maxSrdFlowsPerPeer: 64,
   srdIdleMs: 30_000,
+  maxIrd: 1024,
 };
 
 /** Heap bytes charged for one pending message record (InMessage, its map entry, its ranges). */

@@ -52,6 +52,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.reads.clear();
     f.atomics.clear();
     f.pending.clear();
+    f.readsIn = 0;
   }
   qp.oooEntries = 0;
   qp.oooBytes = 0;

@@ -246,6 +246,9 @@ function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: w.row.code, qn: w.row.qn, msn,
     bodyLen: readRequestVLength(v), body: (b, o) => encodeReadRequestV(v, b, o),
+    // Our cumulative ack rides on the request: the responder counts our reads until it sees
+    // their answers acked (its IRD), and the ack of the last answer must not trail the next request.
+    ack: flow.expected - 1,
   });
   flow.reads.set(msn, w);
   qp.rdAtomic++;
@@ -328,6 +331,7 @@ export function applyAck(flow: Flow, ssn: number, now: number): void {
     const m = flow.inflight.get(s);
     if (!m) continue;
     flow.inflight.delete(s);
+    if (m.endsRead && flow.readsIn > 0) flow.readsIn--;
     const w = m.wr;
     if (w && (w.kind === WrKind.Send || w.kind === WrKind.Write) && --w.pending === 0) finish(w, WcStatus.Success, w.total);
   }

@@ -173,6 +173,12 @@ function takeRecv(qp: EngineQp, m: InMessage): RecvWork {
 }
 
 function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
+  // The IRD (bounds.ts): reads answered and not acknowledged yet. Past it the peer broke the
+  // stream's resources (RFC 5040 §7.2). Hand-off peers (no acks) count until hand-off.
+  if (qp.type === 'rc' && flow.readsIn >= e.bounds.maxIrd) {
+    e.counters.readsRefused++;
+    return fatalNow(e, qp, flow, m, TERM.tooManyReads);
+  }
   const views: Uint8Array[] = [];
   let total = 0;
   for (const s of srcs) {
@@ -209,6 +215,12 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
       body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
     }));
     flow.inflight.set(ssn, { rnrWait: false });
+  }
+  // The read's last message (ReadComplete, or the last Read Response) ends it for the IRD.
+  const last = flow.inflight.get(flow.nextSsn - 1);
+  if (last) {
+    last.endsRead = true;
+    flow.readsIn++;
   }
   emitAll(e, qp, flow, frames);
 }

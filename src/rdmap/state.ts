@@ -81,6 +81,8 @@ export interface OutMessage {
   /** Kept for messages that consume a receive: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
+  /** The last message of our answer to one of the peer's reads: acked, the read leaves the IRD count. */
+  endsRead?: boolean;
 }
 
 /** A message being received. */
@@ -127,6 +129,8 @@ export class Flow {
   termMsn = 1;
   readonly reads = new Map<number, SendWork>();
   readonly atomics = new Map<number, SendWork>();
+  /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd). */
+  readsIn = 0;
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();

@@ -264,3 +264,52 @@ describe('Offsets: merged placed ranges', () => {
     }
   });
 });
+
+describe('hole 6 on the engine (udp, inproc): the IRD counts reads answered until their answer is acked', () => {
+  const readV = (ssn: number, stag: number, to: number) => {
+    const v = { srcs: [{ stag, to, len: 64 }], sinks: [{ stag: 9, to: 0, len: 64 }] };
+    return ctlFrame({ srcQpn: 1, dstQpn: 1, ssn, opcode: RdmapOpcode.ReadRequestV, qn: Qn.ReadRequest, msn: ssn, bodyLen: readRequestVLength(v), body: (b, o) => encodeReadRequestV(v, b, o) });
+  };
+
+  it('a peer that never acks gets maxIrd answers, then a Terminate (RDMAP remote operation, stream catastrophic)', async () => {
+    const h = new Harness({ seed: 31 });
+    const a = await h.node(64);
+    const b = await h.node(64);
+    bounded(b, { maxIrd: 32 });
+    const [, qb] = h.connect(a, b);
+    const src = b.regMr(4096);
+    let answered = 0;
+    const terms = [];
+    for (let ssn = 1; ssn <= 2000 && qb.state !== QpState.Error; ssn++) {
+      feed(b, a.addr, [readV(ssn, src.stag, src.addr)], h.now);
+      for (const o of b.eng.pollTransmit()) {
+        if (o.frame.kind !== 'seg') continue;
+        const op = o.frame.hdr[1]! & 0x0f;
+        if (op === RdmapOpcode.ReadComplete) answered++;
+        if (op === RdmapOpcode.Terminate) terms.push(decodeTerminate(o.frame.hdr, 18, o.frame.hdr.length));
+      }
+    }
+    expect(answered).toBe(32);
+    expect(qb.state).toBe(QpState.Error);
+    expect(b.eng.counters.readsRefused).toBe(1);
+    expect(terms.map((t) => t.ok && { layer: t.value.layer, etype: t.value.etype, ecode: t.value.ecode })).toEqual([TERM.tooManyReads]);
+  });
+
+  it('a requester at the IRD (maxRdAtomic = maxIrd) over a reordering link is never refused: its ack rides on each request', async () => {
+    const h = new Harness({ seed: 32, maxBatch: 16 });
+    const a = await h.node(64);
+    const b = await h.node(64);
+    bounded(b, { maxIrd: 4 });
+    const [qa] = h.connect(a, b, { maxRdAtomic: 4, maxSendWr: 4096 });
+    const src = b.regMr(1 << 16);
+    const dst = a.regMr(1 << 16);
+    for (let i = 0; i < 1000; i++) {
+      a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: src.addr + (i % 64) * 256, rkey: src.stag }, [piece(a, dst, (i % 64) * 256, 200)]), h.now);
+    }
+    h.run();
+    const wcs = a.cq.take();
+    expect(wcs.length).toBe(1000);
+    expect(wcs.every((w) => w.status === WcStatus.Success)).toBe(true);
+    expect(b.eng.counters.readsRefused).toBe(0);
+  });
+});
