@@ -35,6 +35,12 @@ export interface EngineBounds {
    * it on udp/inproc; tcp also enforces the IRD of its MPA exchange (16) in the link.
    */
   maxIrd: number;
+  /**
+   * rc, peers that acknowledge: bytes of read answers in flight (each a copy: the deregister
+   * fence). Past it the next read waits for earlier answers to be acked; one read is always
+   * answered, whatever its size.
+   */
+  maxAnswerBytes: number;
 }
 
 export const DEFAULT_BOUNDS: EngineBounds = {
@@ -44,6 +50,7 @@ export const DEFAULT_BOUNDS: EngineBounds = {
   maxSrdFlowsPerPeer: 64,
   srdIdleMs: 30_000,
   maxIrd: 1024,
+  maxAnswerBytes: 64 << 20,
 };
 
 /**

@@ -53,6 +53,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.atomics.clear();
     f.pending.clear();
     f.readsIn = 0;
+    f.answerBytes = 0;
   }
   qp.oooEntries = 0;
   qp.oooBytes = 0;

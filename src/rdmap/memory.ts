@@ -53,12 +53,14 @@ export interface DeviceCounters {
   srdEpochs: number;
   /** rc: the peer's RDMA Reads past the IRD (bounds.ts maxIrd), each a Terminate. */
   readsRefused: number;
+  /** Times a read waited for earlier answers to be acked (bounds.ts maxAnswerBytes). */
+  readsDeferred: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
-  oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, readsRefused: 0,
+  oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, readsRefused: 0, readsDeferred: 0,
 });
 
 const MAX_BATCH = 1024;

@@ -318,7 +318,10 @@ export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ss
   const flow = findFlow(qp, key, rqpn);
   if (!flow) return;
   flow.lastHeard = e.now;
+  const before = flow.answerBytes;
   applyAck(flow, ssn, e.now);
+  // A read waiting for the answer budget may go now: the flow's in-order step runs again.
+  if (flow.answerBytes < before) e.touched.set(flow, qp);
   drainSq(e, qp);
   pump(e, qp);
 }
@@ -331,7 +334,10 @@ export function applyAck(flow: Flow, ssn: number, now: number): void {
     const m = flow.inflight.get(s);
     if (!m) continue;
     flow.inflight.delete(s);
-    if (m.endsRead && flow.readsIn > 0) flow.readsIn--;
+    if (m.endsRead) {
+      if (flow.readsIn > 0) flow.readsIn--;
+      flow.answerBytes = Math.max(0, flow.answerBytes - (m.readBytes ?? 0));
+    }
     const w = m.wr;
     if (w && (w.kind === WrKind.Send || w.kind === WrKind.Write) && --w.pending === 0) finish(w, WcStatus.Success, w.total);
   }

@@ -61,6 +61,13 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
       return;
     }
     if (!complete) return;
+    // Answers in flight are copies (the deregister fence): past maxAnswerBytes the next read
+    // waits until earlier answers are acknowledged, as a responder answers reads one after
+    // another. The first always goes (a read larger than the budget is still answered).
+    if (row?.execute === 'answerRead' && flow.answerBytes > 0 && flow.profile.acks && flow.answerBytes + readSize(m) > e.bounds.maxAnswerBytes) {
+      e.counters.readsDeferred++;
+      return;
+    }
     flow.pending.delete(flow.expected);
     release(qp, m);
     flow.expected++;
@@ -220,7 +227,9 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   const last = flow.inflight.get(flow.nextSsn - 1);
   if (last) {
     last.endsRead = true;
+    last.readBytes = total;
     flow.readsIn++;
+    flow.answerBytes += total;
   }
   emitAll(e, qp, flow, frames);
 }
@@ -244,6 +253,17 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   });
   flow.inflight.set(ssn, { rnrWait: false });
   emit(e, qp, flow, f);
+}
+
+/** Bytes a read request asks for (0 when it does not decode: execution then Terminates it). */
+function readSize(m: InMessage): number {
+  const c = m.ctl!;
+  if (rowOf(m.opcode)?.code === RdmapOpcode.ReadRequestV) {
+    const v = decodeReadRequestV(c, 0, c.length);
+    return v.ok ? v.value.srcs.reduce((n, s) => n + s.len, 0) : 0;
+  }
+  const v = decodeReadRequest(c, 0, c.length);
+  return v.ok ? v.value.size : 0;
 }
 
 /** A standard peer's Read Response message (all its segments, L last) is complete: it answers the oldest read's next request. */

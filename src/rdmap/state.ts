@@ -81,8 +81,10 @@ export interface OutMessage {
   /** Kept for messages that consume a receive: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
-  /** The last message of our answer to one of the peer's reads: acked, the read leaves the IRD count. */
+  /** The last message of our answer to one of the peer's reads: acked, the read leaves the IRD count… */
   endsRead?: boolean;
+  /** … and its bytes leave the answer budget. */
+  readBytes?: number;
 }
 
 /** A message being received. */
@@ -129,8 +131,9 @@ export class Flow {
   termMsn = 1;
   readonly reads = new Map<number, SendWork>();
   readonly atomics = new Map<number, SendWork>();
-  /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd). */
+  /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd), and their bytes (maxAnswerBytes). */
   readsIn = 0;
+  answerBytes = 0;
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();

@@ -313,3 +313,29 @@ describe('hole 6 on the engine (udp, inproc): the IRD counts reads answered unti
     expect(b.eng.counters.readsRefused).toBe(0);
   });
 });
+
+describe('answers in flight are bounded in bytes (they are copies: the deregister fence)', () => {
+  it('8 reads of 512 KiB at once with a 1 MiB answer budget: all complete, never more than 1 MiB of answers unacknowledged', async () => {
+    const h = new Harness({ seed: 41, maxBatch: 8 });
+    const a = await h.node(64 << 10);
+    const b = await h.node(64 << 10);
+    (b as { eng: RdmapEngine }).eng = new RdmapEngine(b.mem, { mss: 64 << 10, bounds: { maxAnswerBytes: 1 << 20 } });
+    const [qa, qb] = h.connect(a, b, { maxRdAtomic: 8 });
+    const src = b.regMr(4 << 20);
+    const dst = a.regMr(4 << 20);
+    for (let i = 0; i < src.length; i += 4096) b.bytes(src, i, 1)[0] = (i >> 12) & 0xff;
+    for (let i = 0; i < 8; i++) a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: src.addr + i * (512 << 10), rkey: src.stag }, [piece(a, dst, i * (512 << 10), 512 << 10)]), h.now);
+    let most = 0;
+    for (let steps = 0; steps < 100_000; steps++) {
+      h.collect();
+      if (h.inflight.length === 0) break;
+      h.step();
+      most = Math.max(most, qb.flow!.answerBytes);
+    }
+    const wcs = a.cq.take();
+    expect(wcs.map((w) => w.status)).toEqual(new Array(8).fill(WcStatus.Success));
+    expect(most).toBeLessThanOrEqual(1 << 20);
+    expect(b.eng.counters.readsDeferred).toBeGreaterThan(0);
+    expect(Buffer.from(a.bytes(dst)).equals(Buffer.from(b.bytes(src)))).toBe(true);
+  });
+});
