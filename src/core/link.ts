@@ -23,7 +23,7 @@ export interface LinkEvents {
   /** A peer device is lost for good (udp: retries exhausted, or the peer restarted and forgot our frames). */
   peerLost(peer: DeviceAddress): void;
   /** Connection links: local rc QP `qpn` is connected; `profile` is what the peer speaks. */
-  qpUp(qpn: number, profile: PeerProfile): void;
+  qpUp(qpn: number, profile: PeerProfile, ord?: number): void;
   /** Connection links: QP `qpn`'s connection is gone. */
   qpDown(qpn: number, cause: QpDownCause): void;
   /**

@@ -11,13 +11,16 @@ import { TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, placeInto, placeTagged } from './placement.js';
-import { applyAck, findFlow, srdFlow } from './requester.js';
-import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
+import { applyAck, findFlow, srdFlowIn } from './requester.js';
+import { terminateNow } from './responder.js';
+import { RANGE_BYTES } from './bounds.js';
+import { hasRoom, newMessageBytes, settle } from './budget.js';
+import { recvFor } from './receives.js';
+import type { EngineQp, EngineState, Flow } from './state.js';
 
 /**
- * Messages further ahead than this of the next expected ssn are dropped: the bound on a flow's
- * out-of-order state. (Per-QP and per-flow budgets for out-of-order messages, bytes and srd
- * flows belong here, counted in DeviceCounters.)
+ * Messages further ahead than this of the next expected ssn are dropped (a sanity bound on the
+ * ssn; the out-of-order state itself is capped per QP by the budget, bounds.ts).
  */
 const SSN_WINDOW = 1 << 20;
 
@@ -33,12 +36,18 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     e.counters.drops++;
     return;
   }
-  const flow = qp.type === 'rc' ? findFlow(qp, key, env.srcQpn) : srdFlow(qp, from, env.srcQpn, key);
+  const flow = qp.type === 'rc' ? findFlow(qp, key, env.srcQpn) : srdFlowIn(e, qp, from, env.srcQpn, key);
   if (!flow) {
     e.counters.drops++;
     return;
   }
   flow.lastHeard = e.now;
+  if (qp.type === 'srd' && env.ssn < flow.expected && flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs) {
+    // The sender restarted the flow at ssn 1 after it was quiescent (bounds.ts): a new epoch.
+    flow.expected = 1;
+    e.counters.srdEpochs++;
+  }
+  flow.lastSegIn = e.now;
   if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) {
     // Already completed: a stale copy must never be placed again (a later write may have won).
     e.counters.duplicates++;
@@ -52,10 +61,6 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     e.counters.drops++;
     return;
   }
-  if (env.ack !== undefined) applyAck(flow, env.ack);
-  touch(e, qp, flow);
-  let m = flow.pending.get(env.ssn);
-  if (m && env.ack !== undefined) m.ackHint = env.ack;
   const hdr = f.hdr;
   // The header is decoded once: by the link that had to read it, or here.
   let h: DdpHdr | undefined = f.ddp;
@@ -70,12 +75,29 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   }
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
+  let m = flow.pending.get(env.ssn);
+  // The out-of-order budget (bounds.ts), before any work for this segment: a new message
+  // record, a new range of a message with gaps, a control payload kept until it is next.
+  const ctlBytes = h && !h.tagged && rowOf(h.opcode)?.arrive === 'control' ? plen : 0;
+  const needE = !m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1;
+  const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes;
+  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB)) {
+    e.counters.oooRefused++;
+    // rc: the peer broke the stream's resources (RFC 5040 §7: RDMAP, remote operation error);
+    // srd: the segment is dropped (its sender's watchdog reports it).
+    if (qp.type === 'rc') terminateNow(e, qp, flow, TERM.outOfOrderLimit, hdr.slice(0, h ? hlen : 0), plen);
+    return;
+  }
+  if (env.ack !== undefined) applyAck(flow, env.ack, e.now);
+  touch(e, qp, flow);
+  if (m && env.ack !== undefined) m.ackHint = env.ack;
   if (!m) {
     m = {
       ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Offsets(), seen: false, opcode: h ? h.opcode : -1,
-      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, ...(env.ack !== undefined ? { ackHint: env.ack } : {}),
+      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ...(env.ack !== undefined ? { ackHint: env.ack } : {}),
     };
     flow.pending.set(env.ssn, m);
+    settle(qp, m);
   }
   if (m.fail) return;
   if (!h) {
@@ -86,6 +108,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     m.seen = true;
     m.opcode = h.opcode;
     m.hdr = hdr.slice(0, hlen);
+    settle(qp, m);
     m.hdrLen = hlen;
     m.segLen = plen;
     if (!h.tagged) {
@@ -117,7 +140,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       if (!isReadSink(flow, h.stag, h.to, plen)) return failMsg(m, hdr, plen, TERM.invalidStag, WcStatus.LocProtErr);
       if (plen === 0) {
         // The answer to a zero-length RFC Read Request: nothing to place.
-        m.offs.add(env.off);
+        m.offs.add(env.off, 0);
         return;
       }
       placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!, WcStatus.LocProtErr);
@@ -136,8 +159,9 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     case 'control':
       if (f.payload.length > 0 || env.off !== 0) return failMsg(m, hdr, plen, TERM.invalidRequest);
       m.ctl = hdr.slice(hlen);
-      m.offs.add(0);
+      m.offs.add(0, plen);
       m.got = plen;
+      settle(qp, m);
       if (row.recv?.at === 'completion') m.rnrArmed = true;
       return;
     case 'refused':
@@ -150,23 +174,4 @@ function isReadSink(flow: Flow, stag: number, to: number, len: number): boolean 
     for (const s of w.sinks!) if (s.stag === stag && to >= s.to && to + len <= s.to + s.len) return true;
   }
   return false;
-}
-
-/**
- * The receive message `m` takes: rc, the one its MSN names (null: one already consumed — the
- * peer's MSN is out of range); srd, the first unclaimed one. undefined: not posted yet.
- */
-export function recvFor(qp: EngineQp, m: InMessage): RecvWork | undefined | null {
-  if (m.recv) return m.recv;
-  if (qp.type === 'rc') {
-    const idx = m.msn - 1 - qp.rqConsumed;
-    if (idx < 0) return null;
-    return qp.rq.at(idx);
-  }
-  const r = qp.rq.find((x) => !x.claimed);
-  if (r) {
-    r.claimed = true;
-    m.recv = r;
-  }
-  return r;
 }

@@ -52,7 +52,11 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.reads.clear();
     f.atomics.clear();
     f.pending.clear();
+    f.readsIn = 0;
+    f.answerBytes = 0;
   }
+  qp.oooEntries = 0;
+  qp.oooBytes = 0;
   qp.rdAtomic = 0;
   drainSq(e, qp);
   const rq = qp.rq.takeAll();

@@ -28,6 +28,7 @@ import type { QpDownCause } from '../core/link.js';
 import type { PeerProfile } from '../core/peer.js';
 import type { CompletionSink } from '../core/work.js';
 import { onSeg } from './arrival.js';
+import type { EngineBounds } from './bounds.js';
 import { complete, drainSq, qpError } from './completion.js';
 import type { EngineEvent } from './events.js';
 import type { DeviceCounters, EngineMemory } from './memory.js';
@@ -58,6 +59,8 @@ export interface EngineOptions {
   mss?: number;
   /** Tagged segments are cut by the link (Link.cutsTagged): the engine leaves tagged messages whole. */
   linkCutsTagged?: boolean;
+  /** What one peer can make a QP hold (bounds.ts; defaults DEFAULT_BOUNDS). */
+  bounds?: Partial<EngineBounds>;
 }
 
 export class RdmapEngine {
@@ -65,7 +68,7 @@ export class RdmapEngine {
 
   constructor(mem: EngineMemory, opts: EngineOptions = {}) {
     const mss = opts.mss ?? 65536;
-    this.#e = new EngineState(mem, mss, opts.linkCutsTagged ? 0xffff_ffff : mss);
+    this.#e = new EngineState(mem, mss, opts.linkCutsTagged ? 0xffff_ffff : mss, opts.bounds);
   }
 
   get mem(): EngineMemory {
@@ -113,7 +116,7 @@ export class RdmapEngine {
   connect(qp: EngineQp, peer: DeviceAddress, rqpn: number, now: number, greet = true): void {
     const e = this.#e;
     e.now = now;
-    const flow = new Flow(peer, addressKey(peer), rqpn);
+    const flow = new Flow(peer, addressKey(peer), rqpn, now);
     qp.flow = flow;
     qp.flows.set(flowKey(flow.peerKey, rqpn), flow);
     qp.state = QpState.Rtr;
@@ -131,18 +134,31 @@ export class RdmapEngine {
     qp.state = QpState.Reset;
     qp.flow = undefined;
     qp.flows.clear();
+    qp.peerFlows.clear();
+    qp.oooEntries = 0;
+    qp.oooBytes = 0;
     qp.sq.clear();
     qp.rq.clear();
     qp.tx = 0;
     qp.rqConsumed = 0;
     qp.rdAtomic = 0;
+    qp.ordLimit = Infinity;
     qp.fenceLo = Infinity;
     qp.fenceHi = -Infinity;
   }
 
   /** srd: the flow a work request to (peer, rqpn) uses. */
   srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key?: string): Flow {
-    return srdFlow(qp, peer, rqpn, key);
+    return srdFlow(qp, peer, rqpn, key, this.#e.now);
+  }
+
+  /** srd: flows `qp` holds with `peer` (diagnostics, tests). */
+  srdFlowCount(qp: EngineQp, peer: DeviceAddress): number {
+    return qp.peerFlows.get(addressKey(peer)) ?? 0;
+  }
+
+  get bounds(): EngineBounds {
+    return this.#e.bounds;
   }
 
   // ---- posting ------------------------------------------------------------------------------
@@ -227,13 +243,17 @@ export class RdmapEngine {
     for (const t of e.timers.due(now)) (TIMER_HANDLERS[t.kind] as (e: EngineState, t: EngineTimer, now: number) => void)(e, t, now);
   }
 
-  /** A connection link has QP `qpn`'s connection up; `profile`: what the peer speaks. */
-  handleLinkUp(qpn: number, profile: PeerProfile, now: number): void {
+  /**
+   * A connection link has QP `qpn`'s connection up; `profile`: what the peer speaks; `ord`:
+   * the reads and atomics we may have out at once (the peer's IRD: past it, it Terminates).
+   */
+  handleLinkUp(qpn: number, profile: PeerProfile, now: number, ord?: number): void {
     const e = this.#e;
     e.now = now;
     const qp = e.qps.get(qpn);
     if (!qp || qp.type !== 'rc' || !qp.flow || qp.state !== QpState.Rtr) return;
     qp.flow.profile = profile;
+    if (ord !== undefined && ord >= 1) qp.ordLimit = ord;
     this.#established(qp);
   }
 

@@ -11,6 +11,7 @@ import { GatherCursor } from '../core/gather.js';
 import { PlaceStatus } from '../dataplane/descriptors.js';
 import { decodeDdp } from '../wire/rdmap.js';
 import { TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
+import { settle } from './budget.js';
 import type { EngineQp, EngineState, Flow, InMessage, Piece, RecvWork, SegmentPlacement } from './state.js';
 
 /** Descriptors per place() call (the engine memory's batch area). */
@@ -111,6 +112,7 @@ function segDone(seg: SegmentPlacement): void {
     return;
   }
   if (m.offs.has(seg.off)) return;
-  m.offs.add(seg.off);
+  m.offs.add(seg.off, seg.len);
   m.got += seg.len;
+  settle(seg.qp, m);
 }

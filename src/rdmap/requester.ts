@@ -15,6 +15,7 @@ import {
 } from '../wire/rdmap.js';
 import { drainSq, finish, qpError } from './completion.js';
 import { WrKind } from './opcodes.js';
+import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import { type EngineQp, type EngineState, Flow, type OutMessage, type SendWork } from './state.js';
 
@@ -26,15 +27,72 @@ const entryLength = (e: ReadVEntry): number => e.len;
 
 export const flowKey = (peerKey: string, rqpn: number): string => `${peerKey}#${rqpn}`;
 
-/** srd: the flow to (peer, rqpn), made on first use. */
-export function srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer)): Flow {
+/** srd: the flow to (peer, rqpn), made on first use — by our own work requests, so never refused. */
+export function srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer), now = 0): Flow {
   const k = flowKey(key, rqpn);
   let f = qp.flows.get(k);
   if (!f) {
-    f = new Flow(peer, key, rqpn);
+    f = new Flow(peer, key, rqpn, now);
     qp.flows.set(k, f);
+    qp.peerFlows.set(key, (qp.peerFlows.get(key) ?? 0) + 1);
   }
   return f;
+}
+
+/**
+ * srd: the flow a segment from (peer, rqpn) belongs to, made if the QP has room for it
+ * (bounds.ts: per QP and per peer address; a full table gives up its oldest idle flow).
+ * undefined: refused and counted.
+ */
+export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key: string): Flow | undefined {
+  const f = qp.flows.get(flowKey(key, rqpn));
+  if (f) return f;
+  const b = e.bounds;
+  if ((qp.peerFlows.get(key) ?? 0) >= b.maxSrdFlowsPerPeer || (qp.flows.size >= b.maxSrdFlows && !evictIdle(e, qp))) {
+    e.counters.srdFlowsRefused++;
+    return undefined;
+  }
+  return srdFlow(qp, peer, rqpn, key, e.now);
+}
+
+/**
+ * Evict the oldest srd flow with nothing in flight either way and idle both ways for
+ * 2×srdIdleMs (both ends restart such a flow at ssn 1: bounds.ts). A scan that finds none is
+ * not repeated for a while, so a flood of new flows against a full table costs O(1) each.
+ */
+function evictIdle(e: EngineState, qp: EngineQp): boolean {
+  if (e.now < qp.evictRetryAt) return false;
+  const idle = 2 * e.bounds.srdIdleMs;
+  for (const [k, f] of qp.flows) {
+    if (f.outstanding || f.pending.size > 0 || e.now - f.lastSegIn < idle || e.now - f.lastOut < idle) continue;
+    dropFlow(qp, k, f);
+    e.counters.srdFlowsEvicted++;
+    return true;
+  }
+  qp.evictRetryAt = e.now + Math.min(1000, e.bounds.srdIdleMs);
+  return false;
+}
+
+/** srd: remove flow `f` (key `k`) from its QP's table, releasing what it held. */
+function dropFlow(qp: EngineQp, k: string, f: Flow): void {
+  qp.flows.delete(k);
+  releaseFlow(qp, f);
+  const n = (qp.peerFlows.get(f.peerKey) ?? 1) - 1;
+  if (n > 0) qp.peerFlows.set(f.peerKey, n);
+  else qp.peerFlows.delete(f.peerKey);
+}
+
+/**
+ * The ssn of a new message of ours on `flow`. An srd flow quiescent for srdIdleMs starts a new
+ * epoch at ssn 1 (its peer may have evicted it; bounds.ts).
+ */
+export function nextSsn(e: EngineState, qp: EngineQp, flow: Flow): number {
+  if (qp.type === 'srd' && flow.nextSsn > 1 && !flow.outstanding && e.now - flow.lastOut >= e.bounds.srdIdleMs) {
+    flow.nextSsn = 1;
+    flow.acked = 0;
+    flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
+  }
+  return flow.nextSsn++;
 }
 
 /** The flow a frame from (peer `key`, `rqpn`) belongs to, if the QP has one. */
@@ -53,6 +111,7 @@ export function findFlow(qp: EngineQp, key: string, rqpn: number): Flow | undefi
  */
 export function emit(e: EngineState, qp: EngineQp, flow: Flow, frame: Frame): void {
   e.outbox.push({ to: flow.peer, frame });
+  if (frame.kind === 'seg') flow.lastOut = e.now;
   if (!flow.profile.acks && frame.kind === 'seg' && (frame.hdr[0]! & DDP_L) !== 0) e.handoff.set(flow, { qp, ssn: frame.env.ssn });
 }
 
@@ -70,7 +129,7 @@ export function pump(e: EngineState, qp: EngineQp): void {
       qp.tx++;
       continue;
     }
-    if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && qp.rdAtomic >= qp.caps.maxRdAtomic) break;
+    if ((w.kind === WrKind.Read || w.kind === WrKind.Atomic) && (qp.rdAtomic >= qp.caps.maxRdAtomic || qp.rdAtomic >= qp.ordLimit)) break;
     if (qp.type === 'rc' && w.ranges) {
       if (fenced(qp, w)) break;
       widenFence(qp, w);
@@ -128,7 +187,9 @@ function parts(e: EngineState, w: SendWork): Uint8Array[] {
 }
 
 function transmit(e: EngineState, qp: EngineQp, w: SendWork): void {
-  const flow = w.flow ?? qp.flow!;
+  let flow = w.flow ?? qp.flow!;
+  // srd: the flow was evicted while the request waited (it was idle): use the current one.
+  if (qp.type === 'srd' && qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) !== flow) w.flow = flow = srdFlow(qp, flow.peer, flow.rqpn, flow.peerKey, e.now);
   armWatchdog(e, qp, flow);
   switch (w.row.build) {
     case 'send': return buildSend(e, qp, flow, w);
@@ -140,7 +201,7 @@ function transmit(e: EngineState, qp: EngineQp, w: SendWork): void {
 
 function buildSend(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const frames: SegFrame[] = [];
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   const imm = w.row.imm === w.opcode;
   dataFrames({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.mss, ssn, tagged: false, opcode: w.row.code, qn: w.row.qn,
@@ -153,14 +214,14 @@ function buildSend(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void 
 
 function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const frames: SegFrame[] = [];
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.taggedMss, ssn, tagged: true, opcode: w.row.code, stag: w.rkey, to: w.remoteAddr, parts: parts(e, w), total: w.total }, frames);
   w.pending = 1;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
   emitAll(e, qp, flow, frames);
   if (w.row.imm !== w.opcode) return;
   // RdmaWriteWithImm: RFC 7306 Immediate Data after the write; it consumes a receive.
-  const s2 = flow.nextSsn++;
+  const s2 = nextSsn(e, qp, flow);
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: s2, opcode: RdmapOpcode.ImmediateData, qn: Qn.Send, msn: flow.sendMsn++,
     bodyLen: 8, body: (b, o) => encodeImmediateData({ imm: w.imm, len: w.total }, b, o),
@@ -181,10 +242,13 @@ function readEnds(w: SendWork): { srcs: ReadVEntry[]; sinks: ReadVEntry[] } {
 function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const v = readEnds(w);
   const msn = flow.reqMsn++;
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: w.row.code, qn: w.row.qn, msn,
     bodyLen: readRequestVLength(v), body: (b, o) => encodeReadRequestV(v, b, o),
+    // Our cumulative ack rides on the request: the responder counts our reads until it sees
+    // their answers acked (its IRD), and the ack of the last answer must not trail the next request.
+    ack: flow.expected - 1,
   });
   flow.reads.set(msn, w);
   qp.rdAtomic++;
@@ -217,7 +281,7 @@ function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): v
   for (const r of reqs) {
     const msn = flow.reqMsn++;
     if (key < 0) key = msn;
-    const ssn = flow.nextSsn++;
+    const ssn = nextSsn(e, qp, flow);
     flow.inflight.set(ssn, { wr: w, rnrWait: false });
     emit(e, qp, flow, ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadRequest, qn: Qn.ReadRequest, msn,
@@ -230,7 +294,7 @@ function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): v
 
 function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const msn = flow.reqMsn++;
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   const fetchAdd = w.wc === WcOpcode.FetchAdd;
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: w.row.code, qn: w.row.qn, msn, bodyLen: 52,
@@ -254,18 +318,26 @@ export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ss
   const flow = findFlow(qp, key, rqpn);
   if (!flow) return;
   flow.lastHeard = e.now;
-  applyAck(flow, ssn);
+  const before = flow.answerBytes;
+  applyAck(flow, ssn, e.now);
+  // A read waiting for the answer budget may go now: the flow's in-order step runs again.
+  if (flow.answerBytes < before) e.touched.set(flow, qp);
   drainSq(e, qp);
   pump(e, qp);
 }
 
 /** Every message up to `ssn` is complete at the peer: Writes and Sends whose messages are all acked complete Success. */
-export function applyAck(flow: Flow, ssn: number): void {
+export function applyAck(flow: Flow, ssn: number, now: number): void {
   if (!(ssn > flow.acked) || ssn >= flow.nextSsn) return;
+  flow.lastOut = now;
   for (let s = flow.acked + 1; s <= ssn; s++) {
     const m = flow.inflight.get(s);
     if (!m) continue;
     flow.inflight.delete(s);
+    if (m.endsRead) {
+      if (flow.readsIn > 0) flow.readsIn--;
+      flow.answerBytes = Math.max(0, flow.answerBytes - (m.readBytes ?? 0));
+    }
     const w = m.wr;
     if (w && (w.kind === WrKind.Send || w.kind === WrKind.Write) && --w.pending === 0) finish(w, WcStatus.Success, w.total);
   }
@@ -277,7 +349,7 @@ export function applyHandoffs(e: EngineState): void {
   for (const [flow, { qp, ssn }] of e.handoff) {
     e.handoff.delete(flow);
     if (qp.state === QpState.Error) continue;
-    applyAck(flow, ssn);
+    applyAck(flow, ssn, e.now);
     drainSq(e, qp);
     pump(e, qp);
   }
@@ -356,7 +428,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
 
 /** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */
 function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
-  qp.flows.delete(k);
+  dropFlow(qp, k, f);
   qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
   for (const w of qp.sq) if (w.flow === f && !w.done) finish(w, WcStatus.RetryExcErr, 0);
 }

@@ -19,11 +19,13 @@ import {
   decodeTerminate, encodeAtomicResponse, encodeReadComplete, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry,
 } from '../wire/rdmap.js';
 import { statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
-import { recvFor } from './arrival.js';
+import { recvFor } from './receives.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
-import { emit, emitAll, pump, readDone } from './requester.js';
+import { emit, emitAll, nextSsn, pump, readDone } from './requester.js';
+import { release } from './budget.js';
+import { Offsets } from './offsets.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
 
@@ -59,7 +61,15 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
       return;
     }
     if (!complete) return;
+    // Answers in flight are copies (the deregister fence): past maxAnswerBytes the next read
+    // waits until earlier answers are acknowledged, as a responder answers reads one after
+    // another. The first always goes (a read larger than the budget is still answered).
+    if (row?.execute === 'answerRead' && flow.answerBytes > 0 && flow.profile.acks && flow.answerBytes + readSize(m) > e.bounds.maxAnswerBytes) {
+      e.counters.readsDeferred++;
+      return;
+    }
     flow.pending.delete(flow.expected);
+    release(qp, m);
     flow.expected++;
     flow.needAck = true;
     execute(e, qp, flow, m, row!);
@@ -170,18 +180,29 @@ function takeRecv(qp: EngineQp, m: InMessage): RecvWork {
 }
 
 function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
+  // The IRD (bounds.ts): reads answered and not acknowledged yet. Past it the peer broke the
+  // stream's resources (RFC 5040 §7.2). Hand-off peers (no acks) count until hand-off.
+  if (qp.type === 'rc' && flow.readsIn >= e.bounds.maxIrd) {
+    e.counters.readsRefused++;
+    return fatalNow(e, qp, flow, m, TERM.tooManyReads);
+  }
   const views: Uint8Array[] = [];
   let total = 0;
   for (const s of srcs) {
     const st = e.mem.check(s.stag, qp.pd, s.to, s.len, row.access!);
     if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
-    if (s.len > 0) views.push(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len));
+    // A copy, taken now, while the key is valid (issue #11 hole 5): the answer may wait in a
+    // tcp queue or a socket's buffer, or be sent again by udp, after the region is
+    // deregistered and its memory registered anew; a view would send the new region's bytes
+    // under the old key. Hardware fences outstanding responses on MR invalidation; the copy
+    // is sabre's fence (its cost on the read path: docs/resource-bounds.md).
+    if (s.len > 0) views.push(e.mem.snapshot(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len)));
     total += s.len;
   }
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];
   const response = (k: ReadVEntry, parts: Uint8Array[]): void => {
-    const ssn = flow.nextSsn++;
+    const ssn = nextSsn(e, qp, flow);
     dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: e.taggedMss }, frames);
     flow.inflight.set(ssn, { rnrWait: false });
   };
@@ -195,12 +216,20 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     response(k, parts);
   }
   if (flow.profile.extensions) {
-    const ssn = flow.nextSsn++;
+    const ssn = nextSsn(e, qp, flow);
     frames.push(ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadComplete, qn: Qn.Send, msn: m.msn, bodyLen: 8,
       body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
     }));
     flow.inflight.set(ssn, { rnrWait: false });
+  }
+  // The read's last message (ReadComplete, or the last Read Response) ends it for the IRD.
+  const last = flow.inflight.get(flow.nextSsn - 1);
+  if (last) {
+    last.endsRead = true;
+    last.readBytes = total;
+    flow.readsIn++;
+    flow.answerBytes += total;
   }
   emitAll(e, qp, flow, frames);
 }
@@ -217,13 +246,24 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   const old = dv.getBigUint64(0, true);
   if (a.op === 'fetchAdd') dv.setBigUint64(0, (old + a.addOrSwap) & M64, true);
   else if (old === a.compare) dv.setBigUint64(0, a.addOrSwap, true);
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
     bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
   });
   flow.inflight.set(ssn, { rnrWait: false });
   emit(e, qp, flow, f);
+}
+
+/** Bytes a read request asks for (0 when it does not decode: execution then Terminates it). */
+function readSize(m: InMessage): number {
+  const c = m.ctl!;
+  if (rowOf(m.opcode)?.code === RdmapOpcode.ReadRequestV) {
+    const v = decodeReadRequestV(c, 0, c.length);
+    return v.ok ? v.value.srcs.reduce((n, s) => n + s.len, 0) : 0;
+  }
+  const v = decodeReadRequest(c, 0, c.length);
+  return v.ok ? v.value.size : 0;
 }
 
 /** A standard peer's Read Response message (all its segments, L last) is complete: it answers the oldest read's next request. */
@@ -233,6 +273,17 @@ function rfcReadResponse(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage)
   const [key, w] = first.value;
   if (--w.readParts! > 0) return;
   readDone(e, qp, flow, key, w);
+}
+
+/**
+ * The peer broke the stream now (a bound of ours: bounds.ts), whatever is pending: Terminate
+ * naming `hdr` (the offending segment's DDP header), acking everything completed before.
+ */
+export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: TermCode, hdr: Uint8Array, plen: number): void {
+  fatal(e, qp, flow, {
+    ssn: flow.expected, msgLen: 0, got: 0, offs: new Offsets(), seen: false, opcode: -1, msn: 0, ulp: 0, hdr, hdrLen: hdr.length,
+    segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, fail: { term },
+  });
 }
 
 /** A message already taken off the ordering queue failed while executing. */
@@ -252,7 +303,7 @@ function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
     copy[1] = m.segLen & 0xff;
     copy.set(hdr, 2);
   }
-  const ssn = flow.nextSsn++;
+  const ssn = nextSsn(e, qp, flow);
   emit(e, qp, flow, ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
     bodyLen: 4 + (copy ? copy.length : 0), ack: m.ssn - 1,

@@ -13,6 +13,7 @@ import { Deque } from './deque.js';
 import type { EngineEvent } from './events.js';
 import type { DeviceCounters, EngineMemory, MrRecord } from './memory.js';
 import { newCounters } from './memory.js';
+import { DEFAULT_BOUNDS, type EngineBounds } from './bounds.js';
 import type { Offsets } from './offsets.js';
 import type { OpcodeRow, WrKindValue } from './opcodes.js';
 import { TimerTable } from './timers.js';
@@ -80,6 +81,10 @@ export interface OutMessage {
   /** Kept for messages that consume a receive: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
+  /** The last message of our answer to one of the peer's reads: acked, the read leaves the IRD count… */
+  endsRead?: boolean;
+  /** … and its bytes leave the answer budget. */
+  readBytes?: number;
 }
 
 /** A message being received. */
@@ -105,6 +110,9 @@ export interface InMessage {
   recv?: RecvWork;
   /** Terminate: the sender's cumulative ack — the failed message of ours is ackHint + 1. */
   ackHint?: number;
+  /** What this message is charged against its QP's out-of-order budget (budget.ts). */
+  held: number;
+  heldEntries: number;
 }
 
 export class Flow {
@@ -123,16 +131,24 @@ export class Flow {
   termMsn = 1;
   readonly reads = new Map<number, SendWork>();
   readonly atomics = new Map<number, SendWork>();
+  /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd), and their bytes (maxAnswerBytes). */
+  readsIn = 0;
+  answerBytes = 0;
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();
   needAck = false;
   /** When the peer's engine was last heard from (the requester watchdog, requester.ts). */
   lastHeard = 0;
-  constructor(peer: DeviceAddress, peerKey: string, rqpn: number) {
+  /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
+  lastSegIn: number;
+  lastOut: number;
+  constructor(peer: DeviceAddress, peerKey: string, rqpn: number, now = 0) {
     this.peer = peer;
     this.peerKey = peerKey;
     this.rqpn = rqpn;
+    this.lastSegIn = now;
+    this.lastOut = now;
   }
 
   /** Requests out: unacknowledged messages, reads or atomics awaiting their response. */
@@ -171,11 +187,19 @@ export class EngineQp {
   /** rc: receives consumed so far (a Send with MSN m takes receive m). */
   rqConsumed = 0;
   rdAtomic = 0;
+  /** Reads and atomics out at once as the connection negotiated them (tcp: the peer's IRD); caps.maxRdAtomic too. */
+  ordLimit = Infinity;
   /** Bounding box of remote ranges possibly in flight (rc fence fast path). */
   fenceLo = Infinity;
   fenceHi = -Infinity;
   /** srd receive completions carry the sender's address (`src`): the reserved CM QP asks for it. */
   readonly reportSource: boolean;
+  /** Out-of-order state held for all flows (budget.ts), in entries and bytes. */
+  oooEntries = 0;
+  oooBytes = 0;
+  /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
+  readonly peerFlows = new Map<string, number>();
+  evictRetryAt = 0;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
     this.qpn = qpn;
     this.type = type;
@@ -251,10 +275,13 @@ export class EngineState {
   readonly handoff = new Map<Flow, { qp: EngineQp; ssn: number }>();
   readonly keys = new WeakMap<DeviceAddress, string>();
 
-  constructor(mem: EngineMemory, mss: number, taggedMss: number) {
+  readonly bounds: EngineBounds;
+
+  constructor(mem: EngineMemory, mss: number, taggedMss: number, bounds: Partial<EngineBounds> = {}) {
     this.mem = mem;
     this.mss = mss;
     this.taggedMss = taggedMss;
+    this.bounds = { ...DEFAULT_BOUNDS, ...bounds };
   }
 }
 

@@ -56,8 +56,8 @@ export class Device {
       peerLost: (peer) => {
         if (!this.#closed) this.run((now) => this.engine.handlePeerLost(peer, now));
       },
-      qpUp: (qpn, profile) => {
-        if (!this.#closed) this.run((now) => this.engine.handleLinkUp(qpn, profile, now));
+      qpUp: (qpn, profile, ord) => {
+        if (!this.#closed) this.run((now) => this.engine.handleLinkUp(qpn, profile, now, ord));
       },
       qpDown: (qpn, cause) => {
         if (!this.#closed) this.run((now) => this.engine.handleLinkDown(qpn, cause, now));

@@ -32,6 +32,14 @@ export const TERM = {
   catastrophic: rdmap(R.etype.Catastrophic, R.ecode.Unspecified),
   /** A DDP segment on a byte stream that does not continue the message before it. */
   catastrophicStream: rdmap(R.etype.Catastrophic, R.ecode.CatastrophicStream),
+  /**
+   * The peer went past a resource of the stream: more RDMA Read Requests outstanding than the
+   * IRD it was given (RFC 5040 §7.2 / RFC 6581: Remote Operation Error, "catastrophic error,
+   * localized to RDMAP Stream"; siw does the same when its inbound read queue is full).
+   */
+  tooManyReads: rdmap(R.etype.RemoteOperation, R.ecode.CatastrophicStream),
+  /** … or more out-of-order messages / bytes than the QP holds for it (src/rdmap/bounds.ts): the same code. */
+  outOfOrderLimit: rdmap(R.etype.RemoteOperation, R.ecode.CatastrophicStream),
   // DDP (RFC 5041 §7.2)
   taggedVersion: ddp(D.etype.TaggedBuffer, D.taggedEcode.Version),
   untaggedVersion: ddp(D.etype.UntaggedBuffer, D.untaggedEcode.Version),

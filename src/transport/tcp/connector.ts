@@ -38,6 +38,20 @@ export interface MpaConnectorOptions {
   connectTimeoutMs?: number;
   /** A waiting (responder) side initiates too after this long without a matching request (default 1 s). */
   fallbackMs?: number;
+  /** Accepted connections held at once, handshaking or established (default 1024); more are closed at once. */
+  maxConnections?: number;
+  /** … of them from one source host (default 128). */
+  maxConnectionsPerHost?: number;
+  /** An accepted connection must complete its MPA exchange within this (default 10 s). */
+  handshakeTimeoutMs?: number;
+}
+
+/** Refusals and timeouts of accepted connections (TcpLink.stats). */
+export interface ConnectorCounters {
+  connectionsAccepted: number;
+  connectionsRefused: number;
+  connectionsRefusedHost: number;
+  handshakeTimeouts: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -88,6 +102,11 @@ export class MpaConnector {
   readonly #waiters = new Map<number, Waiter>();
   readonly #parked = new Map<number, Parked[]>();
   readonly #conns = new Set<MpaConnection>();
+  /** Accepted connections per source host (issue #11 hole 7: each is a socket, buffers, a handshake). */
+  readonly #perHost = new Map<string, number>();
+  #accepted = 0;
+  readonly #acceptOpts: TcpConnectionOptions;
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -96,6 +115,8 @@ export class MpaConnector {
     this.address = address;
     this.#opts = opts;
     this.#connOpts = { ...opts.connection, dp: opts.dp };
+    const hsMs = opts.handshakeTimeoutMs ?? opts.connection?.mpa?.timeoutMs ?? 10_000;
+    this.#acceptOpts = { ...this.#connOpts, mpa: { ...opts.connection?.mpa, timeoutMs: hsMs } };
     this.nonce = randomBytes(4).readUInt32BE(0);
     server.on('connection', (s) => this.#incoming(s));
   }
@@ -262,9 +283,34 @@ export class MpaConnector {
       s0.destroy();
       return;
     }
+    // Caps before anything is allocated for the connection: device-wide, then per source host.
+    const host = s0.remoteAddress ?? '';
+    const onHost = this.#perHost.get(host) ?? 0;
+    if (this.#accepted >= (this.#opts.maxConnections ?? 1024)) {
+      this.counters.connectionsRefused++;
+      s0.destroy();
+      return;
+    }
+    if (onHost >= (this.#opts.maxConnectionsPerHost ?? 128)) {
+      this.counters.connectionsRefusedHost++;
+      s0.destroy();
+      return;
+    }
+    this.#accepted++;
+    this.#perHost.set(host, onHost + 1);
+    this.counters.connectionsAccepted++;
     const { socket, rx } = adoptAccepted(s0);
-    const c = MpaConnection.respond(socket, this.#connOpts, rx);
+    const c = MpaConnection.respond(socket, this.#acceptOpts, rx);
     this.#track(c);
+    c.once('close', () => {
+      this.#accepted--;
+      const n = (this.#perHost.get(host) ?? 1) - 1;
+      if (n > 0) this.#perHost.set(host, n);
+      else this.#perHost.delete(host);
+    });
+    c.on('failed', (f: TcpFault) => {
+      if (f.code === 'TIMEOUT' && c.result === undefined) this.counters.handshakeTimeouts++;
+    });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
   }
 

@@ -45,6 +45,24 @@ import { decodeSabreControl, encodeSabreControl, SabreControlKind } from './sabr
 
 export interface TcpLinkOptions extends Omit<MpaConnectorOptions, 'dp'> {
   dp: FramingMemory;
+  /**
+   * Bytes a connection may hold queued for a socket that does not take them (default 16 MiB).
+   * Past it, a connection to a standard iWARP peer stops reading from its socket until the
+   * queue is down to half (backpressure); a sabre peer's answers are bounded by the IRD, which
+   * it acknowledges, and two sabre peers pausing on each other could deadlock.
+   */
+  maxQueuedBytes?: number;
+}
+
+/** One frame waiting for a blocked socket. */
+interface Queued {
+  hdr: Uint8Array;
+  payload: readonly Uint8Array[];
+  bytes: number;
+  /** It ends the answer to one of the peer's RDMA Read Requests (the IRD count drops when it is written). */
+  endsRead: boolean;
+  /** A sabre ack: cumulative, so a newer one replaces it while it waits. */
+  ack: boolean;
 }
 
 const CRC_BLOCK = 16384;
@@ -69,7 +87,15 @@ class QpStream {
   // transmit
   txSsn = 0;
   blocked = false;
-  readonly queue: { hdr: Uint8Array; payload: readonly Uint8Array[] }[] = [];
+  readonly queue: Queued[] = [];
+  queuedBytes = 0;
+  /** Reading from the socket is paused for the queue (backpressure). */
+  paused = false;
+  /** RDMA Read Requests of the peer not answered in full yet (RFC 5040 IRD), and the IRD we gave it. */
+  readsIn = 0;
+  readonly ird: number;
+  /** The ORD the peer left us (our reads and atomics out at once). */
+  readonly ord: number;
   // receive: the message open on the stream
   rxSsn = 0;
   seqNext: number | undefined;
@@ -88,6 +114,8 @@ class QpStream {
     this.remoteQpn = remoteQpn;
     this.conn = conn;
     this.profile = decodeSabrePd(conn.result?.peerPrivateData ?? new Uint8Array(0))?.kind === 'connect' ? SABRE_PEER : STANDARD_IWARP_PEER;
+    this.ird = conn.result?.ird ?? 16;
+    this.ord = conn.result?.ord ?? 16;
   }
 }
 
@@ -106,10 +134,16 @@ export class TcpLink implements Link, QpConnections {
   readonly #services = new Map<number, (r: ServiceRequest) => void>();
   #events: LinkEvents | undefined;
   #closed = false;
-  readonly counters = { segmentsIn: 0, segmentsOut: 0, controlIn: 0, controlOut: 0, terminatesSent: 0, streamFaults: 0, dropped: 0, connections: 0 };
+  readonly counters = {
+    segmentsIn: 0, segmentsOut: 0, controlIn: 0, controlOut: 0, terminatesSent: 0, streamFaults: 0, dropped: 0, connections: 0,
+    /** Read Requests past the IRD (Terminated), socket reads paused for a full queue. */
+    readsRefused: 0, readPauses: 0,
+  };
+  readonly #maxQueued: number;
 
-  private constructor(connector: MpaConnector) {
+  private constructor(connector: MpaConnector, maxQueued: number) {
     this.connector = connector;
+    this.#maxQueued = maxQueued;
     this.address = Object.freeze({ ...connector.address }) as TcpDeviceAddress;
     // The marker-bearing MULPDU is the smaller: segments then fit whatever the peer negotiates.
     // Rounded down to a multiple of 16 KiB: the CRC32C kernel's fast path takes 16 KiB blocks
@@ -121,7 +155,7 @@ export class TcpLink implements Link, QpConnections {
   }
 
   static async open(opts: TcpLinkOptions): Promise<TcpLink> {
-    return new TcpLink(await MpaConnector.listen(opts));
+    return new TcpLink(await MpaConnector.listen(opts), opts.maxQueuedBytes ?? 16 << 20);
   }
 
   start(events: LinkEvents): void {
@@ -133,7 +167,9 @@ export class TcpLink implements Link, QpConnections {
   }
 
   stats(): Record<string, number> {
-    return { ...this.counters, links: this.#streams.size, endpointConnections: this.connector.connectionCount };
+    let queuedBytes = 0;
+    for (const st of this.#streams.values()) queuedBytes += st.queuedBytes;
+    return { ...this.counters, ...this.connector.counters, links: this.#streams.size, endpointConnections: this.connector.connectionCount, queuedBytes };
   }
 
   async close(): Promise<void> {
@@ -180,21 +216,46 @@ export class TcpLink implements Link, QpConnections {
       if (env.ack !== undefined) this.#control(s, SabreControlKind.Ack, env.ack);
     }
     if (env.off === 0) s.txSsn = env.ssn;
-    this.#write(s, f.hdr, f.payload);
+    // The end of an answer to one of the peer's reads: the ReadComplete (sabre peer), or the
+    // Read Response with L (standard peer). Byte 0: DDP control (L 0x40), byte 1: RDMAP opcode.
+    const op = f.hdr[1]! & 0x0f;
+    const endsRead = s.profile.extensions ? op === RdmapOpcode.ReadComplete : op === RdmapOpcode.ReadResponse && (f.hdr[0]! & 0x40) !== 0;
+    this.#write(s, f.hdr, f.payload, endsRead, false);
     this.counters.segmentsOut++;
   }
 
   #control(s: QpStream, kind: number, ssn: number): void {
     this.counters.controlOut++;
-    this.#write(s, encodeSabreControl(kind, ssn), []);
+    this.#write(s, encodeSabreControl(kind, ssn), [], false, kind === SabreControlKind.Ack);
   }
 
-  #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[]): void {
+  #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, ack: boolean): void {
     if (s.blocked) {
-      s.queue.push({ hdr, payload });
+      const last = s.queue[s.queue.length - 1];
+      if (ack && last?.ack) {
+        // Acks are cumulative: a peer that does not read gets one waiting, not one per step.
+        last.hdr = hdr;
+        return;
+      }
+      let bytes = hdr.length;
+      for (const p of payload) bytes += p.length;
+      s.queue.push({ hdr, payload, bytes, endsRead, ack });
+      s.queuedBytes += bytes;
+      if (s.queuedBytes > this.#maxQueued && !s.paused && !s.profile.extensions) {
+        // Backpressure: take no more requests from the peer until it takes our answers.
+        s.paused = true;
+        this.counters.readPauses++;
+        s.conn.socket.pause();
+      }
       return;
     }
+    this.#sendNow(s, hdr, payload, endsRead);
+  }
+
+  /** Hand one frame to the connection: false when it must wait for 'drain'. */
+  #sendNow(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean): void {
     try {
+      if (endsRead && s.readsIn > 0) s.readsIn--;
       if (!s.conn.send(hdr, payload)) this.#block(s);
     } catch {
       // The connection went away under us; its 'close' reports the QP down.
@@ -206,14 +267,18 @@ export class TcpLink implements Link, QpConnections {
     s.blocked = true;
     s.conn.once('drain', () => {
       s.blocked = false;
-      while (s.queue.length && !s.blocked) {
+      while (s.queue.length && !s.blocked && !s.dead) {
         const q = s.queue.shift()!;
-        try {
-          if (!s.conn.send(q.hdr, q.payload)) this.#block(s);
-        } catch {
-          s.queue.length = 0;
-          return;
-        }
+        s.queuedBytes -= q.bytes;
+        this.#sendNow(s, q.hdr, q.payload, q.endsRead);
+      }
+      if (s.dead) {
+        s.queue.length = 0;
+        s.queuedBytes = 0;
+      }
+      if (s.paused && s.queuedBytes <= this.#maxQueued / 2) {
+        s.paused = false;
+        if (!s.dead) s.conn.socket.resume();
       }
     });
   }
@@ -292,7 +357,7 @@ export class TcpLink implements Link, QpConnections {
     s.attached = true;
     // qpUp first: the engine knows what the peer speaks before the first frame (ULPDUs that
     // arrived before this point are delivered as soon as the handler is set).
-    this.#events.qpUp(s.localQpn, s.profile);
+    this.#events.qpUp(s.localQpn, s.profile, s.ord);
     if (!s.dead) s.conn.onUlpdus((batch, u8) => this.#onUlpdus(s, batch, u8));
   }
 
@@ -345,6 +410,14 @@ export class TcpLink implements Link, QpConnections {
       return undefined;
     }
     if (!ext && isSabreExtension(h.opcode)) return fault(TERM.badOpcode, 'OPCODE', `sabre extension opcode ${h.opcode} from a peer that is not sabre`);
+    if (!h.tagged && h.last && (h.opcode === RdmapOpcode.ReadRequest || h.opcode === RdmapOpcode.ReadRequestV)) {
+      // RFC 5040 IRD: at most `ird` reads answered and not yet written out; one more is a Terminate.
+      if (s.readsIn >= s.ird) {
+        this.counters.readsRefused++;
+        return fault(TERM.tooManyReads, 'IRD', `more than ${s.ird} RDMA Read Requests outstanding (the IRD negotiated)`);
+      }
+      s.readsIn++;
+    }
     let ssn: number;
     if (!s.open) {
       ssn = s.seqNext ?? s.rxSsn + 1;

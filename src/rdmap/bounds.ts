@@ -1,0 +1,62 @@
+// What one peer can make the engine hold, per QP (issue #11 holes 3 and 4; the table with the
+// numbers is docs/resource-bounds.md). Every refusal is counted in DeviceCounters.
+//
+// Out-of-order state: the messages of a flow not yet completed (InMessage records, the placed
+// ranges of each, control payloads and header copies kept until the message is next). It is
+// charged per QP in entries (one per pending message, one per extra range of a message with
+// gaps) and in bytes (an estimate of the records, plus the payload bytes kept); a segment that
+// would go past either is refused before any work — rc: Terminate (the peer broke the
+// stream's resources), srd: dropped and counted. The charge is checked when a segment arrives
+// and settled when its placement returns, so one placement batch (≤ 1024 segments) may pass
+// the entry cap by its size.
+//
+// srd flows: one record per (peer address, remote QPN) a QP talks with. Capped per QP and per
+// peer address; when full, a flow with nothing in flight either way and idle for 2×srdIdleMs
+// is evicted (oldest first), else the new flow is refused and its segment dropped. Eviction
+// forgets the flow's ssn state, so flows restart in epochs: a sender whose flow is quiescent
+// for srdIdleMs starts again at ssn 1, and a receiver whose flow from that peer has been idle
+// for srdIdleMs takes a message below its expected ssn as the start of a new epoch rather
+// than as a stale copy (the link delivers each datagram once; nothing of the old epoch can
+// still arrive after that long).
+export interface EngineBounds {
+  /** Out-of-order entries per QP (pending messages + extra placed ranges). */
+  maxOooEntries: number;
+  /** Out-of-order bytes per QP (record estimates + control payloads + header copies). */
+  maxOooBytes: number;
+  /** srd flows per QP. */
+  maxSrdFlows: number;
+  /** srd flows per QP from one peer address. */
+  maxSrdFlowsPerPeer: number;
+  /** An srd flow quiescent this long restarts its ssn (and may be evicted after twice this). */
+  srdIdleMs: number;
+  /**
+   * rc: the peer's RDMA Reads answered and not yet acknowledged (the IRD). One more is a
+   * Terminate. Default 1024, the largest maxRdAtomic a QP may ask for, as nothing negotiates
+   * it on udp/inproc; tcp also enforces the IRD of its MPA exchange (16) in the link.
+   */
+  maxIrd: number;
+  /**
+   * rc, peers that acknowledge: bytes of read answers in flight (each a copy: the deregister
+   * fence). Past it the next read waits for earlier answers to be acked; one read is always
+   * answered, whatever its size.
+   */
+  maxAnswerBytes: number;
+}
+
+export const DEFAULT_BOUNDS: EngineBounds = {
+  maxOooEntries: 4096,
+  maxOooBytes: 4 << 20,
+  maxSrdFlows: 1024,
+  maxSrdFlowsPerPeer: 64,
+  srdIdleMs: 30_000,
+  maxIrd: 1024,
+  maxAnswerBytes: 64 << 20,
+};
+
+/**
+ * Heap bytes charged for one pending message record (InMessage, its map entry, its ranges;
+ * measured ≈ 448 B with a 14-byte header copy, which is charged on top).
+ */
+export const MSG_BYTES = 432;
+/** … and for each range beyond its first. */
+export const RANGE_BYTES = 16;

@@ -1,0 +1,120 @@
+// Issue #11 hole 5: after mr.deregister() returns, no byte of that memory may leave under the old
+// key. Read responses go out as views of the source region; while they wait (a tcp socket that
+// does not drain, udp datagrams lost and sent again) the region is deregistered, the memory is
+// registered again as a new LocalWrite-only region and overwritten with a marker. Before the
+// fix the marker went out (7.2 MB tcp, 20.8 MB udp in the issue); the reader must never see it.
+import { afterEach, describe, expect, it } from 'vitest';
+import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { Access, listen, Opcode, WcStatus } from '../../src/index.js';
+import { TcpLink } from '../../src/transport/tcp/link.js';
+import { UdpLink } from '../../src/transport/udp/link.js';
+import { Device } from '../../src/verbs/device.js';
+import { parseFpdus, rawConnect, readRequest, replyLength } from '../transport/tcp/raw-mpa.js';
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+const ORIGINAL = 0x11;
+const MARKER = 0xee;
+const SIZE = 1 << 20;
+
+async function until(what: string, cond: () => boolean, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('hole 5: deregister fences read responses', () => {
+  it('tcp: 16 reads of 1 MiB queued behind a socket that does not drain; deregister, re-register the memory, write a marker: no marker byte reaches the reader', async () => {
+    const mem = await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 });
+    const t = await TcpLink.open({ dp: mem, host: '127.0.0.1', port: 0 });
+    const dev = new Device(mem, t);
+    cleanup.push(() => dev.close());
+    const pd = dev.allocPd();
+    const cq = dev.createCq({ depth: 64 });
+    const mr = pd.regMr(SIZE, Access.LocalWrite | Access.RemoteRead);
+    mr.buffer.fill(ORIGINAL);
+    const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 } });
+    cleanup.push(() => l.close());
+    const raw = await rawConnect(t.address.port);
+    cleanup.push(() => void raw.s.destroy());
+    await until('the MPA Reply', () => raw.received().length >= 20);
+    await l.accept(5000);
+    raw.s.pause();
+    for (let i = 1; i <= 16; i++) raw.s.write(readRequest(i, 0x1234, i * SIZE, SIZE, mr.rkey, mr.addr));
+    await until('answers queued', () => dev.stats().link!.queuedBytes! > 4 << 20);
+    const addr = mr.addr;
+    mr.deregister();
+    const again = pd.regMr(SIZE, Access.LocalWrite);
+    // The allocator hands the same memory back: what the fence must protect.
+    expect(again.addr).toBe(addr);
+    again.buffer.fill(MARKER);
+    raw.s.resume();
+    await until('every answer', () => raw.received().length >= 16 * SIZE, 30_000);
+    const fp = parseFpdus(raw.received().subarray(replyLength(raw.received())));
+    let bytes = 0;
+    let marker = 0;
+    for (const f of fp) {
+      bytes += f.payload.length;
+      for (const b of f.payload) if (b !== ORIGINAL) marker++;
+    }
+    expect(bytes).toBe(16 * SIZE);
+    expect(marker).toBe(0);
+  }, 60_000);
+
+  it('udp: a read whose responses are lost and sent again after deregister + re-register + marker: the reader never gets a marker byte', async () => {
+    let dropping = false;
+    let dropped = 0;
+    const mk = async (filter?: (d: Uint8Array) => boolean) => {
+      const mem = await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 });
+      const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 9000, ...(filter ? { rxFilter: filter } : {}) });
+      const dev = new Device(mem, t, { mss: t.mss });
+      cleanup.push(() => dev.close());
+      return dev;
+    };
+    const reader = await mk((d) => {
+      if (dropping && d.length > 1000) {
+        dropped++;
+        return false;
+      }
+      return true;
+    });
+    const target = await mk();
+    const pdA = reader.allocPd();
+    const pdB = target.allocPd();
+    const cqA = reader.createCq({ depth: 64 });
+    const cqB = target.createCq({ depth: 64 });
+    const qpA = pdA.createQp({ type: 'rc', sendCq: cqA, recvCq: cqA, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
+    const qpB = pdB.createQp({ type: 'rc', sendCq: cqB, recvCq: cqB, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
+    await Promise.all([qpA.connect({ address: target.address, qpn: qpB.qpn }), qpB.connect({ address: reader.address, qpn: qpA.qpn })]);
+    const src = pdB.regMr(SIZE, Access.LocalWrite | Access.RemoteRead);
+    src.buffer.fill(ORIGINAL);
+    const sink = pdA.regMr(4 * SIZE, Access.LocalWrite);
+    dropping = true;
+    for (let i = 0; i < 4; i++) {
+      qpA.postSend({ wrId: i, opcode: Opcode.RdmaRead, sgList: [{ addr: sink.addr + i * SIZE, length: SIZE, lkey: sink.lkey }], remoteAddr: src.addr, rkey: src.rkey });
+    }
+    await until('responses lost', () => dropped >= 5);
+    const addr = src.addr;
+    src.deregister();
+    const again = pdB.regMr(SIZE, Access.LocalWrite);
+    expect(again.addr).toBe(addr);
+    again.buffer.fill(MARKER);
+    dropping = false;
+    const wcs = [];
+    const end = Date.now() + 30_000;
+    while (wcs.length < 4 && Date.now() < end) {
+      await cqA.wait(end - Date.now());
+      wcs.push(...cqA.poll(4));
+    }
+    expect(wcs.map((w) => w.status)).toEqual([WcStatus.Success, WcStatus.Success, WcStatus.Success, WcStatus.Success]);
+    let marker = 0;
+    for (const b of sink.buffer) if (b === MARKER) marker++;
+    expect(marker).toBe(0);
+    expect([...new Set(sink.buffer)]).toEqual([ORIGINAL]);
+  }, 60_000);
+});
