@@ -374,7 +374,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     const keys = [...UDP_REFUSALS, ...ENGINE_REFUSALS];
     const refusalsDelta = sumOf(s1, keys) - sumOf(eng0, keys);
     const inputsDone = failedAt >= 0 ? failedAt + 1 : o.inputs;
-    if (mon.errors.length) failures.push(`uncaught: ${mon.errors[0]!.split('\n')[0]}`);
+    if (mon.errors.length) failures.push(`uncaught: ${mon.errors[0]!.split('\n').slice(0, 8).join(' | ')}`);
     if (transferError) failures.push(`transfer: ${(transferError as Error).message}`);
     if (qpV.state !== QpState.Rts) failures.push(`the real QP is in state ${qpV.state}, not RTS`);
     if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms)`);
