@@ -113,4 +113,18 @@ describe('tcp: hostile streams found by the campaign', () => {
       process.off('uncaughtException', onErr);
     }
   });
+
+  // Found by the tcp campaign (seed 24301, classes mpa/bad-key, mpa/bad-rev, mpa/pd-too-long):
+  // an incoming connection whose MPA request was refused was closed with nothing counted in
+  // dev.stats() (the campaign's check "refusal counters moved >= sessions V refused" failed).
+  it('a refused MPA request moves link.handshakesRefused', async () => {
+    const dev = await openDevice({ transport: 'tcp' });
+    devs.push(dev);
+    const port = (dev.address as unknown as { port: number }).port;
+    const before = (dev.stats().link as Record<string, number>).handshakesRefused ?? 0;
+    const bad = cat(new TextEncoder().encode('MPA ID Req FramE'), Uint8Array.of(0x50, 0x02, 0x00, 0x00));
+    const a = await rawMpa(port, bad);
+    await vi.waitFor(() => expect(a.closed()).toBe(true), { timeout: 5000 });
+    await vi.waitFor(() => expect(((dev.stats().link as Record<string, number>).handshakesRefused ?? 0) - before).toBe(1));
+  });
 });

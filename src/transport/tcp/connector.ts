@@ -88,6 +88,8 @@ export class MpaConnector {
   readonly #waiters = new Map<number, Waiter>();
   readonly #parked = new Map<number, Parked[]>();
   readonly #conns = new Set<MpaConnection>();
+  /** Incoming connections closed before their MPA handshake completed: a bad or refused request, a timeout, a peer that left. */
+  readonly counters = { handshakesRefused: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -265,6 +267,13 @@ export class MpaConnector {
     const { socket, rx } = adoptAccepted(s0);
     const c = MpaConnection.respond(socket, this.#connOpts, rx);
     this.#track(c);
+    let up = false;
+    c.once('established', () => {
+      up = true;
+    });
+    c.once('close', () => {
+      if (!up) this.counters.handshakesRefused++;
+    });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
   }
 

@@ -133,7 +133,7 @@ export class TcpLink implements Link, QpConnections {
   }
 
   stats(): Record<string, number> {
-    return { ...this.counters, links: this.#streams.size, endpointConnections: this.connector.connectionCount };
+    return { ...this.counters, handshakesRefused: this.connector.counters.handshakesRefused, links: this.#streams.size, endpointConnections: this.connector.connectionCount };
   }
 
   async close(): Promise<void> {
