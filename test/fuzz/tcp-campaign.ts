@@ -207,16 +207,21 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
         try {
           qp = await connect(P, proxy!.address, { pd: pdPv, service: VICTIM, timeoutMs: 3000, qpInit: { sendCq: cqPv, recvCq: cqPv, maxSendWr: 16, maxRecvWr: 4, maxSge: 1 } });
           victims++;
+          // Batches of 6 writes and 2 sends (V posts 32 receives per victim QP), so the path
+          // has FPDUs to work on; the next batch once these completed.
           for (let i = 0; !stop && qp.state === QpState.Rts && i < 10_000; i++) {
-            qp.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 1 + (i * 97) % 8192, lkey: src.lkey }], remoteAddr: vicMr.addr + (i % 8) * 4096, rkey: vicMr.rkey });
-            qp.postSend({ wrId: 2, opcode: Opcode.Send, sgList: [{ addr: src.addr, length: 1 + (i * 31) % 4096, lkey: src.lkey }] });
+            for (let j = 0; j < 6; j++) {
+              qp.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 1 + ((i * 8 + j) * 97) % 8192, lkey: src.lkey }], remoteAddr: vicMr.addr + ((i + j) % 8) * 4096, rkey: vicMr.rkey });
+            }
+            for (let j = 0; j < 2; j++) qp.postSend({ wrId: 2, opcode: Opcode.Send, sgList: [{ addr: src.addr, length: 1 + ((i * 2 + j) * 31) % 4096, lkey: src.lkey }] });
             let got = 0;
             const t = Date.now();
-            while (got < 2 && Date.now() - t < 2000 && qp.state === QpState.Rts) {
-              got += cqPv.poll(8).length;
-              if (got < 2) await cqPv.wait(100).catch(() => {});
+            // A dropped FPDU leaves the stream waiting for bytes that never come: give up soon.
+            while (got < 8 && Date.now() - t < 250 && qp.state === QpState.Rts) {
+              got += cqPv.poll(16).length;
+              if (got < 8) await cqPv.wait(50).catch(() => {});
             }
-            if (got < 2) break;
+            if (got < 8) break;
           }
         } catch {
           await sleep(20);
@@ -345,6 +350,7 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
         });
         inflight.add(p);
       }
+      mon.index = total();
       if (inflight.size) await Promise.race(inflight);
       else await sleep(10);
       if (mon.errors.length || transferError) failedAt = next;
@@ -377,7 +383,7 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
     if (mon.errors.length) failures.push(`uncaught: ${mon.errors[0]!.split('\n').slice(0, 8).join(' | ')}`);
     if (transferError) failures.push(`transfer: ${(transferError as Error).message}`);
     if (qpV.state !== QpState.Rts) failures.push(`the real QP is in state ${qpV.state}, not RTS`);
-    if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms)`);
+    if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms near input ${mon.worstStall.index}, ${mon.worstStall.atMs} ms into the run, GC in that interval ${mon.worstStall.gcMs} ms; longest GC ${mon.maxGcMs.toFixed(1)} ms)`);
     const bound = o.heapBoundBytes ?? DEFAULT_HEAP_BOUND;
     if (heapEnd - mon.heapBase > bound) failures.push(`heap grew ${((heapEnd - mon.heapBase) / 1048576).toFixed(1)} MiB after GC, bound ${(bound / 1048576).toFixed(0)} MiB`);
     if (refusalsDelta < refusedSessions) failures.push(`refusal counters moved ${refusalsDelta}, fewer than the ${refusedSessions} sessions V refused or terminated`);
@@ -393,7 +399,7 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
       counters: delta(s1, s0, [...REFUSAL_KEYS, 'segmentsIn', 'connections', 'controlIn', 'timeouts', 'rnrNaksSent']),
       tables, maxStallMs: mon.maxStallMs, maxLateMs: mon.maxLateMs, loopDelay: mon.loopDelay(), heapBase: mon.heapBase, heapMax: mon.heapMax, heapEnd,
       failures, ...(savedTo ? { savedTo } : {}),
-      extra: { sessions, acceptedSessions, refusedSessions, victims, acceptedQps: acceptedTotal, pathInputs, proxyConnections: proxy.connections },
+      extra: { worstStallIndex: mon.worstStall.index, worstStallGcMs: mon.worstStall.gcMs, maxGcMs: Math.round(mon.maxGcMs), sessions, acceptedSessions, refusedSessions, victims, acceptedQps: acceptedTotal, pathInputs, proxyConnections: proxy.connections },
     };
   } finally {
     mon.stop();

@@ -257,6 +257,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     let lastLog = t0;
     let failedAt = -1;
     for (let i = 0; i < o.inputs; i++) {
+      mon.index = i;
       const g = new Gen(inputRand(seed, i));
       const roll = g.r();
       let role: string;
@@ -377,7 +378,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     if (mon.errors.length) failures.push(`uncaught: ${mon.errors[0]!.split('\n').slice(0, 8).join(' | ')}`);
     if (transferError) failures.push(`transfer: ${(transferError as Error).message}`);
     if (qpV.state !== QpState.Rts) failures.push(`the real QP is in state ${qpV.state}, not RTS`);
-    if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms)`);
+    if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms near input ${mon.worstStall.index}, ${mon.worstStall.atMs} ms into the run, GC in that interval ${mon.worstStall.gcMs} ms; longest GC ${mon.maxGcMs.toFixed(1)} ms)`);
     const bound = o.heapBoundBytes ?? DEFAULT_HEAP_BOUND;
     if (heapEnd - mon.heapBase > bound) failures.push(`heap grew ${((heapEnd - mon.heapBase) / 1048576).toFixed(1)} MiB after GC, bound ${(bound / 1048576).toFixed(0)} MiB`);
     if (refusalsDelta < refusedSent - lost) failures.push(`refusal counters moved ${refusalsDelta}, fewer than the ${refusedSent} certainly-refused inputs (${lost} lost in the kernel)`);
@@ -398,7 +399,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
       tables, maxStallMs: mon.maxStallMs, maxLateMs: mon.maxLateMs, loopDelay: mon.loopDelay(), heapBase: mon.heapBase, heapMax: mon.heapMax, heapEnd,
       failures, ...(savedTo ? { savedTo } : {}),
       peerCounters: delta(flatStats(P), peer0, Object.keys(flatStats(P)).filter((k) => !/^(tx|rx|batches|frames|flushes|directS|directB|placeB|stagedB|txSocket)/.test(k))),
-      extra: { qp2Made, hellosAnswered: vp.hellos, churns, churnOk, injected },
+      extra: { worstStallIndex: mon.worstStall.index, worstStallGcMs: mon.worstStall.gcMs, maxGcMs: Math.round(mon.maxGcMs), qp2Made, hellosAnswered: vp.hellos, churns, churnOk, injected },
     };
     void (V as unknown as { udp?: UdpLink }).udp;
   } finally {
