@@ -51,6 +51,12 @@ export interface UdpRelay {
   /** Stop forwarding in both directions (a partition) until resume(). */
   pause(): void;
   resume(): void;
+  /**
+   * Send `bytes` as if on the path (an on-path attacker's injection): toward the server from
+   * `client`'s upstream socket, or toward `client` from the relay's front socket. Unimpaired.
+   * False when `client` has no upstream socket (yet).
+   */
+  inject(bytes: Uint8Array, toServer: boolean, client: { host: string; port: number }): boolean;
   close(): Promise<void>;
 }
 
@@ -60,6 +66,11 @@ export interface RelayOptions extends RelayImpairment {
   seed?: number;
   maxClients?: number;
   maxHeld?: number;
+  /**
+   * Sees every datagram the relay takes in, once it is forwarded (an on-path observer: a fuzzer
+   * learns context ids, PSNs and frames here; what it inject()s then follows the original).
+   */
+  tap?: (msg: Buffer, toServer: boolean, client: { host: string; port: number }) => void;
 }
 
 interface Held {
@@ -146,6 +157,7 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
       s.on('message', (back) => {
         stats.bytesFromServer += back.length;
         forward(front, back, port, host, false);
+        opts.tap?.(back, false, { host, port });
       });
       s.on('error', () => {});
       ready.set(s, new Promise<void>((res) => s.bind(0, '127.0.0.1', () => res())));
@@ -162,6 +174,7 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
       return;
     }
     forward(up, msg, opts.target.port, opts.target.host, true);
+    opts.tap?.(msg, true, { host: rinfo.address, port: rinfo.port });
   });
   front.on('error', () => {});
 
@@ -183,6 +196,16 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
     },
     resume() {
       paused = false;
+    },
+    inject(bytes, toServer, client) {
+      if (!toServer) {
+        front.send(bytes, client.port, client.host, () => {});
+        return true;
+      }
+      const up = upstream.get(`${client.host}|${client.port}`);
+      if (!up) return false;
+      up.send(bytes, opts.target.port, opts.target.host, () => {});
+      return true;
     },
     async close() {
       for (const h of held) clearTimeout(h.timer);

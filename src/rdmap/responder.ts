@@ -99,6 +99,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       return;
     case 'receive': {
       const r = takeRecv(qp, m);
+      if (!r) return fatalNow(e, qp, flow, m, TERM.invalidMsn);
       const wc: WorkCompletion = { wrId: r.wrId, status: WcStatus.Success, opcode: row.recv!.wc, byteLen: m.msgLen, qpn: qp.qpn };
       if (row.imm !== undefined) wc.imm = m.ulp >>> 0;
       return recvComplete(e, qp, flow, wc);
@@ -107,6 +108,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       const v = decodeImmediateData(m.ctl!, 0, m.ctl!.length);
       if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
       const r = takeRecv(qp, m);
+      if (!r) return fatalNow(e, qp, flow, m, TERM.invalidMsn);
       return recvComplete(e, qp, flow, { wrId: r.wrId, status: WcStatus.Success, opcode: row.recv!.wc, byteLen: v.value.len, imm: v.value.imm >>> 0, qpn: qp.qpn });
     }
     case 'answerRead': {
@@ -170,8 +172,14 @@ function recvComplete(e: EngineState, qp: EngineQp, flow: Flow, wc: WorkCompleti
   complete(e, qp.recvCq, wc);
 }
 
-function takeRecv(qp: EngineQp, m: InMessage): RecvWork {
-  const r = recvFor(qp, m)!;
+/**
+ * The receive `m` completes into, taken off the queue. undefined: none is left for its MSN —
+ * two messages named the same MSN and both arrived (each checked against the same posted
+ * receive) before the first completed and consumed it.
+ */
+function takeRecv(qp: EngineQp, m: InMessage): RecvWork | undefined {
+  const r = recvFor(qp, m);
+  if (!r) return undefined;
   // rc takes receives in posting order: the head.
   if (qp.rq.at(0) === r) qp.rq.shift();
   else qp.rq.removeAt(qp.rq.indexOf(r));

@@ -52,6 +52,8 @@ export interface ConnectorCounters {
   connectionsRefused: number;
   connectionsRefusedHost: number;
   handshakeTimeouts: number;
+  /** Incoming connections closed before their MPA handshake completed (found by the fuzz campaign: such refusals were uncounted). */
+  handshakesRefused: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -106,7 +108,7 @@ export class MpaConnector {
   readonly #perHost = new Map<string, number>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -302,7 +304,13 @@ export class MpaConnector {
     const { socket, rx } = adoptAccepted(s0);
     const c = MpaConnection.respond(socket, this.#acceptOpts, rx);
     this.#track(c);
+    let up = false;
+    c.once('established', () => {
+      up = true;
+    });
     c.once('close', () => {
+      // Closed before 'established': a bad or refused request, a timeout, a peer that left.
+      if (!up) this.counters.handshakesRefused++;
       this.#accepted--;
       const n = (this.#perHost.get(host) ?? 1) - 1;
       if (n > 0) this.#perHost.set(host, n);

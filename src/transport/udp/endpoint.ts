@@ -165,6 +165,19 @@ export interface PollResult {
   failed: Failure[];
 }
 
+/** DATA datagrams a context refused after the endpoint's checks (context.ts onData). */
+export interface ContextRefusals {
+  rxDuplicate: number;
+  rxOutOfWindow: number;
+  rxNoCredit: number;
+}
+
+function addRefusals(to: ContextRefusals, c: ContextRefusals): void {
+  to.rxDuplicate += c.rxDuplicate;
+  to.rxOutOfWindow += c.rxOutOfWindow;
+  to.rxNoCredit += c.rxNoCredit;
+}
+
 interface Entry {
   ctx: TransportContext;
   peer: PeerAddress;
@@ -236,6 +249,8 @@ export class UdpEndpoint {
   private readonly deviceResets: TokenBucket;
   private readonly hostResets: HostBuckets;
   private scanAt = -Infinity;
+  /** Context refusals of the contexts dropped so far (stats() adds the live ones). */
+  private readonly ctxRefused: ContextRefusals = { rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0 };
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -294,9 +309,15 @@ export class UdpEndpoint {
     return this.byAddr.get(addrKey(peer))?.ctx;
   }
 
-  /** Every counter, and the sizes of every table a peer can grow (docs/resource-bounds.md). */
-  stats(): EndpointCounters & { contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number } {
-    return { ...this.counters, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size };
+  /**
+   * Every counter, and the sizes of every table a peer can grow (docs/resource-bounds.md). The
+   * DATA datagrams the contexts refused after the header checks (a PSN already received or past
+   * the receive window, no receive credit left) are summed over live and dropped contexts.
+   */
+  stats(): EndpointCounters & ContextRefusals & { contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number } {
+    const r = { ...this.ctxRefused };
+    for (const e of this.byId.values()) addRefusals(r, e.ctx.counters);
+    return { ...this.counters, ...r, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size };
   }
 
   /**
@@ -536,6 +557,7 @@ export class UdpEndpoint {
   }
 
   private drop(e: Entry): void {
+    if (this.byId.get(e.ctx.localId) === e) addRefusals(this.ctxRefused, e.ctx.counters);
     this.byId.delete(e.ctx.localId);
     if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
     if (e.inbound) {
