@@ -574,6 +574,7 @@ export const REGION_ENTRY_FLAGS_OFF: u32 = 20;
 export const REGION_ENTRY_FLAGS_EXTERNAL: u32 = 0x00000001;
 export const REGION_ENTRY_FLAGS_RSVD: u32 = 0xfffffffe;
 export const REGION_ENTRY_IOVA_OFF: u32 = 24;
+export const REGION_ENTRY_HASH_DIR_OFF: u32 = 28;
 // @ts-ignore: decorator
 @inline export function getRegionEntryBase(p: usize): u32 { return load<u32>(p, 0); }
 // @ts-ignore: decorator
@@ -599,9 +600,13 @@ export const REGION_ENTRY_IOVA_OFF: u32 = 24;
 // @ts-ignore: decorator
 @inline export function setRegionEntryFlags(p: usize, v: u32): void { store<u32>(p, v, 20); }
 // @ts-ignore: decorator
-@inline export function getRegionEntryIova(p: usize): u64 { return load<u64>(p, 24); }
+@inline export function getRegionEntryIova(p: usize): u32 { return load<u32>(p, 24); }
 // @ts-ignore: decorator
-@inline export function setRegionEntryIova(p: usize, v: u64): void { store<u64>(p, v, 24); }
+@inline export function setRegionEntryIova(p: usize, v: u32): void { store<u32>(p, v, 24); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryHashDir(p: usize): u32 { return load<u32>(p, 28); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryHashDir(p: usize, v: u32): void { store<u32>(p, v, 28); }
 
 // Placement descriptor: one received tagged segment (or receive piece) for place() — sabre data plane (M3), little-endian
 export const PLACE_DESC_SIZE: u32 = 32;

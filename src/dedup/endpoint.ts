@@ -13,6 +13,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
+import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './memory.js';
 import type { Hello } from './messages.js';
 import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';
@@ -179,6 +180,8 @@ export class DedupSender {
 export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
   pipe: MessagePipe;
   zone: LandingZone;
+  /** Hash arrivals in-band, inside place() (default true; false: each slot is hashed at its ROUND). */
+  inBand?: boolean;
 }
 
 export interface Received {
@@ -197,10 +200,12 @@ export class DedupReceiver implements AsyncIterable<Received> {
   readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
   readonly #errors: Error[] = [];
   #closed: Error | undefined;
+  #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
 
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o);
     this.#pipe = o.pipe;
+    if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
@@ -261,7 +266,33 @@ export class DedupReceiver implements AsyncIterable<Received> {
     else this.#ready.push(r);
   }
 
+  /** Whether placement into the zone hashes in-band (the region table entry names our directory). */
+  get inBand(): boolean {
+    return this.#hooked !== undefined;
+  }
+
+  /**
+   * docs/dedup.md "Hooking into place()": the zone's region table entry names the zone
+   * directory, so every segment place() copies into the zone advances the armed slot's chunk
+   * map. Only when the zone is a region of this device memory whose entry is exactly the zone
+   * (a zone elsewhere is still verified, by hashing each slot at its ROUND).
+   */
+  #hookPlacement(mem: DedupMemory, zone: LandingZone): void {
+    if (!(mem instanceof DeviceMemory)) return;
+    const idx = zone.rkey >>> 8;
+    if (idx < 1 || idx >= mem.regions.capacity) return;
+    const e = mem.regions.read(idx);
+    if (e.stag !== zone.rkey >>> 0 || e.external || e.base !== zone.addr || e.length < zone.length) return;
+    mem.regions.setHashDir(idx, this.#core.zoneDirectory);
+    this.#hooked = { regions: mem.regions, idx, stag: e.stag };
+  }
+
   close(): void {
+    // Unhook before the directory is freed; a zone already deregistered (its index maybe
+    // reused by another region) has a zeroed word already and is left alone.
+    const h = this.#hooked;
+    this.#hooked = undefined;
+    if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);
     this.#core.close();
   }
 }

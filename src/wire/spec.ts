@@ -710,7 +710,8 @@ export const REGION_ENTRY = layout({
         Rsvd: { mask: 0xfffffffe, meaning: 'reserved, 0' },
       },
     },
-    iova: { offset: 24, size: 8, type: 'u64', ref: 'sabre', meaning: 'reserved, 0' },
+    iova: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'reserved, 0' },
+    hashDir: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the dedup zone directory (dedupZoneDir) of a hash-tracked landing zone, 0 = none: place() advances its chunk maps after each copy (RegionTable.setHashDir; zeroed by write)' },
   },
 });
 
