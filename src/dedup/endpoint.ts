@@ -15,6 +15,7 @@ import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './memory.js';
+import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
 import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';
 
@@ -59,6 +60,7 @@ export class DedupSender {
   readonly #pipe: MessagePipe;
   readonly #rdma: RdmaWritePath;
   readonly #mem: DedupMemory;
+  readonly #totals: DedupTotals;
   readonly #step: number;
   readonly #pool: KernelRunner | undefined;
   #hello: Promise<Hello>;
@@ -76,6 +78,7 @@ export class DedupSender {
     this.#pipe = o.pipe;
     this.#rdma = o.rdma;
     this.#mem = o.mem;
+    this.#totals = dedupTotals(o.mem);
     this.#step = o.step ?? 2 << 20;
     this.#pool = o.pool;
     this.#hello = new Promise((resolve, reject) => {
@@ -152,10 +155,12 @@ export class DedupSender {
             .catch((e) => this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)))));
           break;
         case 'done':
+          this.#totals.addSent(a.result);
           this.#pending?.resolve(a.result);
           this.#pending = undefined;
           break;
         case 'failed':
+          this.#totals.sent.failed++;
           this.#pending?.reject(a.error);
           this.#pending = undefined;
           break;
@@ -201,10 +206,12 @@ export class DedupReceiver implements AsyncIterable<Received> {
   readonly #errors: Error[] = [];
   #closed: Error | undefined;
   #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
+  readonly #totals: DedupTotals;
 
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o);
     this.#pipe = o.pipe;
+    this.#totals = dedupTotals(o.mem);
     if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
     o.pipe.onClose?.((e) => {
@@ -248,9 +255,11 @@ export class DedupReceiver implements AsyncIterable<Received> {
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
           break;
         case 'delivered':
+          this.#totals.addReceived(a.stats);
           this.#deliver({ bytes: a.bytes, stats: a.stats });
           break;
         case 'failed': {
+          this.#totals.received.failed++;
           const w = this.#waiters.shift();
           if (w) w.reject(a.error);
           else this.#errors.push(a.error);

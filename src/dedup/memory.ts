@@ -10,6 +10,7 @@ import { Access } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
+import { dedupTotals } from './stats.js';
 
 export interface DedupMemory {
   readonly kernels: Kernels;
@@ -34,5 +35,7 @@ export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
   }
   if (!m) throw new SabreError(ErrorCode.NotSupported, 'dedup: this device has no WebAssembly data plane memory');
   cache.set(dev, m);
+  const mem = m;
+  dev.addStatsSource('dedup', () => dedupTotals(mem).snapshot() as unknown as Record<string, unknown>);
   return m;
 }
