@@ -187,6 +187,11 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
   zone: LandingZone;
   /** Hash arrivals in-band, inside place() (default true; false: each slot is hashed at its ROUND). */
   inBand?: boolean;
+  /**
+   * Hand each object (or a transfer's error) here, synchronously, the moment it is complete,
+   * instead of queueing it for next(): a channel puts it in its message order at once.
+   */
+  onObject?: (r: Received | Error) => void;
 }
 
 export interface Received {
@@ -207,11 +212,13 @@ export class DedupReceiver implements AsyncIterable<Received> {
   #closed: Error | undefined;
   #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
   readonly #totals: DedupTotals;
+  readonly #onObject: ((r: Received | Error) => void) | undefined;
 
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o);
     this.#pipe = o.pipe;
     this.#totals = dedupTotals(o.mem);
+    this.#onObject = o.onObject;
     if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
     o.pipe.onClose?.((e) => {
@@ -260,6 +267,10 @@ export class DedupReceiver implements AsyncIterable<Received> {
           break;
         case 'failed': {
           this.#totals.received.failed++;
+          if (this.#onObject) {
+            this.#onObject(a.error);
+            break;
+          }
           const w = this.#waiters.shift();
           if (w) w.reject(a.error);
           else this.#errors.push(a.error);
@@ -270,6 +281,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
   }
 
   #deliver(r: Received): void {
+    if (this.#onObject) return this.#onObject(r);
     const w = this.#waiters.shift();
     if (w) w.resolve(r);
     else this.#ready.push(r);
