@@ -245,6 +245,16 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   }
 
   /**
+   * @internal the scope and chunking key the peer's dedup sends are received under, set before
+   * its first one arrives, with the scope pre-filled by `dedupStoreOf(ch.pd).ingest(scope, basis,
+   * { key, avg })` (the file service's rsync basis). Default: a scope of this channel, a random
+   * key, 16 KiB chunks.
+   */
+  dedupBasis(scope: string, key: Uint8Array, avg?: number): void {
+    this.#dedupHalf().setBasis(scope, key, avg);
+  }
+
+  /**
    * While a dedup-kind message is next in order: take it and hand it over (nothing for the
    * application). `flush`: post what that caused now (false inside #flush, which goes on itself:
    * a nested flush would post out of order).

@@ -128,21 +128,34 @@ export class ChannelDedup {
     }
   }
 
+  #basis: { scope: string; key: Uint8Array; avg?: number } | undefined;
+
+  /**
+   * Receive under this scope, key and average chunk size (set before the peer's OPEN; the
+   * scope is the caller's to drop).
+   */
+  setBasis(scope: string, key: Uint8Array, avg?: number): void {
+    if (this.#rx) throw new SabreError(ErrorCode.InvalidState, 'channel: the dedup receiver is already open');
+    if (!(key instanceof Uint8Array) || key.length !== 32) throw new SabreError(ErrorCode.InvalidArgument, 'channel: a dedup key is 32 bytes');
+    this.#basis = { scope, key, ...(avg !== undefined ? { avg } : {}) };
+  }
+
   #openRx(): void {
     const pd = this.#h.pd;
     const mem = dedupMemoryOf(pd);
     const slotLen = Math.floor(this.#h.zoneBytes / SLOTS);
     this.#zone = pd.regMr(SLOTS * slotLen, Access.LocalWrite | Access.RemoteWrite);
-    this.#scope = `channel:${++scopes}`;
+    if (!this.#basis) this.#scope = `channel:${++scopes}`; // ours to drop at close
     const pipe = {
       send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToTx, b)),
       onMessage: (f: (b: Uint8Array) => void) => void (this.#rxHandler = f),
     };
     // The chunking key is this scope's own: nobody else's chunk boundaries match it.
     this.#rx = new DedupReceiver({
-      pipe, mem, store: dedupStoreOf(pd), scope: this.#scope, key: new Uint8Array(randomBytes(32)), slots: SLOTS,
+      pipe, mem, store: dedupStoreOf(pd), scope: this.#basis?.scope ?? this.#scope!, key: this.#basis?.key ?? new Uint8Array(randomBytes(32)), slots: SLOTS,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
+      ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
     });
   }
 
