@@ -1154,6 +1154,19 @@ export const CHAN_RECORD_LEN_OFF: u32 = 2;
 // @ts-ignore: decorator
 @inline export function setChanRecordLen(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
 
+// Channel dedup message (a data message with V = 1 whose first byte is 0xc1: the pipe of send(bytes, { dedup: true })) — sabre (M4 over M2), big-endian
+export const CHAN_DEDUP_SIZE: u32 = 2;
+export const CHAN_DEDUP_MARK_OFF: u32 = 0;
+export const CHAN_DEDUP_SUB_OFF: u32 = 1;
+// @ts-ignore: decorator
+@inline export function getChanDedupMark(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanDedupMark(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanDedupSub(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanDedupSub(p: usize, v: u8): void { store<u8>(p, v, 1); }
+
 // Channel control message header (every control message; credits ride here) — sabre (M2), big-endian
 export const CHAN_HDR_SIZE: u32 = 8;
 export const CHAN_HDR_TYPE_OFF: u32 = 0;

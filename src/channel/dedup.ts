@@ -30,7 +30,7 @@ import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { WrKind } from './link.js';
 
-/** First byte of a dedup-kind channel message (never the first byte of MessagePack). */
+/** First byte of a dedup-kind channel message (never the first byte of MessagePack; layout chanDedup). */
 export const DEDUP_MARK = 0xc1;
 export const DedupSub = { Open: 0, Refuse: 1, ToRx: 2, ToTx: 3 } as const;
 /** RDMA WRITEs of dedup chunks one channel keeps in flight (its QP's send queue has room for them). */

@@ -31,15 +31,14 @@ import { connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
-import { FileAccess, FileStatus } from '../wire/spec.js';
+import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/spec.js';
 import { connectionProof } from './auth.js';
 import type { Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
 import { statusText } from './status.js';
 
-/** cm service number of the file service's dedup channels ('SBFD'). */
-export const FILE_DEDUP_SERVICE = 0x5342_4644;
+export { FILE_DEDUP_SERVICE };
 /** Largest file a dedup transfer moves (the object is assembled in memory). */
 export const DEDUP_MAX_BYTES = 256 << 20;
 /**
