@@ -17,9 +17,10 @@ import {
   SG_STATUS_OK, SG_STATUS_SRC_BOUNDS, SG_STATUS_SRC_ENTRY,
   getPlaceDescAccess, getPlaceDescLen, getPlaceDescPd, getPlaceDescSrc, getPlaceDescStag, getPlaceDescTag,
   getPlaceDescTo, getRegionEntryAccess, getRegionEntryBase, getRegionEntryFlags, getRegionEntryLength,
-  getRegionEntryPd, getRegionEntryStag, getSgDescDst, getSgDescDstIdx, getSgDescLen, getSgDescSrc,
+  getRegionEntryHashDir, getRegionEntryPd, getRegionEntryStag, getSgDescDst, getSgDescDstIdx, getSgDescLen, getSgDescSrc,
   getSgDescSrcIdx, setPlaceOutLen, setPlaceOutStag, setPlaceOutStatus, setPlaceOutTag,
 } from './wire.gen';
+import { chunkHashZone } from './chunkhash';
 
 /**
  * Direct placement of a batch of tagged segments: `count` placeDesc records at descPtr, one
@@ -64,6 +65,11 @@ export function place(descPtr: usize, count: u32, tablePtr: usize, tableEntries:
           memory.copy(<usize>to, <usize>src, <usize>len);
           status = PLACE_STATUS_PLACED;
           placed++;
+          // In-band dedup hashing (docs/dedup.md "Hooking into place()"): a hash-tracked landing
+          // zone advances its chunks' hashes over the bytes just placed, still in cache. Every
+          // other region pays this one load and branch.
+          const dir = getRegionEntryHashDir(e);
+          if (dir != 0) chunkHashZone(<usize>dir, <usize>to, len);
         }
       }
     }

@@ -574,6 +574,7 @@ export const REGION_ENTRY_FLAGS_OFF: u32 = 20;
 export const REGION_ENTRY_FLAGS_EXTERNAL: u32 = 0x00000001;
 export const REGION_ENTRY_FLAGS_RSVD: u32 = 0xfffffffe;
 export const REGION_ENTRY_IOVA_OFF: u32 = 24;
+export const REGION_ENTRY_HASH_DIR_OFF: u32 = 28;
 // @ts-ignore: decorator
 @inline export function getRegionEntryBase(p: usize): u32 { return load<u32>(p, 0); }
 // @ts-ignore: decorator
@@ -599,9 +600,13 @@ export const REGION_ENTRY_IOVA_OFF: u32 = 24;
 // @ts-ignore: decorator
 @inline export function setRegionEntryFlags(p: usize, v: u32): void { store<u32>(p, v, 20); }
 // @ts-ignore: decorator
-@inline export function getRegionEntryIova(p: usize): u64 { return load<u64>(p, 24); }
+@inline export function getRegionEntryIova(p: usize): u32 { return load<u32>(p, 24); }
 // @ts-ignore: decorator
-@inline export function setRegionEntryIova(p: usize, v: u64): void { store<u64>(p, v, 24); }
+@inline export function setRegionEntryIova(p: usize, v: u32): void { store<u32>(p, v, 24); }
+// @ts-ignore: decorator
+@inline export function getRegionEntryHashDir(p: usize): u32 { return load<u32>(p, 28); }
+// @ts-ignore: decorator
+@inline export function setRegionEntryHashDir(p: usize, v: u32): void { store<u32>(p, v, 28); }
 
 // Placement descriptor: one received tagged segment (or receive piece) for place() — sabre data plane (M3), little-endian
 export const PLACE_DESC_SIZE: u32 = 32;
@@ -1148,6 +1153,19 @@ export const CHAN_RECORD_LEN_OFF: u32 = 2;
 @inline export function getChanRecordLen(p: usize): u16 { return bswap<u16>(load<u16>(p, 2)); }
 // @ts-ignore: decorator
 @inline export function setChanRecordLen(p: usize, v: u16): void { store<u16>(p, bswap<u16>(v), 2); }
+
+// Channel dedup message (a data message with V = 1 whose first byte is 0xc1: the pipe of send(bytes, { dedup: true })) — sabre (M4 over M2), big-endian
+export const CHAN_DEDUP_SIZE: u32 = 2;
+export const CHAN_DEDUP_MARK_OFF: u32 = 0;
+export const CHAN_DEDUP_SUB_OFF: u32 = 1;
+// @ts-ignore: decorator
+@inline export function getChanDedupMark(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setChanDedupMark(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getChanDedupSub(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setChanDedupSub(p: usize, v: u8): void { store<u8>(p, v, 1); }
 
 // Channel control message header (every control message; credits ride here) — sabre (M2), big-endian
 export const CHAN_HDR_SIZE: u32 = 8;

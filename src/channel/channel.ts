@@ -14,6 +14,9 @@ import { decodeValue, encodeValue } from './codec.js';
 import { ChannelCore, type CoreStats } from './core.js';
 import type { ChannelHub, HubMember } from './hub.js';
 import type { ResolvedOptions } from './options.js';
+import { ChannelDedup, isDedupMessage } from './dedup.js';
+import { WrKind, wrKindOf } from './link.js';
+import type { Received } from '../dedup/endpoint.js';
 import type { Action, ChannelPorts, FailKind, Outcome, Region, RegionUse } from './ports.js';
 
 const ACCESS: Record<RegionUse, number> = {
@@ -61,6 +64,16 @@ interface Waiting extends Pending {
   value: boolean;
 }
 
+/** Options of one send. */
+export interface SendOptions {
+  /**
+   * Move the bytes (a Uint8Array) by de-duplication (docs/dedup.md): the peer's chunks it
+   * already holds from this channel are not sent again. Arrives as an ordinary message, in
+   * order; ordinary sends made after it wait until it has finished.
+   */
+  dedup?: boolean;
+}
+
 export interface ChannelStats extends CoreStats {
   qpn: number;
   /** Sends accepted by send() and not yet resolved (in the core or waiting beyond highWaterMark). */
@@ -94,6 +107,13 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #error: SabreError | undefined;
   /** Runs once at teardown (the listener forgets a channel it never handed out). */
   onTeardown: (() => void) | undefined;
+  /** Dedup sends and receives (made on the first one). */
+  #dedup: ChannelDedup | undefined;
+  /** Objects dedup receives completed, delivered before the core's next message. */
+  #front: Array<Received | Error> | undefined;
+  /** While dedup sends are unfinished: the last one, which later sends wait for. */
+  #after: Promise<unknown> | undefined;
+  #dedupPending = 0;
 
   /**
    * @internal made by listenChannels / connectChannel, inside the cm setup hook: the core's
@@ -182,13 +202,83 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * arrives decoded. Resolves once the peer has it placed (in its slots, or pulled by its READ);
    * rejects with the channel's error if it fails first. Do not modify a Uint8Array until then.
    */
-  send(msg: unknown): Promise<void> {
+  send(msg: unknown, opts?: SendOptions): Promise<void> {
+    if (opts?.dedup) return this.#sendDedup(msg);
+    if (this.#after) {
+      // Behind an unfinished dedup send: posted once it has finished, in call order.
+      return new Promise<void>((resolve, reject) => void this.#after!.then(() => this.#send(msg, false).then(resolve, reject)));
+    }
+    return this.#send(msg, false);
+  }
+
+  #sendDedup(msg: unknown): Promise<void> {
+    if (!(msg instanceof Uint8Array)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'send: a dedup send takes a Uint8Array'));
     if (this.#error) return Promise.reject(this.#error);
     if (this.#closing || this.#torn) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel is closed'));
-    const value = !(msg instanceof Uint8Array);
+    const max = this.#core.maxMessage;
+    if (msg.length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${msg.length} bytes, the peer takes at most ${max}`));
+    const dedup = this.#dedupHalf();
+    const p = (this.#after ?? Promise.resolve()).then(() => dedup.send(msg));
+    const mine = p.then(() => undefined, () => undefined);
+    this.#after = mine;
+    this.#dedupPending++;
+    void mine.then(() => {
+      if (--this.#dedupPending === 0 && this.#after === mine) this.#after = undefined;
+    });
+    return p.then(() => undefined);
+  }
+
+  #dedupHalf(): ChannelDedup {
+    return (this.#dedup ??= new ChannelDedup({
+      qp: this.#qp, pd: this.#pd, accept: this.#o.dedup, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage,
+      sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
+      deliver: (r) => {
+        (this.#front ??= []).push(r);
+        // Not from inside the dedup receiver's own step: readers run after it has finished.
+        queueMicrotask(() => this.#wake());
+      },
+      fail: (m) => {
+        this.#core.fail('protocol', m);
+        queueMicrotask(() => this.#flush()); // never a flush nested in the one that routed the message
+      },
+    }));
+  }
+
+  /**
+   * @internal the scope and chunking key the peer's dedup sends are received under, set before
+   * its first one arrives, with the scope pre-filled by `dedupStoreOf(ch.pd).ingest(scope, basis,
+   * { key, avg })` (the file service's rsync basis). Default: a scope of this channel, a random
+   * key, 16 KiB chunks.
+   */
+  dedupBasis(scope: string, key: Uint8Array, avg?: number): void {
+    this.#dedupHalf().setBasis(scope, key, avg);
+  }
+
+  /**
+   * While a dedup-kind message is next in order: take it and hand it over (nothing for the
+   * application). `flush`: post what that caused now (false inside #flush, which goes on itself:
+   * a nested flush would post out of order).
+   */
+  #routeDedupHeads(flush: boolean): void {
+    let took = false;
+    for (let guard = 0; guard < 4096 && !this.#torn; guard++) {
+      const d = this.#core.peek();
+      if (!d || !d.value || !isDedupMessage(d.bytes)) break;
+      this.#core.take(performance.now());
+      took = true;
+      this.#dedupHalf().onMessage(d.bytes);
+    }
+    if (took && flush) this.#flush();
+  }
+
+  /** `raw`: a dedup-kind message (V set, the 0xc1 mark) the channel itself sends. */
+  #send(msg: unknown, raw: boolean): Promise<void> {
+    if (this.#error) return Promise.reject(this.#error);
+    if (this.#closing || this.#torn) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel is closed'));
+    const value = raw || !(msg instanceof Uint8Array);
     let bytes: Uint8Array;
     try {
-      bytes = value ? encodeValue(msg) : (msg as Uint8Array);
+      bytes = raw ? (msg as Uint8Array) : value ? encodeValue(msg) : (msg as Uint8Array);
     } catch (e) {
       return Promise.reject(new SabreError(ErrorCode.InvalidArgument, `send: the value cannot be encoded (${(e as Error).message})`));
     }
@@ -233,9 +323,13 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * when it failed (after the messages already in order), or undefined: nothing yet.
    */
   #poll(): IteratorResult<unknown> | Error | undefined {
+    this.#routeDedupHeads(true);
+    const f = this.#front?.shift();
+    if (f) return f instanceof Error ? f : { done: false, value: f.bytes };
     const d = this.#core.take(performance.now());
     if (d) {
       this.#flush();
+      this.#routeDedupHeads(true); // a dedup message now next in order goes on without the application
       if (!d.value) return { done: false, value: d.bytes };
       const v = decodeValue(d.bytes);
       if (v.ok) return { done: false, value: v.value };
@@ -316,6 +410,10 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   onWc(wc: WorkCompletion): void {
     const now = performance.now();
     const core = this.#core;
+    if (wc.opcode !== WcOpcode.Recv && wc.opcode !== WcOpcode.RecvRdmaWithImm && wrKindOf(Number(wc.wrId)) === WrKind.Dedup) {
+      this.#dedup?.onWc(wc);
+      return;
+    }
     if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
       if (wc.status !== WcStatus.Success) core.onRecvError(outcome(wc));
       else if (wc.opcode === WcOpcode.Recv) core.onRecv(wc.byteLen, now);
@@ -402,6 +500,9 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         return;
       }
       case 'readable':
+        this.#routeDedupHeads(false);
+        this.#wake();
+        return;
       case 'ended':
         this.#wake();
         return;
@@ -421,6 +522,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#qp.destroy();
     this.#core.releaseMemory();
     const err = this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the message was placed');
+    this.#dedup?.close(err);
     for (const p of this.#sends?.values() ?? []) p.reject(err);
     this.#sends = undefined;
     for (const w of this.#waiting.splice(0)) w.reject(err);

@@ -187,6 +187,11 @@ export class ChannelCore implements Link {
     this.#pump(now);
   }
 
+  /** The next message in order without taking it. */
+  peek(): Delivered | undefined {
+    return this.inb.peek();
+  }
+
   /** The next message in order, if it is here. */
   take(now: number): Delivered | undefined {
     const d = this.inb.take();

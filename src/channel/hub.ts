@@ -8,6 +8,7 @@
 // guesses. The CQ is shared and sized for every channel's worst case (sends and receives a
 // channel can have outstanding by its own credits): it cannot overrun, and a channel that would
 // exceed its capacity is refused (ERR_LIMIT_EXCEEDED) before its QP is made.
+import { DEDUP_WRS } from './dedup.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
@@ -72,8 +73,9 @@ export class ChannelHub {
   static caps(o: ResolvedOptions): { maxSendWr: number; maxRecvWr: number } {
     const maxSlots = Math.max(...o.ladder.map((p) => p.slots));
     return {
-      // Writes of up to three epochs can await their completions; control writes; reads; HELLO.
-      maxSendWr: 3 * maxSlots + MAX_PEER_MBOX + o.maxReads + MAX_OFFERS + 2,
+      // Writes of up to three epochs can await their completions; control writes; reads; HELLO;
+      // the dedup writes (./dedup.ts).
+      maxSendWr: 3 * maxSlots + MAX_PEER_MBOX + o.maxReads + MAX_OFFERS + 2 + DEDUP_WRS,
       // HELLO's receive, the mailbox, the live slots and the granted ones.
       maxRecvWr: 1 + o.ctrlSlots + 2 * maxSlots,
     };

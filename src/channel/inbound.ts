@@ -198,6 +198,12 @@ export class Inbound {
     return this.#inbox?.size ?? 0;
   }
 
+  /** The next message in order without taking it. */
+  peek(): Delivered | undefined {
+    const e = this.#inbox?.get(this.consumed);
+    return e && e.state === 'ready' ? { bytes: e.bytes!, value: e.value } : undefined;
+  }
+
   take(): Delivered | undefined {
     const e = this.#inbox?.get(this.consumed);
     if (!e || e.state !== 'ready') return undefined;

@@ -20,7 +20,7 @@ export interface CtrlEntry {
  * What a posted work request was, for its completion: the low 3 bits of its wrId (no table per
  * channel to keep — an idle channel's memory is the point of M2).
  */
-export const WrKind = { Ctrl: 0, Hello: 1, Data: 2, Read: 3 } as const;
+export const WrKind = { Ctrl: 0, Hello: 1, Data: 2, Read: 3, /** RDMA WRITEs of dedup sends (./dedup.ts; the shell's, not the core's) */ Dedup: 4 } as const;
 export type WrKindValue = (typeof WrKind)[keyof typeof WrKind];
 export const wrKindOf = (wrId: number): number => wrId & 7;
 

@@ -37,6 +37,13 @@ export interface ChannelOptions {
   maxReads?: number;
   /** Bytes of received messages the application has not taken yet, past which rendezvous reads wait. Default 32 MiB. */
   maxBufferedBytes?: number;
+  /**
+   * Accept the peer's dedup sends (`send(bytes, { dedup: true })`, docs/dedup.md): a landing zone
+   * of `dedupZoneBytes` is registered on the first one. false: they are refused. Default true.
+   */
+  dedup?: boolean;
+  /** Landing zone for incoming dedup sends (4 slots; each holds at least one 64 KiB chunk). Default 4 MiB. */
+  dedupZoneBytes?: number;
 }
 
 export interface ResolvedOptions {
@@ -50,6 +57,8 @@ export interface ResolvedOptions {
   shrinkAfterMs: number;
   maxReads: number;
   maxBufferedBytes: number;
+  dedup: boolean;
+  dedupZoneBytes: number;
 }
 
 /** The seed's reference: 32 KiB × 8 = 256 KiB per connection at the largest phase. */
@@ -68,6 +77,12 @@ const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgumen
 function int(v: unknown, name: string, def: number, min: number, max: number): number {
   if (v === undefined) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(`channel option ${name} must be an integer in ${min}..${max}`);
+  return v;
+}
+
+function flag(v: unknown, name: string, def: boolean): boolean {
+  if (v === undefined) return def;
+  if (typeof v !== 'boolean') throw bad(`channel option ${name} must be a boolean`);
   return v;
 }
 
@@ -119,5 +134,7 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     shrinkAfterMs: int(opts.shrinkAfterMs, 'shrinkAfterMs', 2000, 0, 86_400_000),
     maxReads: int(opts.maxReads, 'maxReads', 2, 1, 64),
     maxBufferedBytes: int(opts.maxBufferedBytes, 'maxBufferedBytes', 32 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
+    dedup: flag(opts.dedup, 'dedup', true),
+    dedupZoneBytes: int(opts.dedupZoneBytes, 'dedupZoneBytes', 4 << 20, 256 << 10, 256 << 20),
   });
 }

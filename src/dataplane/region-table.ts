@@ -23,7 +23,7 @@ export interface RegionEntry {
   external?: boolean;
 }
 
-// Entry fields as Int32Array word indices (every field is a 4-byte-aligned u32; iova is two words).
+// Entry fields as Int32Array word indices (every field is a 4-byte-aligned u32).
 const F = REGION_ENTRY.fields;
 const W_BASE = F.base.offset / 4;
 const W_LENGTH = F.length.offset / 4;
@@ -32,6 +32,7 @@ const W_PD = F.pd.offset / 4;
 const W_ACCESS = F.access.offset / 4;
 const W_FLAGS = F.flags.offset / 4;
 const W_IOVA = F.iova.offset / 4;
+const W_HASH_DIR = F.hashDir.offset / 4;
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
 
@@ -93,8 +94,25 @@ export class RegionTable {
     w[o + W_ACCESS] = e.access | 0;
     w[o + W_FLAGS] = e.external ? FLAG_EXTERNAL : 0;
     w[o + W_IOVA] = 0;
-    w[o + W_IOVA + 1] = 0;
+    w[o + W_HASH_DIR] = 0; // a new registration is never hash-tracked until setHashDir says so
     Atomics.store(w, o + W_STAG, e.stag | 0);
+  }
+
+  /**
+   * Mark entry `index` as a hash-tracked landing zone: `dir` is its dedup zone directory
+   * (dedupZoneDir), 0 = none. One Atomics.store, so a worker's next place() sees it; only the
+   * region's owner calls it (the dedup receiver, for the zone it registered), never a peer.
+   */
+  setHashDir(index: number, dir: number): void {
+    this.#check(index);
+    if (!isU32(dir)) throw new SabreError(ErrorCode.InvalidArgument, 'hash directory must be a u32 address');
+    Atomics.store(this.#w, index * (ENTRY_BYTES / 4) + W_HASH_DIR, dir | 0);
+  }
+
+  /** The entry's hash directory (0 = not hash-tracked). */
+  hashDir(index: number): number {
+    this.#check(index);
+    return Atomics.load(this.#w, index * (ENTRY_BYTES / 4) + W_HASH_DIR) >>> 0;
   }
 
   /** Invalidate the entry's STag at once (the index stays allocated). */

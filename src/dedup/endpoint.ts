@@ -13,7 +13,9 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
+import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './memory.js';
+import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
 import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';
 
@@ -58,6 +60,7 @@ export class DedupSender {
   readonly #pipe: MessagePipe;
   readonly #rdma: RdmaWritePath;
   readonly #mem: DedupMemory;
+  readonly #totals: DedupTotals;
   readonly #step: number;
   readonly #pool: KernelRunner | undefined;
   #hello: Promise<Hello>;
@@ -75,6 +78,7 @@ export class DedupSender {
     this.#pipe = o.pipe;
     this.#rdma = o.rdma;
     this.#mem = o.mem;
+    this.#totals = dedupTotals(o.mem);
     this.#step = o.step ?? 2 << 20;
     this.#pool = o.pool;
     this.#hello = new Promise((resolve, reject) => {
@@ -151,10 +155,12 @@ export class DedupSender {
             .catch((e) => this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)))));
           break;
         case 'done':
+          this.#totals.addSent(a.result);
           this.#pending?.resolve(a.result);
           this.#pending = undefined;
           break;
         case 'failed':
+          this.#totals.sent.failed++;
           this.#pending?.reject(a.error);
           this.#pending = undefined;
           break;
@@ -179,6 +185,13 @@ export class DedupSender {
 export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
   pipe: MessagePipe;
   zone: LandingZone;
+  /** Hash arrivals in-band, inside place() (default true; false: each slot is hashed at its ROUND). */
+  inBand?: boolean;
+  /**
+   * Hand each object (or a transfer's error) here, synchronously, the moment it is complete,
+   * instead of queueing it for next(): a channel puts it in its message order at once.
+   */
+  onObject?: (r: Received | Error) => void;
 }
 
 export interface Received {
@@ -197,10 +210,16 @@ export class DedupReceiver implements AsyncIterable<Received> {
   readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
   readonly #errors: Error[] = [];
   #closed: Error | undefined;
+  #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
+  readonly #totals: DedupTotals;
+  readonly #onObject: ((r: Received | Error) => void) | undefined;
 
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o);
     this.#pipe = o.pipe;
+    this.#totals = dedupTotals(o.mem);
+    this.#onObject = o.onObject;
+    if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
@@ -243,9 +262,15 @@ export class DedupReceiver implements AsyncIterable<Received> {
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
           break;
         case 'delivered':
+          this.#totals.addReceived(a.stats);
           this.#deliver({ bytes: a.bytes, stats: a.stats });
           break;
         case 'failed': {
+          this.#totals.received.failed++;
+          if (this.#onObject) {
+            this.#onObject(a.error);
+            break;
+          }
           const w = this.#waiters.shift();
           if (w) w.reject(a.error);
           else this.#errors.push(a.error);
@@ -256,12 +281,39 @@ export class DedupReceiver implements AsyncIterable<Received> {
   }
 
   #deliver(r: Received): void {
+    if (this.#onObject) return this.#onObject(r);
     const w = this.#waiters.shift();
     if (w) w.resolve(r);
     else this.#ready.push(r);
   }
 
+  /** Whether placement into the zone hashes in-band (the region table entry names our directory). */
+  get inBand(): boolean {
+    return this.#hooked !== undefined;
+  }
+
+  /**
+   * docs/dedup.md "Hooking into place()": the zone's region table entry names the zone
+   * directory, so every segment place() copies into the zone advances the armed slot's chunk
+   * map. Only when the zone is a region of this device memory whose entry is exactly the zone
+   * (a zone elsewhere is still verified, by hashing each slot at its ROUND).
+   */
+  #hookPlacement(mem: DedupMemory, zone: LandingZone): void {
+    if (!(mem instanceof DeviceMemory)) return;
+    const idx = zone.rkey >>> 8;
+    if (idx < 1 || idx >= mem.regions.capacity) return;
+    const e = mem.regions.read(idx);
+    if (e.stag !== zone.rkey >>> 0 || e.external || e.base !== zone.addr || e.length < zone.length) return;
+    mem.regions.setHashDir(idx, this.#core.zoneDirectory);
+    this.#hooked = { regions: mem.regions, idx, stag: e.stag };
+  }
+
   close(): void {
+    // Unhook before the directory is freed; a zone already deregistered (its index maybe
+    // reused by another region) has a zeroed word already and is left alone.
+    const h = this.#hooked;
+    this.#hooked = undefined;
+    if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);
     this.#core.close();
   }
 }

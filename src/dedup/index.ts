@@ -9,3 +9,4 @@ export { ChunkMap, ChunkStatus, chunkMapBytes, type ExpectedChunk, type ChunkMap
 export { DeviceChunker, type KernelRunner } from './chunker.js';
 export { ChunkHasher, xxhBytes, xxhValue, type HashAlgName } from './hash.js';
 export { dedupMemoryOf, type DedupMemory } from './memory.js';
+export { dedupTotals, type DedupDeviceStats, type DedupSentTotals, type DedupReceivedTotals } from './stats.js';

@@ -10,6 +10,8 @@ import { Access } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
+import { dedupTotals } from './stats.js';
+import { ChunkStore } from './store.js';
 
 export interface DedupMemory {
   readonly kernels: Kernels;
@@ -34,5 +36,20 @@ export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
   }
   if (!m) throw new SabreError(ErrorCode.NotSupported, 'dedup: this device has no WebAssembly data plane memory');
   cache.set(dev, m);
+  const mem = m;
+  dev.addStatsSource('dedup', () => dedupTotals(mem).snapshot() as unknown as Record<string, unknown>);
   return m;
+}
+
+const stores = new WeakMap<Device, ChunkStore>();
+
+/**
+ * The device's chunk store, shared by the features that receive dedup transfers on it (channels,
+ * the file service); each peer is its own scope. Made on first use with the default budget
+ * (64 MiB of device memory, 2^20 entries); in dev.stats().dedup like any other store.
+ */
+export function dedupStoreOf(pd: ProtectionDomain): ChunkStore {
+  let s = stores.get(pd.device);
+  if (!s) stores.set(pd.device, (s = new ChunkStore(dedupMemoryOf(pd))));
+  return s;
 }

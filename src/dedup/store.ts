@@ -14,6 +14,7 @@
 // either, the least recently used unpinned entries go. Entries a transfer in progress relies on
 // are pinned (the receiver told its peer it holds them) and are never evicted; when only pinned
 // entries are left, an insert is refused and counted.
+import { dedupTotals } from './stats.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
 import { DEDUP_COPY_DESC } from '../wire/spec.js';
@@ -98,6 +99,7 @@ export class ChunkStore {
     this.budgetBytes = budget;
     this.maxEntries = maxEntries;
     this.hasher = new ChunkHasher(mem, hash, o.seed ?? 0n);
+    dedupTotals(mem).stores.add(this); // dev.stats().dedup.store sums the open stores
   }
 
   #scope(scope: string): string {
@@ -117,11 +119,15 @@ export class ChunkStore {
     return ok;
   }
 
-  /** The chunk's place in device memory, made most recently used; undefined if absent. */
+  /** The chunk's place in device memory, made most recently used; undefined if absent. Counts a hit or miss. */
   get(scope: string, hash: Uint8Array, at = 0): ChunkRef | undefined {
     const id = this.#id(scope, hash, at);
     const e = this.#lru.get(id);
-    if (!e) return undefined;
+    if (!e) {
+      this.#s.misses++;
+      return undefined;
+    }
+    this.#s.hits++;
     this.#lru.delete(id);
     this.#lru.set(id, e);
     return e;
@@ -261,6 +267,7 @@ export class ChunkStore {
     if (this.#copyDesc) this.mem.free(this.#copyDesc);
     this.#copyDesc = 0;
     this.hasher.free();
+    dedupTotals(this.mem).stores.delete(this);
   }
 
   #makeRoom(len: number): boolean {

@@ -28,6 +28,7 @@ import { RESERVE } from './credits.js';
 import { type DirEntry, decodeDirEntries } from './dirents.js';
 import { type Body, STATUS_BLOCK_LEN } from './messages.js';
 import { type Negotiated, PipeClient } from './pipe.js';
+import { dedupGet, dedupPut, type DedupTransferStats } from './dedup.js';
 import { LeasePool } from './pool.js';
 import type { Provider } from './server.js';
 import { FileError, LocalCode, statusCode } from './status.js';
@@ -85,6 +86,8 @@ export interface TransferResult {
   bytes: number;
   seconds: number;
   transport: Provider;
+  /** put/get with { dedup: true }: the basis and what crossed the wire. */
+  dedup?: DedupTransferStats;
 }
 
 const MAX_INLINE = 512;
@@ -141,11 +144,19 @@ export class FileClient {
   #polling = false;
   #currentRecv = -1;
   readonly #dataBySend = new Map<number, number>();
+  /** The pipe's state machine, kept for negotiating the keys of dedup channels. */
+  readonly #pc: PipeClient;
+  /** Where the server's RDMA device was reached. */
+  readonly #address: DeviceAddress;
+  #negotiating: Array<{ resolve: (n: Negotiated) => void; reject: (e: Error) => void }> = [];
 
   private constructor(o: {
     transport: Provider; limits: NegotiatedLimits; server: { host: string; port: number }; dev: Device; pipe: net.Socket; qp: QueuePair; cq: CompletionQueue;
     core: ClientConnection; status: MemoryRegion; recv: MemoryRegion; hdrs: MemoryRegion; scratch: MemoryRegion; opts: ConnectOptions;
+    pc: PipeClient; address: DeviceAddress;
   }) {
+    this.#pc = o.pc;
+    this.#address = o.address;
     this.transport = o.transport;
     this.limits = o.limits;
     this.server = o.server;
@@ -249,7 +260,7 @@ export class FileClient {
       const core = new ClientConnection({ credits, statusSlots, receiveSize: RECV_SIZE });
       // 3. Authenticate the connection with the negotiated key; wait for the status response.
       const c = new FileClient({
-        transport, limits: undefined as unknown as NegotiatedLimits, server, dev, pipe, qp, cq, core, status, recv, hdrs, scratch, opts,
+        transport, limits: undefined as unknown as NegotiatedLimits, server, dev, pipe, qp, cq, core, status, recv, hdrs, scratch, opts, pc, address,
       });
       await c.#authenticate(neg, left());
       return c;
@@ -296,9 +307,35 @@ export class FileClient {
     this.#pipe.on('close', () => {
       if (!this.#closed) this.#fail(new FileError(LocalCode.ConnectionLost, `the server ${this.server.host}:${this.server.port} closed the connection`));
     });
-    this.#pipe.on('data', () => {
-      // Nothing is expected after the handshake.
+    this.#pipe.on('data', (b: Buffer) => {
+      // After the handshake only answers to the negotiations of dedup channels.
+      this.#pc.receive(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+      this.#pcFlush();
     });
+  }
+
+  #pcFlush(): void {
+    for (const e of this.#pc.take()) {
+      if (e.t === 'write') this.#pipe.write(e.bytes);
+      else if (e.t === 'error') {
+        for (const w of this.#negotiating.splice(0)) w.reject(new FileError(statusCode(e.status), e.message, e.status));
+      } else this.#negotiating.shift()?.resolve(e.result);
+    }
+  }
+
+  /** A fresh single-use key of the session (one per dedup channel). */
+  #negotiate(): Promise<Negotiated> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    return new Promise<Negotiated>((resolve, reject) => {
+      const t = setTimeout(() => reject(new FileError(LocalCode.Timeout, 'no NegotiateResponse')), this.#opts.timeoutMs ?? 10_000);
+      this.#negotiating.push({ resolve: (n) => (clearTimeout(t), resolve(n)), reject: (e) => (clearTimeout(t), reject(e)) });
+      this.#pc.negotiate();
+      this.#pcFlush();
+    });
+  }
+
+  #dedupSide() {
+    return { dev: this.#dev, address: this.#address, negotiate: () => this.#negotiate(), timeoutMs: this.#opts.timeoutMs ?? 10_000 };
   }
 
   #fail(e: FileError): void {
@@ -743,8 +780,25 @@ export class FileClient {
   }
 
   /** Download `remote` into the local file `local` (written to `local`.part, renamed at the end). */
-  get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+  get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal; dedup?: boolean } = {}): Promise<TransferResult> {
+    if (o.dedup) return this.#track(o, () => this.#getDedup(remote, local));
     return this.#track(o, (signal) => this.#get(remote, local, { ...o, signal }));
+  }
+
+  /**
+   * get --dedup: the local file as it is now is the basis (rsync over RDMA): only the chunks of
+   * the server's version it lacks cross the wire. Written to `local`.sabre-part, renamed at the end.
+   */
+  async #getDedup(remote: string, local: string): Promise<TransferResult> {
+    const t0 = performance.now();
+    const basis = await fs.promises.readFile(local).then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined);
+    const r = await dedupGet(this.#dedupSide(), remote, basis).catch((e: Error & { status?: number }) => {
+      throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `get --dedup ${remote}: ${e.message}`, e.status);
+    });
+    const tmp = `${local}.sabre-part`;
+    await fs.promises.writeFile(tmp, r.bytes, { mode: 0o644 });
+    await fs.promises.rename(tmp, local);
+    return { bytes: r.bytes.length, seconds: (performance.now() - t0) / 1000, transport: this.transport, dedup: r.stats };
   }
 
   async #get(remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {
@@ -792,8 +846,20 @@ export class FileClient {
   }
 
   /** Upload the local file `local` to `remote` (a Replace open: the name appears complete or not at all). */
-  put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal?: AbortSignal } = {}): Promise<TransferResult> {
+  put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal?: AbortSignal; dedup?: boolean } = {}): Promise<TransferResult> {
+    if (o.dedup) return this.#track(o, () => this.#putDedup(local, remote, o.fsync ?? false));
     return this.#track(o, (signal) => this.#put(local, remote, { ...o, signal }));
+  }
+
+  /** put --dedup: the server's current version of `remote` is the basis; it is replaced whole. */
+  async #putDedup(local: string, remote: string, fsync: boolean): Promise<TransferResult> {
+    const t0 = performance.now();
+    const b = await fs.promises.readFile(local);
+    const bytes = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    const stats = await dedupPut(this.#dedupSide(), bytes, remote, fsync).catch((e: Error & { status?: number }) => {
+      throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `put --dedup ${remote}: ${e.message}`, e.status);
+    });
+    return { bytes: bytes.length, seconds: (performance.now() - t0) / 1000, transport: this.transport, dedup: stats };
   }
 
   async #put(local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {

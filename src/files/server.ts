@@ -31,6 +31,9 @@ import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/spec.js';
 import { RESERVE } from './credits.js';
+import { Channel } from '../channel/channel.js';
+import { listenChannels, type ChannelListener } from '../channel/listen.js';
+import { DEDUP_MAX_BYTES, FILE_DEDUP_SERVICE, serveDedupChannel } from './dedup.js';
 import { Jail, type JailFile, statusOf } from './jail.js';
 import { type Offer, PipeServer, type PipeCounters, newPipeCounters } from './pipe.js';
 import {
@@ -62,6 +65,10 @@ export interface ServeOptions {
   /** udp device options. */
   mtu?: number;
   workers?: number;
+  /** Serve put/get --dedup (docs/files.md "Dedup transfers"). Default true. */
+  dedup?: boolean;
+  /** Largest file a dedup transfer moves (assembled in memory). Default 256 MiB. */
+  dedupMaxBytes?: number;
 }
 
 export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters {
@@ -123,6 +130,9 @@ export class FileServer {
   readonly sessions: SessionTable;
   readonly counters = newServerCounters();
   readonly pipeCounters = newPipeCounters();
+  /** Dedup transfers served, refused (bad AUTH, limits), and basis bytes ingested. */
+  readonly dedupCounters = { dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupBasisBytes: 0 };
+  readonly #channelListeners: ChannelListener[] = [];
   readonly jail: Jail;
   address: { host: string; port: number } = { host: '127.0.0.1', port: 0 };
   readonly devices: Partial<Record<Provider, Device>> = {};
@@ -229,6 +239,7 @@ export class FileServer {
         for (const k of this.sessions.close(core.session)) {
           const c = this.#byCore.get(k as ServerConnection);
           if (c) this.#teardown(c);
+          else if (k instanceof Channel) void k.close();
         }
       }
     });
@@ -252,6 +263,7 @@ export class FileServer {
       setup: (qp) => this.#setup(dev, pd, qp),
     });
     this.#listeners.push(listener);
+    if (this.#opts.dedup !== false) this.#listenDedup(dev);
     void (async () => {
       for await (const qp of listener) {
         // The QP is connected; its Conn was made in setup. Nothing to do until it speaks.
@@ -259,6 +271,17 @@ export class FileServer {
       }
     })().catch(() => {});
     void this.#cqLoop(dev, cq);
+  }
+
+  /** Dedup channels of the sessions (./dedup.ts): authenticated by their first message. */
+  #listenDedup(dev: Device): void {
+    const max = this.#opts.dedupMaxBytes ?? DEDUP_MAX_BYTES;
+    const l = listenChannels(dev, { service: FILE_DEDUP_SERVICE, maxMessage: max, backlog: 16 });
+    this.#channelListeners.push(l);
+    const ctx = { sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters };
+    void (async () => {
+      for await (const ch of l) void serveDedupChannel(ch, ctx);
+    })().catch(() => {});
   }
 
   #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair): void {
@@ -573,7 +596,7 @@ export class FileServer {
       registered += c.registered;
     }
     return {
-      ...this.counters, ...this.pipeCounters, ...this.sessions.counters,
+      ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters,
       sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size, pipesRefused: this.#pipesRefused,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
     };
@@ -591,6 +614,7 @@ export class FileServer {
     if (this.#closed) return;
     this.#closed = true;
     for (const l of this.#listeners) l.close();
+    for (const l of this.#channelListeners) l.close();
     for (const s of this.#pipes) s.destroy();
     await new Promise<void>((res) => (this.#net ? this.#net.close(() => res()) : res()));
     for (const c of [...this.#conns.values()]) this.#teardown(c);

@@ -35,6 +35,7 @@ export class Device {
   readonly #link: Link;
   readonly #cqs = new Set<CompletionQueue>();
   readonly #pds = new Set<ProtectionDomain>();
+  readonly #statsSources = new Map<string, () => Record<string, unknown>>();
   readonly #connecting = new Map<number, ConnectWatch>();
   #pdNext = 1;
   #qpnNext = 1;
@@ -97,10 +98,32 @@ export class Device {
     return cq;
   }
 
-  /** Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR. */
-  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number> } {
+  /**
+   * Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR; the memory;
+   * the link; and one key per stats source a feature registered (addStatsSource).
+   */
+  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } {
     const link = this.#link.stats?.();
-    return { ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}) };
+    const out: DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } = {
+      ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}),
+    };
+    for (const [name, fn] of this.#statsSources) out[name] = fn();
+    return out;
+  }
+
+  /**
+   * The registration hook for features above verbs (dedup, channels, the file service), which
+   * verbs must not import: dev.stats()[name] is fn()'s value from now on. One source per name;
+   * a name that is already a key of dev.stats() is refused. Returns the unregister call.
+   */
+  addStatsSource(name: string, fn: () => Record<string, unknown>): () => void {
+    if (!/^[a-z][A-Za-z0-9]*$/.test(name) || name in this.engine.counters || name === 'memory' || name === 'link' || this.#statsSources.has(name)) {
+      throw new SabreError(ErrorCode.InvalidArgument, `stats source name '${name}' is taken or not an identifier`);
+    }
+    this.#statsSources.set(name, fn);
+    return () => {
+      if (this.#statsSources.get(name) === fn) this.#statsSources.delete(name);
+    };
   }
 
   async close(): Promise<void> {

@@ -710,7 +710,8 @@ export const REGION_ENTRY = layout({
         Rsvd: { mask: 0xfffffffe, meaning: 'reserved, 0' },
       },
     },
-    iova: { offset: 24, size: 8, type: 'u64', ref: 'sabre', meaning: 'reserved, 0' },
+    iova: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'reserved, 0' },
+    hashDir: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the dedup zone directory (dedupZoneDir) of a hash-tracked landing zone, 0 = none: place() advances its chunk maps after each copy (RegionTable.setHashDir; zeroed by write)' },
   },
 });
 
@@ -1147,6 +1148,20 @@ export const CHAN_RECORD = layout({
   tail: 'len bytes of the message, then the next record; the records fill the write exactly (byteLen)',
 });
 
+export const CHAN_DEDUP = layout({
+  name: 'chanDedup',
+  title: 'Channel dedup message (a data message with V = 1 whose first byte is 0xc1: the pipe of send(bytes, { dedup: true }))',
+  size: 2,
+  ref: 'sabre (M4 over M2)',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    mark: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: '0xc1, the one byte MessagePack never uses: no value a channel encodes starts with it' },
+    sub: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: '0 OPEN (sender → receiver: make the dedup receiver), 1 REFUSE (the receiver takes none), 2 to the receiver (OFFER, ROUND, ABORT follow), 3 to the sender (HELLO, NEED, GRANT, END follow)' },
+  },
+  tail: 'for sub 2 and 3: one dedup message (dedupMsg and its body)',
+});
+
 export const CHAN_HDR = layout({
   name: 'chanHdr',
   title: 'Channel control message header (every control message; credits ride here)',
@@ -1315,7 +1330,7 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   REGION_ENTRY, PLACE_DESC, PLACE_OUT, SG_DESC, CRC_BATCH_DESC,
   DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_ZONE_DIR, DEDUP_COPY_DESC,
   DEDUP_MSG, DEDUP_HELLO, DEDUP_OFFER, DEDUP_ENTRY, DEDUP_NEED, DEDUP_ROUND, DEDUP_GRANT, DEDUP_END, DEDUP_ABORT,
-  CHAN_IMM, CHAN_RECORD, CHAN_HDR, CHAN_HELLO, CHAN_GRANT, CHAN_ENLARGE, CHAN_SWITCH, CHAN_OFFER, CHAN_DONE, CHAN_CLOSE,
+  CHAN_IMM, CHAN_RECORD, CHAN_DEDUP, CHAN_HDR, CHAN_HELLO, CHAN_GRANT, CHAN_ENLARGE, CHAN_SWITCH, CHAN_OFFER, CHAN_DONE, CHAN_CLOSE,
 ];
 
 // =============================================================================================
@@ -1334,6 +1349,8 @@ export const LAYOUTS: readonly LayoutSpec[] = [
 
 /** cm service number of the file service's RDMA connections ('SBRF'). */
 export const FILE_SERVICE = 0x5342_5246;
+/** cm service number of the file service's dedup channels ('SBFD'; put/get --dedup, src/files/dedup.ts). */
+export const FILE_DEDUP_SERVICE = 0x5342_4644;
 export const FILE_VERSION = 1;
 /** Largest control-pipe frame body; a longer length field closes the pipe before any read. */
 export const FILE_PIPE_MAX_BODY = 1024;

@@ -30,7 +30,7 @@ interface Harness {
   tx: DedupSendCore;
   rx: DedupRecvCore;
   store: ChunkStore;
-  send(bytes: Uint8Array, opts?: { corrupt?: number; mtu?: number; tamper?: (m: Uint8Array) => Uint8Array }): { result?: SendResult; error?: SabreError; got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; msgs: number[] };
+  send(bytes: Uint8Array, opts?: { corrupt?: number; mtu?: number; tamper?: (m: Uint8Array) => Uint8Array; replay?: 'same' | 'flipped' }): { result?: SendResult; error?: SabreError; got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; msgs: number[] };
 }
 
 function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number; maxChunks?: number; scope?: string } = {}): Harness {
@@ -96,6 +96,12 @@ function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?
               dm.u8().copyWithin(p.remoteAddr + off, src + p.off + off, src + p.off + off + len);
               if (opt.corrupt !== undefined && p.off + off <= opt.corrupt && opt.corrupt < p.off + off + len) dm.u8()[p.remoteAddr + opt.corrupt - p.off]! ^= 1;
               dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr + off, len);
+            }
+            // A retransmitted segment placed again after it was hashed: the same bytes (udp
+            // retransmit) or, from a hostile peer, different ones.
+            if (opt.replay && p.len > 0) {
+              if (opt.replay === 'flipped') dm.u8()[p.remoteAddr]! ^= 1;
+              dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr, Math.min(mtu, p.len));
             }
           }
           pushTx(tx.onWriteDone(w.slot));
@@ -172,6 +178,19 @@ describe('dedup transfer cores', () => {
     // Nothing of the bad transfer reached the store under a wrong hash: a clean resend works.
     const again = h.send(a);
     expect(same(again.got, a)).toBe(true);
+  });
+
+  it('a segment placed twice (a retransmit) is hashed again at ROUND: same bytes pass, changed bytes fail', () => {
+    const h = harness();
+    const a = new Uint8Array(randomBytes(700_000));
+    const r = h.send(a, { replay: 'same' });
+    expect(same(r.got, a)).toBe(true);
+    expect(r.stats!.rehashedRounds).toBe(r.stats!.rounds); // every round had a rewritten segment
+    const b = new Uint8Array(randomBytes(700_000));
+    const bad = h.send(b, { replay: 'flipped' });
+    expect(bad.got).toBeUndefined();
+    expect(bad.rxError?.message).toMatch(/did not match its hash/);
+    expect(same(h.send(b).got, b)).toBe(true);
   });
 
   it('ends the transfer on hostile messages: oversized pages, objects over the limit, a lying ROUND', () => {

@@ -15,7 +15,6 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { createServer, connect as tcpConnect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { KernelPool } from '../../src/dataplane/pool.js';
@@ -26,6 +25,7 @@ import { ChunkStore } from '../../src/dedup/store.js';
 import { Access, connect, type Device, listen, openDevice, type QueuePair } from '../../src/index.js';
 import { chunkLengths } from '../../src/kernels/cdc.js';
 import { startUdpRelay } from '../relay.js';
+import { countingProxy } from './proxy.js';
 
 const SERVICE = 0xdd;
 const KEY = new Uint8Array(32).fill(0x5a);
@@ -37,40 +37,6 @@ const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
-
-/** A TCP proxy in front of `target` that counts the bytes it reads from each side. */
-async function countingProxy(target: { host: string; port: number }) {
-  const counts = { fromClient: 0, fromServer: 0 };
-  const socks = new Set<Socket>();
-  const srv = createServer((down) => {
-    const up = tcpConnect(target.port, target.host);
-    for (const s of [down, up]) {
-      socks.add(s);
-      s.on('error', () => s.destroy());
-      s.on('close', () => socks.delete(s));
-    }
-    down.on('data', (d) => {
-      counts.fromClient += d.length;
-      up.write(d);
-    });
-    up.on('data', (d) => {
-      counts.fromServer += d.length;
-      down.write(d);
-    });
-    down.on('close', () => up.destroy());
-    up.on('close', () => down.destroy());
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  return {
-    address: { transport: 'tcp' as const, host: '127.0.0.1', port },
-    bytes: () => counts.fromClient + counts.fromServer,
-    close: () => new Promise<void>((r) => {
-      for (const s of socks) s.destroy();
-      srv.close(() => r());
-    }),
-  };
-}
 
 async function pair(transport: 'udp' | 'tcp', o: { budget?: number; pool?: boolean } = {}) {
   const server = await openDevice({ transport, host: '127.0.0.1', port: 0 });

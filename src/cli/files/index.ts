@@ -104,7 +104,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
   });
   let res: TransferResult;
   try {
-    res = cmd === 'get' ? await c.get(r.path, local, { onProgress }) : await c.put(local, r.path, { onProgress, fsync: o.fsync });
+    res = cmd === 'get' ? await c.get(r.path, local, { onProgress, dedup: o.dedup }) : await c.put(local, r.path, { onProgress, fsync: o.fsync, dedup: o.dedup });
   } catch (e) {
     bar.end();
     const err = e as NodeJS.ErrnoException;
@@ -116,8 +116,12 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
   }
   bar.end();
   const mbPerS = res.bytes / 1e6 / Math.max(1e-9, res.seconds);
-  if (o.json) out(JSON.stringify({ command: cmd, bytes: res.bytes, seconds: res.seconds, transport: res.transport, mbPerS, remote: remoteArg, local }));
-  else out(`${cmd} ${remoteArg}: ${res.bytes} bytes in ${res.seconds.toFixed(3)} s (${mbPerS.toFixed(1)} MB/s, ${res.transport})`);
+  const d = res.dedup;
+  if (o.json) out(JSON.stringify({ command: cmd, bytes: res.bytes, seconds: res.seconds, transport: res.transport, mbPerS, remote: remoteArg, local, ...(d ? { dedup: d } : {}) }));
+  else {
+    out(`${cmd} ${remoteArg}: ${res.bytes} bytes in ${res.seconds.toFixed(3)} s (${mbPerS.toFixed(1)} MB/s, ${res.transport})`);
+    if (d) out(`  dedup: ${d.bytesMoved} bytes of ${d.chunksMoved}/${d.chunks} chunks moved, the rest from the ${d.basisBytes}-byte basis`);
+  }
   return 0;
 }
 

@@ -18,7 +18,7 @@ udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with 
   --read-only         refuse every write
   --fsync             fsync each put before renaming it into place
   -h, --help          this help`,
-  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json]
+  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup]
 
 Download REMOTE/PATH (relative to the served directory) into LOCALFILE (written to
 LOCALFILE.sabre-part and renamed when complete).
@@ -26,8 +26,10 @@ LOCALFILE.sabre-part and renamed when complete).
   --token T           the server's token (default: $SABRE_TOKEN)
   --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --json              print one JSON object: bytes, seconds, transport, …
+  --dedup             rsync over RDMA: LOCALFILE as it is now is the basis, only the chunks of
+                      the server's version it lacks cross the wire (files up to 256 MiB)
   -h, --help          this help`,
-  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync]
+  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync] [--dedup]
 
 Upload LOCALFILE to REMOTE/PATH. The server writes a temporary file and renames it over the
 name only when every byte is in it: an interrupted put never leaves a truncated file there.
@@ -36,6 +38,8 @@ name only when every byte is in it: an interrupted put never leaves a truncated 
   --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --fsync             ask the server to fsync the file before the rename
   --json              print one JSON object: bytes, seconds, transport, …
+  --dedup             rsync over RDMA: the server's current version of the file is the basis,
+                      only the chunks of LOCALFILE it lacks cross the wire (files up to 256 MiB)
   -h, --help          this help`,
   ls: `usage: sabre ls HOST:PORT[/REMOTE/DIR] [--token T] [--transport udp|tcp] [--json]
 
@@ -69,6 +73,7 @@ export interface ClientCli {
   transport: FilesTransport[];
   json: boolean;
   fsync: boolean;
+  dedup: boolean;
 }
 
 /** HOST:PORT[/PATH] — the path is relative to the served directory (its leading "/" dropped). */
@@ -114,14 +119,17 @@ export function parseServe(argv: string[]): ServeCli {
 export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: ClientCli; positionals: string[] } {
   const { values, positionals } = parse(cmd, {
     args: argv, allowPositionals: true, strict: true,
-    options: { token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}) },
+    options: {
+      token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}),
+      ...(cmd !== 'ls' ? { dedup: { type: 'boolean' } } : {}),
+    },
   });
   const want = cmd === 'ls' ? 1 : 2;
   if (positionals.length !== want) throw new UsageError(`${cmd} takes ${want === 1 ? 'HOST:PORT[/DIR]' : cmd === 'get' ? 'HOST:PORT/PATH LOCALFILE' : 'LOCALFILE HOST:PORT/PATH'}, got ${positionals.length} argument${positionals.length === 1 ? '' : 's'}`);
   const token = tokenOf(values.token as string | undefined);
   if (!token) throw new UsageError(`${cmd} needs the server's token: --token T or SABRE_TOKEN`);
   return {
-    o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false },
+    o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false, dedup: (values.dedup as boolean | undefined) ?? false },
     positionals,
   };
 }

@@ -1,0 +1,240 @@
+// Dedup sends over a channel: `ch.send(bytes, { dedup: true })` (docs/dedup.md, "The interface
+// channels and the file service call"; docs/channels.md, "Dedup sends").
+//
+// The pipe is a message kind of the channel itself: a data message with the V (msgpack) flag
+// whose first byte is 0xc1 — the one byte MessagePack never uses, so no value send() encodes can
+// look like it, and a peer without this code fails the channel ("does not decode") instead of
+// misreading it. The second byte says which role it is for:
+//   OPEN      sender → receiver: make your DedupReceiver (its HELLO answers)
+//   REFUSE    receiver → sender: this channel takes no dedup sends (option dedup: false)
+//   TO_RX     sender → receiver: a dedup protocol message (OFFER, ROUND, ABORT)
+//   TO_TX     receiver → sender: a dedup protocol message (HELLO, NEED, GRANT, END)
+// These travel in the channel's order, with its credits and window, like every message. The RDMA
+// path is the channel's own QP: plain RDMA WRITEs (work-request kind Dedup, at most DEDUP_WRS
+// in flight) from a staging region of the channel's PD into the receiver's landing zone, a
+// region of the receiver channel's PD — so the zone's rkey is honoured on this QP only.
+//
+// Order: the receiver puts each finished object into the channel's message order at the place
+// of the dedup messages that carried it (it handles them only once they are next in order), and
+// the sending channel holds the ordinary sends made after a dedup send until that send has
+// finished, so nothing overtakes the object.
+import { randomBytes } from 'node:crypto';
+import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { WorkCompletion } from '../core/work.js';
+import { DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
+import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
+import type { SendResult } from '../dedup/transfer.js';
+import type { MemoryRegion } from '../verbs/mr.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
+import type { QueuePair } from '../verbs/qp.js';
+import { WrKind } from './link.js';
+
+/** First byte of a dedup-kind channel message (never the first byte of MessagePack; layout chanDedup). */
+export const DEDUP_MARK = 0xc1;
+export const DedupSub = { Open: 0, Refuse: 1, ToRx: 2, ToTx: 3 } as const;
+/** RDMA WRITEs of dedup chunks one channel keeps in flight (its QP's send queue has room for them). */
+export const DEDUP_WRS = 4;
+const SLOTS = 4;
+
+export const isDedupMessage = (b: Uint8Array): boolean => b.length >= 2 && b[0] === DEDUP_MARK;
+
+/** What the channel gives its dedup half. */
+export interface DedupHost {
+  readonly qp: QueuePair;
+  readonly pd: ProtectionDomain;
+  readonly accept: boolean;
+  readonly zoneBytes: number;
+  readonly maxMessage: number;
+  /** Send a dedup-kind message now (not held behind dedup sends). */
+  sendRaw(bytes: Uint8Array): void;
+  /** A received object, in order (or the error of a transfer that failed). */
+  deliver(r: Received | Error): void;
+  /** The peer broke the protocol. */
+  fail(message: string): void;
+}
+
+interface WriteBatch {
+  left: number;
+  resolve: () => void;
+  reject: (e: Error) => void;
+}
+
+let scopes = 0;
+
+export class ChannelDedup {
+  readonly #h: DedupHost;
+  #tx: DedupSender | undefined;
+  #txHandler: ((b: Uint8Array) => void) | undefined;
+  #txRefused: Error | undefined;
+  #rx: DedupReceiver | undefined;
+  #rxHandler: ((b: Uint8Array) => void) | undefined;
+  #zone: MemoryRegion | undefined;
+  #scope: string | undefined;
+  #stage: MemoryRegion | undefined;
+  #queue: Array<{ src: number; len: number; remoteAddr: number; rkey: number; batch: WriteBatch }> = [];
+  readonly #batches = new Map<number, WriteBatch>();
+  #inflight = 0;
+  #wr = 0;
+  #closed = false;
+
+  constructor(h: DedupHost) {
+    this.#h = h;
+  }
+
+  /** Send `bytes` by dedup (one at a time; the caller orders them). */
+  send(bytes: Uint8Array): Promise<SendResult> {
+    if (this.#txRefused) return Promise.reject(this.#txRefused);
+    if (!this.#tx) {
+      const pipe = {
+        send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToRx, b)),
+        onMessage: (f: (b: Uint8Array) => void) => void (this.#txHandler = f),
+        onClose: (f: (e?: Error) => void) => void (this.#onTxClose = f),
+      };
+      this.#tx = new DedupSender({ pipe, rdma: this, mem: dedupMemoryOf(this.#h.pd) });
+      this.#h.sendRaw(frame(DedupSub.Open));
+    }
+    return this.#tx.send(bytes).then(
+      (r) => (this.#releaseStage(), r),
+      (e: unknown) => {
+        this.#releaseStage();
+        throw this.#txRefused ?? e;
+      },
+    );
+  }
+
+  #onTxClose: ((e?: Error) => void) | undefined;
+
+  /** A dedup-kind message, next in the channel's order. */
+  onMessage(b: Uint8Array): void {
+    const body = b.subarray(2);
+    switch (b[1]) {
+      case DedupSub.Open:
+        if (this.#rx) return this.#h.fail('a second dedup OPEN');
+        if (!this.#h.accept) return this.#h.sendRaw(frame(DedupSub.Refuse));
+        return this.#openRx();
+      case DedupSub.Refuse:
+        this.#txRefused = new SabreError(ErrorCode.NotSupported, 'channel: the peer takes no dedup sends (its option dedup is false)');
+        this.#onTxClose?.(this.#txRefused);
+        return;
+      case DedupSub.ToRx:
+        if (!this.#rxHandler) return this.#h.fail('a dedup message before OPEN');
+        return this.#rxHandler(body);
+      case DedupSub.ToTx:
+        if (!this.#txHandler) return this.#h.fail('a dedup answer with no dedup send');
+        return this.#txHandler(body);
+      default:
+        return this.#h.fail(`unknown dedup message kind ${b[1]}`);
+    }
+  }
+
+  #basis: { scope: string; key: Uint8Array; avg?: number } | undefined;
+
+  /**
+   * Receive under this scope, key and average chunk size (set before the peer's OPEN; the
+   * scope is the caller's to drop).
+   */
+  setBasis(scope: string, key: Uint8Array, avg?: number): void {
+    if (this.#rx) throw new SabreError(ErrorCode.InvalidState, 'channel: the dedup receiver is already open');
+    if (!(key instanceof Uint8Array) || key.length !== 32) throw new SabreError(ErrorCode.InvalidArgument, 'channel: a dedup key is 32 bytes');
+    this.#basis = { scope, key, ...(avg !== undefined ? { avg } : {}) };
+  }
+
+  #openRx(): void {
+    const pd = this.#h.pd;
+    const mem = dedupMemoryOf(pd);
+    const slotLen = Math.floor(this.#h.zoneBytes / SLOTS);
+    this.#zone = pd.regMr(SLOTS * slotLen, Access.LocalWrite | Access.RemoteWrite);
+    if (!this.#basis) this.#scope = `channel:${++scopes}`; // ours to drop at close
+    const pipe = {
+      send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToTx, b)),
+      onMessage: (f: (b: Uint8Array) => void) => void (this.#rxHandler = f),
+    };
+    // The chunking key is this scope's own: nobody else's chunk boundaries match it.
+    this.#rx = new DedupReceiver({
+      pipe, mem, store: dedupStoreOf(pd), scope: this.#basis?.scope ?? this.#scope!, key: this.#basis?.key ?? new Uint8Array(randomBytes(32)), slots: SLOTS,
+      zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
+      onObject: (r) => this.#h.deliver(r),
+      ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
+    });
+  }
+
+  // ---- RdmaWritePath over the channel's QP ------------------------------------------------------
+
+  stage(bytes: Uint8Array): number {
+    const need = Math.max(bytes.length, 1);
+    if (!this.#stage || this.#stage.length < need) {
+      this.#releaseStage();
+      this.#stage = this.#h.pd.regMr(need, Access.LocalWrite);
+    }
+    this.#stage.buffer.set(bytes);
+    return this.#stage.addr;
+  }
+
+  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void> {
+    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel closed'));
+    if (pieces.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const batch: WriteBatch = { left: pieces.length, resolve, reject };
+      for (const p of pieces) this.#queue.push({ ...p, rkey, batch });
+      this.#post();
+    });
+  }
+
+  #post(): void {
+    while (this.#inflight < DEDUP_WRS && this.#queue.length > 0 && !this.#closed) {
+      const w = this.#queue.shift()!;
+      const wrId = (++this.#wr * 8) | WrKind.Dedup;
+      this.#batches.set(wrId, w.batch);
+      this.#inflight++;
+      this.#h.qp.postSend({ wrId, opcode: Opcode.RdmaWrite, sgList: [{ addr: w.src, length: w.len, lkey: this.#stage!.lkey }], remoteAddr: w.remoteAddr, rkey: w.rkey });
+    }
+  }
+
+  /** A completion of one of our writes. */
+  onWc(wc: WorkCompletion): void {
+    const id = Number(wc.wrId);
+    const b = this.#batches.get(id);
+    if (!b) return;
+    this.#batches.delete(id);
+    this.#inflight--;
+    if (wc.status !== WcStatus.Success) {
+      // The QP is in error now: the channel fails through its own completions too.
+      this.#queue = this.#queue.filter((w) => w.batch !== b);
+      b.left = -1;
+      b.reject(new SabreError(ErrorCode.Unreachable, `dedup write failed: ${wcStatusName(wc.status)}`));
+    } else if (b.left > 0 && --b.left === 0) b.resolve();
+    try {
+      this.#post();
+    } catch (e) {
+      for (const w of this.#queue.splice(0)) w.batch.reject(e as Error);
+    }
+  }
+
+  #releaseStage(): void {
+    if (this.#stage?.valid && this.#inflight === 0) this.#stage.deregister();
+    if (this.#inflight === 0) this.#stage = undefined;
+  }
+
+  /** The channel is gone: fail what waits, release the zone, the stage and the scope. */
+  close(error: Error): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const w of this.#queue.splice(0)) w.batch.reject(error);
+    for (const b of this.#batches.values()) b.reject(error);
+    this.#batches.clear();
+    this.#onTxClose?.(error);
+    this.#tx?.close();
+    this.#rx?.close();
+    if (this.#scope) dedupStoreOf(this.#h.pd).dropScope(this.#scope);
+    for (const r of [this.#zone, this.#stage]) if (r?.valid) r.deregister();
+  }
+}
+
+function frame(sub: number, body?: Uint8Array): Uint8Array {
+  const out = new Uint8Array(2 + (body?.length ?? 0));
+  out[0] = DEDUP_MARK;
+  out[1] = sub;
+  if (body) out.set(body, 2);
+  return out;
+}

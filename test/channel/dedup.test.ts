@@ -1,0 +1,153 @@
+// Dedup sends over channels (src/channel/dedup.ts): `ch.send(bytes, { dedup: true })` arrives
+// byte-exact as an ordinary message, in order with the channel's other messages, on inproc, udp
+// and tcp; a repeat moves only the manifest (over udp counted at the socket by test/relay.ts);
+// a chunk whose bytes do not match their hash ends that send with an error on both sides and
+// delivers nothing wrong, and the channel goes on; a receiver with dedup: false refuses.
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ChannelDedup } from '../../src/channel/dedup.js';
+import { channelOnQp } from '../../src/channel/listen.js';
+import type { ChannelOptions } from '../../src/channel/options.js';
+import type { DedupDeviceStats } from '../../src/dedup/stats.js';
+import { dedupMemoryOf } from '../../src/dedup/memory.js';
+import { connectChannel, listenChannels, openDevice, type Channel, type Device } from '../../src/index.js';
+import { startUdpRelay, type UdpRelay } from '../relay.js';
+
+const devs: Device[] = [];
+const closers: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const f of closers.splice(0).reverse()) await f();
+  for (const d of devs.splice(0)) await d.close();
+});
+
+async function dev(transport: 'inproc' | 'udp' | 'tcp'): Promise<Device> {
+  const d = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(d);
+  return d;
+}
+
+async function pairOf(transport: 'inproc' | 'udp' | 'tcp', o: ChannelOptions = {}, so: ChannelOptions = o): Promise<{ a: Device; b: Device; c: Channel; s: Channel }> {
+  const a = await dev(transport);
+  const b = await dev(transport);
+  const l = listenChannels(b, { ...so, service: 9 });
+  closers.push(() => l.close());
+  const [c, s] = await Promise.all([connectChannel(a, b.address, { ...o, service: 9 }), l.accept(10_000)]);
+  return { a, b, c, s };
+}
+
+/** Channels over udp through a counting relay (connected by hand, as test/channel/relay.test.ts). */
+async function throughRelay(): Promise<{ a: Device; b: Device; c: Channel; s: Channel; r: UdpRelay }> {
+  const a = await dev('udp');
+  const b = await dev('udp');
+  const r = await startUdpRelay({ target: { host: '127.0.0.1', port: b.address.port as number } });
+  closers.push(() => r.close());
+  const ca = channelOnQp(a);
+  const cb = channelOnQp(b);
+  const aSeenByB = await r.clientAddress({ host: '127.0.0.1', port: a.address.port as number });
+  const [c, s] = await Promise.all([ca.connect({ address: r.address, qpn: cb.qpn }), cb.connect({ address: aSeenByB, qpn: ca.qpn })]);
+  return { a, b, c, s, r };
+}
+
+async function take(ch: Channel, n: number): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const m of ch) {
+    out.push(m);
+    if (out.length === n) break;
+  }
+  return out;
+}
+
+const same = (got: unknown, want: Uint8Array): boolean => got instanceof Uint8Array && Buffer.compare(got, want) === 0;
+
+describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels', (transport) => {
+  it('byte-exact, in order with ordinary messages both ways, and a repeat sends no chunk', async () => {
+    const { a, c, s } = await pairOf(transport);
+    const x = new Uint8Array(randomBytes(3 << 20));
+    const y = new Uint8Array(randomBytes(100_000));
+    const [got] = await Promise.all([
+      take(s, 6),
+      c.send({ before: 1 }),
+      c.send(x, { dedup: true }),
+      c.send(new Uint8Array([7])), // waits for the dedup send: must not overtake it
+      c.send(x, { dedup: true }), // the repeat
+      c.send(y, { dedup: true }),
+      c.send('after'),
+    ]);
+    expect(got[0]).toEqual({ before: 1 });
+    expect(same(got[1], x)).toBe(true);
+    expect(same(got[2], new Uint8Array([7]))).toBe(true);
+    expect(same(got[3], x)).toBe(true);
+    expect(same(got[4], y)).toBe(true);
+    expect(got[5]).toBe('after');
+    const sent = (a.stats().dedup as DedupDeviceStats).sent;
+    expect(sent.transfers).toBe(3);
+    expect(sent.bytesSent).toBe(x.length + y.length); // the repeat of x moved no chunk
+    // The other direction over the same channel, at the same time as this one.
+    const z = new Uint8Array(randomBytes(1 << 20));
+    const [back, fwd] = await Promise.all([take(c, 1), take(s, 1), s.send(z, { dedup: true }), c.send(z, { dedup: true })]);
+    expect(same(back[0], z)).toBe(true);
+    expect(same(fwd[0], z)).toBe(true);
+    await c.close();
+  });
+
+  it('a chunk that does not match its hash: an error on both sides, nothing wrong delivered, the channel goes on', async () => {
+    const { a, c, s } = await pairOf(transport);
+    const x = new Uint8Array(randomBytes(1 << 20));
+    const mem = dedupMemoryOf(a.allocPd());
+    const write = ChannelDedup.prototype.write;
+    // The sender's staged bytes change after they were hashed (a hostile or broken sender).
+    ChannelDedup.prototype.write = function (pieces, rkey) {
+      if (pieces.length) mem.u8()[pieces[0]!.src + 10]! ^= 0xff;
+      return write.call(this, pieces, rkey);
+    };
+    let bad: PromiseSettledResult<void>;
+    let rxErr: unknown;
+    try {
+      [bad, rxErr] = await Promise.all([
+        Promise.allSettled([c.send(x, { dedup: true })]).then((r) => r[0]!),
+        s.next().then(() => undefined, (e: unknown) => e),
+      ]);
+    } finally {
+      ChannelDedup.prototype.write = write;
+    }
+    expect(bad.status).toBe('rejected');
+    expect(((bad as PromiseRejectedResult).reason as Error).message).toMatch(/did not match its hash/);
+    expect((rxErr as { code?: string }).code).toBe('ERR_MALFORMED');
+    const [got] = await Promise.all([take(s, 2), c.send(x, { dedup: true }), c.send('next')]);
+    expect(same(got[0], x)).toBe(true);
+    expect(got[1]).toBe('next');
+  });
+});
+
+describe('dedup sends over channels: the wire and the option', () => {
+  it('udp: a repeat moves a small fraction of the first send, counted at the relay socket', async () => {
+    const { c, s, r } = await throughRelay();
+    const x = new Uint8Array(randomBytes(4 << 20));
+    const wire = async (f: () => Promise<unknown>): Promise<number> => {
+      await new Promise((res) => setTimeout(res, 20));
+      const b0 = r.stats.bytesFromClient + r.stats.bytesFromServer;
+      await f();
+      await new Promise((res) => setTimeout(res, 20));
+      return r.stats.bytesFromClient + r.stats.bytesFromServer - b0;
+    };
+    const first = await wire(async () => {
+      const [got] = await Promise.all([take(s, 1), c.send(x, { dedup: true })]);
+      expect(same(got[0], x)).toBe(true);
+    });
+    const again = await wire(async () => {
+      const [got] = await Promise.all([take(s, 1), c.send(x, { dedup: true })]);
+      expect(same(got[0], x)).toBe(true);
+    });
+    console.log(`channel dedup over udp: first send ${first} B on the wire, repeat ${again} B (${(again / first).toFixed(4)}x)`);
+    expect(first).toBeGreaterThan(x.length);
+    expect(again).toBeLessThan(first * 0.05);
+  });
+
+  it('a receiver with dedup: false refuses; ordinary sends go on', async () => {
+    const { c, s } = await pairOf('inproc', {}, { dedup: false });
+    await expect(c.send(new Uint8Array(1000), { dedup: true })).rejects.toMatchObject({ code: 'ERR_NOT_SUPPORTED' });
+    const [got] = await Promise.all([take(s, 1), c.send('still here')]);
+    expect(got[0]).toBe('still here');
+    await expect(c.send({ not: 'bytes' }, { dedup: true })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+  });
+});
