@@ -57,7 +57,7 @@ export class CmAgent {
   /** SLOTS receive slots, then one send slot (Sends are inlined: the slot is free again at once). */
   readonly #mr: MemoryRegion;
   readonly #services = new Map<number, (r: CmRequest) => void>();
-  readonly #pending = new Map<number, { resolve: (m: CmMessage) => void }>();
+  readonly #pending = new Map<number, { resolve: (m: CmMessage) => void; reject: (e: Error) => void }>();
   #nextId = 1;
   /** Messages that did not parse or named nothing we know. */
   dropped = 0;
@@ -71,6 +71,10 @@ export class CmAgent {
     this.#qp = this.#pd.createCmQp({ sendCq: this.#cq, recvCq: this.#cq, maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
     void this.#run();
+    // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.
+    dev.onClose(() => {
+      for (const p of [...this.#pending.values()]) p.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+    });
   }
 
   listen(service: number, handler: ((r: CmRequest) => void) | undefined): void {
@@ -89,6 +93,11 @@ export class CmAgent {
         reject(new SabreError(ErrorCode.Timeout, `no answer from service ${service} at ${JSON.stringify(to)} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, {
+        reject: (e) => {
+          clearTimeout(t);
+          this.#pending.delete(id);
+          reject(e);
+        },
         resolve: (m) => {
           clearTimeout(t);
           this.#pending.delete(id);
