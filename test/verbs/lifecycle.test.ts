@@ -12,7 +12,7 @@ const servers: Server[] = [];
 const sockets = new Set<Socket>();
 afterEach(async () => {
   for (const d of devs.splice(0)) await d.close();
-  for (const s of sockets) s.destroy();
+  for (const s of sockets) s.destroy(); // only after a failed case
   for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
 });
 
@@ -123,6 +123,7 @@ describe.each(['udp', 'tcp'] as const)('cm connect over %s', (transport) => {
       const srv = createServer((sock) => {
         sock.on('error', () => {});
         sock.on('close', () => sockets.delete(sock));
+        sock.resume(); // read (and drop) the MPA request, so the peer's FIN is seen
         sockets.add(sock);
       });
       servers.push(srv);
@@ -141,5 +142,8 @@ describe.each(['udp', 'tcp'] as const)('cm connect over %s', (transport) => {
     const { err, ms } = await o;
     expect(err).toMatchObject({ code: ErrorCode.Closed });
     expect(ms).toBeLessThan(500);
+    // The wait's resources go with it: tcp, the dialled connection is closed (the server sees it end).
+    for (let i = 0; i < 50 && sockets.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(sockets.size).toBe(0);
   });
 });
