@@ -21,6 +21,7 @@ import { UdpLink } from '../transport/udp/link.js';
 import { CompletionQueue } from './cq.js';
 import { type DeviceEvent, eventStream, type EventStream } from './events.js';
 import { ProtectionDomain } from './pd.js';
+import type { QueuePair } from './qp.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
 
 interface ConnectWatch {
@@ -49,6 +50,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly #established = new Set<number>();
   readonly #downCause = new Map<number, QpDownCause>();
   #closing = false;
+  /** The QueuePair objects by QPN, for their per-QP events. */
+  readonly #qpObjects = new Map<number, QueuePair>();
   #pdNext = 1;
   #qpnNext = 1;
   #closed = false;
@@ -174,6 +177,16 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     return cq instanceof CompletionQueue && this.#cqs.has(cq);
   }
 
+  /** @internal QueuePair's constructor / destroy. */
+  attachQp(qp: QueuePair): void {
+    this.#qpObjects.set(qp.qpn, qp);
+  }
+
+  /** @internal */
+  detachQp(qp: QueuePair): void {
+    if (this.#qpObjects.get(qp.qpn) === qp) this.#qpObjects.delete(qp.qpn);
+  }
+
   /** @internal */
   nextQpn(): number {
     return this.#qpnNext++;
@@ -287,6 +300,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     // A throwing listener must not break the engine step that raised the event.
     try {
       this.emit('event', ev);
+      if ('qpn' in ev) this.#qpObjects.get(ev.qpn)?.emit('event', ev);
     } catch (e) {
       queueMicrotask(() => {
         throw e;

@@ -12,6 +12,7 @@
 // needs — remote segment, segment list, 8-byte word, immediate — and whether it is a sabre
 // extension a standard iWARP peer cannot take) and copied at post time: the caller's SendWr
 // and sgList are free the moment postSend returns.
+import { EventEmitter } from 'node:events';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
@@ -24,6 +25,7 @@ import { checkPeerAddress, needsLookup, resolvePeerHost } from './peer-address.j
 import { nextPromiseWrId } from './wc.js';
 import type { CompletionQueue } from './cq.js';
 import type { ProtectionDomain } from './pd.js';
+import type { DeviceEvent } from './events.js';
 import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
 
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
@@ -42,7 +44,11 @@ function capInt(v: unknown, name: string, def: number | undefined, min: number, 
   return v;
 }
 
-export class QueuePair {
+/**
+ * A queue pair. Also an EventEmitter of the device's async events that name it
+ * (`qp.on('event', …)`: established, disconnected, qp-fatal), as ibverbs' per-QP async events.
+ */
+export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly pd: ProtectionDomain;
   readonly qpn: number;
   readonly type: 'rc' | 'srd';
@@ -61,6 +67,7 @@ export class QueuePair {
    * (ProtectionDomain.createCmQp): a reserved QPN, receive completions with the source address.
    */
   constructor(pd: ProtectionDomain, init: QpInit, reserved?: { qpn: number }) {
+    super();
     if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
     if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
     const dev = pd.device;
@@ -86,6 +93,7 @@ export class QueuePair {
     if (reserved && dev.engine.qps.has(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
     this.qpn = reserved ? reserved.qpn : dev.nextQpn();
     this.engineQp = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
+    dev.attachQp(this);
   }
 
   get state(): QpStateValue {
@@ -287,6 +295,7 @@ export class QueuePair {
     if (!dev.closed) dev.run((now) => dev.engine.toError(this.engineQp, now));
     this.#destroyed = true;
     dev.engine.destroyQp(this.engineQp);
+    dev.detachQp(this);
     dev.unwatchConnect(this.qpn);
     this.pd.qps.delete(this);
     if (this.ownCq && !dev.closed) dev.dropCq(this.ownCq);

@@ -58,6 +58,8 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     children.push(child);
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     const peer = JSON.parse((await lines.next()).value as string) as { address: { transport: string }; qpn: number; addr: number; rkey: number };
+    const perQp: string[] = [];
+    qp.on('event', (ev: DeviceEvent) => perQp.push(ev.type));
     const established = eventsUntil(a, (evs) => evs.some((e) => e.type === 'established'), 10_000);
     child.stdin!.write(`${JSON.stringify({ address: a.address, qpn: qp.qpn })}\n`);
     await qp.connect({ address: peer.address, qpn: peer.qpn });
@@ -78,6 +80,8 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     if (transport === 'tcp') expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ cause: 'lost' });
     expect(qp.state).toBe(QpState.Error);
     expect(ms).toBeLessThan(transport === 'tcp' ? 1000 : 3000);
+    // The same events, on the QP they name.
+    expect(perQp).toEqual(expect.arrayContaining(['established', 'qp-fatal', 'disconnected']));
     if (transport === 'udp') expect(cq.poll(4)).toMatchObject([{ wrId: 1, status: WcStatus.RetryExcErr }]);
   }, 20_000);
 });
