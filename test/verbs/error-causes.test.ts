@@ -51,6 +51,15 @@ describe.each(['udp', 'tcp'] as const)('%s', (transport) => {
     expect(ms).toBeLessThan(1000);
   });
 
+  it('a bind host that does not resolve or is not local: ERR_INVALID_ARGUMENT with the system error as cause', async () => {
+    for (const [host, sys] of [['no-such-host.invalid', /ENOTFOUND|EAI_AGAIN/], ['192.0.2.1', /EADDRNOTAVAIL/]] as const) {
+      const { err, ms } = await timed(() => openDevice({ transport, host }));
+      expect(err.code).toBe(ErrorCode.InvalidArgument);
+      expect((err.cause as NodeJS.ErrnoException).code).toMatch(sys);
+      expect(ms).toBeLessThan(3000);
+    }
+  });
+
   it('a host that does not resolve: ERR_UNREACHABLE at once, the resolver error as cause (qp.connect and cm connect)', async () => {
     const a = await dev(transport);
     const addr = { transport, host: 'no-such-host.invalid', port: 4000 };
