@@ -4,7 +4,7 @@
 // ERROR) and keeps one timer for the engine's next deadline. Neither side sees the other.
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { DeviceAddress } from '../core/address.js';
+import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { QpState } from '../core/enums.js';
 import type { Frame } from '../core/frame.js';
@@ -44,6 +44,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly #cqs = new Set<CompletionQueue>();
   readonly #pds = new Set<ProtectionDomain>();
   readonly #connecting = new Map<number, ConnectWatch>();
+  /** The peer (addressKey) each connecting QP waits on. */
+  readonly #connectingTo = new Map<number, string>();
   /** Pending waits of objects built on this device (listeners, the CM agent): settled on close. */
   readonly #closeHooks = new Set<() => void>();
   /** rc QPs that reached RTS (for 'disconnected'), and the link's last word on a QP going down. */
@@ -72,6 +74,12 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
       // A link that lost a peer for good (udp past its retry limit): fail what depended on it.
       peerLost: (peer) => {
         if (this.#closed) return;
+        // A connect waiting on that peer fails with the cause (udp has no refusal: a port where
+        // nothing answers is known only when the link's retries run out).
+        const key = addressKey(peer);
+        for (const [qpn, k] of this.#connectingTo) {
+          if (k === key) this.failConnect(qpn, new SabreError(ErrorCode.Unreachable, `no answer from ${JSON.stringify(peer)} (the link's retries ran out)`));
+        }
         this.#emit({ type: 'path-lost', peer });
         this.run((now) => this.engine.handlePeerLost(peer, now));
       },
@@ -157,6 +165,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   /** @internal settle QP `qpn`'s pending connect with `err` (device closed, QP destroyed, link refused). */
   failConnect(qpn: number, err: Error): void {
     const w = this.#connecting.get(qpn);
+    this.#connectingTo.delete(qpn);
     if (!w) return;
     this.#connecting.delete(qpn);
     w.failed(err);
@@ -208,6 +217,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * connection and reports it up (or down).
    */
   connectQp(qp: EngineQp, peer: DeviceAddress, rqpn: number): void {
+    this.#connectingTo.set(qp.qpn, addressKey(peer));
     const conns = this.#link.connections;
     this.run((now) => this.engine.connect(qp, peer, rqpn, now, conns === undefined));
     conns?.openQp(qp.qpn, peer, rqpn);
@@ -221,6 +231,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   /** @internal */
   unwatchConnect(qpn: number): void {
     this.#connecting.delete(qpn);
+    this.#connectingTo.delete(qpn);
   }
 
   /**
@@ -273,12 +284,14 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
       case 'connected':
         this.#connecting.get(ev.qpn)?.connected();
         this.#connecting.delete(ev.qpn);
+        this.#connectingTo.delete(ev.qpn);
         this.#established.add(ev.qpn);
         this.#emit({ type: 'established', qpn: ev.qpn });
         return;
       case 'qpError': {
         const w = this.#connecting.get(ev.qpn);
         this.#connecting.delete(ev.qpn);
+        this.#connectingTo.delete(ev.qpn);
         w?.failed();
         // After the frames above (a Terminate, if any) were handed over: nothing follows them.
         this.#link.connections?.closeQp(ev.qpn);

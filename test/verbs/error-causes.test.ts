@@ -129,6 +129,20 @@ describe('tcp: nothing listens at the port', () => {
   });
 });
 
+describe('udp: nothing answers at the port', () => {
+  it('qp.connect and cm connect reject with ERR_UNREACHABLE when the link\'s retries run out (~5.6 s), not at their 10 s timeout', async () => {
+    const a = await dev('udp');
+    const gone = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    const address = gone.address;
+    await gone.close(); // udp has no refusal: datagrams to the port vanish
+    const [q, c] = await Promise.all([timed(() => rcQp(a).connect({ address, qpn: 1 })), timed(() => connect(a, address, { service: 1 }))]);
+    for (const { err, ms } of [q, c]) {
+      expect(err.code).toBe(ErrorCode.Unreachable);
+      expect(ms).toBeLessThan(8000);
+    }
+  }, 15_000);
+});
+
 describe('inproc', () => {
   it('an address of a device in another process: ERR_UNREACHABLE at once (qp.connect and cm connect)', async () => {
     const a = await dev('inproc');
