@@ -11,10 +11,12 @@ export type { WrId, Sge, RemoteSge, WorkCompletion } from './core/work.js';
 export type { SendWr, RecvWr, OpenDeviceOptions, CqInit, QpInit, ConnectInit, AhInit, DeviceAddress } from './verbs/types.js';
 export type { DeviceCounters } from './rdmap/memory.js';
 export { SabreError, ErrorCode } from './core/errors.js';
+export { WorkRequestError } from './verbs/wc.js';
+export type { DeviceEvent, DeviceEventType, EventStream } from './verbs/events.js';
 export type { ErrorCodeValue } from './core/errors.js';
 export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/inproc/bridge.js';
 export type { BridgeInit } from './transport/inproc/bridge.js';
-export { listen, connect, connectionInfo, CmListener } from './cm/index.js';
+export { listen, connect, connectionInfo, defaultPd, CmListener } from './cm/index.js';
 export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo } from './cm/index.js';
 export {
   listenChannels, connectChannel, channelStats, Channel, ChannelListener, DEFAULT_LADDER,

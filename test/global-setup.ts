@@ -49,6 +49,8 @@ function rebuildStale(): void {
   if (newest('assembly', '.ts') > mtime('build/sabre.wasm')) {
     execFileSync('npx', ['asc', 'assembly/index.ts', '--target', 'release'], { stdio: 'inherit' });
   }
+  // The sync twin of asc's instantiate (no top-level await in the package); idempotent.
+  execFileSync(process.execPath, ['scripts/sync-bindings.mjs'], { stdio: 'inherit' });
   if (newest('src', '.ts') > newest('dist', '.js')) {
     // tsc still emits JavaScript when it finds type errors; the worker-thread tests only need
     // that JavaScript, so a type error elsewhere must not stop every test. `npm install`

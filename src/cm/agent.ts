@@ -14,7 +14,7 @@
 // what an application exchanging QP info out of band would do. srd is reliable (each message
 // exactly once), so the exchange needs no retransmission of its own; a timeout bounds a
 // connect to a device nobody answers on.
-import type { DeviceAddress } from '../core/address.js';
+import { addressKey, type DeviceAddress } from '../core/address.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionQueue } from '../verbs/cq.js';
@@ -57,7 +57,7 @@ export class CmAgent {
   /** SLOTS receive slots, then one send slot (Sends are inlined: the slot is free again at once). */
   readonly #mr: MemoryRegion;
   readonly #services = new Map<number, (r: CmRequest) => void>();
-  readonly #pending = new Map<number, { resolve: (m: CmMessage) => void }>();
+  readonly #pending = new Map<number, { to: string; resolve: (m: CmMessage) => void; reject: (e: Error) => void }>();
   #nextId = 1;
   /** Messages that did not parse or named nothing we know. */
   dropped = 0;
@@ -71,6 +71,19 @@ export class CmAgent {
     this.#qp = this.#pd.createCmQp({ sendCq: this.#cq, recvCq: this.#cq, maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
     void this.#run();
+    // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.
+    dev.onClose(() => {
+      for (const p of [...this.#pending.values()]) p.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+    });
+    // udp: a REQ to a port where nothing answers is lost for good when the link's retries run
+    // out (path-lost); the request fails then with ERR_UNREACHABLE, not at its timeout.
+    dev.on('event', (ev) => {
+      if (ev.type !== 'path-lost') return;
+      const key = addressKey(ev.peer);
+      for (const p of [...this.#pending.values()]) {
+        if (p.to === key) p.reject(new SabreError(ErrorCode.Unreachable, `no answer from ${JSON.stringify(ev.peer)} (the link's retries ran out)`));
+      }
+    });
   }
 
   listen(service: number, handler: ((r: CmRequest) => void) | undefined): void {
@@ -89,6 +102,12 @@ export class CmAgent {
         reject(new SabreError(ErrorCode.Timeout, `no answer from service ${service} at ${JSON.stringify(to)} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, {
+        to: addressKey(to),
+        reject: (e) => {
+          clearTimeout(t);
+          this.#pending.delete(id);
+          reject(e);
+        },
         resolve: (m) => {
           clearTimeout(t);
           this.#pending.delete(id);

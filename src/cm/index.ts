@@ -20,16 +20,24 @@
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
+import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
+import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
+import { checkPeerAddress, resolvePeerHost } from '../verbs/peer-address.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import type { QpInit } from '../verbs/types.js';
 import { agentOf, type CmRequest } from './agent.js';
 
 export interface CmQpOptions {
-  pd: ProtectionDomain;
-  /** rc QP attributes (type is forced to 'rc'). */
-  qpInit: Omit<QpInit, 'type'> & { type?: 'rc' };
+  /** Default: one protection domain per device, made on first use (defaultPd(dev)). */
+  pd?: ProtectionDomain;
+  /**
+   * rc QP attributes (type is forced to 'rc'). Default: maxSendWr 64, maxRecvWr 64, maxSge 4,
+   * and, when sendCq / recvCq are not given, one CQ of the QP's own (qp.sendCq) deep enough
+   * for all its work (maxSendWr + maxRecvWr).
+   */
+  qpInit?: Partial<Omit<QpInit, 'type'>> & { type?: 'rc' };
   /** Runs on the new QP before it connects: post receives here. */
   setup?: (qp: QueuePair) => void;
   /** Service number (rdma_cm's port space within a device). Default 0. */
@@ -46,6 +54,8 @@ export interface CmListenOptions extends CmQpOptions {
 export interface CmConnectOptions extends CmQpOptions {
   /** Whole connect deadline. Default 10 000 ms. */
   timeoutMs?: number;
+  /** Aborts the connect: rejects with ERR_ABORTED, the new QP is destroyed. */
+  signal?: AbortSignal;
 }
 
 /** What the peer said when the connection was made. */
@@ -69,9 +79,39 @@ function serviceOf(s: number | undefined): number {
   return v;
 }
 
-function newQp(o: CmQpOptions): QueuePair {
-  if (!o || typeof o !== 'object' || !o.pd || !o.qpInit) throw new SabreError(ErrorCode.InvalidArgument, 'listen/connect need { pd, qpInit }');
-  const qp = o.pd.createQp({ ...o.qpInit, type: 'rc' });
+const defaultPds = new WeakMap<Device, ProtectionDomain>();
+
+/** The protection domain listen / connect use when the options name none (one per device). */
+export function defaultPd(dev: Device): ProtectionDomain {
+  let pd = defaultPds.get(dev);
+  if (!pd) {
+    pd = dev.allocPd();
+    defaultPds.set(dev, pd);
+  }
+  return pd;
+}
+
+function newQp(dev: Device, o: CmQpOptions): QueuePair {
+  if (o === null || typeof o !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'listen/connect options must be an object');
+  if (o.qpInit !== undefined && (o.qpInit === null || typeof o.qpInit !== 'object')) throw new SabreError(ErrorCode.InvalidArgument, 'qpInit must be an object');
+  if (o.setup !== undefined && typeof o.setup !== 'function') throw new SabreError(ErrorCode.InvalidArgument, 'setup must be a function');
+  const pd = o.pd ?? defaultPd(dev);
+  if (pd.device !== dev) throw new SabreError(ErrorCode.InvalidArgument, 'pd belongs to another device');
+  const init = { maxSendWr: 64, maxRecvWr: 64, maxSge: 4, ...o.qpInit };
+  let own: CompletionQueue | undefined;
+  if (!init.sendCq || !init.recvCq) {
+    const s = typeof init.maxSendWr === 'number' ? init.maxSendWr : 64;
+    const r = typeof init.maxRecvWr === 'number' ? init.maxRecvWr : 64;
+    own = dev.createCq({ depth: Math.max(1, Math.min(s + r, 1 << 22)) });
+  }
+  let qp: QueuePair;
+  try {
+    qp = pd.createQp({ ...init, sendCq: init.sendCq ?? own!, recvCq: init.recvCq ?? own!, type: 'rc' });
+  } catch (e) {
+    if (own) dev.dropCq(own);
+    throw e;
+  }
+  if (own) qp.ownCq = own;
   try {
     o.setup?.(qp);
   } catch (e) {
@@ -79,6 +119,12 @@ function newQp(o: CmQpOptions): QueuePair {
     throw e;
   }
   return qp;
+}
+
+/** A failure while the device closed is the close: one code, ERR_CLOSED. */
+function asClosed(dev: Device, e: unknown): unknown {
+  if (dev.closed && !(e instanceof SabreError && e.code === ErrorCode.Closed)) return new SabreError(ErrorCode.Closed, 'device closed', { cause: e });
+  return e;
 }
 
 export class CmListener implements AsyncIterable<QueuePair> {
@@ -91,14 +137,18 @@ export class CmListener implements AsyncIterable<QueuePair> {
   #inflight = 0;
   #closed = false;
   readonly #stop: () => void;
+  readonly #unhook: () => void;
 
   /** @internal use listen() */
-  constructor(dev: Device, opts: CmListenOptions) {
+  constructor(dev: Device, opts: CmListenOptions = {}) {
     dev.assertOpen();
+    if (opts === null || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'listen options must be an object');
     this.device = dev;
     this.service = serviceOf(opts.service);
     this.#opts = opts;
-    this.#backlog = opts.backlog ?? 16;
+    const backlog = opts.backlog ?? 16;
+    if (!Number.isInteger(backlog) || backlog < 1 || backlog > 1 << 16) throw new SabreError(ErrorCode.InvalidArgument, 'backlog must be an integer in 1..65536');
+    this.#backlog = backlog;
     if (dev.linkServices) {
       dev.listenService(this.service, (r) => this.#onService(r));
       this.#stop = () => dev.listenService(this.service, undefined);
@@ -107,26 +157,46 @@ export class CmListener implements AsyncIterable<QueuePair> {
       agent.listen(this.service, (r) => this.#onDatagram(r));
       this.#stop = () => agent.listen(this.service, undefined);
     }
+    // The device closing closes the listener: a pending accept() rejects with ERR_CLOSED.
+    this.#unhook = dev.onClose(() => this.close());
   }
 
-  /** The next connected QP (in connection order). */
-  accept(timeoutMs?: number): Promise<QueuePair> {
+  /**
+   * The next connected QP (in connection order). Rejects with ERR_TIMEOUT after `timeoutMs`,
+   * ERR_ABORTED when `signal` aborts, ERR_CLOSED when the listener or its device closes.
+   */
+  accept(timeoutMs?: number, opts: { signal?: AbortSignal } = {}): Promise<QueuePair> {
     if (this.#ready.length) return Promise.resolve(this.#ready.shift()!);
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
+    if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'accept(timeoutMs): a non-negative number'));
+    const signal = opts?.signal;
+    try {
+      checkSignal(signal, 'accept');
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (signal?.aborted) return Promise.reject(abortError(signal, 'accept'));
     return new Promise((resolve, reject) => {
-      const w = { resolve, reject };
-      this.#waiters.push(w);
-      if (timeoutMs !== undefined) {
-        const t = setTimeout(() => {
-          const i = this.#waiters.indexOf(w);
-          if (i >= 0) this.#waiters.splice(i, 1);
-          reject(new SabreError(ErrorCode.Timeout, `no connection within ${timeoutMs} ms`));
-        }, timeoutMs);
-        w.resolve = (qp) => {
-          clearTimeout(t);
+      let t: ReturnType<typeof setTimeout> | undefined;
+      const done = (): void => {
+        if (t) clearTimeout(t);
+        dispose();
+        const i = this.#waiters.indexOf(w);
+        if (i >= 0) this.#waiters.splice(i, 1);
+      };
+      const w = {
+        resolve: (qp: QueuePair) => {
+          done();
           resolve(qp);
-        };
-      }
+        },
+        reject: (e: Error) => {
+          done();
+          reject(e);
+        },
+      };
+      this.#waiters.push(w);
+      const dispose = onAbort(signal, () => w.reject(abortError(signal!, 'accept')));
+      if (timeoutMs !== undefined) t = setTimeout(() => w.reject(new SabreError(ErrorCode.Timeout, `no connection within ${timeoutMs} ms`)), timeoutMs);
     });
   }
 
@@ -145,7 +215,8 @@ export class CmListener implements AsyncIterable<QueuePair> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#stop();
+    this.#unhook();
+    if (!this.device.closed) this.#stop();
     for (const qp of this.#ready.splice(0)) qp.destroy();
     for (const w of this.#waiters.splice(0)) w.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
   }
@@ -173,7 +244,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
     }
     let qp: QueuePair;
     try {
-      qp = newQp(this.#opts);
+      qp = newQp(this.device, this.#opts);
     } catch (e) {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
@@ -198,7 +269,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
     }
     let qp: QueuePair;
     try {
-      qp = newQp(this.#opts);
+      qp = newQp(this.device, this.#opts);
     } catch (e) {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
@@ -215,32 +286,53 @@ export class CmListener implements AsyncIterable<QueuePair> {
   }
 }
 
-/** Accept connections for `opts.service` on `dev`, each on a new rc QP made from `opts`. */
-export function listen(dev: Device, opts: CmListenOptions): CmListener {
+/** Accept connections for `opts.service` on `dev`, each on a new rc QP made from `opts` (all optional). */
+export function listen(dev: Device, opts: CmListenOptions = {}): CmListener {
   return new CmListener(dev, opts);
 }
 
-/** Connect a new rc QP to the listener for `opts.service` at `address`; resolves when it can send. */
-export async function connect(dev: Device, address: DeviceAddress, opts: CmConnectOptions): Promise<QueuePair> {
+/**
+ * Connect a new rc QP to the listener for `opts.service` at `address`; resolves when it can
+ * send. Rejects with ERR_INVALID_ARGUMENT (malformed address), ERR_UNREACHABLE (no route, a
+ * host that does not resolve, the listener rejected), ERR_REFUSED (tcp: nothing listens at the
+ * port), ERR_TIMEOUT, ERR_ABORTED, ERR_CLOSED (the device closed meanwhile).
+ */
+export async function connect(dev: Device, address: DeviceAddress, opts: CmConnectOptions = {}): Promise<QueuePair> {
   dev.assertOpen();
-  const service = serviceOf(opts?.service);
+  if (opts === null || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'connect options must be an object');
+  const service = serviceOf(opts.service);
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  if (!address || typeof address.transport !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'connect needs the listener device address');
-  if (address.transport !== dev.address.transport) throw new SabreError(ErrorCode.InvalidArgument, `a ${dev.address.transport} device cannot reach a ${address.transport} address`);
-  const qp = newQp(opts);
+  if (!(typeof timeoutMs === 'number' && timeoutMs > 0)) throw new SabreError(ErrorCode.InvalidArgument, 'timeoutMs must be a positive number');
+  checkPeerAddress(dev, address, 'connect');
+  const signal = opts.signal;
+  checkSignal(signal, 'connect');
+  if (signal?.aborted) throw abortError(signal, 'connect');
+  await resolvePeerHost(address, 'connect');
+  dev.assertOpen();
+  const qp = newQp(dev, opts);
+  let dispose = (): void => {};
   try {
-    let remoteQpn: number;
-    let privateData: Uint8Array | undefined;
-    if (dev.linkServices) {
-      ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, timeoutMs));
-    } else {
-      ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs));
-    }
-    await qp.connect({ address, qpn: remoteQpn, timeoutMs });
-    infos.set(qp, { privateData, remoteQpn, service });
-    return qp;
+    const aborted = new Promise<never>((_, reject) => {
+      dispose = onAbort(signal, () => reject(abortError(signal!, 'connect')));
+    });
+    const steps = (async (): Promise<QueuePair> => {
+      let remoteQpn: number;
+      let privateData: Uint8Array | undefined;
+      if (dev.linkServices) {
+        ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, timeoutMs));
+      } else {
+        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs));
+      }
+      await qp.connect({ address, qpn: remoteQpn, timeoutMs });
+      infos.set(qp, { privateData, remoteQpn, service });
+      return qp;
+    })();
+    steps.catch(() => {});
+    return await Promise.race([steps, aborted]);
   } catch (e) {
     qp.destroy();
-    throw e;
+    throw asClosed(dev, e);
+  } finally {
+    dispose();
   }
 }

@@ -27,6 +27,14 @@ export const ErrorCode = {
   Malformed: 'ERR_MALFORMED',
   /** A peer broke a protocol above verbs (a channel's grant, credit, epoch or sequence rules). */
   Protocol: 'ERR_PROTOCOL',
+  /** The local address (host:port) to bind is in use; the system error is the `cause`. */
+  AddressInUse: 'ERR_ADDRESS_IN_USE',
+  /** The peer host answered but nothing listens at the port (ECONNREFUSED, as `cause`). */
+  Refused: 'ERR_REFUSED',
+  /** An AbortSignal given to the call aborted it; the signal's reason is the `cause`. */
+  Aborted: 'ERR_ABORTED',
+  /** A work request posted through a promise helper (qp.write …) completed with an error status. */
+  WrFailed: 'ERR_WR_FAILED',
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];

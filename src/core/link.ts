@@ -24,8 +24,12 @@ export interface LinkEvents {
   peerLost(peer: DeviceAddress): void;
   /** Connection links: local rc QP `qpn` is connected; `profile` is what the peer speaks. */
   qpUp(qpn: number, profile: PeerProfile, ord?: number): void;
-  /** Connection links: QP `qpn`'s connection is gone. */
-  qpDown(qpn: number, cause: QpDownCause): void;
+  /**
+   * Connection links: QP `qpn`'s connection is gone. `error`: why a connection could not be
+   * made, when the link knows (a SabreError with the system error as its cause): a pending
+   * connect rejects with it.
+   */
+  qpDown(qpn: number, cause: QpDownCause, error?: Error): void;
   /**
    * Connection links: whether an incoming connection for local QP `qpn` may be held until the
    * QP's own connect comes (the QP does not exist yet, or has not connected yet).

@@ -10,7 +10,7 @@
 // instantiates at import time with a memory of its own.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { instantiate as instantiateRaw } from '../../build/sabre.js';
+import { instantiate as instantiateRaw, instantiateSync as instantiateRawSync } from '../../build/sabre.js';
 
 export type Kernels = Awaited<ReturnType<typeof instantiateRaw>>;
 
@@ -44,12 +44,25 @@ export async function instantiateKernels(
   memory: WebAssembly.Memory,
   module: WebAssembly.Module = compileKernels(),
 ): Promise<Kernels> {
-  return instantiateRaw(module, {
+  return instantiateRaw(module, importsFor(memory));
+}
+
+/**
+ * The same, synchronously (scripts/sync-bindings.mjs adds the sync twin to asc's bindings): for
+ * state a module needs at load time without top-level await, which would make the package
+ * impossible to require() (ERR_REQUIRE_ASYNC_MODULE).
+ */
+export function instantiateKernelsSync(memory: WebAssembly.Memory, module: WebAssembly.Module = compileKernels()): Kernels {
+  return instantiateRawSync(module, importsFor(memory)) as Kernels;
+}
+
+function importsFor(memory: WebAssembly.Memory): never {
+  return {
     env: {
       memory,
       abort(msg: number, file: number, line: number, col: number): never {
         throw new Error(`sabre data plane abort at ${line}:${col} (msg@${msg}, file@${file})`);
       },
     },
-  } as never);
+  } as never;
 }

@@ -2,7 +2,7 @@
 // (non-shared) Uint8Arrays, so it is copied into a scratch window of a small shared memory
 // of our own, a chunk at a time, and the kernel runs there. The device data path never comes
 // through here: it calls the kernels on bytes already in device memory.
-import { createSharedMemory, instantiateKernels, type Kernels, PAGE } from '../dataplane/wasm.js';
+import { createSharedMemory, instantiateKernelsSync, type Kernels, PAGE } from '../dataplane/wasm.js';
 
 /** Scratch window size: large enough to amortise the call, small enough to stay in L2. */
 export const SCRATCH_BYTES = 256 * 1024;
@@ -23,20 +23,23 @@ export interface PrivateKernels {
   readonly u8: Uint8Array;
 }
 
-async function create(): Promise<PrivateKernels> {
+function create(): PrivateKernels {
   const probeMemory = createSharedMemory(2, 2);
-  const probe = await instantiateKernels(probeMemory);
+  const probe = instantiateKernelsSync(probeMemory);
   const heapBase = Number(probe.heapBase());
   const stateBase = Math.ceil(heapBase / 64) * 64;
   const scratchBase = stateBase + STATE_BYTES;
   const pages = Math.ceil((scratchBase + SCRATCH_BYTES) / PAGE);
   const memory = createSharedMemory(pages, pages);
-  const kernels = await instantiateKernels(memory);
+  const kernels = instantiateKernelsSync(memory);
   return { kernels, memory, stateBase, scratchBase, u8: new Uint8Array(memory.buffer) };
 }
 
-/** Created once per thread at module load (top-level await keeps the user API synchronous). */
-export const own: PrivateKernels = await create();
+/**
+ * Created once per thread at module load, synchronously (a sync compile and instantiation of
+ * the module's bytes): no top-level await, so the package can be require()d.
+ */
+export const own: PrivateKernels = create();
 
 /**
  * Feed `data` through the scratch window in chunks: `step(ptr, len)` runs once per chunk with

@@ -7,9 +7,13 @@
 // completions for another, healthy CQ — e.g. a separate recv CQ — still arrive there).
 // poll() keeps returning the completions queued before the overrun; once they are drained,
 // poll() and wait() throw / reject SabreError(InvalidState): the CQ is no longer usable.
+// Device close works the same way with ERR_CLOSED: the flushes of outstanding work (WrFlushErr)
+// are queued before the CQ closes, poll() hands them out, then throws once drained.
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
+import { abortError } from './abort.js';
+import { isPromiseWrId, WC_PROTO, WorkRequestError } from './wc.js';
 
 interface Waiter {
   resolve: () => void;
@@ -27,6 +31,9 @@ export class CompletionQueue implements CompletionSink {
   #dropped = 0;
   #closed = false;
   #waiters = new Set<Waiter>();
+  /** Work requests of promise helpers (qp.write …): their completions settle these instead of queueing. */
+  readonly #promised = new Map<bigint, { resolve: (wc: WorkCompletion) => void; reject: (e: Error) => void }>();
+  #closing = false;
   // One timer for all waiters, armed for the earliest deadline and left armed (unref'd while
   // nobody waits) when they resolve: a wait(timeoutMs) that is woken costs no timer insert and
   // clear — on a ping-pong those were ~1.5 µs of every hop.
@@ -56,6 +63,16 @@ export class CompletionQueue implements CompletionSink {
   /** @internal the engine's side: false when the CQ was full (the completion is lost, the CQ overran). */
   offer(wc: WorkCompletion): boolean {
     if (this.#closed) return true;
+    Object.setPrototypeOf(wc, WC_PROTO);
+    if (this.#promised.size !== 0 && isPromiseWrId(wc.wrId)) {
+      const p = this.#promised.get(wc.wrId);
+      if (p) {
+        this.#promised.delete(wc.wrId);
+        if (wc.status === 0) p.resolve(wc);
+        else p.reject(new WorkRequestError(wc, this.#closing));
+        return true;
+      }
+    }
     if (this.#overrun || this.count >= this.depth) {
       this.#overrun = true;
       this.#dropped++;
@@ -69,10 +86,11 @@ export class CompletionQueue implements CompletionSink {
 
   /** Up to `max` completions, oldest first (possibly none). */
   poll(max = 16): WorkCompletion[] {
-    if (this.#closed) throw new SabreError(ErrorCode.Closed, 'completion queue is closed');
     if (!Number.isInteger(max) || max < 1) throw new SabreError(ErrorCode.InvalidArgument, 'poll(max): max must be a positive integer');
     const n = Math.min(max, this.count);
     if (n === 0) {
+      // After close, what was queued (the flushes of the device's work) is still handed out.
+      if (this.#closed) throw new SabreError(ErrorCode.Closed, 'completion queue is closed');
       if (this.#overrun) throw new SabreError(ErrorCode.InvalidState, `completion queue overrun (${this.#dropped} completions lost)`);
       return [];
     }
@@ -90,17 +108,39 @@ export class CompletionQueue implements CompletionSink {
 
   /**
    * Resolves once the CQ holds a completion — at once if it already does. Rejects with
-   * SabreError(Timeout) after timeoutMs, InvalidState on overrun, Closed when the device closes.
+   * SabreError(Timeout) after timeoutMs, InvalidState on overrun, Closed when the device closes,
+   * Aborted when `opts.signal` aborts (the waiter is removed; its timer goes with the last one).
    */
-  wait(timeoutMs?: number): Promise<void> {
-    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'completion queue is closed'));
+  wait(timeoutMs?: number, opts?: { signal?: AbortSignal }): Promise<void> {
     if (this.count > 0) return Promise.resolve();
+    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'completion queue is closed'));
     if (this.#overrun) return Promise.reject(new SabreError(ErrorCode.InvalidState, 'completion queue overrun'));
     if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
       return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'wait(timeoutMs): timeoutMs must be a non-negative number'));
     }
+    const signal = opts?.signal;
+    if (signal !== undefined) {
+      if (!(signal instanceof AbortSignal)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'wait: signal must be an AbortSignal'));
+      if (signal.aborted) return Promise.reject(abortError(signal, 'wait'));
+    }
     return new Promise<void>((resolve, reject) => {
       const w: Waiter = { resolve, reject, deadline: Infinity };
+      if (signal) {
+        const abort = (): void => {
+          if (!this.#waiters.delete(w)) return;
+          if (this.#waiters.size === 0) this.#timer?.unref();
+          reject(abortError(signal, 'wait'));
+        };
+        signal.addEventListener('abort', abort, { once: true });
+        w.resolve = () => {
+          signal.removeEventListener('abort', abort);
+          resolve();
+        };
+        w.reject = (e) => {
+          signal.removeEventListener('abort', abort);
+          reject(e);
+        };
+      }
       if (timeoutMs !== undefined) {
         w.deadline = performance.now() + timeoutMs;
         w.timeoutMs = timeoutMs;
@@ -109,6 +149,22 @@ export class CompletionQueue implements CompletionSink {
       }
       this.#waiters.add(w);
     });
+  }
+
+  /**
+   * Completions as they come, one at a time, until the device closes (the loop then ends after
+   * the flushed ones). Same completions poll() would return: do not mix the two on one CQ.
+   */
+  async *[Symbol.asyncIterator](): AsyncIterator<WorkCompletion> {
+    for (;;) {
+      try {
+        await this.wait();
+      } catch (e) {
+        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
+        throw e;
+      }
+      for (const wc of this.poll(64)) yield wc;
+    }
   }
 
   #arm(at: number): void {
@@ -143,9 +199,27 @@ export class CompletionQueue implements CompletionSink {
     this.#timer?.unref();
   }
 
+  /** @internal a promise helper's work request `id` is about to be posted: its completion settles the promise. */
+  expect(id: bigint): Promise<WorkCompletion> {
+    return new Promise((resolve, reject) => this.#promised.set(id, { resolve, reject }));
+  }
+
+  /** @internal the post of `id` failed synchronously. */
+  unexpect(id: bigint): void {
+    this.#promised.delete(id);
+  }
+
+  /** @internal the device starts closing: flushes from here on reject promise helpers with ERR_CLOSED. */
+  closing(): void {
+    this.#closing = true;
+  }
+
   /** @internal device close. */
   close(): void {
     this.#closed = true;
+    this.#closing = true;
+    for (const [, p] of this.#promised) p.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+    this.#promised.clear();
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Infinity;

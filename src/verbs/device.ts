@@ -2,12 +2,13 @@
 // engine to a link. It feeds the engine work requests and the link's events with the clock,
 // hands the engine's frames to the link, acts on the engine's events (a QP connected or in
 // ERROR) and keeps one timer for the engine's next deadline. Neither side sees the other.
+import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { DeviceAddress } from '../core/address.js';
+import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { QpState } from '../core/enums.js';
 import type { Frame } from '../core/frame.js';
-import type { Link, ServiceRequest } from '../core/link.js';
+import type { Link, QpDownCause, ServiceRequest } from '../core/link.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { RdmapEngine } from '../rdmap/engine.js';
@@ -18,15 +19,22 @@ import { InprocLink } from '../transport/inproc/fabric.js';
 import { TcpLink } from '../transport/tcp/link.js';
 import { UdpLink } from '../transport/udp/link.js';
 import { CompletionQueue } from './cq.js';
+import { type DeviceEvent, eventStream, type EventStream } from './events.js';
 import { ProtectionDomain } from './pd.js';
+import type { QueuePair } from './qp.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
 
 interface ConnectWatch {
   connected(): void;
-  failed(): void;
+  /** `err`: why, when known (the device closed, the link's refusal); otherwise the QP entered ERROR. */
+  failed(err?: Error): void;
 }
 
-export class Device {
+/**
+ * A device. Also an EventEmitter of its async events: `dev.on('event', (ev) => …)`, or
+ * `for await (const ev of dev.events())` (src/verbs/events.ts).
+ */
+export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly address: DeviceAddress;
   /** @internal */
   readonly engine: RdmapEngine;
@@ -37,6 +45,16 @@ export class Device {
   readonly #pds = new Set<ProtectionDomain>();
   readonly #statsSources = new Map<string, () => Record<string, unknown>>();
   readonly #connecting = new Map<number, ConnectWatch>();
+  /** The peer (addressKey) each connecting QP waits on. */
+  readonly #connectingTo = new Map<number, string>();
+  /** Pending waits of objects built on this device (listeners, the CM agent): settled on close. */
+  readonly #closeHooks = new Set<() => void>();
+  /** rc QPs that reached RTS (for 'disconnected'), and the link's last word on a QP going down. */
+  readonly #established = new Set<number>();
+  readonly #downCause = new Map<number, QpDownCause>();
+  #closing = false;
+  /** The QueuePair objects by QPN, for their per-QP events. */
+  readonly #qpObjects = new Map<number, QueuePair>();
   #pdNext = 1;
   #qpnNext = 1;
   #closed = false;
@@ -45,6 +63,7 @@ export class Device {
 
   /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
   constructor(mem: DeviceMemory, link: Link, opts: { mss?: number } = {}) {
+    super();
     this.engineMemory = new EngineMemory(mem);
     this.engine = new RdmapEngine(this.engineMemory, { mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true });
     this.#link = link;
@@ -55,13 +74,27 @@ export class Device {
       },
       // A link that lost a peer for good (udp past its retry limit): fail what depended on it.
       peerLost: (peer) => {
-        if (!this.#closed) this.run((now) => this.engine.handlePeerLost(peer, now));
+        if (this.#closed) return;
+        // A connect waiting on that peer fails with the cause (udp has no refusal: a port where
+        // nothing answers is known only when the link's retries run out).
+        const key = addressKey(peer);
+        for (const [qpn, k] of this.#connectingTo) {
+          if (k === key) this.failConnect(qpn, new SabreError(ErrorCode.Unreachable, `no answer from ${JSON.stringify(peer)} (the link's retries ran out)`));
+        }
+        this.#emit({ type: 'path-lost', peer });
+        this.run((now) => this.engine.handlePeerLost(peer, now));
       },
       qpUp: (qpn, profile, ord) => {
         if (!this.#closed) this.run((now) => this.engine.handleLinkUp(qpn, profile, now, ord));
       },
-      qpDown: (qpn, cause) => {
-        if (!this.#closed) this.run((now) => this.engine.handleLinkDown(qpn, cause, now));
+      qpDown: (qpn, cause, error) => {
+        if (this.#closed) return;
+        // A connect the link could not make fails with the link's reason (refused, host not
+        // found), not the generic 'QP entered ERROR' the engine's qpError would give.
+        if (error instanceof Error) this.failConnect(qpn, error);
+        this.#downCause.set(qpn, cause);
+        this.run((now) => this.engine.handleLinkDown(qpn, cause, now));
+        this.#downCause.delete(qpn);
       },
       // A connection for a QP that does not exist yet (the peer process can be a step ahead)
       // or has not connected yet may be held for its connect().
@@ -126,13 +159,39 @@ export class Device {
     };
   }
 
+  /**
+   * Close the device. Every pending promise of it and of its objects settles with ERR_CLOSED
+   * (qp.connect, listener.accept, cm connect, cq.wait); outstanding work requests complete as
+   * WrFlushErr and stay pollable: cq.poll returns them, then throws ERR_CLOSED once drained.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#closing = true;
+    const closed = (): SabreError => new SabreError(ErrorCode.Closed, 'device closed');
+    for (const cq of this.#cqs) cq.closing();
+    for (const qpn of [...this.#connecting.keys()]) this.failConnect(qpn, closed());
     for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
+    for (const hook of [...this.#closeHooks]) hook();
+    this.#closeHooks.clear();
     await this.#link.close();
     for (const cq of this.#cqs) cq.close();
+  }
+
+  /** @internal run `hook` when the device closes (before the link goes); returns the unregister. */
+  onClose(hook: () => void): () => void {
+    this.#closeHooks.add(hook);
+    return () => this.#closeHooks.delete(hook);
+  }
+
+  /** @internal settle QP `qpn`'s pending connect with `err` (device closed, QP destroyed, link refused). */
+  failConnect(qpn: number, err: Error): void {
+    const w = this.#connecting.get(qpn);
+    this.#connectingTo.delete(qpn);
+    if (!w) return;
+    this.#connecting.delete(qpn);
+    w.failed(err);
   }
 
   /** @internal */
@@ -140,9 +199,24 @@ export class Device {
     if (this.#closed) throw new SabreError(ErrorCode.Closed, 'device is closed');
   }
 
+  /** @internal a CQ made for one QP (cm defaults) leaves with its QP. */
+  dropCq(cq: CompletionQueue): void {
+    if (this.#cqs.delete(cq)) cq.close();
+  }
+
   /** @internal */
   ownsCq(cq: unknown): cq is CompletionQueue {
     return cq instanceof CompletionQueue && this.#cqs.has(cq);
+  }
+
+  /** @internal QueuePair's constructor / destroy. */
+  attachQp(qp: QueuePair): void {
+    this.#qpObjects.set(qp.qpn, qp);
+  }
+
+  /** @internal */
+  detachQp(qp: QueuePair): void {
+    if (this.#qpObjects.get(qp.qpn) === qp) this.#qpObjects.delete(qp.qpn);
   }
 
   /** @internal */
@@ -166,6 +240,7 @@ export class Device {
    * connection and reports it up (or down).
    */
   connectQp(qp: EngineQp, peer: DeviceAddress, rqpn: number): void {
+    this.#connectingTo.set(qp.qpn, addressKey(peer));
     const conns = this.#link.connections;
     this.run((now) => this.engine.connect(qp, peer, rqpn, now, conns === undefined));
     conns?.openQp(qp.qpn, peer, rqpn);
@@ -179,6 +254,7 @@ export class Device {
   /** @internal */
   unwatchConnect(qpn: number): void {
     this.#connecting.delete(qpn);
+    this.#connectingTo.delete(qpn);
   }
 
   /**
@@ -231,20 +307,50 @@ export class Device {
       case 'connected':
         this.#connecting.get(ev.qpn)?.connected();
         this.#connecting.delete(ev.qpn);
+        this.#connectingTo.delete(ev.qpn);
+        this.#established.add(ev.qpn);
+        this.#emit({ type: 'established', qpn: ev.qpn });
         return;
       case 'qpError': {
         const w = this.#connecting.get(ev.qpn);
         this.#connecting.delete(ev.qpn);
+        this.#connectingTo.delete(ev.qpn);
         w?.failed();
         // After the frames above (a Terminate, if any) were handed over: nothing follows them.
         this.#link.connections?.closeQp(ev.qpn);
+        const cause = this.#downCause.get(ev.qpn);
+        if (ev.fatal) this.#emit({ type: 'qp-fatal', qpn: ev.qpn, ...(cause ? { cause } : {}) });
+        if (this.#established.delete(ev.qpn)) this.#emit({ type: 'disconnected', qpn: ev.qpn, ...(cause ? { cause } : {}) });
         return;
       }
       case 'cqError':
-        // The CQ already reports its overrun (poll/wait throw InvalidState). Async events for
-        // the application (QP fatal, CQ error, path lost) would be raised here.
+        // The CQ reports its overrun itself too (poll/wait throw InvalidState once drained).
+        if (ev.cq instanceof CompletionQueue) this.#emit({ type: 'cq-error', cq: ev.cq });
         return;
     }
+  }
+
+  /** Async events are not raised while the device closes: closing is the application's act. */
+  #emit(ev: DeviceEvent): void {
+    if (this.#closing) return;
+    // A throwing listener must not break the engine step that raised the event.
+    try {
+      this.emit('event', ev);
+      if ('qpn' in ev) this.#qpObjects.get(ev.qpn)?.emit('event', ev);
+    } catch (e) {
+      queueMicrotask(() => {
+        throw e;
+      });
+    }
+  }
+
+  /**
+   * The device's async events as an async iterator (until the device closes, `signal` aborts
+   * — next() rejects with ERR_ABORTED — or the loop breaks). Bounded: a reader more than
+   * EVENT_BUFFER events behind loses the oldest (counted in the iterator's `dropped`).
+   */
+  events(opts: { signal?: AbortSignal } = {}): EventStream {
+    return eventStream(this, opts);
   }
 
   #onTimer = (): void => {
@@ -279,7 +385,10 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536 });
   if (opts.transport === 'tcp') {
     // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
-    const t = await TcpLink.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
+    const host = opts.host ?? '127.0.0.1';
+    const t = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0 }).catch((e: unknown) => {
+      throw bindError(e, 'tcp', host, opts.port ?? 0);
+    });
     return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
@@ -297,7 +406,25 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   } catch (e) {
     // The link owns the workers once open; before that they are ours to stop.
     await dp?.close();
-    throw e;
+    throw bindError(e, 'udp', opts.host ?? '127.0.0.1', opts.port ?? 0);
   }
   return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
+}
+
+/**
+ * One code per cause when a link cannot bind, the same on udp and tcp, with the system error
+ * as `cause`: the port is taken (ERR_ADDRESS_IN_USE), the host is not an address of this
+ * machine or does not resolve (ERR_INVALID_ARGUMENT). Anything else passes through.
+ */
+function bindError(e: unknown, transport: string, host: string, port: number): unknown {
+  let sys: unknown = e;
+  while (sys instanceof SabreError && sys.cause !== undefined) sys = sys.cause;
+  const code = (sys as { code?: unknown } | undefined)?.code;
+  const where = `${transport} ${host}:${port}`;
+  if (code === 'EADDRINUSE') return new SabreError(ErrorCode.AddressInUse, `cannot bind ${where}: address in use`, { cause: sys });
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new SabreError(ErrorCode.InvalidArgument, `cannot bind ${where}: ${code === 'EADDRNOTAVAIL' ? 'not an address of this host' : 'host does not resolve'}`, { cause: sys });
+  }
+  if (code === 'EACCES') return new SabreError(ErrorCode.InvalidArgument, `cannot bind ${where}: permission denied`, { cause: sys });
+  return e;
 }

@@ -1,11 +1,13 @@
 // ProtectionDomain: the scope of keys. A remote access is only honoured for a region of the
 // same PD as the QP it arrives on (the region table stores the PD; the kernel compares it).
+import { Access } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DeviceAddress } from '../core/address.js';
 import { AddressHandle } from './ah.js';
 import type { Device } from './device.js';
 import { CM_QPN } from './reserved.js';
 import { MemoryRegion } from './mr.js';
+import { checkPeerAddressShape } from './peer-address.js';
 import { QueuePair } from './qp.js';
 import type { AhInit, QpInit } from './types.js';
 
@@ -33,6 +35,11 @@ export class ProtectionDomain {
   regMr(lengthOrBuffer: number | Uint8Array, access: number): MemoryRegion {
     this.device.assertOpen();
     if (!isU32(access) || (access & ~0xf) !== 0) throw new SabreError(ErrorCode.InvalidArgument, 'access must be a combination of Access flags');
+    // As ibverbs (ibv_reg_mr fails with EINVAL): a region peers may write or run atomics on
+    // must be locally writable too.
+    if ((access & (Access.RemoteWrite | Access.RemoteAtomic)) !== 0 && (access & Access.LocalWrite) === 0) {
+      throw new SabreError(ErrorCode.InvalidArgument, 'RemoteWrite and RemoteAtomic need LocalWrite as well (as ibv_reg_mr)');
+    }
     const mem = this.device.engineMemory;
     let mr: MemoryRegion;
     if (lengthOrBuffer instanceof Uint8Array) {
@@ -89,10 +96,12 @@ export class ProtectionDomain {
 
   createAh(init: AhInit): AddressHandle {
     this.device.assertOpen();
-    const address: DeviceAddress | undefined = init?.address;
-    if (!address || typeof address !== 'object' || typeof address.transport !== 'string') {
+    const address: unknown = init?.address;
+    // Reachability is not checked here: the CM agent answers on an AH to wherever a REQ came from.
+    if (!address || typeof address !== 'object' || typeof (address as DeviceAddress).transport !== 'string') {
       throw new SabreError(ErrorCode.InvalidArgument, 'createAh needs { address } (a device address)');
     }
-    return new AddressHandle(this, address);
+    checkPeerAddressShape(this.device, address, 'createAh');
+    return new AddressHandle(this, address as DeviceAddress);
   }
 }

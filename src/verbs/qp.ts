@@ -12,15 +12,20 @@
 // needs — remote segment, segment list, 8-byte word, immediate — and whether it is a sabre
 // extension a standard iWARP peer cannot take) and copied at post time: the caller's SendWr
 // and sgList are free the moment postSend returns.
+import { EventEmitter } from 'node:events';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { Access, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
-import type { Sge } from '../core/work.js';
+import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
+import type { Sge, WorkCompletion } from '../core/work.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import { rowForWr } from '../rdmap/opcodes.js';
 import { type EngineQp, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../rdmap/state.js';
+import { abortError, checkSignal, onAbort } from './abort.js';
 import { AddressHandle } from './ah.js';
+import { checkPeerAddress, needsLookup, resolvePeerHost } from './peer-address.js';
+import { nextPromiseWrId } from './wc.js';
 import type { CompletionQueue } from './cq.js';
 import type { ProtectionDomain } from './pd.js';
+import type { DeviceEvent } from './events.js';
 import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
 
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
@@ -39,7 +44,11 @@ function capInt(v: unknown, name: string, def: number | undefined, min: number, 
   return v;
 }
 
-export class QueuePair {
+/**
+ * A queue pair. Also an EventEmitter of the device's async events that name it
+ * (`qp.on('event', …)`: established, disconnected, qp-fatal), as ibverbs' per-QP async events.
+ */
+export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly pd: ProtectionDomain;
   readonly qpn: number;
   readonly type: 'rc' | 'srd';
@@ -50,12 +59,15 @@ export class QueuePair {
   readonly engineQp: EngineQp;
   #connecting?: Promise<void>;
   #destroyed = false;
+  /** @internal a CQ made for this QP alone (cm's default): dropped when the QP is destroyed. */
+  ownCq?: CompletionQueue;
 
   /**
    * @internal use ProtectionDomain.createQp. `reserved`: the device's connection-manager QP
    * (ProtectionDomain.createCmQp): a reserved QPN, receive completions with the source address.
    */
   constructor(pd: ProtectionDomain, init: QpInit, reserved?: { qpn: number }) {
+    super();
     if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
     if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
     const dev = pd.device;
@@ -81,6 +93,7 @@ export class QueuePair {
     if (reserved && dev.engine.qps.has(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
     this.qpn = reserved ? reserved.qpn : dev.nextQpn();
     this.engineQp = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
+    dev.attachQp(this);
   }
 
   get state(): QpStateValue {
@@ -95,34 +108,65 @@ export class QueuePair {
     try {
       this.#live();
       if (this.type !== 'rc') throw new SabreError(ErrorCode.NotSupported, 'connect is for rc QPs; srd work requests name an address handle');
-      if (!peer || typeof peer !== 'object' || !peer.address || typeof peer.address.transport !== 'string' || !isU32(peer.qpn)) {
-        throw bad('connect needs { address, qpn }');
-      }
+      if (!peer || typeof peer !== 'object' || !isU32(peer.qpn)) throw bad('connect needs { address, qpn }');
+      const dev = this.pd.device;
+      checkPeerAddress(dev, peer.address, 'connect');
+      checkSignal(peer.signal, 'connect');
       if (this.#connecting) throw new SabreError(ErrorCode.InvalidState, 'connect already called on this QP');
       const q = this.engineQp;
       if (q.state === QpState.Reset) q.state = QpState.Init;
       if (q.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(q.state)}`);
-      const dev = this.pd.device;
-      if (!dev.reachable(peer.address)) throw new SabreError(ErrorCode.Unreachable, `no device at ${JSON.stringify(peer.address)}`);
       const timeoutMs = peer.timeoutMs ?? 10_000;
-      this.#connecting = new Promise<void>((resolve, reject) => {
+      const address = { ...peer.address };
+      const signal = peer.signal;
+      if (signal?.aborted) throw abortError(signal, 'connect');
+      // A host name is resolved first, so one that does not resolve fails now on every transport.
+      const start = needsLookup(address)
+        ? resolvePeerHost(address, 'connect').then(() => {
+            this.#live();
+            if (signal?.aborted) throw abortError(signal, 'connect');
+          })
+        : undefined;
+      const connecting = new Promise<void>((resolve, reject) => {
+        let dispose = (): void => {};
         const timer = setTimeout(() => {
+          dispose();
           dev.unwatchConnect(this.qpn);
           reject(new SabreError(ErrorCode.Timeout, `peer QP ${peer.qpn} did not connect within ${timeoutMs} ms`));
         }, timeoutMs);
-        dev.watchConnect(this.qpn, {
-          connected: () => {
-            clearTimeout(timer);
-            resolve();
-          },
-          failed: () => {
-            clearTimeout(timer);
-            reject(new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
-          },
+        const go = (): void => {
+          dev.watchConnect(this.qpn, {
+            connected: () => {
+              clearTimeout(timer);
+              dispose();
+              resolve();
+            },
+            failed: (err) => {
+              clearTimeout(timer);
+              dispose();
+              reject(err ?? new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
+            },
+          });
+          dev.connectQp(q, address, peer.qpn);
+        };
+        // Abort: the wait ends, and the half-made connection with it (the QP goes to ERROR,
+        // which closes a tcp connection; modify RESET then connect again to retry).
+        dispose = onAbort(signal, () => {
+          clearTimeout(timer);
+          dev.unwatchConnect(this.qpn);
+          if (!this.#destroyed && !dev.closed && q.state !== QpState.Error) dev.run((now) => dev.engine.toError(q, now));
+          reject(abortError(signal!, 'connect'));
         });
+        if (start) {
+          start.then(go, (e: unknown) => {
+            clearTimeout(timer);
+            dispose();
+            reject(e);
+          });
+        } else go();
       });
-      dev.connectQp(q, { ...peer.address }, peer.qpn);
-      return this.#connecting;
+      this.#connecting = connecting;
+      return connecting;
     } catch (e) {
       return Promise.reject(e);
     }
@@ -195,15 +239,66 @@ export class QueuePair {
     });
   }
 
+  // ---- promise helpers: one promise per work request, on top of postSend / postRecv ----------
+  // Each posts a signaled request with a wrId of its own (above 2^64: never an application's)
+  // and resolves with its WorkCompletion; an error status rejects with WorkRequestError
+  // (ERR_WR_FAILED, .status, .wc), a device close with ERR_CLOSED. The completion does not
+  // appear in cq.poll. Misuse throws synchronously, as postSend does.
+
+  /** Any send-queue opcode (wr without wrId; always signaled). */
+  post(wr: Omit<SendWr, 'wrId' | 'signaled'>): Promise<WorkCompletion> {
+    if (!wr || typeof wr !== 'object') throw bad('post needs a work request object');
+    const id = nextPromiseWrId();
+    const done = this.sendCq.expect(id);
+    try {
+      this.postSend({ ...wr, wrId: id, signaled: true });
+    } catch (e) {
+      this.sendCq.unexpect(id);
+      throw e;
+    }
+    return done;
+  }
+
+  /** RDMA WRITE (RdmaWriteWithImm when `imm` is given). */
+  write(wr: Omit<SendWr, 'wrId' | 'signaled' | 'opcode'>): Promise<WorkCompletion> {
+    return this.post({ ...wr, opcode: wr?.imm !== undefined ? Opcode.RdmaWriteWithImm : Opcode.RdmaWrite });
+  }
+
+  /** RDMA READ into `sgList`. */
+  read(wr: Omit<SendWr, 'wrId' | 'signaled' | 'opcode'>): Promise<WorkCompletion> {
+    return this.post({ ...wr, opcode: Opcode.RdmaRead });
+  }
+
+  /** SEND (SendWithImm when `imm` is given). */
+  send(wr: Omit<SendWr, 'wrId' | 'signaled' | 'opcode'>): Promise<WorkCompletion> {
+    return this.post({ ...wr, opcode: wr?.imm !== undefined ? Opcode.SendWithImm : Opcode.Send });
+  }
+
+  /** Post a receive; resolves with its completion (a Send, or an RdmaWriteWithImm's immediate). */
+  recv(wr: Omit<RecvWr, 'wrId'> = {}): Promise<WorkCompletion> {
+    const id = nextPromiseWrId();
+    const done = this.recvCq.expect(id);
+    try {
+      this.postRecv({ ...wr, wrId: id });
+    } catch (e) {
+      this.recvCq.unexpect(id);
+      throw e;
+    }
+    return done;
+  }
+
   /** Leave the device's QP table; outstanding work is flushed first. */
   destroy(): void {
     if (this.#destroyed) return;
     const dev = this.pd.device;
+    dev.failConnect(this.qpn, new SabreError(ErrorCode.Closed, `QP ${this.qpn} destroyed while connecting`));
     if (!dev.closed) dev.run((now) => dev.engine.toError(this.engineQp, now));
     this.#destroyed = true;
     dev.engine.destroyQp(this.engineQp);
+    dev.detachQp(this);
     dev.unwatchConnect(this.qpn);
     this.pd.qps.delete(this);
+    if (this.ownCq && !dev.closed) dev.dropCq(this.ownCq);
   }
 
   #live(): void {

@@ -104,6 +104,8 @@ export interface ConnectInit {
   qpn: number;
   /** Default 10 000 ms. */
   timeoutMs?: number;
+  /** Aborts the wait: the promise rejects with ERR_ABORTED and the QP goes to ERROR (reset it to retry). */
+  signal?: AbortSignal;
 }
 
 export interface AhInit {

@@ -178,7 +178,7 @@ export class MpaConnection extends EventEmitter {
     socket.setNoDelay(true);
     socket.on('data', (b: Buffer) => this.#onData(b));
     socket.on('end', () => this.#onEnd());
-    socket.on('error', (e: Error) => this.#failStream(fault(TERM.streamLost, 'SOCKET', `socket error: ${e.message}`)));
+    socket.on('error', (e: Error) => this.#failStream(fault(TERM.streamLost, 'SOCKET', `socket error: ${e.message}`, e)));
     socket.on('close', () => this.#onClose());
     socket.on('drain', () => this.emit('drain'));
   }

@@ -19,7 +19,7 @@ import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import type { TcpFault } from './fault.js';
+import { faultError, type TcpFault } from './fault.js';
 
 export interface TcpAddress {
   readonly transport: 'tcp';
@@ -214,7 +214,7 @@ export class MpaConnector {
       });
       c.once('failed', (f: TcpFault) => {
         clearTimeout(t);
-        reject(new SabreError(ErrorCode.Unreachable, `service ${service} at ${to.host}:${to.port}: ${f.reason}`));
+        reject(faultError(f, `service ${service} at ${to.host}:${to.port}: ${f.reason}`));
       });
     });
   }
@@ -249,7 +249,7 @@ export class MpaConnector {
       w.outgoing = undefined;
       // Losing a crossing is not a failure: the peer's own request will be (or was) accepted here.
       if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) return;
-      this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: ${f.reason}`));
+      this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`));
     });
   }
 
@@ -266,7 +266,7 @@ export class MpaConnector {
   #acceptFor(w: Waiter, conn: MpaConnection): void {
     const initiatorQpn = w.remoteQpn;
     conn.once('established', () => this.#settle(w, undefined, conn));
-    conn.once('failed', (f: TcpFault) => this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: ${f.reason}`)));
+    conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
     conn.accept(encodeSabrePd({ kind: 'connect', initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce }));
   }
 

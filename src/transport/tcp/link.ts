@@ -301,9 +301,9 @@ export class TcpLink implements Link, QpConnections {
         const s = this.#adopt(qpn, rqpn, conn);
         if (s) this.#attach(s, peer);
       },
-      () => {
+      (e: unknown) => {
         this.#connecting.delete(qpn);
-        if (this.#wanted.has(qpn)) this.#events?.qpDown(qpn, 'refused');
+        if (this.#wanted.has(qpn)) this.#events?.qpDown(qpn, 'refused', e instanceof Error ? e : undefined);
       },
     );
   }

@@ -1,0 +1,149 @@
+// Closing a device settles every pending promise of it and its objects with one code,
+// ERR_CLOSED, at once — listener.accept, qp.connect, cm connect, cq.wait — and leaves the
+// flushed completions of outstanding work pollable (WrFlushErr), then poll throws ERR_CLOSED.
+// Each case: the exact misuse, the code it gets, the time it takes (bounded well below any
+// protocol timeout, which is 10 s for connects).
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Access, connect, ErrorCode, listen, Opcode, openDevice, SabreError, WcStatus, type Device } from '../../src/index.js';
+
+const devs: Device[] = [];
+const servers: Server[] = [];
+const sockets = new Set<Socket>();
+afterEach(async () => {
+  for (const d of devs.splice(0)) await d.close();
+  for (const s of sockets) s.destroy(); // only after a failed case
+  for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
+});
+
+async function dev(transport: 'udp' | 'tcp' | 'inproc'): Promise<Device> {
+  const d = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(d);
+  return d;
+}
+
+/** Settles `p`, returning the error (or undefined) and how long the settling took after `at`. */
+async function outcome(p: Promise<unknown>, at: () => number): Promise<{ err: unknown; ms: number }> {
+  try {
+    await p;
+    return { err: undefined, ms: performance.now() - at() };
+  } catch (err) {
+    return { err, ms: performance.now() - at() };
+  }
+}
+
+const isClosed = (e: unknown): boolean => e instanceof SabreError && e.code === ErrorCode.Closed;
+
+describe.each(['udp', 'tcp', 'inproc'] as const)('closing a %s device', (transport) => {
+  it('a pending listener.accept() rejects with ERR_CLOSED at once', async () => {
+    const d = await dev(transport);
+    const l = listen(d, { service: 3 });
+    let closedAt = 0;
+    const o = outcome(l.accept(), () => closedAt);
+    closedAt = performance.now();
+    await d.close();
+    const { err, ms } = await o;
+    expect(isClosed(err)).toBe(true);
+    expect(ms).toBeLessThan(500);
+  });
+
+  it('a pending qp.connect() rejects with ERR_CLOSED (not ERR_INVALID_STATE) at once', async () => {
+    const a = await dev(transport);
+    const b = await dev(transport);
+    const pd = a.allocPd();
+    const cq = a.createCq({ depth: 16 });
+    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    // b has a QP 7 that never connects back: a's connect waits.
+    const bqp = b.allocPd().createQp({ type: 'rc', sendCq: b.createCq({ depth: 4 }), recvCq: b.createCq({ depth: 4 }), maxSendWr: 1, maxRecvWr: 1, maxSge: 1 });
+    let closedAt = 0;
+    const o = outcome(qp.connect({ address: b.address, qpn: bqp.qpn }), () => closedAt);
+    await new Promise((r) => setTimeout(r, 50));
+    closedAt = performance.now();
+    await a.close();
+    const { err, ms } = await o;
+    expect(err).toMatchObject({ code: ErrorCode.Closed });
+    expect(ms).toBeLessThan(500);
+  });
+
+  it('a pending qp.connect() rejects with ERR_CLOSED when its QP is destroyed', async () => {
+    const a = await dev(transport);
+    const b = await dev(transport);
+    const cq = a.createCq({ depth: 16 });
+    const qp = a.allocPd().createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    const bqp = b.allocPd().createQp({ type: 'rc', sendCq: b.createCq({ depth: 4 }), recvCq: b.createCq({ depth: 4 }), maxSendWr: 1, maxRecvWr: 1, maxSge: 1 });
+    const p = qp.connect({ address: b.address, qpn: bqp.qpn });
+    qp.destroy();
+    await expect(p).rejects.toMatchObject({ code: ErrorCode.Closed });
+  });
+
+  it('after close, flushed work is polled as WrFlushErr, then poll throws and wait rejects ERR_CLOSED', async () => {
+    const a = await dev(transport);
+    const pd = a.allocPd();
+    const mr = pd.regMr(4096, Access.LocalWrite);
+    const cq = a.createCq({ depth: 16 });
+    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    qp.postRecv([1, 2, 3].map((wrId) => ({ wrId, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] })));
+    await a.close();
+    await cq.wait(); // resolves: the flushes are there
+    const wcs = cq.poll(16);
+    expect(wcs.map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.WrFlushErr], [2, WcStatus.WrFlushErr], [3, WcStatus.WrFlushErr]]);
+    expect(() => cq.poll()).toThrow(expect.objectContaining({ code: ErrorCode.Closed }));
+    await expect(cq.wait()).rejects.toMatchObject({ code: ErrorCode.Closed });
+  });
+});
+
+describe.each(['udp', 'tcp', 'inproc'] as const)('closing a %s device with work in flight', (transport) => {
+  it('a write not yet answered completes WrFlushErr and is pollable after close', async () => {
+    const a = await dev(transport);
+    const b = await dev(transport);
+    const pa = a.allocPd();
+    const pb = b.allocPd();
+    const cqa = a.createCq({ depth: 16 });
+    const cqb = b.createCq({ depth: 16 });
+    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const src = pa.regMr(4096, Access.LocalWrite);
+    const dst = pb.regMr(4096, Access.LocalWrite | Access.RemoteWrite);
+    // Posted and closed in the same tick: the write's answer (its placement at b) cannot have come.
+    qa.postSend({ wrId: 9, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 4096, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
+    await a.close();
+    expect(cqa.poll(4)).toMatchObject([{ wrId: 9, status: WcStatus.WrFlushErr }]);
+    expect(() => cqa.poll()).toThrow(expect.objectContaining({ code: ErrorCode.Closed }));
+  });
+});
+
+describe.each(['udp', 'tcp'] as const)('cm connect over %s', (transport) => {
+  it('pending while the device closes: rejects with ERR_CLOSED at once', async () => {
+    const a = await dev(transport);
+    // A peer that never answers. tcp: a plain TCP server that accepts and never speaks MPA.
+    // udp: the port of a device that closed (the REQ is never answered).
+    let peer: { transport: string; host: string; port: number };
+    if (transport === 'tcp') {
+      const srv = createServer((sock) => {
+        sock.on('error', () => {});
+        sock.on('close', () => sockets.delete(sock));
+        sock.resume(); // read (and drop) the MPA request, so the peer's FIN is seen
+        sockets.add(sock);
+      });
+      servers.push(srv);
+      await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+      peer = { transport: 'tcp', host: '127.0.0.1', port: (srv.address() as { port: number }).port };
+    } else {
+      const silent = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+      peer = silent.address as typeof peer;
+      await silent.close();
+    }
+    let closedAt = 0;
+    const o = outcome(connect(a, peer, { service: 1 }), () => closedAt);
+    await new Promise((r) => setTimeout(r, 100));
+    closedAt = performance.now();
+    await a.close();
+    const { err, ms } = await o;
+    expect(err).toMatchObject({ code: ErrorCode.Closed });
+    expect(ms).toBeLessThan(500);
+    // The wait's resources go with it: tcp, the dialled connection is closed (the server sees it end).
+    for (let i = 0; i < 50 && sockets.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(sockets.size).toBe(0);
+  });
+});
