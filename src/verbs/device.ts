@@ -17,6 +17,7 @@ import type { EngineQp } from '../rdmap/state.js';
 import { InprocLink } from '../transport/inproc/fabric.js';
 import { TcpLink } from '../transport/tcp/link.js';
 import { UdpLink } from '../transport/udp/link.js';
+import { INTEGRITY_MODES, checkIntegrityMode } from '../transport/udp/integrity.js';
 import { CompletionQueue } from './cq.js';
 import { ProtectionDomain } from './pd.js';
 import type { CqInit, OpenDeviceOptions } from './types.js';
@@ -69,6 +70,14 @@ export class Device {
         return !qp || (qp.type === 'rc' && (qp.state === QpState.Reset || qp.state === QpState.Init || qp.state === QpState.Rtr));
       },
     });
+  }
+
+  /**
+   * The integrity check this device asks its peers for (openDevice's `integrity`, defaulted);
+   * what each peer connection settled on is in stats().link (docs/integrity.md). inproc: undefined.
+   */
+  get integrity(): 'crc32c' | 'xxh3' | 'none' | undefined {
+    return this.#link.integrity;
   }
 
   /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
@@ -242,6 +251,8 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   }
   if (opts.transport !== 'inproc' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
   if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
+  // tcp speaks MPA, whose only integrity is its CRC (on or off); udp has sabre's three modes.
+  if (opts.integrity !== undefined && opts.transport !== 'inproc') checkIntegrityMode(opts.integrity, opts.transport === 'tcp' ? ['crc32c', 'none'] : INTEGRITY_MODES);
   const workers = opts.workers ?? 0;
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   // Only udp runs its data plane on workers (the CRC32C of large datagrams, both directions).
@@ -270,6 +281,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
       ...(dp ? { workers: dp } : {}),
       ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
       ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
+      ...(opts.integrity !== undefined ? { integrity: opts.integrity } : {}),
     });
   } catch (e) {
     // The link owns the workers once open; before that they are ours to stop.

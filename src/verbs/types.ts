@@ -69,6 +69,14 @@ export interface OpenDeviceOptions {
    * the peer accepts them from any of our sockets.
    */
   sockets?: number;
+  /**
+   * The integrity check this device asks for (docs/integrity.md). udp: 'xxh3' (default: a
+   * 64-bit XXH3 trailer), 'crc32c' or 'none' (the UDP checksum only); each peer context settles
+   * on the stronger of the two sides' wishes (none < crc32c < xxh3) in the handshake. tcp:
+   * 'crc32c' (default) or 'none': MPA's CRC, used when either side asks (RFC 5044 §7.1).
+   * inproc: ignored (nothing crosses a wire).
+   */
+  integrity?: 'crc32c' | 'xxh3' | 'none';
 }
 
 export interface CqInit {

@@ -20,7 +20,7 @@ local SPEC = {
     udpHdr = {
       name = "udpHdr", title = "sabre UDP reliability header (M5), in front of each DDP segment", size = 36, fields = {
         { name = "verType", offset = 0, size = 1, type = "u8", meaning = "version and datagram type", bits = { { name = "Ver", mask = 0xf0, meaning = "version, 2" }, { name = "Type", mask = 0xf, meaning = "1 DATA (a DDP segment follows), 2 ACK (no segment), 3 RESET (the sender lost the context named in srcCtx; carries udpToken), 4 COOKIE (address validation challenge; carries udpCookie, no segment)" } } },
-        { name = "flags", offset = 1, size = 1, type = "u8", meaning = "flags", bits = { { name = "Sack", mask = 0x1, meaning = "SACK blocks follow the fixed header (after udpCookie / udpToken)" }, { name = "AckReq", mask = 0x2, meaning = "sender asks for an immediate ACK" }, { name = "Retx", mask = 0x4, meaning = "this DATA is a retransmission (excluded from RTT samples)" }, { name = "Cookie", mask = 0x8, meaning = "a udpCookie block follows the fixed header" }, { name = "Token", mask = 0x10, meaning = "a udpToken block follows (after udpCookie, if any)" } } },
+        { name = "flags", offset = 1, size = 1, type = "u8", meaning = "flags", bits = { { name = "Sack", mask = 0x1, meaning = "SACK blocks follow the fixed header (after udpCookie / udpToken)" }, { name = "AckReq", mask = 0x2, meaning = "sender asks for an immediate ACK" }, { name = "Retx", mask = 0x4, meaning = "this DATA is a retransmission (excluded from RTT samples)" }, { name = "Cookie", mask = 0x8, meaning = "a udpCookie block follows the fixed header" }, { name = "Token", mask = 0x10, meaning = "a udpToken block follows (after udpCookie, if any)" }, { name = "Integ", mask = 0x20, meaning = "a udpInteg block follows (after udpToken, if any): the sender's integrity wish, carried by handshake datagrams" }, { name = "Trailer", mask = 0xc0, meaning = "trailer kind: 0 CRC32C (4 bytes, LSB first), 1 XXH3-64 (8 bytes, LSB first), 2 none (no trailer), 3 reserved (dropped); must be CRC32C in COOKIE, RESET and datagrams with dstCtx 0, else the mode the context settled" } } },
         { name = "window", offset = 2, size = 2, type = "u16", meaning = "receive window: datagrams the sender of this header accepts beyond ackPsn (credits); COOKIE/RESET: 0" },
         { name = "srcCtx", offset = 4, size = 4, type = "u32", meaning = "sender's transport-context id (random nonzero, new after every restart); RESET: the id of the context the sender lost (echo of the dstCtx that found nothing); COOKIE: nonzero, no context (the sender keeps no state)" },
         { name = "dstCtx", offset = 8, size = 4, type = "u32", meaning = "receiver's transport-context id as last learned; 0 until learned (first contact: then udpCookie must be present); RESET/COOKIE: echo of the srcCtx of the datagram that triggered them" },
@@ -92,7 +92,7 @@ local SPEC = {
   },
   enums = {
     UdpType = { Data = 1, Ack = 2, Reset = 3, Cookie = 4 },
-    UdpFlag = { Sack = 1, AckReq = 2, Retx = 4, Cookie = 8, Token = 16 },
+    UdpFlag = { Sack = 1, AckReq = 2, Retx = 4, Cookie = 8, Token = 16, Integ = 32 },
     UdpEnvKind = { Seg = 1, Ack = 2, Rnr = 3, Hello = 4 },
     UdpEnvFlag = { Reply = 1, AckPresent = 2 },
   },
