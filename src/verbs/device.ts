@@ -17,6 +17,7 @@ import type { EngineQp } from '../rdmap/state.js';
 import { InprocLink } from '../transport/inproc/fabric.js';
 import { TcpLink } from '../transport/tcp/link.js';
 import { UdpLink } from '../transport/udp/link.js';
+import { mpaCrcCounts } from '../transport/tcp/connection.js';
 import { INTEGRITY_MODES, checkIntegrityMode } from '../transport/udp/integrity.js';
 import { CompletionQueue } from './cq.js';
 import { ProtectionDomain } from './pd.js';
@@ -42,9 +43,12 @@ export class Device {
   #closed = false;
   #timer?: ReturnType<typeof setTimeout>;
   #timerAt = Infinity;
+  /** tcp: what openDevice asked MPA for (the link itself does not say). */
+  readonly #integrity: 'crc32c' | 'none' | undefined;
 
   /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
-  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number } = {}) {
+  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; integrity?: 'crc32c' | 'none' } = {}) {
+    this.#integrity = opts.integrity;
     this.engineMemory = new EngineMemory(mem);
     this.engine = new RdmapEngine(this.engineMemory, { mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true });
     this.#link = link;
@@ -77,7 +81,7 @@ export class Device {
    * what each peer connection settled on is in stats().link (docs/integrity.md). inproc: undefined.
    */
   get integrity(): 'crc32c' | 'xxh3' | 'none' | undefined {
-    return this.#link.integrity;
+    return this.#link.integrity ?? this.#integrity;
   }
 
   /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
@@ -108,7 +112,9 @@ export class Device {
 
   /** Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR. */
   stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number> } {
-    const link = this.#link.stats?.();
+    let link = this.#link.stats?.();
+    // tcp: connections by negotiated MPA CRC (counted per device memory by the connections).
+    if (link !== undefined && this.#integrity !== undefined) link = { ...link, ...mpaCrcCounts(this.engineMemory.dm) };
     return { ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}) };
   }
 
@@ -267,8 +273,10 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536 });
   if (opts.transport === 'tcp') {
     // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
-    const t = await TcpLink.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
-    return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
+    // MPA's CRC: asked for unless integrity 'none'; on when either side asks (RFC 5044 §7.1).
+    const integrity = opts.integrity === 'none' ? 'none' : 'crc32c';
+    const t = await TcpLink.open({ dp: mem, host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, connection: { mpa: { crc: integrity === 'crc32c' } } });
+    return new Device(mem, t, { ...(opts.mss !== undefined ? { mss: opts.mss } : {}), integrity });
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
   const dp = dataPlaneWorkers > 0 ? await DataPlaneWorkers.start(mem, dataPlaneWorkers) : undefined;
