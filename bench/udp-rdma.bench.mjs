@@ -130,7 +130,14 @@ if (process.argv[2] === '--peer') {
   };
   servePeer(ops);
 } else {
-  const { call } = forkPeer(fileURLToPath(import.meta.url));
+  const { call, child } = forkPeer(fileURLToPath(import.meta.url));
+  // The peer exits by itself after 'exit' (a --cpu-prof profile of it is written then; the
+  // kill on our own exit would lose it).
+  const peerExit = async () => {
+    const gone = new Promise((r) => child.once('exit', r));
+    await call('exit').catch(() => {});
+    await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
+  };
 
   /** User + system µs of both processes (this one and the peer, every thread) since `c0`/`p0`. */
   const cpuSince = async (c0, p0) => {
@@ -285,14 +292,14 @@ if (process.argv[2] === '--peer') {
     const { wlat, rlat, stats } = await rdmaLatency();
     const r50 = pct(rp, 0.5);
     console.log({ raw: us(r50), wimm: us(pct(wlat, 0.5)), read: us(pct(rlat, 0.5)), stats });
-    await call('exit').catch(() => {});
+    await peerExit();
     process.exit(0);
   }
   if (CASES.has('bwonly')) {
     await writeGoodput(0, 32 << 20);
     const w = await writeGoodput(0);
     console.log({ mbps: w.mbps.toFixed(0), retx: w.retx, cpuPerGB: w.cpuPerGB.toFixed(2), peer: w.peer, me: w.me });
-    await call('exit').catch(() => {});
+    await peerExit();
     process.exit(0);
   }
   const cpuNote = (x, raw) => `CPU ${x.cpuPerGB.toFixed(2)} s/GB${raw ? ` (${(x.cpuPerGB / raw.cpuPerGB).toFixed(2)}× raw)` : ''}`;
