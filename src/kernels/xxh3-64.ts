@@ -49,10 +49,20 @@ export class Xxh3Parts {
   check(data: Uint8Array): boolean {
     const n = data.length - 8;
     if (n < 0) return false;
-    this.#run1(data, n);
     const u8 = this.mem.u8();
+    let t = data;
+    let at = n;
+    if (data.buffer !== u8.buffer && data.length <= this.stageBytes) {
+      // Staged whole, trailer included: one copy, no view, and the compare reads memory only.
+      u8.set(data, this.stage);
+      this.mem.kernels.xxh3_64(this.stage, n, 0n, this.out);
+      t = u8;
+      at = this.stage + n;
+    } else {
+      this.#run1(data, n);
+    }
     let diff = 0;
-    for (let i = 0; i < 8; i++) diff |= u8[this.out + i]! ^ data[n + i]!;
+    for (let i = 0; i < 8; i++) diff |= u8[this.out + i]! ^ t[at + i]!;
     return diff === 0;
   }
 
