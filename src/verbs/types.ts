@@ -45,9 +45,10 @@ export interface OpenDeviceOptions {
   host?: string;
   port?: number;
   /**
-   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). The
-   * CRC32C of datagrams of 8 KiB and more, checked on receive and computed on transmit, runs on
-   * them in batches over the device memory. tcp and inproc accept it and run inline.
+   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). With
+   * integrity 'crc32c', the CRC32C of datagrams of 8 KiB and more, checked on receive and
+   * computed on transmit, runs on them in batches over the device memory (the XXH3-64 of the
+   * default 'xxh3' is cheaper inline). tcp and inproc accept it and run inline.
    */
   workers?: number;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
