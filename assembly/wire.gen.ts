@@ -66,6 +66,7 @@ export const UDP_FLAG_ACK_REQ: u32 = 0x02;
 export const UDP_FLAG_RETX: u32 = 0x04;
 export const UDP_FLAG_COOKIE: u32 = 0x08;
 export const UDP_FLAG_TOKEN: u32 = 0x10;
+export const UDP_FLAG_INTEG: u32 = 0x20;
 export const UDP_ENV_KIND_SEG: u32 = 1;
 export const UDP_ENV_KIND_ACK: u32 = 2;
 export const UDP_ENV_KIND_RNR: u32 = 3;
@@ -426,7 +427,8 @@ export const UDP_HDR_FLAGS_ACK_REQ: u32 = 0x02;
 export const UDP_HDR_FLAGS_RETX: u32 = 0x04;
 export const UDP_HDR_FLAGS_COOKIE: u32 = 0x08;
 export const UDP_HDR_FLAGS_TOKEN: u32 = 0x10;
-export const UDP_HDR_FLAGS_RSVD: u32 = 0xe0;
+export const UDP_HDR_FLAGS_INTEG: u32 = 0x20;
+export const UDP_HDR_FLAGS_TRAILER: u32 = 0xc0;
 export const UDP_HDR_WINDOW_OFF: u32 = 2;
 export const UDP_HDR_SRC_CTX_OFF: u32 = 4;
 export const UDP_HDR_DST_CTX_OFF: u32 = 8;
@@ -495,6 +497,16 @@ export const UDP_COOKIE_MAC_LEN: u32 = 8;
 export const UDP_TOKEN_SIZE: u32 = 8;
 export const UDP_TOKEN_TOKEN_OFF: u32 = 0;
 export const UDP_TOKEN_TOKEN_LEN: u32 = 8;
+
+// sabre UDP integrity wish block — sabre (M5); docs/integrity.md, big-endian
+export const UDP_INTEG_SIZE: u32 = 4;
+export const UDP_INTEG_WISH_OFF: u32 = 0;
+export const UDP_INTEG_RSVD_OFF: u32 = 1;
+export const UDP_INTEG_RSVD_LEN: u32 = 3;
+// @ts-ignore: decorator
+@inline export function getUdpIntegWish(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setUdpIntegWish(p: usize, v: u8): void { store<u8>(p, v, 0); }
 
 // sabre UDP SACK block list header — sabre (M5), big-endian
 export const UDP_SACK_SIZE: u32 = 4;

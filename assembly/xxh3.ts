@@ -562,3 +562,120 @@ export function xxh128Digest(statePtr: usize, outPtr: usize): void {
   store<u64>(outPtr, hLo);
   store<u64>(outPtr, hHi, 8);
 }
+
+// ================================================================ XXH3-64
+// XXH3_64bits_withSeed, one-shot, and the 64-bit digest of the same stream record (the
+// accumulate step and the record are XXH3's, shared with the 128-bit variant: only the short
+// paths and the final merge differ). The UDP transport's integrity trailer (docs/integrity.md)
+// is this hash of the datagram: one-shot in place on receive, streamed over the gather list on
+// send.
+
+// @ts-ignore: decorator
+@inline function rrmxmx(h: u64, len: u64): u64 {
+  h ^= rotl<u64>(h, 49) ^ rotl<u64>(h, 24);
+  h *= PRIME_MX2;
+  h ^= (h >> 35) + len;
+  h *= PRIME_MX2;
+  return h ^ (h >> 28);
+}
+
+/** XXH3_64bits_withSeed for len ≤ 240 (default secret, seed applied directly). */
+function hashShort64(p: usize, len: usize, seed: u64): u64 {
+  const s = KSECRET;
+  if (len <= 16) {
+    if (len > 8) {
+      const bitflip1 = (load<u64>(s, 24) ^ load<u64>(s, 32)) + seed;
+      const bitflip2 = (load<u64>(s, 40) ^ load<u64>(s, 48)) - seed;
+      const lo = load<u64>(p) ^ bitflip1;
+      const hi = load<u64>(p + len - 8) ^ bitflip2;
+      const acc = <u64>len + bswap<u64>(lo) + hi + mulFold64(lo, hi);
+      return avalanche3(acc);
+    }
+    if (len >= 4) {
+      const sd = seed ^ (<u64>bswap<u32>(<u32>seed) << 32);
+      const in1 = <u64>load<u32>(p);
+      const in2 = <u64>load<u32>(p + len - 4);
+      const bitflip = (load<u64>(s, 8) ^ load<u64>(s, 16)) - sd;
+      const in64 = in2 + (in1 << 32);
+      return rrmxmx(in64 ^ bitflip, <u64>len);
+    }
+    if (len) {
+      const c1 = <u32>load<u8>(p);
+      const c2 = <u32>load<u8>(p + (len >> 1));
+      const c3 = <u32>load<u8>(p + len - 1);
+      const combined: u32 = (c1 << 16) | (c2 << 24) | c3 | (<u32>len << 8);
+      const bitflip = <u64>(load<u32>(s) ^ load<u32>(s, 4)) + seed;
+      return avalanche64(<u64>combined ^ bitflip);
+    }
+    return avalanche64(seed ^ (load<u64>(s, 56) ^ load<u64>(s, 64)));
+  }
+  let acc = <u64>len * PRIME64_1;
+  if (len <= 128) {
+    if (len > 32) {
+      if (len > 64) {
+        if (len > 96) {
+          acc += mix16B(p + 48, s + 96, seed);
+          acc += mix16B(p + len - 64, s + 112, seed);
+        }
+        acc += mix16B(p + 32, s + 64, seed);
+        acc += mix16B(p + len - 48, s + 80, seed);
+      }
+      acc += mix16B(p + 16, s + 32, seed);
+      acc += mix16B(p + len - 32, s + 48, seed);
+    }
+    acc += mix16B(p, s, seed);
+    acc += mix16B(p + len - 16, s + 16, seed);
+    return avalanche3(acc);
+  }
+  // 129..240
+  const rounds = len >> 4;
+  for (let i: usize = 0; i < 8; i++) acc += mix16B(p + 16 * i, s + 16 * i, seed);
+  acc = avalanche3(acc);
+  for (let i: usize = 8; i < rounds; i++) acc += mix16B(p + 16 * i, s + 16 * (i - 8) + 3, seed);
+  acc += mix16B(p + len - 16, s + SECRET_SIZE_MIN - 17, seed);
+  return avalanche3(acc);
+}
+
+/** XXH3_64bits_withSeed(ptr, len, seed): writes the hash (LE u64) at outPtr. */
+export function xxh3_64(ptr: usize, len: usize, seed: u64, outPtr: usize): void {
+  let h: u64;
+  if (len <= 240) {
+    h = hashShort64(ptr, len, seed);
+  } else {
+    initAcc();
+    const n = (len - 1) >> 6;
+    if (seed == 0) consume<u32>(ptr, n, KSECRET, 0, 0);
+    else consume<u64>(ptr, n, KSECRET, seed, 0);
+    lastStripe(ptr + len - STRIPE_LEN, KSECRET, seed);
+    h = mergeAccs(KSECRET, MERGE_LO, seed, <u64>len * PRIME64_1);
+  }
+  store<u64>(outPtr, h);
+}
+
+/**
+ * XXH3_64bits_digest of the stream in the record at statePtr (started with xxh128Reset, fed
+ * with xxh128Update: the record is the same): writes the hash (LE u64) at outPtr.
+ */
+export function xxh3_64Digest(statePtr: usize, outPtr: usize): void {
+  const st = statePtr;
+  const total = load<u64>(st + ST_TOTAL);
+  const seed = load<u64>(st + ST_SEED);
+  const buffer = st + ST_BUFFER;
+  let h: u64;
+  if (total <= 240) {
+    h = hashShort64(buffer, <usize>total, seed);
+  } else {
+    const secret = st + ST_SECRET;
+    const buffered = <usize>load<u32>(st + ST_BUFFERED);
+    A0 = v128.load(st + ST_ACC, 0);
+    A1 = v128.load(st + ST_ACC, 16);
+    A2 = v128.load(st + ST_ACC, 32);
+    A3 = v128.load(st + ST_ACC, 48);
+    if (buffered > STRIPE_LEN) {
+      consume<u32>(buffer, (buffered - 1) >> 6, secret, 0, load<u32>(st + ST_SOFAR));
+    }
+    lastStripe(buffer + buffered - STRIPE_LEN, secret, 0);
+    h = mergeAccs(secret, MERGE_LO, 0, total * PRIME64_1);
+  }
+  store<u64>(outPtr, h);
+}

@@ -24,7 +24,7 @@ const ZERO = { time: 0, mac: new Uint8Array(8) };
 
 // A flood of first contacts, forged echoes, stray datagrams and RESETs from 200 000 addresses.
 {
-  const ep = new UdpEndpoint({ mtu: 1472 });
+  const ep = new UdpEndpoint({ mtu: 1472, integrity: 'crc32c' });
   const h0 = heap();
   for (let i = 0; i < 200_000; i++) {
     const from = { host: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, port: 1 + (i % 60_000) };
@@ -44,7 +44,7 @@ const ZERO = { time: 0, mac: new Uint8Array(8) };
 
 // Validated peers: every context a peer can make us create (default options, mtu 1472 and 65000).
 for (const mtu of [1472, 65000]) {
-  const ep = new UdpEndpoint({ mtu, maxContextsPerHost: 1 << 20 });
+  const ep = new UdpEndpoint({ mtu, maxContextsPerHost: 1 << 20, integrity: 'crc32c' });
   const h0 = heap();
   const N = 1024;
   for (let i = 0; i < N; i++) {

@@ -11,7 +11,11 @@
 //   4. 64 KiB RdmaWrite goodput under 1% and 5% receive-side loss (seeded drop hook on the
 //      responder's socket) as a fraction of lossless;
 //   5. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
-//      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline.
+//      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline (integrity crc32c: the workers
+//      only ever compute CRCs).
+// Integrity (docs/integrity.md): case 1 runs once per mode in UDP_RDMA_INTEGRITY (default
+// "none,xxh3,crc32c", both devices asking the same); the other cases use the first of them
+// that is xxh3 (the default), else the first.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/udp-rdma.bench.mjs
 //   (UDP_RDMA_BYTES: bytes per goodput case, default 1 GiB; UDP_RDMA_RTTS: round trips, 4000;
@@ -33,14 +37,16 @@ const MSG = 64 << 10;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
 const RATE_MSGS = Number(process.env.UDP_RDMA_RATE_MSGS ?? 100_000);
+const MODES = (process.env.UDP_RDMA_INTEGRITY ?? 'none,xxh3,crc32c').split(',').filter(Boolean);
+const MAIN_MODE = MODES.includes('xxh3') ? 'xxh3' : MODES[0];
 
 /** A device from its parts exactly as openDevice builds it, plus a bench-only receive filter (loss). */
-async function openUdp(loss = 0, seed = 12345, workers = 0) {
+async function openUdp(loss = 0, seed = 12345, workers = 0, integrity = MAIN_MODE) {
   let s = seed;
   const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
   const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: workers });
   const t = await UdpLink.open({
-    host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}),
+    host: '127.0.0.1', port: 0, mtu: MTU, deviceMemory: mem, integrity, ...(loss > 0 ? { rxFilter: () => rnd() >= loss } : {}),
     ...(workers > 0 ? { workers: await DataPlaneWorkers.start(mem, workers) } : {}),
   });
   const dev = new Device(mem, t, { mss: t.mss });
@@ -71,9 +77,9 @@ if (process.argv[2] === '--peer') {
   let sink;
   let raw;
   const ops = {
-    async open({ loss, workers }) {
+    async open({ loss, workers, integrity }) {
       if (side) await side.dev.close();
-      const { dev, t } = await openUdp(loss, 12345, workers);
+      const { dev, t } = await openUdp(loss, 12345, workers, integrity);
       side = { dev, t, ...rcSide(dev) };
       side.mr = side.pd.regMr(MSG * 64, ALL);
       return { address: dev.address, qpn: side.qp.qpn, addr: side.mr.addr, rkey: side.mr.rkey };
@@ -91,7 +97,7 @@ if (process.argv[2] === '--peer') {
     },
     stats() {
       const c = side.t.udp.endpoint.counters;
-      return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, link: side.t.stats(), cpu: process.cpuUsage() };
+      return { rx: c.rxDatagrams, tx: c.txDatagrams, badCrc: c.badCrc, badHash: c.badHash, link: side.t.stats(), cpu: process.cpuUsage() };
     },
     cpu() {
       return process.cpuUsage();
@@ -124,7 +130,14 @@ if (process.argv[2] === '--peer') {
   };
   servePeer(ops);
 } else {
-  const { call } = forkPeer(fileURLToPath(import.meta.url));
+  const { call, child } = forkPeer(fileURLToPath(import.meta.url));
+  // The peer exits by itself after 'exit' (a --cpu-prof profile of it is written then; the
+  // kill on our own exit would lose it).
+  const peerExit = async () => {
+    const gone = new Promise((r) => child.once('exit', r));
+    await call('exit').catch(() => {});
+    await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
+  };
 
   /** User + system µs of both processes (this one and the peer, every thread) since `c0`/`p0`. */
   const cpuSince = async (c0, p0) => {
@@ -179,9 +192,9 @@ if (process.argv[2] === '--peer') {
   }
 
   /** A fresh pair: our device and the child's, rc-connected; returns our side + the peer's MR. */
-  async function rdmaPair(loss, workers = 0) {
-    const p = await call('open', { loss, workers });
-    const { dev, t } = await openUdp(0, 777, workers);
+  async function rdmaPair(loss, workers = 0, integrity = MAIN_MODE) {
+    const p = await call('open', { loss, workers, integrity });
+    const { dev, t } = await openUdp(0, 777, workers, integrity);
     const me = { dev, t, ...rcSide(dev) };
     await Promise.all([me.qp.connect({ address: p.address, qpn: p.qpn }), call('connect', { address: dev.address, qpn: me.qp.qpn })]);
     me.src = me.pd.regMr(MSG * 64, ALL);
@@ -189,8 +202,9 @@ if (process.argv[2] === '--peer') {
     return { me, p };
   }
 
-  async function writeGoodput(loss, bytes = BYTES, workers = 0, msg = MSG) {
-    const { me, p } = await rdmaPair(loss, workers);
+  async function writeGoodput(loss, bytes = BYTES, workers = 0, msg = MSG, integrity = workers > 0 ? 'crc32c' : MAIN_MODE) {
+    const { me, p } = await rdmaPair(loss, workers, integrity);
+    const settled = me.t.udp.endpoint.integrityOf({ host: p.address.host, port: p.address.port });
     const n = Math.ceil(bytes / msg);
     const WINDOW = 32;
     let posted = 0;
@@ -228,7 +242,7 @@ if (process.argv[2] === '--peer') {
     const peer = await call('stats');
     const mine = me.t.stats();
     await me.dev.close();
-    return { mbps: (n * msg) / secs / 1e6, perSec: n / secs, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, cpuPerGB, peer, me: mine };
+    return { mbps: (n * msg) / secs / 1e6, perSec: n / secs, retx: ctx?.retransmits ?? 0, timeouts: ctx?.timeouts ?? 0, cpuPerGB, peer, me: mine, settled };
   }
 
   async function rdmaLatency() {
@@ -278,14 +292,14 @@ if (process.argv[2] === '--peer') {
     const { wlat, rlat, stats } = await rdmaLatency();
     const r50 = pct(rp, 0.5);
     console.log({ raw: us(r50), wimm: us(pct(wlat, 0.5)), read: us(pct(rlat, 0.5)), stats });
-    await call('exit').catch(() => {});
+    await peerExit();
     process.exit(0);
   }
   if (CASES.has('bwonly')) {
     await writeGoodput(0, 32 << 20);
     const w = await writeGoodput(0);
     console.log({ mbps: w.mbps.toFixed(0), retx: w.retx, cpuPerGB: w.cpuPerGB.toFixed(2), peer: w.peer, me: w.me });
-    await call('exit').catch(() => {});
+    await peerExit();
     process.exit(0);
   }
   const cpuNote = (x, raw) => `CPU ${x.cpuPerGB.toFixed(2)} s/GB${raw ? ` (${(x.cpuPerGB / raw.cpuPerGB).toFixed(2)}× raw)` : ''}`;
@@ -294,19 +308,26 @@ if (process.argv[2] === '--peer') {
   // Warm-up: JIT both processes' paths and let the heaps settle before timing (with 32 MiB
   // the first timed run came out 20-30% below the later, lossy ones).
   await writeGoodput(0, Math.min(BYTES, 256 << 20));
-  const w0 = await writeGoodput(0);
-  rows.push({ case: 'sabre rc RdmaWrite 64 KiB, 32 in flight, CRC32C on', result: `${w0.mbps.toFixed(0)} MB/s`, note: `${(w0.mbps / raw.mbps).toFixed(2)}× raw; retx ${w0.retx}; ${cpuNote(w0, raw)}` });
+  let w0;
+  const byMode = {};
+  for (const mode of MODES) {
+    const w = await writeGoodput(0, BYTES, 0, MSG, mode);
+    if (w.settled !== mode) throw new Error(`integrity ${mode} asked, ${w.settled} settled`);
+    if (mode === MAIN_MODE) w0 = w;
+    byMode[mode] = w;
+    rows.push({ case: `sabre rc RdmaWrite 64 KiB, 32 in flight, integrity ${mode}`, result: `${w.mbps.toFixed(0)} MB/s`, note: `${(w.mbps / raw.mbps).toFixed(2)}× raw; retx ${w.retx}; ${cpuNote(w, raw)}` });
+  }
   // Message rate: 64 B writes, 32 in flight, against raw 64 B datagrams, ack-clocked.
   await writeGoodput(0, 64 * 10_000, 0, 64);
   const rr = await rawAckClocked(64, RATE_MSGS);
   const sr = await writeGoodput(0, 64 * RATE_MSGS, 0, 64);
   rows.push({ case: 'raw node:dgram 64 B datagrams, ack-clocked', result: `${(rr.perSec / 1e3).toFixed(1)} k/s arrived`, note: `window ${rr.window}, ack every ${rr.ackEvery}; ${rr.lossPct.toFixed(2)}% lost; ${cpuNote(rr)}` });
-  rows.push({ case: 'sabre rc RdmaWrite 64 B, 32 in flight', result: `${(sr.perSec / 1e3).toFixed(1)} k ops/s`, note: `${(sr.perSec / rr.perSec).toFixed(2)}× raw; ${cpuNote(sr, rr)}` });
+  rows.push({ case: `sabre rc RdmaWrite 64 B, 32 in flight, integrity ${MAIN_MODE}`, result: `${(sr.perSec / 1e3).toFixed(1)} k ops/s`, note: `${(sr.perSec / rr.perSec).toFixed(2)}× raw; ${cpuNote(sr, rr)}` });
   const rp = await rawPingPong();
   const { wlat, rlat } = await rdmaLatency();
   const r50 = pct(rp, 0.5);
   rows.push({ case: 'raw node:dgram 64 B ping-pong', result: `p50 ${us(r50)} µs`, note: `p99 ${us(pct(rp, 0.99))} µs` });
-  rows.push({ case: 'sabre RdmaWriteWithImm 64 B ping-pong', result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
+  rows.push({ case: `sabre RdmaWriteWithImm 64 B ping-pong, integrity ${MAIN_MODE}`, result: `p50 ${us(pct(wlat, 0.5))} µs`, note: `${(pct(wlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(wlat, 0.99))} µs` });
   rows.push({ case: 'sabre RdmaRead 64 B', result: `p50 ${us(pct(rlat, 0.5))} µs`, note: `${(pct(rlat, 0.5) / r50).toFixed(2)}× raw; p99 ${us(pct(rlat, 0.99))} µs` });
   for (const loss of [0.01, 0.05]) {
     const r = await writeGoodput(loss);
@@ -317,9 +338,9 @@ if (process.argv[2] === '--peer') {
   for (const workers of (process.env.UDP_RDMA_WORKERS ?? '1,2').split(',').map(Number).filter((n) => n > 0)) {
     await writeGoodput(0, Math.min(BYTES, 64 << 20), workers);
     const r = await writeGoodput(0, BYTES, workers);
-    rows.push({ case: `sabre rc RdmaWrite 64 KiB, workers: ${workers} per device`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / w0.mbps).toFixed(2)} of inline; ${(r.mbps / raw.mbps).toFixed(2)}× raw; ${cpuNote(r, raw)}` });
+    rows.push({ case: `sabre rc RdmaWrite 64 KiB, integrity crc32c, workers: ${workers} per device`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / (byMode.crc32c ?? w0).mbps).toFixed(2)} of inline ${byMode.crc32c ? 'crc32c' : MAIN_MODE}; ${(r.mbps / raw.mbps).toFixed(2)}× raw; ${cpuNote(r, raw)}` });
   }
-  console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1`);
+  console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1; integrity per row (goodput: ${MODES.join(', ')}; others: ${MAIN_MODE})`);
   console.table(rows);
   await call('exit').catch(() => {});
 }

@@ -75,6 +75,8 @@ export interface Link {
   readonly address: DeviceAddress;
   /** Largest datagram / framed PDU the link emits, where it has one (udp: the path MTU; tcp: the MULPDU). */
   readonly mtu?: number;
+  /** The integrity check this link asks its peers for (docs/integrity.md); inproc: none. */
+  readonly integrity?: 'crc32c' | 'xxh3' | 'none';
   /** Largest DDP payload of one segment: the engine cuts messages to it. */
   readonly mss: number;
   /**

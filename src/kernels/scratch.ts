@@ -8,8 +8,13 @@ import { createSharedMemory, instantiateKernelsSync, type Kernels, PAGE } from '
 export const SCRATCH_BYTES = 256 * 1024;
 /** Room below the scratch window for fixed-size kernel state records (e.g. XXH3 streams). */
 export const STATE_BYTES = 64 * 1024;
-/** Owners of the state area, as offsets from stateBase: xxh128.ts below 2 KiB, cdc.ts from here (table, state, lengths). */
+/**
+ * Owners of the state area, as offsets from stateBase: xxh128.ts below 1344 (result, two
+ * records), xxh3-64.ts from 1344 to 2 KiB (result, one record), cdc.ts from 2 KiB (table,
+ * state, lengths).
+ */
 export const XXH128_AREA = 0;
+export const XXH3_64_AREA = 1344;
 export const CDC_AREA = 2048;
 
 export interface PrivateKernels {

@@ -18,6 +18,8 @@ import type { EngineQp } from '../rdmap/state.js';
 import { InprocLink } from '../transport/inproc/fabric.js';
 import { TcpLink } from '../transport/tcp/link.js';
 import { UdpLink } from '../transport/udp/link.js';
+import { mpaCrcCounts } from '../transport/tcp/connection.js';
+import { INTEGRITY_MODES, checkIntegrityMode } from '../transport/udp/integrity.js';
 import { CompletionQueue } from './cq.js';
 import { type DeviceEvent, eventStream, type EventStream } from './events.js';
 import { ProtectionDomain } from './pd.js';
@@ -60,10 +62,13 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   #closed = false;
   #timer?: ReturnType<typeof setTimeout>;
   #timerAt = Infinity;
+  /** tcp: what openDevice asked MPA for (the link itself does not say). */
+  readonly #integrity: 'crc32c' | 'none' | undefined;
 
   /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
-  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number } = {}) {
+  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; integrity?: 'crc32c' | 'none' } = {}) {
     super();
+    this.#integrity = opts.integrity;
     this.engineMemory = new EngineMemory(mem);
     this.engine = new RdmapEngine(this.engineMemory, { mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true });
     this.#link = link;
@@ -105,6 +110,14 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     });
   }
 
+  /**
+   * The integrity check this device asks its peers for (openDevice's `integrity`, defaulted);
+   * what each peer connection settled on is in stats().link (docs/integrity.md). inproc: undefined.
+   */
+  get integrity(): 'crc32c' | 'xxh3' | 'none' | undefined {
+    return this.#link.integrity ?? this.#integrity;
+  }
+
   /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
   get mtu(): number | undefined {
     return this.#link.mtu;
@@ -136,7 +149,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * the link; and one key per stats source a feature registered (addStatsSource).
    */
   stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } {
-    const link = this.#link.stats?.();
+    let link = this.#link.stats?.();
+    // tcp: connections by negotiated MPA CRC (counted per device memory by the connections).
+    if (link !== undefined && this.#integrity !== undefined) link = { ...link, ...mpaCrcCounts(this.engineMemory.dm) };
     const out: DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } = {
       ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}),
     };
@@ -371,6 +386,8 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   }
   if (opts.transport !== 'inproc' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
   if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
+  // tcp speaks MPA, whose only integrity is its CRC (on or off); udp has sabre's three modes.
+  if (opts.integrity !== undefined && opts.transport !== 'inproc') checkIntegrityMode(opts.integrity, opts.transport === 'tcp' ? ['crc32c', 'none'] : INTEGRITY_MODES);
   const workers = opts.workers ?? 0;
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   // Only udp runs its data plane on workers (the CRC32C of large datagrams, both directions).
@@ -385,11 +402,13 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536 });
   if (opts.transport === 'tcp') {
     // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
+    // MPA's CRC: asked for unless integrity 'none'; on when either side asks (RFC 5044 §7.1).
+    const integrity = opts.integrity === 'none' ? 'none' : 'crc32c';
     const host = opts.host ?? '127.0.0.1';
-    const t = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0 }).catch((e: unknown) => {
+    const t = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa: { crc: integrity === 'crc32c' } } }).catch((e: unknown) => {
       throw bindError(e, 'tcp', host, opts.port ?? 0);
     });
-    return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
+    return new Device(mem, t, { ...(opts.mss !== undefined ? { mss: opts.mss } : {}), integrity });
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
   const dp = dataPlaneWorkers > 0 ? await DataPlaneWorkers.start(mem, dataPlaneWorkers) : undefined;
@@ -402,6 +421,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
       ...(dp ? { workers: dp } : {}),
       ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
       ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
+      ...(opts.integrity !== undefined ? { integrity: opts.integrity } : {}),
     });
   } catch (e) {
     // The link owns the workers once open; before that they are ours to stop.

@@ -45,9 +45,10 @@ export interface OpenDeviceOptions {
   host?: string;
   port?: number;
   /**
-   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). The
-   * CRC32C of datagrams of 8 KiB and more, checked on receive and computed on transmit, runs on
-   * them in batches over the device memory. tcp and inproc accept it and run inline.
+   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). With
+   * integrity 'crc32c', the CRC32C of datagrams of 8 KiB and more, checked on receive and
+   * computed on transmit, runs on them in batches over the device memory (the XXH3-64 of the
+   * default 'xxh3' is cheaper inline). tcp and inproc accept it and run inline.
    */
   workers?: number;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
@@ -69,6 +70,14 @@ export interface OpenDeviceOptions {
    * the peer accepts them from any of our sockets.
    */
   sockets?: number;
+  /**
+   * The integrity check this device asks for (docs/integrity.md). udp: 'xxh3' (default: a
+   * 64-bit XXH3 trailer), 'crc32c' or 'none' (the UDP checksum only); each peer context settles
+   * on the stronger of the two sides' wishes (none < crc32c < xxh3) in the handshake. tcp:
+   * 'crc32c' (default) or 'none': MPA's CRC, used when either side asks (RFC 5044 §7.1).
+   * inproc: ignored (nothing crosses a wire).
+   */
+  integrity?: 'crc32c' | 'xxh3' | 'none';
 }
 
 export interface CqInit {

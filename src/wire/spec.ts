@@ -509,7 +509,17 @@ export const MPA_MARKER = layout({
  */
 export const UDP_VERSION = 2;
 export const UdpType = { Data: 1, Ack: 2, Reset: 3, Cookie: 4 } as const;
-export const UdpFlag = { Sack: 0x01, AckReq: 0x02, Retx: 0x04, Cookie: 0x08, Token: 0x10 } as const;
+export const UdpFlag = { Sack: 0x01, AckReq: 0x02, Retx: 0x04, Cookie: 0x08, Token: 0x10, Integ: 0x20 } as const;
+/**
+ * Integrity of a datagram (docs/integrity.md): the trailer kind in flags bits 6-7, and the wish
+ * in a udpInteg block. 0 is CRC32C, what every datagram carried before the field existed.
+ */
+export const UdpIntegrity = { Crc32c: 0, Xxh3: 1, None: 2 } as const;
+/** Trailer bytes per UdpIntegrity code: CRC32C 4, XXH3-64 8, none 0. */
+export const UDP_TRAILER_LENS: readonly number[] = [4, 8, 0];
+export const UDP_TRAILER_MAX = 8;
+export const UDP_TRAILER_SHIFT = 6;
+export const UDP_TRAILER_MASK = 0xc0;
 export const UDP_MAX_SACK = 8;
 export const UDP_CRC_LEN = 4;
 /** Same convention as the MPA trailer, so one CRC32C writer serves both transports. */
@@ -541,7 +551,8 @@ export const UDP_HDR = layout({
         Retx: { mask: 0x04, meaning: 'this DATA is a retransmission (excluded from RTT samples)' },
         Cookie: { mask: 0x08, meaning: 'a udpCookie block follows the fixed header' },
         Token: { mask: 0x10, meaning: 'a udpToken block follows (after udpCookie, if any)' },
-        Rsvd: { mask: 0xe0, meaning: 'reserved, 0' },
+        Integ: { mask: 0x20, meaning: 'a udpInteg block follows (after udpToken, if any): the sender\'s integrity wish, carried by handshake datagrams' },
+        Trailer: { mask: 0xc0, meaning: 'trailer kind: 0 CRC32C (4 bytes, LSB first), 1 XXH3-64 (8 bytes, LSB first), 2 none (no trailer), 3 reserved (dropped); must be CRC32C in COOKIE, RESET and datagrams with dstCtx 0, else the mode the context settled' },
       },
     },
     window: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'receive window: datagrams the sender of this header accepts beyond ackPsn (credits); COOKIE/RESET: 0' },
@@ -560,7 +571,7 @@ export const UDP_HDR = layout({
     dstQpn: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'destination QP number (datagrams carry no stream to name the QP)' },
     srcQpn: { offset: 32, size: 4, type: 'u32', ref: 'sabre', meaning: 'source QP number' },
   },
-  tail: 'if flags.Cookie: udpCookie; if flags.Token: udpToken; if flags.Sack: udpSack + count udpSackBlock; then (DATA) the DDP segment; then CRC32C (4 bytes, LSB first) over everything before it',
+  tail: 'if flags.Cookie: udpCookie; if flags.Token: udpToken; if flags.Integ: udpInteg; if flags.Sack: udpSack + count udpSackBlock; then (DATA) the DDP segment; then the trailer flags.Trailer names, over everything before it: CRC32C (4 bytes, LSB first), XXH3-64 seed 0 (8 bytes, LSB first) or nothing',
 });
 
 /**
@@ -594,6 +605,25 @@ export const UDP_TOKEN = layout({
   sabre: true,
   fields: {
     token: { offset: 0, size: 8, type: 'bytes', ref: 'sabre', meaning: 'first 8 bytes of HMAC-SHA256(sender secret, "reset", srcCtx): carried by the handshake datagrams (until the peer has it) and by RESET' },
+  },
+});
+
+/**
+ * The sender's integrity wish (docs/integrity.md), in the datagrams that carry the handshake:
+ * the initiator's first contact and cookie echo, the responder's datagrams until the initiator
+ * names its context. Each side settles on the stronger of its own wish and the peer's (order
+ * none < crc32c < xxh3); a peer whose handshake carries no block is taken to want crc32c only.
+ */
+export const UDP_INTEG = layout({
+  name: 'udpInteg',
+  title: 'sabre UDP integrity wish block',
+  size: 4,
+  ref: 'sabre (M5); docs/integrity.md',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    wish: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'integrity the sender asks for: 0 CRC32C, 1 XXH3-64, 2 none; other values are refused (the datagram is dropped)' },
+    rsvd: { offset: 1, size: 3, type: 'bytes', ref: 'sabre', meaning: 'reserved, 0' },
   },
 });
 
@@ -1326,7 +1356,7 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   DDP_CTRL, TAGGED, UNTAGGED, READ_REQUEST, TERMINATE, IMMEDIATE_DATA, ATOMIC_REQUEST, ATOMIC_RESPONSE,
   READ_REQUEST_V, READ_V_ENTRY, READ_COMPLETE, SABRE_CONTROL,
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
-  UDP_HDR, UDP_COOKIE, UDP_TOKEN, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
+  UDP_HDR, UDP_COOKIE, UDP_TOKEN, UDP_INTEG, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   REGION_ENTRY, PLACE_DESC, PLACE_OUT, SG_DESC, CRC_BATCH_DESC,
   DEDUP_MAP_HDR, DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_ZONE_DIR, DEDUP_COPY_DESC,
   DEDUP_MSG, DEDUP_HELLO, DEDUP_OFFER, DEDUP_ENTRY, DEDUP_NEED, DEDUP_ROUND, DEDUP_GRANT, DEDUP_END, DEDUP_ABORT,

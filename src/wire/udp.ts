@@ -1,10 +1,14 @@
-// sabre's UDP reliability header (mechanism M5) and the CRC32C trailer of each datagram:
+// sabre's UDP reliability header (mechanism M5) and the integrity trailer of each datagram:
 //   [udpHdr 36 B][udpCookie 12 B, if flags.Cookie][udpToken 8 B, if flags.Token]
-//   [udpSack 4 B + 8 B a block, if flags.Sack][DDP segment (DATA only)][CRC32C 4 B]
-// Big-endian fields; the CRC is least-significant byte first, as on MPA (one trailer writer).
+//   [udpInteg 4 B, if flags.Integ][udpSack 4 B + 8 B a block, if flags.Sack]
+//   [DDP segment (DATA only)][trailer: CRC32C 4 B | XXH3-64 8 B | none, as flags.Trailer says]
+// Big-endian fields; the trailer is least-significant byte first, as on MPA (one trailer writer).
+// The trailer kind bits are not part of UdpHdr: the framer sets them (setUdpTrailer) and
+// openUdpDatagram reports them, since which kind is acceptable is the transport's call
+// (docs/integrity.md).
 import {
-  UDP_COOKIE, UDP_CRC_LEN, UDP_HDR, UDP_MAX_SACK, UDP_SACK, UDP_SACK_BLOCK, UDP_TOKEN, UDP_TYPE_MASK, UDP_VER_SHIFT,
-  UDP_VERSION, UdpFlag, UdpType,
+  UDP_COOKIE, UDP_CRC_LEN, UDP_HDR, UDP_INTEG, UDP_MAX_SACK, UDP_SACK, UDP_SACK_BLOCK, UDP_TOKEN, UDP_TRAILER_LENS,
+  UDP_TRAILER_MASK, UDP_TRAILER_SHIFT, UDP_TYPE_MASK, UDP_VER_SHIFT, UDP_VERSION, UdpFlag, UdpIntegrity, UdpType,
 } from './spec.js';
 import { badWindow, fail, need, rd32, rd32le, wr16, wr32, wr32le, rd16, type WireResult } from './codec.js';
 import type { Crc32c } from './mpa.js';
@@ -39,6 +43,8 @@ export interface UdpHdr {
   cookie?: UdpCookie | undefined;
   /** The udpToken block (flags.Token): 8 bytes. */
   token?: Uint8Array | undefined;
+  /** The udpInteg block (flags.Integ): the sender's integrity wish, a UdpIntegrity code. */
+  integ?: number | undefined;
 }
 
 const H = UDP_HDR.fields;
@@ -50,8 +56,15 @@ const T = UDP_TOKEN.fields;
 export const UDP_HDR_LEN = UDP_HDR.size;
 export const UDP_TRAILER_LEN = UDP_CRC_LEN;
 
-export function udpHeaderLength(h: Pick<UdpHdr, 'sack' | 'cookie' | 'token'>): number {
+const I = UDP_INTEG.fields;
+
+function isIntegrity(c: number): boolean {
+  return c === UdpIntegrity.Crc32c || c === UdpIntegrity.Xxh3 || c === UdpIntegrity.None;
+}
+
+export function udpHeaderLength(h: Pick<UdpHdr, 'sack' | 'cookie' | 'token' | 'integ'>): number {
   return UDP_HDR.size + (h.cookie !== undefined ? UDP_COOKIE.size : 0) + (h.token !== undefined ? UDP_TOKEN.size : 0)
+    + (h.integ !== undefined ? UDP_INTEG.size : 0)
     + (h.sack.length > 0 ? UDP_SACK.size + h.sack.length * UDP_SACK_BLOCK.size : 0);
 }
 
@@ -65,11 +78,12 @@ export function encodeUdpHdr(h: UdpHdr, buf: Uint8Array, off: number): number {
   if (!isType(h.type)) throw new SabreError(ErrorCode.InvalidArgument, `unknown UDP datagram type ${String(h.type)}`);
   if (h.cookie !== undefined && h.cookie.mac.length !== C.mac.size) throw new SabreError(ErrorCode.InvalidArgument, `cookie mac must be ${C.mac.size} bytes`);
   if (h.token !== undefined && h.token.length !== T.token.size) throw new SabreError(ErrorCode.InvalidArgument, `token must be ${T.token.size} bytes`);
+  if (h.integ !== undefined && !isIntegrity(h.integ)) throw new SabreError(ErrorCode.InvalidArgument, `unknown integrity code ${String(h.integ)}`);
   const len = udpHeaderLength(h);
   need(buf, off, len);
   buf[off + H.verType.offset] = (UDP_VERSION << UDP_VER_SHIFT) | h.type;
   buf[off + H.flags.offset] = (nSack > 0 ? UdpFlag.Sack : 0) | (h.ackReq ? UdpFlag.AckReq : 0) | (h.retx ? UdpFlag.Retx : 0)
-    | (h.cookie !== undefined ? UdpFlag.Cookie : 0) | (h.token !== undefined ? UdpFlag.Token : 0);
+    | (h.cookie !== undefined ? UdpFlag.Cookie : 0) | (h.token !== undefined ? UdpFlag.Token : 0) | (h.integ !== undefined ? UdpFlag.Integ : 0);
   wr16(buf, off + H.window.offset, h.window);
   wr32(buf, off + H.srcCtx.offset, h.srcCtx);
   wr32(buf, off + H.dstCtx.offset, h.dstCtx);
@@ -88,6 +102,11 @@ export function encodeUdpHdr(h: UdpHdr, buf: Uint8Array, off: number): number {
   if (h.token !== undefined) {
     buf.set(h.token, x + T.token.offset);
     x += UDP_TOKEN.size;
+  }
+  if (h.integ !== undefined) {
+    buf[x + I.wish.offset] = h.integ;
+    buf.fill(0, x + I.rsvd.offset, x + I.rsvd.offset + I.rsvd.size);
+    x += UDP_INTEG.size;
   }
   if (nSack > 0) {
     const s = x;
@@ -127,6 +146,13 @@ export function decodeUdpHdr(buf: Uint8Array, off: number, end: number): WireRes
     token = buf.slice(p, p + T.token.size);
     len += UDP_TOKEN.size;
   }
+  let integ: number | undefined;
+  if (flags & UdpFlag.Integ) {
+    if (end - off < len + UDP_INTEG.size) return fail('TRUNCATED');
+    integ = buf[off + len + I.wish.offset]!;
+    if (!isIntegrity(integ)) return fail('BAD_INTEG');
+    len += UDP_INTEG.size;
+  }
   if (flags & UdpFlag.Sack) {
     if (end - off < len + UDP_SACK.size) return fail('TRUNCATED');
     const n = buf[off + len + S.count.offset]!;
@@ -144,7 +170,7 @@ export function decodeUdpHdr(buf: Uint8Array, off: number, end: number): WireRes
       window: rd16(buf, off + H.window.offset), srcCtx: rd32(buf, off + H.srcCtx.offset), dstCtx: rd32(buf, off + H.dstCtx.offset),
       psn: rd32(buf, off + H.psn.offset), ackPsn: rd32(buf, off + H.ackPsn.offset), tsVal: rd32(buf, off + H.tsVal.offset),
       tsEcr: rd32(buf, off + H.tsEcr.offset), dstQpn: rd32(buf, off + H.dstQpn.offset), srcQpn: rd32(buf, off + H.srcQpn.offset),
-      sack, cookie, token,
+      sack, cookie, token, ...(integ !== undefined ? { integ } : {}),
     },
     length: len,
   };
@@ -157,20 +183,44 @@ export function sealUdpDatagram(buf: Uint8Array, off: number, end: number, crc32
   return end - off + UDP_CRC_LEN;
 }
 
-export interface UdpDatagram { hdr: UdpHdr; segOff: number; segEnd: number }
+/** `trailer`: the UdpIntegrity code the datagram's trailer was checked under. */
+export interface UdpDatagram { hdr: UdpHdr; segOff: number; segEnd: number; trailer: number }
+
+/** Set the trailer kind (a UdpIntegrity code) of the header encoded at buf[off]. */
+export function setUdpTrailer(buf: Uint8Array, off: number, kind: number): void {
+  const f = off + UDP_HDR.fields.flags.offset;
+  buf[f] = (buf[f]! & ~UDP_TRAILER_MASK) | (kind << UDP_TRAILER_SHIFT);
+}
+
+/** The trailer kind a datagram's flags name (3: reserved). Reads one byte; checks nothing. */
+export function udpTrailerKind(buf: Uint8Array, off = 0): number {
+  return (buf[off + UDP_HDR.fields.flags.offset]! & UDP_TRAILER_MASK) >>> UDP_TRAILER_SHIFT;
+}
+
+/** Whether buf[off, end - 8) hashes (XXH3-64) to the 8 bytes (LSB first) ending at `end`. */
+export type Xxh3Check = (buf: Uint8Array, off: number, end: number) => boolean;
 
 /**
- * Check the trailer, then parse the header. DATA must carry a DDP segment (at least its two
- * control bytes); ACK, RESET and COOKIE carry none, and a COOKIE carries its udpCookie block.
+ * Check the trailer flags.Trailer names, then parse the header. DATA must carry a DDP segment
+ * (at least its two control bytes); ACK, RESET and COOKIE carry none, and a COOKIE carries its
+ * udpCookie block. Whether that trailer kind is the one expected is the caller's to judge
+ * (`trailer` in the result); without `xxh3` an XXH3-64 trailer cannot be checked: BAD_HASH.
  */
-export function openUdpDatagram(buf: Uint8Array, off: number, end: number, crc32c: Crc32c): WireResult<UdpDatagram> {
-  if (badWindow(buf, off, end) || end - off < UDP_HDR.size + UDP_CRC_LEN) return fail('TRUNCATED');
-  const crcAt = end - UDP_CRC_LEN;
-  if (crc32c(buf, off, crcAt - off) >>> 0 !== rd32le(buf, crcAt)) return fail('BAD_CRC');
+export function openUdpDatagram(buf: Uint8Array, off: number, end: number, crc32c: Crc32c, xxh3?: Xxh3Check): WireResult<UdpDatagram> {
+  if (badWindow(buf, off, end) || end - off < UDP_HDR.size) return fail('TRUNCATED');
+  const kind = udpTrailerKind(buf, off);
+  if (kind >= UDP_TRAILER_LENS.length) return fail('BAD_TRAILER');
+  const crcAt = end - UDP_TRAILER_LENS[kind]!;
+  if (crcAt - off < UDP_HDR.size) return fail('TRUNCATED');
+  if (kind === UdpIntegrity.Crc32c) {
+    if (crc32c(buf, off, crcAt - off) >>> 0 !== rd32le(buf, crcAt)) return fail('BAD_CRC');
+  } else if (kind === UdpIntegrity.Xxh3) {
+    if (xxh3 === undefined || !xxh3(buf, off, end)) return fail('BAD_HASH');
+  }
   const r = decodeUdpHdr(buf, off, crcAt);
   if (!r.ok) return r;
   const segOff = off + r.length;
   if (r.value.type === UdpType.Data ? crcAt - segOff < 2 : crcAt !== segOff) return fail('BAD_LENGTH');
   if (r.value.type === UdpType.Cookie && r.value.cookie === undefined) return fail('BAD_COOKIE');
-  return { ok: true, value: { hdr: r.value, segOff, segEnd: crcAt }, length: end - off };
+  return { ok: true, value: { hdr: r.value, segOff, segEnd: crcAt, trailer: kind }, length: end - off };
 }

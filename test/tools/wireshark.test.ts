@@ -4,7 +4,8 @@
 // dissector regenerated from the current src/wire/spec.ts and must find sabre's header on every
 // datagram, correct CRC32Cs, and Wireshark's own iWARP dissector decoding the DDP/RDMAP inside
 // (the STag and tagged offset of the write are the region's rkey and address). Skips, saying
-// why, without tshark/dumpcap or capture rights.
+// why, without tshark/dumpcap or capture rights. The devices ask for integrity 'crc32c': the
+// dissector checks CRC32C trailers (it shows XXH3-64 ones without checking them).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -63,7 +64,7 @@ describe('sabre.lua', () => {
         });
         cap.once('exit', () => reject(new Error(`dumpcap exited: ${capErr}`)));
       });
-      const [A, Bs] = await connectPair(await side({ device: { transport: 'udp', host: '127.0.0.1', port: pa }, depth: 64 }), await side({ device: { transport: 'udp', host: '127.0.0.1', port: pb }, depth: 64 }));
+      const [A, Bs] = await connectPair(await side({ device: { transport: 'udp', host: '127.0.0.1', port: pa, integrity: 'crc32c' }, depth: 64 }), await side({ device: { transport: 'udp', host: '127.0.0.1', port: pb, integrity: 'crc32c' }, depth: 64 }));
       const { dev: a, pd: pdA, cq: cqA, qp: qa } = A;
       const { dev: b, pd: pdB, qp: qb } = Bs;
       let rkey = 0;

@@ -15,7 +15,7 @@ const out = resolve(process.argv[2] ?? join(here, 'sabre.lua'));
 const spec = await import(pathToFileURL(join(root, 'dist/wire/spec.js')).href);
 
 /** The layouts of a UDP datagram, in the order they appear on the wire. */
-const LAYOUTS = [spec.UDP_HDR, spec.UDP_COOKIE, spec.UDP_TOKEN, spec.UDP_SACK, spec.UDP_SACK_BLOCK, spec.UDP_ENV, spec.UDP_ENV_SEG];
+const LAYOUTS = [spec.UDP_HDR, spec.UDP_COOKIE, spec.UDP_TOKEN, spec.UDP_INTEG, spec.UDP_SACK, spec.UDP_SACK_BLOCK, spec.UDP_ENV, spec.UDP_ENV_SEG];
 
 /** A Lua 5.2 string literal: JSON's escapes for ASCII, non-ASCII as its UTF-8 bytes in \\xXX escapes. */
 const str = (s) =>
@@ -60,6 +60,9 @@ ${spec.OPCODES.map((o) => `    [${o.code}] = { name = ${str(o.name)}, sabre = ${
     UDP_MAX_SACK = ${spec.UDP_MAX_SACK},
     UDP_CRC_LEN = ${spec.UDP_CRC_LEN},
     UDP_CRC_LITTLE_ENDIAN = ${spec.UDP_CRC_LITTLE_ENDIAN ? 'true' : 'false'},
+    UDP_TRAILER_MASK = ${hex(spec.UDP_TRAILER_MASK)},
+    UDP_TRAILER_SHIFT = ${spec.UDP_TRAILER_SHIFT},
+    UDP_TRAILER_LENS = { ${spec.UDP_TRAILER_LENS.map((n, i) => `[${i}] = ${n}`).join(', ')} },
     RDMAP_OPCODE_MASK = ${hex(spec.RDMAP_OPCODE_MASK)},
   },
 }`;

@@ -15,12 +15,12 @@
 -- to a layout there show up here after `npm run gen:wireshark` without touching this logic.
 
 local SPEC = {
-  order = { "udpHdr", "udpCookie", "udpToken", "udpSack", "udpSackBlock", "udpEnv", "udpEnvSeg" },
+  order = { "udpHdr", "udpCookie", "udpToken", "udpInteg", "udpSack", "udpSackBlock", "udpEnv", "udpEnvSeg" },
   layouts = {
     udpHdr = {
       name = "udpHdr", title = "sabre UDP reliability header (M5), in front of each DDP segment", size = 36, fields = {
         { name = "verType", offset = 0, size = 1, type = "u8", meaning = "version and datagram type", bits = { { name = "Ver", mask = 0xf0, meaning = "version, 2" }, { name = "Type", mask = 0xf, meaning = "1 DATA (a DDP segment follows), 2 ACK (no segment), 3 RESET (the sender lost the context named in srcCtx; carries udpToken), 4 COOKIE (address validation challenge; carries udpCookie, no segment)" } } },
-        { name = "flags", offset = 1, size = 1, type = "u8", meaning = "flags", bits = { { name = "Sack", mask = 0x1, meaning = "SACK blocks follow the fixed header (after udpCookie / udpToken)" }, { name = "AckReq", mask = 0x2, meaning = "sender asks for an immediate ACK" }, { name = "Retx", mask = 0x4, meaning = "this DATA is a retransmission (excluded from RTT samples)" }, { name = "Cookie", mask = 0x8, meaning = "a udpCookie block follows the fixed header" }, { name = "Token", mask = 0x10, meaning = "a udpToken block follows (after udpCookie, if any)" } } },
+        { name = "flags", offset = 1, size = 1, type = "u8", meaning = "flags", bits = { { name = "Sack", mask = 0x1, meaning = "SACK blocks follow the fixed header (after udpCookie / udpToken)" }, { name = "AckReq", mask = 0x2, meaning = "sender asks for an immediate ACK" }, { name = "Retx", mask = 0x4, meaning = "this DATA is a retransmission (excluded from RTT samples)" }, { name = "Cookie", mask = 0x8, meaning = "a udpCookie block follows the fixed header" }, { name = "Token", mask = 0x10, meaning = "a udpToken block follows (after udpCookie, if any)" }, { name = "Integ", mask = 0x20, meaning = "a udpInteg block follows (after udpToken, if any): the sender's integrity wish, carried by handshake datagrams" }, { name = "Trailer", mask = 0xc0, meaning = "trailer kind: 0 CRC32C (4 bytes, LSB first), 1 XXH3-64 (8 bytes, LSB first), 2 none (no trailer), 3 reserved (dropped); must be CRC32C in COOKIE, RESET and datagrams with dstCtx 0, else the mode the context settled" } } },
         { name = "window", offset = 2, size = 2, type = "u16", meaning = "receive window: datagrams the sender of this header accepts beyond ackPsn (credits); COOKIE/RESET: 0" },
         { name = "srcCtx", offset = 4, size = 4, type = "u32", meaning = "sender's transport-context id (random nonzero, new after every restart); RESET: the id of the context the sender lost (echo of the dstCtx that found nothing); COOKIE: nonzero, no context (the sender keeps no state)" },
         { name = "dstCtx", offset = 8, size = 4, type = "u32", meaning = "receiver's transport-context id as last learned; 0 until learned (first contact: then udpCookie must be present); RESET/COOKIE: echo of the srcCtx of the datagram that triggered them" },
@@ -41,6 +41,12 @@ local SPEC = {
     udpToken = {
       name = "udpToken", title = "sabre UDP reset token block", size = 8, fields = {
         { name = "token", offset = 0, size = 8, type = "bytes", meaning = "first 8 bytes of HMAC-SHA256(sender secret, \"reset\", srcCtx): carried by the handshake datagrams (until the peer has it) and by RESET" },
+      },
+    },
+    udpInteg = {
+      name = "udpInteg", title = "sabre UDP integrity wish block", size = 4, fields = {
+        { name = "wish", offset = 0, size = 1, type = "u8", meaning = "integrity the sender asks for: 0 CRC32C, 1 XXH3-64, 2 none; other values are refused (the datagram is dropped)" },
+        { name = "rsvd", offset = 1, size = 3, type = "bytes", meaning = "reserved, 0" },
       },
     },
     udpSack = {
@@ -92,7 +98,7 @@ local SPEC = {
   },
   enums = {
     UdpType = { Data = 1, Ack = 2, Reset = 3, Cookie = 4 },
-    UdpFlag = { Sack = 1, AckReq = 2, Retx = 4, Cookie = 8, Token = 16 },
+    UdpFlag = { Sack = 1, AckReq = 2, Retx = 4, Cookie = 8, Token = 16, Integ = 32 },
     UdpEnvKind = { Seg = 1, Ack = 2, Rnr = 3, Hello = 4 },
     UdpEnvFlag = { Reply = 1, AckPresent = 2 },
   },
@@ -103,6 +109,9 @@ local SPEC = {
     UDP_MAX_SACK = 8,
     UDP_CRC_LEN = 4,
     UDP_CRC_LITTLE_ENDIAN = true,
+    UDP_TRAILER_MASK = 0xc0,
+    UDP_TRAILER_SHIFT = 6,
+    UDP_TRAILER_LENS = { [0] = 4, [1] = 8, [2] = 0 },
     RDMAP_OPCODE_MASK = 0xf,
   },
 }
@@ -163,6 +172,9 @@ F.type = pf("sabre.type", "Datagram type", 1, nil, TYPE_NAME)
 F.crc = pf("sabre.crc", "CRC32C trailer (least-significant byte first)", 4, nil, nil)
 F.crc_ok = ProtoField.bool("sabre.crc_ok", "CRC32C correct")
 fields[#fields + 1] = F.crc_ok
+F.xxh3 = pf("sabre.xxh3", "XXH3-64 trailer (least-significant byte first; not checked here)", 8, nil, nil)
+F.integrity = ProtoField.string("sabre.integrity", "Trailer")
+fields[#fields + 1] = F.integrity
 F.frames = pf("sabre.frames", "Frames in this datagram", 2, nil, nil)
 local OPCODE_NAME = {}
 for code, o in pairs(SPEC.opcodes) do OPCODE_NAME[code] = o.name end
@@ -197,10 +209,20 @@ local function crc32c(tvb, off, len)
   return B.bxor(crc, 0xFFFFFFFF)
 end
 
+-- The trailer flags.Trailer names (docs/integrity.md): its value (CRC32C as a number, XXH3-64
+-- as a UInt64, none: nil), where it starts, and the kind (nil: reserved kind 3).
 local function trailer(tvb)
-  local at = tvb:len() - SPEC.const.UDP_CRC_LEN
-  if SPEC.const.UDP_CRC_LITTLE_ENDIAN then return tvb(at, 4):le_uint(), at end
-  return tvb(at, 4):uint(), at
+  local flags = tvb(1, 1):uint()
+  local kind = B.rshift(B.band(flags, SPEC.const.UDP_TRAILER_MASK), SPEC.const.UDP_TRAILER_SHIFT)
+  local tl = SPEC.const.UDP_TRAILER_LENS[kind]
+  if tl == nil or tvb:len() < tl then return nil, tvb:len(), nil end
+  local at = tvb:len() - tl
+  if kind == 0 then
+    if SPEC.const.UDP_CRC_LITTLE_ENDIAN then return tvb(at, 4):le_uint(), at, kind end
+    return tvb(at, 4):uint(), at, kind
+  end
+  if kind == 1 then return tvb(at, 8):le_uint64(), at, kind end
+  return nil, at, kind
 end
 
 local function uint(tvb, off, size)
@@ -230,6 +252,7 @@ local HDR = SPEC.layouts.udpHdr
 local SACK = SPEC.layouts.udpSack
 local COOKIE = SPEC.layouts.udpCookie
 local TOKEN = SPEC.layouts.udpToken
+local INTEG = SPEC.layouts.udpInteg
 local SACK_BLOCK = SPEC.layouts.udpSackBlock
 local ENV = SPEC.layouts.udpEnv
 local ENV_SEG = SPEC.layouts.udpEnvSeg
@@ -250,7 +273,9 @@ local F_ENV_LEN = field(ENV, "len")
 
 local function header_ok(tvb)
   local len = tvb:len()
-  if len < HDR.size + C.UDP_CRC_LEN then return false end
+  if len < HDR.size then return false end
+  local _, _, kind = trailer(tvb)
+  if kind == nil then return false end
   local vt = tvb(F_VERTYPE.offset, 1):uint()
   if B.rshift(vt, C.UDP_VER_SHIFT) ~= C.UDP_VERSION then return false end
   local t = B.band(vt, C.UDP_TYPE_MASK)
@@ -271,7 +296,7 @@ function sabre.dissector(tvb, pinfo, tree)
   root:add(F.type, tvb(F_VERTYPE.offset, 1), t)
   local hv = add_layout(root:add(sabre, tvb(0, HDR.size), "Reliability header (udpHdr)"), tvb, 0, "udpHdr")
   local off = HDR.size
-  -- The handshake blocks come first (cookie, then token), then the SACK list (docs/wire.md).
+  -- The handshake blocks come first (cookie, token, integrity wish), then the SACK list (docs/wire.md).
   if B.band(flags, SPEC.enums.UdpFlag.Cookie) ~= 0 and off + COOKIE.size <= crcAt then
     add_layout(root:add(sabre, tvb(off, COOKIE.size), COOKIE.title), tvb, off, "udpCookie")
     off = off + COOKIE.size
@@ -279,6 +304,10 @@ function sabre.dissector(tvb, pinfo, tree)
   if B.band(flags, SPEC.enums.UdpFlag.Token) ~= 0 and off + TOKEN.size <= crcAt then
     add_layout(root:add(sabre, tvb(off, TOKEN.size), TOKEN.title), tvb, off, "udpToken")
     off = off + TOKEN.size
+  end
+  if B.band(flags, SPEC.enums.UdpFlag.Integ) ~= 0 and off + INTEG.size <= crcAt then
+    add_layout(root:add(sabre, tvb(off, INTEG.size), INTEG.title), tvb, off, "udpInteg")
+    off = off + INTEG.size
   end
   if B.band(flags, SPEC.enums.UdpFlag.Sack) ~= 0 and off + SACK.size <= crcAt then
     local n = tvb(off + F_SACK_COUNT.offset, 1):uint()
@@ -331,11 +360,18 @@ function sabre.dissector(tvb, pinfo, tree)
   end
   root:add(F.frames, tvb(0, 0), nframes)
 
-  local crcItem = root:add(F.crc, tvb(crcAt, C.UDP_CRC_LEN), crc)
-  if sabre.prefs.check_crc then
-    local ok = crc32c(tvb, 0, crcAt) == crc
-    root:add(F.crc_ok, tvb(crcAt, C.UDP_CRC_LEN), ok)
-    if not ok then crcItem:add_proto_expert_info(E_BAD_CRC) end
+  local _, _, tkind = trailer(tvb)
+  if tkind == 0 then
+    local crcItem = root:add(F.crc, tvb(crcAt, C.UDP_CRC_LEN), crc)
+    if sabre.prefs.check_crc then
+      local ok = crc32c(tvb, 0, crcAt) == crc
+      root:add(F.crc_ok, tvb(crcAt, C.UDP_CRC_LEN), ok)
+      if not ok then crcItem:add_proto_expert_info(E_BAD_CRC) end
+    end
+  elseif tkind == 1 then
+    root:add(F.xxh3, tvb(crcAt, 8))
+  else
+    root:add(F.integrity, tvb(0, 0), "none (integrity none: the UDP checksum only)")
   end
   pinfo.cols.protocol = (#ops > 0 and iwarp) and "sabre/iWARP" or "sabre"
   if #ops > 0 then info = info .. " " .. table.concat(ops, ",") end
@@ -351,8 +387,9 @@ local function heuristic(tvb, pinfo, tree)
     if tvb(F_DSTQPN.offset, 4):uint() == 0 or tvb(F_SRCQPN.offset, 4):uint() == 0 then return false end
   end
   if sabre.prefs.heuristic_crc then
-    local crc, crcAt = trailer(tvb)
-    if crc32c(tvb, 0, crcAt) ~= crc then return false end
+    -- Only a CRC32C trailer can be checked here; XXH3-64 and none datagrams pass on the header.
+    local crc, crcAt, kind = trailer(tvb)
+    if kind == 0 and crc32c(tvb, 0, crcAt) ~= crc then return false end
   end
   sabre.dissector(tvb, pinfo, tree)
   return true

@@ -69,7 +69,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
   const p = peerParams(o);
   const quiet = o.json || o.output !== undefined;
   const remote = await ctl.call<SideInfo>('hello', p);
-  const side = await PerfSide.open({ ...p, ...(env.bindHost ? { bindHost: env.bindHost } : {}), ...(o.mtu !== undefined ? { mtu: o.mtu } : {}), workers: o.workers });
+  const side = await PerfSide.open({ ...p, ...(env.bindHost ? { bindHost: env.bindHost } : {}), ...(o.mtu !== undefined ? { mtu: o.mtu } : {}), workers: o.workers, integrity: o.integrity });
   try {
     if (env.metrics) attachMetrics(side, env.metrics, 'client');
     const local = side.info();

@@ -37,6 +37,8 @@ export interface PerfOptions {
   bindHost: string | undefined;
   mtu: number | undefined;
   workers: number;
+  /** What this side's device asks for (docs/integrity.md); undefined: the transport's default. */
+  integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
   bidirectional: boolean;
   noPeak: boolean;
   reportGbits: boolean;
@@ -92,6 +94,7 @@ const FLAGS: readonly Flag[] = [
   { name: 'transport', arg: '<udp|tcp|inproc>', help: 'sabre transport (default udp)' },
   { name: 'server', help: 'be the server side (perftest: run without HOST); serves one client, then exits' },
   { name: 'workers', arg: '<n>', help: 'udp: data-plane worker threads per device for the CRC32C (default 0)' },
+  { name: 'integrity', arg: '<crc32c|xxh3|none>', help: 'what this side asks for; the stronger wish of the two sides wins (udp: default xxh3; tcp: crc32c | none, MPA CRC on when either side asks; docs/integrity.md)' },
   { name: 'baseline', help: 'also run the same pattern without sabre in the same run (raw node:dgram ack-clocked, node:net, or Uint8Array.set) and print sabre÷baseline speed and CPU per GB' },
   { name: 'json', help: 'one JSON object on stdout instead of tables (rows are flat objects)' },
   { name: 'report', arg: '<file.html>', help: 'write a self-contained HTML report: header, tables, charts (log size axis)' },
@@ -206,6 +209,7 @@ export function parsePerf(argv: string[]): PerfOptions {
     bindHost: str(v.bind_source_ip),
     mtu: intOption('--mtu', v.mtu, 576, 65507),
     workers: intOption('--workers', v.workers, 0, 16) ?? 0,
+    integrity: integrityOption(v.integrity, transport),
     bidirectional: v.bidirectional === true,
     noPeak: v.noPeak === true,
     reportGbits: v.report_gbits === true,
@@ -223,6 +227,12 @@ export function parsePerf(argv: string[]): PerfOptions {
     report: str(v.report),
     metricsPort: intOption('--metrics-port', v['metrics-port'], 0, 65535),
   };
+}
+
+function integrityOption(v: string | boolean | undefined, transport: string): PerfOptions['integrity'] {
+  const m = choice('--integrity', v, ['crc32c', 'xxh3', 'none'] as const);
+  if (m === 'xxh3' && transport === 'tcp') throw new UsageError('--integrity xxh3 is udp only: MPA on tcp has only its CRC (crc32c | none)');
+  return m;
 }
 
 /** What the client tells the server in `hello`: everything that shapes the server's buffers and duties. */

@@ -14,18 +14,24 @@ export interface HeaderInfo {
   workers: number;
   local: SideInfo;
   remote: SideInfo;
-  /** Whatever integrity the device reports (another branch negotiates it); absent: not shown. */
-  integrity?: string;
+  /** The integrity settled with the peer and what this side asked for (integrityOf); absent: not shown. */
+  integrity?: string | undefined;
 }
 
 /**
- * The integrity a device reports, if it reports one as a string (issue #18 negotiates it per
- * peer on another branch; its name in dev.stats() is read loosely until that lands).
+ * What integrity the device's peer connections settled on (docs/integrity.md) and what it
+ * asked for, e.g. "xxh3 (asked none)"; undefined for inproc (nothing crosses a wire). udp
+ * counts contexts per mode, tcp connections by MPA CRC on / off (dev.stats().link).
  */
-export function integrityOf(dev: { stats(): unknown }): string | undefined {
-  const s = dev.stats() as { integrity?: unknown; link?: { integrity?: unknown } };
-  const v = s.integrity ?? s.link?.integrity;
-  return typeof v === 'string' ? v : undefined;
+export function integrityOf(dev: { readonly integrity?: string | undefined; stats(): { link?: Record<string, number> | undefined } }): string | undefined {
+  const asked = dev.integrity;
+  if (asked === undefined) return undefined;
+  const l = dev.stats().link ?? {};
+  const by: Array<[string, number | undefined]> = l.mpaCrcOn !== undefined
+    ? [['crc32c', l.mpaCrcOn], ['none', l.mpaCrcOff]]
+    : [['xxh3', l.contextsXxh3], ['crc32c', l.contextsCrc32c], ['none', l.contextsNone]];
+  const used = by.filter(([, n]) => (n ?? 0) > 0).map(([m]) => m);
+  return used.length === 0 ? `${asked} asked (not settled yet)` : `${used.join(' + ')} (asked ${asked})`;
 }
 
 export function printHeader(h: HeaderInfo, out: Out): void {

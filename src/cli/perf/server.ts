@@ -40,7 +40,7 @@ export class PerfServer {
   private metrics: MetricsServer | undefined;
 
   constructor(
-    readonly o: Pick<PerfOptions, 'test' | 'transport' | 'bindHost' | 'mtu' | 'workers' | 'json' | 'output'>,
+    readonly o: Pick<PerfOptions, 'test' | 'transport' | 'bindHost' | 'mtu' | 'workers' | 'integrity' | 'json' | 'output'>,
     readonly out: Out,
     private readonly quiet: boolean,
     metrics?: MetricsServer,
@@ -84,7 +84,7 @@ export class PerfServer {
     if (p.test !== this.o.test) throw new Error(`this server runs ${this.o.test}; the client asked for ${p.test} (run both sides with the same test)`);
     if (p.transport !== this.o.transport) throw new Error(`this server runs over ${this.o.transport}; the client asked for ${p.transport}`);
     this.p = p;
-    this.side = await PerfSide.open({ ...p, bindHost: this.o.bindHost ?? conn.localAddress ?? '127.0.0.1', ...(this.o.mtu !== undefined ? { mtu: this.o.mtu } : {}), workers: this.o.workers });
+    this.side = await PerfSide.open({ ...p, bindHost: this.o.bindHost ?? conn.localAddress ?? '127.0.0.1', ...(this.o.mtu !== undefined ? { mtu: this.o.mtu } : {}), workers: this.o.workers, integrity: this.o.integrity });
     if (this.metrics) attachMetrics(this.side, this.metrics.metrics, 'server');
     publish('sabre:perf:run', () => ({ phase: 'start', role: 'server', test: p.test, transport: p.transport, connection: p.conn, sizes: p.sizes }));
     return this.side.info();

@@ -25,6 +25,7 @@ export interface SideParams extends PeerParams {
   bindHost?: string;
   mtu?: number;
   workers: number;
+  integrity?: 'crc32c' | 'xxh3' | 'none' | undefined;
 }
 
 /** Bytes the perf buffer may take per side: enough slots for the window, bounded for -a at 8 MiB. */
@@ -64,6 +65,7 @@ export class PerfSide {
       ...(p.transport === 'inproc' ? {} : { host: p.bindHost ?? '127.0.0.1', port: 0 }),
       ...(p.mtu !== undefined ? { mtu: p.mtu } : {}),
       ...(p.workers > 0 ? { workers: p.workers } : {}),
+      ...(p.integrity !== undefined && p.transport !== 'inproc' ? { integrity: p.integrity } : {}),
     } as OpenDeviceOptions);
     try {
       const pd = dev.allocPd();

@@ -35,6 +35,23 @@ export interface TcpConnectionOptions {
   now?: () => number;
 }
 
+/**
+ * Connections established per framing memory (one per device), by whether MPA's CRC was
+ * negotiated on: dev.stats() shows them (docs/integrity.md). Weakly keyed, so a closed device's
+ * entry goes with it.
+ */
+export interface MpaCrcCounts { mpaCrcOn: number; mpaCrcOff: number }
+const crcCounts = new WeakMap<object, MpaCrcCounts>();
+
+export function mpaCrcCounts(dp: object): MpaCrcCounts {
+  let c = crcCounts.get(dp);
+  if (c === undefined) {
+    c = { mpaCrcOn: 0, mpaCrcOff: 0 };
+    crcCounts.set(dp, c);
+  }
+  return c;
+}
+
 export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 
 /**
@@ -335,6 +352,9 @@ export class MpaConnection extends EventEmitter {
 
   #established(r: MpaResult, leftover: Uint8Array): void {
     this.result = r;
+    const counts = mpaCrcCounts(this.#dp);
+    if (r.crc) counts.mpaCrcOn++;
+    else counts.mpaCrcOff++;
     const emss = this.#opts.emss ?? defaultEmss(this.socket.remoteAddress ?? '127.0.0.1');
     this.mulpdu = mulpdu(emss, r.markersTx);
     this.#framer = new FpduFramer({ dp: this.#dp, crc: r.crc, markers: r.markersTx, mulpdu: this.mulpdu });

@@ -29,10 +29,12 @@
 import { randomInt } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
-import { UDP_COOKIE, UDP_MAX_SACK, UDP_TOKEN } from '../../wire/spec.js';
+import { ownXxh3 } from '../../kernels/xxh3-64.js';
+import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_LENS, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
 import {
-  UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, udpHeaderLength, type UdpCookie, type UdpHdr,
+  UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, setUdpTrailer, udpHeaderLength, type UdpCookie, type UdpHdr,
 } from '../../wire/udp.js';
+import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityMode } from './integrity.js';
 import {
   MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
 } from './context.js';
@@ -46,6 +48,14 @@ export interface PeerAddress {
 
 /** CRC32C continuing from `previous`: crc(b, crc(a)) === crc(a ‖ b). */
 export type Crc32cFn = (data: Uint8Array, previous?: number) => number;
+
+/** XXH3-64 of gather lists and of received datagrams (src/kernels/xxh3-64.ts Xxh3Parts). */
+export interface Xxh3Hasher {
+  /** XXH3-64 of parts[from, to) concatenated, LSB first into dst[at, at + 8). */
+  hash(parts: readonly Uint8Array[], from: number, to: number, dst: Uint8Array, at: number): void;
+  /** Whether data[0, length - 8) hashes to its last 8 bytes. */
+  check(data: Uint8Array): boolean;
+}
 
 export interface EndpointOptions {
   /** Largest datagram we emit (header + payload + trailer). Default 65000: loopback. */
@@ -63,6 +73,12 @@ export interface EndpointOptions {
   maxRetiredIds: number;
   context: Partial<ContextOptions>;
   crc32c: Crc32cFn;
+  xxh3: Xxh3Hasher;
+  /**
+   * The integrity this device asks for (docs/integrity.md); each context settles on the
+   * stronger of ours and the peer's in the handshake. Default 'xxh3'.
+   */
+  integrity: IntegrityMode;
   /** Source of context ids (nonzero u32, unpredictable: they are verification tags); tests pass a seeded one. */
   randomId: () => number;
   /** How long after minting a cookie is accepted back (the initiator echoes it a round trip later). */
@@ -117,6 +133,10 @@ export interface EndpointCounters {
   truncated: number;
   oversized: number;
   badCrc: number;
+  /** XXH3-64 trailers that did not verify. */
+  badHash: number;
+  /** Datagrams whose trailer kind is not the one the context settled (or CRC32C in a handshake / COOKIE / RESET). */
+  badIntegrity: number;
   malformed: number;
   /** Datagrams naming a context id we do not have. */
   unknownContext: number;
@@ -191,6 +211,8 @@ interface Entry {
   /** The peer's reset token: a RESET carrying it comes from the same device incarnation. */
   peerToken: Uint8Array | undefined;
   peerKnowsUs: boolean;
+  /** The settled integrity (UdpIntegrity code) once the peer's wish is known; until then CRC32C. */
+  integ: number | undefined;
 }
 
 interface HostState {
@@ -201,8 +223,8 @@ interface HostState {
 }
 
 const SACK_ROOM = 4 + 8 * MAX_SACK_BLOCKS;
-/** What a handshake may add to a header: our cookie echo and reset token. */
-const HANDSHAKE_ROOM = UDP_COOKIE.size + UDP_TOKEN.size;
+/** What a handshake may add to a header: our cookie echo, reset token and integrity wish. */
+const HANDSHAKE_ROOM = UDP_COOKIE.size + UDP_TOKEN.size + UDP_INTEG.size;
 export const COOKIE_DATAGRAM_LEN = UDP_HDR_LEN + UDP_COOKIE.size + UDP_TRAILER_LEN;
 export const RESET_DATAGRAM_LEN = UDP_HDR_LEN + UDP_TOKEN.size + UDP_TRAILER_LEN;
 /** QUIC's anti-amplification factor (RFC 9000 §8): never answer with more than 3x what came. */
@@ -234,7 +256,7 @@ export class UdpEndpoint {
   /** Largest payload send() accepts for one datagram. */
   readonly maxPayload: number;
   readonly counters: EndpointCounters = {
-    rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, malformed: 0,
+    rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, badHash: 0, badIntegrity: 0, malformed: 0,
     unknownContext: 0, stale: 0, contextLimit: 0, hostLimit: 0, cookiesSent: 0, cookiesValidated: 0, cookiesFailed: 0,
     cookiesExpired: 0, cookiesReceived: 0, cookiesIgnored: 0, unvalidated: 0, restartClaims: 0, amplificationRefused: 0,
     resetsSent: 0, resetsSuppressed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
@@ -260,6 +282,9 @@ export class UdpEndpoint {
   private failed: Failure[] = [];
   private txScratch: TxDatagram[] = [];
   private readonly crcCheck: (buf: Uint8Array, off: number, len: number) => number;
+  private readonly xxh3Check: (buf: Uint8Array, off: number, end: number) => boolean;
+  /** Our wish, as a UdpIntegrity code. */
+  readonly integrity: number;
 
   constructor(opts: Partial<EndpointOptions> = {}) {
     const mtu = opts.mtu ?? 65000;
@@ -274,6 +299,8 @@ export class UdpEndpoint {
       maxRetiredIds: 4096,
       randomId: defaultRandomId,
       crc32c: kernelCrc32c,
+      xxh3: ownXxh3,
+      integrity: DEFAULT_UDP_INTEGRITY,
       cookieLifetimeMs: 30_000,
       resetRate: 1000,
       resetBurst: 100,
@@ -283,7 +310,7 @@ export class UdpEndpoint {
       ...opts,
       context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context },
     };
-    this.maxPayload = mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_LEN;
+    this.maxPayload = mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_MAX;
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
     const o = this.opts;
@@ -292,6 +319,16 @@ export class UdpEndpoint {
     this.hostResets = new HostBuckets(o.resetRatePerHost, o.resetBurstPerHost, o.maxTrackedHosts);
     const crc = o.crc32c;
     this.crcCheck = (buf, off, len) => crc(buf.subarray(off, off + len), 0);
+    const xxh3 = o.xxh3;
+    this.xxh3Check = (buf, off, end) => xxh3.check(off === 0 && end === buf.length ? buf : buf.subarray(off, end));
+    checkIntegrityMode(o.integrity);
+    this.integrity = integrityCode(o.integrity);
+  }
+
+  /** The integrity settled with `peer` (undefined: no context, or the handshake is not done). */
+  integrityOf(peer: PeerAddress): IntegrityMode | undefined {
+    const e = this.byAddr.get(addrKey(peer));
+    return e?.integ === undefined ? undefined : integrityName(e.integ);
   }
 
   get contexts(): number {
@@ -314,10 +351,17 @@ export class UdpEndpoint {
    * DATA datagrams the contexts refused after the header checks (a PSN already received or past
    * the receive window, no receive credit left) are summed over live and dropped contexts.
    */
-  stats(): EndpointCounters & ContextRefusals & { contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number } {
+  stats(): EndpointCounters & ContextRefusals & {
+    contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number; contextsCrc32c: number; contextsXxh3: number; contextsNone: number;
+  } {
     const r = { ...this.ctxRefused };
     for (const e of this.byId.values()) addRefusals(r, e.ctx.counters);
-    return { ...this.counters, ...r, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size };
+    const by = [0, 0, 0];
+    for (const e of this.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
+    return {
+      ...this.counters, ...r, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size,
+      contextsCrc32c: by[UdpIntegrity.Crc32c]!, contextsXxh3: by[UdpIntegrity.Xxh3]!, contextsNone: by[UdpIntegrity.None]!,
+    };
   }
 
   /**
@@ -351,7 +395,8 @@ export class UdpEndpoint {
 
   /**
    * One datagram from the socket. Never throws on its content. `crc`: the CRC32C of
-   * buf[0, length - 4) when the owner already computed it (a worker did), else checked here.
+   * buf[0, length - 4) when the owner already computed it (a worker did) for a datagram whose
+   * trailer kind is CRC32C, else checked here.
    */
   receive(buf: Uint8Array, from: PeerAddress, now: number, crc?: number): void {
     if (this.closed) return;
@@ -361,20 +406,29 @@ export class UdpEndpoint {
       c.oversized++;
       return;
     }
-    if (buf.length < UDP_HDR_LEN + UDP_TRAILER_LEN) {
+    if (buf.length < UDP_HDR_LEN) {
       c.truncated++;
       return;
     }
-    const r = openUdpDatagram(buf, 0, buf.length, crc === undefined ? this.crcCheck : () => crc);
+    const r = openUdpDatagram(buf, 0, buf.length, crc === undefined ? this.crcCheck : () => crc, this.xxh3Check);
     if (!r.ok) {
       if (r.error === 'BAD_CRC') c.badCrc++;
+      else if (r.error === 'BAD_HASH') c.badHash++;
+      else if (r.error === 'BAD_TRAILER') c.badIntegrity++;
       else if (r.error === 'TRUNCATED') c.truncated++;
       else c.malformed++;
       return;
     }
     const h = r.value.hdr;
+    const kind = r.value.trailer;
     if (h.srcCtx === 0) {
       c.malformed++;
+      return;
+    }
+    // Before a context has settled its integrity (and in stateless answers) only CRC32C is
+    // accepted: a trailer that checks nothing must never open or reset anything.
+    if (kind !== UdpIntegrity.Crc32c && (h.dstCtx === 0 || h.type === UdpType.Reset || h.type === UdpType.Cookie)) {
+      c.badIntegrity++;
       return;
     }
     if (h.type === UdpType.Reset) {
@@ -402,9 +456,18 @@ export class UdpEndpoint {
           c.unvalidated++;
           return;
         }
-        this.establish(e, h.srcCtx, h.token, now, h.tsEcr);
+        // It settled the integrity from both wishes as we do now: its trailer must say the same.
+        const settled = settleIntegrity(this.integrity, h.integ);
+        if (kind !== settled) {
+          c.badIntegrity++;
+          return;
+        }
+        this.establish(e, h.srcCtx, h.token, now, h.tsEcr, settled);
       } else if (e.ctx.peerId !== h.srcCtx) {
         c.stale++;
+        return;
+      } else if (kind !== e.integ) {
+        c.badIntegrity++;
         return;
       }
     } else {
@@ -544,6 +607,7 @@ export class UdpEndpoint {
     ctx.probing = !inbound;
     const e: Entry = {
       ctx, peer, key: addrKey(peer), inbound, cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
+      integ: undefined,
     };
     this.byId.set(ctx.localId, e);
     this.byAddr.set(e.key, e);
@@ -578,6 +642,7 @@ export class UdpEndpoint {
     e.cookie = undefined;
     e.peerToken = undefined;
     e.peerKnowsUs = false;
+    e.integ = undefined;
   }
 
   private newLocalId(): number {
@@ -644,9 +709,10 @@ export class UdpEndpoint {
   // ---------------------------------------------------------------- handshake
 
   /** The peer keeps a context for us: learn its id and reset token; what waited goes now. */
-  private establish(e: Entry, peerId: number, token: Uint8Array, now: number, tsEcr: number): void {
+  private establish(e: Entry, peerId: number, token: Uint8Array, now: number, tsEcr: number, integ: number): void {
     e.ctx.peerId = peerId;
     e.peerToken = token;
+    e.integ = integ;
     e.cookie = undefined;
     if (e.ctx.probing) e.ctx.validated(now, tsEcr);
   }
@@ -661,15 +727,17 @@ export class UdpEndpoint {
       if (!this.room(from.host, now)) return undefined;
       const n = this.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
       n.peerToken = token;
+      n.integ = settleIntegrity(this.integrity, h.integ);
       return n;
     }
     if (e.ctx.peerId === 0) {
-      this.establish(e, h.srcCtx, token, now, 0);
+      this.establish(e, h.srcCtx, token, now, 0, settleIntegrity(this.integrity, h.integ));
       return e;
     }
     this.counters.peerRestarts++;
     this.renew(e, 'fail', h.srcCtx, now);
     e.peerToken = token;
+    e.integ = settleIntegrity(this.integrity, h.integ);
     this.drainFailures(e, 'peer-reset');
     return e;
   }
@@ -729,7 +797,7 @@ export class UdpEndpoint {
       dstCtx: h.srcCtx, psn: 0, ackPsn: 0, tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], cookie,
     };
     this.counters.cookiesSent++;
-    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0));
+    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
   }
 
   /** Tell the sender we lost the context it names: rate-limited, at most 3x the trigger. */
@@ -751,7 +819,7 @@ export class UdpEndpoint {
       tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], token: this.secret.token(h.dstCtx),
     };
     this.counters.resetsSent++;
-    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0));
+    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
   }
 
   // ---------------------------------------------------------------- framing
@@ -766,18 +834,35 @@ export class UdpEndpoint {
     } else if (!e.peerKnowsUs) {
       h.token = e.token;
     }
+    // The handshake datagrams (those with our cookie echo or token) carry our wish.
+    if (h.dstCtx === 0 || h.token !== undefined) h.integ = this.integrity;
     // Until the peer has learnt our id it finds us by source address: use the first socket.
     const path = this.opts.paths > 1 && h.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
-    this.out.push(this.frame(e.peer, h, d.payload, path));
+    this.out.push(this.frame(e.peer, h, d.payload, path, h.dstCtx === 0 ? UdpIntegrity.Crc32c : e.integ ?? UdpIntegrity.Crc32c));
   }
 
-  private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number): OutDatagram {
+  private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number, kind: number): OutDatagram {
     const hlen = udpHeaderLength(hdr);
-    const buf = new Uint8Array(hlen + UDP_TRAILER_LEN);
+    const tlen = UDP_TRAILER_LENS[kind]!;
+    const buf = new Uint8Array(hlen + tlen);
     encodeUdpHdr(hdr, buf, 0);
+    if (kind !== UdpIntegrity.Crc32c) setUdpTrailer(buf, 0, kind);
+    this.counters.txDatagrams++;
+    if (kind === UdpIntegrity.None) {
+      if (payload === null) return { to, parts: [buf], path };
+      return { to, parts: payload instanceof Uint8Array ? [buf, payload] : [buf, ...payload], path };
+    }
     const head = buf.subarray(0, hlen);
     const trailer = buf.subarray(hlen);
-    this.counters.txDatagrams++;
+    if (kind === UdpIntegrity.Xxh3) {
+      if (payload === null) {
+        this.opts.xxh3.hash([head], 0, 1, trailer, 0);
+        return { to, parts: [buf], path };
+      }
+      const parts = payload instanceof Uint8Array ? [head, payload, trailer] : [head, ...payload, trailer];
+      this.opts.xxh3.hash(parts, 0, parts.length - 1, trailer, 0);
+      return { to, parts, path };
+    }
     const crc32c = this.opts.crc32c;
     let crc = crc32c(head, 0);
     if (payload === null) {

@@ -30,10 +30,12 @@ import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import { Inbox } from '../inbox.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
+import { XXH3_STATE_BYTES, Xxh3Parts, type Xxh3Memory } from '../../kernels/xxh3-64.js';
 import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
 import { FramePacker } from './packer.js';
+import type { IntegrityMode } from './integrity.js';
 import { type RxArea, UdpSockets, type UdpSocketOptions } from './socket.js';
 
 export interface UdpDeviceAddress extends DeviceAddress {
@@ -51,7 +53,7 @@ export interface UdpLinkOptions extends Omit<UdpSocketOptions, 'manualRelease' |
    */
   deviceMemory?: {
     memory: WebAssembly.Memory;
-    kernels: { crc32c(ptr: number, len: number, previous: number): number };
+    kernels: { crc32c(ptr: number, len: number, previous: number): number } & Xxh3Memory['kernels'];
     alloc(length: number, align?: number): number;
     u8(): Uint8Array;
     dataView(): DataView;
@@ -130,6 +132,9 @@ export class UdpLink implements Link {
   get mtu(): number {
     return this.udp.endpoint.opts.mtu;
   }
+  get integrity(): IntegrityMode {
+    return this.udp.endpoint.opts.integrity;
+  }
   readonly counters: UdpLinkCounters = {
     badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
   };
@@ -164,6 +169,10 @@ export class UdpLink implements Link {
     let self: UdpLink | undefined;
     const dm = opts.deviceMemory;
     const crc32c = dm ? (data: Uint8Array, previous = 0): number => crc32cIn(dm, data, previous) : undefined;
+    // XXH3-64 trailers: payloads in device memory are hashed in place, headers staged next to the record.
+    const XXH3_STAGE = 64 * 1024;
+    const xa = dm ? dm.alloc(XXH3_STATE_BYTES + 64 + XXH3_STAGE, 64) : 0;
+    const xxh3 = dm ? new Xxh3Parts(dm, xa, xa + XXH3_STATE_BYTES, xa + XXH3_STATE_BYTES + 64, XXH3_STAGE) : undefined;
     const { deviceMemory: _, rxAreaBytes, workers, offloadMinBytes, ...sockOpts } = opts;
     if (workers !== undefined && dm === undefined) throw new SabreError(ErrorCode.InvalidArgument, 'workers need deviceMemory');
     const areaBytes = dm ? rxAreaBytes ?? Math.min(4 << 20, 64 * mtu) : 0;
@@ -175,7 +184,7 @@ export class UdpLink implements Link {
     try {
       udp = await UdpSockets.open(
         {
-          ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(rx ? { rxArea: rx } : {}),
+          ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(xxh3 ? { xxh3 } : {}), ...(rx ? { rxArea: rx } : {}),
           ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
         },
         {

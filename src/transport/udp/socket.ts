@@ -11,6 +11,8 @@ import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';
+import { UdpIntegrity } from '../../wire/spec.js';
+import { udpTrailerKind } from '../../wire/udp.js';
 import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
 
 /**
@@ -168,7 +170,7 @@ export class UdpSockets {
         // checks the CRC itself rather than let the worker fall behind (on a machine with no
         // spare core the worker is often not even scheduled).
         if (
-          rxOffload !== undefined && inDev !== undefined && inDev.length >= rxOffload.minBytes &&
+          rxOffload !== undefined && inDev !== undefined && inDev.length >= rxOffload.minBytes && udpTrailerKind(inDev) === UdpIntegrity.Crc32c &&
           (!this.rxBusy || this.rxWait.length < this.burst) && now >= this.offloadOffUntil
         ) {
           // Checked by a worker; the endpoint sees it when the check is back (rxBatch).

@@ -106,8 +106,9 @@ describe('RDMA over UDP between two network namespaces impaired by nftables', ()
     expect(nft).toContain('numgen random');
     const [sa, sb] = await Promise.all([a.call<{ link: Record<string, number> }>('stats'), b.call<{ link: Record<string, number> }>('stats')]);
     console.log(`netns RDMA (reorder via tc: ${reorder}) in ${Date.now() - t0} ms:`, JSON.stringify({ a: sa.link, b: sb.link }));
-    // The impairment really happened: corrupted datagrams were caught by the CRC.
-    expect(sa.link.badCrc + sb.link.badCrc).toBeGreaterThan(0);
+    // The impairment really happened: corrupted datagrams were caught by the integrity check
+    // (XXH3-64 by default; a corrupted header field can also fail the trailer-kind check).
+    expect(sa.link.badCrc + sb.link.badCrc + sa.link.badHash! + sb.link.badHash! + sa.link.badIntegrity! + sb.link.badIntegrity!).toBeGreaterThan(0);
     for (const p of [a, b]) await stopPeer(p);
   }, 400_000);
 });

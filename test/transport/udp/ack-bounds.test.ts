@@ -8,6 +8,8 @@
 // - two endpoints moving payloads while an attacker injects hostile datagrams (off-path: any
 //   source, any ids; on-path: the right ids with out-of-window fields): every payload delivered
 //   exactly once and acked, nothing failed, no context or table beyond its bound.
+// Endpoints here settle on integrity 'crc32c': the injected datagrams carry CRC32C trailers, so
+// they reach the checks under test (in an xxh3 context they would stop at the trailer kind).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { RxVerdict, TransportContext, type TxDatagram } from '../../../src/transport/udp/context.js';
@@ -121,8 +123,8 @@ describe('endpoints under injected hostile datagrams (seeded)', () => {
   it('payloads delivered exactly once and acked, nothing failed, tables bounded, while off-path and on-path forgeries land', () => {
     const A = { host: '10.0.0.1', port: 1 };
     const B = { host: '10.0.0.2', port: 2 };
-    const a = new UdpEndpoint({ mtu: 1472, randomId: seededIds(5), context: { maxWindow: 256 } });
-    const b = new UdpEndpoint({ mtu: 1472, randomId: seededIds(6), context: { maxWindow: 256 } });
+    const a = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(5), context: { maxWindow: 256 } });
+    const b = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(6), context: { maxWindow: 256 } });
     const r = rng(77);
     const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)]!;
     const N = 1500;

@@ -2,6 +2,8 @@
 // unknown contexts, restarted peers, floods. Each ends as a counted drop, never an exception,
 // never a delivery, and memory stays bounded. (The handshake, restart proofs, resets and
 // limits have their own file: handshake.test.ts.)
+// Endpoints here settle on integrity 'crc32c': the injected datagrams carry CRC32C trailers, so
+// they reach the checks under test (in an xxh3 context they would stop at the trailer kind).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
@@ -33,8 +35,8 @@ function forge(h: Partial<UdpHdr>, payload?: Uint8Array): Uint8Array {
 }
 
 function endpoints() {
-  const a = new UdpEndpoint({ mtu: 1472, randomId: seededIds(1) });
-  const b = new UdpEndpoint({ mtu: 1472, randomId: seededIds(2) });
+  const a = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(1) });
+  const b = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(2) });
   const delivered: Uint8Array[] = [];
   const exchange = (now: number) => {
     for (let i = 0; i < 20; i++) {
@@ -64,7 +66,7 @@ function connected() {
 
 describe('UDP endpoint under hostile input', () => {
   it('random garbage: no exception, no delivery, every datagram counted', () => {
-    const ep = new UdpEndpoint({ mtu: 1472, maxDatagram: 2000 });
+    const ep = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, maxDatagram: 2000 });
     let n = 0;
     fc.assert(
       fc.property(fc.uint8Array({ minLength: 0, maxLength: 2100 }), fc.boolean(), (junk, sealed) => {
@@ -150,7 +152,7 @@ describe('UDP endpoint under hostile input', () => {
     // B has something outstanding to A that A will never acknowledge (A "restarts").
     b.send(A, makePayload(1, 100), 1);
     b.poll(1);
-    const a2 = new UdpEndpoint({ mtu: 1472, randomId: seededIds(99) });
+    const a2 = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(99) });
     a2.send(B, makePayload(2, 100), 2);
     // Its first datagram is only a claim: B answers with a COOKIE and keeps its context.
     for (const d of a2.poll(2).datagrams) b.receive(bytes(d), A, 2);
@@ -189,7 +191,7 @@ describe('UDP endpoint under hostile input', () => {
   });
 
   it('a flood of first contacts from 5000 addresses creates no context: each gets a COOKIE no longer than itself', () => {
-    const ep = new UdpEndpoint({ mtu: 1472, maxContexts: 64, randomId: seededIds(3) });
+    const ep = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, maxContexts: 64, randomId: seededIds(3) });
     let replyBytes = 0;
     let floodBytes = 0;
     for (let i = 0; i < 5000; i++) {
@@ -206,8 +208,8 @@ describe('UDP endpoint under hostile input', () => {
   });
 
   it('a flood of datagrams from one peer beyond its credit is dropped, not buffered', () => {
-    const a = new UdpEndpoint({ mtu: 1472, randomId: seededIds(1) });
-    const ep = new UdpEndpoint({ mtu: 1472, context: { rcvCredit: 32 }, randomId: seededIds(4) });
+    const a = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, randomId: seededIds(1) });
+    const ep = new UdpEndpoint({ integrity: 'crc32c', mtu: 1472, context: { rcvCredit: 32 }, randomId: seededIds(4) });
     // A handshake with ep, then a flood with the ids it set up (an on-path sender).
     a.send(B, makePayload(1, 10), 1);
     for (let i = 0; i < 6; i++) {

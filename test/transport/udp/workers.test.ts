@@ -1,4 +1,5 @@
-// The UDP data plane on worker threads (openDevice({ workers })): the CRC32C of large
+// The UDP data plane on worker threads (openDevice({ workers })), with integrity 'crc32c' (the
+// workers only ever compute CRCs; docs/integrity.md): the CRC32C of large
 // datagrams is checked on receive and computed on transmit by real data-plane workers over the
 // device memory. Checked against an independent CRC32C (@node-rs/crc32), end to end over real
 // sockets on 127.0.0.1 with bytes compared, and with corrupted datagrams that the workers'
@@ -108,9 +109,9 @@ async function exercise(a: Device, b: Device) {
 describe('udp devices with data-plane workers', () => {
   for (const workers of [1, 2]) {
     it(`moves writes, reads and sends byte-exact with workers: ${workers}, the CRCs done on the workers`, async () => {
-      const a = await openDevice({ transport: 'udp', workers });
+      const a = await openDevice({ transport: 'udp', workers, integrity: 'crc32c' });
       open.push(a);
-      const b = await openDevice({ transport: 'udp', workers });
+      const b = await openDevice({ transport: 'udp', workers, integrity: 'crc32c' });
       open.push(b);
       await exercise(a, b);
       const sa = (a.stats() as unknown as { link: Record<string, number> }).link;
@@ -133,7 +134,7 @@ describe('udp devices with data-plane workers', () => {
       const r = rng(seed);
       const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 2 });
       const t = await UdpLink.open({
-        host: '127.0.0.1', port: 0, deviceMemory: mem, workers: await DataPlaneWorkers.start(mem, 2), offloadBackoff: false,
+        host: '127.0.0.1', port: 0, deviceMemory: mem, workers: await DataPlaneWorkers.start(mem, 2), offloadBackoff: false, integrity: 'crc32c',
         rxFilter: (d) => {
           if (d.length > 16_384 && r() < 0.03) d[100 + ((r() * (d.length - 200)) | 0)]! ^= 0x10;
           return true;
@@ -162,7 +163,7 @@ describe('udp devices with data-plane workers', () => {
     const build = async () => {
       const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: 1 });
       const w = await DataPlaneWorkers.start(mem, 1);
-      const t = await UdpLink.open({ host: '127.0.0.1', port: 0, deviceMemory: mem, workers: w, offloadBackoff: false });
+      const t = await UdpLink.open({ host: '127.0.0.1', port: 0, deviceMemory: mem, workers: w, offloadBackoff: false, integrity: 'crc32c' });
       return { dev: new DeviceClass(mem, t, { mss: t.mss }), w };
     };
     const a = await build();
