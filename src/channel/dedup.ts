@@ -112,9 +112,17 @@ export class ChannelDedup {
       case DedupSub.Open:
         if (this.#rx) return this.#h.fail('a second dedup OPEN');
         if (!this.#h.accept) return this.#h.sendRaw(frame(DedupSub.Refuse));
-        return this.#openRx();
+        try {
+          return this.#openRx();
+        } catch {
+          // No device memory for the landing zone (or the store): refuse, as with dedup: false.
+          for (const r of [this.#zone]) if (r?.valid) r.deregister();
+          this.#zone = undefined;
+          this.#rx = undefined;
+          return this.#h.sendRaw(frame(DedupSub.Refuse));
+        }
       case DedupSub.Refuse:
-        this.#txRefused = new SabreError(ErrorCode.NotSupported, 'channel: the peer takes no dedup sends (its option dedup is false)');
+        this.#txRefused = new SabreError(ErrorCode.NotSupported, 'channel: the peer takes no dedup sends (its option dedup is false, or it has no memory for a landing zone)');
         this.#onTxClose?.(this.#txRefused);
         return;
       case DedupSub.ToRx:
