@@ -302,7 +302,8 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   if (opts === null || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'connect options must be an object');
   const service = serviceOf(opts.service);
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  if (!(typeof timeoutMs === 'number' && timeoutMs > 0)) throw new SabreError(ErrorCode.InvalidArgument, 'timeoutMs must be a positive number');
+  // A deadline already past (a caller's remaining budget) times out, it is not a misuse.
+  if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs)) throw new SabreError(ErrorCode.InvalidArgument, 'timeoutMs must be a number');
   checkPeerAddress(dev, address, 'connect');
   const signal = opts.signal;
   checkSignal(signal, 'connect');

@@ -13,7 +13,7 @@
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
 import { abortError } from './abort.js';
-import { isPromiseWrId, WC_PROTO, WorkRequestError } from './wc.js';
+import { isPromiseWrId, Wc, WorkRequestError } from './wc.js';
 
 interface Waiter {
   resolve: () => void;
@@ -61,9 +61,9 @@ export class CompletionQueue implements CompletionSink {
   }
 
   /** @internal the engine's side: false when the CQ was full (the completion is lost, the CQ overran). */
-  offer(wc: WorkCompletion): boolean {
+  offer(engineWc: WorkCompletion): boolean {
     if (this.#closed) return true;
-    Object.setPrototypeOf(wc, WC_PROTO);
+    const wc: WorkCompletion = new Wc(engineWc);
     if (this.#promised.size !== 0 && isPromiseWrId(wc.wrId)) {
       const p = this.#promised.get(wc.wrId);
       if (p) {

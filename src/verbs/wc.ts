@@ -7,22 +7,42 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 
 /**
- * The prototype completions get as they enter a CQ: only a custom inspect (own properties,
- * JSON and equality checks are unchanged).
+ * A completion as the CQ hands it out: the engine's record copied into this class (about
+ * 30 ns; setting the prototype of the engine's object instead cost ~170 ns a completion),
+ * whose only addition is util.inspect by name. Own properties — and so equality checks and
+ * JSON — are the WorkCompletion's.
  */
-export const WC_PROTO: object = Object.freeze(Object.create(Object.prototype, {
-  [inspect.custom]: {
-    value(this: WorkCompletion, _depth: number, options: object): string {
-      const o = options as Parameters<typeof inspect>[1];
-      const parts = [`wrId: ${inspect(this.wrId, o)}`, `status: ${wcStatusName(this.status)}`, `opcode: ${wcOpcodeName(this.opcode)}`, `byteLen: ${this.byteLen}`];
-      if (this.imm !== undefined) parts.push(`imm: ${this.imm}`);
-      parts.push(`qpn: ${this.qpn}`);
-      if (this.srcQpn !== undefined) parts.push(`srcQpn: ${this.srcQpn}`);
-      for (const k of Object.keys(this)) if (!['wrId', 'status', 'opcode', 'byteLen', 'imm', 'qpn', 'srcQpn'].includes(k)) parts.push(`${k}: ${inspect((this as unknown as Record<string, unknown>)[k], o)}`);
-      return `WorkCompletion { ${parts.join(', ')} }`;
-    },
-  },
-}));
+export class Wc implements WorkCompletion {
+  wrId: WorkCompletion['wrId'];
+  status: WorkCompletion['status'];
+  opcode: WorkCompletion['opcode'];
+  byteLen: number;
+  imm?: number;
+  qpn: number;
+  srcQpn?: number;
+  /** The CM QP's receive completions carry the source address (SourcedCompletion). */
+  src?: unknown;
+  constructor(w: WorkCompletion & { src?: unknown }) {
+    this.wrId = w.wrId;
+    this.status = w.status;
+    this.opcode = w.opcode;
+    this.byteLen = w.byteLen;
+    if (w.imm !== undefined) this.imm = w.imm;
+    this.qpn = w.qpn;
+    if (w.srcQpn !== undefined) this.srcQpn = w.srcQpn;
+    if (w.src !== undefined) this.src = w.src;
+  }
+
+  [inspect.custom](_depth: number, options: object): string {
+    const o = options as Parameters<typeof inspect>[1];
+    const parts = [`wrId: ${inspect(this.wrId, o)}`, `status: ${wcStatusName(this.status)}`, `opcode: ${wcOpcodeName(this.opcode)}`, `byteLen: ${this.byteLen}`];
+    if (this.imm !== undefined) parts.push(`imm: ${this.imm}`);
+    parts.push(`qpn: ${this.qpn}`);
+    if (this.srcQpn !== undefined) parts.push(`srcQpn: ${this.srcQpn}`);
+    if (this.src !== undefined) parts.push(`src: ${inspect(this.src, o)}`);
+    return `WorkCompletion { ${parts.join(', ')} }`;
+  }
+}
 
 /** A work request of a promise helper completed with an error status (or was flushed by a close). */
 export class WorkRequestError extends SabreError {
