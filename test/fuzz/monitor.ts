@@ -99,8 +99,17 @@ export class Monitor {
     }, 10);
   }
 
-  /** Baseline heap (after warm-up). */
+  /**
+   * Baseline heap, and the start of the stall watch: both after warm-up (opening devices,
+   * connecting, the first verified round are not under attack).
+   */
   baseline(): void {
+    this.stalls = 0;
+    this.maxStallMs = 0;
+    this.maxLateMs = 0;
+    this.maxGcMs = 0;
+    this.worstStall = { index: -1, atMs: 0, gcMs: 0 };
+    this.#h.reset();
     this.#skip = true;
     this.heapBase = heapBytes();
     this.heapMax = this.heapBase;
