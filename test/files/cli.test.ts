@@ -143,6 +143,38 @@ describe('sabre serve: token, read-only, a server killed mid-transfer', () => {
     }
   });
 
+  it('--metrics-port: /metrics shows both devices, their links and the file service counters moving with a get', async () => {
+    const dir = tempDir('cli-metrics');
+    const local = tempDir('cli-metrics-local');
+    fs.writeFileSync(join(dir, 'f'), 'metered');
+    const s = await spawnServer(dir, ['--metrics-port', '0'], { SABRE_TOKEN: TOKEN });
+    try {
+      await until(() => /metrics: (\S+)/.test(s.stdout()), 5000, 'the metrics line');
+      const url = /metrics: (\S+)/.exec(s.stdout())![1]!;
+      const scrape = async (): Promise<string> => {
+        const res = await fetch(url);
+        expect(res.status).toBe(200);
+        return res.text();
+      };
+      const stat = (text: string, name: string): number => Number(new RegExp(`^sabre_files_stat\\{instance="serve",stat="${name}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+      const before = await scrape();
+      expect(before).toMatch(/^sabre_device_memory_bytes\{device="serve-udp",transport="udp",state="capacity"\} \d+/m);
+      expect(before).toMatch(/device="serve-tcp",transport="tcp"/);
+      const r = await sabre(['get', `127.0.0.1:${s.port}/f`, join(local, 'f'), '--transport', 'udp'], { env: { SABRE_TOKEN: TOKEN } });
+      expect(r.code, r.stderr).toBe(0);
+      const after = await scrape();
+      expect(Object.keys(Object.fromEntries([...after.matchAll(/^sabre_files_stat\{instance="serve",stat="(\w+)"\}/gm)].map((m) => [m[1], 1]))).length).toBeGreaterThan(5);
+      // The udp device moved datagrams for the get; the tcp device moved none.
+      const rx = (text: string, dev: string): number => Number(new RegExp(`^sabre_link_datagrams_total\\{device="${dev}",transport="udp",direction="rx"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+      expect(rx(after, 'serve-udp')).toBeGreaterThan(rx(before, 'serve-udp'));
+      expect(Number.isFinite(stat(after, 'sessions'))).toBe(true);
+    } finally {
+      await killAndWait(s.child, 'SIGTERM');
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(local, { recursive: true, force: true });
+    }
+  });
+
   it('without --transport the client offers udp then tcp: a tcp-only server is reached over tcp', async () => {
     const dir = tempDir('cli-fallback');
     const local = tempDir('cli-fallback-local');

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { FileClient, type TransferResult } from '../../files/client.js';
 import { serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
+import { startMetricsServer } from '../../metrics/server.js';
 import type { Command } from '../command.js';
 import { UsageError } from '../usage.js';
 import { FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
@@ -55,11 +56,23 @@ async function serve(argv: string[], out: Out): Promise<number> {
   const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
   out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}`);
   if (!o.token) out(`token: ${token}   (clients: --token ${token}, or SABRE_TOKEN)`);
-  process.send?.({ port: srv.address.port, token });
+  // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
+  // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
+  const metrics = o.metricsPort === undefined ? undefined : await startMetricsServer([], o.metricsPort).catch((e: Error) => {
+    void srv.close();
+    throw new Error(`serve: ${e.message}`);
+  });
+  if (metrics) {
+    for (const [t, d] of Object.entries(srv.devices)) if (d) metrics.metrics.addDevice(d, `serve-${t}`);
+    metrics.metrics.addSource('files', 'serve', () => ({ ...srv.stats() }));
+    out(`metrics: ${metrics.url}`);
+  }
+  process.send?.({ port: srv.address.port, token, ...(metrics ? { metricsUrl: metrics.url } : {}) });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
+  await metrics?.close();
   await srv.close();
   return 0;
 }

@@ -6,7 +6,7 @@ export type FilesTransport = 'udp' | 'tcp';
 const TRANSPORTS = ['udp', 'tcp'] as const;
 
 export const FILES_HELP: Record<'serve' | 'get' | 'put' | 'ls', string> = {
-  serve: `usage: sabre serve DIR [--host H] [--port P] [--transport udp|tcp] [--token T] [--read-only] [--fsync]
+  serve: `usage: sabre serve DIR [--host H] [--port P] [--transport udp|tcp] [--token T] [--read-only] [--fsync] [--metrics-port M]
 
 Serve DIR to file clients (the file service, M6). The control pipe listens on TCP port P; the
 udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with -p 0).
@@ -17,6 +17,8 @@ udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with 
   --token T           the shared secret (default: $SABRE_TOKEN, else a random one, printed)
   --read-only         refuse every write
   --fsync             fsync each put before renaming it into place
+  --metrics-port M    serve Prometheus metrics (devices, QPs, links, the file service's
+                      counters) at http://127.0.0.1:M/metrics (0: any free port, printed)
   -h, --help          this help`,
   get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup]
 
@@ -59,6 +61,8 @@ export interface ServeCli {
   token: string | undefined;
   readOnly: boolean;
   fsync: boolean;
+  /** --metrics-port: where /metrics is served (127.0.0.1), or undefined for none. */
+  metricsPort: number | undefined;
 }
 
 export interface RemoteSpec {
@@ -105,7 +109,7 @@ export function parseServe(argv: string[]): ServeCli {
     args: argv, allowPositionals: true, strict: true,
     options: {
       host: { type: 'string' }, port: { type: 'string', short: 'p' }, transport: { type: 'string' }, token: { type: 'string' },
-      'read-only': { type: 'boolean' }, fsync: { type: 'boolean' },
+      'read-only': { type: 'boolean' }, fsync: { type: 'boolean' }, 'metrics-port': { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'serve needs a directory (sabre serve DIR)' : `serve takes one directory, got ${positionals.length} arguments`);
@@ -113,6 +117,7 @@ export function parseServe(argv: string[]): ServeCli {
   return {
     dir: positionals[0]!, host: values.host ?? '127.0.0.1', port: intOption('--port', values.port, 0, 65534) ?? 7070,
     transports: t ? [t] : ['udp', 'tcp'], token: tokenOf(values.token), readOnly: values['read-only'] ?? false, fsync: values.fsync ?? false,
+    metricsPort: intOption('--metrics-port', values['metrics-port'], 0, 65535),
   };
 }
 
