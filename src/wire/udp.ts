@@ -170,7 +170,7 @@ export function decodeUdpHdr(buf: Uint8Array, off: number, end: number): WireRes
       window: rd16(buf, off + H.window.offset), srcCtx: rd32(buf, off + H.srcCtx.offset), dstCtx: rd32(buf, off + H.dstCtx.offset),
       psn: rd32(buf, off + H.psn.offset), ackPsn: rd32(buf, off + H.ackPsn.offset), tsVal: rd32(buf, off + H.tsVal.offset),
       tsEcr: rd32(buf, off + H.tsEcr.offset), dstQpn: rd32(buf, off + H.dstQpn.offset), srcQpn: rd32(buf, off + H.srcQpn.offset),
-      sack, cookie, token, ...(integ !== undefined ? { integ } : {}),
+      sack, cookie, token, integ,
     },
     length: len,
   };

@@ -40,6 +40,7 @@ import {
 } from './context.js';
 import { DeviceSecret, ZERO_COOKIE, sameMac } from './cookie.js';
 import { HostBuckets, TokenBucket } from './rate-limit.js';
+import { ByteSlab } from './slab.js';
 
 export interface PeerAddress {
   host: string;
@@ -281,6 +282,7 @@ export class UdpEndpoint {
   private acked: number[] = [];
   private failed: Failure[] = [];
   private txScratch: TxDatagram[] = [];
+  private readonly slab = new ByteSlab();
   private readonly crcCheck: (buf: Uint8Array, off: number, len: number) => number;
   private readonly xxh3Check: (buf: Uint8Array, off: number, end: number) => boolean;
   /** Our wish, as a UdpIntegrity code. */
@@ -844,7 +846,9 @@ export class UdpEndpoint {
   private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number, kind: number): OutDatagram {
     const hlen = udpHeaderLength(hdr);
     const tlen = UDP_TRAILER_LENS[kind]!;
-    const buf = new Uint8Array(hlen + tlen);
+    // A view of a shared chunk, not an array of its own: one per datagram sent, and a fresh
+    // small Uint8Array is on-heap, which the socket's send then moves off-heap (./slab.ts).
+    const buf = this.slab.take(hlen + tlen);
     encodeUdpHdr(hdr, buf, 0);
     if (kind !== UdpIntegrity.Crc32c) setUdpTrailer(buf, 0, kind);
     this.counters.txDatagrams++;
