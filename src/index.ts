@@ -8,7 +8,7 @@ export { CompletionQueue } from './verbs/cq.js';
 export { QueuePair } from './verbs/qp.js';
 export { AddressHandle } from './verbs/ah.js';
 export type { WrId, Sge, RemoteSge, WorkCompletion } from './core/work.js';
-export type { SendWr, RecvWr, OpenDeviceOptions, CqInit, QpInit, ConnectInit, AhInit, DeviceAddress } from './verbs/types.js';
+export type { SendWr, RecvWr, OpenDeviceOptions, DeviceLimits, CqInit, QpInit, ConnectInit, AhInit, DeviceAddress } from './verbs/types.js';
 export type { DeviceCounters } from './rdmap/memory.js';
 export { SabreError, ErrorCode } from './core/errors.js';
 export { WorkRequestError } from './verbs/wc.js';

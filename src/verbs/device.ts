@@ -14,6 +14,7 @@ import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { RdmapEngine } from '../rdmap/engine.js';
 import type { EngineEvent } from '../rdmap/events.js';
 import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
 import type { EngineQp } from '../rdmap/state.js';
 import { InprocLink } from '../transport/inproc/fabric.js';
 import { TcpLink } from '../transport/tcp/link.js';
@@ -24,7 +25,7 @@ import { CompletionQueue } from './cq.js';
 import { type DeviceEvent, eventStream, type EventStream } from './events.js';
 import { ProtectionDomain } from './pd.js';
 import type { QueuePair } from './qp.js';
-import type { CqInit, OpenDeviceOptions } from './types.js';
+import type { CqInit, DeviceLimits, OpenDeviceOptions } from './types.js';
 
 interface ConnectWatch {
   connected(): void;
@@ -66,11 +67,13 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly #integrity: 'crc32c' | 'none' | undefined;
 
   /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
-  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; integrity?: 'crc32c' | 'none' } = {}) {
+  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; integrity?: 'crc32c' | 'none'; bounds?: Partial<EngineBounds> } = {}) {
     super();
     this.#integrity = opts.integrity;
     this.engineMemory = new EngineMemory(mem);
-    this.engine = new RdmapEngine(this.engineMemory, { mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true });
+    this.engine = new RdmapEngine(this.engineMemory, {
+      mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true, ...(opts.bounds ? { bounds: opts.bounds } : {}),
+    });
     this.#link = link;
     this.address = link.address;
     link.start({
@@ -384,6 +387,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.mss !== undefined && (!Number.isInteger(opts.mss) || opts.mss < 64 || opts.mss > 1 << 20)) {
     throw new SabreError(ErrorCode.InvalidArgument, 'mss must be an integer in 64..1048576');
   }
+  const { engine: bounds, udp: udpLimits, tcp: tcpLimits } = splitLimits(opts.limits);
   if (opts.transport !== 'inproc' && opts.host !== undefined && (typeof opts.host !== 'string' || opts.host.length === 0)) throw new SabreError(ErrorCode.InvalidArgument, 'host must be a non-empty string');
   if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
   // tcp speaks MPA, whose only integrity is its CRC (on or off); udp has sabre's three modes.
@@ -399,16 +403,16 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
     workerSlots: dataPlaneWorkers,
   });
-  if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536 });
+  if (opts.transport === 'inproc') return new Device(mem, new InprocLink(), { mss: opts.mss ?? 65536, bounds });
   if (opts.transport === 'tcp') {
     // tcp: iWARP, one MPA connection per rc QP pair; segments fit one FPDU of the MULPDU.
     // MPA's CRC: asked for unless integrity 'none'; on when either side asks (RFC 5044 §7.1).
     const integrity = opts.integrity === 'none' ? 'none' : 'crc32c';
     const host = opts.host ?? '127.0.0.1';
-    const t = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa: { crc: integrity === 'crc32c' } } }).catch((e: unknown) => {
+    const t = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa: { crc: integrity === 'crc32c' } }, ...tcpLimits }).catch((e: unknown) => {
       throw bindError(e, 'tcp', host, opts.port ?? 0);
     });
-    return new Device(mem, t, { ...(opts.mss !== undefined ? { mss: opts.mss } : {}), integrity });
+    return new Device(mem, t, { ...(opts.mss !== undefined ? { mss: opts.mss } : {}), integrity, bounds });
   }
   // udp: segments are cut so envelope + DDP header + payload fill one datagram of the path MTU.
   const dp = dataPlaneWorkers > 0 ? await DataPlaneWorkers.start(mem, dataPlaneWorkers) : undefined;
@@ -422,13 +426,36 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
       ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
       ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
       ...(opts.integrity !== undefined ? { integrity: opts.integrity } : {}),
+      ...udpLimits,
     });
   } catch (e) {
     // The link owns the workers once open; before that they are ours to stop.
     await dp?.close();
     throw bindError(e, 'udp', opts.host ?? '127.0.0.1', opts.port ?? 0);
   }
-  return new Device(mem, t, opts.mss !== undefined ? { mss: opts.mss } : {});
+  return new Device(mem, t, { ...(opts.mss !== undefined ? { mss: opts.mss } : {}), bounds });
+}
+
+/** Which layer enforces each of openDevice's limits (one row per limit). */
+const LIMIT_OWNER = {
+  maxOooEntries: 'engine', maxOooBytes: 'engine', maxSrdFlows: 'engine', maxSrdFlowsPerPeer: 'engine', maxIrd: 'engine', maxAnswerBytes: 'engine',
+  maxContexts: 'udp', maxContextsPerHost: 'udp',
+  maxConnections: 'tcp', maxConnectionsPerHost: 'tcp', handshakeTimeoutMs: 'tcp', maxQueuedBytes: 'tcp',
+} as const satisfies Record<keyof DeviceLimits, 'engine' | 'udp' | 'tcp'>;
+
+/** Check openDevice's limits before anything is bound, and sort them by the layer that keeps them. */
+function splitLimits(limits: DeviceLimits | undefined): { engine: Partial<EngineBounds>; udp: Record<string, number>; tcp: Record<string, number> } {
+  const out = { engine: {} as Record<string, number>, udp: {} as Record<string, number>, tcp: {} as Record<string, number> };
+  if (limits === undefined) return out;
+  if (typeof limits !== 'object' || limits === null) throw new SabreError(ErrorCode.InvalidArgument, 'limits must be an object');
+  for (const [k, v] of Object.entries(limits)) {
+    if (v === undefined) continue;
+    const owner = (LIMIT_OWNER as Record<string, 'engine' | 'udp' | 'tcp'>)[k];
+    if (owner === undefined) throw new SabreError(ErrorCode.InvalidArgument, `unknown limit '${k}' (have: ${Object.keys(LIMIT_OWNER).join(', ')})`);
+    if (!Number.isSafeInteger(v) || (v as number) < 1) throw new SabreError(ErrorCode.InvalidArgument, `limits.${k} must be a positive integer, got ${String(v)}`);
+    out[owner][k] = v as number;
+  }
+  return out;
 }
 
 /**

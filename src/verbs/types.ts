@@ -78,6 +78,36 @@ export interface OpenDeviceOptions {
    * inproc: ignored (nothing crosses a wire).
    */
   integrity?: 'crc32c' | 'xxh3' | 'none';
+  /**
+   * What a peer can make the device hold (docs/resource-bounds.md): each a positive integer,
+   * defaults in parentheses. Lower them for a device that faces untrusted peers with little
+   * memory, raise them for many legitimate peers; every refusal is counted in dev.stats().
+   */
+  limits?: DeviceLimits;
+}
+
+/** The bounds of docs/resource-bounds.md that openDevice can set. */
+export interface DeviceLimits {
+  /** Every transport, per QP: out-of-order entries (4096) and bytes (4 MiB) before a Terminate. */
+  maxOooEntries?: number;
+  maxOooBytes?: number;
+  /** Per srd QP: flows (1024), and flows from one peer address (64). */
+  maxSrdFlows?: number;
+  maxSrdFlowsPerPeer?: number;
+  /** rc: the peer's reads answered and not yet acknowledged (1024; tcp also enforces MPA's IRD). */
+  maxIrd?: number;
+  /** rc: bytes of read answers in flight per flow (64 MiB). */
+  maxAnswerBytes?: number;
+  /** udp: transport contexts per device (1024) and per source host (64). */
+  maxContexts?: number;
+  maxContextsPerHost?: number;
+  /** tcp: connections per device (1024) and per source host (128), handshakes included. */
+  maxConnections?: number;
+  maxConnectionsPerHost?: number;
+  /** tcp: how long an accepted connection may take to finish MPA's handshake (10 000 ms). */
+  handshakeTimeoutMs?: number;
+  /** tcp: frames queued behind a blocked socket, per connection (16 MiB). */
+  maxQueuedBytes?: number;
 }
 
 export interface CqInit {
