@@ -11,6 +11,7 @@ import { type CmListener, connect, listen } from '../cm/index.js';
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
+import { AcceptQueue } from '../verbs/accept-queue.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { Channel } from './channel.js';
@@ -35,11 +36,9 @@ export class ChannelListener implements AsyncIterable<Channel> {
   readonly service: number;
   readonly #cm: CmListener;
   readonly #made = new Map<QueuePair, Channel>();
-  readonly #ready: Channel[] = [];
-  readonly #waiters: { resolve: (c: Channel) => void; reject: (e: Error) => void }[] = [];
+  readonly #queue = new AcceptQueue<Channel>('channel');
   readonly #backlog: number;
   #nextPd: ProtectionDomain | undefined;
-  #closed = false;
 
   /** @internal use listenChannels() */
   constructor(dev: Device, opts: ChannelListenOptions = {}) {
@@ -94,55 +93,31 @@ export class ChannelListener implements AsyncIterable<Channel> {
   }
 
   #deliver(ch: Channel): void {
-    if (this.#closed || this.#ready.length >= this.#backlog) {
+    if (this.#queue.closed || this.#queue.size >= this.#backlog) {
       void ch.close();
       return;
     }
-    const w = this.#waiters.shift();
-    if (w) w.resolve(ch);
-    else this.#ready.push(ch);
+    this.#queue.offer(ch);
   }
 
-  /** The next channel (in the order their HELLOs arrived). */
-  accept(timeoutMs?: number): Promise<Channel> {
-    if (this.#ready.length) return Promise.resolve(this.#ready.shift()!);
-    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
-    return new Promise((resolve, reject) => {
-      const w = { resolve, reject };
-      this.#waiters.push(w);
-      if (timeoutMs !== undefined) {
-        const t = setTimeout(() => {
-          const i = this.#waiters.indexOf(w);
-          if (i >= 0) this.#waiters.splice(i, 1);
-          reject(new SabreError(ErrorCode.Timeout, `no channel within ${timeoutMs} ms`));
-        }, timeoutMs);
-        w.resolve = (c) => {
-          clearTimeout(t);
-          resolve(c);
-        };
-      }
-    });
+  /**
+   * The next channel (in the order their HELLOs arrived). Rejects with ERR_TIMEOUT after
+   * `timeoutMs`, ERR_ABORTED when `signal` aborts, ERR_CLOSED when the listener closes.
+   */
+  accept(timeoutMs?: number, opts: { signal?: AbortSignal } = {}): Promise<Channel> {
+    return this.#queue.accept(timeoutMs, opts);
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<Channel> {
-    for (;;) {
-      try {
-        yield await this.accept();
-      } catch (e) {
-        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
-        throw e;
-      }
-    }
+  [Symbol.asyncIterator](): AsyncIterator<Channel> {
+    return this.#queue[Symbol.asyncIterator]();
   }
 
   /** Stop accepting; channels not yet taken are closed. Channels already taken stay open. */
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#queue.closed) return;
     this.#cm.close();
-    for (const ch of this.#ready.splice(0)) void ch.close();
     for (const ch of this.#made.values()) ch.abort('listener closed');
-    for (const w of this.#waiters.splice(0)) w.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
+    this.#queue.close((ch) => void ch.close());
   }
 }
 

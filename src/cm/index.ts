@@ -21,6 +21,7 @@ import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
+import { AcceptQueue } from '../verbs/accept-queue.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import { checkPeerAddress, resolvePeerHost } from '../verbs/peer-address.js';
@@ -132,10 +133,8 @@ export class CmListener implements AsyncIterable<QueuePair> {
   readonly service: number;
   readonly #opts: CmListenOptions;
   readonly #backlog: number;
-  readonly #ready: QueuePair[] = [];
-  readonly #waiters: { resolve: (qp: QueuePair) => void; reject: (e: Error) => void }[] = [];
+  readonly #queue = new AcceptQueue<QueuePair>('connection');
   #inflight = 0;
-  #closed = false;
   readonly #stop: () => void;
   readonly #unhook: () => void;
 
@@ -166,80 +165,38 @@ export class CmListener implements AsyncIterable<QueuePair> {
    * ERR_ABORTED when `signal` aborts, ERR_CLOSED when the listener or its device closes.
    */
   accept(timeoutMs?: number, opts: { signal?: AbortSignal } = {}): Promise<QueuePair> {
-    if (this.#ready.length) return Promise.resolve(this.#ready.shift()!);
-    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
-    if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'accept(timeoutMs): a non-negative number'));
-    const signal = opts?.signal;
-    try {
-      checkSignal(signal, 'accept');
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    if (signal?.aborted) return Promise.reject(abortError(signal, 'accept'));
-    return new Promise((resolve, reject) => {
-      let t: ReturnType<typeof setTimeout> | undefined;
-      const done = (): void => {
-        if (t) clearTimeout(t);
-        dispose();
-        const i = this.#waiters.indexOf(w);
-        if (i >= 0) this.#waiters.splice(i, 1);
-      };
-      const w = {
-        resolve: (qp: QueuePair) => {
-          done();
-          resolve(qp);
-        },
-        reject: (e: Error) => {
-          done();
-          reject(e);
-        },
-      };
-      this.#waiters.push(w);
-      const dispose = onAbort(signal, () => w.reject(abortError(signal!, 'accept')));
-      if (timeoutMs !== undefined) t = setTimeout(() => w.reject(new SabreError(ErrorCode.Timeout, `no connection within ${timeoutMs} ms`)), timeoutMs);
-    });
+    return this.#queue.accept(timeoutMs, opts);
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<QueuePair> {
-    for (;;) {
-      try {
-        yield await this.accept();
-      } catch (e) {
-        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
-        throw e;
-      }
-    }
+  [Symbol.asyncIterator](): AsyncIterator<QueuePair> {
+    return this.#queue[Symbol.asyncIterator]();
   }
 
   /** Stop accepting; connected QPs not yet accepted are destroyed. */
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#queue.closed) return;
     this.#unhook();
     if (!this.device.closed) this.#stop();
-    for (const qp of this.#ready.splice(0)) qp.destroy();
-    for (const w of this.#waiters.splice(0)) w.reject(new SabreError(ErrorCode.Closed, 'listener is closed'));
+    this.#queue.close((qp) => qp.destroy());
   }
 
   #full(): boolean {
-    return this.#closed || this.#ready.length + this.#inflight >= this.#backlog;
+    return this.#queue.closed || this.#queue.size + this.#inflight >= this.#backlog;
   }
 
   #deliver(qp: QueuePair, info: CmConnectionInfo): void {
     this.#inflight--;
-    if (this.#closed) {
+    if (this.#queue.closed) {
       qp.destroy();
       return;
     }
     infos.set(qp, info);
-    const w = this.#waiters.shift();
-    if (w) w.resolve(qp);
-    else this.#ready.push(qp);
+    this.#queue.offer(qp);
   }
 
   #onService(r: ServiceRequest): void {
     if (this.#full()) {
-      r.reject(this.#closed ? 'listener closed' : 'backlog full');
+      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full');
       return;
     }
     let qp: QueuePair;
@@ -264,7 +221,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
 
   #onDatagram(r: CmRequest): void {
     if (this.#full()) {
-      r.reject(this.#closed ? 'listener closed' : 'backlog full');
+      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full');
       return;
     }
     let qp: QueuePair;
