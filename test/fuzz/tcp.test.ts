@@ -17,4 +17,15 @@ describe('tcp live-device fuzz slice', () => {
     expect(r.refusalsDelta).toBeGreaterThan(0);
     expect(r.byRole.path).toBeGreaterThan(0);
   }, 60_000);
+
+  // Without the path the victim pair adds no counts, so every session V ended must be matched
+  // by its own counter: the tight form of the refusal check (it caught the uncounted ends on a
+  // peer's Terminate that the full slice's slack hid on most runs).
+  it(`sessions only, seed ${SEED}: every connection V ended moved a counter`, async () => {
+    const r = await runTcpCampaign({ inputs: 1500, seed: SEED, progressEvery: 100_000, failDir: 'fuzz-failures', roles: ['conn'] });
+    if (r.failures.length || process.env.FUZZ_VERBOSE) console.log(summary(r));
+    expect(r.failures).toEqual([]);
+    expect(r.byRole.path).toBe(0);
+    expect(r.refusedSent).toBeGreaterThan(50);
+  }, 60_000);
 });
