@@ -630,7 +630,9 @@ export class FileServer {
  * the clients out of band.
  */
 export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<FileServer> {
-  const token = opts.token ?? randomBytes(18).toString('base64url');
+  // Hex, not base64url: a token starting with '-' is read as an option by a command line
+  // (`sabre ls --token -x…` fails in node's parseArgs), and base64url starts with one 1 time in 64.
+  const token = opts.token ?? randomBytes(20).toString('hex');
   if (typeof token !== 'string' || token.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'token must be a non-empty string');
   const jail = await Jail.open(dir);
   const s = new FileServer(jail, opts, token);

@@ -1,7 +1,6 @@
 // `sabre serve / get / put / ls`: the file service (M6) from the command line. A failure is one
 // line on stderr and exit 1 (main.ts prints it); usage errors exit 2; progress goes to stderr,
 // and only when it is a terminal.
-import { randomBytes } from 'node:crypto';
 import { FileClient, type TransferResult } from '../../files/client.js';
 import { serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
@@ -49,13 +48,12 @@ export async function runFilesCommand(cmd: FilesCommand, argv: string[], out: Ou
 
 async function serve(argv: string[], out: Out): Promise<number> {
   const o = parseServe(argv);
-  const token = o.token ?? randomBytes(18).toString('base64url');
-  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, token, readOnly: o.readOnly, fsync: o.fsync }).catch((e: NodeJS.ErrnoException) => {
+  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync }).catch((e: NodeJS.ErrnoException) => {
     throw new Error(e.code === 'ENOENT' || e.code === 'ENOTDIR' ? `serve: ${o.dir} is not a directory` : `serve: ${e.message}`);
   });
   const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
   out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}`);
-  if (!o.token) out(`token: ${token}   (clients: --token ${token}, or SABRE_TOKEN)`);
+  if (!o.token) out(`token: ${srv.token}   (clients: --token ${srv.token}, or SABRE_TOKEN)`);
   // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
   // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
   const metrics = o.metricsPort === undefined ? undefined : await startMetricsServer([], o.metricsPort).catch((e: Error) => {
@@ -67,7 +65,7 @@ async function serve(argv: string[], out: Out): Promise<number> {
     metrics.metrics.addSource('files', 'serve', () => ({ ...srv.stats() }));
     out(`metrics: ${metrics.url}`);
   }
-  process.send?.({ port: srv.address.port, token, ...(metrics ? { metricsUrl: metrics.url } : {}) });
+  process.send?.({ port: srv.address.port, token: srv.token, ...(metrics ? { metricsUrl: metrics.url } : {}) });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

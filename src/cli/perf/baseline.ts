@@ -168,7 +168,8 @@ export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, 
   try {
     if (run.warmUp) {
       const { port, rcvbuf } = await open();
-      await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 100 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+      // As long as sabre's warm-up (client.ts WARM_LAT_ITERS), so both rows are timed warm.
+      await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
     }
     const { port, rcvbuf } = await open();
     const c0 = process.cpuUsage();

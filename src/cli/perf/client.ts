@@ -50,7 +50,12 @@ export interface PerfReport {
   results: Row[];
 }
 
-const WARM_LAT_ITERS = 100;
+// Latency warm-up: V8 optimises a function after an invocation budget, and a round trip runs
+// each function of the path about once, so a fresh pair runs its first ~3000 round trips mostly
+// unoptimised (udp RdmaWriteWithImm p50 per block of 1000: 713, 295, 161, 93 ... 65 µs;
+// docs/benchmarks.md). 100 iterations left the measured run cold; 5000, at most 3 s, do not.
+const WARM_LAT_ITERS = 5000;
+const WARM_LAT_S = 3;
 
 export interface DriveEnv {
   out: Out;
@@ -186,7 +191,7 @@ async function once(o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: Contr
   await ctl.call('prepare', { size, phase } satisfies PrepareParams);
   if (o.kind === 'lat') {
     const iters = warm ? WARM_LAT_ITERS : o.iters;
-    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? undefined : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm);
+    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm);
     await ctl.call('finish', { size });
     if (warm) return first + iters;
     return { kind: 'lat', row: latRow('sabre', size, samples), samples };

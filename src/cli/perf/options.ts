@@ -82,7 +82,7 @@ const FLAGS: readonly Flag[] = [
   { name: 'tx-depth', short: 't', arg: '<dep>', help: 'work requests in flight per run (default 128 for *_bw; latency tests: 1)' },
   { name: 'version', short: 'V', help: 'print the version' },
   { name: 'report_gbits', help: 'bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (2^20 bytes)' },
-  { name: 'perform_warm_up', help: 'untimed warm-up first: tx-depth operations per QP (bw), 100 iterations (lat, baseline too)' },
+  { name: 'perform_warm_up', help: 'untimed warm-up first: tx-depth operations per QP (bw), 5000 iterations or 3 s (lat; the baseline 5000)' },
   { name: 'write_with_imm', help: 'write tests: RDMA Write with immediate (the target consumes a receive per write)' },
   { name: 'send_with_imm', help: 'send tests: Send with immediate' },
   { name: 'cpu_util', help: 'add a CPU_Util[%] column: this process\'s CPU time over the run\'s wall time' },

@@ -64,7 +64,10 @@ describe('tcp under attack: real sockets, a live device', () => {
     // Before: every request answered into a queue of views, ~11 KB per request (≈ 55 MB here,
     // 460 MB for the 40 000), kept after the client left.
     expect(stats(dev).segmentsIn).toBeLessThanOrEqual(17);
-    expect(grown).toBeLessThan(16 << 20);
+    // Now: at most the IRD's 16 answers of 1 MiB are held (each a copy made when it was answered,
+    // hole 5), less what the kernel took — 16 MiB and some bookkeeping when the kernel took
+    // little (a fresh-clone CI run measured 16.84 MB), far from the 55 MB before.
+    expect(grown).toBeLessThan(20 << 20);
     expect(stats(dev).readsRefused).toBe(1);
     // Terminated and closed (the peer, not reading, is dropped after the close grace period).
     await until('the connection to go', () => stats(dev).endpointConnections === 0);
