@@ -24,6 +24,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import { DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
+import { dedupTotals } from '../dedup/stats.js';
 import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -111,7 +112,7 @@ export class ChannelDedup {
     switch (b[1]) {
       case DedupSub.Open:
         if (this.#rx) return this.#h.fail('a second dedup OPEN');
-        if (!this.#h.accept) return this.#h.sendRaw(frame(DedupSub.Refuse));
+        if (!this.#h.accept) return this.#refuse();
         try {
           return this.#openRx();
         } catch {
@@ -119,7 +120,7 @@ export class ChannelDedup {
           for (const r of [this.#zone]) if (r?.valid) r.deregister();
           this.#zone = undefined;
           this.#rx = undefined;
-          return this.#h.sendRaw(frame(DedupSub.Refuse));
+          return this.#refuse();
         }
       case DedupSub.Refuse:
         this.#txRefused = new SabreError(ErrorCode.NotSupported, 'channel: the peer takes no dedup sends (its option dedup is false, or it has no memory for a landing zone)');
@@ -137,6 +138,16 @@ export class ChannelDedup {
   }
 
   #basis: { scope: string; key: Uint8Array; avg?: number } | undefined;
+
+  /** Refuse the peer's dedup send, counted in dev.stats().dedup.received.refused. */
+  #refuse(): void {
+    try {
+      dedupTotals(dedupMemoryOf(this.#h.pd)).received.refused++;
+    } catch {
+      // Not even 64 bytes of device memory to find the totals with: refused all the same.
+    }
+    this.#h.sendRaw(frame(DedupSub.Refuse));
+  }
 
   /**
    * Receive under this scope, key and average chunk size (set before the peer's OPEN; the

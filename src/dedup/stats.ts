@@ -18,6 +18,8 @@ export interface DedupSentTotals {
 
 export interface DedupReceivedTotals {
   transfers: number;
+  /** Dedup sends refused before they began: the receiver takes none (dedup: false) or had no device memory for a landing zone. */
+  refused: number;
   failed: number;
   bytes: number;
   chunks: number;
@@ -48,7 +50,7 @@ export class DedupTotals {
   readonly stores = new Set<StatsOf>();
   readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, chunks: 0, chunksSent: 0, bytesSent: 0, rounds: 0 };
   readonly received: DedupReceivedTotals = {
-    transfers: 0, failed: 0, bytes: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0,
+    transfers: 0, refused: 0, failed: 0, bytes: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0,
     chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0,
   };
 

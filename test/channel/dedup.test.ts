@@ -144,10 +144,32 @@ describe('dedup sends over channels: the wire and the option', () => {
   });
 
   it('a receiver with dedup: false refuses; ordinary sends go on', async () => {
-    const { c, s } = await pairOf('inproc', {}, { dedup: false });
+    const { b, c, s } = await pairOf('inproc', {}, { dedup: false });
     await expect(c.send(new Uint8Array(1000), { dedup: true })).rejects.toMatchObject({ code: 'ERR_NOT_SUPPORTED' });
+    expect((b.stats() as unknown as { dedup: DedupDeviceStats }).dedup.received.refused).toBe(1);
     const [got] = await Promise.all([take(s, 1), c.send('still here')]);
     expect(got[0]).toBe('still here');
     await expect(c.send({ not: 'bytes' }, { dedup: true })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+  });
+
+  it('a receiver without device memory for the landing zone refuses (counted), frees what it took, and the channel goes on', async () => {
+    // The receiving device has 16 MiB of device memory at most; its channels ask for a 64 MiB zone.
+    const a = await dev('udp');
+    const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, memoryBytes: 4 << 20, maximumMemoryBytes: 16 << 20 });
+    devs.push(b);
+    const l = listenChannels(b, { service: 9, dedupZoneBytes: 64 << 20 });
+    closers.push(() => l.close());
+    const [c, s] = await Promise.all([connectChannel(a, b.address, { service: 9 }), l.accept(10_000)]);
+    const used0 = b.stats().memory.used;
+    const x = new Uint8Array(randomBytes(300_000));
+    for (let i = 0; i < 2; i++) await expect(c.send(x, { dedup: true })).rejects.toMatchObject({ code: 'ERR_NOT_SUPPORTED' });
+    const [got] = await Promise.all([take(s, 2), c.send('still here'), c.send(x)]);
+    expect(got[0]).toBe('still here');
+    expect(same(got[1], x)).toBe(true);
+    const st = (b.stats() as unknown as { dedup: DedupDeviceStats }).dedup;
+    expect(st.received.refused).toBeGreaterThanOrEqual(1);
+    expect(st.received.transfers).toBe(0);
+    // The failed zone left nothing registered behind (the ordinary 300 kB message came and went).
+    expect(b.stats().memory.used).toBeLessThanOrEqual(used0 + (64 << 10));
   });
 });
