@@ -56,6 +56,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly #established = new Set<number>();
   readonly #downCause = new Map<number, QpDownCause>();
   #closing = false;
+  #closeP: Promise<void> | undefined;
   /** The QueuePair objects by QPN, for their per-QP events. */
   readonly #qpObjects = new Map<number, QueuePair>();
   #pdNext = 1;
@@ -181,9 +182,43 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * Close the device. Every pending promise of it and of its objects settles with ERR_CLOSED
    * (qp.connect, listener.accept, cm connect, cq.wait); outstanding work requests complete as
    * WrFlushErr and stay pollable: cq.poll returns them, then throws ERR_CLOSED once drained.
+   *
+   * `drainMs`: first give the send queues of connected QPs up to this long to finish (their
+   * work acknowledged by the peer, their completions in the CQs as usual), so a Send or Write
+   * posted just before close() reaches the peer instead of being flushed. Default 0 (none).
+   * Work still outstanding after it is flushed as above.
    */
-  async close(): Promise<void> {
+  close(opts: { drainMs?: number } = {}): Promise<void> {
+    const drainMs = opts?.drainMs ?? 0;
+    if (!(typeof drainMs === 'number' && drainMs >= 0 && drainMs <= 3_600_000)) {
+      return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'close({ drainMs }): a number of milliseconds in 0..3600000'));
+    }
+    this.#closeP ??= this.#close(drainMs);
+    return this.#closeP;
+  }
+
+  /** Send work still outstanding on connected QPs (what a drain waits for). */
+  #outstandingSends(): number {
+    let n = 0;
+    for (const pd of this.#pds) {
+      for (const qp of pd.qps) {
+        const q = qp.engineQp;
+        if (q.state !== QpState.Rts) continue;
+        for (const w of q.sq) if (!w.done) n++;
+      }
+    }
+    return n;
+  }
+
+  async #close(drainMs: number): Promise<void> {
     if (this.#closed) return;
+    // Bounded: every 2 ms until nothing is outstanding or drainMs has passed; the device keeps
+    // running meanwhile (acks arrive, retransmissions go out, new posts are accepted).
+    for (const until = performance.now() + drainMs; this.#outstandingSends() > 0 && performance.now() < until; ) {
+      await new Promise((r) => setTimeout(r, Math.max(0, Math.min(2, until - performance.now()))));
+    }
+    // A completion that arrived in the last turn still has its ACK to send: one more turn.
+    if (drainMs > 0) await new Promise((r) => setImmediate(r));
     this.#closing = true;
     const closed = (): SabreError => new SabreError(ErrorCode.Closed, 'device closed');
     for (const cq of this.#cqs) cq.closing();

@@ -111,6 +111,77 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('closing a %s device with work 
     expect(cqa.poll(4)).toMatchObject([{ wrId: 9, status: WcStatus.WrFlushErr }]);
     expect(() => cqa.poll()).toThrow(expect.objectContaining({ code: ErrorCode.Closed }));
   });
+
+  it('close({ drainMs }): a Send and Writes posted just before close reach the peer and complete Success', async () => {
+    const a = await dev(transport);
+    const b = await dev(transport);
+    const pa = a.allocPd();
+    const pb = b.allocPd();
+    const cqa = a.createCq({ depth: 64 });
+    const cqb = b.createCq({ depth: 64 });
+    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 32, maxRecvWr: 4, maxSge: 1 });
+    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const n = 1 << 20;
+    const src = pa.regMr(n, Access.LocalWrite);
+    for (let i = 0; i < n; i++) src.buffer[i] = (i * 7 + 3) & 0xff;
+    const dst = pb.regMr(n, Access.LocalWrite | Access.RemoteWrite);
+    const rx = pb.regMr(4096, Access.LocalWrite);
+    qb.postRecv({ wrId: 1, sgList: [{ addr: rx.addr, length: 4096, lkey: rx.lkey }] });
+    // 1 MiB of writes in 16 pieces, then a Send after them (rc order: it lands last).
+    for (let k = 0; k < 16; k++) {
+      qa.postSend({ wrId: k, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr + k * (n / 16), length: n / 16, lkey: src.lkey }], remoteAddr: dst.addr + k * (n / 16), rkey: dst.rkey });
+    }
+    qa.postSend({ wrId: 99, opcode: Opcode.Send, sgList: [{ addr: src.addr, length: 100, lkey: src.lkey }] });
+    const t0 = performance.now();
+    await a.close({ drainMs: 5000 });
+    const took = performance.now() - t0;
+    const wcs = cqa.poll(64);
+    expect(wcs.map((w) => w.status)).toEqual(new Array(17).fill(WcStatus.Success));
+    expect(took).toBeLessThan(5000);
+    // b has every byte, and the Send's receive completed.
+    for (let t = performance.now(); cqb.count === 0 && performance.now() - t < 2000; ) await new Promise((r) => setTimeout(r, 5));
+    expect(cqb.poll(4)).toMatchObject([{ wrId: 1, status: WcStatus.Success, byteLen: 100 }]);
+    const want = new Uint8Array(n);
+    for (let i = 0; i < n; i++) want[i] = (i * 7 + 3) & 0xff;
+    expect(Buffer.compare(dst.buffer, want)).toBe(0);
+  });
+
+  it('close({ drainMs }) takes milliseconds 0..3600000, and a second close() shares the first', async () => {
+    const a = await dev(transport);
+    await expect(a.close({ drainMs: -1 })).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
+    await expect(a.close({ drainMs: Number.NaN })).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
+    const p1 = a.close({ drainMs: 100 });
+    expect(a.close()).toBe(p1);
+    await p1;
+    expect(a.closed).toBe(true);
+  });
+});
+
+describe('closing a udp device whose peer vanished', () => {
+  it('close({ drainMs }) gives up after drainMs: work a vanished peer never answers is flushed', async () => {
+    const a = await dev('udp');
+    const b = await dev('udp');
+    const pa = a.allocPd();
+    const cqa = a.createCq({ depth: 16 });
+    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    const pb = b.allocPd();
+    const cqb = b.createCq({ depth: 16 });
+    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const src = pa.regMr(4096, Access.LocalWrite);
+    const dst = pb.regMr(4096, Access.LocalWrite | Access.RemoteWrite);
+    // b is gone (udp says nothing when it goes): a's write is retransmitted unanswered, for
+    // seconds before the retry limit, so the drain runs out first.
+    await b.close();
+    qa.postSend({ wrId: 5, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
+    const t0 = performance.now();
+    await a.close({ drainMs: 150 });
+    const took = performance.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(145);
+    expect(took).toBeLessThan(1500);
+    expect(cqa.poll(4)).toMatchObject([{ wrId: 5, status: WcStatus.WrFlushErr }]);
+  });
 });
 
 describe.each(['udp', 'tcp'] as const)('cm connect over %s', (transport) => {
