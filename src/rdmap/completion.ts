@@ -3,6 +3,7 @@
 // outstanding; a full CQ moves every QP feeding it to ERROR (ibverbs' CQ overrun).
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
+import { releasePieces } from './memory.js';
 import type { EngineQp, EngineState, SendWork } from './state.js';
 
 export function complete(e: EngineState, cq: CompletionSink, wc: WorkCompletion): void {
@@ -19,6 +20,7 @@ export function drainSq(e: EngineState, qp: EngineQp): void {
   while (qp.sq.length > 0 && qp.sq.at(0)!.done) {
     const w = qp.sq.shift()!;
     if (qp.tx > 0) qp.tx--;
+    if (!w.inline) releasePieces(w.pieces);
     if (w.signaled || w.status !== WcStatus.Success) {
       complete(e, qp.sendCq, {
         wrId: w.wrId, status: w.status, opcode: w.wc, byteLen: w.status === WcStatus.Success ? w.byteLen : 0, qpn: qp.qpn,

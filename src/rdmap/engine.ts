@@ -31,7 +31,7 @@ import { onSeg } from './arrival.js';
 import type { EngineBounds } from './bounds.js';
 import { complete, drainSq, qpError } from './completion.js';
 import type { EngineEvent } from './events.js';
-import type { DeviceCounters, EngineMemory } from './memory.js';
+import { holdPieces, type DeviceCounters, type EngineMemory } from './memory.js';
 import { flushPlacement } from './placement.js';
 import {
   applyHandoffs, emit, findFlow, flowKey, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
@@ -178,6 +178,7 @@ export class RdmapEngine {
     const e = this.#e;
     e.now = now;
     qp.sq.push(w);
+    if (!w.inline) holdPieces(w.pieces);
     if (qp.state === QpState.Error) {
       w.done = true;
       w.status = WcStatus.WrFlushErr;

@@ -23,6 +23,30 @@ export interface MrRecord {
   access: number;
   /** Memory outside the device (indirect path); addr is then a virtual address of sabre's own. */
   ext?: Uint8Array;
+  /**
+   * Send work requests on some send queue whose local segments are in this region (counted at
+   * post, uncounted as each leaves its queue): their frames are views of the region's memory.
+   */
+  busy?: number;
+  /** Set by a deregister while `busy`: runs when the last such request leaves (frees the memory). */
+  onIdle?: () => void;
+}
+
+/** A send work request that names `pieces` was posted: their regions are busy until it leaves. */
+export function holdPieces(pieces: readonly { rec: MrRecord }[]): void {
+  for (const p of pieces) p.rec.busy = (p.rec.busy ?? 0) + 1;
+}
+
+/** It left its send queue (completed or flushed): a region deregistered meanwhile is let go. */
+export function releasePieces(pieces: readonly { rec: MrRecord }[]): void {
+  for (const p of pieces) {
+    const r = p.rec;
+    if (r.busy !== undefined && --r.busy === 0 && r.onIdle) {
+      const f = r.onIdle;
+      r.onIdle = undefined;
+      f();
+    }
+  }
 }
 
 export interface DeviceCounters {

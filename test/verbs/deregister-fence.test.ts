@@ -5,7 +5,7 @@
 // fix the marker went out (7.2 MB tcp, 20.8 MB udp in the issue); the reader must never see it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { Access, listen, Opcode, WcStatus } from '../../src/index.js';
+import { Access, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
 import { TcpLink } from '../../src/transport/tcp/link.js';
 import { UdpLink } from '../../src/transport/udp/link.js';
 import { Device } from '../../src/verbs/device.js';
@@ -118,3 +118,53 @@ describe('hole 5: deregister fences read responses', () => {
     expect([...new Set(sink.buffer)]).toEqual([ORIGINAL]);
   }, 60_000);
 });
+
+// The local half: a Write or Send posted from a region that is deregistered before its frames
+// have left (they are views of the region, read when the link packs them at the end of the
+// turn; udp keeps them for retransmission). The memory must not be handed to the next regMr
+// until that work has left its send queue, or the new region's bytes go out under the old
+// request.
+describe.each(['udp', 'tcp', 'inproc'] as const)('deregister with send work outstanding (%s)', (transport) => {
+  it('a Write and a Send posted, the source deregistered, its memory asked for again and overwritten: the peer gets the original bytes', async () => {
+    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+    const a = await open();
+    const b = await open();
+    cleanup.push(() => a.close(), () => b.close());
+    const pa = a.allocPd();
+    const pb = b.allocPd();
+    const cqa = a.createCq({ depth: 16 });
+    const cqb = b.createCq({ depth: 16 });
+    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 });
+    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const src = pa.regMr(SIZE, Access.LocalWrite);
+    src.buffer.fill(ORIGINAL);
+    const dst = pb.regMr(SIZE, Access.LocalWrite | Access.RemoteWrite);
+    const rx = pb.regMr(4096, Access.LocalWrite);
+    qb.postRecv({ wrId: 1, sgList: [{ addr: rx.addr, length: 4096, lkey: rx.lkey }] });
+    qa.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: SIZE, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
+    qa.postSend({ wrId: 2, opcode: Opcode.Send, sgList: [{ addr: src.addr + SIZE - 4096, length: 4096, lkey: src.lkey }] });
+    // Same tick: nothing has been packed yet.
+    const addr = src.addr;
+    src.deregister();
+    const again = pa.regMr(SIZE, Access.LocalWrite);
+    again.buffer.fill(MARKER);
+    const reused = again.addr === addr;
+    const wcs: { wrId: bigint | number; status: number }[] = [];
+    for (const end = Date.now() + 15_000; wcs.length < 2 && Date.now() < end; ) {
+      await cqa.wait(end - Date.now());
+      wcs.push(...cqa.poll(4));
+    }
+    expect(wcs.map((w) => w.status)).toEqual([WcStatus.Success, WcStatus.Success]);
+    for (const end = Date.now() + 5000; cqb.count === 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 5));
+    expect(cqb.poll(4)).toMatchObject([{ wrId: 1, status: WcStatus.Success, byteLen: 4096 }]);
+    expect(dst.buffer.indexOf(MARKER)).toBe(-1);
+    expect(rx.buffer.indexOf(MARKER)).toBe(-1);
+    expect(dst.buffer.every((x) => x === ORIGINAL)).toBe(true);
+    // The memory was held while the work was queued; once it left, the next region may have it.
+    expect(reused).toBe(false);
+    const third = pa.regMr(SIZE, Access.LocalWrite);
+    expect(third.addr).toBe(addr);
+  });
+});
+
