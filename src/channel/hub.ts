@@ -182,6 +182,7 @@ export class ChannelHub {
 }
 
 const hubs = new WeakMap<Device, ChannelHub>();
+const sourced = new WeakSet<Device>();
 
 export function hubOf(dev: Device): ChannelHub {
   if (dev.closed) throw new SabreError(ErrorCode.Closed, 'device is closed');
@@ -189,6 +190,12 @@ export function hubOf(dev: Device): ChannelHub {
   if (!h || h.dead) {
     h = new ChannelHub(dev);
     hubs.set(dev, h);
+  }
+  // dev.stats().channels (and so the metrics: sabre_device_stat{stat="channels_…"}) from the
+  // first channel on; verbs cannot import channels (layers), hence the device's generic hook.
+  if (!sourced.has(dev)) {
+    sourced.add(dev);
+    dev.addStatsSource('channels', () => hubs.get(dev)!.stats() as unknown as Record<string, unknown>);
   }
   return h;
 }

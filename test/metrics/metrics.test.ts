@@ -4,7 +4,7 @@
 import { get } from 'node:http';
 import diagnostics_channel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, Opcode, type Device } from '../../src/index.js';
+import { Access, connectChannel, listenChannels, Opcode, openDevice, type Device } from '../../src/index.js';
 import { DIAGNOSTIC_CHANNELS, publish } from '../../src/metrics/diagnostics.js';
 import { SabreMetrics } from '../../src/metrics/registry.js';
 import { startMetricsServer, type MetricsServer } from '../../src/metrics/server.js';
@@ -107,6 +107,32 @@ describe('registration hook and diagnostics', () => {
     body = (await fetchText(server.url)).body;
     expect(sample(body, 'sabre_channel_stat', { stat: 'messagesSent' })).toBeUndefined();
     expect(() => m.addSource('Bad-Kind', 'x', () => ({}))).toThrow(/snake_case/);
+  });
+
+  it('channels: their device totals are in dev.stats().channels and the scrape; one channel by addSource(ch.stats)', async () => {
+    const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    devs.push(a, b);
+    const l = listenChannels(b, { service: 9 });
+    const [c, s] = await Promise.all([connectChannel(a, b.address, { service: 9 }), l.accept(10_000)]);
+    const got: unknown[] = [];
+    const reading = (async () => {
+      for await (const msg of s) if (got.push(msg) === 5) break;
+    })();
+    for (let i = 0; i < 5; i++) await c.send({ i, pad: 'x'.repeat(i * 3000) });
+    await reading;
+    const m = new SabreMetrics({ defaultMetrics: false });
+    m.addDevice(a, 'client');
+    m.addSource('channel', 'client-svc9', () => ({ ...c.stats() }));
+    server = await startMetricsServer(m, 0);
+    const body = (await fetchText(server.url)).body;
+    expect((a.stats() as unknown as { channels: { channels: number; messagesSent: number } }).channels).toMatchObject({ channels: 1, messagesSent: 5 });
+    expect(sample(body, 'sabre_device_stat', { device: 'client', stat: 'channels_channels' })).toBe(1);
+    expect(sample(body, 'sabre_device_stat', { device: 'client', stat: 'channels_messagesSent' })).toBe(5);
+    expect(sample(body, 'sabre_channel_stat', { instance: 'client-svc9', stat: 'messagesSent' })).toBe(5);
+    await c.close();
+    await s.close();
+    l.close();
   });
 
   it('diagnostics are free when nobody listens and structured when someone does', () => {
