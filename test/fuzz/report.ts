@@ -13,11 +13,15 @@ export interface CampaignOptions {
   heapBoundBytes?: number;
   /** Which attackers take part (default all of the transport's). */
   roles?: string[];
+  /** udp: the integrity the victim and its peer ask for (default: the seed picks, odd xxh3, even crc32c). */
+  integrity?: 'xxh3' | 'crc32c';
 }
 
 export interface CampaignResult {
   transport: 'udp' | 'tcp';
   seed: number;
+  /** udp: the integrity the victim's real connection settled. */
+  integrity?: string;
   inputs: number;
   seconds: number;
   rate: number;
@@ -77,7 +81,7 @@ export function mib(b: number): string {
 
 export function summary(r: CampaignResult): string {
   return [
-    `${r.transport} seed ${r.seed}: ${r.inputs} inputs in ${r.seconds.toFixed(1)} s (${Math.round(r.rate)}/s); roles ${JSON.stringify(r.byRole)}`,
+    `${r.transport} seed ${r.seed}${r.integrity ? ` (integrity ${r.integrity})` : ''}: ${r.inputs} inputs in ${r.seconds.toFixed(1)} s (${Math.round(r.rate)}/s); roles ${JSON.stringify(r.byRole)}`,
     `  transfer: ${r.rounds} rounds, ${r.transferBytes} bytes verified, QP ${r.qpState}`,
     `  refusals: ${r.refusalsDelta} counted for ${r.refusedSent} certainly-refused inputs (${r.lostInKernel} lost in the kernel)`,
     `  loop: max stall (own CPU) ${r.maxStallMs.toFixed(1)} ms, max lateness ${r.maxLateMs.toFixed(1)} ms, delay p99 ${r.loopDelay.p99.toFixed(1)} ms`,

@@ -1,6 +1,12 @@
 // The three udp attackers of the campaign and the datagrams they build (sabre's framing:
 // src/wire/udp.ts reliability header, src/transport/udp/frame-codec.ts engine envelopes,
-// docs/wire.md), each sealed with a valid CRC32C by an independent implementation:
+// docs/wire.md), each sealed with a valid trailer of the kind the target context settled
+// (docs/integrity.md): CRC32C by an independent implementation (@node-rs/crc32), XXH3-64 by
+// sabre's own kernel (src/kernels/xxh3-64.ts; test/kernels checks it against xxHash's vectors).
+// A trailer of the wrong kind stops a datagram at badIntegrity before any check behind it runs,
+// so every attacker seals with the kind its target expects, and each one that hits a context on
+// purpose learns that kind from the datagrams it sees (the on-path one from what it replays,
+// the validated one from the victim's first answer):
 //
 // - OffPath: raw node:dgram sockets that never saw the real traffic. Guessed context ids,
 //   first contacts with forged or zero cookies, RESETs and COOKIEs for nothing, truncated,
@@ -20,34 +26,50 @@
 //   ack/SACK values already acknowledged or past anything sent, RESETs only with one id wrong.
 import dgram from 'node:dgram';
 import { crc32c as refCrc } from '@node-rs/crc32';
-import { UDP_ENV, UDP_ENV_SEG, UdpEnvFlag, UdpEnvKind } from '../../src/wire/spec.js';
-import { UdpType, decodeUdpHdr, encodeUdpHdr, udpHeaderLength, type SackBlock, type UdpHdr } from '../../src/wire/udp.js';
+import { xxh3_64 } from '../../src/kernels/xxh3-64.js';
+import { UDP_ENV, UDP_ENV_SEG, UDP_TRAILER_LENS, UdpEnvFlag, UdpEnvKind, UdpIntegrity } from '../../src/wire/spec.js';
+import {
+  UdpType, decodeUdpHdr, encodeUdpHdr, setUdpTrailer, udpHeaderLength, udpTrailerKind, type SackBlock, type UdpHdr,
+} from '../../src/wire/udp.js';
 import { hostileSegment, type Targets } from './ddp.js';
 import type { Gen } from './rng.js';
 
 export const MAX_WINDOW = 1024;
+/** The trailer kinds a blind sender may pick (the reserved kind 3 is off/flags's). */
+const TRAILERS = [UdpIntegrity.Crc32c, UdpIntegrity.Xxh3, UdpIntegrity.None];
 const psnDiff = (a: number, b: number): number => (a - b) | 0;
 
-/** A datagram with a valid trailer. */
-export function seal(h: Partial<UdpHdr>, payload?: Uint8Array, rawType?: number): Uint8Array {
+/** Trailer bytes of a datagram, as the kind its flags name says (the reserved kind 3: none). */
+export function trailerLen(b: Uint8Array): number {
+  return UDP_TRAILER_LENS[udpTrailerKind(b)] ?? 0;
+}
+
+/** A datagram with a valid trailer of kind `trailer` (a UdpIntegrity code; default CRC32C). */
+export function seal(h: Partial<UdpHdr>, payload?: Uint8Array, rawType?: number, trailer: number = UdpIntegrity.Crc32c): Uint8Array {
   const hdr: UdpHdr = {
     type: UdpType.Data, ackReq: false, retx: false, window: 64, srcCtx: 0x77, dstCtx: 0, psn: 0, ackPsn: 0,
     tsVal: 1, tsEcr: 0, dstQpn: 0, srcQpn: 0, sack: [], ...h,
   };
   const hl = udpHeaderLength(hdr);
   const p = payload ?? new Uint8Array(0);
-  const buf = Buffer.alloc(hl + p.length + 4);
+  const buf = Buffer.alloc(hl + p.length + (UDP_TRAILER_LENS[trailer] ?? 0));
   encodeUdpHdr(hdr, buf, 0);
   if (rawType !== undefined) buf[0] = rawType;
+  setUdpTrailer(buf, 0, trailer);
   buf.set(p, hl);
-  buf.writeUInt32LE(refCrc(buf.subarray(0, hl + p.length)), hl + p.length);
-  return buf;
+  return reseal(buf);
 }
 
-/** Recompute the trailer of a datagram built or mutated in place. */
+/**
+ * Recompute the trailer of a datagram built or mutated in place, of the kind its flags name
+ * now (a mutated flags byte may name another: the trailer follows, so the datagram still gets
+ * past the check to whatever the mutation aims at). "none" and the reserved kind write nothing.
+ */
 export function reseal(b: Uint8Array): Uint8Array {
-  const n = b.length - 4;
-  Buffer.from(b.buffer, b.byteOffset, b.length).writeUInt32LE(refCrc(Buffer.from(b.buffer, b.byteOffset, n)), n);
+  const kind = udpTrailerKind(b);
+  const buf = Buffer.from(b.buffer, b.byteOffset, b.length);
+  if (kind === UdpIntegrity.Crc32c) buf.writeUInt32LE(refCrc(buf.subarray(0, b.length - 4)), b.length - 4);
+  else if (kind === UdpIntegrity.Xxh3 && b.length >= 8) buf.writeBigUInt64LE(xxh3_64(buf.subarray(0, b.length - 8)), b.length - 8);
   return b;
 }
 
@@ -167,7 +189,8 @@ export function newLearned(): Learned {
 
 /** What the on-path observer takes from one datagram of the real connection. */
 export function observe(l: Learned, msg: Uint8Array, toVictim: boolean, captured: number): void {
-  const r = decodeUdpHdr(msg, 0, msg.length - 4);
+  const tl = trailerLen(msg);
+  const r = decodeUdpHdr(msg, 0, msg.length - tl);
   if (!r.ok) return;
   const h = r.value;
   if (h.type === UdpType.Cookie || h.type === UdpType.Reset) return;
@@ -195,7 +218,7 @@ export function observe(l: Learned, msg: Uint8Array, toVictim: boolean, captured
       }
       // A tagged segment's STag: the envelope is 20 bytes after the reliability header.
       const seg = r.length + UDP_ENV.size + UDP_ENV_SEG.size;
-      if (msg[r.length] === UdpEnvKind.Seg && msg.length >= seg + 14 + 4 && (msg[seg]! & 0x80) !== 0 && l.stags.size < 256) {
+      if (msg[r.length] === UdpEnvKind.Seg && msg.length >= seg + 14 + tl && (msg[seg]! & 0x80) !== 0 && l.stags.size < 256) {
         const dv = new DataView(msg.buffer, msg.byteOffset);
         l.stags.set(dv.getUint32(seg + 2), dv.getUint32(seg + 10));
       }
@@ -253,15 +276,18 @@ export function offPathDatagram(g: Gen, l: Learned, t: Targets): { bytes: Uint8A
     let src = rand();
     if (src === l.peerCtx) src ^= 1;
     const type = g.pick([UdpType.Data, UdpType.Ack, UdpType.Reset, UdpType.Cookie]);
+    // DATA and ACK under any trailer kind (the peer id is judged before the kind); RESET and
+    // COOKIE are only ever CRC32C.
+    const trailer = type === UdpType.Data || type === UdpType.Ack ? g.pick(TRAILERS) : UdpIntegrity.Crc32c;
     const b = seal({
       type, srcCtx: src, dstCtx: l.victimCtx, psn: g.edge32(l.maxPeerPsn), ackPsn: g.edge32(l.maxVictimPsn), ...ts,
       ...(type === UdpType.Cookie ? { cookie: { time: g.u32() || 1, mac: g.bytes(8) } } : {}),
       ...(type === UdpType.Reset ? { token: g.bytes(8) } : {}),
-    }, type === UdpType.Data ? hostilePayload(g, t, 1).bytes : undefined);
+    }, type === UdpType.Data ? hostilePayload(g, t, 1).bytes : undefined, undefined, trailer);
     return { bytes: b, cls: `off/victim-id-wrong-peer/type${type}`, refused: true };
   }
   // Guessed ids on both sides, every field hostile.
-  const b = seal({ srcCtx: rand(), dstCtx: rand(), psn: g.u32(), ackPsn: g.u32(), window: g.int(0x10000), ...ts, ackReq: g.chance(0.5), retx: g.chance(0.5), dstQpn: g.u32(), srcQpn: g.u32(), ...(g.chance(0.3) ? { sack: sackBlocks(g, g.u32()) } : {}) }, hostilePayload(g, t, 1).bytes);
+  const b = seal({ srcCtx: rand(), dstCtx: rand(), psn: g.u32(), ackPsn: g.u32(), window: g.int(0x10000), ...ts, ackReq: g.chance(0.5), retx: g.chance(0.5), dstQpn: g.u32(), srcQpn: g.u32(), ...(g.chance(0.3) ? { sack: sackBlocks(g, g.u32()) } : {}) }, hostilePayload(g, t, 1).bytes, undefined, g.pick(TRAILERS));
   return { bytes: b, cls: 'off/guessed-ids', refused: true };
 }
 
@@ -281,10 +307,12 @@ export function onPathDatagram(g: Gen, l: Learned, t: Targets): { bytes: Uint8Ar
     // Exact replay, once or several times, now or a little later: byte for byte what the peer sent.
     return { bytes: src, cls: 'on/replay', refused: false, delayMs, copies: g.chance(0.3) ? g.range(2, 4) : 1 };
   }
-  const r = decodeUdpHdr(src, 0, src.length - 4);
+  // The trailer kind of what it captured is the one the context settled: mutations keep it.
+  const trailer = udpTrailerKind(src);
+  const r = decodeUdpHdr(src, 0, src.length - trailerLen(src));
   if (!r.ok) return undefined;
   const h = { ...r.value };
-  let payload = src.subarray(r.length, src.length - 4);
+  let payload = src.subarray(r.length, src.length - trailerLen(src));
   // PSN already acknowledged by the victim, or past its receive window whatever it has since received.
   const lowPsn = (): number => !l.victimAckKnown ? highPsn() : (l.victimAck - g.pick([1, 2, 3, MAX_WINDOW, MAX_WINDOW + 1, 0x7fffffff, 0x80000000, g.range(1, 0x7fffffff)])) >>> 0;
   const highPsn = (): number => (l.maxPeerPsn + 1 + MAX_WINDOW + g.pick([0, 1, 2, MAX_WINDOW, g.int(0x7fff0000)])) >>> 0;
@@ -360,5 +388,7 @@ export function onPathDatagram(g: Gen, l: Learned, t: Targets): { bytes: Uint8Ar
     }
     if (h.type === UdpType.Data) h.psn = g.chance(0.5) ? lowPsn() : highPsn();
   }
-  return { bytes: seal(h, payload), cls, refused, delayMs, copies: 1 };
+  // COOKIE and RESET are CRC32C whatever the context settled (docs/integrity.md).
+  const kind = h.type === UdpType.Cookie || h.type === UdpType.Reset ? UdpIntegrity.Crc32c : trailer;
+  return { bytes: seal(h, payload, undefined, kind), cls, refused, delayMs, copies: 1 };
 }

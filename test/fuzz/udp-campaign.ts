@@ -1,12 +1,15 @@
 // The udp campaign: a victim device V and a real peer P (two udp devices, mtu 1500) joined by
 // an rc QP pair through test/relay.ts (clean, tapped), running Transfer rounds; meanwhile the
 // three attackers of udp-attack.ts send their inputs at V. Pass criteria (monitor.ts) checked
-// throughout; failures print the seed and input index and save the last inputs.
+// throughout; failures print the seed and input index and save the last inputs. V and P ask for
+// the same integrity (options.integrity; by default the seed picks: odd xxh3, even crc32c), so
+// both trailer kinds get fuzzed and the attackers seal with the kind their target settled.
 import { Access, openDevice, QpState, type Device, type QueuePair } from '../../src/index.js';
 import { decodeFrames, frameBytes } from '../../src/transport/udp/frame-codec.js';
 import type { UdpLink } from '../../src/transport/udp/link.js';
 import type { Frame } from '../../src/core/frame.js';
-import { UdpType, decodeUdpHdr } from '../../src/wire/udp.js';
+import { UdpIntegrity } from '../../src/wire/spec.js';
+import { UdpType, decodeUdpHdr, udpTrailerKind } from '../../src/wire/udp.js';
 import { startUdpRelay, type UdpRelay } from '../relay.js';
 import type { Targets } from './ddp.js';
 import { InputRing, Monitor, STALL_MS } from './monitor.js';
@@ -14,12 +17,12 @@ import { DEFAULT_HEAP_BOUND, delta, sumOf, top, type CampaignOptions, type Campa
 import { Gen, inputRand } from './rng.js';
 import { ALL, Transfer } from './transfer.js';
 import {
-  hostilePayload, MAX_WINDOW, newLearned, observe, offPathDatagram, onPathDatagram, seal, UdpAttackSocket, type Learned,
+  hostilePayload, MAX_WINDOW, newLearned, observe, offPathDatagram, onPathDatagram, seal, trailerLen, UdpAttackSocket, type Learned,
 } from './udp-attack.js';
 
 /** Counters of dev.stats() (link and engine) that count an input refused, answered instead of served, or dropped. */
 export const UDP_REFUSALS = [
-  'truncated', 'oversized', 'badCrc', 'malformed', 'unknownContext', 'stale', 'contextLimit', 'hostLimit', 'cookiesSent',
+  'truncated', 'oversized', 'badCrc', 'badHash', 'badIntegrity', 'malformed', 'unknownContext', 'stale', 'contextLimit', 'hostLimit', 'cookiesSent',
   'cookiesFailed', 'cookiesExpired', 'cookiesIgnored', 'unvalidated', 'restartClaims', 'amplificationRefused', 'resetsSuppressed',
   'resetsInvalid', 'badAck', 'badSack', 'badFrames', 'rxDuplicate', 'rxOutOfWindow', 'rxNoCredit',
 ] as const;
@@ -54,14 +57,18 @@ export class ValidatedPeer {
   qpn = 0;
   ssn = 1;
   hellos = 0;
+  /** The trailer kind V settled for our context (from its first answer); CRC32C until then. */
+  trailer: number = UdpIntegrity.Crc32c;
 
-  constructor(readonly s: UdpAttackSocket, readonly to: { host: string; port: number }, ctx: number) {
+  /** `wish`: the integrity (a UdpIntegrity code) our handshake asks for; none: V takes crc32c. */
+  constructor(readonly s: UdpAttackSocket, readonly to: { host: string; port: number }, ctx: number, readonly wish?: number) {
     this.ctx = ctx;
     s.sock.on('message', (m) => this.onMessage(m));
   }
 
   private onMessage(m: Buffer): void {
-    const r = decodeUdpHdr(m, 0, m.length - 4);
+    const tl = trailerLen(m);
+    const r = decodeUdpHdr(m, 0, m.length - tl);
     if (!r.ok) return;
     const h = r.value;
     if (h.dstCtx !== this.ctx) return;
@@ -75,6 +82,8 @@ export class ValidatedPeer {
     }
     if (this.peerCtx === 0 && h.token !== undefined) {
       this.peerCtx = h.srcCtx;
+      // V's first answer naming our context is sealed with the settled kind (docs/integrity.md).
+      this.trailer = udpTrailerKind(m);
       this.readyWait?.();
     }
     if (h.type !== UdpType.Data) return;
@@ -84,7 +93,7 @@ export class ValidatedPeer {
       while (this.ahead.delete(this.rcvNxt)) this.rcvNxt = (this.rcvNxt + 1) >>> 0;
     } else if (d > 0 && d < MAX_WINDOW && this.ahead.size < MAX_WINDOW) this.ahead.add(h.psn);
     const frames: Frame[] = [];
-    decodeFrames(m.subarray(r.length, m.length - 4), h.dstQpn, h.srcQpn, frames);
+    decodeFrames(m.subarray(r.length, m.length - tl), h.dstQpn, h.srcQpn, frames);
     for (const f of frames) {
       if (f.kind === 'hello' && !f.reply && f.dstQpn === this.qpn) {
         this.hellos++;
@@ -96,12 +105,12 @@ export class ValidatedPeer {
 
   /** A well-formed DATA datagram on our context (the next PSN, our ack). */
   data(payload: Uint8Array, dstQpn: number, srcQpn: number): void {
-    this.s.send(this.to, seal({ srcCtx: this.ctx, dstCtx: this.peerCtx, psn: this.sndNxt, ackPsn: this.rcvNxt, window: 256, dstQpn, srcQpn, tsVal: 1 }, payload));
+    this.s.send(this.to, seal({ srcCtx: this.ctx, dstCtx: this.peerCtx, psn: this.sndNxt, ackPsn: this.rcvNxt, window: 256, dstQpn, srcQpn, tsVal: 1 }, payload, undefined, this.trailer));
     this.sndNxt = (this.sndNxt + 1) >>> 0;
   }
 
   ack(): void {
-    this.s.send(this.to, seal({ type: UdpType.Ack, srcCtx: this.ctx, dstCtx: this.peerCtx, psn: this.sndNxt, ackPsn: this.rcvNxt, window: 256, tsVal: 1 }));
+    this.s.send(this.to, seal({ type: UdpType.Ack, srcCtx: this.ctx, dstCtx: this.peerCtx, psn: this.sndNxt, ackPsn: this.rcvNxt, window: 256, tsVal: 1 }, undefined, undefined, this.trailer));
   }
 
   /** The cookie handshake (probe, COOKIE, echo with our token); false when V did not answer. */
@@ -112,6 +121,8 @@ export class ValidatedPeer {
     this.rcvNxt = 0;
     this.ahead.clear();
     this.resetHeard = false;
+    this.trailer = UdpIntegrity.Crc32c;
+    const integ = this.wish === undefined ? {} : { integ: this.wish };
     const payload = frameBytes({ kind: 'ack', srcQpn: 1, dstQpn: 0x7ffffff0, ssn: 0 });
     for (let attempt = 0; attempt < 5; attempt++) {
       const cookie = await new Promise<{ time: number; mac: Uint8Array } | undefined>((res) => {
@@ -120,7 +131,7 @@ export class ValidatedPeer {
           clearTimeout(t);
           res(c);
         };
-        this.s.send(this.to, seal({ srcCtx: ctx, cookie: { time: 0, mac: new Uint8Array(8) }, dstQpn: 0x7ffffff0, srcQpn: 1 }, payload));
+        this.s.send(this.to, seal({ srcCtx: ctx, cookie: { time: 0, mac: new Uint8Array(8) }, ...integ, dstQpn: 0x7ffffff0, srcQpn: 1 }, payload));
       });
       this.cookieWait = undefined;
       if (!cookie) continue;
@@ -130,7 +141,7 @@ export class ValidatedPeer {
           clearTimeout(t);
           res(true);
         };
-        this.s.send(this.to, seal({ srcCtx: ctx, cookie, token: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8), ackReq: true, dstQpn: 0x7ffffff0, srcQpn: 1 }, payload));
+        this.s.send(this.to, seal({ srcCtx: ctx, cookie, token: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8), ackReq: true, ...integ, dstQpn: 0x7ffffff0, srcQpn: 1 }, payload));
       });
       this.readyWait = undefined;
       if (ok) {
@@ -158,8 +169,9 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
   let refusedSent = 0;
   const pending = new Set<NodeJS.Timeout>();
 
-  const V = await openDevice({ transport: 'udp', mtu: 1500 });
-  const P = await openDevice({ transport: 'udp', mtu: 1500 });
+  const integrity = o.integrity ?? (seed & 1 ? 'xxh3' : 'crc32c');
+  const V = await openDevice({ transport: 'udp', mtu: 1500, integrity });
+  const P = await openDevice({ transport: 'udp', mtu: 1500, integrity });
   const vAddr = V.address as unknown as { host: string; port: number };
   let relay: UdpRelay | undefined;
   const socks: UdpAttackSocket[] = [];
@@ -186,6 +198,10 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     await Promise.all([qpV.connect({ address: pViaRelay, qpn: qpP.qpn }), qpP.connect({ address: relay.address, qpn: qpV.qpn })]);
     const transfer = new Transfer({ dev: V, pd: pdV, cq: cqV, qp: qpV }, { dev: P, pd: pdP, cq: cqP, qp: qpP }, seed);
     await transfer.round();
+    // What V and P settled (the only context V has yet): the kind the on-path attacker will see.
+    const settledLink = V.stats().link as unknown as Record<string, number>;
+    const settled = settledLink.contextsXxh3 ? 'xxh3' : settledLink.contextsCrc32c ? 'crc32c' : settledLink.contextsNone ? 'none' : 'unsettled';
+    if (settled !== integrity) throw new Error(`V and P settled ${settled}, not the ${integrity} both asked for`);
 
     // The attacker's own protection domain on V: a region it is granted, ones it was granted and lost.
     const pd2 = V.allocPd();
@@ -208,9 +224,10 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     for (let i = 0; i < 4; i++) socks.push(await UdpAttackSocket.open());
     const vsock = await UdpAttackSocket.open();
     socks.push(vsock);
-    vp = new ValidatedPeer(vsock, vAddr, 0x5eed0000 | (seed & 0xffff));
+    vp = new ValidatedPeer(vsock, vAddr, 0x5eed0000 | (seed & 0xffff), integrity === 'xxh3' ? UdpIntegrity.Xxh3 : UdpIntegrity.Crc32c);
     let vctx = vp.ctx;
     if (!(await vp.handshake(vctx))) throw new Error('validated attacker: the cookie handshake failed');
+    if (vp.trailer !== (integrity === 'xxh3' ? UdpIntegrity.Xxh3 : UdpIntegrity.Crc32c)) throw new Error(`validated attacker: V settled trailer kind ${vp.trailer} for a ${integrity} wish`);
     let qp2: QueuePair | undefined;
     let qp2Since = 0;
     let qp2Made = 0;
@@ -297,11 +314,13 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
         const inOrder = g.chance(0.8);
         const psn = inOrder ? vp.sndNxt : g.edge32(vp.sndNxt, MAX_WINDOW);
         const ackPsn = g.chance(0.8) ? vp.rcvNxt : g.edge32(vp.rcvNxt, MAX_WINDOW);
+        // dstCtx 0 (a peer that has not learnt V's id yet) is CRC32C whatever was settled.
+        const dstCtx = g.chance(0.97) ? vp.peerCtx : 0;
         const b = seal({
-          srcCtx: vp.ctx, dstCtx: g.chance(0.97) ? vp.peerCtx : 0, psn, ackPsn, window: g.chance(0.9) ? 256 : g.int(0x10000),
+          srcCtx: vp.ctx, dstCtx, psn, ackPsn, window: g.chance(0.9) ? 256 : g.int(0x10000),
           ackReq: g.chance(0.2), retx: g.chance(0.1), dstQpn, srcQpn, tsVal: g.u32(), tsEcr: g.chance(0.9) ? 0 : g.u32(),
           ...(g.chance(0.1) ? { sack: Array.from({ length: g.range(1, 8) }, () => { const s = g.edge32(vp!.rcvNxt, MAX_WINDOW); return { start: s, end: (s + g.range(0, 8)) >>> 0 }; }) } : {}),
-        }, p.bytes);
+        }, p.bytes, undefined, dstCtx === 0 ? UdpIntegrity.Crc32c : vp.trailer);
         if (inOrder) vp.sndNxt = (vp.sndNxt + 1) >>> 0;
         if (g.chance(0.3)) vp.ssn = (vp.ssn + 1) >>> 0;
         vsock.send(vAddr, b);
@@ -393,7 +412,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
       log(`FAILED: udp seed ${seed} at input ${failedAt >= 0 ? failedAt : inputsDone - 1}; last ${ring.size} inputs saved to ${savedTo}`);
     }
     result = {
-      transport: 'udp', seed, inputs: inputsDone, seconds, rate: inputsDone / seconds, byRole, byClass: top(byClass),
+      transport: 'udp', seed, integrity, inputs: inputsDone, seconds, rate: inputsDone / seconds, byRole, byClass: top(byClass),
       rounds: transfer.rounds, transferBytes: transfer.bytes, qpState: String(qpV.state), refusedSent, refusalsDelta, lostInKernel: lost,
       counters: delta(s1, eng0, [...keys, 'rxDatagrams', 'contextsCreated', 'contextsReclaimed', 'contextsFailed', 'peerRestarts', 'resetsSent', 'resetsReceived', 'cookiesValidated', 'rxInDevice', 'rxAreaFull']),
       tables, maxStallMs: mon.maxStallMs, maxLateMs: mon.maxLateMs, loopDelay: mon.loopDelay(), heapBase: mon.heapBase, heapMax: mon.heapMax, heapEnd,
