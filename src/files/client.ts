@@ -685,11 +685,17 @@ export class FileClient {
       });
       const d = await this.#request({ op: FileOp.ReadV, fileId: f.id, sinkAddr: collapse ? base : 0, sinkRkey: this.#sinks!.rkey, entries }, `readv ${f.path}`, { ...o, collapse });
       this.#ok(d, `readv ${f.path}`);
+      if (d.value > total) throw new FileError(LocalCode.ProtocolError, `readv ${f.path}: the server reports ${d.value} bytes for ${total} asked`);
       const view = this.#sinks!.buffer.subarray(s * max, s * max + total);
-      // Short pieces (end of file) are cut to what the file holds.
+      // The server reads the pieces in order and stops at the first short one (the end of the
+      // file as it is now, not as it was at open): `value` bytes fill the pieces in order, and
+      // the rest of the sink — whatever an earlier request left there — is never handed out.
       let off = 0;
+      let left = d.value;
       return pieces.map((p) => {
-        const piece = view.slice(off, off + Math.max(0, Math.min(p.length, f.size - p.position)));
+        const n = Math.min(p.length, left);
+        left -= n;
+        const piece = view.slice(off, off + n);
         off += p.length;
         return piece;
       });

@@ -507,8 +507,12 @@ export class FileServer {
         const f = c.files.get(w.handle)!;
         const parts: number[] = [];
         let total = 0;
+        // In order, and the first short entry (the end of the file) ends it: the entries after
+        // it are not read, so the total alone tells the client how much of each came back (a
+        // file that shrank or grew between entries cannot make it misplace bytes).
         for (const e of w.entries) {
-          const n = await f.read(view.subarray(e.at, e.at + e.length), e.length, e.position);
+          const n = parts.length > 0 && parts[parts.length - 1]! < w.entries[parts.length - 1]!.length ? 0
+            : await f.read(view.subarray(e.at, e.at + e.length), e.length, e.position);
           parts.push(n);
           total += n;
         }

@@ -1434,7 +1434,7 @@ export const FILE_OPCODES = [
   { code: 4, name: 'Completion', meaning: 'S→C status block (fileHdr ‖ fileStatus ‖ fileSeal) by RDMA Write (polling) or Write with Immediate = slot (Interrupt flag); info = the opcode completed' },
   { code: 5, name: 'RegisterFile', meaning: 'C→S fileRegister + path: open a file; completion aux = file id, value = size' },
   { code: 6, name: 'Read', meaning: 'C→S fileRead: the server RDMA-writes the bytes to the sink; completion value = bytes' },
-  { code: 7, name: 'ReadV', meaning: 'C→S fileReadV + fileReadVEntry×count; with Collapse the sink is one contiguous run' },
+  { code: 7, name: 'ReadV', meaning: 'C→S fileReadV + fileReadVEntry×count; with Collapse the sink is one contiguous run. Entries are read in order and the first short one (end of file) ends the request: the Completion\'s value fills the entries in order' },
   { code: 8, name: 'Write', meaning: 'C→S fileWrite + the data (a Send); completion value = bytes' },
   { code: 9, name: 'WriteV', meaning: 'C→S fileWriteV + fileWriteVEntry×count + the data collapsed into the one Send; needs the Collapse flag' },
   { code: 10, name: 'Close', meaning: 'C→S fileClose: completes once the file is closed (and, for Replace, renamed into place or, with discard, abandoned)' },

@@ -223,7 +223,9 @@ export class Harness {
         const parts: number[] = [];
         let total = 0;
         for (const e of w.entries) {
-          const part = f.subarray(Math.min(e.position, f.length), Math.min(e.position + e.length, f.length));
+          // As the real server: the first short entry ends the request.
+          const short = parts.length > 0 && parts[parts.length - 1]! < w.entries[parts.length - 1]!.length;
+          const part = short ? f.subarray(0, 0) : f.subarray(Math.min(e.position, f.length), Math.min(e.position + e.length, f.length));
           this.staging[w.staging]!.set(part, e.at);
           parts.push(part.length);
           total += part.length;
