@@ -11,7 +11,7 @@ import {
   DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_MAP_HDR, DEDUP_MAP_MAGIC, DedupArmStatus, DedupChunkFlag, DedupChunkStatus,
 } from '../wire/spec.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { DedupMemory } from './memory.js';
+import type { DedupMemory } from './types.js';
 
 const H = DEDUP_MAP_HDR.fields;
 const C = DEDUP_CHUNK.fields;

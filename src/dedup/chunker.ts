@@ -3,7 +3,7 @@
 // chunking a region costs one JS→WASM call per ~16 K chunks and no copy. (sabre/kernels
 // createChunker is the same kernel for ordinary Uint8Arrays.)
 import { type CdcOptions, type CdcParams, CDC_STATE_BYTES, CDC_TABLE_BYTES, cdcParams, gearTable, writeCdcState } from '../kernels/cdc.js';
-import type { DedupMemory } from './memory.js';
+import type { DedupMemory } from './types.js';
 
 /** Runs a kernel on another thread over the same memory (a KernelPool of the device). */
 export interface KernelRunner {

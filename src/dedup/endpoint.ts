@@ -14,7 +14,7 @@ import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
-import type { DedupMemory } from './memory.js';
+import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
 import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';

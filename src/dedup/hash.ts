@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import { DEDUP_HASH_BYTES, DedupHashAlg } from '../wire/spec.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { DedupMemory } from './memory.js';
+import type { DedupMemory } from './types.js';
 
 export type HashAlgName = 'xxh3-128' | 'sha256';
 export const HASH_ALG: Record<HashAlgName, number> = { 'xxh3-128': DedupHashAlg.Xxh3_128, sha256: DedupHashAlg.Sha256 };

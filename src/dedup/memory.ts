@@ -1,25 +1,15 @@
-// What the dedup data path needs of a device's memory: the kernels instance over it, views, and
-// the arena allocator (TypeScript owns the memory map: chunk maps, chunker tables, the chunk
-// store's slab all come from the arena). A DeviceMemory is one; tests may pass their own.
+// A device's dedup memory (the DedupMemory of types.ts: a DeviceMemory) and its chunk stores.
 //
 // Reaching it from the public API only (dedup sits above verbs, DESIGN §2): a MemoryRegion's
 // `buffer` is a view into device memory, and DeviceMemory.of(view) names the memory it lies in.
 import { DeviceMemory } from '../dataplane/device-memory.js';
-import { type Kernels } from '../dataplane/wasm.js';
 import { Access } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import { dedupTotals } from './stats.js';
 import { ChunkStore } from './store.js';
-
-export interface DedupMemory {
-  readonly kernels: Kernels;
-  u8(): Uint8Array;
-  dataView(): DataView;
-  alloc(length: number, align?: number): number;
-  free(addr: number): void;
-}
+import type { DedupMemory } from './types.js';
 
 const cache = new WeakMap<Device, DedupMemory>();
 

@@ -2,9 +2,7 @@
 // its senders and receivers finished, for dev.stats().dedup. Verbs cannot import dedup (layers),
 // so dedupMemoryOf(pd) registers these totals with the device's generic hook
 // (Device.addStatsSource) the first time dedup touches that device.
-import type { DedupMemory } from './memory.js';
-import type { ChunkStoreStats } from './store.js';
-import type { RecvStats, SendResult } from './transfer.js';
+import type { ChunkStoreStats, DedupMemory, RecvStats, SendResult } from './types.js';
 
 export interface DedupSentTotals {
   transfers: number;

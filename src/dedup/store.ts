@@ -20,7 +20,9 @@ import { type CdcOptions } from '../kernels/cdc.js';
 import { DEDUP_COPY_DESC } from '../wire/spec.js';
 import { DeviceChunker } from './chunker.js';
 import { ChunkHasher, DEDUP_HASH_BYTES, type HashAlgName, hashKey } from './hash.js';
-import type { DedupMemory } from './memory.js';
+import type { ChunkStoreStats, DedupMemory } from './types.js';
+
+export type { ChunkStoreStats } from './types.js';
 
 export interface ChunkStoreOptions {
   /** Bytes of chunk data the store may hold (device memory). Default 64 MiB. */
@@ -33,24 +35,6 @@ export interface ChunkStoreOptions {
   shared?: boolean;
   /** XXH3-128 seed of chunk identities (a secret per store makes identities unpredictable). Default 0. */
   seed?: bigint;
-}
-
-export interface ChunkStoreStats {
-  entries: number;
-  bytes: number;
-  budgetBytes: number;
-  maxEntries: number;
-  scopes: number;
-  hits: number;
-  misses: number;
-  inserts: number;
-  /** Inserts of a chunk the scope already held (not stored twice). */
-  duplicates: number;
-  evictions: number;
-  evictedBytes: number;
-  /** Inserts refused: larger than the budget, or nothing unpinned left to evict. */
-  refused: number;
-  pinned: number;
 }
 
 interface Entry {

@@ -24,9 +24,11 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
 import { ChunkMap, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
-import type { DedupMemory } from './memory.js';
+import type { DedupMemory, RecvStats, SendResult } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, type Hello, KEY_BYTES, type Offer } from './messages.js';
 import type { ChunkStore } from './store.js';
+
+export type { RecvStats, SendResult } from './types.js';
 
 export { DedupEndStatus };
 
@@ -42,18 +44,6 @@ export type SendAction =
   | { type: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
   | { type: 'done'; result: SendResult }
   | { type: 'failed'; error: SabreError };
-
-export interface SendResult {
-  xfer: number;
-  total: number;
-  chunks: number;
-  /** Chunks the receiver lacked, written into its landing zone. */
-  chunksSent: number;
-  /** Chunk payload bytes written (RDMA). */
-  bytesSent: number;
-  rounds: number;
-  pages: number;
-}
 
 const endError = (status: number, detail: number): SabreError =>
   new SabreError(
@@ -346,25 +336,6 @@ export interface DedupRecvOptions {
   maxChunks?: number;
   /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
   maxTotal?: number;
-}
-
-export interface RecvStats {
-  xfer: number;
-  total: number;
-  chunks: number;
-  /** Chunks found in the store (copied, never sent). */
-  chunksFromStore: number;
-  bytesFromStore: number;
-  /** Later occurrences of a chunk already requested in this transfer (copied from the first, never sent twice). */
-  chunksRepeated: number;
-  /** Chunks that arrived over RDMA, each verified against its hash. */
-  chunksReceived: number;
-  bytesReceived: number;
-  rounds: number;
-  /** Received chunks whose hash was already final when their ROUND arrived (hashed in-band by placement). */
-  hashedInBand: number;
-  /** Rounds hashed a second time at ROUND because a segment rewrote bytes already hashed (retransmits). */
-  rehashedRounds: number;
 }
 
 export type RecvAction =

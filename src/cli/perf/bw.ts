@@ -2,7 +2,7 @@
 // (perftest's run_iter_bw); the passive side's only duty is to keep receives posted when the
 // test consumes them (sends, writes with immediate). With -b both sides do both.
 import { Opcode } from '../../index.js';
-import type { Wc } from './completions.js';
+import type { Wc } from './wc.js';
 import { type BwRow, bwRow, Stamps, withinMargins } from './results.js';
 import type { PerfSide, SideInfo } from './side.js';
 

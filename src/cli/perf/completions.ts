@@ -4,15 +4,7 @@
 import { SabreError, WcOpcode, WcStatus, wcStatusName } from '../../index.js';
 import { publish } from '../../metrics/diagnostics.js';
 import type { PerfSide } from './side.js';
-
-export interface Wc {
-  wrId: number | bigint;
-  status: number;
-  opcode: number;
-  byteLen: number;
-  imm?: number;
-  qpn: number;
-}
+import type { Wc } from './wc.js';
 
 export class CompletionError extends Error {
   constructor(readonly wc: Wc) {
@@ -21,9 +13,6 @@ export class CompletionError extends Error {
 }
 
 export const isRecv = (wc: Wc) => wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm;
-
-/** Observers of every completion a perf side reaps (metrics count them); none by default. */
-export type WcObserver = (wcs: readonly Wc[]) => void;
 
 function check(side: PerfSide, wcs: Wc[]): Wc[] {
   for (const wc of wcs) {

@@ -2,7 +2,7 @@
 // slots, so that operations in flight at once never share bytes. Both roles build it from the
 // same parameters (the server takes them from the client's hello, as perftest exchanges them).
 import { Access, openDevice, type OpenDeviceOptions } from '../../index.js';
-import type { WcObserver } from './completions.js';
+import type { WcObserver } from './wc.js';
 import type { PeerParams } from './options.js';
 
 export interface QpInfo {

@@ -1,0 +1,69 @@
+// The shapes the dedup files share, declared below all of them so none imports another for a
+// type: the memory the data path works in (memory.ts finds a device's), and the results a
+// transfer and a chunk store report, which the per-device totals (stats.ts) add up.
+import type { Kernels } from '../dataplane/wasm.js';
+
+/**
+ * What the dedup data path needs of a device's memory: the kernels instance over it, views, and
+ * the arena allocator (TypeScript owns the memory map: chunk maps, chunker tables, the chunk
+ * store's slab all come from the arena). A DeviceMemory is one; tests may pass their own.
+ */
+export interface DedupMemory {
+  readonly kernels: Kernels;
+  u8(): Uint8Array;
+  dataView(): DataView;
+  alloc(length: number, align?: number): number;
+  free(addr: number): void;
+}
+
+/** What a sender's transfer reports when it is done (DedupSendCore). */
+export interface SendResult {
+  xfer: number;
+  total: number;
+  chunks: number;
+  /** Chunks the receiver lacked, written into its landing zone. */
+  chunksSent: number;
+  /** Chunk payload bytes written (RDMA). */
+  bytesSent: number;
+  rounds: number;
+  pages: number;
+}
+
+/** What a receiver's transfer reports with the object it delivers (DedupRecvCore). */
+export interface RecvStats {
+  xfer: number;
+  total: number;
+  chunks: number;
+  /** Chunks found in the store (copied, never sent). */
+  chunksFromStore: number;
+  bytesFromStore: number;
+  /** Later occurrences of a chunk already requested in this transfer (copied from the first, never sent twice). */
+  chunksRepeated: number;
+  /** Chunks that arrived over RDMA, each verified against its hash. */
+  chunksReceived: number;
+  bytesReceived: number;
+  rounds: number;
+  /** Received chunks whose hash was already final when their ROUND arrived (hashed in-band by placement). */
+  hashedInBand: number;
+  /** Rounds hashed a second time at ROUND because a segment rewrote bytes already hashed (retransmits). */
+  rehashedRounds: number;
+}
+
+/** A chunk store's counters (ChunkStore.stats()). */
+export interface ChunkStoreStats {
+  entries: number;
+  bytes: number;
+  budgetBytes: number;
+  maxEntries: number;
+  scopes: number;
+  hits: number;
+  misses: number;
+  inserts: number;
+  /** Inserts of a chunk the scope already held (not stored twice). */
+  duplicates: number;
+  evictions: number;
+  evictedBytes: number;
+  /** Inserts refused: larger than the budget, or nothing unpinned left to evict. */
+  refused: number;
+  pinned: number;
+}
