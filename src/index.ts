@@ -21,6 +21,6 @@ export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo }
 export {
   listenChannels, connectChannel, channelStats, Channel, ChannelListener, DEFAULT_LADDER,
 } from './channel/index.js';
-export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, Phase } from './channel/index.js';
+export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, DedupStoreOptions, Phase } from './channel/index.js';
 export { serveFiles, FileServer, FileClient, FileError, createRemoteReadStream, createRemoteWriteStream } from './files/index.js';
 export type { ServeOptions, FileServerStats, Provider, ConnectOptions, OpenOptions, RemoteFile, OpOptions, TransferResult, DirEntry, NegotiatedLimits, ServerLimits } from './files/index.js';

@@ -230,7 +230,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #dedupHalf(): ChannelDedup {
     return (this.#dedup ??= new ChannelDedup({
-      qp: this.#qp, pd: this.#pd, accept: this.#o.dedup, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage,
+      qp: this.#qp, pd: this.#pd, accept: this.#o.dedup, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage, store: this.#o.dedupStore,
       sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
       deliver: (r) => {
         (this.#front ??= []).push(r);

@@ -25,11 +25,13 @@ import type { WorkCompletion } from '../core/work.js';
 import { DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
 import { dedupTotals } from '../dedup/stats.js';
+import type { ChunkStore } from '../dedup/store.js';
 import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { WrKind } from './link.js';
+import type { DedupStoreOptions } from './options.js';
 
 /** First byte of a dedup-kind channel message (never the first byte of MessagePack; layout chanDedup). */
 export const DEDUP_MARK = 0xc1;
@@ -47,6 +49,8 @@ export interface DedupHost {
   readonly accept: boolean;
   readonly zoneBytes: number;
   readonly maxMessage: number;
+  /** The device chunk store incoming dedup sends use (option dedupStore). */
+  readonly store: Readonly<Required<DedupStoreOptions>>;
   /** Send a dedup-kind message now (not held behind dedup sends). */
   sendRaw(bytes: Uint8Array): void;
   /** A received object, in order (or the error of a transfer that failed). */
@@ -62,6 +66,14 @@ interface WriteBatch {
 }
 
 let scopes = 0;
+
+/** The chunking key of each shared store, made on its first channel (random: still secret from outsiders). */
+const sharedKeys = new WeakMap<ChunkStore, Uint8Array>();
+function sharedKey(store: ChunkStore): Uint8Array {
+  let k = sharedKeys.get(store);
+  if (!k) sharedKeys.set(store, (k = new Uint8Array(randomBytes(32))));
+  return k;
+}
 
 export class ChannelDedup {
   readonly #h: DedupHost;
@@ -169,9 +181,12 @@ export class ChannelDedup {
       send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToTx, b)),
       onMessage: (f: (b: Uint8Array) => void) => void (this.#rxHandler = f),
     };
-    // The chunking key is this scope's own: nobody else's chunk boundaries match it.
+    // The chunking key is this scope's own: nobody else's chunk boundaries match it. A shared
+    // store is one scope, so its channels share one key (else no two peers' chunks would match).
+    const store = dedupStoreOf(pd, this.#h.store);
+    const key = this.#basis?.key ?? (store.shared ? sharedKey(store) : new Uint8Array(randomBytes(32)));
     this.#rx = new DedupReceiver({
-      pipe, mem, store: dedupStoreOf(pd), scope: this.#basis?.scope ?? this.#scope!, key: this.#basis?.key ?? new Uint8Array(randomBytes(32)), slots: SLOTS,
+      pipe, mem, store, scope: this.#basis?.scope ?? this.#scope!, key, slots: SLOTS,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
@@ -245,7 +260,8 @@ export class ChannelDedup {
     this.#onTxClose?.(error);
     this.#tx?.close();
     this.#rx?.close();
-    if (this.#scope) dedupStoreOf(this.#h.pd).dropScope(this.#scope);
+    // A shared store has one scope for everyone: what this channel brought stays for the others.
+    if (this.#scope && !this.#h.store.shared) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
     for (const r of [this.#zone, this.#stage]) if (r?.valid) r.deregister();
   }
 }

@@ -6,7 +6,7 @@ import { existingHub, type ChannelTotals } from './hub.js';
 
 export { Channel, type ChannelStats } from './channel.js';
 export { ChannelListener, connectChannel, listenChannels, type ChannelConnectOptions, type ChannelListenOptions } from './listen.js';
-export { DEFAULT_LADDER, type ChannelOptions, type Phase } from './options.js';
+export { DEFAULT_LADDER, type ChannelOptions, type DedupStoreOptions, type Phase } from './options.js';
 export type { ChannelTotals } from './hub.js';
 
 const NONE: ChannelTotals = {

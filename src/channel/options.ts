@@ -44,6 +44,25 @@ export interface ChannelOptions {
   dedup?: boolean;
   /** Landing zone for incoming dedup sends (4 slots; each holds at least one 64 KiB chunk). Default 4 MiB. */
   dedupZoneBytes?: number;
+  /**
+   * The device chunk store this end's incoming dedup sends resolve against and fill
+   * (docs/dedup.md, "The chunk store"). Default: the device's default store (XXH3-128 keys, one
+   * scope per channel, 64 MiB, 2^20 entries). Channels of a device that name equal options share
+   * one store.
+   */
+  dedupStore?: DedupStoreOptions;
+}
+
+/** A channel's choice of device chunk store (option dedupStore). */
+export interface DedupStoreOptions {
+  /** Chunk identity: 'xxh3-128' (default) or 'sha256' (required when shared). */
+  hash?: 'xxh3-128' | 'sha256';
+  /** One scope for every peer and channel: a chunk any of them sent resolves for all. Needs hash 'sha256'. Default false. */
+  shared?: boolean;
+  /** Bytes of chunk data the store may hold (device memory). Default 64 MiB. */
+  budgetBytes?: number;
+  /** Entries the store may hold. Default 2^20. */
+  maxEntries?: number;
 }
 
 export interface ResolvedOptions {
@@ -59,6 +78,8 @@ export interface ResolvedOptions {
   maxBufferedBytes: number;
   dedup: boolean;
   dedupZoneBytes: number;
+  /** Normalized (every field set), so equal choices find the same store. */
+  dedupStore: Readonly<Required<DedupStoreOptions>>;
 }
 
 /** The seed's reference: 32 KiB × 8 = 256 KiB per connection at the largest phase. */
@@ -136,5 +157,26 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     maxBufferedBytes: int(opts.maxBufferedBytes, 'maxBufferedBytes', 32 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
     dedup: flag(opts.dedup, 'dedup', true),
     dedupZoneBytes: int(opts.dedupZoneBytes, 'dedupZoneBytes', 4 << 20, 256 << 10, 256 << 20),
+    dedupStore: storeOptions(opts.dedupStore),
+  });
+}
+
+const STORE_KEYS = new Set(['hash', 'shared', 'budgetBytes', 'maxEntries']);
+
+function storeOptions(v: unknown): Readonly<Required<DedupStoreOptions>> {
+  if (v === undefined) v = {};
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('channel option dedupStore must be an object');
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!STORE_KEYS.has(k)) throw bad(`channel option dedupStore.${k} is not an option (hash, shared, budgetBytes, maxEntries)`);
+  const hash = o.hash ?? 'xxh3-128';
+  if (hash !== 'xxh3-128' && hash !== 'sha256') throw bad("channel option dedupStore.hash must be 'xxh3-128' or 'sha256'");
+  const shared = flag(o.shared, 'dedupStore.shared', false);
+  // XXH3 is not collision-resistant against chosen bytes: one peer could make another's transfer
+  // resolve to bytes it supplied. Only a cryptographic identity may span peers.
+  if (shared && hash !== 'sha256') throw bad("channel option dedupStore.shared needs hash 'sha256' (xxh3-128 is not collision-resistant against chosen bytes)");
+  return Object.freeze({
+    hash, shared,
+    budgetBytes: int(o.budgetBytes, 'dedupStore.budgetBytes', 64 << 20, 0, 2 ** 40),
+    maxEntries: int(o.maxEntries, 'dedupStore.maxEntries', 1 << 20, 1, 1 << 24),
   });
 }

@@ -8,7 +8,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import { dedupTotals } from './stats.js';
-import { ChunkStore } from './store.js';
+import { ChunkStore, type ChunkStoreOptions } from './store.js';
 import type { DedupMemory } from './types.js';
 
 const cache = new WeakMap<Device, DedupMemory>();
@@ -31,15 +31,26 @@ export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
   return m;
 }
 
-const stores = new WeakMap<Device, ChunkStore>();
+/** A device's stores, by their configuration (storeKey): the default one and any a channel asked for. */
+const stores = new WeakMap<Device, Map<string, ChunkStore>>();
+
+/** The configuration a store is found by: equal options, the same store. */
+const storeKey = (o: ChunkStoreOptions): string =>
+  `${o.hash ?? 'xxh3-128'}|${o.shared === true}|${o.budgetBytes ?? 64 << 20}|${o.maxEntries ?? 1 << 20}`;
 
 /**
- * The device's chunk store, shared by the features that receive dedup transfers on it (channels,
- * the file service); each peer is its own scope. Made on first use with the default budget
- * (64 MiB of device memory, 2^20 entries); in dev.stats().dedup like any other store.
+ * The device's chunk store with these options, shared by the features that receive dedup
+ * transfers on it (channels, the file service); each peer is its own scope unless `shared`.
+ * Made on first use; the default (no options) keys chunks by XXH3-128 with 64 MiB of device
+ * memory and 2^20 entries. A channel's `dedupStore` option names another one (SHA-256 keys,
+ * shared between peers, another budget): channels asking for equal options share it. Every store
+ * shows in dev.stats().dedup. The options are checked by the ChunkStore (ERR_INVALID_ARGUMENT).
  */
-export function dedupStoreOf(pd: ProtectionDomain): ChunkStore {
-  let s = stores.get(pd.device);
-  if (!s) stores.set(pd.device, (s = new ChunkStore(dedupMemoryOf(pd))));
+export function dedupStoreOf(pd: ProtectionDomain, o: ChunkStoreOptions = {}): ChunkStore {
+  let m = stores.get(pd.device);
+  if (!m) stores.set(pd.device, (m = new Map()));
+  const key = storeKey(o);
+  let s = m.get(key);
+  if (!s) m.set(key, (s = new ChunkStore(dedupMemoryOf(pd), o)));
   return s;
 }

@@ -9,7 +9,7 @@ import { ChannelDedup } from '../../src/channel/dedup.js';
 import { channelOnQp } from '../../src/channel/listen.js';
 import type { ChannelOptions } from '../../src/channel/options.js';
 import type { DedupDeviceStats } from '../../src/dedup/stats.js';
-import { dedupMemoryOf } from '../../src/dedup/memory.js';
+import { dedupMemoryOf, dedupStoreOf } from '../../src/dedup/memory.js';
 import { connectChannel, listenChannels, openDevice, type Channel, type Device } from '../../src/index.js';
 import { startUdpRelay, type UdpRelay } from '../relay.js';
 
@@ -61,7 +61,7 @@ const same = (got: unknown, want: Uint8Array): boolean => got instanceof Uint8Ar
 
 describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels', (transport) => {
   it('byte-exact, in order with ordinary messages both ways, and a repeat sends no chunk', async () => {
-    const { a, c, s } = await pairOf(transport);
+    const { a, b, c, s } = await pairOf(transport);
     const x = new Uint8Array(randomBytes(3 << 20));
     const y = new Uint8Array(randomBytes(100_000));
     const [got] = await Promise.all([
@@ -82,6 +82,14 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels',
     const sent = (a.stats().dedup as DedupDeviceStats).sent;
     expect(sent.transfers).toBe(3);
     expect(sent.bytesSent).toBe(x.length + y.length); // the repeat of x moved no chunk
+    // Every chunk that crossed was hashed as its segments were placed (its chunk map was final
+    // when its ROUND came), or hashed again at ROUND only because a retransmit rewrote hashed
+    // bytes (udp) — never left to a plain second pass.
+    const rcvd = (b.stats().dedup as DedupDeviceStats).received;
+    expect(rcvd.chunksReceived).toBeGreaterThan(0);
+    if (rcvd.rehashedRounds === 0) expect(rcvd.hashedInBand).toBe(rcvd.chunksReceived);
+    else expect(rcvd.hashedInBand).toBeGreaterThan(0);
+    if (transport !== 'udp') expect(rcvd.rehashedRounds).toBe(0);
     // The other direction over the same channel, at the same time as this one.
     const z = new Uint8Array(randomBytes(1 << 20));
     const [back, fwd] = await Promise.all([take(c, 1), take(s, 1), s.send(z, { dedup: true }), c.send(z, { dedup: true })]);
@@ -171,5 +179,93 @@ describe('dedup sends over channels: the wire and the option', () => {
     expect(st.received.transfers).toBe(0);
     // The failed zone left nothing registered behind (the ordinary 300 kB message came and went).
     expect(b.stats().memory.used).toBeLessThanOrEqual(used0 + (64 << 10));
+  });
+});
+
+describe('dedup sends into a SHA-256 chunk store (channel option dedupStore)', () => {
+  const sha: ChannelOptions = { dedupStore: { hash: 'sha256' } };
+  const rx = (d: Device): DedupDeviceStats['received'] => (d.stats().dedup as DedupDeviceStats).received;
+  const tx = (d: Device): DedupDeviceStats['sent'] => (d.stats().dedup as DedupDeviceStats).sent;
+
+  it('udp: byte-exact into the SHA-256 store (not the default one), a repeat sends no chunk, verified at ROUND', async () => {
+    const { a, b, c, s } = await pairOf('udp', {}, sha);
+    const x = new Uint8Array(randomBytes(2 << 20));
+    const [got] = await Promise.all([take(s, 3), c.send(x, { dedup: true }), c.send('between'), c.send(x, { dedup: true })]);
+    expect(same(got[0], x)).toBe(true);
+    expect(got[1]).toBe('between');
+    expect(same(got[2], x)).toBe(true);
+    expect(tx(a).bytesSent).toBe(x.length); // the repeat resolved every chunk from the store
+    const pd = b.allocPd();
+    const store = dedupStoreOf(pd, { hash: 'sha256' });
+    expect(store.hash).toBe('sha256');
+    expect(store.stats().inserts).toBe(rx(b).chunksReceived);
+    expect(store.stats().hits).toBeGreaterThanOrEqual(rx(b).chunksReceived);
+    expect(dedupStoreOf(pd).stats().inserts).toBe(0); // the default XXH3 store was not used
+    // SHA-256 has no resumable kernel state: every chunk is hashed once, when its ROUND arrives.
+    expect(rx(b).hashedInBand).toBe(0);
+  });
+
+  it('a chunk whose bytes changed after hashing is rejected on both sides; the channel goes on', async () => {
+    const { a, c, s } = await pairOf('udp', {}, sha);
+    const x = new Uint8Array(randomBytes(1 << 20));
+    const mem = dedupMemoryOf(a.allocPd());
+    const write = ChannelDedup.prototype.write;
+    ChannelDedup.prototype.write = function (pieces, rkey) {
+      if (pieces.length) mem.u8()[pieces[0]!.src + 10]! ^= 0xff;
+      return write.call(this, pieces, rkey);
+    };
+    let bad: PromiseSettledResult<void>;
+    let rxErr: unknown;
+    try {
+      [bad, rxErr] = await Promise.all([
+        Promise.allSettled([c.send(x, { dedup: true })]).then((r) => r[0]!),
+        s.next().then(() => undefined, (e: unknown) => e),
+      ]);
+    } finally {
+      ChannelDedup.prototype.write = write;
+    }
+    expect(bad.status).toBe('rejected');
+    expect(((bad as PromiseRejectedResult).reason as Error).message).toMatch(/did not match its hash/);
+    expect((rxErr as { code?: string }).code).toBe('ERR_MALFORMED');
+    const [got] = await Promise.all([take(s, 1), c.send(x, { dedup: true })]);
+    expect(same(got[0], x)).toBe(true);
+  });
+
+  it.each([false, true])('two peers, shared %s: only a shared store lets one peer resolve to chunks the other sent', async (shared) => {
+    const b = await dev('udp');
+    const l = listenChannels(b, { service: 9, dedupStore: { hash: 'sha256', shared } });
+    closers.push(() => l.close());
+    const p1 = await dev('udp');
+    const p2 = await dev('udp');
+    const [c1, s1] = await Promise.all([connectChannel(p1, b.address, { service: 9 }), l.accept(10_000)]);
+    const [c2, s2] = await Promise.all([connectChannel(p2, b.address, { service: 9 }), l.accept(10_000)]);
+    const x = new Uint8Array(randomBytes(1 << 20));
+    const [got1] = await Promise.all([take(s1, 1), c1.send(x, { dedup: true })]);
+    const [got2] = await Promise.all([take(s2, 1), c2.send(x, { dedup: true })]);
+    expect(same(got1[0], x)).toBe(true);
+    expect(same(got2[0], x)).toBe(true);
+    expect(tx(p1).bytesSent).toBe(x.length);
+    // Per-peer scope: peer 2 sends every byte although the device holds them from peer 1.
+    expect(tx(p2).bytesSent).toBe(shared ? 0 : x.length);
+    expect(rx(b).chunksFromStore).toBe(shared ? rx(b).chunksReceived : 0);
+  });
+
+  it('bad dedupStore options are refused with ERR_INVALID_ARGUMENT before anything is made', async () => {
+    const d = await dev('inproc');
+    for (const dedupStore of [
+      { shared: true }, // xxh3-128 across peers
+      { hash: 'xxh3-128', shared: true },
+      { hash: 'md5' },
+      { budgetBytes: -1 },
+      { budgetBytes: 1.5 },
+      { maxEntries: 0 },
+      { shared: 'yes' },
+      { seed: 1 },
+      null,
+      'sha256',
+    ]) {
+      expect(() => listenChannels(d, { service: 9, dedupStore } as never), JSON.stringify(dedupStore)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }));
+      await expect(connectChannel(d, d.address, { service: 9, dedupStore } as never)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    }
   });
 });
