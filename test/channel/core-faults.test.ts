@@ -174,6 +174,114 @@ describe('channel core: fault injection at each step of the swap', () => {
   });
 });
 
+/** The n-th message (1-based) matching `pred` gets `verdict`; the rest are delivered. */
+function nth(n: number, pred: (i: WireInfo) => boolean, verdict: 'drop' | { delayMs: number }): (i: WireInfo) => 'deliver' | 'drop' | { delayMs: number } {
+  let seen = 0;
+  return (i) => (pred(i) && ++seen === n ? verdict : 'deliver');
+}
+
+describe('channel core: fault injection at each step of a shrink', () => {
+  // b shrinks 100 ms after its last data message; a's 1000-byte message enlarged it to phase 1
+  // (epoch 1) first, so the shrink is b's second GRANT and a's second SWITCH (to epoch 2).
+  const S = { ...O, shrinkAfterMs: 100 };
+  const shrinkGrant = (i: WireInfo): boolean => i.from === 'b' && i.ctrl === ChanType.Grant;
+  const shrinkSwitch = (i: WireInfo): boolean => i.from === 'a' && i.ctrl === ChanType.Switch;
+  const lens = (e: SimEnd): number[] => e.received.map((m) => (m as Uint8Array).length);
+
+  /** Enlarge b to phase 1, with `base` the bytes b had registered at phase 0. */
+  function enlarged(filter: (i: WireInfo) => 'deliver' | 'drop' | { delayMs: number }): { p: SimPair; base: number } {
+    const p = new SimPair({ a: S, b: S, filter });
+    p.run(p.now + 1);
+    const base = p.b.mem.used;
+    p.send(p.a, pattern(1000, 1));
+    p.run(p.now + 20);
+    expect(p.b.core.stats().phase).toBe(1);
+    expect(p.b.mem.used).toBe(base + 8 * 4096 - 8 * 256);
+    return { p, base };
+  }
+
+  it('shrink GRANT dropped: the receiver times out waiting for the fence and releases; the sender fails on its next write', () => {
+    const { p } = enlarged(nth(2, shrinkGrant, 'drop'));
+    p.run(p.now + 100 + 500 + 50);
+    expect(p.b.failed?.kind).toBe('timeout');
+    expect(p.b.failed?.message).toMatch(/did not fence epoch 1/);
+    expect(lens(p.b)).toEqual([1000]);
+    released(p.b);
+    p.send(p.a, pattern(10, 2));
+    p.run(p.now + 100);
+    expect(p.a.failed).toBeDefined();
+    expect(lens(p.b)).toEqual([1000]);
+    released(p.a);
+  });
+
+  it('shrink GRANT delayed: messages sent meanwhile go at the old (big) phase, in order; the shrink then completes', () => {
+    const { p, base } = enlarged(nth(2, shrinkGrant, { delayMs: 200 }));
+    p.run(p.now + 100 + 20); // b has granted phase 0 (held back on the wire) and registered it
+    expect(p.b.core.stats().phase).toBe(1);
+    expect(p.b.mem.used).toBe(base + 8 * 4096);
+    const sent = [pattern(3000, 2), pattern(5, 3), pattern(2000, 4)];
+    for (const m of sent) p.send(p.a, m);
+    p.run(p.now + 20);
+    // Written into epoch 1 (still live at both ends): delivered, no new enlargement.
+    expect(lens(p.b)).toEqual([1000, 3000, 5, 2000]);
+    expect(p.b.core.stats().enlargements).toBe(1);
+    p.run(p.now + 300);
+    const s = p.b.core.stats();
+    expect(s.phase).toBe(0);
+    expect(s.shrinks).toBe(1);
+    expect(p.b.mem.used).toBe(base);
+    expect(p.a.core.stats().sendEagerSize).toBe(256);
+    expect(p.a.failed).toBeUndefined();
+    expect(p.b.failed).toBeUndefined();
+    // Big again on demand after the shrink.
+    const again = pattern(3000, 5);
+    p.send(p.a, again);
+    p.run(p.now + 20);
+    expect(p.b.core.stats().enlargements).toBe(2);
+    expect(Buffer.from(p.b.received[4] as Uint8Array).equals(Buffer.from(again))).toBe(true);
+  });
+
+  it('shrink SWITCH dropped: the first message of the small epoch is refused (never delivered), both sides release', () => {
+    const { p } = enlarged(nth(2, shrinkSwitch, 'drop'));
+    p.run(p.now + 100 + 20); // the shrink GRANT arrived; a's SWITCH was lost
+    expect(p.a.core.stats().sendEagerSize).toBe(256);
+    p.send(p.a, pattern(10, 2));
+    p.run(p.now + 100);
+    expect(p.b.failed?.kind).toBe('protocol');
+    expect(p.b.failed?.message).toMatch(/epoch 2, the live epoch is 1 .*refused/);
+    expect(lens(p.b)).toEqual([1000]);
+    released(p.b);
+    p.send(p.a, pattern(10, 3));
+    p.run(p.now + 100);
+    expect(p.a.failed).toBeDefined();
+    released(p.a);
+  });
+
+  it('shrink SWITCH dropped on an idle channel: the receiver times out on the fence and releases', () => {
+    const { p } = enlarged(nth(2, shrinkSwitch, 'drop'));
+    p.run(p.now + 100 + 500 + 50);
+    expect(p.b.failed?.kind).toBe('timeout');
+    expect(p.b.failed?.message).toMatch(/did not fence epoch 1/);
+    released(p.b);
+  });
+
+  it('shrink SWITCH delayed: the receiver keeps both epochs until it arrives, then frees the big slots; a message sent meanwhile waits its turn', () => {
+    const { p, base } = enlarged(nth(2, shrinkSwitch, { delayMs: 100 }));
+    p.run(p.now + 100 + 20);
+    expect(p.b.mem.used).toBe(base + 8 * 4096); // phase 1 and the new phase 0 both registered
+    p.send(p.a, pattern(10, 2)); // written into epoch 2, behind the SWITCH on the (ordered) link
+    p.run(p.now + 40);
+    expect(lens(p.b)).toEqual([1000]);
+    expect(p.b.mem.used).toBe(base + 8 * 4096);
+    p.run(p.now + 200);
+    expect(p.b.mem.used).toBe(base);
+    expect(p.b.core.stats().shrinks).toBe(1);
+    expect(lens(p.b)).toEqual([1000, 10]);
+    expect(p.a.failed).toBeUndefined();
+    expect(p.b.failed).toBeUndefined();
+  });
+});
+
 describe('channel core: a hostile receiver', () => {
   it('a GRANT naming an rkey the peer does not own: the write is refused by the peer\'s keys, the channel fails, nothing written', () => {
     const p = new SimPair({ a: O, b: O, filter: rewriteGrant((b, o) => wr32(b, o + G.rkey.offset, 0x12345678)) });
