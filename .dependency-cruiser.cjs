@@ -1,17 +1,23 @@
 // The layering of src/, checked by `npm test` (dependency-cruiser). Imports run one way:
 //
-//   cli, index (the public API), features (channel, files, dedup)
+//   cli (the `sabre` command)
+//     → metrics (the `sabre/metrics` entry: reads stats through verbs), index (the public API),
+//       features (channel, files, dedup)
 //     → cm → verbs → { rdmap, transport } → { kernels → dataplane → wire } → core
 //
 // rdmap (the sans-I/O engine) and transport (the links) are siblings that meet only in core;
 // the device (src/verbs/device.ts) is the one shell that joins them. cm speaks verbs only.
-// Features built above cm and verbs use the public API, never engine or link internals.
-// Type-only imports count like any other in the layer rules: a type is a dependency too.
+// Features built above cm and verbs use the public API, never engine or link internals, and
+// nothing imports the CLI. Type-only imports count like any other in the layer rules: a type
+// is a dependency too.
 //
-// Cycles: none through runtime imports, anywhere; and none at all that leaves a folder. What
-// remains allowed is a type-only back-reference inside one folder — the verbs objects name
-// their owners (a QP its PD, a PD its device), as ibverbs' structs do — which no module load
-// order and no layer can trip over.
+// Cycles: none, type-only ones included, with one named exception. The verbs objects name
+// their owners as ibverbs' structs do (an AH, MR or QP its PD: qp.pd; a PD its device:
+// pd.device), and the owner builds them (dev.allocPd(), pd.createQp()); both are public types
+// that code above uses as exactly those classes (a Device as a map key, a QP's PD handed on as
+// a ProtectionDomain), so owner and owned name each other. That knot is allowed only among the
+// files of VERBS_OBJECTS, only where it closes through type-only imports, and never through a
+// module outside them; every other cycle in src fails.
 /** @type {import('dependency-cruiser').IConfiguration} */
 const layer = (from, allowed, comment) => ({
   name: `${from.replace(/[^a-z]/g, '') || 'index'}-imports-only-below`,
@@ -21,21 +27,24 @@ const layer = (from, allowed, comment) => ({
   to: { path: '^src/', pathNot: [`^src/${from}`, ...allowed.map((a) => `^src/${a}`)] },
 });
 
+/** The verbs objects and their public data types: the one place a (type-only) cycle may close. */
+const VERBS_OBJECTS = '^src/verbs/(device|pd|qp|mr|ah|types)[.]ts$';
+
 module.exports = {
   forbidden: [
     {
       name: 'no-circular',
-      comment: 'No cycle of runtime imports anywhere in src.',
+      comment: 'No import cycle anywhere in src, type-only ones included. A cycle through the verbs objects and any other module is reported from that module.',
       severity: 'error',
-      from: { path: '^src/' },
-      to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
+      from: { path: '^src/', pathNot: VERBS_OBJECTS },
+      to: { circular: true },
     },
     {
-      name: 'no-circular-across-folders',
-      comment: 'No cycle, type-only ones included, that leaves the folder it starts in.',
+      name: 'no-circular-verbs-objects-runtime',
+      comment: 'The verbs objects: no cycle of runtime imports (only type-only back-references to an owner).',
       severity: 'error',
-      from: { path: '^src/([^/]+)/' },
-      to: { circular: true, via: { pathNot: '^src/$1/' } },
+      from: { path: VERBS_OBJECTS },
+      to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
     },
     layer('core/', [], 'core is the shared vocabulary: it imports nothing of sabre.'),
     layer('wire/', ['core/'], 'wire formats: only core below them.'),
@@ -45,6 +54,15 @@ module.exports = {
     layer('transport/', ['core/', 'wire/', 'dataplane/', 'kernels/'], 'links move frames: they never see the engine (rdmap/) or the verbs objects.'),
     layer('verbs/', ['core/', 'wire/', 'dataplane/', 'kernels/', 'rdmap/', 'transport/'], 'verbs joins an engine to a link; nothing above it.'),
     layer('cm/', ['core/', 'verbs/'], 'cm speaks verbs only.'),
+    {
+      name: 'nothing-imports-cli',
+      comment: 'The `sabre` command is the top: no module of the library imports it.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: '^src/cli/' },
+    },
+    layer('cli/', ['index[.]ts$', 'core/', 'verbs/', 'cm/', 'channel/', 'files/', 'dedup/', 'kernels/', 'metrics/'], 'the CLI sits above cm with the features (DESIGN §2): it uses the public API, the features and metrics, never engine, link, data-plane or wire internals.'),
+    layer('metrics/', ['core/', 'verbs/'], 'metrics reads stats through the verbs objects (dev.stats(), qp.state, cq.count) and the enums of core; features reach it as stats sources of the device, not by import.'),
     layer('(channel|files|dedup)/', ['core/', 'wire/', 'verbs/', 'cm/', 'kernels/', 'dataplane/'], 'features use the verbs and cm API (and their wire layouts, the kernels and the data plane), not engine or link internals, and not src/index.ts, which re-exports them.'),
     {
       name: 'src-not-to-tests',

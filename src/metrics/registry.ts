@@ -5,7 +5,10 @@
 // the table does not know still appears, as sabre_link_stat{stat="<key>"} or
 // sabre_device_stat{stat="<key>"}, so a counter added to the engine is never silently lost.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { type CompletionQueue, type Device, type ProtectionDomain, qpStateName, wcOpcodeName, wcStatusName } from '../index.js';
+import { qpStateName, wcOpcodeName, wcStatusName } from '../core/enums.js';
+import type { CompletionQueue } from '../verbs/cq.js';
+import type { Device } from '../verbs/device.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
 
 type Kind = 'counter' | 'gauge';
 

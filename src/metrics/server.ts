@@ -3,7 +3,7 @@
 // owns devices can too.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Device } from '../index.js';
+import type { Device } from '../verbs/device.js';
 import { publish } from './diagnostics.js';
 import { SabreMetrics } from './registry.js';
 

@@ -7,10 +7,15 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { Device } from './device.js';
+
+/** What the checks read of the device the address is checked for (a Device is one). */
+export interface AddressChecker {
+  readonly address: DeviceAddress;
+  reachable(a: DeviceAddress): boolean;
+}
 
 /** Synchronous checks: shape, transport, host/port ranges, reachability. Throws SabreError. */
-export function checkPeerAddress(dev: Device, a: unknown, what: string): asserts a is DeviceAddress {
+export function checkPeerAddress(dev: AddressChecker, a: unknown, what: string): asserts a is DeviceAddress {
   checkPeerAddressShape(dev, a, what);
   if (!dev.reachable(a)) {
     const why = dev.address.transport === 'inproc' ? ' (inproc devices are reachable only from their own process, or through a bridge)' : '';
@@ -19,7 +24,7 @@ export function checkPeerAddress(dev: Device, a: unknown, what: string): asserts
 }
 
 /** Shape, transport and host/port ranges only (ERR_INVALID_ARGUMENT). */
-export function checkPeerAddressShape(dev: Device, a: unknown, what: string): asserts a is DeviceAddress {
+export function checkPeerAddressShape(dev: AddressChecker, a: unknown, what: string): asserts a is DeviceAddress {
   if (!a || typeof a !== 'object' || typeof (a as DeviceAddress).transport !== 'string') {
     throw new SabreError(ErrorCode.InvalidArgument, `${what} needs a device address ({ transport, … })`);
   }
