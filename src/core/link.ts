@@ -22,6 +22,11 @@ export interface LinkEvents {
   frames(batch: Inbound[]): void;
   /** A peer device is lost for good (udp: retries exhausted, or the peer restarted and forgot our frames). */
   peerLost(peer: DeviceAddress): void;
+  /**
+   * Datagram links: whether the device still keeps `peer` (it has connected rc QPs to it), so
+   * the link should watch an idle peer's liveness and report peerLost when it stops answering.
+   */
+  keepsPeer?(peer: DeviceAddress): boolean;
   /** Connection links: local rc QP `qpn` is connected; `profile` is what the peer speaks. */
   qpUp(qpn: number, profile: PeerProfile, ord?: number): void;
   /**

@@ -91,7 +91,22 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
           if (k === key) this.failConnect(qpn, new SabreError(ErrorCode.Unreachable, `no answer from ${JSON.stringify(peer)} (the link's retries ran out)`));
         }
         this.#emit({ type: 'path-lost', peer });
+        // The rc QPs it fails were connected to a peer that stopped answering: cause 'lost', as tcp says.
+        const lost: number[] = [];
+        for (const qpn of this.#established) if (this.engine.qps.get(qpn)?.flow?.peerKey === key) lost.push(qpn);
+        for (const qpn of lost) this.#downCause.set(qpn, 'lost');
         this.run((now) => this.engine.handlePeerLost(peer, now));
+        for (const qpn of lost) this.#downCause.delete(qpn);
+      },
+      // udp keeps probing an idle peer only while an rc QP here is connected to it (RTR/RTS/SQD).
+      keepsPeer: (peer) => {
+        if (this.#closed) return false;
+        const key = addressKey(peer);
+        for (const qpn of this.#established) {
+          const qp = this.engine.qps.get(qpn);
+          if (qp?.type === 'rc' && qp.flow?.peerKey === key && qp.state !== QpState.Error && qp.state !== QpState.Reset) return true;
+        }
+        return false;
       },
       qpUp: (qpn, profile, ord) => {
         if (!this.#closed) this.run((now) => this.engine.handleLinkUp(qpn, profile, now, ord));
@@ -427,6 +442,9 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.transport !== 'inproc' && opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port < 65536)) throw new SabreError(ErrorCode.InvalidArgument, 'port must be an integer in 0..65535');
   // tcp speaks MPA, whose only integrity is its CRC (on or off); udp has sabre's three modes.
   if (opts.integrity !== undefined && opts.transport !== 'inproc') checkIntegrityMode(opts.integrity, opts.transport === 'tcp' ? ['crc32c', 'none'] : INTEGRITY_MODES);
+  if (opts.keepaliveMs !== undefined && !(Number.isInteger(opts.keepaliveMs) && opts.keepaliveMs >= 0 && opts.keepaliveMs <= 3_600_000)) {
+    throw new SabreError(ErrorCode.InvalidArgument, 'keepaliveMs must be an integer in 0..3600000');
+  }
   const workers = opts.workers ?? 0;
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   // Only udp runs its data plane on workers (the CRC32C of large datagrams, both directions).
@@ -461,6 +479,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
       ...(opts.mtu !== undefined ? { mtu: opts.mtu } : {}),
       ...(opts.sockets !== undefined ? { sockets: opts.sockets } : {}),
       ...(opts.integrity !== undefined ? { integrity: opts.integrity } : {}),
+      ...(opts.keepaliveMs !== undefined ? { context: { keepaliveMs: opts.keepaliveMs } } : {}),
       ...udpLimits,
     });
   } catch (e) {

@@ -79,6 +79,14 @@ export interface OpenDeviceOptions {
    */
   integrity?: 'crc32c' | 'xxh3' | 'none';
   /**
+   * udp: liveness of an idle peer this device has connected rc QPs to (0 turns it off). After
+   * this long without a word from it (and nothing outstanding), a keepalive probe goes, then
+   * two more keepaliveMs / 4 apart; unanswered, the peer is lost: its QPs go to ERROR with
+   * 'qp-fatal' and 'disconnected' (cause 'lost'), within keepaliveMs × 1.75 (docs/errors.md).
+   * Default 1000 (a killed peer is seen within 2 s). tcp: the kernel tells at once; ignored.
+   */
+  keepaliveMs?: number;
+  /**
    * What a peer can make the device hold (docs/resource-bounds.md): each a positive integer,
    * defaults in parentheses. Lower them for a device that faces untrusted peers with little
    * memory, raise them for many legitimate peers; every refusal is counted in dev.stats().

@@ -1,7 +1,8 @@
 // Async events (dev.on('event') / dev.events()) and AbortSignal on every wait. A peer killed
 // with SIGKILL (a child process) must show up as an event within the documented time:
 //   tcp: at once (the kernel resets the connection): 'qp-fatal' and 'disconnected', cause 'lost'.
-//   udp: with work outstanding, within the QP's timeoutMs (here 1 s; default 8 s).
+//   udp: with work outstanding, within the QP's timeoutMs (here 1 s; default 8 s); idle (no
+//   work posted), by the keepalive: within keepaliveMs × 1.75 (default 1000: 1.75 s, < 2 s).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { getEventListeners } from 'node:events';
 import { createInterface } from 'node:readline';
@@ -84,6 +85,40 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     // The same events, on the QP they name.
     expect(perQp).toEqual(expect.arrayContaining(['established', 'qp-fatal', 'disconnected']));
     if (transport === 'udp') expect(cq.poll(4)).toMatchObject([{ wrId: 1, status: WcStatus.RetryExcErr }]);
+  }, 20_000);
+
+  it('an idle peer (no work posted) killed: qp-fatal and disconnected, cause lost, within 2 s', async () => {
+    const a = await dev(transport); // udp: the default keepaliveMs (1000)
+    const { cq, qp } = rc(a);
+    const child = spawn(process.execPath, ['test/verbs/kill-peer.mjs', transport], { stdio: ['pipe', 'pipe', 'inherit'] });
+    children.push(child);
+    const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+    const peer = JSON.parse((await lines.next()).value as string) as { address: { transport: string }; qpn: number };
+    child.stdin!.write(`${JSON.stringify({ address: a.address, qpn: qp.qpn })}\n`);
+    await qp.connect({ address: peer.address, qpn: peer.qpn });
+    expect((await lines.next()).value).toBe('ready');
+    // Idle but alive: past several keepalive intervals nothing fires (the probes are answered).
+    const early: DeviceEvent[] = [];
+    const onEarly = (ev: DeviceEvent): void => void early.push(ev);
+    a.on('event', onEarly);
+    await new Promise((r) => setTimeout(r, transport === 'udp' ? 2500 : 100));
+    a.off('event', onEarly);
+    expect(early).toEqual([]);
+    if (transport === 'udp') expect((a.stats().link as Record<string, number>).keepalives).toBeGreaterThan(0);
+
+    const fatal = eventsUntil(a, (evs) => evs.some((e) => e.type === 'qp-fatal') && evs.some((e) => e.type === 'disconnected'), 5000);
+    const t0 = performance.now();
+    child.kill('SIGKILL');
+    const evs = await fatal;
+    const ms = performance.now() - t0;
+    expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ qpn: qp.qpn, cause: 'lost' });
+    expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: qp.qpn, cause: 'lost' });
+    expect(qp.state).toBe(QpState.Error);
+    // Documented: tcp at once; udp within keepaliveMs × 1.75 = 1.75 s (2 s with timer slack).
+    expect(ms).toBeLessThan(transport === 'tcp' ? 1000 : 2000);
+    // Three probes 250 ms apart went unanswered first (the kill may fall anywhere in the idle second).
+    if (transport === 'udp') expect(ms).toBeGreaterThan(500);
+    expect(cq.poll(4)).toEqual([]);
   }, 20_000);
 });
 

@@ -63,6 +63,15 @@ export interface ContextOptions {
    * 0 on the wire today; tests set it near 2^32 to cover serial-number wraparound.
    */
   initialPsn: number;
+  /**
+   * Liveness of an idle peer (0: off). When the owner keeps the peer (keepalive(now, true):
+   * connected rc QPs) and nothing has been heard from it for this long while nothing of ours is
+   * outstanding, an ACK asking for an ACK goes as a probe, then again every keepaliveMs / 4;
+   * after keepaliveProbes unanswered the context fails ('peer-lost'). With work outstanding the
+   * retransmission timer decides instead.
+   */
+  keepaliveMs: number;
+  keepaliveProbes: number;
 }
 
 export const defaultContextOptions: ContextOptions = {
@@ -80,9 +89,11 @@ export const defaultContextOptions: ContextOptions = {
   ackDelayMs: 1,
   maxSendQueue: 1 << 16,
   initialPsn: 0,
+  keepaliveMs: 1000,
+  keepaliveProbes: 3,
 };
 
-export type FailReason = 'retry-exceeded' | 'peer-reset' | 'closed';
+export type FailReason = 'retry-exceeded' | 'peer-reset' | 'peer-lost' | 'closed';
 
 /** What receive() made of a datagram: used, or refused whole for the field that failed. */
 export const RxVerdict = { Ok: 0, BadAck: 1, BadSack: 2 } as const;
@@ -105,6 +116,9 @@ export interface ContextCounters {
   rxBadSack: number;
   /** PSNs visited by ACK processing and loss detection (bounded per datagram by the window). */
   scanned: number;
+  /** Keepalive probes sent (ACKs asking for an ACK on an idle context), and answers sent to the peer's. */
+  keepalives: number;
+  keepaliveAnswers: number;
 }
 
 interface Queued {
@@ -138,6 +152,7 @@ export class TransportContext {
   readonly counters: ContextCounters = {
     txData: 0, retransmits: 0, fastRetransmits: 0, probes: 0, timeouts: 0, txAcks: 0,
     rxData: 0, rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, delivered: 0, rxBadAck: 0, rxBadSack: 0, scanned: 0,
+    keepalives: 0, keepaliveAnswers: 0,
   };
   /**
    * First contact, before the peer has shown it keeps state for us (a COOKIE or its answer):
@@ -188,6 +203,11 @@ export class TransportContext {
   private probePsn = -1;
   private retries = 0;
   private probeDue = false;
+  // Keepalive: when the next probe (or the check whether one is wanted) is due, the probes
+  // sent since the peer was last heard, and a probe owed to the next flush.
+  private kaAt: number;
+  private kaSent = 0;
+  private kaOwed = false;
 
   // --- receiver ---
   private rcvNxt = 0;
@@ -216,6 +236,7 @@ export class TransportContext {
     this.localId = localId;
     this.peerId = peerId;
     this.lastActivity = now;
+    this.kaAt = this.opts.keepaliveMs > 0 ? now + this.opts.keepaliveMs : Infinity;
     this.cwnd = this.opts.initialCwnd;
     this.rto = this.opts.initialRtoMs;
     this.peerRwnd = Math.min(this.opts.initialPeerWindow, w);
@@ -268,7 +289,43 @@ export class TransportContext {
 
   nextDeadline(): number {
     if (this.state !== 'open') return Infinity;
-    return Math.min(this.rtoDeadline, this.ptoDeadline, this.ackNow ? -Infinity : this.ackDeadline);
+    return Math.min(this.rtoDeadline, this.ptoDeadline, this.ackNow ? -Infinity : this.ackDeadline, this.keepaliveDeadline());
+  }
+
+  /**
+   * When keepalive(now, …) is next due: Infinity while it is off, while the handshake is not
+   * done, or while something of ours is outstanding (the retransmission timer watches then).
+   */
+  keepaliveDeadline(): number {
+    if (this.state !== 'open' || this.kaAt === Infinity || this.peerId === 0 || this.probing) return Infinity;
+    if (this.sndUna !== this.sndNxt || this.qHead < this.queue.length) return Infinity;
+    return this.kaAt;
+  }
+
+  /**
+   * The keepalive timer fired: `wanted` says whether the owner still keeps this peer (it has
+   * connected rc QPs to it). Not wanted: nothing is sent, asked again a keepalive interval
+   * later. Wanted: a probe goes with the next flush, or — keepaliveProbes sent and none
+   * answered — the context fails ('peer-lost'). Only an answer from inside this context (its
+   * two ids and an acceptable ack, checked by the owner and receive()) counts as hearing the
+   * peer, so an off-path sender cannot hold a dead peer up, and nothing it sends can make the
+   * probes go unanswered.
+   */
+  keepalive(now: number, wanted: boolean): void {
+    if (this.keepaliveDeadline() > now) return;
+    const ms = this.opts.keepaliveMs;
+    if (!wanted) {
+      this.kaSent = 0;
+      this.kaAt = now + ms;
+      return;
+    }
+    if (this.kaSent >= this.opts.keepaliveProbes) {
+      this.fail('peer-lost');
+      return;
+    }
+    this.kaSent++;
+    this.kaOwed = true;
+    this.kaAt = now + Math.max(1, ms / 4);
   }
 
   /**
@@ -285,6 +342,15 @@ export class TransportContext {
       return v;
     }
     this.lastActivity = now;
+    if (this.kaAt !== Infinity) {
+      this.kaSent = 0;
+      this.kaAt = now + this.opts.keepaliveMs;
+    }
+    // A peer's keepalive probe (an ACK asking for one): answered with one ACK, the same size.
+    if (h.type === UdpType.Ack && h.ackReq) {
+      this.ackNow = true;
+      this.counters.keepaliveAnswers++;
+    }
     this.onAck(h, now);
     if (h.type === UdpType.Data && payload !== null) this.onData(h, payload, now, meta);
     return RxVerdict.Ok;
@@ -405,10 +471,16 @@ export class TransportContext {
     if (out.length > start) {
       if (this.rtoDeadline === Infinity) this.rtoDeadline = now + this.rto;
       if (this.ptoDeadline === Infinity && this.probes === 0) this.ptoDeadline = now + this.pto();
+    } else if (this.kaOwed) {
+      this.counters.keepalives++;
+      const hdr = this.header(false, this.sndNxt, now);
+      hdr.ackReq = true;
+      out.push({ hdr, payload: null, dstQpn: 0, srcQpn: 0 });
     } else if (this.ackDue(now)) {
       this.counters.txAcks++;
       out.push({ hdr: this.header(false, this.sndNxt, now), payload: null, dstQpn: 0, srcQpn: 0 });
     }
+    this.kaOwed = false;
     this.armPersist(now);
     return more;
   }

@@ -98,6 +98,12 @@ export interface EndpointOptions {
    * at the largest such part and marks the datagram `pendingCrc` (see sealDeferred).
    */
   txOffloadable?: (part: Uint8Array) => boolean;
+  /**
+   * Whether the owner still keeps `peer` (the udp link: the device has connected rc QPs to it):
+   * asked when an idle context's keepalive is due (context.keepaliveMs). Without it no context
+   * probes its peer.
+   */
+  keepPeer?: (peer: PeerAddress) => boolean;
 }
 
 export interface OutDatagram {
@@ -123,6 +129,7 @@ export interface Delivery {
 }
 
 export interface Failure {
+  /** The payload that failed; 0 for a context that failed with nothing outstanding (keepalive). */
   id: number;
   peer: PeerAddress;
   reason: FailReason;
@@ -186,17 +193,31 @@ export interface PollResult {
   failed: Failure[];
 }
 
-/** DATA datagrams a context refused after the endpoint's checks (context.ts onData). */
+/**
+ * Context counters summed over the device's contexts, live and dropped: the DATA datagrams a
+ * context refused after the endpoint's checks (context.ts onData), its retransmissions
+ * (timeouts, fast, tail-loss probes) and its keepalive probes and answers.
+ */
 export interface ContextRefusals {
   rxDuplicate: number;
   rxOutOfWindow: number;
   rxNoCredit: number;
+  retransmits: number;
+  fastRetransmits: number;
+  probes: number;
+  timeouts: number;
+  keepalives: number;
+  keepaliveAnswers: number;
+}
+
+const CONTEXT_SUMS = ['rxDuplicate', 'rxOutOfWindow', 'rxNoCredit', 'retransmits', 'fastRetransmits', 'probes', 'timeouts', 'keepalives', 'keepaliveAnswers'] as const;
+
+function zeroSums(): ContextRefusals {
+  return { rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, retransmits: 0, fastRetransmits: 0, probes: 0, timeouts: 0, keepalives: 0, keepaliveAnswers: 0 };
 }
 
 function addRefusals(to: ContextRefusals, c: ContextRefusals): void {
-  to.rxDuplicate += c.rxDuplicate;
-  to.rxOutOfWindow += c.rxOutOfWindow;
-  to.rxNoCredit += c.rxNoCredit;
+  for (const k of CONTEXT_SUMS) to[k] += c[k];
 }
 
 interface Entry {
@@ -272,8 +293,8 @@ export class UdpEndpoint {
   private readonly deviceResets: TokenBucket;
   private readonly hostResets: HostBuckets;
   private scanAt = -Infinity;
-  /** Context refusals of the contexts dropped so far (stats() adds the live ones). */
-  private readonly ctxRefused: ContextRefusals = { rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0 };
+  /** Context sums (refusals, retransmissions, keepalives) of the contexts dropped so far (stats() adds the live ones). */
+  private readonly ctxRefused: ContextRefusals = zeroSums();
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -310,7 +331,7 @@ export class UdpEndpoint {
       resetBurstPerHost: 20,
       maxTrackedHosts: 4096,
       ...opts,
-      context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context },
+      context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context, ...(opts.keepPeer === undefined ? { keepaliveMs: 0 } : {}) },
     };
     this.maxPayload = mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_MAX;
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);
@@ -534,7 +555,13 @@ export class UdpEndpoint {
 
   /** Fire due timers. */
   tick(now: number): void {
-    for (const e of this.byId.values()) e.ctx.tick(now);
+    for (const e of this.byId.values()) this.tickContext(e, now);
+  }
+
+  private tickContext(e: Entry, now: number): void {
+    const ctx = e.ctx;
+    if (ctx.keepaliveDeadline() <= now) ctx.keepalive(now, this.opts.keepPeer?.(e.peer) ?? false);
+    if (ctx.nextDeadline() <= now) ctx.tick(now);
   }
 
   /**
@@ -546,7 +573,7 @@ export class UdpEndpoint {
     // Deleting the entry being visited (drop below) is safe while iterating a Map.
     for (const e of this.byId.values()) {
       const ctx = e.ctx;
-      if (ctx.nextDeadline() <= now) ctx.tick(now);
+      this.tickContext(e, now);
       const tx = this.txScratch;
       tx.length = 0;
       if (ctx.flush(now, tx, burst)) more = true;
@@ -556,6 +583,8 @@ export class UdpEndpoint {
         ctx.acked.length = 0;
       }
       if (ctx.state === 'failed') {
+        // A keepalive failure has nothing outstanding to report: the peer is named alone.
+        if (ctx.failed.length === 0 && ctx.failReason === 'peer-lost') this.failed.push({ id: 0, peer: e.peer, reason: 'peer-lost' });
         this.drainFailures(e, ctx.failReason ?? 'retry-exceeded');
         this.counters.contextsFailed++;
         this.drop(e);

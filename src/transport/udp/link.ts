@@ -20,8 +20,9 @@
 // and the transport ACK in one datagram), then are packed.
 //
 // Failure: a payload the reliability layer gives up on (retry limit, the peer restarted and
-// forgot it) is reported as the peerLost event with the peer's device address; the engine
-// fails the work that depended on that peer with RetryExcErr.
+// forgot it), or an idle peer that stopped answering keepalive probes while the device keeps
+// it (LinkEvents.keepsPeer: connected rc QPs), is reported as the peerLost event with the
+// peer's device address; the engine fails the work that depended on that peer with RetryExcErr.
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Frame, Inbound } from '../../core/frame.js';
@@ -186,6 +187,8 @@ export class UdpLink implements Link {
         {
           ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(xxh3 ? { xxh3 } : {}), ...(rx ? { rxArea: rx } : {}),
           ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
+          // An idle context probes its peer only while the device keeps it (connected rc QPs).
+          keepPeer: (p: PeerAddress) => (self ? self.#keepsPeer(p) : false),
         },
         {
           onDelivery: (d) => {
@@ -365,6 +368,10 @@ export class UdpLink implements Link {
       seen.add(f.peer);
       this.#linkFailed(this.#fromOf(f.peer));
     }
+  }
+
+  #keepsPeer(p: PeerAddress): boolean {
+    return !this.#closed && (this.#events?.keepsPeer?.(this.#fromOf(p)) ?? false);
   }
 
   #linkFailed(a: UdpDeviceAddress): void {
