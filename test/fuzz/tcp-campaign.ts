@@ -26,8 +26,9 @@ import { ALL, Transfer } from './transfer.js';
 // well-formed Terminate puts V's QP in ERROR, and V closes the stream after it (RFC 5040 §5.2)
 // without a Terminate of its own — seed 24301 has five such sessions, and on runs where the
 // path's victim pair added few counts they were the deficit behind 'refusal counters moved
-// 213, fewer than the 214 sessions V refused or terminated'.
-export const TCP_REFUSALS = ['terminatesSent', 'streamFaults', 'dropped', 'drops', 'duplicates', 'handshakesRefused', 'connectionsRefused', 'connectionsRefusedHost', 'terminatesReceived'] as const;
+// 213, fewer than the 214 sessions V refused or terminated'. connectionsRefusedMemory: a
+// connection established with no device memory left for its staging (Terminate and close).
+export const TCP_REFUSALS = ['terminatesSent', 'streamFaults', 'dropped', 'drops', 'duplicates', 'handshakesRefused', 'connectionsRefused', 'connectionsRefusedHost', 'connectionsRefusedMemory', 'terminatesReceived'] as const;
 const REAL = 0x5ab0;
 const VICTIM = 0x5ab1;
 

@@ -229,7 +229,8 @@ export class MpaConnection extends EventEmitter {
       const q = this.#queued;
       this.#queued = [];
       const total = q.reduce((n, b) => n + b.length, 0);
-      const at = this.#dp.alloc(Math.max(total, 1));
+      const at = this.#orNoMemory(() => this.#dp.alloc(Math.max(total, 1)));
+      if (at === undefined) return;
       const u8 = this.#dp.u8();
       const batch: RxUlpdu[] = [];
       let o = at;
@@ -352,16 +353,21 @@ export class MpaConnection extends EventEmitter {
 
   #established(r: MpaResult, leftover: Uint8Array): void {
     this.result = r;
-    const counts = mpaCrcCounts(this.#dp);
-    if (r.crc) counts.mpaCrcOn++;
-    else counts.mpaCrcOff++;
     const emss = this.#opts.emss ?? defaultEmss(this.socket.remoteAddress ?? '127.0.0.1');
     this.mulpdu = mulpdu(emss, r.markersTx);
     this.#framer = new FpduFramer({ dp: this.#dp, crc: r.crc, markers: r.markersTx, mulpdu: this.mulpdu });
-    this.#deframer = new FpduDeframer(
+    // The receive staging is the connection's share of device memory. We get here from a socket
+    // callback (the Reply read) or from accept() inside one (the Request read): running out must
+    // refuse this connection, never throw out of the callback and take the process down.
+    const deframer = this.#orNoMemory(() => new FpduDeframer(
       { dp: this.#dp, crc: r.crc, markers: r.markersRx, capacity: this.#opts.rxCapacity, maxUlpdu: this.#opts.maxUlpdu },
       { ulpdus: (b, u8) => this.#onUlpdus(b, u8), error: (f) => this.#failStream(f) },
-    );
+    ));
+    if (deframer === undefined) return;
+    this.#deframer = deframer;
+    const counts = mpaCrcCounts(this.#dp);
+    if (r.crc) counts.mpaCrcOn++;
+    else counts.mpaCrcOff++;
     if (r.rtr === 'write' && r.role === 'responder') {
       this.#state = 'rtr';
     } else {
@@ -457,6 +463,24 @@ export class MpaConnection extends EventEmitter {
     this.emit('failed', f);
     if (this.#state === 'established' || this.#state === 'rtr') this.#sendTerminate(f);
     this.#close(f);
+  }
+
+  /**
+   * `f()`, or undefined after refusing the connection because device memory ran out: a
+   * Terminate (local catastrophic error: the peer's request was fine), then close. The fault's
+   * code NO_MEMORY is what the connector counts (connectionsRefusedMemory).
+   */
+  #orNoMemory<T>(f: () => T): T | undefined {
+    try {
+      return f();
+    } catch (e) {
+      if (!(e instanceof SabreError) || e.code !== ErrorCode.NoMemory) throw e;
+      const flt = fault(TERM.catastrophic, 'NO_MEMORY', `device memory exhausted: ${e.message}`, e);
+      this.emit('failed', flt);
+      this.#sendTerminate(flt);
+      this.#close(flt);
+      return undefined;
+    }
   }
 
   #sendTerminate(code: TermCode): void {

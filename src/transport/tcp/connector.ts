@@ -54,6 +54,8 @@ export interface ConnectorCounters {
   handshakeTimeouts: number;
   /** Incoming connections closed before their MPA handshake completed (found by the fuzz campaign: such refusals were uncounted). */
   handshakesRefused: number;
+  /** Connections (incoming or outgoing) refused at establishment: no device memory left for their receive staging. */
+  connectionsRefusedMemory: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -108,7 +110,7 @@ export class MpaConnector {
   readonly #perHost = new Map<string, number>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -232,6 +234,9 @@ export class MpaConnector {
   #track(c: MpaConnection): void {
     this.#conns.add(c);
     c.once('close', () => this.#conns.delete(c));
+    c.on('failed', (f: TcpFault) => {
+      if (f.code === 'NO_MEMORY') this.counters.connectionsRefusedMemory++;
+    });
   }
 
   #initiate(w: Waiter, to: TcpAddress): void {
@@ -309,8 +314,9 @@ export class MpaConnector {
       up = true;
     });
     c.once('close', () => {
-      // Closed before 'established': a bad or refused request, a timeout, a peer that left.
-      if (!up) this.counters.handshakesRefused++;
+      // Closed before 'established': a bad or refused request, a timeout, a peer that left
+      // (one refused for device memory is counted as that instead).
+      if (!up && c.fault?.code !== 'NO_MEMORY') this.counters.handshakesRefused++;
       this.#accepted--;
       const n = (this.#perHost.get(host) ?? 1) - 1;
       if (n > 0) this.#perHost.set(host, n);

@@ -18,9 +18,11 @@ export function fault(term: TermCode, code: string, reason: string, cause?: Erro
 
 /**
  * The API error for a connection that failed: ERR_REFUSED when nothing listens at the port
- * (ECONNREFUSED), ERR_UNREACHABLE otherwise; the system error, if any, as `cause`.
+ * (ECONNREFUSED), ERR_NO_MEMORY when this device had no memory for it, ERR_UNREACHABLE
+ * otherwise; the system error, if any, as `cause`.
  */
 export function faultError(f: TcpFault, message: string): SabreError {
+  if (f.code === 'NO_MEMORY') return new SabreError(ErrorCode.NoMemory, message, f.cause ? { cause: f.cause } : undefined);
   const refused = (f.cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED';
   return new SabreError(refused ? ErrorCode.Refused : ErrorCode.Unreachable, message, f.cause ? { cause: f.cause } : undefined);
 }

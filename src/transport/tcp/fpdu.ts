@@ -335,7 +335,13 @@ export class FpduDeframer {
     this.#sink = sink;
     this.#cap = Math.max(o.capacity ?? 512 * 1024, 128 * 1024);
     this.#base = o.dp.alloc(this.#cap);
-    this.#crcDesc = o.crc && !o.markers && o.dp.kernels.crc32cBatch ? o.dp.alloc(CRC_BATCH * CRC_DESC_BYTES) : -1;
+    try {
+      this.#crcDesc = o.crc && !o.markers && o.dp.kernels.crc32cBatch ? o.dp.alloc(CRC_BATCH * CRC_DESC_BYTES) : -1;
+    } catch (e) {
+      // Out of device memory for the descriptors: give the staging back before the caller refuses.
+      o.dp.free(this.#base);
+      throw e;
+    }
   }
 
   /**
