@@ -15,9 +15,10 @@
 // their owners as ibverbs' structs do (an AH, MR or QP its PD: qp.pd; a PD its device:
 // pd.device), and the owner builds them (dev.allocPd(), pd.createQp()); both are public types
 // that code above uses as exactly those classes (a Device as a map key, a QP's PD handed on as
-// a ProtectionDomain), so owner and owned name each other. That knot is allowed only among the
-// files of VERBS_OBJECTS, only where it closes through type-only imports, and never through a
-// module outside them; every other cycle in src fails.
+// a ProtectionDomain), so owner and owned name each other. That knot is allowed only as it is:
+// the edges of VERBS_KNOT (the type-only back-references mr/ah/qp → pd and pd → device, and the
+// owners' imports of what they build), closing only through type-only imports; a new edge in
+// it, or a cycle through any other module, fails, as does every other cycle in src.
 /** @type {import('dependency-cruiser').IConfiguration} */
 const layer = (from, allowed, comment) => ({
   name: `${from.replace(/[^a-z]/g, '') || 'index'}-imports-only-below`,
@@ -27,8 +28,20 @@ const layer = (from, allowed, comment) => ({
   to: { path: '^src/', pathNot: [`^src/${from}`, ...allowed.map((a) => `^src/${a}`)] },
 });
 
-/** The verbs objects and their public data types: the one place a (type-only) cycle may close. */
-const VERBS_OBJECTS = '^src/verbs/(device|pd|qp|mr|ah|types)[.]ts$';
+/**
+ * The one place a (type-only) cycle may close: each verbs object file and the files of the knot
+ * it may import while in a cycle. Back-references to an owner: mr, ah, qp → pd; pd → device.
+ */
+const VERBS_KNOT = {
+  device: ['pd', 'qp', 'types'],
+  pd: ['device', 'ah', 'mr', 'qp', 'types'],
+  qp: ['pd', 'ah', 'types'],
+  mr: ['pd'],
+  ah: ['pd'],
+  types: ['ah'],
+};
+const verbsFile = (names) => `^src/verbs/(${names.join('|')})[.]ts$`;
+const VERBS_OBJECTS = verbsFile(Object.keys(VERBS_KNOT));
 
 module.exports = {
   forbidden: [
@@ -46,6 +59,13 @@ module.exports = {
       from: { path: VERBS_OBJECTS },
       to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
     },
+    ...Object.entries(VERBS_KNOT).map(([file, may]) => ({
+      name: `no-circular-verbs-${file}`,
+      comment: `verbs/${file}.ts: in a cycle only through the knot's own edges (${may.join(', ')}).`,
+      severity: 'error',
+      from: { path: verbsFile([file]) },
+      to: { circular: true, pathNot: verbsFile(may) },
+    })),
     layer('core/', [], 'core is the shared vocabulary: it imports nothing of sabre.'),
     layer('wire/', ['core/'], 'wire formats: only core below them.'),
     layer('dataplane/', ['core/', 'wire/'], 'the data plane reads its record layouts from wire/spec.ts.'),
