@@ -14,6 +14,12 @@
 // Run: npm run build && node bench/files.bench.mjs
 //   FILES_BYTES (default 256 MiB), FILES_REPS (3, best kept), FILES_TRANSPORTS (udp,tcp),
 //   FILES_RAND_SECONDS (3), FILES_RAND_DEPTH (16), FILES_ONLY=get|put|rand
+// Pipeline knobs, for sweeping (unset: the library's defaults, printed at the start):
+//   server: FILES_RW_DEPTH (staging buffers: reads answered at once), FILES_CREDITS (credits
+//   granted to a client: its receives, the requests it may have at the server), FILES_RW_SIZE
+//   (maxReadWriteSize), FILES_WRITE_SIZE (maxWriteSize);
+//   client: FILES_SINKS (read sinks), FILES_WRITE_BUFFERS (write buffers);
+//   both: FILES_INTEGRITY (udp integrity: xxh3 | crc32c | none), FILES_WORKERS (udp workers).
 import { fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -32,13 +38,19 @@ const RAND_S = Number(process.env.FILES_RAND_SECONDS ?? 3);
 const DEPTH = Number(process.env.FILES_RAND_DEPTH ?? 16);
 const ONLY = process.env.FILES_ONLY;
 const TOKEN = 'bench';
+const num = (k) => (process.env[k] === undefined || process.env[k] === '' ? undefined : Number(process.env[k]));
+const SERVER_LIMITS = Object.fromEntries(Object.entries({
+  rwDepth: num('FILES_RW_DEPTH'), credits: num('FILES_CREDITS'), maxReadWriteSize: num('FILES_RW_SIZE'), maxWriteSize: num('FILES_WRITE_SIZE'),
+}).filter(([, v]) => v !== undefined));
+const DEVICE = Object.fromEntries(Object.entries({ integrity: process.env.FILES_INTEGRITY || undefined, workers: num('FILES_WORKERS') }).filter(([, v]) => v !== undefined));
+const CLIENT = { ...DEVICE, ...Object.fromEntries(Object.entries({ sinks: num('FILES_SINKS'), writeBuffers: num('FILES_WRITE_BUFFERS') }).filter(([, v]) => v !== undefined)) };
 
 // ---------------------------------------------------------------------------------------------
 // The server process: sabre, raw net and http over the same directory.
 
 async function serverMain(dir) {
   const file = join(dir, 'data.bin');
-  const sabre = await serveFiles(dir, { token: TOKEN, transports: TRANSPORTS });
+  const sabre = await serveFiles(dir, { token: TOKEN, transports: TRANSPORTS, limits: SERVER_LIMITS, ...DEVICE });
   // raw net: 'G' → the file streamed; 'P' + 8-byte length + bytes → written, then 'k'.
   const raw = net.createServer((s) => {
     s.once('readable', () => {
@@ -156,8 +168,9 @@ async function main() {
   const server = fork(fileURLToPath(import.meta.url), ['--server', dir], { stdio: 'inherit' });
   const ports = await new Promise((r) => server.once('message', r));
   const clients = {};
-  for (const t of TRANSPORTS) clients[t] = await FileClient.connect(`127.0.0.1:${ports.sabre}`, { token: TOKEN, transport: t });
+  for (const t of TRANSPORTS) clients[t] = await FileClient.connect(`127.0.0.1:${ports.sabre}`, { token: TOKEN, transport: t, ...CLIENT });
   console.log(`file service bench: ${(BYTES / 1048576).toFixed(0)} MiB, best of ${REPS}, transports ${TRANSPORTS.join(', ')}`);
+  for (const t of TRANSPORTS) console.log(`  ${t}: negotiated ${JSON.stringify(clients[t].limits)}, client ${JSON.stringify(clients[t].pipeline)}`);
 
   const rows = [];
   const best = {};

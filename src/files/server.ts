@@ -62,14 +62,31 @@ export interface ServeOptions {
   maxConnections?: number;
   /** Control pipes at once. Default 256. */
   maxPipes?: number;
-  /** udp device options. */
+  /** udp device options (openDevice's). */
   mtu?: number;
   workers?: number;
+  /**
+   * The devices' integrity check (openDevice's): udp 'xxh3' (default), 'crc32c' or 'none'; tcp
+   * 'crc32c' (default) or 'none' (MPA's CRC off) — 'xxh3' leaves tcp at its default.
+   */
+  integrity?: 'crc32c' | 'xxh3' | 'none';
   /** Serve put/get --dedup (docs/files.md "Dedup transfers"). Default true. */
   dedup?: boolean;
   /** Largest file a dedup transfer moves (assembled in memory). Default 256 MiB. */
   dedupMaxBytes?: number;
 }
+
+/**
+ * Limits by provider, under ServeOptions.limits (which wins): udp's acknowledgements come back
+ * slower than tcp's, so it needs more reads answered at once (staging buffers) and more
+ * requests at the server (credits) to keep the wire busy — 16 MiB of staging and ~9 MiB of
+ * receive buffers per connection, registered only once it has authenticated.
+ */
+const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
+  udp: { rwDepth: 16, credits: 32 },
+  tcp: {},
+  inproc: {},
+};
 
 export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters {
   sessions: number;
@@ -97,6 +114,8 @@ const TERMINAL_WR = -1;
 class Conn {
   readonly qp: QueuePair;
   readonly core: ServerConnection;
+  /** The limits of its provider (FileServer.limitsFor). */
+  readonly limits: ServerLimits;
   readonly srv: FileServer;
   readonly pd: ProtectionDomain;
   readonly bufs = new Map<number, RecvBuf>();
@@ -115,17 +134,19 @@ class Conn {
   /** Released by the core while its terminal message was in flight. */
   freeOnDestroy = false;
 
-  constructor(srv: FileServer, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number) {
+  constructor(srv: FileServer, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number, limits: ServerLimits) {
     this.srv = srv;
     this.pd = pd;
     this.qp = qp;
     this.preauthSlot = preauthSlot;
-    this.core = new ServerConnection({ limits: srv.limits, sessions: srv.sessions, counters: srv.counters, now: performance.now(), preauthRecvId: 0 });
+    this.limits = limits;
+    this.core = new ServerConnection({ limits, sessions: srv.sessions, counters: srv.counters, now: performance.now(), preauthRecvId: 0 });
   }
 }
 
 export class FileServer {
   readonly token: string;
+  /** The limits every provider shares (ServeOptions.limits over the defaults); see limitsFor. */
   readonly limits: ServerLimits;
   readonly sessions: SessionTable;
   readonly counters = newServerCounters();
@@ -148,6 +169,7 @@ export class FileServer {
   #pipesRefused = 0;
   #connectionsRefused = 0;
   readonly #maxConnections: number;
+  readonly #limitsByDev = new Map<Device, ServerLimits>();
 
   /** @internal use serveFiles */
   constructor(jail: Jail, opts: ServeOptions, token: string) {
@@ -157,6 +179,12 @@ export class FileServer {
     this.limits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, readOnly: opts.readOnly ?? opts.limits?.readOnly ?? false, fsync: opts.fsync ?? opts.limits?.fsync ?? false };
     this.sessions = new SessionTable(opts.sessions ?? {}, (n) => new Uint8Array(randomBytes(n)));
     this.#maxConnections = opts.maxConnections ?? 64;
+  }
+
+  /** The limits a connection over provider `t` gets (what its AuthenticateResponse announces). */
+  limitsFor(t: Provider): ServerLimits {
+    const o = this.#opts;
+    return { ...DEFAULT_SERVER_LIMITS, ...PROVIDER_LIMITS[t], ...o.limits, readOnly: this.limits.readOnly, fsync: this.limits.fsync };
   }
 
   /** @internal */
@@ -179,10 +207,17 @@ export class FileServer {
       let dev: Device;
       if (t === 'inproc') dev = await openDevice({ transport: 'inproc' });
       else if (t === 'udp') {
-        const o = { transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...(this.#opts.workers ? { workers: this.#opts.workers } : {}) };
+        const o = {
+          transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...(this.#opts.workers ? { workers: this.#opts.workers } : {}),
+          ...(this.#opts.integrity ? { integrity: this.#opts.integrity } : {}),
+        };
         dev = await openDevice({ ...o, port }).catch((e) => (fixed ? Promise.reject(e) : openDevice({ ...o, port: 0 })));
-      } else dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0 });
+      } else {
+        const integrity = this.#opts.integrity === 'xxh3' ? undefined : this.#opts.integrity;
+        dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0, ...(integrity ? { integrity } : {}) });
+      }
       this.devices[t] = dev;
+      this.#limitsByDev.set(dev, this.limitsFor(t));
       this.#listen(dev);
     }
   }
@@ -250,7 +285,7 @@ export class FileServer {
 
   #listen(dev: Device): void {
     const pd = dev.allocPd();
-    const L = this.limits;
+    const L = this.#limitsByDev.get(dev)!;
     const maxSendWr = L.credits + L.rwDepth * L.maxVectors + 8;
     const maxRecvWr = L.credits + RESERVE + 2;
     const cq = dev.createCq({ depth: this.#maxConnections * (maxSendWr + maxRecvWr) + 64 });
@@ -292,13 +327,13 @@ export class FileServer {
       this.#connectionsRefused++;
       throw new SabreError(ErrorCode.LimitExceeded, 'the file server is at its connection limit');
     }
-    const c = new Conn(this, pd, qp, slot);
+    const c = new Conn(this, pd, qp, slot, this.#limitsByDev.get(dev)!);
     this.#conns.set(qp, c);
     this.#byCore.set(c.core, c);
     this.#byQpn.get(dev)!.set(qp.qpn, c);
     // The one small receive for the AuthenticateRequest (recvId 0).
     qp.postRecv({ wrId: 0, sgList: [{ addr: pre.mr.addr + slot * PREAUTH_RECEIVE, length: PREAUTH_RECEIVE, lkey: pre.mr.lkey }] });
-    c.timer = setTimeout(() => this.#tick(c), this.limits.authTimeoutMs + 5);
+    c.timer = setTimeout(() => this.#tick(c), c.limits.authTimeoutMs + 5);
     c.timer.unref?.();
   }
 
@@ -409,7 +444,7 @@ export class FileServer {
       case 'write': {
         const st = c.staging!;
         qp.postSend({
-          wrId: a.token, opcode: Opcode.RdmaWrite, sgList: [{ addr: st.addr + a.staging * this.limits.maxReadWriteSize + a.at, length: a.length, lkey: st.lkey }],
+          wrId: a.token, opcode: Opcode.RdmaWrite, sgList: [{ addr: st.addr + a.staging * c.limits.maxReadWriteSize + a.at, length: a.length, lkey: st.lkey }],
           remoteAddr: a.remoteAddr, rkey: a.rkey,
         });
         return;
@@ -442,7 +477,7 @@ export class FileServer {
   }
 
   #provision(c: Conn): void {
-    const L = this.limits;
+    const L = c.limits;
     const size = (receiveSize(L) + 63) & ~63;
     const n = L.credits + RESERVE;
     const mr = c.pd.regMr(size * n, Access.LocalWrite);
@@ -462,7 +497,7 @@ export class FileServer {
     const id = c.freeBufs.pop();
     if (id !== undefined) return id;
     // The target rose above what was provisioned: one more buffer.
-    const size = (receiveSize(this.limits) + 63) & ~63;
+    const size = (receiveSize(c.limits) + 63) & ~63;
     const mr = c.pd.regMr(size, Access.LocalWrite);
     c.recvMrs.push(mr);
     c.registered += size;
@@ -489,7 +524,7 @@ export class FileServer {
   }
 
   async #doFs(c: Conn, w: FsOp): Promise<FsResult> {
-    const L = this.limits;
+    const L = c.limits;
     switch (w.op) {
       case 'open': {
         const o = await this.jail.open(w.parts, w.access, w.mode, w.fsync);

@@ -20,7 +20,7 @@ export function createRemoteReadStream(client: FileClient, path: string, o: Remo
     const f: RemoteFile = await client.open(path);
     const inflight: Promise<Uint8Array>[] = [];
     try {
-      const chunk = Math.min(o.chunkSize ?? client.limits.maxReadWriteSize, client.limits.maxReadWriteSize);
+      const chunk = Math.min(o.chunkSize ?? client.pipeline.readChunk, client.limits.maxReadWriteSize);
       const end = Math.min(o.end === undefined ? f.size : o.end + 1, f.size);
       let pos = o.start ?? 0;
       while (pos < end || inflight.length > 0) {

@@ -20,6 +20,8 @@ describe('sabre serve / get / put / ls: usage', () => {
     [['put', 'x', '127.0.0.1:70000/y', '--token', 't'], /port must be between 1 and 65535/],
     [['ls', '127.0.0.1:7070'], /ls needs the server's token: --token T or SABRE_TOKEN/],
     [['ls', '127.0.0.1:7070', '--bogus', '--token', 't'], /bogus/],
+    [['get', '127.0.0.1:7070/x', 'y', '--token', 't', '--integrity', 'md5'], /--integrity must be one of xxh3\|crc32c\|none/],
+    [['serve', '.', '--integrity', 'sha1'], /--integrity must be one of xxh3\|crc32c\|none/],
   ])('%j: one line on stderr, exit 2', async (args, msg) => {
     const r = await sabre(args as string[], { env: { SABRE_TOKEN: '' } });
     expect(r.code, r.stderr).toBe(2);
@@ -94,6 +96,34 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     const top = await run(['ls', `127.0.0.1:${srv.port}`, '--json']);
     const j = JSON.parse(top.stdout);
     expect(j.entries.map((e: { name: string }) => e.name)).toEqual(['data.bin', 'sub']);
+  });
+
+  it('ls --json: { path, entries } with name, type, mode, size and mtimeMs as the file system has them', async () => {
+    const r = await run(['ls', at('sub'), '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(oneLine(r.stdout)).toHaveLength(1);
+    const j = JSON.parse(r.stdout) as { path: string; entries: Record<string, unknown>[] };
+    expect(j.path).toBe('/sub');
+    const st = fs.statSync(join(dir, 'sub', 'a.txt'));
+    expect(j.entries.find((e) => e.name === 'a.txt')).toEqual({ name: 'a.txt', type: 'file', mode: st.mode & 0o7777, size: 5, mtimeMs: Math.floor(st.mtimeMs) });
+    const top = JSON.parse((await run(['ls', `127.0.0.1:${srv.port}`, '--json'])).stdout) as { path: string; entries: Record<string, unknown>[] };
+    expect(top.path).toBe('/');
+    expect(top.entries.find((e) => e.name === 'sub')).toMatchObject({ type: 'directory' });
+    expect(top.entries.find((e) => e.name === 'data.bin')).toMatchObject({ type: 'file', size: 3 * (1 << 20) + 11 });
+    for (const e of top.entries) expect(Object.keys(e).sort()).toEqual(['mode', 'mtimeMs', 'name', 'size', 'type']);
+  });
+
+  it('--integrity: a server and a client that ask for one still move the bytes exactly', async () => {
+    const mode = transport === 'udp' ? 'crc32c' : 'none';
+    const s = await spawnServer(dir, ['--transport', transport, '--integrity', mode], { SABRE_TOKEN: TOKEN });
+    try {
+      await until(() => s.stdout().includes(`integrity ${mode}`), 5000, 'the banner to name the integrity');
+      const r = await sabre(['get', `127.0.0.1:${s.port}/data.bin`, join(local, 'integrity.bin'), '--transport', transport, '--integrity', mode, '--json'], { env: { SABRE_TOKEN: TOKEN } });
+      expect(r.code, r.stderr).toBe(0);
+      expect(sha256File(join(local, 'integrity.bin'))).toBe(sum);
+    } finally {
+      await killAndWait(s.child, 'SIGTERM');
+    }
   });
 
   it.each([

@@ -48,11 +48,11 @@ export async function runFilesCommand(cmd: FilesCommand, argv: string[], out: Ou
 
 async function serve(argv: string[], out: Out): Promise<number> {
   const o = parseServe(argv);
-  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync }).catch((e: NodeJS.ErrnoException) => {
+  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: NodeJS.ErrnoException) => {
     throw new Error(e.code === 'ENOENT' || e.code === 'ENOTDIR' ? `serve: ${o.dir} is not a directory` : `serve: ${e.message}`);
   });
   const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
-  out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}`);
+  out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}${o.integrity ? `, integrity ${o.integrity}` : ''}`);
   if (!o.token) out(`token: ${srv.token}   (clients: --token ${srv.token}, or SABRE_TOKEN)`);
   // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
   // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
@@ -110,7 +110,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
     total = t;
     bar.update(d, t);
   };
-  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport }).catch((e: Error) => {
+  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: Error) => {
     throw new Error(`${cmd}: ${e.message}`);
   });
   let res: TransferResult;
@@ -139,7 +139,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
 async function ls(argv: string[], out: Out): Promise<number> {
   const { o, positionals } = parseClient(argv, 'ls');
   const r = parseRemote(positionals[0]!, false);
-  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport }).catch((e: Error) => {
+  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: Error) => {
     throw new Error(`ls: ${e.message}`);
   });
   try {

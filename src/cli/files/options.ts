@@ -4,9 +4,13 @@ import { choice, intOption, UsageError, usageFromParseArgs } from '../usage.js';
 
 export type FilesTransport = 'udp' | 'tcp';
 const TRANSPORTS = ['udp', 'tcp'] as const;
+export type FilesIntegrity = 'xxh3' | 'crc32c' | 'none';
+const INTEGRITY = ['xxh3', 'crc32c', 'none'] as const;
+const INTEGRITY_HELP = `  --integrity I       the devices' integrity check: udp xxh3 (default) | crc32c | none;
+                      tcp crc32c (default) | none (MPA's CRC off; xxh3 leaves tcp at crc32c)`;
 
 export const FILES_HELP: Record<'serve' | 'get' | 'put' | 'ls', string> = {
-  serve: `usage: sabre serve DIR [--host H] [--port P] [--transport udp|tcp] [--token T] [--read-only] [--fsync] [--metrics-port M]
+  serve: `usage: sabre serve DIR [--host H] [--port P] [--transport udp|tcp] [--token T] [--read-only] [--fsync] [--integrity I] [--metrics-port M]
 
 Serve DIR to file clients (the file service, M6). The control pipe listens on TCP port P; the
 udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with -p 0).
@@ -17,10 +21,11 @@ udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with 
   --token T           the shared secret (default: $SABRE_TOKEN, else a random one, printed)
   --read-only         refuse every write
   --fsync             fsync each put before renaming it into place
+${INTEGRITY_HELP}
   --metrics-port M    serve Prometheus metrics (devices, QPs, links, the file service's
                       counters) at http://127.0.0.1:M/metrics (0: any free port, printed)
   -h, --help          this help`,
-  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup]
+  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup] [--integrity I]
 
 Download REMOTE/PATH (relative to the served directory) into LOCALFILE (written to
 LOCALFILE.sabre-part and renamed when complete).
@@ -30,8 +35,9 @@ LOCALFILE.sabre-part and renamed when complete).
   --json              print one JSON object: bytes, seconds, transport, …
   --dedup             rsync over RDMA: LOCALFILE as it is now is the basis, only the chunks of
                       the server's version it lacks cross the wire (files up to 256 MiB)
+${INTEGRITY_HELP}
   -h, --help          this help`,
-  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync] [--dedup]
+  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync] [--dedup] [--integrity I]
 
 Upload LOCALFILE to REMOTE/PATH. The server writes a temporary file and renames it over the
 name only when every byte is in it: an interrupted put never leaves a truncated file there.
@@ -42,14 +48,16 @@ name only when every byte is in it: an interrupted put never leaves a truncated 
   --json              print one JSON object: bytes, seconds, transport, …
   --dedup             rsync over RDMA: the server's current version of the file is the basis,
                       only the chunks of LOCALFILE it lacks cross the wire (files up to 256 MiB)
+${INTEGRITY_HELP}
   -h, --help          this help`,
-  ls: `usage: sabre ls HOST:PORT[/REMOTE/DIR] [--token T] [--transport udp|tcp] [--json]
+  ls: `usage: sabre ls HOST:PORT[/REMOTE/DIR] [--token T] [--transport udp|tcp] [--json] [--integrity I]
 
 List a directory of the served tree (default: its top).
 
   --token T           the server's token (default: $SABRE_TOKEN)
   --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --json              print one JSON object { path, entries: [...] }
+${INTEGRITY_HELP}
   -h, --help          this help`,
 };
 
@@ -61,6 +69,8 @@ export interface ServeCli {
   token: string | undefined;
   readOnly: boolean;
   fsync: boolean;
+  /** --integrity, or undefined for each transport's default. */
+  integrity: FilesIntegrity | undefined;
   /** --metrics-port: where /metrics is served (127.0.0.1), or undefined for none. */
   metricsPort: number | undefined;
 }
@@ -78,6 +88,7 @@ export interface ClientCli {
   json: boolean;
   fsync: boolean;
   dedup: boolean;
+  integrity: FilesIntegrity | undefined;
 }
 
 /** HOST:PORT[/PATH] — the path is relative to the served directory (its leading "/" dropped). */
@@ -109,7 +120,7 @@ export function parseServe(argv: string[]): ServeCli {
     args: argv, allowPositionals: true, strict: true,
     options: {
       host: { type: 'string' }, port: { type: 'string', short: 'p' }, transport: { type: 'string' }, token: { type: 'string' },
-      'read-only': { type: 'boolean' }, fsync: { type: 'boolean' }, 'metrics-port': { type: 'string' },
+      'read-only': { type: 'boolean' }, fsync: { type: 'boolean' }, 'metrics-port': { type: 'string' }, integrity: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'serve needs a directory (sabre serve DIR)' : `serve takes one directory, got ${positionals.length} arguments`);
@@ -117,6 +128,7 @@ export function parseServe(argv: string[]): ServeCli {
   return {
     dir: positionals[0]!, host: values.host ?? '127.0.0.1', port: intOption('--port', values.port, 0, 65534) ?? 7070,
     transports: t ? [t] : ['udp', 'tcp'], token: tokenOf(values.token), readOnly: values['read-only'] ?? false, fsync: values.fsync ?? false,
+    integrity: choice('--integrity', values.integrity, INTEGRITY),
     metricsPort: intOption('--metrics-port', values['metrics-port'], 0, 65535),
   };
 }
@@ -125,7 +137,7 @@ export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: Cli
   const { values, positionals } = parse(cmd, {
     args: argv, allowPositionals: true, strict: true,
     options: {
-      token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}),
+      token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, integrity: { type: 'string' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}),
       ...(cmd !== 'ls' ? { dedup: { type: 'boolean' } } : {}),
     },
   });
@@ -134,7 +146,9 @@ export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: Cli
   const token = tokenOf(values.token as string | undefined);
   if (!token) throw new UsageError(`${cmd} needs the server's token: --token T or SABRE_TOKEN`);
   return {
-    o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false, dedup: (values.dedup as boolean | undefined) ?? false },
+    o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false, dedup: (values.dedup as boolean | undefined) ?? false,
+      integrity: choice('--integrity', values.integrity as string | undefined, INTEGRITY),
+    },
     positionals,
   };
 }
