@@ -2,7 +2,7 @@
 // forked peer that accepts them, both go idle, and each side reports what the channels cost it —
 // resident memory (RSS, after a full GC) and device memory registered by the channels
 // (channelStats().registeredBytes) — divided by N. Three configurations in the same run:
-//   1. the default ladder (256 B × 8 → 4 KiB × 8 → 32 KiB × 8), idle at phase 0;
+//   1. the default ladder (256 B × 4 → 4 KiB × 8 → 32 KiB × 8), idle at phase 0;
 //   2. the same channels after each sent one 20 KiB message (phase 2) and then went idle past
 //      shrinkAfterMs: they must be back at the phase-0 figure (shrink after idle);
 //   3. the baseline: channels configured statically at the largest phase (one rung, 32 KiB × 8 =
