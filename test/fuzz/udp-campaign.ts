@@ -1,5 +1,6 @@
 // The udp campaign: a victim device V and a real peer P (two udp devices, mtu 1500) joined by
-// an rc QP pair through test/relay.ts (clean, tapped), running Transfer rounds; meanwhile the
+// an rc QP pair and an srd QP pair through test/relay.ts (clean, tapped), running Transfer and
+// SrdTransfer rounds; meanwhile the
 // three attackers of udp-attack.ts send their inputs at V. Pass criteria (monitor.ts) checked
 // throughout; failures print the seed and input index and save the last inputs. V and P ask for
 // the same integrity (options.integrity; by default the seed picks: odd xxh3, even crc32c), so
@@ -15,6 +16,7 @@ import type { Targets } from './ddp.js';
 import { InputRing, Monitor, STALL_MS } from './monitor.js';
 import { DEFAULT_HEAP_BOUND, delta, sumOf, top, type CampaignOptions, type CampaignResult } from './report.js';
 import { Gen, inputRand } from './rng.js';
+import { SrdTransfer } from './srd-transfer.js';
 import { ALL, Transfer } from './transfer.js';
 import {
   hostilePayload, MAX_WINDOW, newLearned, observe, offPathDatagram, onPathDatagram, seal, trailerLen, UdpAttackSocket, type Learned,
@@ -26,7 +28,7 @@ export const UDP_REFUSALS = [
   'cookiesFailed', 'cookiesExpired', 'cookiesIgnored', 'unvalidated', 'restartClaims', 'amplificationRefused', 'resetsSuppressed',
   'resetsInvalid', 'badAck', 'badSack', 'badFrames', 'rxDuplicate', 'rxOutOfWindow', 'rxNoCredit',
 ] as const;
-const ENGINE_REFUSALS = ['drops', 'duplicates', 'terminatesSent'] as const;
+const ENGINE_REFUSALS = ['drops', 'duplicates', 'terminatesSent', 'srdFlowsRefused'] as const;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -202,6 +204,9 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     const settledLink = V.stats().link as unknown as Record<string, number>;
     const settled = settledLink.contextsXxh3 ? 'xxh3' : settledLink.contextsCrc32c ? 'crc32c' : settledLink.contextsNone ? 'none' : 'unsettled';
     if (settled !== integrity) throw new Error(`V and P settled ${settled}, not the ${integrity} both asked for`);
+    // srd traffic on the same path (issue #11 hole 3's class: srd flows, which any sender can open).
+    const srd = new SrdTransfer({ dev: V, pd: pdV }, { dev: P, pd: pdP }, pViaRelay, relay.address, seed);
+    await srd.round();
 
     // The attacker's own protection domain on V: a region it is granted, ones it was granted and lost.
     const pd2 = V.allocPd();
@@ -260,6 +265,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
       while (!stop) {
         try {
           await transfer.round();
+          await srd.round();
         } catch (e) {
           transferError = e;
           return;
@@ -308,8 +314,9 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
       } else if (role === 'validated') {
         // Mostly the next PSN and a right ack (so the context lives and frames reach the engine).
         const p = hostilePayload(g, targets, g.chance(0.7) ? vp.ssn : g.edge32(vp.ssn, 64));
-        const qpnRoll = g.int(10);
-        const dstQpn = qpnRoll < 7 ? (qp2?.qpn ?? 1) : qpnRoll < 8 ? qpV.qpn : g.pick([0, 1, 0xffffffff, g.u32()]);
+        // qp2 (70 %), the real rc QP (10 %), the real srd QP (10 %: any sender may open an srd flow), others.
+        const qpnRoll = g.int(20);
+        const dstQpn = qpnRoll < 14 ? (qp2?.qpn ?? 1) : qpnRoll < 16 ? qpV.qpn : qpnRoll < 18 ? srd.qpns.v : g.pick([0, 1, 0xffffffff, g.u32()]);
         const srcQpn = g.chance(0.9) ? vp.qpn : g.u32();
         const inOrder = g.chance(0.8);
         const psn = inOrder ? vp.sndNxt : g.edge32(vp.sndNxt, MAX_WINDOW);
@@ -335,6 +342,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
 
       if ((i & 31) === 31) {
         await turn();
+        srd.pump();
         // The attacker's peered QP: a new one once V has failed it (most hostile frames do).
         const st = qp2?.state;
         if (st === QpState.Error || (st !== QpState.Rts && Date.now() - qp2Since > 3000)) newQp2();
@@ -383,6 +391,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     if (!transferError) {
       try {
         await transfer.round();
+        await srd.round();
       } catch (e) {
         transferError = e;
       }
@@ -397,6 +406,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     if (mon.errors.length) failures.push(`uncaught: ${mon.errors[0]!.split('\n').slice(0, 8).join(' | ')}`);
     if (transferError) failures.push(`transfer: ${(transferError as Error).message}`);
     if (qpV.state !== QpState.Rts) failures.push(`the real QP is in state ${qpV.state}, not RTS`);
+    if (srd.v.qp.state !== QpState.Rts) failures.push(`the real srd QP is in state ${srd.v.qp.state}, not RTS`);
     if (mon.stalls > 0) failures.push(`${mon.stalls} event-loop stalls over ${STALL_MS} ms of own CPU (max ${mon.maxStallMs.toFixed(1)} ms near input ${mon.worstStall.index}, ${mon.worstStall.atMs} ms into the run, GC in that interval ${mon.worstStall.gcMs} ms; longest GC ${mon.maxGcMs.toFixed(1)} ms)`);
     const bound = o.heapBoundBytes ?? DEFAULT_HEAP_BOUND;
     if (heapEnd - mon.heapBase > bound) failures.push(`heap grew ${((heapEnd - mon.heapBase) / 1048576).toFixed(1)} MiB after GC, bound ${(bound / 1048576).toFixed(0)} MiB`);
@@ -413,12 +423,13 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     }
     result = {
       transport: 'udp', seed, integrity, inputs: inputsDone, seconds, rate: inputsDone / seconds, byRole, byClass: top(byClass),
-      rounds: transfer.rounds, transferBytes: transfer.bytes, qpState: String(qpV.state), refusedSent, refusalsDelta, lostInKernel: lost,
+      rounds: transfer.rounds, transferBytes: transfer.bytes + srd.bytes, qpState: String(qpV.state), refusedSent, refusalsDelta, lostInKernel: lost,
       counters: delta(s1, eng0, [...keys, 'rxDatagrams', 'contextsCreated', 'contextsReclaimed', 'contextsFailed', 'peerRestarts', 'resetsSent', 'resetsReceived', 'cookiesValidated', 'rxInDevice', 'rxAreaFull']),
       tables, maxStallMs: mon.maxStallMs, maxLateMs: mon.maxLateMs, loopDelay: mon.loopDelay(), heapBase: mon.heapBase, heapMax: mon.heapMax, heapEnd,
       failures, ...(savedTo ? { savedTo } : {}),
       peerCounters: delta(flatStats(P), peer0, Object.keys(flatStats(P)).filter((k) => !/^(tx|rx|batches|frames|flushes|directS|directB|placeB|stagedB|txSocket)/.test(k))),
-      extra: { worstStallIndex: mon.worstStall.index, worstStallGcMs: mon.worstStall.gcMs, maxGcMs: Math.round(mon.maxGcMs), qp2Made, hellosAnswered: vp.hellos, churns, churnOk, injected },
+      extra: { worstStallIndex: mon.worstStall.index, worstStallGcMs: mon.worstStall.gcMs, maxGcMs: Math.round(mon.maxGcMs), qp2Made, hellosAnswered: vp.hellos, churns, churnOk, injected,
+        srdRounds: srd.rounds, srdMessages: srd.messages, srdBytes: srd.bytes, srdForeign: srd.foreign, srdForeignErrors: srd.foreignErrors, srdFlowsV: (V as unknown as { engine: { qps: Map<number, { flows: Map<unknown, unknown> }> } }).engine?.qps?.get(srd.qpns.v)?.flows.size ?? -1 },
     };
     void (V as unknown as { udp?: UdpLink }).udp;
   } finally {

@@ -21,6 +21,9 @@ describe.each(['xxh3', 'crc32c'] as const)('udp live-device fuzz slice, integrit
     expect(r.refusalsDelta).toBeGreaterThan(0);
     expect(r.byRole.on).toBeGreaterThan(0);
     expect(r.extra.qp2Made).toBeGreaterThan(0);
+    // The srd pair moved verified messages, and the validated attacker reached V's srd QP (its flows: P's and its own).
+    expect(r.extra.srdMessages).toBeGreaterThan(0);
+    expect(r.extra.srdFlowsV).toBeGreaterThan(1);
   }, 60_000);
 
   // The on-path attacker alone, so every counter that moves is its doing: its mutations (PSNs
