@@ -8,8 +8,9 @@
 //    the digest of @node-rs/xxhash; unhooked (setHashDir 0), the same writes hash nothing.
 // 2. Transfer level: DedupSender → DedupReceiver over a QpLink: every received chunk was final
 //    when its ROUND arrived (hashedInBand === chunksReceived); with inBand: false, none.
-// On inproc, udp (placement inline) and udp with data-plane workers (CRC on workers; place()
-// runs on the engine's thread, the hook with it), and tcp.
+// On inproc, udp, udp with data-plane workers, and tcp. With workers the hashing still runs on
+// the engine's thread: the workers check CRC32C, placement (and the hook in it) stays on that
+// thread in real transfers (docs/dedup.md, "Hooking into place()", point 3, says why).
 import { xxh3 } from '@node-rs/xxhash';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -31,7 +32,7 @@ afterEach(async () => {
 const DEVICES: Array<[string, Partial<OpenDeviceOptions>]> = [
   ['inproc', { transport: 'inproc' }],
   ['udp', { transport: 'udp', host: '127.0.0.1', port: 0 }],
-  ['udp with data-plane workers', { transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 } as Partial<OpenDeviceOptions>],
+  ['udp with data-plane workers (CRC on a worker; place() and the hash on the engine thread)', { transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 } as Partial<OpenDeviceOptions>],
   ['tcp', { transport: 'tcp', host: '127.0.0.1', port: 0 }],
 ];
 
