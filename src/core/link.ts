@@ -16,6 +16,31 @@ import type { PeerProfile } from './peer.js';
  */
 export type QpDownCause = 'lost' | 'broken' | 'refused';
 
+/**
+ * One transport context of a datagram link (udp: one per peer device, shared by its QPs), as
+ * dev.stats().linkContexts shows it (docs/observability.md).
+ */
+export interface TransportContextStats {
+  /** The peer device's address, host:port. */
+  peer: string;
+  retransmits: number;
+  fastRetransmits: number;
+  tailLossProbes: number;
+  rtoExpiries: number;
+  keepalives: number;
+  txData: number;
+  rxData: number;
+  /** Smoothed round-trip time and the retransmission timeout, microseconds (0: no sample yet). */
+  srttUs: number;
+  rtoUs: number;
+  /** Congestion window and packets in flight, in datagrams; the window the peer advertises. */
+  cwnd: number;
+  inFlight: number;
+  peerWindow: number;
+  /** Payloads delivered and not yet released by the engine (receive credit in use). */
+  rxPending: number;
+}
+
 /** What a link reports. The device sets it once (Link.start). */
 export interface LinkEvents {
   /** Frames from peers, handed to the engine as one step (one placement batch). Views valid during the call only. */
@@ -104,6 +129,8 @@ export interface Link {
   reachable(to: DeviceAddress): boolean;
   /** Link counters, merged into Device.stats() as `link`. */
   stats?(): Record<string, number>;
+  /** Datagram links: per-peer transport contexts, at most `max` (the most retransmissions first). */
+  contextStats?(max: number): TransportContextStats[];
   /** May be asynchronous (sockets): the device awaits it. */
   close(): void | Promise<void>;
 }

@@ -6,6 +6,7 @@
 // sabre_device_stat{stat="<key>"}, so a counter added to the engine is never silently lost.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { qpStateName, wcOpcodeName, wcStatusName } from '../core/enums.js';
+import type { TransportContextStats } from '../core/link.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -80,6 +81,44 @@ export const LINK_STATS: readonly StatMetric[] = [
   { key: 'rxOffloaded', name: 'sabre_offloaded_total', kind: 'counter', help: 'udp: datagrams whose CRC32C ran on a data-plane worker, by direction', labels: { direction: 'rx' } },
   { key: 'txOffloaded', name: 'sabre_offloaded_total', kind: 'counter', help: '', labels: { direction: 'tx' } },
   { key: 'offloadFailures', name: 'sabre_offload_failures_total', kind: 'counter', help: 'udp: worker batches that failed (done inline instead)' },
+  // udp transport contexts, summed over every context the device had (live and dropped).
+  drop('rxDuplicate', 'duplicate'),
+  drop('rxOutOfWindow', 'out_of_window'),
+  drop('rxNoCredit', 'no_credit'),
+  { key: 'retransmits', name: 'sabre_retransmits_total', kind: 'counter', help: 'udp: DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe)' },
+  { key: 'fastRetransmits', name: 'sabre_fast_retransmits_total', kind: 'counter', help: 'udp: datagrams SACK showed lost, resent before the RTO' },
+  { key: 'tailLossProbes', name: 'sabre_tail_loss_probes_total', kind: 'counter', help: 'udp: tail-loss probes (the oldest unacknowledged datagram resent after ~2 RTTs without an ACK)' },
+  { key: 'rtoExpiries', name: 'sabre_rto_expiries_total', kind: 'counter', help: 'udp: retransmission timeouts (window collapsed, everything outstanding resent)' },
+  { key: 'keepalives', name: 'sabre_keepalives_total', kind: 'counter', help: 'udp: keepalive probes of idle peers, by direction (sent; answered: the peer\'s probes answered)', labels: { direction: 'sent' } },
+  { key: 'keepaliveAnswers', name: 'sabre_keepalives_total', kind: 'counter', help: '', labels: { direction: 'answered' } },
+];
+
+interface ContextMetric {
+  /** Key in a dev.stats().linkContexts row (src/core/link.ts TransportContextStats). */
+  readonly key: keyof TransportContextStats;
+  readonly name: string;
+  readonly kind: Kind;
+  readonly help: string;
+  /** Multiplier into the metric's unit (microseconds to seconds). */
+  readonly scale?: number;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** dev.stats().linkContexts: one series per peer (label `peer`, host:port), at most LINK_CONTEXTS_SHOWN per device. */
+export const CONTEXT_STATS: readonly ContextMetric[] = [
+  { key: 'retransmits', name: 'sabre_context_retransmits_total', kind: 'counter', help: 'udp transport context: DATA datagrams sent again, per peer' },
+  { key: 'fastRetransmits', name: 'sabre_context_fast_retransmits_total', kind: 'counter', help: 'udp transport context: datagrams SACK showed lost, per peer' },
+  { key: 'rtoExpiries', name: 'sabre_context_rto_expiries_total', kind: 'counter', help: 'udp transport context: retransmission timeouts, per peer' },
+  { key: 'tailLossProbes', name: 'sabre_context_tail_loss_probes_total', kind: 'counter', help: 'udp transport context: tail-loss probes, per peer' },
+  { key: 'keepalives', name: 'sabre_context_keepalives_total', kind: 'counter', help: 'udp transport context: keepalive probes sent, per peer' },
+  { key: 'txData', name: 'sabre_context_data_datagrams_total', kind: 'counter', help: 'udp transport context: DATA datagrams (first transmissions), by direction, per peer', labels: { direction: 'tx' } },
+  { key: 'rxData', name: 'sabre_context_data_datagrams_total', kind: 'counter', help: '', labels: { direction: 'rx' } },
+  { key: 'srttUs', name: 'sabre_context_srtt_seconds', kind: 'gauge', help: 'udp transport context: smoothed round-trip time (0 before the first sample)', scale: 1e-6 },
+  { key: 'rtoUs', name: 'sabre_context_rto_seconds', kind: 'gauge', help: 'udp transport context: retransmission timeout', scale: 1e-6 },
+  { key: 'cwnd', name: 'sabre_context_cwnd_datagrams', kind: 'gauge', help: 'udp transport context: congestion window' },
+  { key: 'inFlight', name: 'sabre_context_in_flight_datagrams', kind: 'gauge', help: 'udp transport context: datagrams sent and not yet acknowledged' },
+  { key: 'peerWindow', name: 'sabre_context_peer_window_datagrams', kind: 'gauge', help: 'udp transport context: receive window the peer advertises' },
+  { key: 'rxPending', name: 'sabre_context_rx_pending_datagrams', kind: 'gauge', help: 'udp transport context: delivered datagrams the engine has not released yet (receive credit in use)' },
 ];
 
 export type Labels = Record<string, string>;
@@ -163,6 +202,36 @@ export class SabreMetrics {
       if (e.kind === 'counter') new Counter({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
       else new Gauge({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
     }
+    // One series per transport context (peer), read from dev.stats().linkContexts.
+    const ctxByName = new Map<string, { kind: Kind; help: string; extra: Set<string> }>();
+    for (const m of CONTEXT_STATS) {
+      const e = ctxByName.get(m.name) ?? { kind: m.kind, help: m.help, extra: new Set<string>() };
+      if (!e.help) e.help = m.help;
+      for (const l of Object.keys(m.labels ?? {})) e.extra.add(l);
+      ctxByName.set(m.name, e);
+    }
+    for (const [name, e] of ctxByName) {
+      const fill = (metric: { set?(l: Labels, v: number): void; inc?(l: Labels, v: number): void; reset(): void }) => {
+        metric.reset();
+        for (const d of self.#devices.values()) {
+          const rows = d.dev.stats().linkContexts;
+          if (!rows) continue;
+          for (const row of rows) {
+            for (const m of CONTEXT_STATS) {
+              if (m.name !== name) continue;
+              const v = row[m.key];
+              if (typeof v !== 'number') continue;
+              const labels = { ...d.labels, peer: row.peer, ...m.labels };
+              if (e.kind === 'counter') metric.inc!(labels, v);
+              else metric.set!(labels, v * (m.scale ?? 1));
+            }
+          }
+        }
+      };
+      const labelNames = [...devLabels, 'peer', ...e.extra];
+      if (e.kind === 'counter') new Counter({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+      else new Gauge({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+    }
     // Keys no table names: exported generically, so nothing the engine counts goes missing.
     const known = (table: readonly StatMetric[]) => new Set(table.map((m) => m.key));
     const knownDevice = known(DEVICE_STATS);
@@ -172,7 +241,7 @@ export class SabreMetrics {
       collect() {
         this.reset();
         for (const d of self.#devices.values()) {
-          const { memory: _m, link: _l, ...rest } = d.dev.stats() as unknown as Record<string, unknown>;
+          const { memory: _m, link: _l, linkContexts: _c, ...rest } = d.dev.stats() as unknown as Record<string, unknown>;
           for (const [k, v] of numericLeaves(rest)) if (!knownDevice.has(k)) this.set({ ...d.labels, stat: k }, v);
         }
       },

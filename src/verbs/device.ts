@@ -8,7 +8,7 @@ import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { QpState } from '../core/enums.js';
 import type { Frame } from '../core/frame.js';
-import type { Link, QpDownCause, ServiceRequest } from '../core/link.js';
+import type { Link, QpDownCause, ServiceRequest, TransportContextStats } from '../core/link.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { RdmapEngine } from '../rdmap/engine.js';
@@ -167,12 +167,13 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * Per-device counters: direct vs indirect placement (M3), drops, terminates, RNR; the memory;
    * the link; and one key per stats source a feature registered (addStatsSource).
    */
-  stats(): DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } {
+  stats(): DeviceStats {
     let link = this.#link.stats?.();
     // tcp: connections by negotiated MPA CRC (counted per device memory by the connections).
     if (link !== undefined && this.#integrity !== undefined) link = { ...link, ...mpaCrcCounts(this.engineMemory.dm) };
-    const out: DeviceCounters & { memory: ReturnType<DeviceMemory['stats']>; link?: Record<string, number>; [source: string]: unknown } = {
-      ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}),
+    const linkContexts = this.#link.contextStats?.(LINK_CONTEXTS_SHOWN);
+    const out: DeviceStats = {
+      ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}),
     };
     for (const [name, fn] of this.#statsSources) out[name] = fn();
     return out;
@@ -184,7 +185,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * a name that is already a key of dev.stats() is refused. Returns the unregister call.
    */
   addStatsSource(name: string, fn: () => Record<string, unknown>): () => void {
-    if (!/^[a-z][A-Za-z0-9]*$/.test(name) || name in this.engine.counters || name === 'memory' || name === 'link' || this.#statsSources.has(name)) {
+    if (!/^[a-z][A-Za-z0-9]*$/.test(name) || name in this.engine.counters || name === 'memory' || name === 'link' || name === 'linkContexts' || this.#statsSources.has(name)) {
       throw new SabreError(ErrorCode.InvalidArgument, `stats source name '${name}' is taken or not an identifier`);
     }
     this.#statsSources.set(name, fn);
@@ -428,6 +429,20 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     this.run((now) => this.engine.handleTimeout(now));
   };
 }
+
+/** Transport contexts dev.stats().linkContexts lists at most (those retransmitting most first). */
+export const LINK_CONTEXTS_SHOWN = 64;
+
+/**
+ * dev.stats(): the engine's counters, the device memory, the link's counters (udp, tcp) and,
+ * on udp, one row per transport context (peer): retransmissions, RTT, congestion window.
+ */
+export type DeviceStats = DeviceCounters & {
+  memory: ReturnType<DeviceMemory['stats']>;
+  link?: Record<string, number>;
+  linkContexts?: TransportContextStats[];
+  [source: string]: unknown;
+};
 
 export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (!opts || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'openDevice needs an options object');

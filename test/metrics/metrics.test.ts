@@ -4,7 +4,10 @@
 import { get } from 'node:http';
 import diagnostics_channel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { Access, connectChannel, listenChannels, Opcode, openDevice, type Device } from '../../src/index.js';
+import { UdpLink } from '../../src/transport/udp/link.js';
+import { Device as DeviceClass } from '../../src/verbs/device.js';
 import { DIAGNOSTIC_CHANNELS, publish } from '../../src/metrics/diagnostics.js';
 import { SabreMetrics } from '../../src/metrics/registry.js';
 import { startMetricsServer, type MetricsServer } from '../../src/metrics/server.js';
@@ -88,6 +91,78 @@ describe.each(['udp', 'tcp'] as const)('metrics of %s devices', (transport) => {
     expect(placed2).toBe(placed + 4096);
     expect((await fetchText(server.url.replace('/metrics', '/nope'))).status).toBe(404);
   });
+});
+
+describe('udp transport contexts', () => {
+  it('after a lossy transfer: retransmissions, RTT and window per peer in dev.stats().linkContexts and the scrape', async () => {
+    // The receiver drops one large datagram in 8 before its endpoint sees it (a lossy path).
+    let seen = 0;
+    let dropped = 0;
+    const mk = async (filter?: (d: Uint8Array) => boolean): Promise<Device> => {
+      const mem = await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 });
+      const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 9000, ...(filter ? { rxFilter: filter } : {}) });
+      const d = new DeviceClass(mem, t, { mss: t.mss });
+      devs.push(d);
+      return d;
+    };
+    const a = await mk();
+    const b = await mk((d) => {
+      if (d.length > 1000 && ++seen % 8 === 0) {
+        dropped++;
+        return false;
+      }
+      return true;
+    });
+    const side = (d: Device) => {
+      const pd = d.allocPd();
+      const cq = d.createCq({ depth: 64 });
+      return { pd, cq, qp: pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 }) };
+    };
+    const sa = side(a);
+    const sb = side(b);
+    await Promise.all([sa.qp.connect({ address: b.address, qpn: sb.qp.qpn }), sb.qp.connect({ address: a.address, qpn: sa.qp.qpn })]);
+    const ma = sa.pd.regMr(1 << 20, Access.LocalWrite);
+    const mb = sb.pd.regMr(1 << 20, Access.LocalWrite | Access.RemoteWrite);
+    const N = 8;
+    for (let i = 0; i < N; i++) sa.qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: ma.addr, length: 1 << 20, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
+    const wcs = await take(sa.cq, N, 20_000);
+    expect(wcs.every((w) => w.status === 0)).toBe(true);
+    expect(dropped).toBeGreaterThan(0);
+    // The completions ride on b's engine acks; the transport ACKs of a's last datagrams may
+    // still be on their way: wait (bounded) until nothing is in flight.
+    for (let i = 0; i < 200 && a.stats().linkContexts![0]!.inFlight > 0; i++) await new Promise((r) => setTimeout(r, 10));
+
+    const rows = a.stats().linkContexts!;
+    expect(rows).toHaveLength(1);
+    const row = rows[0]!;
+    const peer = `${(b.address as unknown as { host: string }).host}:${(b.address as unknown as { port: number }).port}`;
+    expect(row.peer).toBe(peer);
+    // Every dropped datagram was sent again at least once (the drops hit a's DATA and b's nothing else).
+    expect(row.retransmits).toBeGreaterThanOrEqual(dropped);
+    expect(row.txData).toBeGreaterThanOrEqual(N * 100); // 8 MiB in datagrams of < 9000 bytes
+    expect(row.srttUs).toBeGreaterThan(0);
+    expect(row.rtoUs).toBeGreaterThanOrEqual(row.srttUs);
+    expect(row.cwnd).toBeGreaterThan(0);
+    expect(row.inFlight).toBe(0); // everything was acknowledged
+    expect(a.stats().link!.retransmits).toBe(row.retransmits);
+
+    const m = new SabreMetrics({ defaultMetrics: false });
+    m.addDevice(a, 'a');
+    m.addDevice(b, 'b');
+    server = await startMetricsServer(m, 0);
+    const body = (await fetchText(server.url)).body;
+    expect(body).toMatch(/# TYPE sabre_context_retransmits_total counter/);
+    expect(body).toMatch(/# TYPE sabre_context_srtt_seconds gauge/);
+    expect(sample(body, 'sabre_context_retransmits_total', { device: 'a', transport: 'udp', peer })).toBe(row.retransmits);
+    expect(sample(body, 'sabre_retransmits_total', { device: 'a' })).toBe(row.retransmits);
+    expect(sample(body, 'sabre_context_srtt_seconds', { device: 'a', peer })).toBeGreaterThan(0);
+    expect(sample(body, 'sabre_context_cwnd_datagrams', { device: 'a', peer })).toBe(row.cwnd);
+    expect(sample(body, 'sabre_context_in_flight_datagrams', { device: 'a', peer })).toBe(0);
+    expect(sample(body, 'sabre_context_data_datagrams_total', { device: 'a', peer, direction: 'tx' })).toBe(row.txData);
+    // The receiver's side of the same pair: what it received, under a's address.
+    const bPeer = `${(a.address as unknown as { host: string }).host}:${(a.address as unknown as { port: number }).port}`;
+    expect(sample(body, 'sabre_context_data_datagrams_total', { device: 'b', peer: bPeer, direction: 'rx' })).toBeGreaterThanOrEqual(N * 100);
+  }, 30_000);
 });
 
 describe('registration hook and diagnostics', () => {

@@ -28,6 +28,7 @@
 // Everything refused is a counted drop (stats()).
 import { randomInt } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../core/errors.js';
+import type { TransportContextStats } from '../../core/link.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { ownXxh3 } from '../../kernels/xxh3-64.js';
 import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_LENS, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
@@ -36,7 +37,7 @@ import {
 } from '../../wire/udp.js';
 import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityMode } from './integrity.js';
 import {
-  MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
+  MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextCounters, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
 } from './context.js';
 import { DeviceSecret, ZERO_COOKIE, sameMac } from './cookie.js';
 import { HostBuckets, TokenBucket } from './rate-limit.js';
@@ -202,23 +203,37 @@ export interface ContextRefusals {
   rxDuplicate: number;
   rxOutOfWindow: number;
   rxNoCredit: number;
+  /** DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe). */
   retransmits: number;
+  /** Packets marked lost by SACK (FACK) and resent without waiting for the RTO. */
   fastRetransmits: number;
-  probes: number;
-  timeouts: number;
+  /** Tail-loss probes (context counter `probes`) and RTO expiries (context counter `timeouts`). */
+  tailLossProbes: number;
+  rtoExpiries: number;
   keepalives: number;
   keepaliveAnswers: number;
 }
 
-const CONTEXT_SUMS = ['rxDuplicate', 'rxOutOfWindow', 'rxNoCredit', 'retransmits', 'fastRetransmits', 'probes', 'timeouts', 'keepalives', 'keepaliveAnswers'] as const;
-
 function zeroSums(): ContextRefusals {
-  return { rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, retransmits: 0, fastRetransmits: 0, probes: 0, timeouts: 0, keepalives: 0, keepaliveAnswers: 0 };
+  return {
+    rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, retransmits: 0, fastRetransmits: 0, tailLossProbes: 0, rtoExpiries: 0, keepalives: 0, keepaliveAnswers: 0,
+  };
 }
 
-function addRefusals(to: ContextRefusals, c: ContextRefusals): void {
-  for (const k of CONTEXT_SUMS) to[k] += c[k];
+function addRefusals(to: ContextRefusals, c: ContextCounters): void {
+  to.rxDuplicate += c.rxDuplicate;
+  to.rxOutOfWindow += c.rxOutOfWindow;
+  to.rxNoCredit += c.rxNoCredit;
+  to.retransmits += c.retransmits;
+  to.fastRetransmits += c.fastRetransmits;
+  to.tailLossProbes += c.probes;
+  to.rtoExpiries += c.timeouts;
+  to.keepalives += c.keepalives;
+  to.keepaliveAnswers += c.keepaliveAnswers;
 }
+
+/** One transport context as dev.stats().linkContexts shows it (src/core/link.ts). */
+export type ContextStats = TransportContextStats;
 
 interface Entry {
   ctx: TransportContext;
@@ -385,6 +400,28 @@ export class UdpEndpoint {
       ...this.counters, ...r, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size,
       contextsCrc32c: by[UdpIntegrity.Crc32c]!, contextsXxh3: by[UdpIntegrity.Xxh3]!, contextsNone: by[UdpIntegrity.None]!,
     };
+  }
+
+  /**
+   * Per-context counters and congestion state, at most `max` contexts (those with the most
+   * retransmissions first, so a lossy peer is never the one left out).
+   */
+  contextStats(max = 64): ContextStats[] {
+    const rows: ContextStats[] = [];
+    for (const e of this.byId.values()) {
+      const c = e.ctx.counters;
+      const st = e.ctx.stats;
+      rows.push({
+        peer: `${e.peer.host}:${e.peer.port}`, retransmits: c.retransmits, fastRetransmits: c.fastRetransmits, tailLossProbes: c.probes, rtoExpiries: c.timeouts,
+        keepalives: c.keepalives, txData: c.txData, rxData: c.rxData, srttUs: Math.round(st.srtt * 1000), rtoUs: Math.round(st.rto * 1000),
+        cwnd: Math.round(st.cwnd * 100) / 100, inFlight: st.pipe, peerWindow: st.peerRwnd, rxPending: st.pending,
+      });
+    }
+    if (rows.length > max) {
+      rows.sort((a, b) => b.retransmits - a.retransmits);
+      rows.length = max;
+    }
+    return rows;
   }
 
   /**

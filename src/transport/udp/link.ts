@@ -26,7 +26,7 @@
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Frame, Inbound } from '../../core/frame.js';
-import type { Link, LinkEvents } from '../../core/link.js';
+import type { Link, LinkEvents, TransportContextStats } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
 import { Inbox } from '../inbox.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
@@ -246,7 +246,11 @@ export class UdpLink implements Link {
     };
   }
 
-  reachable(to: DeviceAddress): boolean {
+  contextStats(max: number): TransportContextStats[] {
+    return this.udp.endpoint.contextStats(max);
+  }
+
+    reachable(to: DeviceAddress): boolean {
     return !this.#closed && isUdpAddress(to);
   }
 
