@@ -73,6 +73,8 @@ export interface ClientCounters {
   retired: number;
   retireAcks: number;
   malformed: number;
+  /** AuthenticateResponses whose MAC did not prove the server holds the key (the connection refused). */
+  serverUnproven: number;
 }
 
 export class ClientConnection {
@@ -81,7 +83,7 @@ export class ClientConnection {
   readonly statusSlots: number;
   limits: NegotiatedLimits | undefined;
   actions: ClientAction[] = [];
-  readonly counters: ClientCounters = { sent: 0, completions: 0, interruptCompletions: 0, polledCompletions: 0, grantOnly: 0, retired: 0, retireAcks: 0, malformed: 0 };
+  readonly counters: ClientCounters = { sent: 0, completions: 0, interruptCompletions: 0, polledCompletions: 0, grantOnly: 0, retired: 0, retireAcks: 0, malformed: 0, serverUnproven: 0 };
   /** Credits the server asked us to retire (DeltaCredit −N) and we have not yet. */
   toRetire = 0;
   readonly #queue: Pending[] = [];
@@ -196,6 +198,7 @@ export class ClientConnection {
       case FileOp.AuthenticateResponse: {
         if (this.state !== 'authenticating') return this.#malformed('AuthenticateResponse out of turn');
         if (!sameBytes(body.mac, connectionServerProof(this.#auth!.kAuth, this.#auth!.nonce, body.params))) {
+          this.counters.serverUnproven++;
           return this.fail(statusCode(FileStatus.AccessDenied), 'the server could not prove it holds the authentication key', FileStatus.AccessDenied);
         }
         if (body.status !== FileStatus.Success) return this.fail(statusCode(body.status), `authentication refused: ${statusText(body.status)}`, body.status);

@@ -51,6 +51,8 @@ export interface ServerCounters {
   authTimeouts: number;
   beforeAuth: number;
   creditOverruns: number;
+  /** Receives that completed in error (not flushed): a Send longer than the buffer, the QP failing under one. */
+  receiveErrors: number;
   malformed: number;
   refusedLimit: number;
   refusedPath: number;
@@ -70,7 +72,7 @@ export interface ServerCounters {
 }
 
 export const newServerCounters = (): ServerCounters => ({
-  connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, malformed: 0, refusedLimit: 0,
+  connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, receiveErrors: 0, malformed: 0, refusedLimit: 0,
   refusedPath: 0, refusedReadOnly: 0, refusedTooManyOpen: 0, refusedHandle: 0, refusedLinked: 0, cancelled: 0, creditsRetired: 0,
   grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0,
 });

@@ -367,6 +367,9 @@ export class FileServer {
 
   #onWc(c: Conn, wc: WorkCompletion): void {
     if (wc.status !== WcStatus.Success) {
+      // A receive in error that is not a flush: the peer sent what no posted buffer holds (a Send
+      // longer than maxReceiveSize) or broke the QP under it. Counted; the QP is in ERROR.
+      if ((wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) && wc.status !== WcStatus.WrFlushErr) this.counters.receiveErrors++;
       if (wc.wrId === TERMINAL_WR) return this.#destroy(c);
       // The QP is in ERROR (peer gone, retries exhausted, a bad sink): the connection is over.
       if (!c.terminating) c.core.close();

@@ -3,7 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { RESERVE } from '../../src/files/credits.js';
 import { decodeDirEntries } from '../../src/files/dirents.js';
-import { FileAccess, FileOp, FileStatus } from '../../src/wire/spec.js';
+import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../../src/wire/spec.js';
+import { connectionServerProof } from '../../src/files/auth.js';
+import { ClientConnection } from '../../src/files/client-core.js';
+import { writeFields } from '../../src/files/layout.js';
+import { HDR_LEN, bodyLength, encodeMessage } from '../../src/files/messages.js';
 import { Harness } from './harness.js';
 
 const bytes = (n: number, seed = 1): Uint8Array => {
@@ -50,6 +54,46 @@ describe('file service cores: authentication', () => {
     expect(kinds.indexOf('provision')).toBeLessThan(kinds.indexOf('post'));
     expect(h.serverRq.length).toBe(h.limits.credits + RESERVE);
   });
+});
+
+describe('file service cores: the client checks the server', () => {
+  // The AuthenticateResponse of a server (or a man in the middle of the RDMA path) that holds
+  // `kAuth`, answering the client's request `req`.
+  function response(kAuth: Uint8Array, nonce: Uint8Array): Uint8Array {
+    const resp = { status: FileStatus.Success, maxReceiveSize: 4096, maxReadWriteSize: 65536, maxWriteSize: 16384, maxVectors: 4, maxOpenFiles: 4, rwDepth: 2, creditsMax: 4 };
+    const tmp = new Uint8Array(FILE_AUTH_RESP.size);
+    writeFields(FILE_AUTH_RESP, tmp, 0, resp);
+    const params = tmp.slice(0, FILE_AUTH_RESP.fields.mac.offset);
+    const body = { op: FileOp.AuthenticateResponse, ...resp, mac: connectionServerProof(kAuth, nonce, params), params } as const;
+    const b = new Uint8Array(HDR_LEN + bodyLength(body));
+    encodeMessage(b, { opcode: FileOp.AuthenticateResponse, flags: 0, creditsRequested: 4, creditsGranted: 2, slot: 0, requestId: 0, info: 0 }, body);
+    return b;
+  }
+
+  for (const [who, right] of [['the server that holds the key', true], ['a server that does not', false]] as const) {
+    it(`AuthenticateResponse from ${who}: ${right ? 'accepted' : 'refused (AccessDenied), counted, the connection closed'}`, () => {
+      const kAuth = new Uint8Array(32).fill(1);
+      const nonce = new Uint8Array(16).fill(2);
+      const c = new ClientConnection({ credits: 4, statusSlots: 4, receiveSize: 128 });
+      c.start({ resumeKey: new Uint8Array(24), keyId: new Uint8Array(16), kAuth, nonce, statusAddr: 0x1000, statusRkey: 7 });
+      c.take();
+      c.receive(response(right ? kAuth : new Uint8Array(32).fill(9), nonce));
+      const acts = c.take();
+      const failed = acts.find((a) => a.t === 'failed');
+      if (right) {
+        expect(failed).toBeUndefined();
+        expect(c.state).toBe('authenticated');
+        expect(c.counters.serverUnproven).toBe(0);
+      } else {
+        expect(failed).toMatchObject({ status: FileStatus.AccessDenied, message: expect.stringMatching(/could not prove/) });
+        expect(c.state).toBe('closed');
+        expect(c.limits).toBeUndefined();
+        expect(c.counters.serverUnproven).toBe(1);
+        // Nothing more goes out on a refused connection.
+        expect(() => c.request({ op: FileOp.List, cookie: 0, sinkLength: 4096, sinkAddr: 0, sinkRkey: 1, path: '' })).toThrow();
+      }
+    });
+  }
 });
 
 describe('file service cores: I/O', () => {

@@ -148,7 +148,13 @@ export class Raw {
 
   /** Post a Send of these bytes (and optional data) as they are. */
   send(bytes: Uint8Array, data?: Uint8Array): void {
-    const slot = this.#nextOut++ % 64;
+    // A message longer than one 8 KiB slot takes as many as it needs (never wrapping), so the
+    // next message cannot overwrite it while it waits to be sent.
+    const n = Math.ceil((bytes.length + (data?.length ?? 0)) / 8192) || 1;
+    if (n > 64) throw new Error(`raw send of ${bytes.length + (data?.length ?? 0)} bytes is larger than the out buffer`);
+    if ((this.#nextOut % 64) + n > 64) this.#nextOut += 64 - (this.#nextOut % 64);
+    const slot = this.#nextOut % 64;
+    this.#nextOut += n;
     const at = slot * 8192;
     this.out.buffer.set(bytes, at);
     const sg = [{ addr: this.out.addr + at, length: bytes.length, lkey: this.out.lkey }];

@@ -10,7 +10,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileClient, type FileServer, serveFiles } from '../../src/index.js';
 import { FileAccess, FileFlag, FileOp, FileStatus } from '../../src/wire/spec.js';
-import { encodePipeFrame } from '../../src/files/pipe.js';
+import { PipeReader, encodePipeFrame } from '../../src/files/pipe.js';
+import { pipeServerProof } from '../../src/files/auth.js';
+import { FILE_PIPE_WELCOME, FilePipeType } from '../../src/wire/spec.js';
+import { writeFields } from '../../src/files/layout.js';
+import { randomBytes } from 'node:crypto';
 import { Raw, negotiate } from './raw.js';
 import { tempDir, until } from './helpers.js';
 
@@ -231,6 +235,67 @@ describe('refusals on the RDMA connection (raw client)', () => {
     await r.close();
   });
 
+  it('a Write past maxWriteSize, a WriteV past maxVectors, a ReadV whose total passes maxReadWriteSize: LimitExceeded, counted, the connection goes on', async () => {
+    const r = await Raw.open(srv.address.port, TOKEN);
+    r.authenticate();
+    expect(await r.until((g) => g.some((x) => x.hdr.opcode === FileOp.StatusResponse))).toBe(true);
+    const done = (id: number): (() => boolean) => () => r.got.some((g) => g.hdr.opcode === FileOp.Completion && g.hdr.requestId === id);
+    const result = (id: number): { status: number; aux: number; value: number } => r.got.find((g) => g.hdr.opcode === FileOp.Completion && g.hdr.requestId === id)!.body as never;
+    const I = FileFlag.Interrupt;
+    r.message({ opcode: FileOp.RegisterFile, flags: I, requestId: 1, slot: 1, creditsGranted: 8 }, { op: FileOp.RegisterFile, access: FileAccess.Read | FileAccess.Write, mode: 0, path: 'limits.bin' });
+    expect(await r.until(done(1))).toBe(true);
+    // limits.bin does not exist yet: open it for writing with Create.
+    if (result(1).status !== FileStatus.Success) {
+      r.message({ opcode: FileOp.RegisterFile, flags: I, requestId: 9, slot: 9, creditsGranted: 1 }, { op: FileOp.RegisterFile, access: FileAccess.Read | FileAccess.Write | FileAccess.Create, mode: 0o644, path: 'limits.bin' });
+      expect(await r.until(done(9))).toBe(true);
+    }
+    const fid = (result(1).status === FileStatus.Success ? result(1) : result(9)).aux;
+    const before = srv.stats().refusedLimit;
+    // 16 385 bytes of data (maxWriteSize 16 384), really carried: the message fits the server's
+    // receive buffer (its maxVectors entries of room besides), so it is the limit that refuses it.
+    const big = new Uint8Array(16_385).fill(5);
+    r.message({ opcode: FileOp.Write, flags: I, requestId: 2, slot: 2, creditsGranted: 1 }, { op: FileOp.Write, fileId: fid, offset: 0, length: big.length, dataOff: 0 }, big);
+    const five = Array.from({ length: 5 }, (_, i) => ({ offset: i * 10, length: 1 }));
+    r.message({ opcode: FileOp.WriteV, flags: I | FileFlag.Collapse, requestId: 3, slot: 3, creditsGranted: 1 },
+      { op: FileOp.WriteV, fileId: fid, entries: five, dataOff: 0, dataLen: 5 }, new Uint8Array(5).fill(6));
+    // Two entries, each within the limit, 80 000 bytes together (maxReadWriteSize 65 536).
+    const two = [{ offset: 0, length: 40_000, sinkAddr: 0 }, { offset: 40_000, length: 40_000, sinkAddr: 0 }];
+    r.message({ opcode: FileOp.ReadV, flags: I | FileFlag.Collapse, requestId: 4, slot: 4, creditsGranted: 1 }, { op: FileOp.ReadV, fileId: fid, sinkAddr: r.sink.addr, sinkRkey: r.sink.rkey, entries: two });
+    // Within every limit: goes through on the same connection.
+    r.message({ opcode: FileOp.Write, flags: I, requestId: 5, slot: 5, creditsGranted: 1 }, { op: FileOp.Write, fileId: fid, offset: 0, length: 3, dataOff: 0 }, new Uint8Array([1, 2, 3]));
+    expect(await r.until(() => [2, 3, 4, 5].every((id) => done(id)())), JSON.stringify({ failed: r.failed, got: r.got.map((g) => [g.hdr.opcode, g.hdr.requestId, g.body]) })).toBe(true);
+    expect(result(2).status).toBe(FileStatus.LimitExceeded);
+    expect(result(3).status).toBe(FileStatus.LimitExceeded);
+    expect(result(4).status).toBe(FileStatus.LimitExceeded);
+    expect(result(5)).toMatchObject({ status: FileStatus.Success, value: 3 });
+    expect(srv.stats().refusedLimit).toBe(before + 3);
+    // Nothing of the refused writes reached the file.
+    expect([...fs.readFileSync(join(dir, 'limits.bin'))]).toEqual([1, 2, 3]);
+    expect(r.terminal()).toBeUndefined();
+    await r.close();
+  });
+
+  it('a Send longer than the server\'s receive buffer: the connection is terminated and torn down, nothing of it written', async () => {
+    const r = await Raw.open(srv.address.port, TOKEN);
+    r.authenticate();
+    expect(await r.until((g) => g.some((x) => x.hdr.opcode === FileOp.StatusResponse))).toBe(true);
+    const done = (id: number): (() => boolean) => () => r.got.some((g) => g.hdr.opcode === FileOp.Completion && g.hdr.requestId === id);
+    const I = FileFlag.Interrupt;
+    r.message({ opcode: FileOp.RegisterFile, flags: I, requestId: 1, slot: 1, creditsGranted: 8 }, { op: FileOp.RegisterFile, access: FileAccess.Write | FileAccess.Create, mode: 0o644, path: 'overlong.bin' });
+    expect(await r.until(done(1))).toBe(true);
+    const fid = (r.got.find((g) => g.hdr.opcode === FileOp.Completion && g.hdr.requestId === 1)!.body as { aux: number }).aux;
+    const live = srv.stats().liveConnections;
+    const before = srv.stats().receiveErrors;
+    // maxWriteSize 16 384 and 4 vectors: the receive buffers are 16 488 bytes (rounded to 16 512).
+    const huge = new Uint8Array(40_000).fill(8);
+    r.message({ opcode: FileOp.Write, flags: I, requestId: 2, slot: 2, creditsGranted: 1 }, { op: FileOp.Write, fileId: fid, offset: 0, length: huge.length, dataOff: 0 }, huge);
+    await until(() => srv.stats().liveConnections === live - 1, 10_000, 'the connection to be torn down');
+    expect(srv.stats().receiveErrors).toBe(before + 1);
+    expect(done(2)()).toBe(false);
+    expect(fs.statSync(join(dir, 'overlong.bin')).size).toBe(0);
+    await r.close();
+  });
+
   it('too many open files: TooManyOpenFiles past the negotiated maximum (counted)', async () => {
     const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
     expect(c.limits.maxOpenFiles).toBe(3);
@@ -276,6 +341,45 @@ describe('the control pipe', () => {
   afterAll(async () => {
     await srv?.close();
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('mutual: a server that does not hold the token is refused by the client (its Welcome MAC is checked)', async () => {
+    // An impostor: it answers Hello with a Challenge and any Proof with Welcome(Success), but can
+    // only sign that Welcome with some other token.
+    let closedByClient = false;
+    let sentWelcome = false;
+    const impostor = net.createServer((s) => {
+      const reader = new PipeReader();
+      let nc = new Uint8Array(0);
+      const ns = new Uint8Array(randomBytes(32));
+      s.on('data', (b: Buffer) => {
+        for (const f of reader.push(new Uint8Array(b))) {
+          if (f.type === FilePipeType.Hello) {
+            nc = f.body.slice();
+            s.write(encodePipeFrame(FilePipeType.Challenge, ns));
+          } else if (f.type === FilePipeType.Proof) {
+            const w = new Uint8Array(FILE_PIPE_WELCOME.size);
+            writeFields(FILE_PIPE_WELCOME, w, 0, { status: FileStatus.Success, mac: pipeServerProof('not-the-token', nc, ns) });
+            s.write(encodePipeFrame(FilePipeType.Welcome, w));
+            sentWelcome = true;
+          } else s.write(encodePipeFrame(FilePipeType.Welcome, new Uint8Array(FILE_PIPE_WELCOME.size)));
+        }
+      });
+      s.on('end', () => (closedByClient = true));
+      s.on('close', () => (closedByClient = true));
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
+    try {
+      const port = (impostor.address() as net.AddressInfo).port;
+      const e = await refusal(FileClient.connect(`127.0.0.1:${port}`, { token: TOKEN, timeoutMs: 5000 }));
+      expect(sentWelcome).toBe(true);
+      expect(e.status).toBe(FileStatus.AccessDenied);
+      expect(e.message).toMatch(/could not prove it holds the token/);
+      await until(() => closedByClient, 5000, 'the client to close the pipe');
+    } finally {
+      await new Promise<void>((r) => impostor.close(() => r()));
+    }
   });
 
   it('a wrong token is refused (constant-time HMAC check, counted) and no session is made', async () => {
