@@ -107,11 +107,20 @@ describe('perftest flags', () => {
   });
 
   it('--perform_warm_up runs first and is not counted', () => {
+    // Latency: up to 5000 untimed round trips or 3 s, whichever ends first; the row says how many ran.
     const j = perfJson(['read_lat', '--transport', 'udp', '-n', '40', '--perform_warm_up']);
     expect(j.results[0]!.iterations).toBe(40);
+    expect(j.results[0]!.warmUpIterations).toBeGreaterThan(0);
+    expect(j.results[0]!.warmUpIterations).toBeLessThanOrEqual(5000);
+    expect(j.results[0]!.warmUpMs).toBeGreaterThan(0);
+    // Bandwidth: tx-depth operations per QP (default 128, capped at -n by the baseline).
     const b = perfJson(['read_bw', '--transport', 'udp', '-s', '4096', '-n', '100', '--perform_warm_up', '--baseline']);
     expect(b.results.map((r) => r.iterations)).toEqual([100, 100]);
-  });
+    expect(b.results.map((r) => r.warmUpIterations)).toEqual([128, 100]);
+    // Without the flag nothing runs first, and the rows say nothing about it.
+    const n = perfJson(['read_lat', '--transport', 'udp', '-n', '40']);
+    expect(n.results[0]!.warmUpIterations).toBeUndefined();
+  }, 60_000);
 
   it('-d picks the device; --output prints only the number; --cpu_util adds a column; --out_json_file writes the report', () => {
     expect(perfJson(['write_lat', '-d', 'sabre_tcp', '-n', '20']).transport).toBe('tcp');

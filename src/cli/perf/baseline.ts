@@ -166,10 +166,13 @@ export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, 
   const shape = lat ? latShape(o, run.size) : { reqBytes: 0, respBytes: 0 };
   const open = (): Promise<{ port: number; rcvbuf?: number }> => peer.call('baselineOpen', { transport: o.transport as 'udp' | 'tcp', mode: lat ? 'rr' : 'bw', ...shape } satisfies BaselineOpen);
   try {
+    let warm: { warmUpIterations: number; warmUpMs: number } | undefined;
     if (run.warmUp) {
       const { port, rcvbuf } = await open();
       // As long as sabre's warm-up (client.ts WARM_LAT_ITERS), so both rows are timed warm.
-      await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+      const t0 = performance.now();
+      const w = await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+      warm = { warmUpIterations: w.iterations, warmUpMs: Math.round((performance.now() - t0) * 1000) / 1000 };
     }
     const { port, rcvbuf } = await open();
     const c0 = process.cpuUsage();
@@ -177,9 +180,9 @@ export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, 
     const r = await pattern(o, host, port, rcvbuf, run, shape);
     const cpu = cpuUs(process.cpuUsage(c0)) + cpuUs(diff(await peer.call<NodeJS.CpuUsage>('cpu'), p0));
     const counts = await peer.call<BaselineCounts>('baselineResult');
-    if (r.kind === 'lat') return { ...r, source, bytesToResponder: counts.bytesIn, bytesFromResponder: counts.bytesOut };
+    if (r.kind === 'lat') return { ...r, source, bytesToResponder: counts.bytesIn, bytesFromResponder: counts.bytesOut, ...warm };
     const moved = o.transport === 'udp' ? counts.bytesIn : r.bytes * r.iterations;
-    return { ...r, source, cpuSecPerGB: cpuPerGB(cpu, moved), bytesToResponder: counts.bytesIn, bytesFromResponder: 0 };
+    return { ...r, source, cpuSecPerGB: cpuPerGB(cpu, moved), bytesToResponder: counts.bytesIn, bytesFromResponder: 0, ...warm };
   } finally {
     await peer.call('baselineClose');
   }

@@ -165,7 +165,13 @@ async function measure(
   env: DriveEnv,
 ): Promise<{ row: Row; samples?: number[] }> {
   let first = 0;
-  if (o.warmUp) first = (await once(o, side, remote, ctl, responder, size, 'warmup', 0)) as number;
+  let warm: { warmUpIterations: number; warmUpMs: number } | undefined;
+  if (o.warmUp) {
+    const count = { done: 0 };
+    const t0 = performance.now();
+    first = (await once(o, side, remote, ctl, responder, size, 'warmup', 0, count)) as number;
+    warm = { warmUpIterations: count.done, warmUpMs: Math.round((performance.now() - t0) * 1000) / 1000 };
+  }
   const wall0 = performance.now();
   const c0 = process.cpuUsage();
   const r0 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
@@ -178,22 +184,30 @@ async function measure(
   if (typeof got === 'number') throw new Error('unreachable');
   if (got.kind === 'bw') {
     const moved = got.row.iterations * size;
-    return { row: { ...got.row, cpuSecPerGB: cpuPerGB(mine + theirs, moved), ...cpuUtil } as BwRow };
+    return { row: { ...got.row, cpuSecPerGB: cpuPerGB(mine + theirs, moved), ...cpuUtil, ...warm } as BwRow };
   }
-  return { row: { ...got.row, ...cpuUtil } as LatRow, samples: got.samples };
+  return { row: { ...got.row, ...cpuUtil, ...warm } as LatRow, samples: got.samples };
 }
 
 type Once = { kind: 'bw'; row: BwRow } | { kind: 'lat'; row: LatRow; samples: number[] };
 
-/** One run of one size; a warm-up returns the number the next run's pings start from. */
-async function once(o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: ControlPeer, responder: Responder | undefined, size: number, phase: PrepareParams['phase'], first: number): Promise<Once | number> {
+/**
+ * One run of one size; a warm-up returns the number the next run's pings start from and counts
+ * the operations it completed in `count`.
+ */
+async function once(
+  o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: ControlPeer, responder: Responder | undefined, size: number, phase: PrepareParams['phase'], first: number,
+  count?: { done: number },
+): Promise<Once | number> {
   const warm = phase === 'warmup';
   await ctl.call('prepare', { size, phase } satisfies PrepareParams);
   if (o.kind === 'lat') {
     const iters = warm ? WARM_LAT_ITERS : o.iters;
-    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm);
+    const ran = { done: 0 };
+    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm, ran);
     await ctl.call('finish', { size });
-    if (warm) return first + iters;
+    if (count) count.done += ran.done;
+    if (warm) return first + ran.done;
     return { kind: 'lat', row: latRow('sabre', size, samples), samples };
   }
   const sender = new BwSender(side, remote, { size, iters: warm ? o.txDepth * o.qps : o.iters, durationS: warm ? undefined : o.durationS });
@@ -218,6 +232,7 @@ async function once(o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: Contr
     () => !sender.finished,
   );
   if (failed) throw failed;
+  if (count) count.done += sender.completed;
   if (warm) return first;
   const mine = sender.row();
   return { kind: 'bw', row: o.bidirectional && theirs ? sumBw(mine, theirs) : mine };

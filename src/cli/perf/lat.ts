@@ -59,7 +59,9 @@ async function gap(us: number): Promise<void> {
  * (halved for ping-pongs). `first` numbers the pings so the last-byte values run on across
  * warm-up and measurement without repeating.
  */
-export async function runLatClient(side: PerfSide, peer: SideInfo, run: LatRun, responder: Responder | undefined, first: number, record: boolean): Promise<number[]> {
+export async function runLatClient(
+  side: PerfSide, peer: SideInfo, run: LatRun, responder: Responder | undefined, first: number, record: boolean, count?: { done: number },
+): Promise<number[]> {
   const p = side.p;
   const pingPong = p.verb === 'write' || p.verb === 'send';
   const polled = p.verb === 'write' && !p.imm;
@@ -94,6 +96,7 @@ export async function runLatClient(side: PerfSide, peer: SideInfo, run: LatRun, 
     }
     const rtt = performance.now() - t0;
     if (record) samples.push((pingPong ? rtt / 2 : rtt) * 1000);
+    if (count) count.done++;
     await gap(run.gapUs);
   }
   if (responder) responder.onMessage = undefined;

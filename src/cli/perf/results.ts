@@ -15,6 +15,9 @@ interface RowBase {
   speedRatio?: number;
   /** Iterations that did not complete (raw UDP only: datagrams lost with no recovery). */
   lostIterations?: number;
+  /** --perform_warm_up: the untimed operations that ran before the measured ones (not in `iterations`), and their wall time. */
+  warmUpIterations?: number;
+  warmUpMs?: number;
   lossPct?: number;
   /** Bytes the active side sent to the responder and got back (baselines: what the pattern moved). */
   bytesToResponder?: number;
