@@ -1,6 +1,7 @@
 // Closing a device settles every pending promise of it and its objects with one code,
 // ERR_CLOSED, at once — listener.accept, qp.connect, cm connect, cq.wait — and leaves the
 // flushed completions of outstanding work pollable (WrFlushErr), then poll throws ERR_CLOSED.
+// Closing a listener alone does the same to its pending accepts (ERR_CLOSED, as docs/errors.md).
 // Each case: the exact misuse, the code it gets, the time it takes (bounded well below any
 // protocol timeout, which is 10 s for connects).
 import { createServer, type Server, type Socket } from 'node:net';
@@ -45,6 +46,25 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('closing a %s device', (transpo
     const { err, ms } = await o;
     expect(isClosed(err)).toBe(true);
     expect(ms).toBeLessThan(500);
+  });
+
+  it('a pending listener.accept() rejects with ERR_CLOSED at once when the listener is closed (the device stays open)', async () => {
+    const d = await dev(transport);
+    const l = listen(d, { service: 4 });
+    let closedAt = 0;
+    const o = outcome(l.accept(60_000), () => closedAt);
+    const o2 = outcome(l.accept(), () => closedAt);
+    closedAt = performance.now();
+    l.close();
+    for (const { err, ms } of [await o, await o2]) {
+      expect(isClosed(err)).toBe(true);
+      expect(ms).toBeLessThan(100);
+    }
+    // Later calls reject at once the same way; the device and its service number are free again.
+    await expect(l.accept()).rejects.toMatchObject({ code: ErrorCode.Closed });
+    expect(d.closed).toBe(false);
+    const again = listen(d, { service: 4 });
+    again.close();
   });
 
   it('a pending qp.connect() rejects with ERR_CLOSED (not ERR_INVALID_STATE) at once', async () => {
