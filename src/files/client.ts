@@ -43,7 +43,10 @@ export interface ConnectOptions {
   transport?: Provider | Provider[];
   /** Whole connect deadline (ms). Default 10 000. */
   timeoutMs?: number;
-  /** Credits the server may hold (our receives for its messages). Default 16. */
+  /**
+   * Credits the server may hold (our receives for its messages: each interrupt-mode completion
+   * spends one). Default 32 on udp (as many as the requests it lets us have outstanding), 16 on tcp and inproc.
+   */
   credits?: number;
   /** Status slots: the most requests outstanding at once. Default 64. */
   statusSlots?: number;
@@ -68,11 +71,11 @@ export interface ConnectOptions {
   integrity?: 'crc32c' | 'xxh3' | 'none';
 }
 
-/** Pipeline depths by provider (ConnectOptions.sinks / writeBuffers when not given). */
-const PIPELINE_DEFAULTS: Record<Provider, { sinks: number; writeBuffers: number }> = {
-  udp: { sinks: 16, writeBuffers: 16 },
-  tcp: { sinks: 8, writeBuffers: 8 },
-  inproc: { sinks: 8, writeBuffers: 8 },
+/** Pipeline depths by provider (ConnectOptions.sinks / writeBuffers / credits when not given). */
+const PIPELINE_DEFAULTS: Record<Provider, { sinks: number; writeBuffers: number; credits: number }> = {
+  udp: { sinks: 16, writeBuffers: 16, credits: 32 },
+  tcp: { sinks: 8, writeBuffers: 8, credits: 16 },
+  inproc: { sinks: 8, writeBuffers: 8, credits: 16 },
 };
 
 /** Bytes before the data in a Write's Send (header and body). */
@@ -272,7 +275,7 @@ export class FileClient {
         });
       const address: DeviceAddress = transport === 'inproc' ? { transport: 'inproc', id: neg.inprocId }
         : { transport, host: opts.via?.host ?? server.host, port: opts.via?.port ?? (transport === 'udp' ? neg.udpPort : neg.tcpPort) };
-      const credits = opts.credits ?? 16;
+      const credits = opts.credits ?? PIPELINE_DEFAULTS[transport].credits;
       const statusSlots = opts.statusSlots ?? 64;
       const pd = dev.allocPd();
       const status = pd.regMr(statusSlots * FILE_SLOT_BYTES, Access.LocalWrite | Access.RemoteWrite);
