@@ -38,6 +38,54 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('every perftest test over %s', 
   }, 60_000);
 });
 
+// The flags again on the two wire transports (the cases below mostly run inproc): each a tiny
+// run that checks the flag changed what it should, not speed.
+describe.each(['udp', 'tcp'] as const)('perftest flags over %s', (transport) => {
+  const t = ['--transport', transport];
+  it('-A CMP_AND_SWAP / FETCH_AND_ADD, --write_with_imm, --send_with_imm', () => {
+    const cas = perfJson(['atomic_bw', ...t, '-n', '60', '-A', 'CMP_AND_SWAP']);
+    expect(cas.title).toBe('Atomic CMP_AND_SWAP BW Test');
+    expect(cas.results[0]!.iterations).toBe(60);
+    const faa = perfJson(['atomic_lat', ...t, '-n', '20', '-A', 'FETCH_AND_ADD']);
+    expect(faa.title).toBe('Atomic FETCH_AND_ADD Latency Test');
+    expect(faa.results[0]!.iterations).toBe(20);
+    expect(perfJson(['write_bw', '--write_with_imm', ...t, '-s', '256', '-n', '60']).title).toBe('RDMA_Write_imm BW Test');
+    const si = perfJson(['send_lat', '--send_with_imm', ...t, '-s', '64', '-n', '20']);
+    expect(si.title).toBe('Send_imm Latency Test');
+    expect(si.results[0]!.iterations).toBe(20);
+  }, 60_000);
+
+  it('-b sums both directions; -N leaves the peak out; --report_gbits prints Gb/sec', () => {
+    const b = perfJson(['write_bw', '-b', ...t, '-s', '4096', '-n', '60']);
+    expect(b.title).toBe('RDMA_Write Bidirectional BW Test');
+    expect(b.results[0]!.iterations).toBe(120);
+    const n = perfJson(['write_bw', ...t, '-s', '4096', '-n', '60', '-N']).results[0]!;
+    expect(n.bwPeakMiBs).toBe(0);
+    expect(n.bwAvgMiBs).toBeGreaterThan(0);
+    const g = sabre(['perf', 'write_bw', ...t, '-s', '4096', '-n', '60', '--report_gbits']);
+    expect(g.code, g.stderr).toBe(0);
+    expect(g.stdout).toContain('BW peak[Gb/sec]    BW average[Gb/sec]');
+  }, 60_000);
+
+  it('-H prints every sample sorted; -D runs for a duration; -d picks the device', () => {
+    const h = sabre(['perf', 'read_lat', ...t, '-n', '20', '-H']);
+    expect(h.code, h.stderr).toBe(0);
+    const lines = h.stdout.split('\n');
+    const at = lines.indexOf('#, usec');
+    expect(at).toBeGreaterThan(0);
+    const vals = lines.slice(at + 1, at + 21).map((l) => Number(/^\d+, ([\d.e+-]+)$/.exec(l)?.[1] ?? NaN));
+    expect(vals.every((v) => v > 0)).toBe(true);
+    expect(vals).toEqual([...vals].sort((x, y) => x - y));
+    const t0 = Date.now();
+    const d = perfJson(['write_lat', ...t, '-s', '64', '-D', '0.3']);
+    expect(d.results[0]!.iterations).toBeGreaterThan(0);
+    expect(Date.now() - t0).toBeLessThan(20_000);
+    const dev = perfJson(['write_lat', '-d', `sabre_${transport}`, '-n', '10']);
+    expect(dev.transport).toBe(transport);
+    expect(dev.results[0]!.iterations).toBe(10);
+  }, 60_000);
+});
+
 describe('perftest flags', () => {
   it('-A CMP_AND_SWAP and FETCH_AND_ADD name the test as perftest does', () => {
     expect(perfJson(['atomic_bw', '--transport', 'inproc', '-n', '100', '-A', 'CMP_AND_SWAP']).title).toBe('Atomic CMP_AND_SWAP BW Test');
