@@ -75,6 +75,8 @@ export interface DeviceCounters {
   srdFlowsRefused: number;
   srdFlowsEvicted: number;
   srdEpochs: number;
+  /** srd: flows dropped for a protocol error with their peer QP (that flow's work failed; the QP kept running). */
+  srdFlowsFailed: number;
   /** rc: the peer's RDMA Reads past the IRD (bounds.ts maxIrd), each a Terminate. */
   readsRefused: number;
   /** Times a read waited for earlier answers to be acked (bounds.ts maxAnswerBytes). */
@@ -84,7 +86,7 @@ export interface DeviceCounters {
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
-  oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, readsRefused: 0, readsDeferred: 0,
+  oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, srdFlowsFailed: 0, readsRefused: 0, readsDeferred: 0,
 });
 
 const MAX_BATCH = 1024;

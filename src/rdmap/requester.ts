@@ -16,8 +16,8 @@ import {
 import { drainSq, finish, qpError } from './completion.js';
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
-import { ctlFrame, dataFrames } from './segmenter.js';
-import { type EngineQp, type EngineState, Flow, type OutMessage, type SendWork } from './state.js';
+import { ctlFrame, dataFrame, dataFrames, type DataMsg } from './segmenter.js';
+import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
 const DDP_L = 0x40;
@@ -183,7 +183,10 @@ function widenFence(qp: EngineQp, w: SendWork): void {
 
 function parts(e: EngineState, w: SendWork): Uint8Array[] {
   if (w.inline) return [w.inline];
-  return w.pieces.map((p) => e.mem.view(p.rec, p.addr, p.len));
+  // A loop, not pieces.map(closure): no closure object per message.
+  const out: Uint8Array[] = [];
+  for (const p of w.pieces) out.push(e.mem.view(p.rec, p.addr, p.len));
+  return out;
 }
 
 function transmit(e: EngineState, qp: EngineQp, w: SendWork): void {
@@ -213,12 +216,18 @@ function buildSend(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void 
 }
 
 function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
-  const frames: SegFrame[] = [];
   const ssn = nextSsn(e, qp, flow);
-  dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.taggedMss, ssn, tagged: true, opcode: w.row.code, stag: w.rkey, to: w.remoteAddr, parts: parts(e, w), total: w.total }, frames);
+  const msg: DataMsg = { srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.taggedMss, ssn, tagged: true, opcode: w.row.code, stag: w.rkey, to: w.remoteAddr, parts: parts(e, w), total: w.total };
   w.pending = 1;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
-  emitAll(e, qp, flow, frames);
+  // A Write keeps no frames (it is never sent again by the engine): a one-segment Write goes
+  // straight to the outbox without a frame list (issue #18, allocation per small message).
+  if (msg.total <= msg.mss) emit(e, qp, flow, dataFrame(msg));
+  else {
+    const frames: SegFrame[] = [];
+    dataFrames(msg, frames);
+    emitAll(e, qp, flow, frames);
+  }
   if (w.row.imm !== w.opcode) return;
   // RdmaWriteWithImm: RFC 7306 Immediate Data after the write; it consumes a receive.
   const s2 = nextSsn(e, qp, flow);
@@ -364,7 +373,8 @@ export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ss
   if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
   const w = m.wr;
   if (++w.rnrCount > qp.caps.rnrRetry) {
-    qpError(e, qp, w, WcStatus.RnrRetryExcErr);
+    if (qp.type === 'srd') srdFlowFailed(e, qp, flow, w, WcStatus.RnrRetryExcErr);
+    else qpError(e, qp, w, WcStatus.RnrRetryExcErr);
     return;
   }
   m.rnrWait = true;
@@ -431,6 +441,32 @@ function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
   dropFlow(qp, k, f);
   qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
   for (const w of qp.sq) if (w.flow === f && !w.done) finish(w, WcStatus.RetryExcErr, 0);
+}
+
+/**
+ * srd: the stream with one peer QP broke (a protocol error either way, a Terminate from it, its
+ * RNR retries spent). Only that flow goes, as when its peer is lost: `failing` completes with
+ * `status`, the rest of its unfinished work with WrFlushErr; receives its messages had claimed
+ * (`m`'s, those still pending) are given back. The QP keeps running for every other peer — an
+ * srd QP is shared by whoever sends to it (the CM agent's is a listener's), so one sender's bad
+ * frame must not fail the others' work (issue #11: found by the udp fuzz campaign's srd pair).
+ */
+export function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: number, m?: InMessage): void {
+  if (m?.recv) m.recv.claimed = false;
+  for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
+  const k = flowKey(flow.peerKey, flow.rqpn);
+  if (qp.flows.get(k) === flow) dropFlow(qp, k, flow);
+  else releaseFlow(qp, flow);
+  qp.rdAtomic = Math.max(0, qp.rdAtomic - flow.reads.size - flow.atomics.size);
+  flow.inflight.clear();
+  flow.reads.clear();
+  flow.atomics.clear();
+  for (const w of qp.sq) {
+    if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? (status as SendWork['status']) : WcStatus.WrFlushErr, 0);
+  }
+  e.counters.srdFlowsFailed++;
+  drainSq(e, qp);
+  pump(e, qp);
 }
 
 /**

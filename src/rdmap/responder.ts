@@ -23,7 +23,7 @@ import { recvFor } from './receives.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
-import { emit, emitAll, nextSsn, pump, readDone } from './requester.js';
+import { emit, emitAll, nextSsn, pump, readDone, srdFlowFailed } from './requester.js';
 import { release } from './budget.js';
 import { Offsets } from './offsets.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
@@ -147,7 +147,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
         w.byteLen = 8;
       } else w.status = WcStatus.LocProtErr;
       w.done = true;
-      if (w.status !== WcStatus.Success) return qpError(e, qp, w, w.status);
+      if (w.status !== WcStatus.Success) return qp.type === 'srd' ? srdFlowFailed(e, qp, flow, w, w.status) : qpError(e, qp, w, w.status);
       drainSq(e, qp);
       pump(e, qp);
       return;
@@ -157,8 +157,11 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       const v = decodeTerminate(m.ctl!, 0, m.ctl!.length);
       // Without the sender's ack (a standard iWARP peer's Terminate carries none) the oldest
       // unfinished work request is the one that failed.
-      const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done);
-      qpError(e, qp, failed, v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr);
+      // srd: only the work addressed to that peer QP fails; the QP serves every other peer.
+      const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done && (qp.type === 'rc' || w.flow === flow));
+      const status = v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr;
+      if (qp.type === 'srd') srdFlowFailed(e, qp, flow, failed, status);
+      else qpError(e, qp, failed, status);
       return;
     }
   }
@@ -300,7 +303,10 @@ function fatalNow(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, term: 
   fatal(e, qp, flow, m);
 }
 
-/** Protocol error on message m: Terminate to the peer (acking everything before m), local completions, ERROR. */
+/**
+ * Protocol error on message m: Terminate to the peer (acking everything before m), local
+ * completions, ERROR — rc. srd: the error is that one flow's, which is dropped (srdFlowFailed).
+ */
 function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
   const fail = m.fail!;
   const hdr = m.hdr ?? NO_HDR;
@@ -324,17 +330,22 @@ function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
       // The oldest outstanding read is the one whose answer went wrong (responses come in order).
       const w = flow.reads.values().next().value;
       if (w) {
-        qpError(e, qp, w, fail.local);
+        if (qp.type === 'srd') srdFlowFailed(e, qp, flow, w, fail.local, m);
+        else qpError(e, qp, w, fail.local);
         return;
       }
     } else if (m.recv || qp.type === 'rc') {
       const r = m.recv ?? (qp.type === 'rc' ? qp.rq.at(m.msn - 1 - qp.rqConsumed) : undefined);
       if (r) {
         qp.rq.removeAt(qp.rq.indexOf(r));
-        complete(e, qp.recvCq, { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
+        const wc = { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn };
+        if (qp.type === 'srd') recvComplete(e, qp, flow, wc);
+        else complete(e, qp.recvCq, wc);
+        if (m.recv === r) m.recv = undefined;
       }
     }
   }
-  qpError(e, qp);
+  if (qp.type === 'srd') srdFlowFailed(e, qp, flow, undefined, undefined, m);
+  else qpError(e, qp);
 }
 

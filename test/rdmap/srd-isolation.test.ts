@@ -1,0 +1,78 @@
+// srd: one sender's protocol error is that sender's flow's, not the QP's. An srd QP is shared
+// by whoever sends to it — listen()'s CM agent is one — so a frame that breaks the stream with
+// one peer QP (a Write to an STag that is not granted, a Terminate) must drop that flow alone:
+// a Terminate back to it, its work failed, and the QP still RTS for every other peer. Found by
+// the udp fuzz campaign once it had an srd pair (docs/fuzzing.md): a validated attacker's frame
+// at V's srd QP put it in ERROR and failed the real peer's messages. Sans-I/O engine, frames
+// built as the hostile peer would send them.
+import { describe, expect, it } from 'vitest';
+import type { DeviceAddress } from '../../src/core/address.js';
+import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
+import type { Inbound, SegFrame } from '../../src/core/frame.js';
+import { ctlFrame, dataFrames } from '../../src/rdmap/segmenter.js';
+import { decodeDdp, encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
+import { TERM } from '../../src/wire/terminate.js';
+import { caps, Harness, piece, wr } from './harness.js';
+
+function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
+  const out: SegFrame[] = [];
+  dataFrames({ srcQpn: src, dstQpn: dst, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(len)], total: len, mss: 1 << 20 }, out);
+  return out;
+}
+
+const terminate = (src: number, dst: number, ssn: number): SegFrame => ctlFrame({
+  srcQpn: src, dstQpn: dst, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4,
+  body: (b, o) => encodeTerminate({ ...TERM.invalidStag, m: false, d: false }, b, o),
+});
+
+describe('srd: a protocol error drops the sender\'s flow, not the QP', () => {
+  it('a Write to an ungranted STag and a Terminate from a hostile peer: Terminate back, that flow dropped, the QP RTS and a good peer\'s work and messages unaffected', async () => {
+    const h = new Harness({ seed: 31 });
+    const a = await h.node(64);
+    const b = await h.node(64);
+    const qa = a.eng.createQp(1, 'srd', 1, caps(), a.cq, a.cq);
+    const qb = b.eng.createQp(1, 'srd', 1, caps(), b.cq, b.cq);
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    const back = b.regMr(4096);
+    const send = (id: number, fill: number): void => {
+      a.bytes(src, 0, 16).fill(fill);
+      const w = wr({ wrId: id, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(a, src, 0, 16)]);
+      w.flow = a.eng.srdFlow(qa, b.addr, qb.qpn);
+      a.eng.postSend(qa, w, h.now);
+      h.run();
+    };
+    send(1, 0x11);
+    expect(a.cq.take().map((w) => w.status)).toEqual([WcStatus.Success]);
+    // The hostile peer: a node of the harness (so what b answers it has somewhere to go) with no QPs.
+    const x = await h.node(64);
+    const bad: DeviceAddress = x.addr;
+    const feed = (frames: SegFrame[]): void => b.eng.handleFrames(frames.map((frame): Inbound => ({ from: bad, frame })), h.now);
+
+    // 1. A Write to an STag b never granted, from the hostile peer's QP 7.
+    feed(write(7, qb.qpn, 1, 0xdead00, 0, 8));
+    const out = b.eng.pollTransmit().filter((o) => o.to === bad && o.frame.kind === 'seg');
+    const ops = out.map((o) => (o.frame.kind === 'seg' ? decodeDdp(o.frame.hdr, 0, o.frame.hdr.length) : undefined)).map((d) => (d?.ok ? d.value.opcode : -1));
+    expect(ops).toContain(RdmapOpcode.Terminate);
+    expect(qb.state).toBe(QpState.Rts);
+    expect(b.eng.counters.srdFlowsFailed).toBe(1);
+    expect(b.eng.srdFlowCount(qb, bad)).toBe(0);
+
+    // 2. A Terminate from another of its QPs, while b has a Write of its own in flight to a.
+    const w = wr({ wrId: 50, opcode: Opcode.RdmaWrite, remoteAddr: src.addr + 1024, rkey: src.stag }, [piece(b, back, 0, 16)]);
+    w.flow = b.eng.srdFlow(qb, a.addr, qa.qpn);
+    b.eng.postSend(qb, w, h.now);
+    feed(write(8, qb.qpn, 1, dst.stag, dst.addr + 512, 8));
+    feed([terminate(8, qb.qpn, 2)]);
+    expect(qb.state).toBe(QpState.Rts);
+    expect(b.eng.counters.srdFlowsFailed).toBe(2);
+    h.run();
+    expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[50, WcStatus.Success]]);
+
+    // The good peer's traffic goes on.
+    send(2, 0x22);
+    expect(a.cq.take().map((c) => c.status)).toEqual([WcStatus.Success]);
+    expect(b.bytes(dst, 0, 1)[0]).toBe(0x22);
+    expect(qa.state).toBe(QpState.Rts);
+  });
+});
