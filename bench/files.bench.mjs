@@ -19,7 +19,8 @@
 //   granted to a client: its receives, the requests it may have at the server), FILES_RW_SIZE
 //   (maxReadWriteSize), FILES_WRITE_SIZE (maxWriteSize);
 //   client: FILES_SINKS (read sinks), FILES_WRITE_BUFFERS (write buffers), FILES_CLIENT_CREDITS
-//   (credits the client grants the server: its completions in flight);
+//   (credits the client grants the server: its completions in flight), FILES_FIT=0 (transfers at
+//   the negotiated maxima instead of whole segments of the mss);
 //   both: FILES_INTEGRITY (udp integrity: xxh3 | crc32c | none), FILES_WORKERS (udp workers).
 import { fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -44,7 +45,7 @@ const SERVER_LIMITS = Object.fromEntries(Object.entries({
   rwDepth: num('FILES_RW_DEPTH'), credits: num('FILES_CREDITS'), maxReadWriteSize: num('FILES_RW_SIZE'), maxWriteSize: num('FILES_WRITE_SIZE'),
 }).filter(([, v]) => v !== undefined));
 const DEVICE = Object.fromEntries(Object.entries({ integrity: process.env.FILES_INTEGRITY || undefined, workers: num('FILES_WORKERS') }).filter(([, v]) => v !== undefined));
-const CLIENT = { ...DEVICE, ...Object.fromEntries(Object.entries({ sinks: num('FILES_SINKS'), writeBuffers: num('FILES_WRITE_BUFFERS'), credits: num('FILES_CLIENT_CREDITS') }).filter(([, v]) => v !== undefined)) };
+const CLIENT = { ...DEVICE, ...Object.fromEntries(Object.entries({ sinks: num('FILES_SINKS'), writeBuffers: num('FILES_WRITE_BUFFERS'), credits: num('FILES_CLIENT_CREDITS'), segmentFit: process.env.FILES_FIT === '0' ? false : undefined }).filter(([, v]) => v !== undefined)) };
 
 // ---------------------------------------------------------------------------------------------
 // The server process: sabre, raw net and http over the same directory.

@@ -67,6 +67,8 @@ export interface ConnectOptions {
   /** udp device options (openDevice's). */
   mtu?: number;
   workers?: number;
+  /** Cut get/put/read/write at whole segments of the device's mss (fitToSegments). Default true; false: at the negotiated maxima. */
+  segmentFit?: boolean;
   /** The integrity check of the client's device (openDevice's): udp 'xxh3' (default), 'crc32c', 'none'; tcp 'crc32c' (default), 'none' ('xxh3' leaves it at its default). */
   integrity?: 'crc32c' | 'xxh3' | 'none';
 }
@@ -342,7 +344,8 @@ export class FileClient {
    */
   get pipeline(): { sinks: number; writeBuffers: number; readChunk: number; writeChunk: number } {
     const d = PIPELINE_DEFAULTS[this.transport];
-    const mss = this.#dev.engine.mss;
+    // Without fitting, a segment as large as the maxima leaves them as they are.
+    const mss = this.#opts.segmentFit === false ? 0x7fff_ffff : this.#dev.engine.mss;
     const l = this.limits as NegotiatedLimits | undefined;
     return {
       sinks: this.#opts.sinks ?? d.sinks, writeBuffers: this.#opts.writeBuffers ?? d.writeBuffers,

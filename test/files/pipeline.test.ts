@@ -69,6 +69,9 @@ describe('get / put pipeline over a real server', () => {
       const c = await FileClient.connect(`127.0.0.1:${s.address.port}`, { token: TOKEN, sinks: 3, writeBuffers: 5 });
       expect([c.limits.rwDepth, c.limits.creditsMax, c.pipeline.sinks, c.pipeline.writeBuffers]).toEqual([2, 8, 3, 5]);
       await c.end();
+      const plain = await FileClient.connect(`127.0.0.1:${s.address.port}`, { token: TOKEN, segmentFit: false });
+      expect([plain.pipeline.readChunk, plain.pipeline.writeChunk]).toEqual([plain.limits.maxReadWriteSize, plain.limits.maxWriteSize]);
+      await plain.end();
     } finally {
       await s.close();
       fs.rmSync(d, { recursive: true, force: true });
