@@ -24,3 +24,19 @@ export {
 export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, DedupStoreOptions, Phase } from './channel/index.js';
 export { serveFiles, FileServer, FileClient, FileError, createRemoteReadStream, createRemoteWriteStream } from './files/index.js';
 export type { ServeOptions, FileServerStats, Provider, ConnectOptions, OpenOptions, RemoteFile, OpOptions, TransferResult, DirEntry, NegotiatedLimits, ServerLimits } from './files/index.js';
+// Types the public API refers to (a member's or an option's type), so that a consumer can name
+// them and the API reference (npm run docs) documents them; types only, nothing new at run time.
+// Internal types that public classes carry (a hub member, a jail, a session table…) are listed
+// in typedoc.json's intentionallyNotExported instead.
+export type { DeviceStats } from './verbs/device.js';
+export type { AllocatorStats } from './dataplane/allocator.js';
+export type { QpDownCause, TransportContextStats } from './core/link.js';
+export type { QpCaps } from './rdmap/state.js';
+export type { SendOptions } from './channel/channel.js';
+export type { CoreState as ChannelState } from './channel/core.js';
+export type { ServerCounters } from './files/server-core.js';
+export type { ClientCounters } from './files/client-core.js';
+export type { PipeCounters } from './files/pipe.js';
+export type { SessionLimits } from './files/sessions.js';
+export type { DedupTransferStats } from './files/dedup.js';
+export type { RemoteReadStreamOptions, RemoteWriteStreamOptions } from './files/streams.js';

@@ -11,9 +11,10 @@ import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 
-type Kind = 'counter' | 'gauge';
+/** How a stats value is exported: a Prometheus counter (only grows) or gauge. */
+export type Kind = 'counter' | 'gauge';
 
-interface StatMetric {
+export interface StatMetric {
   /** Key in dev.stats() (engine counters), dev.stats().memory, or dev.stats().link. */
   readonly key: string;
   readonly name: string;
@@ -93,7 +94,7 @@ export const LINK_STATS: readonly StatMetric[] = [
   { key: 'keepaliveAnswers', name: 'sabre_keepalives_total', kind: 'counter', help: '', labels: { direction: 'answered' } },
 ];
 
-interface ContextMetric {
+export interface ContextMetric {
   /** Key in a dev.stats().linkContexts row (src/core/link.ts TransportContextStats). */
   readonly key: keyof TransportContextStats;
   readonly name: string;

@@ -9,6 +9,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import { QpState } from '../core/enums.js';
 import type { Frame } from '../core/frame.js';
 import type { Link, QpDownCause, ServiceRequest, TransportContextStats } from '../core/link.js';
+import type { AllocatorStats } from '../dataplane/allocator.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dataplane/workers.js';
 import { RdmapEngine } from '../rdmap/engine.js';
@@ -438,7 +439,7 @@ export const LINK_CONTEXTS_SHOWN = 64;
  * on udp, one row per transport context (peer): retransmissions, RTT, congestion window.
  */
 export type DeviceStats = DeviceCounters & {
-  memory: ReturnType<DeviceMemory['stats']>;
+  memory: AllocatorStats;
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
   [source: string]: unknown;
