@@ -23,7 +23,7 @@ export interface TcpConnectionOptions {
   mpa?: Omit<MpaConfig, 'role' | 'privateData'>;
   /** Effective MSS for the MULPDU (default from the peer host: loopback 65483, else 1448). */
   emss?: number;
-  /** Receive staging bytes in device memory (default 256 KiB). */
+  /** Receive staging bytes in device memory (default 512 KiB, at least 128 KiB: FpduDeframer). */
   rxCapacity?: number;
   /** Largest ULPDU accepted from the peer (default 65535). */
   maxUlpdu?: number;
@@ -62,6 +62,7 @@ export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 const CORK_LIMIT = 256 * 1024;
 /** Heap slab for FPDU headers, pads, CRCs and whole small FPDUs (bump-allocated, see TxSink). */
 const SLAB = 64 * 1024;
+const EMPTY_SLAB = Buffer.alloc(0);
 
 /**
  * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
@@ -142,7 +143,9 @@ export class MpaConnection extends EventEmitter {
   // old one alive), so a tick of small FPDUs — an ack, a Write and its Immediate Data — is one
   // chunk and one write() call. Flushed once per tick (a promise job: cheaper than
   // queueMicrotask, which makes an AsyncResource per call) or early past CORK_LIMIT.
-  #slab = Buffer.allocUnsafeSlow(SLAB);
+  // Made on the first FPDU framed, not per connection: an idle connection (a peer holding
+  // connections open) would otherwise hold 64 KiB each (docs/resource-bounds.md).
+  #slab = EMPTY_SLAB;
   #slabOff = 0;
   #smallStart = 0;
   #chunks: Uint8Array[] = [];
@@ -170,6 +173,7 @@ export class MpaConnection extends EventEmitter {
       },
       small: (n) => {
         if (this.#slabOff + n > this.#slab.length) {
+          // #cutSmall hands what was framed in the old slab to the socket first (none in EMPTY_SLAB).
           this.#cutSmall();
           this.#slab = Buffer.allocUnsafeSlow(Math.max(SLAB, n));
           this.#slabOff = 0;
