@@ -26,27 +26,44 @@ export interface DataMsg {
 }
 
 export function dataFrames(m: DataMsg, out: SegFrame[]): void {
+  // A message that fits one segment (every small message) carries `parts` itself as its
+  // payload: no cursor, no second list, no views cut from views — a few objects fewer per
+  // message on the small-message path (issue #18). The frame takes over `parts`.
+  if (m.total <= m.mss) {
+    out.push(segFrame(m, 0, m.total, m.parts));
+    return;
+  }
   const cur = new ViewCursor(m.parts);
   let off = 0;
   do {
     const len = Math.min(m.mss, m.total - off);
     const payload: Uint8Array[] = [];
     cur.takeViews(len, payload);
-    const last = off + len === m.total;
-    let hdr: Uint8Array;
-    let ddp: DdpHdr;
-    if (m.tagged) {
-      hdr = new Uint8Array(TAGGED_HDR_LEN);
-      ddp = { tagged: true, last, opcode: m.opcode, stag: m.stag!, to: m.to! + off };
-    } else {
-      hdr = new Uint8Array(UNTAGGED_HDR_LEN);
-      ddp = { tagged: false, last, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn!, msn: m.msn!, mo: off };
-    }
-    encodeDdp(ddp, hdr, 0);
-    const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: m.total, off };
-    out.push({ kind: 'seg', env, hdr, payload, ddp });
+    out.push(segFrame(m, off, len, payload));
     off += len;
   } while (off < m.total);
+}
+
+/** The one frame of a message that fits one segment (m.total <= m.mss); it takes over m.parts. */
+export function dataFrame(m: DataMsg): SegFrame {
+  return segFrame(m, 0, m.total, m.parts);
+}
+
+/** The segment of `m` at payload offset `off`, `len` bytes, carrying `payload`. */
+function segFrame(m: DataMsg, off: number, len: number, payload: Uint8Array[]): SegFrame {
+  const last = off + len === m.total;
+  let hdr: Uint8Array;
+  let ddp: DdpHdr;
+  if (m.tagged) {
+    hdr = new Uint8Array(TAGGED_HDR_LEN);
+    ddp = { tagged: true, last, opcode: m.opcode, stag: m.stag!, to: m.to! + off };
+  } else {
+    hdr = new Uint8Array(UNTAGGED_HDR_LEN);
+    ddp = { tagged: false, last, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn!, msn: m.msn!, mo: off };
+  }
+  encodeDdp(ddp, hdr, 0);
+  const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: m.total, off };
+  return { kind: 'seg', env, hdr, payload, ddp };
 }
 
 export interface CtlMsg {

@@ -12,6 +12,7 @@
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
+import { Deque } from '../rdmap/deque.js';
 import { abortError } from './abort.js';
 import { isPromiseWrId, Wc, WorkRequestError } from './wc.js';
 
@@ -25,12 +26,17 @@ interface Waiter {
 
 export class CompletionQueue implements CompletionSink {
   readonly depth: number;
-  #q: WorkCompletion[] = [];
-  #head = 0;
+  // A ring (rdmap/deque.ts): taking completions off the head never reallocates, where an array
+  // emptied by poll() and refilled by offer() grew a new backing store on every round trip.
+  #q = new Deque<WorkCompletion>();
   #overrun = false;
   #dropped = 0;
   #closed = false;
-  #waiters = new Set<Waiter>();
+  // Waiters in a list that is never emptied by reallocation: a Set's clear(), and its delete()
+  // of the last entry, allocate a fresh hash table — once per wake-up, i.e. per hop of a
+  // ping-pong. Slots past #nWaiters are undefined.
+  readonly #waiters: (Waiter | undefined)[] = [];
+  #nWaiters = 0;
   /** Work requests of promise helpers (qp.write …): their completions settle these instead of queueing. */
   readonly #promised = new Map<bigint, { resolve: (wc: WorkCompletion) => void; reject: (e: Error) => void }>();
   #closing = false;
@@ -47,7 +53,7 @@ export class CompletionQueue implements CompletionSink {
 
   /** Completions waiting to be polled. */
   get count(): number {
-    return this.#q.length - this.#head;
+    return this.#q.length;
   }
 
   /** True once a completion found the CQ full (see the file comment). */
@@ -94,15 +100,9 @@ export class CompletionQueue implements CompletionSink {
       if (this.#overrun) throw new SabreError(ErrorCode.InvalidState, `completion queue overrun (${this.#dropped} completions lost)`);
       return [];
     }
-    const out = this.#q.slice(this.#head, this.#head + n);
-    this.#head += n;
-    if (this.#head === this.#q.length) {
-      this.#q = [];
-      this.#head = 0;
-    } else if (this.#head > 4096) {
-      this.#q = this.#q.slice(this.#head);
-      this.#head = 0;
-    }
+    // The returned array and its completions are the caller's: nothing here touches them again.
+    const out: WorkCompletion[] = [];
+    for (let i = 0; i < n; i++) out.push(this.#q.shift()!);
     return out;
   }
 
@@ -127,8 +127,8 @@ export class CompletionQueue implements CompletionSink {
       const w: Waiter = { resolve, reject, deadline: Infinity };
       if (signal) {
         const abort = (): void => {
-          if (!this.#waiters.delete(w)) return;
-          if (this.#waiters.size === 0) this.#timer?.unref();
+          if (!this.#removeWaiter(w)) return;
+          if (this.#nWaiters === 0) this.#timer?.unref();
           reject(abortError(signal, 'wait'));
         };
         signal.addEventListener('abort', abort, { once: true });
@@ -147,7 +147,7 @@ export class CompletionQueue implements CompletionSink {
         if (w.deadline < this.#timerAt) this.#arm(w.deadline);
         else this.#timer?.ref();
       }
-      this.#waiters.add(w);
+      this.#waiters[this.#nWaiters++] = w;
     });
   }
 
@@ -178,23 +178,32 @@ export class CompletionQueue implements CompletionSink {
     this.#timerAt = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (const w of this.#waiters) {
-      if (w.deadline <= now) {
-        this.#waiters.delete(w);
-        w.reject(new SabreError(ErrorCode.Timeout, `no completion within ${w.timeoutMs} ms`));
-      } else if (w.deadline < next) next = w.deadline;
+    // Keep the waiters not yet due, in order; reject the rest (reject runs nothing synchronously).
+    let kept = 0;
+    for (let i = 0; i < this.#nWaiters; i++) {
+      const w = this.#waiters[i]!;
+      this.#waiters[i] = undefined;
+      if (w.deadline <= now) w.reject(new SabreError(ErrorCode.Timeout, `no completion within ${w.timeoutMs} ms`));
+      else {
+        this.#waiters[kept++] = w;
+        if (w.deadline < next) next = w.deadline;
+      }
     }
+    this.#nWaiters = kept;
     if (next < Infinity) this.#arm(next);
   };
 
   #wake(): void {
-    if (this.#waiters.size === 0) return;
-    // resolve/reject run nothing synchronously: iterating the live set is safe.
-    for (const w of this.#waiters) {
+    const n = this.#nWaiters;
+    if (n === 0) return;
+    this.#nWaiters = 0;
+    // resolve/reject run nothing synchronously: nobody adds a waiter while this loop runs.
+    for (let i = 0; i < n; i++) {
+      const w = this.#waiters[i]!;
+      this.#waiters[i] = undefined;
       if (this.count > 0) w.resolve();
       else w.reject(new SabreError(ErrorCode.InvalidState, 'completion queue overrun'));
     }
-    this.#waiters.clear();
     // Nobody waits: the timer must not keep the process alive.
     this.#timer?.unref();
   }
@@ -223,8 +232,18 @@ export class CompletionQueue implements CompletionSink {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Infinity;
-    const ws = [...this.#waiters];
-    this.#waiters.clear();
-    for (const w of ws) w.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+    const ws = this.#waiters.slice(0, this.#nWaiters);
+    this.#waiters.fill(undefined);
+    this.#nWaiters = 0;
+    for (const w of ws) w!.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+  }
+
+  /** Take `w` off the waiter list, keeping the order of the rest; false if it was not on it. */
+  #removeWaiter(w: Waiter): boolean {
+    const i = this.#waiters.indexOf(w);
+    if (i < 0 || i >= this.#nWaiters) return false;
+    for (let k = i; k < this.#nWaiters - 1; k++) this.#waiters[k] = this.#waiters[k + 1];
+    this.#waiters[--this.#nWaiters] = undefined;
+    return true;
   }
 }

@@ -33,6 +33,11 @@ const isAddr = (n: unknown): n is number => typeof n === 'number' && Number.isSa
 const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
 
 const MAX_MSG = 0xffff_ffff;
+/**
+ * The pieces of an empty scatter/gather list, shared: a receive posted with `sgList: []` (the
+ * RdmaWriteWithImm pattern) then costs no list of its own. Frozen: nothing may add to it.
+ */
+const NO_SGES: { pieces: Piece[]; total: number } = Object.freeze({ pieces: Object.freeze([]) as unknown as Piece[], total: 0 });
 
 function capInt(v: unknown, name: string, def: number | undefined, min: number, max: number): number {
   if (v === undefined) {
@@ -229,7 +234,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (q.state !== QpState.Rts && q.state !== QpState.Error) {
       throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(q.state)}`);
     }
-    const checked = list.map((w) => this.#checkSend(w));
+    const checked: SendWork[] = [];
+    for (const w of list) checked.push(this.#checkSend(w));
     if (q.state !== QpState.Error && q.sq.length + checked.length > this.caps.maxSendWr) {
       throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
     }
@@ -307,7 +313,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   #sges(sgList: Sge[] | undefined, access: number): { pieces: Piece[]; total: number } {
-    if (sgList === undefined) return { pieces: [], total: 0 };
+    if (sgList === undefined || (Array.isArray(sgList) && sgList.length === 0)) return NO_SGES;
     if (!Array.isArray(sgList)) throw bad('sgList must be an array of { addr, length, lkey }');
     if (sgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `sgList has ${sgList.length} entries, maxSge is ${this.caps.maxSge}`);
     const mem = this.pd.device.engineMemory;
@@ -346,16 +352,13 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (typeof signaled !== 'boolean') throw bad('signaled must be a boolean');
     // Sinks (reads, the old value of an atomic) are written locally: they need LocalWrite.
     const { pieces, total } = this.#sges(w.sgList, row.source ? 0 : Access.LocalWrite);
-    const remote = (): void => {
-      if (!isAddr(w.remoteAddr) || !isU32(w.rkey)) throw bad('this opcode needs remoteAddr and rkey');
-    };
     let srd: { ah: AddressHandle; remoteQpn: number } | undefined;
     if (this.type === 'srd') {
       if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
       if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
       srd = { ah: w.ah, remoteQpn: w.remoteQpn };
     }
-    if (row.remote === 'one') remote();
+    if (row.remote === 'one') checkRemote(w);
     else if (row.remote === 'list') {
       if (w.remoteSgList !== undefined) {
         if (!Array.isArray(w.remoteSgList) || w.remoteSgList.length === 0) throw bad('remoteSgList must be a non-empty array');
@@ -366,18 +369,17 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
           sum += r.length;
         }
         if (sum !== total) throw bad(`remoteSgList covers ${sum} bytes but sgList ${total}`);
-      } else remote();
+      } else checkRemote(w);
     } else if (row.remote === 'word') {
-      remote();
+      checkRemote(w);
       if (pieces.length !== 1 || total !== 8) throw bad('atomics need one 8-byte sge for the old value');
       if (typeof w.compareAdd !== 'bigint') throw bad('atomics need compareAdd (bigint)');
       if (row.wr[w.opcode] === WcOpcode.CmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
     }
-    // The copy: from here on nothing reads the caller's object.
-    const c = newSendWork({
-      wrId: w.wrId, opcode: w.opcode, signaled, imm: w.imm, remoteAddr: w.remoteAddr, rkey: w.rkey,
-      remoteSgList: row.remote === 'list' ? w.remoteSgList : undefined, compareAdd: w.compareAdd, swap: w.swap,
-    }, row, pieces, total);
+    // The copy: from here on nothing reads the caller's object. newSendWork reads the fields
+    // itself (remoteSgList only for 'list' rows, signaled defaulting to true as checked above):
+    // no intermediate object per work request.
+    const c = newSendWork(w, row, pieces, total);
     if (srd) c.flow = this.pd.device.engine.srdFlow(this.engineQp, srd.ah.address, srd.remoteQpn, srd.ah.key);
     if (row.source && total > 0 && total <= this.caps.maxInline) {
       // Inline: the bytes are taken now, so the caller may reuse the buffer when postSend returns.
@@ -392,6 +394,10 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     }
     return c;
   }
+}
+
+function checkRemote(w: SendWr): void {
+  if (!isAddr(w.remoteAddr) || !isU32(w.rkey)) throw bad('this opcode needs remoteAddr and rkey');
 }
 
 function checkWrId(id: unknown): void {
