@@ -424,7 +424,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
     result = {
       transport: 'udp', seed, integrity, inputs: inputsDone, seconds, rate: inputsDone / seconds, byRole, byClass: top(byClass),
       rounds: transfer.rounds, transferBytes: transfer.bytes + srd.bytes, qpState: String(qpV.state), refusedSent, refusalsDelta, lostInKernel: lost,
-      counters: delta(s1, eng0, [...keys, 'rxDatagrams', 'contextsCreated', 'contextsReclaimed', 'contextsFailed', 'peerRestarts', 'resetsSent', 'resetsReceived', 'cookiesValidated', 'rxInDevice', 'rxAreaFull']),
+      counters: delta(s1, eng0, [...keys, 'rxDatagrams', 'contextsCreated', 'contextsReclaimed', 'contextsFailed', 'peerRestarts', 'resetsSent', 'resetsReceived', 'cookiesValidated', 'rxInDevice', 'rxAreaFull', 'srdFlowsFailed', 'srdFlowsEvicted']),
       tables, maxStallMs: mon.maxStallMs, maxLateMs: mon.maxLateMs, loopDelay: mon.loopDelay(), heapBase: mon.heapBase, heapMax: mon.heapMax, heapEnd,
       failures, ...(savedTo ? { savedTo } : {}),
       peerCounters: delta(flatStats(P), peer0, Object.keys(flatStats(P)).filter((k) => !/^(tx|rx|batches|frames|flushes|directS|directB|placeB|stagedB|txSocket)/.test(k))),
