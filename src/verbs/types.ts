@@ -81,9 +81,10 @@ export interface OpenDeviceOptions {
   /**
    * udp: liveness of an idle peer this device has connected rc QPs to (0 turns it off). After
    * this long without a word from it (and nothing outstanding), a keepalive probe goes, then
-   * two more keepaliveMs / 4 apart; unanswered, the peer is lost: its QPs go to ERROR with
-   * 'qp-fatal' and 'disconnected' (cause 'lost'), within keepaliveMs × 1.75 (docs/errors.md).
-   * Default 1000 (a killed peer is seen within 2 s). tcp: the kernel tells at once; ignored.
+   * two more keepaliveMs / 2 apart; unanswered, the peer is lost: its QPs go to ERROR with
+   * 'qp-fatal' and 'disconnected' (cause 'lost'), within keepaliveMs × 2.5 (docs/errors.md).
+   * Default 1000 (a killed peer is seen within 2.5 s; a peer whose event loop stalls under
+   * 1.5 s is not taken for dead). tcp: the kernel tells at once; ignored.
    */
   keepaliveMs?: number;
   /**

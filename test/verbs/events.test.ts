@@ -2,7 +2,7 @@
 // with SIGKILL (a child process) must show up as an event within the documented time:
 //   tcp: at once (the kernel resets the connection): 'qp-fatal' and 'disconnected', cause 'lost'.
 //   udp: with work outstanding, within the QP's timeoutMs (here 1 s; default 8 s); idle (no
-//   work posted), by the keepalive: within keepaliveMs × 1.75 (default 1000: 1.75 s, < 2 s).
+//   work posted), by the keepalive: within keepaliveMs × 2.5 (default 1000: 2.5 s).
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import { getEventListeners } from 'node:events';
@@ -89,7 +89,7 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     if (transport === 'udp') expect(cq.poll(4)).toMatchObject([{ wrId: 1, status: WcStatus.RetryExcErr }]);
   }, 20_000);
 
-  it('an idle peer (no work posted) killed: qp-fatal and disconnected, cause lost, within 2 s', async () => {
+  it('an idle peer (no work posted) killed: qp-fatal and disconnected, cause lost, within 2.5 s', async () => {
     const a = await dev(transport); // udp: the default keepaliveMs (1000)
     const { cq, qp } = rc(a);
     const child = spawn(process.execPath, ['test/verbs/kill-peer.mjs', transport], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -116,10 +116,10 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ qpn: qp.qpn, cause: 'lost' });
     expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: qp.qpn, cause: 'lost' });
     expect(qp.state).toBe(QpState.Error);
-    // Documented: tcp at once; udp within keepaliveMs × 1.75 = 1.75 s (2 s with timer slack).
-    expect(ms).toBeLessThan(transport === 'tcp' ? 1000 : 2000);
-    // Three probes 250 ms apart went unanswered first (the kill may fall anywhere in the idle second).
-    if (transport === 'udp') expect(ms).toBeGreaterThan(500);
+    // Documented: tcp at once; udp within keepaliveMs × 2.5 = 2.5 s (3 s with timer slack).
+    expect(ms).toBeLessThan(transport === 'tcp' ? 1000 : 3000);
+    // Three probes 500 ms apart went unanswered first (the kill may fall anywhere in the idle second).
+    if (transport === 'udp') expect(ms).toBeGreaterThan(1000);
     expect(cq.poll(4)).toEqual([]);
   }, 20_000);
 });

@@ -66,9 +66,11 @@ export interface ContextOptions {
   /**
    * Liveness of an idle peer (0: off). When the owner keeps the peer (keepalive(now, true):
    * connected rc QPs) and nothing has been heard from it for this long while nothing of ours is
-   * outstanding, an ACK asking for an ACK goes as a probe, then again every keepaliveMs / 4;
-   * after keepaliveProbes unanswered the context fails ('peer-lost'). With work outstanding the
-   * retransmission timer decides instead.
+   * outstanding, an ACK asking for an ACK goes as a probe, then again every keepaliveMs / 2;
+   * after keepaliveProbes unanswered the context fails ('peer-lost'): a peer is declared lost
+   * within keepaliveMs × (1 + keepaliveProbes / 2), and one whose event loop stalls for less than
+   * keepaliveProbes / 2 × keepaliveMs is not. With work outstanding the retransmission timer
+   * decides instead.
    */
   keepaliveMs: number;
   keepaliveProbes: number;
@@ -325,7 +327,7 @@ export class TransportContext {
     }
     this.kaSent++;
     this.kaOwed = true;
-    this.kaAt = now + Math.max(1, ms / 4);
+    this.kaAt = now + Math.max(1, ms / 2);
   }
 
   /**
