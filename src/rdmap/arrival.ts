@@ -94,7 +94,8 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   if (!m) {
     m = {
       ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Offsets(), seen: false, opcode: h ? h.opcode : -1,
-      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ...(env.ack !== undefined ? { ackHint: env.ack } : {}),
+      // ackHint always present (undefined without an ack): one shape, and no spread object per message.
+      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ackHint: env.ack,
     };
     flow.pending.set(env.ssn, m);
     settle(qp, m);
@@ -107,7 +108,12 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   if (!m.seen) {
     m.seen = true;
     m.opcode = h.opcode;
-    m.hdr = hdr.slice(0, hlen);
+    if (hdr.length === hlen) {
+      // A data segment's header is all of hdr: borrowed for this step, copied at its end only
+      // if the message is still pending then (engine.ts handleFrames, EngineState.borrowed).
+      m.hdr = hdr;
+      e.borrowed[e.borrowedCount++] = m;
+    } else m.hdr = hdr.slice(0, hlen);
     settle(qp, m);
     m.hdrLen = hlen;
     m.segLen = plen;

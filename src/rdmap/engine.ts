@@ -192,6 +192,14 @@ export class RdmapEngine {
 
   /** A batch of received frames: one placement batch (or more if it overflows staging). */
   handleFrames(batch: readonly Inbound[], now: number): void {
+    try {
+      this.#receiveStep(batch, now);
+    } finally {
+      this.#keepBorrowed();
+    }
+  }
+
+  #receiveStep(batch: readonly Inbound[], now: number): void {
     const e = this.#e;
     e.now = now;
     let lastFrom: DeviceAddress | undefined;
@@ -236,6 +244,21 @@ export class RdmapEngine {
       }
     }
     e.touched.clear();
+  }
+
+  /**
+   * The end of a receive step: messages still pending (held by the budget: release() zeroes
+   * heldEntries when a message completes or its flow goes) get a copy of the frame header they
+   * borrowed; the frames may be reused by the link once the step returns.
+   */
+  #keepBorrowed(): void {
+    const e = this.#e;
+    for (let i = 0; i < e.borrowedCount; i++) {
+      const m = e.borrowed[i]!;
+      e.borrowed[i] = undefined;
+      if (m.heldEntries > 0 && m.hdr) m.hdr = m.hdr.slice();
+    }
+    e.borrowedCount = 0;
   }
 
   handleTimeout(now: number): void {

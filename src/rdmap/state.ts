@@ -100,7 +100,10 @@ export interface InMessage {
   ulp: number;
   /** Control payload (ReadRequest, atomics, immediate data, terminate …). */
   ctl?: Uint8Array;
-  /** Copy of a DDP header of the message (for the Terminate's header copy). */
+  /**
+   * Copy of a DDP header of the message (for the Terminate's header copy). During the receive
+   * step that brought it, possibly the arriving frame's own header (EngineState.borrowed).
+   */
   hdr?: Uint8Array;
   hdrLen: number;
   segLen: number;
@@ -269,6 +272,15 @@ export class EngineState {
   // one receive step
   descs: PlaceTarget[] = [];
   readonly touched = new Map<Flow, EngineQp>();
+  /**
+   * Messages of this step whose `hdr` is the arriving frame's own header bytes, not a copy
+   * (arrival.ts): the frame is only valid during the step, so the step's end copies the header
+   * of those still pending. Most messages complete in the step that brings them, and then
+   * never need the copy (issue #18: a slice per message on the small-message path). Slots
+   * past `borrowedCount` are undefined.
+   */
+  readonly borrowed: (InMessage | undefined)[] = [];
+  borrowedCount = 0;
   // completions
   readonly overrun = new Set<CompletionSink>();
   /** Standard-peer flows with messages handed to the link since the last pollTransmit: they complete at hand-off. */

@@ -208,41 +208,63 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
 
   postRecv(wr: RecvWr | RecvWr[]): void {
     this.#live();
-    const list = Array.isArray(wr) ? wr : [wr];
     const q = this.engineQp;
     if (q.state === QpState.Reset) throw new SabreError(ErrorCode.InvalidState, 'postRecv on a RESET QP');
-    const checked: RecvWork[] = [];
-    for (const r of list) {
-      if (!r || typeof r !== 'object') throw bad('postRecv needs a work request object');
-      checkWrId(r.wrId);
-      const { pieces, total } = this.#sges(r.sgList, Access.LocalWrite);
-      checked.push({ wrId: r.wrId, pieces, total, claimed: false });
-    }
-    if (q.state !== QpState.Error && q.rq.length + checked.length > this.caps.maxRecvWr) {
-      throw new SabreError(ErrorCode.QueueFull, `receive queue full (maxRecvWr ${this.caps.maxRecvWr})`);
-    }
     const dev = this.pd.device;
+    if (!Array.isArray(wr)) {
+      // One request, the usual call: no list to wrap it and none for the checked copy.
+      const c = this.#checkRecv(wr);
+      this.#recvRoom(1);
+      dev.run((now) => dev.engine.postRecv(q, c, now));
+      return;
+    }
+    const checked: RecvWork[] = [];
+    for (const r of wr) checked.push(this.#checkRecv(r));
+    this.#recvRoom(checked.length);
     dev.run((now) => {
       for (const c of checked) dev.engine.postRecv(q, c, now);
     });
   }
 
+  #checkRecv(r: RecvWr): RecvWork {
+    if (!r || typeof r !== 'object') throw bad('postRecv needs a work request object');
+    checkWrId(r.wrId);
+    const { pieces, total } = this.#sges(r.sgList, Access.LocalWrite);
+    return { wrId: r.wrId, pieces, total, claimed: false };
+  }
+
+  #recvRoom(n: number): void {
+    if (this.engineQp.state !== QpState.Error && this.engineQp.rq.length + n > this.caps.maxRecvWr) {
+      throw new SabreError(ErrorCode.QueueFull, `receive queue full (maxRecvWr ${this.caps.maxRecvWr})`);
+    }
+  }
+
   postSend(wr: SendWr | SendWr[]): void {
     this.#live();
-    const list = Array.isArray(wr) ? wr : [wr];
     const q = this.engineQp;
     if (q.state !== QpState.Rts && q.state !== QpState.Error) {
       throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(q.state)}`);
     }
-    const checked: SendWork[] = [];
-    for (const w of list) checked.push(this.#checkSend(w));
-    if (q.state !== QpState.Error && q.sq.length + checked.length > this.caps.maxSendWr) {
-      throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
-    }
     const dev = this.pd.device;
+    if (!Array.isArray(wr)) {
+      // One request, the usual call: no list to wrap it and none for the checked copy.
+      const c = this.#checkSend(wr);
+      this.#sendRoom(1);
+      dev.run((now) => dev.engine.postSend(q, c, now));
+      return;
+    }
+    const checked: SendWork[] = [];
+    for (const w of wr) checked.push(this.#checkSend(w));
+    this.#sendRoom(checked.length);
     dev.run((now) => {
       for (const c of checked) dev.engine.postSend(q, c, now);
     });
+  }
+
+  #sendRoom(n: number): void {
+    if (this.engineQp.state !== QpState.Error && this.engineQp.sq.length + n > this.caps.maxSendWr) {
+      throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
+    }
   }
 
   // ---- promise helpers: one promise per work request, on top of postSend / postRecv ----------
