@@ -41,6 +41,8 @@ import { EngineQp, EngineState, Flow, type EngineTimer, type OutItem, type QpCap
 
 export type { OutItem } from './state.js';
 
+const NO_OUT: readonly OutItem[] = Object.freeze([]);
+
 /** What a due timer of each kind does. */
 const TIMER_HANDLERS: { [K in EngineTimer['kind']]: (e: EngineState, t: Extract<EngineTimer, { kind: K }>, now: number) => void } = {
   watchdog: (e, t, now) => watchdogExpired(e, t.qp, t.flow, now),
@@ -299,12 +301,18 @@ export class RdmapEngine {
   // ---- what to do (poll_*) ------------------------------------------------------------------
 
   /**
-   * Frames for the link, in order (the array is the caller's). Writes and Sends to a peer that
-   * sends no acks complete here, at hand-off; that may let more work go: poll until empty.
+   * Frames for the link, in order (the array is the caller's; when there are none, a shared
+   * frozen empty array). Writes and Sends to a peer that sends no acks complete here, at
+   * hand-off; that may let more work go: poll until empty.
    */
-  pollTransmit(): OutItem[] {
+  pollTransmit(): readonly OutItem[] {
     const e = this.#e;
     const o = e.outbox;
+    // Every engine step ends with a poll that finds nothing: no fresh outbox for it (issue #18).
+    if (o.length === 0) {
+      if (e.handoff.size > 0) applyHandoffs(e);
+      return NO_OUT;
+    }
     e.outbox = [];
     if (e.handoff.size > 0) applyHandoffs(e);
     return o;
