@@ -124,6 +124,15 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
   }, 20_000);
 });
 
+describe('openDevice({ keepaliveMs })', () => {
+  it('takes an integer in 0..3600000 (0: off), refuses anything else with ERR_INVALID_ARGUMENT before binding', async () => {
+    for (const keepaliveMs of [-1, 1.5, 3_600_001, Number.NaN, '1000' as unknown as number]) {
+      await expect(openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, keepaliveMs }), String(keepaliveMs)).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
+    }
+    for (const keepaliveMs of [0, 250]) devs.push(await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, keepaliveMs }));
+  });
+});
+
 describe('events', () => {
   it('cq-error on a CQ overrun; dev.events() iterates and ends when the device closes', async () => {
     const a = await dev('inproc');
