@@ -547,7 +547,7 @@ export const UDP_HDR = layout({
       offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'flags',
       bits: {
         Sack: { mask: 0x01, meaning: 'SACK blocks follow the fixed header (after udpCookie / udpToken)' },
-        AckReq: { mask: 0x02, meaning: 'sender asks for an immediate ACK' },
+        AckReq: { mask: 0x02, meaning: 'sender asks for an immediate ACK; on an ACK it is a keepalive probe of an idle peer, answered (only inside an established context) with one ACK' },
         Retx: { mask: 0x04, meaning: 'this DATA is a retransmission (excluded from RTT samples)' },
         Cookie: { mask: 0x08, meaning: 'a udpCookie block follows the fixed header' },
         Token: { mask: 0x10, meaning: 'a udpToken block follows (after udpCookie, if any)' },
