@@ -108,12 +108,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   if (!m.seen) {
     m.seen = true;
     m.opcode = h.opcode;
-    if (hdr.length === hlen) {
-      // A data segment's header is all of hdr: borrowed for this step, copied at its end only
-      // if the message is still pending then (engine.ts handleFrames, EngineState.borrowed).
-      m.hdr = hdr;
-      e.borrowed[e.borrowedCount++] = m;
-    } else m.hdr = hdr.slice(0, hlen);
+    // The header (and below, a control payload) is borrowed from the frame for this step: a
+    // view, copied at the step's end only if the message is still pending then (engine.ts
+    // handleFrames, EngineState.borrowed). A data segment's header is all of hdr.
+    m.hdr = hdr.length === hlen ? hdr : hdr.subarray(0, hlen);
+    e.borrowed[e.borrowedCount++] = m;
     settle(qp, m);
     m.hdrLen = hlen;
     m.segLen = plen;
@@ -164,7 +163,8 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     }
     case 'control':
       if (f.payload.length > 0 || env.off !== 0) return failMsg(m, hdr, plen, TERM.invalidRequest);
-      m.ctl = hdr.slice(hlen);
+      // Borrowed as the header is (its message was seen in this step: a control message is one segment).
+      m.ctl = hdr.subarray(hlen);
       m.offs.add(0, plen);
       m.got = plen;
       settle(qp, m);

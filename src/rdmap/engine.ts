@@ -250,15 +250,17 @@ export class RdmapEngine {
 
   /**
    * The end of a receive step: messages still pending (held by the budget: release() zeroes
-   * heldEntries when a message completes or its flow goes) get a copy of the frame header they
-   * borrowed; the frames may be reused by the link once the step returns.
+   * heldEntries when a message completes or its flow goes) get a copy of the frame header and
+   * control payload they borrowed; the frames may be reused by the link once the step returns.
    */
   #keepBorrowed(): void {
     const e = this.#e;
     for (let i = 0; i < e.borrowedCount; i++) {
       const m = e.borrowed[i]!;
       e.borrowed[i] = undefined;
-      if (m.heldEntries > 0 && m.hdr) m.hdr = m.hdr.slice();
+      if (m.heldEntries === 0) continue;
+      if (m.hdr) m.hdr = m.hdr.slice();
+      if (m.ctl) m.ctl = m.ctl.slice();
     }
     e.borrowedCount = 0;
   }

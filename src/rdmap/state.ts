@@ -98,7 +98,7 @@ export interface InMessage {
   /** Untagged header fields of the first segment seen. */
   msn: number;
   ulp: number;
-  /** Control payload (ReadRequest, atomics, immediate data, terminate …). */
+  /** Control payload (ReadRequest, atomics, immediate data, terminate …); borrowed during its step as `hdr` is. */
   ctl?: Uint8Array;
   /**
    * Copy of a DDP header of the message (for the Terminate's header copy). During the receive
@@ -273,7 +273,7 @@ export class EngineState {
   descs: PlaceTarget[] = [];
   readonly touched = new Map<Flow, EngineQp>();
   /**
-   * Messages of this step whose `hdr` is the arriving frame's own header bytes, not a copy
+   * Messages of this step whose `hdr` and `ctl` are views of the arriving frame, not copies
    * (arrival.ts): the frame is only valid during the step, so the step's end copies the header
    * of those still pending. Most messages complete in the step that brings them, and then
    * never need the copy (issue #18: a slice per message on the small-message path). Slots
