@@ -83,8 +83,9 @@ export interface OpenDeviceOptions {
    * this long without a word from it (and nothing outstanding), a keepalive probe goes, then
    * two more keepaliveMs / 2 apart; unanswered, the peer is lost: its QPs go to ERROR with
    * 'qp-fatal' and 'disconnected' (cause 'lost'), within keepaliveMs × 2.5 (docs/errors.md).
-   * Default 1000 (a killed peer is seen within 2.5 s; a peer whose event loop stalls under
-   * 1.5 s is not taken for dead). tcp: the kernel tells at once; ignored.
+   * Default 3000 (a killed peer is seen within 7.5 s, as soon as a QP with work outstanding
+   * sees it by its 8 s timeoutMs; a peer whose event loop stalls under 4.5 s is not taken for
+   * dead). tcp: the kernel tells at once; ignored.
    */
   keepaliveMs?: number;
   /**

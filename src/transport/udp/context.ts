@@ -91,7 +91,10 @@ export const defaultContextOptions: ContextOptions = {
   ackDelayMs: 1,
   maxSendQueue: 1 << 16,
   initialPsn: 0,
-  keepaliveMs: 1000,
+  // 3 s: a killed idle peer is seen within 7.5 s, under the 8 s a QP with work outstanding
+  // takes (timeoutMs), and a live peer whose event loop stalls (a long GC, a synchronous
+  // hash of a large buffer, a loaded CI machine) for up to 4.5 s is not torn down.
+  keepaliveMs: 3000,
   keepaliveProbes: 3,
 };
 
