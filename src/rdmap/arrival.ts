@@ -26,7 +26,7 @@ const SSN_WINDOW = 1 << 20;
 
 /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
 export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
-  e.touched.set(flow, qp);
+  e.touch(flow, qp);
 }
 
 export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame): void {

@@ -197,6 +197,7 @@ export class RdmapEngine {
     try {
       this.#receiveStep(batch, now);
     } finally {
+      this.#untouch();
       this.#keepBorrowed();
     }
   }
@@ -238,14 +239,27 @@ export class RdmapEngine {
       }
     }
     flushPlacement(e);
-    for (const [flow, qp] of e.touched) {
+    // touchedCount is read each time round: a flow touched meanwhile is visited too (as a Map's iteration would).
+    for (let i = 0; i < e.touchedCount; i++) {
+      const flow = e.touchedFlows[i]!;
+      const qp = e.touchedQps[i]!;
       if (qp.state !== QpState.Error) advance(e, qp, flow);
       if (flow.needAck && qp.state !== QpState.Error) {
         flow.needAck = false;
         if (flow.profile.acks) emit(e, qp, flow, { kind: 'ack', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: flow.expected - 1 });
       }
     }
-    e.touched.clear();
+  }
+
+  /** The touched lists are emptied at the end of every receive step, also one that threw. */
+  #untouch(): void {
+    const e = this.#e;
+    for (let i = 0; i < e.touchedCount; i++) {
+      e.touchedFlows[i]!.touched = false;
+      e.touchedFlows[i] = undefined;
+      e.touchedQps[i] = undefined;
+    }
+    e.touchedCount = 0;
   }
 
   /**

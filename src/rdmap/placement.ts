@@ -96,7 +96,8 @@ export function flushPlacement(e: EngineState): void {
     } else if (!dc.seg.bad) dc.seg.bad = st;
     if (--dc.seg.remaining === 0) segDone(dc.seg);
   }
-  e.descs = [];
+  // A step that placed nothing (acks, control messages only) keeps its empty list: no new one.
+  if (e.descs.length > 0) e.descs = [];
   mem.reset();
 }
 

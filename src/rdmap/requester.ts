@@ -330,7 +330,7 @@ export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ss
   const before = flow.answerBytes;
   applyAck(flow, ssn, e.now);
   // A read waiting for the answer budget may go now: the flow's in-order step runs again.
-  if (flow.answerBytes < before) e.touched.set(flow, qp);
+  if (flow.answerBytes < before) e.touch(flow, qp);
   drainSq(e, qp);
   pump(e, qp);
 }

@@ -141,6 +141,8 @@ export class Flow {
   expected = 1;
   readonly pending = new Map<number, InMessage>();
   needAck = false;
+  /** On EngineState's touched list of this receive step (touch()). */
+  touched = false;
   /** When the peer's engine was last heard from (the requester watchdog, requester.ts). */
   lastHeard = 0;
   /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
@@ -271,7 +273,15 @@ export class EngineState {
   now = 0;
   // one receive step
   descs: PlaceTarget[] = [];
-  readonly touched = new Map<Flow, EngineQp>();
+  /**
+   * Flows (with their QPs) that need their in-order step at the end of this receive step, in
+   * the order first touched; Flow.touched marks membership. Lists rather than a Map: a Map's
+   * clear() allocates a new table, once per receive step (issue #18). Slots past
+   * touchedCount are undefined.
+   */
+  readonly touchedFlows: (Flow | undefined)[] = [];
+  readonly touchedQps: (EngineQp | undefined)[] = [];
+  touchedCount = 0;
   /**
    * Messages of this step whose `hdr` and `ctl` are views of the arriving frame, not copies
    * (arrival.ts): the frame is only valid during the step, so the step's end copies the header
@@ -288,6 +298,14 @@ export class EngineState {
   readonly keys = new WeakMap<DeviceAddress, string>();
 
   readonly bounds: EngineBounds;
+
+  /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
+  touch(flow: Flow, qp: EngineQp): void {
+    if (flow.touched) return;
+    flow.touched = true;
+    this.touchedFlows[this.touchedCount] = flow;
+    this.touchedQps[this.touchedCount++] = qp;
+  }
 
   constructor(mem: EngineMemory, mss: number, taggedMss: number, bounds: Partial<EngineBounds> = {}) {
     this.mem = mem;
