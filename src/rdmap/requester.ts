@@ -16,7 +16,7 @@ import {
 import { drainSq, finish, qpError } from './completion.js';
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
-import { ctlFrame, dataFrame, dataFrames, type DataMsg } from './segmenter.js';
+import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
@@ -231,10 +231,7 @@ function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   if (w.row.imm !== w.opcode) return;
   // RdmaWriteWithImm: RFC 7306 Immediate Data after the write; it consumes a receive.
   const s2 = nextSsn(e, qp, flow);
-  const f = ctlFrame({
-    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: s2, opcode: RdmapOpcode.ImmediateData, qn: Qn.Send, msn: flow.sendMsn++,
-    bodyLen: 8, body: (b, o) => encodeImmediateData({ imm: w.imm, len: w.total }, b, o),
-  });
+  const f = immediateFrame(qp.qpn, flow.rqpn, s2, flow.sendMsn++, w.imm, w.total);
   w.pending = 2;
   flow.inflight.set(s2, { wr: w, frames: [f], rnrWait: false });
   emit(e, qp, flow, f);

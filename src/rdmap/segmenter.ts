@@ -5,7 +5,10 @@
 // so a receiver handed the frame itself (inproc) does not decode it again.
 import type { DdpHdr, Envelope, SegFrame } from '../core/frame.js';
 import { ViewCursor } from '../core/gather.js';
-import { encodeDdp, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
+import { encodeDdp, encodeImmediateData, Qn, RdmapOpcode, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
+
+/** Immediate Data's RDMAP payload: imm and the write's length, 4 bytes each (RFC 7306 §4.2). */
+const IMMEDIATE_DATA_LEN = 8;
 
 export interface DataMsg {
   srcQpn: number;
@@ -88,4 +91,19 @@ export function ctlFrame(m: CtlMsg): SegFrame {
   const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: n, off: 0 };
   if (m.ack !== undefined) env.ack = m.ack;
   return { kind: 'seg', env, hdr: n === m.bodyLen ? hdr : hdr.subarray(0, UNTAGGED_HDR_LEN + n), payload: [], ddp };
+}
+
+/**
+ * RFC 7306 Immediate Data (after an RdmaWriteWithImm's write): ctlFrame without a CtlMsg and
+ * a body closure per message, on the small-message path (issue #18).
+ */
+export function immediateFrame(srcQpn: number, dstQpn: number, ssn: number, msn: number, imm: number, len: number): SegFrame {
+  const hdr = new Uint8Array(UNTAGGED_HDR_LEN + IMMEDIATE_DATA_LEN);
+  const ddp: DdpHdr = { tagged: false, last: true, opcode: RdmapOpcode.ImmediateData, ulp: 0, qn: Qn.Send, msn, mo: 0 };
+  encodeDdp(ddp, hdr, 0);
+  const n = encodeImmediateData({ imm, len }, hdr, UNTAGGED_HDR_LEN);
+  const env: Envelope = { srcQpn, dstQpn, ssn, msgLen: n, off: 0 };
+  // A fresh empty payload list, not a shared frozen one: a frozen array takes every for-of over
+  // payloads (arrival, the links) off V8's fast path, an iterator result per element.
+  return { kind: 'seg', env, hdr, payload: [], ddp };
 }
