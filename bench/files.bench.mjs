@@ -112,8 +112,13 @@ async function serverMain(dir) {
 // ---------------------------------------------------------------------------------------------
 // The client process.
 
-function sha(p) {
-  return createHash('sha256').update(fs.readFileSync(p)).digest('hex');
+// Streamed, not readFileSync + one update: a synchronous hash of several 256 MiB files in a row
+// blocked this process for 5-7 s, and the server's udp keepalive (3 s + 3 probes 1.5 s apart)
+// rightly declared the silent client lost; the next sabre put then failed with RetryExcErr.
+async function sha(p) {
+  const h = createHash('sha256');
+  for await (const chunk of fs.createReadStream(p, { highWaterMark: 1 << 20 })) h.update(chunk);
+  return h.digest('hex');
 }
 
 async function netGet(port, out) {
@@ -165,7 +170,7 @@ async function main() {
     fs.closeSync(fd);
   }
   fs.copyFileSync(file, join(local, 'src.bin'));
-  const want = sha(file);
+  const want = await sha(file);
   fs.readFileSync(file); // page cache warm
   const server = fork(fileURLToPath(import.meta.url), ['--server', dir], { stdio: 'inherit' });
   const ports = await new Promise((r) => server.once('message', r));
@@ -182,11 +187,11 @@ async function main() {
       for (const t of TRANSPORTS) {
         const out = join(local, `get-${t}.bin`);
         keep(`get sabre ${t}`, await timed(() => clients[t].get('data.bin', out)));
-        if (rep === 0 && sha(out) !== want) throw new Error(`sabre get ${t}: wrong bytes`);
+        if (rep === 0 && (await sha(out)) !== want) throw new Error(`sabre get ${t}: wrong bytes`);
       }
       keep('get raw net', await timed(() => netGet(ports.raw, join(local, 'get-net.bin'))));
       keep('get http', await timed(() => httpGet(ports.http, join(local, 'get-http.bin'))));
-      if (rep === 0 && (sha(join(local, 'get-net.bin')) !== want || sha(join(local, 'get-http.bin')) !== want)) throw new Error('baseline get: wrong bytes');
+      if (rep === 0 && ((await sha(join(local, 'get-net.bin'))) !== want || (await sha(join(local, 'get-http.bin'))) !== want)) throw new Error('baseline get: wrong bytes');
     }
     for (const t of TRANSPORTS) rows.push(['get', `sabre ${t}`, mbs(best[`get sabre ${t}`]), mbs(best[`get sabre ${t}`]) / mbs(best['get http']), mbs(best[`get sabre ${t}`]) / mbs(best['get raw net'])]);
     rows.push(['get', 'raw net', mbs(best['get raw net']), NaN, NaN], ['get', 'http (undici fetch)', mbs(best['get http']), NaN, NaN]);
@@ -197,7 +202,7 @@ async function main() {
       for (const t of TRANSPORTS) keep(`put sabre ${t}`, await timed(() => clients[t].put(src, `put-${t}.bin`)));
       keep('put raw net', await timed(() => netPut(ports.raw, src)));
       keep('put http', await timed(() => httpPut(ports.http, src)));
-      if (rep === 0) for (const n of [...TRANSPORTS.map((t) => `put-${t}.bin`), 'net-put.bin', 'http-put.bin']) if (sha(join(dir, n)) !== want) throw new Error(`${n}: wrong bytes`);
+      if (rep === 0) for (const n of [...TRANSPORTS.map((t) => `put-${t}.bin`), 'net-put.bin', 'http-put.bin']) if ((await sha(join(dir, n))) !== want) throw new Error(`${n}: wrong bytes`);
     }
     for (const t of TRANSPORTS) rows.push(['put', `sabre ${t}`, mbs(best[`put sabre ${t}`]), mbs(best[`put sabre ${t}`]) / mbs(best['put http']), mbs(best[`put sabre ${t}`]) / mbs(best['put raw net'])]);
     rows.push(['put', 'raw net', mbs(best['put raw net']), NaN, NaN], ['put', 'http (undici fetch)', mbs(best['put http']), NaN, NaN]);
