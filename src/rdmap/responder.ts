@@ -197,6 +197,16 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     e.counters.readsRefused++;
     return fatalNow(e, qp, flow, m, TERM.tooManyReads);
   }
+  // The sinks are the requester's memory, named by 64-bit TOs sabre cannot check against a
+  // region; but every segment of the answer carries sink TO + offset, which must stay a safe
+  // integer (found by the live fuzz campaign: a sink TO just under 2^53 made the answer's
+  // later segments throw out of the segmenter — an uncaught exception). Refused whole, first.
+  for (const k of sinks) {
+    if (k.to + k.len > Number.MAX_SAFE_INTEGER) {
+      e.counters.readsRefused++;
+      return fatalNow(e, qp, flow, m, TERM.invalidRequest);
+    }
+  }
   const views: Uint8Array[] = [];
   let total = 0;
   for (const s of srcs) {

@@ -114,6 +114,57 @@ describe('tcp: hostile streams found by the campaign', () => {
     }
   });
 
+  // Found by the tcp campaign (seed 5, 2026-11-26, at input 353,825): a Read Request whose sink
+  // TO lies just under 2^53 was answered; the answer's later segments carry sink TO + offset
+  // past Number.MAX_SAFE_INTEGER, and encodeDdp threw out of the socket's data handler — an
+  // uncaught exception any peer past the MPA handshake could cause.
+  it('a Read Request whose sink range passes 2^53: a Terminate, no exception, the device keeps serving', async () => {
+    const dev = await openDevice({ transport: 'tcp' });
+    devs.push(dev);
+    const errors: unknown[] = [];
+    const onErr = (e: unknown): void => {
+      errors.push(e);
+    };
+    process.on('uncaughtException', onErr);
+    try {
+      const pd = dev.allocPd();
+      const cq = dev.createCq({ depth: 64 });
+      const mr = pd.regMr(1 << 20, ALL);
+      const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 8, maxSge: 1 } });
+      const port = (dev.address as unknown as { port: number }).port;
+      const before = { term: dev.stats().terminatesSent, refused: dev.stats().readsRefused };
+      const a = await rawMpa(port);
+      await vi.waitFor(() => expect(a.rx().length).toBeGreaterThanOrEqual(24));
+      const qp = await l.accept(5000);
+      // Untagged DDP header (L, DV 1), RDMAP v1 opcode 1 (Read Request), QN 1, MSN 1, MO 0;
+      // then sink STag, sink TO (2^53 - 4096), size (1 MiB), source STag, source TO (RFC 5040 §4.4).
+      const h = new Uint8Array(18 + 28);
+      const v = new DataView(h.buffer);
+      h[0] = 0x41;
+      h[1] = 0x41;
+      v.setUint32(6, 1);
+      v.setUint32(10, 1);
+      v.setUint32(18, 0x1234);
+      v.setBigUint64(22, 2n ** 53n - 4096n);
+      v.setUint32(30, 1 << 20);
+      v.setUint32(34, mr.rkey);
+      v.setBigUint64(38, BigInt(mr.addr));
+      a.s.write(fpdu(h));
+      await vi.waitFor(() => expect(a.closed()).toBe(true), { timeout: 5000 });
+      expect(errors).toEqual([]);
+      expect(dev.stats().terminatesSent - before.term).toBe(1);
+      expect(dev.stats().readsRefused - before.refused).toBe(1);
+      expect(qp.state).toBe(QpState.Error);
+      // Still serving: another raw initiator is accepted.
+      const b = await rawMpa(port);
+      await l.accept(5000);
+      b.s.destroy();
+      l.close();
+    } finally {
+      process.off('uncaughtException', onErr);
+    }
+  });
+
   // Found by the tcp campaign (seed 24301, classes mpa/bad-key, mpa/bad-rev, mpa/pd-too-long):
   // an incoming connection whose MPA request was refused was closed with nothing counted in
   // dev.stats() (the campaign's check "refusal counters moved >= sessions V refused" failed).
