@@ -149,7 +149,10 @@ describe('cancel(op) and DeltaCredit over real sockets', () => {
     const dir = tempDir('cancel');
     const local = tempDir('cancel-local');
     randomFile(join(dir, 'big.bin'), 64 << 20);
-    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    // One staging buffer: the reads the client has out wait in the server's queue, so the Cancel
+    // finds some there to drop (with tcp's default depth the server could have answered every
+    // read already when the Cancel arrives — seen once in a full run: cancelled 0).
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'], limits: { rwDepth: 1 } });
     const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
     try {
       let p: Promise<unknown> | undefined;
