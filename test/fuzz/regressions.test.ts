@@ -59,6 +59,20 @@ async function rawMpa(port: number, request?: Uint8Array): Promise<{ s: net.Sock
   return { s, rx: () => rx, closed: () => closed };
 }
 
+/** Run `fn` with uncaught exceptions collected into the array it gets (the bugs these inputs found threw out of socket handlers). */
+async function catchingUncaught(fn: (errors: unknown[]) => Promise<void>): Promise<void> {
+  const errors: unknown[] = [];
+  const onErr = (e: unknown): void => {
+    errors.push(e);
+  };
+  process.on('uncaughtException', onErr);
+  try {
+    await fn(errors);
+  } finally {
+    process.off('uncaughtException', onErr);
+  }
+}
+
 /** Untagged Send (QN 0) with the given MSN, last segment, MO 0. */
 function send(msn: number, data: Uint8Array): Uint8Array {
   const h = new Uint8Array(18);
@@ -76,12 +90,7 @@ describe('tcp: hostile streams found by the campaign', () => {
   it('two Sends with the same MSN in one read: a Terminate (invalid MSN), no exception, the device keeps serving', async () => {
     const dev = await openDevice({ transport: 'tcp' });
     devs.push(dev);
-    const errors: unknown[] = [];
-    const onErr = (e: unknown): void => {
-      errors.push(e);
-    };
-    process.on('uncaughtException', onErr);
-    try {
+    await catchingUncaught(async (errors) => {
       const pd = dev.allocPd();
       const cq = dev.createCq({ depth: 64 });
       const mr = pd.regMr(65536, ALL);
@@ -109,9 +118,7 @@ describe('tcp: hostile streams found by the campaign', () => {
       await l.accept(5000);
       b.s.destroy();
       l.close();
-    } finally {
-      process.off('uncaughtException', onErr);
-    }
+    });
   });
 
   // Found by the tcp campaign (seed 5, 2026-11-26, at input 353,825): a Read Request whose sink
@@ -121,12 +128,7 @@ describe('tcp: hostile streams found by the campaign', () => {
   it('a Read Request whose sink range passes 2^53: a Terminate, no exception, the device keeps serving', async () => {
     const dev = await openDevice({ transport: 'tcp' });
     devs.push(dev);
-    const errors: unknown[] = [];
-    const onErr = (e: unknown): void => {
-      errors.push(e);
-    };
-    process.on('uncaughtException', onErr);
-    try {
+    await catchingUncaught(async (errors) => {
       const pd = dev.allocPd();
       const cq = dev.createCq({ depth: 64 });
       const mr = pd.regMr(1 << 20, ALL);
@@ -160,9 +162,7 @@ describe('tcp: hostile streams found by the campaign', () => {
       await l.accept(5000);
       b.s.destroy();
       l.close();
-    } finally {
-      process.off('uncaughtException', onErr);
-    }
+    });
   });
 
   // Found by the tcp campaign (seed 24301, classes mpa/bad-key, mpa/bad-rev, mpa/pd-too-long):
