@@ -38,11 +38,15 @@ const MAX_MSG = 0xffff_ffff;
  * RdmaWriteWithImm pattern) then costs no list of its own. Frozen: nothing may add to it.
  */
 const NO_PIECES = Object.freeze([]) as unknown as Piece[];
-/** Bytes a checked scatter/gather list covers (zero-length entries have no piece and add nothing). */
+/**
+ * Bytes a checked scatter/gather list covers (zero-length entries have no piece and add
+ * nothing); a message is at most 2^32-1 bytes. Summed once, here, for every post.
+ */
 const piecesTotal = (pieces: Piece[]): number => {
   let t = 0;
   // An index loop: for-of here was not optimised away (an iterator result per piece).
   for (let i = 0; i < pieces.length; i++) t += pieces[i]!.len;
+  if (t > MAX_MSG) throw new SabreError(ErrorCode.LimitExceeded, 'a message is at most 2^32-1 bytes');
   return t;
 };
 
@@ -242,9 +246,12 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   #recvRoom(n: number): void {
-    if (this.engineQp.state !== QpState.Error && this.engineQp.rq.length + n > this.caps.maxRecvWr) {
-      throw new SabreError(ErrorCode.QueueFull, `receive queue full (maxRecvWr ${this.caps.maxRecvWr})`);
-    }
+    this.#room(this.engineQp.rq.length + n, this.caps.maxRecvWr, 'receive queue full (maxRecvWr');
+  }
+
+  /** QueueFull past a queue's depth; a QP in ERROR takes any post (it completes flushed). */
+  #room(wanted: number, max: number, what: string): void {
+    if (this.engineQp.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${what} ${max})`);
   }
 
   postSend(wr: SendWr | SendWr[]): void {
@@ -270,9 +277,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   #sendRoom(n: number): void {
-    if (this.engineQp.state !== QpState.Error && this.engineQp.sq.length + n > this.caps.maxSendWr) {
-      throw new SabreError(ErrorCode.QueueFull, `send queue full (maxSendWr ${this.caps.maxSendWr})`);
-    }
+    this.#room(this.engineQp.sq.length + n, this.caps.maxSendWr, 'send queue full (maxSendWr');
   }
 
   // ---- promise helpers: one promise per work request, on top of postSend / postRecv ----------
@@ -349,7 +354,6 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (sgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `sgList has ${sgList.length} entries, maxSge is ${this.caps.maxSge}`);
     const mem = this.pd.device.engineMemory;
     const pieces: Piece[] = [];
-    let total = 0;
     for (const s of sgList) {
       if (!s || !isAddr(s.addr) || !isU32(s.length) || !isU32(s.lkey)) throw bad('each sge needs integer addr, length and lkey');
       const st = mem.check(s.lkey, this.pd.handle, s.addr, s.length, access);
@@ -359,9 +363,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
         throw new SabreError(ErrorCode.LocalProtection, `lkey 0x${s.lkey.toString(16)} ${why} [${s.addr}, +${s.length})`);
       }
       if (s.length > 0) pieces.push({ rec: mem.lookup(s.lkey)!, addr: s.addr, len: s.length });
-      total += s.length;
     }
-    if (total > MAX_MSG) throw new SabreError(ErrorCode.LimitExceeded, 'a message is at most 2^32-1 bytes');
     return pieces;
   }
 
