@@ -199,7 +199,7 @@ export interface PollResult {
  * context refused after the endpoint's checks (context.ts onData), its retransmissions
  * (timeouts, fast, tail-loss probes) and its keepalive probes and answers.
  */
-export interface ContextRefusals {
+export interface ContextTotals {
   rxDuplicate: number;
   rxOutOfWindow: number;
   rxNoCredit: number;
@@ -214,13 +214,13 @@ export interface ContextRefusals {
   keepaliveAnswers: number;
 }
 
-function zeroSums(): ContextRefusals {
+function zeroSums(): ContextTotals {
   return {
     rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, retransmits: 0, fastRetransmits: 0, tailLossProbes: 0, rtoExpiries: 0, keepalives: 0, keepaliveAnswers: 0,
   };
 }
 
-function addRefusals(to: ContextRefusals, c: ContextCounters): void {
+function addTotals(to: ContextTotals, c: ContextCounters): void {
   to.rxDuplicate += c.rxDuplicate;
   to.rxOutOfWindow += c.rxOutOfWindow;
   to.rxNoCredit += c.rxNoCredit;
@@ -231,9 +231,6 @@ function addRefusals(to: ContextRefusals, c: ContextCounters): void {
   to.keepalives += c.keepalives;
   to.keepaliveAnswers += c.keepaliveAnswers;
 }
-
-/** One transport context as dev.stats().linkContexts shows it (src/core/link.ts). */
-export type ContextStats = TransportContextStats;
 
 interface Entry {
   ctx: TransportContext;
@@ -309,7 +306,7 @@ export class UdpEndpoint {
   private readonly hostResets: HostBuckets;
   private scanAt = -Infinity;
   /** Context sums (refusals, retransmissions, keepalives) of the contexts dropped so far (stats() adds the live ones). */
-  private readonly ctxRefused: ContextRefusals = zeroSums();
+  private readonly ctxTotals: ContextTotals = zeroSums();
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -389,11 +386,11 @@ export class UdpEndpoint {
    * DATA datagrams the contexts refused after the header checks (a PSN already received or past
    * the receive window, no receive credit left) are summed over live and dropped contexts.
    */
-  stats(): EndpointCounters & ContextRefusals & {
+  stats(): EndpointCounters & ContextTotals & {
     contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number; contextsCrc32c: number; contextsXxh3: number; contextsNone: number;
   } {
-    const r = { ...this.ctxRefused };
-    for (const e of this.byId.values()) addRefusals(r, e.ctx.counters);
+    const r = { ...this.ctxTotals };
+    for (const e of this.byId.values()) addTotals(r, e.ctx.counters);
     const by = [0, 0, 0];
     for (const e of this.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
     return {
@@ -406,8 +403,8 @@ export class UdpEndpoint {
    * Per-context counters and congestion state, at most `max` contexts (those with the most
    * retransmissions first, so a lossy peer is never the one left out).
    */
-  contextStats(max = 64): ContextStats[] {
-    const rows: ContextStats[] = [];
+  contextStats(max = 64): TransportContextStats[] {
+    const rows: TransportContextStats[] = [];
     for (const e of this.byId.values()) {
       const c = e.ctx.counters;
       const st = e.ctx.stats;
@@ -689,7 +686,7 @@ export class UdpEndpoint {
   }
 
   private drop(e: Entry): void {
-    if (this.byId.get(e.ctx.localId) === e) addRefusals(this.ctxRefused, e.ctx.counters);
+    if (this.byId.get(e.ctx.localId) === e) addTotals(this.ctxTotals, e.ctx.counters);
     this.byId.delete(e.ctx.localId);
     if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
     if (e.inbound) {

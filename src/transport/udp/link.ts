@@ -250,7 +250,7 @@ export class UdpLink implements Link {
     return this.udp.endpoint.contextStats(max);
   }
 
-    reachable(to: DeviceAddress): boolean {
+  reachable(to: DeviceAddress): boolean {
     return !this.#closed && isUdpAddress(to);
   }
 
