@@ -25,7 +25,6 @@ import type { WorkCompletion } from '../core/work.js';
 import { DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
 import { dedupTotals } from '../dedup/stats.js';
-import type { ChunkStore } from '../dedup/store.js';
 import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -66,14 +65,6 @@ interface WriteBatch {
 }
 
 let scopes = 0;
-
-/** The chunking key of each shared store, made on its first channel (random: still secret from outsiders). */
-const sharedKeys = new WeakMap<ChunkStore, Uint8Array>();
-function sharedKey(store: ChunkStore): Uint8Array {
-  let k = sharedKeys.get(store);
-  if (!k) sharedKeys.set(store, (k = new Uint8Array(randomBytes(32))));
-  return k;
-}
 
 export class ChannelDedup {
   readonly #h: DedupHost;
@@ -184,7 +175,7 @@ export class ChannelDedup {
     // The chunking key is this scope's own: nobody else's chunk boundaries match it. A shared
     // store is one scope, so its channels share one key (else no two peers' chunks would match).
     const store = dedupStoreOf(pd, this.#h.store);
-    const key = this.#basis?.key ?? (store.shared ? sharedKey(store) : new Uint8Array(randomBytes(32)));
+    const key = this.#basis?.key ?? (store.shared ? store.sharedChunkKey : new Uint8Array(randomBytes(32)));
     this.#rx = new DedupReceiver({
       pipe, mem, store, scope: this.#basis?.scope ?? this.#scope!, key, slots: SLOTS,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,

@@ -2,6 +2,7 @@
 // Errors from core; nothing else of sabre.
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { CHAN_MAX_SLOTS, CHAN_MAX_WINDOW } from '../wire/spec.js';
+import { STORE_DEFAULTS } from '../dedup/store.js';
 
 /** One rung of the ladder: this many receive slots of this many bytes. */
 export interface Phase {
@@ -168,15 +169,15 @@ function storeOptions(v: unknown): Readonly<Required<DedupStoreOptions>> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('channel option dedupStore must be an object');
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!STORE_KEYS.has(k)) throw bad(`channel option dedupStore.${k} is not an option (hash, shared, budgetBytes, maxEntries)`);
-  const hash = o.hash ?? 'xxh3-128';
+  const hash = o.hash ?? STORE_DEFAULTS.hash;
   if (hash !== 'xxh3-128' && hash !== 'sha256') throw bad("channel option dedupStore.hash must be 'xxh3-128' or 'sha256'");
-  const shared = flag(o.shared, 'dedupStore.shared', false);
+  const shared = flag(o.shared, 'dedupStore.shared', STORE_DEFAULTS.shared);
   // XXH3 is not collision-resistant against chosen bytes: one peer could make another's transfer
   // resolve to bytes it supplied. Only a cryptographic identity may span peers.
   if (shared && hash !== 'sha256') throw bad("channel option dedupStore.shared needs hash 'sha256' (xxh3-128 is not collision-resistant against chosen bytes)");
   return Object.freeze({
     hash, shared,
-    budgetBytes: int(o.budgetBytes, 'dedupStore.budgetBytes', 64 << 20, 0, 2 ** 40),
-    maxEntries: int(o.maxEntries, 'dedupStore.maxEntries', 1 << 20, 1, 1 << 24),
+    budgetBytes: int(o.budgetBytes, 'dedupStore.budgetBytes', STORE_DEFAULTS.budgetBytes, 0, 2 ** 40),
+    maxEntries: int(o.maxEntries, 'dedupStore.maxEntries', STORE_DEFAULTS.maxEntries, 1, 1 << 24),
   });
 }

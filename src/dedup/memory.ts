@@ -8,7 +8,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import { dedupTotals } from './stats.js';
-import { ChunkStore, type ChunkStoreOptions } from './store.js';
+import { ChunkStore, type ChunkStoreOptions, STORE_DEFAULTS } from './store.js';
 import type { DedupMemory } from './types.js';
 
 const cache = new WeakMap<Device, DedupMemory>();
@@ -36,7 +36,7 @@ const stores = new WeakMap<Device, Map<string, ChunkStore>>();
 
 /** The configuration a store is found by: equal options, the same store. */
 const storeKey = (o: ChunkStoreOptions): string =>
-  `${o.hash ?? 'xxh3-128'}|${o.shared === true}|${o.budgetBytes ?? 64 << 20}|${o.maxEntries ?? 1 << 20}`;
+  `${o.hash ?? STORE_DEFAULTS.hash}|${o.shared ?? STORE_DEFAULTS.shared}|${o.budgetBytes ?? STORE_DEFAULTS.budgetBytes}|${o.maxEntries ?? STORE_DEFAULTS.maxEntries}`;
 
 /**
  * The device's chunk store with these options, shared by the features that receive dedup

@@ -14,6 +14,7 @@
 // either, the least recently used unpinned entries go. Entries a transfer in progress relies on
 // are pinned (the receiver told its peer it holds them) and are never evicted; when only pinned
 // entries are left, an insert is refused and counted.
+import { randomBytes } from 'node:crypto';
 import { dedupTotals } from './stats.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
@@ -36,6 +37,9 @@ export interface ChunkStoreOptions {
   /** XXH3-128 seed of chunk identities (a secret per store makes identities unpredictable). Default 0. */
   seed?: bigint;
 }
+
+/** A store's configuration when nothing is said: the one place these defaults are written. */
+export const STORE_DEFAULTS = { hash: 'xxh3-128', shared: false, budgetBytes: 64 << 20, maxEntries: 1 << 20 } as const;
 
 interface Entry {
   readonly scope: string;
@@ -69,22 +73,35 @@ export class ChunkStore {
   readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, evictions: 0, evictedBytes: 0, refused: 0 };
 
   constructor(mem: DedupMemory, o: ChunkStoreOptions = {}) {
-    const budget = o.budgetBytes ?? 64 << 20;
-    const maxEntries = o.maxEntries ?? 1 << 20;
+    const budget = o.budgetBytes ?? STORE_DEFAULTS.budgetBytes;
+    const maxEntries = o.maxEntries ?? STORE_DEFAULTS.maxEntries;
     if (!Number.isSafeInteger(budget) || budget < 0) throw new SabreError(ErrorCode.InvalidArgument, 'budgetBytes must be a non-negative integer');
     if (!Number.isSafeInteger(maxEntries) || maxEntries < 0) throw new SabreError(ErrorCode.InvalidArgument, 'maxEntries must be a non-negative integer');
-    const hash = o.hash ?? 'xxh3-128';
+    const hash = o.hash ?? STORE_DEFAULTS.hash;
     if (o.shared && hash !== 'sha256') {
       throw new SabreError(ErrorCode.InvalidArgument, 'a store shared between peers must key chunks by sha256 (xxh3-128 is not collision-resistant against chosen bytes)');
     }
     this.mem = mem;
     this.hash = hash;
-    this.shared = o.shared ?? false;
+    this.shared = o.shared ?? STORE_DEFAULTS.shared;
     this.budgetBytes = budget;
     this.maxEntries = maxEntries;
     this.hasher = new ChunkHasher(mem, hash, o.seed ?? 0n);
     dedupTotals(mem).stores.add(this); // dev.stats().dedup.store sums the open stores
   }
+
+  /**
+   * The content-defined chunking key of a shared store: one scope for everyone, so every
+   * sender chunks with one key (per-sender keys would make no two peers' chunks match). Made
+   * on first use, random: still secret from outsiders. A per-peer store has none (each scope
+   * chunks with its own key).
+   */
+  get sharedChunkKey(): Uint8Array {
+    if (!this.shared) throw new SabreError(ErrorCode.InvalidState, 'only a shared store has one chunking key');
+    return (this.#sharedKey ??= new Uint8Array(randomBytes(32)));
+  }
+
+  #sharedKey: Uint8Array | undefined;
 
   #scope(scope: string): string {
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
