@@ -33,7 +33,7 @@ export function dataFrames(m: DataMsg, out: SegFrame[]): void {
   // payload: no cursor, no second list, no views cut from views — a few objects fewer per
   // message on the small-message path (issue #18). The frame takes over `parts`.
   if (m.total <= m.mss) {
-    out.push(segFrame(m, 0, m.total, m.parts));
+    out.push(dataFrame(m));
     return;
   }
   const cur = new ViewCursor(m.parts);
