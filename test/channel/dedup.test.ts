@@ -101,23 +101,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels',
   it('a chunk that does not match its hash: an error on both sides, nothing wrong delivered, the channel goes on', async () => {
     const { a, c, s } = await pairOf(transport);
     const x = new Uint8Array(randomBytes(1 << 20));
-    const mem = dedupMemoryOf(a.allocPd());
-    const write = ChannelDedup.prototype.write;
-    // The sender's staged bytes change after they were hashed (a hostile or broken sender).
-    ChannelDedup.prototype.write = function (pieces, rkey) {
-      if (pieces.length) mem.u8()[pieces[0]!.src + 10]! ^= 0xff;
-      return write.call(this, pieces, rkey);
-    };
-    let bad: PromiseSettledResult<void>;
-    let rxErr: unknown;
-    try {
-      [bad, rxErr] = await Promise.all([
-        Promise.allSettled([c.send(x, { dedup: true })]).then((r) => r[0]!),
-        s.next().then(() => undefined, (e: unknown) => e),
-      ]);
-    } finally {
-      ChannelDedup.prototype.write = write;
-    }
+    const { bad, rxErr } = await sendCorrupted(a, c, s, x);
     expect(bad.status).toBe('rejected');
     expect(((bad as PromiseRejectedResult).reason as Error).message).toMatch(/did not match its hash/);
     expect((rxErr as { code?: string }).code).toBe('ERR_MALFORMED');
@@ -208,22 +192,7 @@ describe('dedup sends into a SHA-256 chunk store (channel option dedupStore)', (
   it('a chunk whose bytes changed after hashing is rejected on both sides; the channel goes on', async () => {
     const { a, c, s } = await pairOf('udp', {}, sha);
     const x = new Uint8Array(randomBytes(1 << 20));
-    const mem = dedupMemoryOf(a.allocPd());
-    const write = ChannelDedup.prototype.write;
-    ChannelDedup.prototype.write = function (pieces, rkey) {
-      if (pieces.length) mem.u8()[pieces[0]!.src + 10]! ^= 0xff;
-      return write.call(this, pieces, rkey);
-    };
-    let bad: PromiseSettledResult<void>;
-    let rxErr: unknown;
-    try {
-      [bad, rxErr] = await Promise.all([
-        Promise.allSettled([c.send(x, { dedup: true })]).then((r) => r[0]!),
-        s.next().then(() => undefined, (e: unknown) => e),
-      ]);
-    } finally {
-      ChannelDedup.prototype.write = write;
-    }
+    const { bad, rxErr } = await sendCorrupted(a, c, s, x);
     expect(bad.status).toBe('rejected');
     expect(((bad as PromiseRejectedResult).reason as Error).message).toMatch(/did not match its hash/);
     expect((rxErr as { code?: string }).code).toBe('ERR_MALFORMED');
@@ -269,3 +238,25 @@ describe('dedup sends into a SHA-256 chunk store (channel option dedupStore)', (
     }
   });
 });
+
+/**
+ * Send `x` by dedup from `c` while the sender's staged bytes change after they were hashed (a
+ * hostile or broken sender): the send's outcome and the receiver's error.
+ */
+async function sendCorrupted(a: Device, c: Channel, s: Channel, x: Uint8Array): Promise<{ bad: PromiseSettledResult<void>; rxErr: unknown }> {
+  const mem = dedupMemoryOf(a.allocPd());
+  const write = ChannelDedup.prototype.write;
+  ChannelDedup.prototype.write = function (pieces, rkey) {
+    if (pieces.length) mem.u8()[pieces[0]!.src + 10]! ^= 0xff;
+    return write.call(this, pieces, rkey);
+  };
+  try {
+    const [bad, rxErr] = await Promise.all([
+      Promise.allSettled([c.send(x, { dedup: true })]).then((r) => r[0]!),
+      s.next().then(() => undefined, (e: unknown) => e),
+    ]);
+    return { bad, rxErr };
+  } finally {
+    ChannelDedup.prototype.write = write;
+  }
+}
