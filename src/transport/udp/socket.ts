@@ -13,6 +13,7 @@ import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';
+import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
 import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
 
 /**
@@ -138,6 +139,8 @@ export class UdpSockets {
   private collecting = false;
   /** Datagrams received since the last delivery. */
   private rxSinceFlush = 0;
+  /** A delivery's release made a window update due (UdpEndpoint.release). */
+  private releaseDue = false;
   private closed = false;
 
   private constructor(
@@ -208,6 +211,7 @@ export class UdpSockets {
     const n = opts.sockets ?? 1;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new SabreError(ErrorCode.InvalidArgument, 'sockets must be 1..16');
     const type = host.includes(':') ? 'udp6' : 'udp4';
+    keepFreedHeapMapped();
     const sockets: dgram.Socket[] = [];
     try {
       for (let i = 0; i < n; i++) {
@@ -378,7 +382,7 @@ export class UdpSockets {
     const delivered = this.endpoint.takeDelivered();
     for (const d of delivered) {
       h.onDelivery?.(d);
-      if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
+      if (!this.manualRelease && this.endpoint.release(d.ctx, 1)) this.releaseDue = true;
     }
     if (delivered.length > 0) h.onDeliveriesDone?.();
     // Nothing refers to the received bytes any more: the owner consumed every delivery (those
@@ -414,14 +418,19 @@ export class UdpSockets {
     const r = this.endpoint.poll(now, this.burst);
     if (this.offload === undefined) for (const d of r.datagrams) this.transmit(d);
     else this.transmitOffloaded(r.datagrams);
+    // Releases before the poll went out in it; what is due from here on needs another flush.
+    this.releaseDue = false;
     for (const d of r.delivered) {
       h.onDelivery?.(d);
-      if (!this.manualRelease) this.endpoint.release(d.ctx, 1);
+      if (!this.manualRelease && this.endpoint.release(d.ctx, 1)) this.releaseDue = true;
     }
     if (r.acked.length > 0) h.onAcked?.(r.acked);
     if (r.failed.length > 0) h.onFailed?.(r.failed);
-    // Releasing credit or a handler's send may have made more output due now.
-    if (r.more || (!this.manualRelease && n + r.delivered.length > 0)) this.scheduleFlush();
+    // More output due now: the burst limit held some back, or a release opened the window
+    // enough to announce it (a handler's own sends schedule themselves through send()). Not
+    // after every delivery: in a ping-pong that was a check-phase flush with nothing to send,
+    // one more trip through epoll per hop.
+    if (r.more || this.releaseDue) this.scheduleFlush();
     this.armTimer(now);
   }
 
