@@ -20,6 +20,11 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
+import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
+
+// Baselines and sabre under the same malloc thresholds in both processes, whichever case runs
+// first (sabre's links set them when they open: src/core/heap-reuse.ts).
+keepFreedHeapMapped();
 
 const BYTES = Number(process.env.TCP_RDMA_BYTES ?? 512 << 20);
 const RTTS = Number(process.env.TCP_RDMA_RTTS ?? 4000);

@@ -30,6 +30,11 @@ import { Access, Opcode, WcStatus } from '../dist/index.js';
 import { RawDgramSink, sendRawDgram } from '../dist/cli/baseline/raw-dgram.js';
 import { UdpLink } from '../dist/transport/udp/link.js';
 import { Device } from '../dist/verbs/device.js';
+import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
+
+// Baselines and sabre under the same malloc thresholds in both processes, whichever case runs
+// first (sabre's links set them when they open: src/core/heap-reuse.ts).
+keepFreedHeapMapped();
 
 const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 1024 << 20);
 const RTTS = Number(process.env.UDP_RDMA_RTTS ?? 4000);

@@ -7,6 +7,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { publish } from '../../metrics/diagnostics.js';
+import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
 import { MAX_DGRAM, RawDgramSink, sendRawDgram } from '../baseline/raw-dgram.js';
 import type { ControlPeer } from './control.js';
 import type { PerfOptions } from './options.js';
@@ -58,6 +59,8 @@ export class BaselineServer {
   constructor(private readonly host: string) {}
 
   async open(p: BaselineOpen): Promise<{ port: number; rcvbuf?: number }> {
+    // The raw sockets run under the same malloc thresholds as sabre's links (core/heap-reuse.ts).
+    keepFreedHeapMapped();
     await this.close();
     this.c = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
     if (p.transport === 'udp' && p.mode === 'bw') {
@@ -160,6 +163,7 @@ export const baselineName = (t: 'udp' | 'tcp' | 'inproc') => (t === 'udp' ? 'nod
 /** Client half: the same pattern over a real socket to the server process (inproc: in this process). */
 export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, host: string, run: BaselineRun): Promise<BwRow | LatRow> {
   const source = baselineName(o.transport);
+  keepFreedHeapMapped();
   if (o.transport === 'inproc') return inprocBaseline(o, source, run);
   const peer = ctl!;
   const lat = o.kind === 'lat';
