@@ -35,8 +35,8 @@ import { FileClient, serveFiles } from '../dist/index.js';
 import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
 
 // Baselines and sabre under the same malloc thresholds in both processes, whichever case runs
-// first (sabre's links set them when they open: src/core/heap-reuse.ts).
-keepFreedHeapMapped();
+// first (sabre's links raise them after 16 MiB received: src/core/heap-reuse.ts).
+await keepFreedHeapMapped();
 
 const BYTES = Number(process.env.FILES_BYTES ?? 256 << 20);
 const REPS = Number(process.env.FILES_REPS ?? 3);

@@ -33,8 +33,8 @@ import { Device } from '../dist/verbs/device.js';
 import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
 
 // Baselines and sabre under the same malloc thresholds in both processes, whichever case runs
-// first (sabre's links set them when they open: src/core/heap-reuse.ts).
-keepFreedHeapMapped();
+// first (sabre's links raise them after 16 MiB received: src/core/heap-reuse.ts).
+await keepFreedHeapMapped();
 
 const BYTES = Number(process.env.UDP_RDMA_BYTES ?? 1024 << 20);
 const RTTS = Number(process.env.UDP_RDMA_RTTS ?? 4000);

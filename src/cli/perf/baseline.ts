@@ -60,7 +60,7 @@ export class BaselineServer {
 
   async open(p: BaselineOpen): Promise<{ port: number; rcvbuf?: number }> {
     // The raw sockets run under the same malloc thresholds as sabre's links (core/heap-reuse.ts).
-    keepFreedHeapMapped();
+    await keepFreedHeapMapped();
     await this.close();
     this.c = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
     if (p.transport === 'udp' && p.mode === 'bw') {
@@ -163,7 +163,7 @@ export const baselineName = (t: 'udp' | 'tcp' | 'inproc') => (t === 'udp' ? 'nod
 /** Client half: the same pattern over a real socket to the server process (inproc: in this process). */
 export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, host: string, run: BaselineRun): Promise<BwRow | LatRow> {
   const source = baselineName(o.transport);
-  keepFreedHeapMapped();
+  await keepFreedHeapMapped();
   if (o.transport === 'inproc') return inprocBaseline(o, source, run);
   const peer = ctl!;
   const lat = o.kind === 'lat';

@@ -16,6 +16,7 @@ import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type FramingMemory, type
 import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type MpaResult } from './mpa-handshake.js';
 import { TERM, type TermCode } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
+import { noteReceived } from '../../core/heap-reuse.js';
 
 export interface TcpConnectionOptions {
   dp: FramingMemory;
@@ -197,7 +198,10 @@ export class MpaConnection extends EventEmitter {
     this.#maxWrite = opts.maxWriteBuffer ?? 64 << 20;
     this.#hs = new MpaHandshake({ ...opts.mpa, role, privateData });
     socket.setNoDelay(true);
-    socket.on('data', (b: Buffer) => this.#onData(b));
+    socket.on('data', (b: Buffer) => {
+      noteReceived(b.length);
+      this.#onData(b);
+    });
     socket.on('end', () => this.#onEnd());
     socket.on('error', (e: Error) => this.#failStream(fault(TERM.streamLost, 'SOCKET', `socket error: ${e.message}`, e)));
     socket.on('close', () => this.#onClose());

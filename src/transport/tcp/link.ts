@@ -39,7 +39,6 @@ import { TERM, termForDdpError } from '../../wire/terminate.js';
 import type { MpaConnection } from './connection.js';
 import { type IncomingRequest, MpaConnector, type MpaConnectorOptions, type TcpAddress } from './connector.js';
 import { fault, type TcpFault } from './fault.js';
-import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
 import { defaultEmss, type FramingMemory, mulpdu, type RxUlpdu } from './fpdu.js';
 import { decodeSabrePd } from './private-data.js';
 import { decodeSabreControl, encodeSabreControl, SabreControlKind } from './sabre-control.js';
@@ -156,7 +155,6 @@ export class TcpLink implements Link, QpConnections {
   }
 
   static async open(opts: TcpLinkOptions): Promise<TcpLink> {
-    keepFreedHeapMapped();
     return new TcpLink(await MpaConnector.listen(opts), opts.maxQueuedBytes ?? 16 << 20);
   }
 

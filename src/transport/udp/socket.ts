@@ -13,7 +13,7 @@ import type { TxPayload } from './context.js';
 import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';
-import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
+import { noteReceived } from '../../core/heap-reuse.js';
 import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
 
 /**
@@ -165,6 +165,7 @@ export class UdpSockets {
     for (const s of sockets) {
       s.on('message', (msg, rinfo) => {
         if (this.closed || (rxFilter !== undefined && !rxFilter(msg))) return;
+        noteReceived(msg.length);
         const area = this.rxAreas[this.rxCur];
         const inDev = area !== undefined && msg.length <= maxDatagram ? area.copy(msg) : undefined;
         const from = { host: rinfo.address, port: rinfo.port };
@@ -211,7 +212,6 @@ export class UdpSockets {
     const n = opts.sockets ?? 1;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new SabreError(ErrorCode.InvalidArgument, 'sockets must be 1..16');
     const type = host.includes(':') ? 'udp6' : 'udp4';
-    keepFreedHeapMapped();
     const sockets: dgram.Socket[] = [];
     try {
       for (let i = 0; i < n; i++) {
