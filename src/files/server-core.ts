@@ -34,8 +34,13 @@ export interface ServerLimits {
   fsync: boolean;
 }
 
+// maxWriteSize 1 MiB, as SMB Direct's reads and writes: a put moves one Write per MiB instead of
+// four, and the per-request cost (a request and its status, a receive reposted, a file-system
+// call, on both sides) was what bounded it — 256 KiB Writes ran at 0.42-0.59x raw node:net on
+// udp and tcp alike, 1 MiB ones at 0.61-0.88x (bench/files.bench.mjs, 2026-11-26). The cost is
+// a receive buffer of that size per credit at the server.
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
-  credits: 16, maxWriteSize: 256 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,
+  credits: 16, maxWriteSize: 1024 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,
   authTimeoutMs: 5000, readOnly: false, fsync: false,
 };
 

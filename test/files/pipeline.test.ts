@@ -43,12 +43,12 @@ describe('get / put pipeline over a real server', () => {
     expect(srv.devices.tcp!.integrity).toBe('none');
   });
 
-  it('udp gets deeper defaults than tcp: staging buffers, credits, sinks, write buffers', async () => {
+  it('udp gets deeper defaults than tcp (staging buffers, sinks, write buffers); both take 1 MiB Writes on 16 credits', async () => {
     const u = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp', integrity: 'none' });
     const t = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp', integrity: 'none' });
     try {
-      expect([u.limits.rwDepth, u.limits.creditsMax]).toEqual([16, 32]);
-      expect([t.limits.rwDepth, t.limits.creditsMax]).toEqual([4, 16]);
+      expect([u.limits.rwDepth, u.limits.creditsMax, u.limits.maxWriteSize]).toEqual([16, 16, 1 << 20]);
+      expect([t.limits.rwDepth, t.limits.creditsMax, t.limits.maxWriteSize]).toEqual([4, 16, 1 << 20]);
       expect([u.pipeline.sinks, u.pipeline.writeBuffers]).toEqual([16, 16]);
       expect([t.pipeline.sinks, t.pipeline.writeBuffers]).toEqual([8, 8]);
       const mss = srv.devices.udp!.engine.mss;
