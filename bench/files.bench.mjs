@@ -22,7 +22,7 @@
 //   (credits the client grants the server: its completions in flight), FILES_FIT=0 (transfers at
 //   the negotiated maxima instead of whole segments of the mss);
 //   both: FILES_INTEGRITY (udp integrity: xxh3 | crc32c | none), FILES_WORKERS (udp workers).
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -157,7 +157,20 @@ async function httpPut(port, src) {
   await r.text();
 }
 
+// Every case writes a 256 MiB file (the get's local copy, the put's remote one): the kernel
+// writes dirty pages back in the background once they pass its threshold, and that work (CPU
+// and disk) fell on whichever case ran then — HTTP put measured 178-197 MB/s after a fast sabre
+// put and 295-340 after a slow one. Each case starts with nothing dirty (untimed).
+function settle() {
+  try {
+    execFileSync('sync');
+  } catch {
+    // no sync(1): the cases share whatever writeback there is
+  }
+}
+
 async function timed(fn) {
+  settle();
   const t0 = performance.now();
   await fn();
   return (performance.now() - t0) / 1000;
