@@ -1,4 +1,4 @@
-// Child of heap-reuse.test.ts: 20 000 datagrams of 65 000 B over loopback into node:dgram (which
+// Child of heap-reuse.test.ts: 12 000 datagrams of 65 000 B over loopback into node:dgram (which
 // allocates, zero-fills and frees a buffer per datagram), windowed so none is lost to the socket
 // buffer; prints the minor page faults per datagram received after the first 2000.
 import dgram from 'node:dgram';
@@ -11,7 +11,7 @@ if (process.argv[2] === 'note') {
   noteReceived(16 << 20);
   await keepFreedHeapMapped();
 }
-const N = 20_000;
+const N = 12_000;
 const r = dgram.createSocket('udp4');
 await new Promise((res) => r.bind(0, '127.0.0.1', res));
 r.setRecvBufferSize(8 << 20);
