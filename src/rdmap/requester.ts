@@ -6,7 +6,7 @@
 // QP that is not yet complete waits until it is (one round trip, only when ranges overlap), so a
 // later write to the same bytes wins even when the link reorders segments.
 import { addressKey, type DeviceAddress } from '../core/address.js';
-import { QpState, WcOpcode, WcStatus } from '../core/enums.js';
+import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { Frame, SegFrame } from '../core/frame.js';
 import { GatherCursor } from '../core/gather.js';
 import {
@@ -370,8 +370,7 @@ export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ss
   if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
   const w = m.wr;
   if (++w.rnrCount > qp.caps.rnrRetry) {
-    if (qp.type === 'srd') srdFlowFailed(e, qp, flow, w, WcStatus.RnrRetryExcErr);
-    else qpError(e, qp, w, WcStatus.RnrRetryExcErr);
+    flowError(e, qp, flow, w, WcStatus.RnrRetryExcErr);
     return;
   }
   m.rnrWait = true;
@@ -441,6 +440,16 @@ function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
 }
 
 /**
+ * The stream of `flow` broke (a protocol error either way, a Terminate from the peer, its RNR
+ * retries spent): rc — the QP goes to ERROR (qpError; `failing` completes with `status`); srd
+ * — only that flow goes (srdFlowFailed), the QP keeps serving its other peers.
+ */
+export function flowError(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: WcStatusValue, m?: InMessage): void {
+  if (qp.type === 'srd') srdFlowFailed(e, qp, flow, failing, status, m);
+  else qpError(e, qp, failing, status);
+}
+
+/**
  * srd: the stream with one peer QP broke (a protocol error either way, a Terminate from it, its
  * RNR retries spent). Only that flow goes, as when its peer is lost: `failing` completes with
  * `status`, the rest of its unfinished work with WrFlushErr; receives its messages had claimed
@@ -448,7 +457,7 @@ function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
  * srd QP is shared by whoever sends to it (the CM agent's is a listener's), so one sender's bad
  * frame must not fail the others' work (issue #11: found by the udp fuzz campaign's srd pair).
  */
-export function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: number, m?: InMessage): void {
+function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: WcStatusValue, m?: InMessage): void {
   if (m?.recv) m.recv.claimed = false;
   for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
   const k = flowKey(flow.peerKey, flow.rqpn);
@@ -459,7 +468,7 @@ export function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?
   flow.reads.clear();
   flow.atomics.clear();
   for (const w of qp.sq) {
-    if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? (status as SendWork['status']) : WcStatus.WrFlushErr, 0);
+    if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? status : WcStatus.WrFlushErr, 0);
   }
   e.counters.srdFlowsFailed++;
   drainSq(e, qp);

@@ -20,10 +20,10 @@ import {
 } from '../wire/rdmap.js';
 import { statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
 import { recvFor } from './receives.js';
-import { complete, drainSq, qpError } from './completion.js';
+import { complete, drainSq } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
-import { emit, emitAll, nextSsn, pump, readDone, srdFlowFailed } from './requester.js';
+import { emit, emitAll, flowError, nextSsn, pump, readDone } from './requester.js';
 import { release } from './budget.js';
 import { Offsets } from './offsets.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
@@ -147,7 +147,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
         w.byteLen = 8;
       } else w.status = WcStatus.LocProtErr;
       w.done = true;
-      if (w.status !== WcStatus.Success) return qp.type === 'srd' ? srdFlowFailed(e, qp, flow, w, w.status) : qpError(e, qp, w, w.status);
+      if (w.status !== WcStatus.Success) return flowError(e, qp, flow, w, w.status);
       drainSq(e, qp);
       pump(e, qp);
       return;
@@ -160,8 +160,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       // srd: only the work addressed to that peer QP fails; the QP serves every other peer.
       const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done && (qp.type === 'rc' || w.flow === flow));
       const status = v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr;
-      if (qp.type === 'srd') srdFlowFailed(e, qp, flow, failed, status);
-      else qpError(e, qp, failed, status);
+      flowError(e, qp, flow, failed, status);
       return;
     }
   }
@@ -315,7 +314,7 @@ function fatalNow(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, term: 
 
 /**
  * Protocol error on message m: Terminate to the peer (acking everything before m), local
- * completions, ERROR — rc. srd: the error is that one flow's, which is dropped (srdFlowFailed).
+ * completions, ERROR — rc. srd: the error is that one flow's, which is dropped (flowError).
  */
 function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
   const fail = m.fail!;
@@ -340,22 +339,18 @@ function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
       // The oldest outstanding read is the one whose answer went wrong (responses come in order).
       const w = flow.reads.values().next().value;
       if (w) {
-        if (qp.type === 'srd') srdFlowFailed(e, qp, flow, w, fail.local, m);
-        else qpError(e, qp, w, fail.local);
+        flowError(e, qp, flow, w, fail.local, m);
         return;
       }
     } else if (m.recv || qp.type === 'rc') {
       const r = m.recv ?? (qp.type === 'rc' ? qp.rq.at(m.msn - 1 - qp.rqConsumed) : undefined);
       if (r) {
         qp.rq.removeAt(qp.rq.indexOf(r));
-        const wc = { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn };
-        if (qp.type === 'srd') recvComplete(e, qp, flow, wc);
-        else complete(e, qp.recvCq, wc);
+        recvComplete(e, qp, flow, { wrId: r.wrId, status: fail.local, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
         if (m.recv === r) m.recv = undefined;
       }
     }
   }
-  if (qp.type === 'srd') srdFlowFailed(e, qp, flow, undefined, undefined, m);
-  else qpError(e, qp);
+  flowError(e, qp, flow, undefined, undefined, m);
 }
 
