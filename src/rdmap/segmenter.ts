@@ -82,15 +82,30 @@ export interface CtlMsg {
   ack?: number;
 }
 
+/**
+ * A one-segment untagged control message with room for `bodyLen` bytes of RDMAP payload after
+ * its DDP header (written by the caller at UNTAGGED_HDR_LEN); msgLen says bodyLen.
+ */
+function ctlHead(srcQpn: number, dstQpn: number, ssn: number, opcode: number, qn: number, msn: number, ulp: number, bodyLen: number): SegFrame {
+  const hdr = new Uint8Array(UNTAGGED_HDR_LEN + bodyLen);
+  const ddp: DdpHdr = { tagged: false, last: true, opcode, ulp, qn, msn, mo: 0 };
+  encodeDdp(ddp, hdr, 0);
+  const env: Envelope = { srcQpn, dstQpn, ssn, msgLen: bodyLen, off: 0 };
+  // A fresh empty payload list, not a shared frozen one: a frozen array takes every for-of over
+  // payloads (arrival, the links) off V8's fast path, an iterator result per element.
+  return { kind: 'seg', env, hdr, payload: [], ddp };
+}
+
 /** A one-segment untagged control message; its RDMAP payload is carried in hdr. */
 export function ctlFrame(m: CtlMsg): SegFrame {
-  const hdr = new Uint8Array(UNTAGGED_HDR_LEN + m.bodyLen);
-  const ddp: DdpHdr = { tagged: false, last: true, opcode: m.opcode, ulp: m.ulp ?? 0, qn: m.qn, msn: m.msn, mo: 0 };
-  encodeDdp(ddp, hdr, 0);
-  const n = m.body(hdr, UNTAGGED_HDR_LEN);
-  const env: Envelope = { srcQpn: m.srcQpn, dstQpn: m.dstQpn, ssn: m.ssn, msgLen: n, off: 0 };
-  if (m.ack !== undefined) env.ack = m.ack;
-  return { kind: 'seg', env, hdr: n === m.bodyLen ? hdr : hdr.subarray(0, UNTAGGED_HDR_LEN + n), payload: [], ddp };
+  const f = ctlHead(m.srcQpn, m.dstQpn, m.ssn, m.opcode, m.qn, m.msn, m.ulp ?? 0, m.bodyLen);
+  const n = m.body(f.hdr, UNTAGGED_HDR_LEN);
+  if (m.ack !== undefined) f.env.ack = m.ack;
+  if (n !== m.bodyLen) {
+    f.env.msgLen = n;
+    f.hdr = f.hdr.subarray(0, UNTAGGED_HDR_LEN + n);
+  }
+  return f;
 }
 
 /**
@@ -98,12 +113,7 @@ export function ctlFrame(m: CtlMsg): SegFrame {
  * a body closure per message, on the small-message path (issue #18).
  */
 export function immediateFrame(srcQpn: number, dstQpn: number, ssn: number, msn: number, imm: number, len: number): SegFrame {
-  const hdr = new Uint8Array(UNTAGGED_HDR_LEN + IMMEDIATE_DATA_LEN);
-  const ddp: DdpHdr = { tagged: false, last: true, opcode: RdmapOpcode.ImmediateData, ulp: 0, qn: Qn.Send, msn, mo: 0 };
-  encodeDdp(ddp, hdr, 0);
-  const n = encodeImmediateData({ imm, len }, hdr, UNTAGGED_HDR_LEN);
-  const env: Envelope = { srcQpn, dstQpn, ssn, msgLen: n, off: 0 };
-  // A fresh empty payload list, not a shared frozen one: a frozen array takes every for-of over
-  // payloads (arrival, the links) off V8's fast path, an iterator result per element.
-  return { kind: 'seg', env, hdr, payload: [], ddp };
+  const f = ctlHead(srcQpn, dstQpn, ssn, RdmapOpcode.ImmediateData, Qn.Send, msn, 0, IMMEDIATE_DATA_LEN);
+  encodeImmediateData({ imm, len }, f.hdr, UNTAGGED_HDR_LEN);
+  return f;
 }
