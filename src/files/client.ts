@@ -45,7 +45,8 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /**
    * Credits the server may hold (our receives for its messages: each interrupt-mode completion
-   * spends one). Default 32 on udp (as many as the requests it lets us have outstanding), 16 on tcp and inproc.
+   * spends one). Default 16: as many as the requests a server lets us have outstanding (its
+   * default credits, on every provider).
    */
   credits?: number;
   /** Status slots: the most requests outstanding at once. Default 64. */
@@ -75,7 +76,7 @@ export interface ConnectOptions {
 
 /** Pipeline depths by provider (ConnectOptions.sinks / writeBuffers / credits when not given). */
 const PIPELINE_DEFAULTS: Record<Provider, { sinks: number; writeBuffers: number; credits: number }> = {
-  udp: { sinks: 16, writeBuffers: 16, credits: 32 },
+  udp: { sinks: 16, writeBuffers: 16, credits: 16 },
   tcp: { sinks: 8, writeBuffers: 8, credits: 16 },
   inproc: { sinks: 8, writeBuffers: 8, credits: 16 },
 };
