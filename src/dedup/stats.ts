@@ -4,31 +4,24 @@
 // (Device.addStatsSource) the first time dedup touches that device.
 import type { ChunkStoreStats, DedupMemory, RecvStats, SendResult } from './types.js';
 
-export interface DedupSentTotals {
-  transfers: number;
-  failed: number;
-  bytes: number;
-  chunks: number;
-  chunksSent: number;
-  bytesSent: number;
-  rounds: number;
-}
+/**
+ * The counters a finished transfer adds to its side's totals, by name (a transfer's `total`
+ * goes to `bytes`); the totals are the same names plus transfers, failed (and refused).
+ */
+const SENT_SUMMED = ['chunks', 'chunksSent', 'bytesSent', 'rounds'] as const satisfies readonly (keyof SendResult)[];
+const RECEIVED_SUMMED = [
+  'chunks', 'chunksFromStore', 'bytesFromStore', 'chunksRepeated', 'chunksReceived', 'bytesReceived', 'rounds', 'hashedInBand', 'rehashedRounds',
+] as const satisfies readonly (keyof RecvStats)[];
 
-export interface DedupReceivedTotals {
-  transfers: number;
-  /** Dedup sends refused before they began: the receiver takes none (dedup: false) or had no device memory for a landing zone. */
-  refused: number;
-  failed: number;
-  bytes: number;
-  chunks: number;
-  chunksFromStore: number;
-  bytesFromStore: number;
-  chunksRepeated: number;
-  chunksReceived: number;
-  bytesReceived: number;
-  rounds: number;
-  hashedInBand: number;
-  rehashedRounds: number;
+export type DedupSentTotals = Record<(typeof SENT_SUMMED)[number] | 'transfers' | 'failed' | 'bytes', number>;
+
+/** `refused`: dedup sends refused before they began (the receiver takes none, dedup: false, or had no device memory for a landing zone). */
+export type DedupReceivedTotals = Record<(typeof RECEIVED_SUMMED)[number] | 'transfers' | 'refused' | 'failed' | 'bytes', number>;
+
+function zeros<K extends string>(keys: readonly K[]): Record<K, number> {
+  const t = {} as Record<K, number>;
+  for (const k of keys) t[k] = 0;
+  return t;
 }
 
 /** dev.stats().dedup */
@@ -46,35 +39,21 @@ interface StatsOf {
 
 export class DedupTotals {
   readonly stores = new Set<StatsOf>();
-  readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, chunks: 0, chunksSent: 0, bytesSent: 0, rounds: 0 };
-  readonly received: DedupReceivedTotals = {
-    transfers: 0, refused: 0, failed: 0, bytes: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0,
-    chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0,
-  };
+  readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, ...zeros(SENT_SUMMED) };
+  readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
 
   addSent(r: SendResult): void {
     const s = this.sent;
     s.transfers++;
     s.bytes += r.total;
-    s.chunks += r.chunks;
-    s.chunksSent += r.chunksSent;
-    s.bytesSent += r.bytesSent;
-    s.rounds += r.rounds;
+    for (const k of SENT_SUMMED) s[k] += r[k];
   }
 
   addReceived(r: RecvStats): void {
     const t = this.received;
     t.transfers++;
     t.bytes += r.total;
-    t.chunks += r.chunks;
-    t.chunksFromStore += r.chunksFromStore;
-    t.bytesFromStore += r.bytesFromStore;
-    t.chunksRepeated += r.chunksRepeated;
-    t.chunksReceived += r.chunksReceived;
-    t.bytesReceived += r.bytesReceived;
-    t.rounds += r.rounds;
-    t.hashedInBand += r.hashedInBand;
-    t.rehashedRounds += r.rehashedRounds;
+    for (const k of RECEIVED_SUMMED) t[k] += r[k];
   }
 
   snapshot(): DedupDeviceStats {

@@ -195,41 +195,28 @@ export interface PollResult {
 }
 
 /**
- * Context counters summed over the device's contexts, live and dropped: the DATA datagrams a
- * context refused after the endpoint's checks (context.ts onData), its retransmissions
- * (timeouts, fast, tail-loss probes) and its keepalive probes and answers.
+ * Context counters summed over the device's contexts, live and dropped, and the context counter
+ * each sums: the DATA datagrams a context refused after the endpoint's checks (context.ts
+ * onData); DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe);
+ * packets SACK showed lost and resent before the RTO; tail-loss probes and RTO expiries (the
+ * context's `probes` and `timeouts`); keepalive probes sent and answered.
  */
-export interface ContextTotals {
-  rxDuplicate: number;
-  rxOutOfWindow: number;
-  rxNoCredit: number;
-  /** DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe). */
-  retransmits: number;
-  /** Packets marked lost by SACK (FACK) and resent without waiting for the RTO. */
-  fastRetransmits: number;
-  /** Tail-loss probes (context counter `probes`) and RTO expiries (context counter `timeouts`). */
-  tailLossProbes: number;
-  rtoExpiries: number;
-  keepalives: number;
-  keepaliveAnswers: number;
-}
+const TOTAL_OF = {
+  rxDuplicate: 'rxDuplicate', rxOutOfWindow: 'rxOutOfWindow', rxNoCredit: 'rxNoCredit', retransmits: 'retransmits',
+  fastRetransmits: 'fastRetransmits', tailLossProbes: 'probes', rtoExpiries: 'timeouts', keepalives: 'keepalives', keepaliveAnswers: 'keepaliveAnswers',
+} as const satisfies Record<string, keyof ContextCounters>;
+const TOTAL_KEYS = Object.keys(TOTAL_OF) as (keyof typeof TOTAL_OF)[];
+
+export type ContextTotals = Record<keyof typeof TOTAL_OF, number>;
 
 function zeroSums(): ContextTotals {
-  return {
-    rxDuplicate: 0, rxOutOfWindow: 0, rxNoCredit: 0, retransmits: 0, fastRetransmits: 0, tailLossProbes: 0, rtoExpiries: 0, keepalives: 0, keepaliveAnswers: 0,
-  };
+  const t = {} as ContextTotals;
+  for (const k of TOTAL_KEYS) t[k] = 0;
+  return t;
 }
 
 function addTotals(to: ContextTotals, c: ContextCounters): void {
-  to.rxDuplicate += c.rxDuplicate;
-  to.rxOutOfWindow += c.rxOutOfWindow;
-  to.rxNoCredit += c.rxNoCredit;
-  to.retransmits += c.retransmits;
-  to.fastRetransmits += c.fastRetransmits;
-  to.tailLossProbes += c.probes;
-  to.rtoExpiries += c.timeouts;
-  to.keepalives += c.keepalives;
-  to.keepaliveAnswers += c.keepaliveAnswers;
+  for (const k of TOTAL_KEYS) to[k] += c[TOTAL_OF[k]];
 }
 
 interface Entry {
