@@ -13,7 +13,7 @@ import { ctlFrame, dataFrames } from '../../src/rdmap/segmenter.js';
 import type { EngineQp } from '../../src/rdmap/state.js';
 import { decodeDdp, decodeTerminate, encodeReadRequestV, Qn, RdmapOpcode, readRequestVLength } from '../../src/wire/rdmap.js';
 import { TERM } from '../../src/wire/terminate.js';
-import { caps, Harness, type Node, piece, wr } from './harness.js';
+import { caps, Harness, type Node, piece, srdWriter, wr } from './harness.js';
 
 function bounded(n: Node, b: Partial<EngineBounds>): void {
   (n as { eng: RdmapEngine }).eng = new RdmapEngine(n.mem, { mss: 64, bounds: b });
@@ -177,13 +177,7 @@ describe('hole 3: srd flows per QP are capped; idle ones are evicted, and flows 
     const qb = b.eng.createQp(1, 'srd', 1, caps(), b.cq, b.cq);
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
-    const send = (id: number, fill: number): void => {
-      a.bytes(src, 0, 16).fill(fill);
-      const w = wr({ wrId: id, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(a, src, 0, 16)]);
-      w.flow = a.eng.srdFlow(qa, b.addr, qb.qpn);
-      a.eng.postSend(qa, w, h.now);
-      h.run();
-    };
+    const send = srdWriter(h, a, qa, src, b, qb, dst);
     for (let i = 0; i < 5; i++) send(i, i + 1);
     expect(a.cq.take().every((w) => w.status === WcStatus.Success)).toBe(true);
     expect(b.bytes(dst, 0, 1)[0]).toBe(5);

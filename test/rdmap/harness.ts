@@ -9,7 +9,7 @@ import { rowForWr } from '../../src/rdmap/opcodes.js';
 import { type EngineQp, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../../src/rdmap/state.js';
 import type { DeviceAddress } from '../../src/core/address.js';
 import type { Frame, Inbound } from '../../src/core/frame.js';
-import { Access } from '../../src/core/enums.js';
+import { Access, Opcode } from '../../src/core/enums.js';
 import type { SendWr } from '../../src/verbs/types.js';
 import type { WorkCompletion } from '../../src/core/work.js';
 
@@ -172,3 +172,17 @@ export function wr(w: SendWr, pieces: Piece[]): SendWork {
 }
 
 export const recv = (wrId: number, pieces: Piece[]): RecvWork => ({ wrId, pieces, total: pieces.reduce((s, p) => s + p.len, 0), claimed: false });
+
+/**
+ * An srd writer from `a`'s QP `qa` to `b`'s QP `qb`: send(id, fill) writes 16 bytes of `fill`
+ * from the start of `src` to the start of `dst` on the a→b flow, then runs the wire.
+ */
+export function srdWriter(h: Harness, a: Node, qa: EngineQp, src: MrRecord, b: Node, qb: EngineQp, dst: MrRecord): (id: number, fill: number) => void {
+  return (id, fill) => {
+    a.bytes(src, 0, 16).fill(fill);
+    const w = wr({ wrId: id, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(a, src, 0, 16)]);
+    w.flow = a.eng.srdFlow(qa, b.addr, qb.qpn);
+    a.eng.postSend(qa, w, h.now);
+    h.run();
+  };
+}

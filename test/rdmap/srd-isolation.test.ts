@@ -12,7 +12,7 @@ import type { Inbound, SegFrame } from '../../src/core/frame.js';
 import { ctlFrame, dataFrames } from '../../src/rdmap/segmenter.js';
 import { decodeDdp, encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
 import { TERM } from '../../src/wire/terminate.js';
-import { caps, Harness, piece, wr } from './harness.js';
+import { caps, Harness, piece, srdWriter, wr } from './harness.js';
 
 function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
   const out: SegFrame[] = [];
@@ -35,13 +35,7 @@ describe('srd: a protocol error drops the sender\'s flow, not the QP', () => {
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
     const back = b.regMr(4096);
-    const send = (id: number, fill: number): void => {
-      a.bytes(src, 0, 16).fill(fill);
-      const w = wr({ wrId: id, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(a, src, 0, 16)]);
-      w.flow = a.eng.srdFlow(qa, b.addr, qb.qpn);
-      a.eng.postSend(qa, w, h.now);
-      h.run();
-    };
+    const send = srdWriter(h, a, qa, src, b, qb, dst);
     send(1, 0x11);
     expect(a.cq.take().map((w) => w.status)).toEqual([WcStatus.Success]);
     // The hostile peer: a node of the harness (so what b answers it has somewhere to go) with no QPs.
