@@ -162,13 +162,14 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
   });
 }
 
-const STORE_KEYS = new Set(['hash', 'shared', 'budgetBytes', 'maxEntries']);
+/** The store options there are: those STORE_DEFAULTS gives a default. */
+const STORE_KEYS = new Set(Object.keys(STORE_DEFAULTS));
 
 function storeOptions(v: unknown): Readonly<Required<DedupStoreOptions>> {
   if (v === undefined) v = {};
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('channel option dedupStore must be an object');
   const o = v as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!STORE_KEYS.has(k)) throw bad(`channel option dedupStore.${k} is not an option (hash, shared, budgetBytes, maxEntries)`);
+  for (const k of Object.keys(o)) if (!STORE_KEYS.has(k)) throw bad(`channel option dedupStore.${k} is not an option (${[...STORE_KEYS].join(', ')})`);
   const hash = o.hash ?? STORE_DEFAULTS.hash;
   if (hash !== 'xxh3-128' && hash !== 'sha256') throw bad("channel option dedupStore.hash must be 'xxh3-128' or 'sha256'");
   const shared = flag(o.shared, 'dedupStore.shared', STORE_DEFAULTS.shared);
