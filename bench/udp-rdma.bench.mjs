@@ -13,6 +13,10 @@
 //   5. the same goodput with the CRC32C on 1 and 2 data-plane workers per device
 //      (UDP_RDMA_WORKERS, default "1,2") as a fraction of inline (integrity crc32c: the workers
 //      only ever compute CRCs).
+//   6. case 1 again (raw, then integrity none and xxh3) with both processes holding a
+//      service-sized live heap (UDP_RDMA_HEAP_MB, default 32; 0 skips it): a bench process's
+//      ~9 MiB heap makes V8 run a full collection every ~30 ms at the receiver
+//      (bench/lib/service-heap.mjs); an embedding service's larger heap does not.
 // Integrity (docs/integrity.md): case 1 runs once per mode in UDP_RDMA_INTEGRITY (default
 // "none,xxh3,crc32c", both devices asking the same); the other cases use the first of them
 // that is xxh3 (the default), else the first.
@@ -24,6 +28,7 @@
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
+import { holdServiceHeap } from './lib/service-heap.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
@@ -45,6 +50,7 @@ const MTU = Number(process.env.UDP_RDMA_MTU ?? 65000);
 const RATE_MSGS = Number(process.env.UDP_RDMA_RATE_MSGS ?? 100_000);
 const MODES = (process.env.UDP_RDMA_INTEGRITY ?? 'none,xxh3,crc32c').split(',').filter(Boolean);
 const MAIN_MODE = MODES.includes('xxh3') ? 'xxh3' : MODES[0];
+const HEAP_MB = Number(process.env.UDP_RDMA_HEAP_MB ?? 32);
 
 /** A device from its parts exactly as openDevice builds it, plus a bench-only receive filter (loss). */
 async function openUdp(loss = 0, seed = 12345, workers = 0, integrity = MAIN_MODE) {
@@ -107,6 +113,9 @@ if (process.argv[2] === '--peer') {
     },
     cpu() {
       return process.cpuUsage();
+    },
+    serviceHeap({ mb }) {
+      return holdServiceHeap(mb);
     },
     /** The ack-clocked raw baseline's receiving end. */
     async sinkOpen() {
@@ -321,6 +330,10 @@ if (process.argv[2] === '--peer') {
     process.exit(0);
   }
   if (CASES.has('bwonly')) {
+    if (process.env.UDP_RDMA_HEAP_MB) {
+      holdServiceHeap(HEAP_MB);
+      await call('serviceHeap', { mb: HEAP_MB });
+    }
     await writeGoodput(0, 32 << 20);
     const w = await writeGoodput(0);
     console.log({ mbps: w.mbps.toFixed(0), retx: w.retx, cpuPerGB: w.cpuPerGB.toFixed(2), peer: w.peer, me: w.me });
@@ -364,6 +377,19 @@ if (process.argv[2] === '--peer') {
     await writeGoodput(0, Math.min(BYTES, 64 << 20), workers);
     const r = await writeGoodput(0, BYTES, workers);
     rows.push({ case: `sabre rc RdmaWrite 64 KiB, integrity crc32c, workers: ${workers} per device`, result: `${r.mbps.toFixed(0)} MB/s`, note: `${(r.mbps / (byMode.crc32c ?? w0).mbps).toFixed(2)} of inline ${byMode.crc32c ? 'crc32c' : MAIN_MODE}; ${(r.mbps / raw.mbps).toFixed(2)}× raw; ${cpuNote(r, raw)}` });
+  }
+  // Case 1 again with a service-sized live heap in both processes (see the header).
+  if (HEAP_MB > 0 && CASES.has('bw')) {
+    holdServiceHeap(HEAP_MB);
+    await call('serviceHeap', { mb: HEAP_MB });
+    const hraw = await rawAckClocked();
+    rows.push({ case: `raw node:dgram, ack-clocked, ${HEAP_MB} MiB live heap`, result: `${hraw.mbps.toFixed(0)} MB/s`, note: `${hraw.lossPct.toFixed(2)}% lost; ${cpuNote(hraw)}` });
+    for (const mode of MODES.filter((m) => m !== 'crc32c')) {
+      const w = await writeGoodput(0, BYTES, 0, MSG, mode);
+      rows.push({ case: `sabre rc RdmaWrite 64 KiB, integrity ${mode}, ${HEAP_MB} MiB live heap`, result: `${w.mbps.toFixed(0)} MB/s`, note: `${(w.mbps / hraw.mbps).toFixed(2)}× raw; retx ${w.retx}; ${cpuNote(w, hraw)}` });
+    }
+    holdServiceHeap(0);
+    await call('serviceHeap', { mb: 0 });
   }
   console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1; integrity per row (goodput: ${MODES.join(', ')}; others: ${MAIN_MODE})`);
   console.table(rows);
