@@ -11,7 +11,8 @@
 // scatter/gather descriptor) and every status code comes from src/wire/spec.ts through the
 // generated accessors of wire.gen.ts; docs/wire.md ("Data-plane records") draws them.
 import {
-  PLACE_DESC_SIZE, PLACE_OUT_SIZE, PLACE_STATUS_ACCESS, PLACE_STATUS_BOUNDS, PLACE_STATUS_INDIRECT,
+  PLACE_DESC_SIZE, PLACE_OUT_SIZE, PLACE_SRC_CALLER, PLACE_STATUS_ACCESS, PLACE_STATUS_BOUNDS,
+  PLACE_STATUS_CALLER_COPIES, PLACE_STATUS_CALLER_COPIES_HASHED, PLACE_STATUS_INDIRECT,
   PLACE_STATUS_INVALID_STAG, PLACE_STATUS_PD_MISMATCH, PLACE_STATUS_PLACED, PLACE_STATUS_SRC_FAULT,
   REGION_ENTRY_FLAGS_EXTERNAL, REGION_ENTRY_SIZE, SG_DESC_SIZE, SG_STATUS_DST_BOUNDS, SG_STATUS_DST_ENTRY,
   SG_STATUS_OK, SG_STATUS_SRC_BOUNDS, SG_STATUS_SRC_ENTRY,
@@ -27,6 +28,10 @@ import { chunkHashZone } from './chunkhash';
  * placeOut (amended-metadata) record per descriptor at outPtr.
  * Checks, in order: stag (index in range, entry stag equal and nonzero) → pd → access →
  * bounds → EXTERNAL (valid but not in device memory: INDIRECT, the caller copies).
+ * src PLACE_SRC_CALLER: the payload is outside device memory (node's datagram buffer); a
+ * descriptor that passes every check comes back CALLER_COPIES (or _HASHED for a hash-tracked
+ * landing zone, whose caller then runs placedHash) and the caller copies it — one copy where
+ * staging it here first would make two.
  * SRC_FAULT: the payload range itself lies outside the memory (a caller bug; reported instead
  * of trapping half-way through a batch).
  * Returns the number of PLACED descriptors.
@@ -59,6 +64,8 @@ export function place(descPtr: usize, count: u32, tablePtr: usize, tableEntries:
           status = PLACE_STATUS_BOUNDS;
         } else if (getRegionEntryFlags(e) & REGION_ENTRY_FLAGS_EXTERNAL) {
           status = PLACE_STATUS_INDIRECT;
+        } else if (src == PLACE_SRC_CALLER) {
+          status = getRegionEntryHashDir(e) != 0 ? PLACE_STATUS_CALLER_COPIES_HASHED : PLACE_STATUS_CALLER_COPIES;
         } else if (<u64>src + <u64>len > memBytes) {
           status = PLACE_STATUS_SRC_FAULT;
         } else {
@@ -80,6 +87,21 @@ export function place(descPtr: usize, count: u32, tablePtr: usize, tableEntries:
     setPlaceOutStag(o, stag);
   }
   return placed;
+}
+
+/**
+ * After the caller copied a CALLER_COPIES_HASHED descriptor's payload to [to, to+len): advance
+ * the landing zone's chunk hashes over it, as place() does after its own copy. The entry is
+ * looked up again (same stag check); a stale or unhashed one does nothing. Returns
+ * chunkHashZone's result, 0 when nothing was hashed.
+ */
+export function placedHash(tablePtr: usize, tableEntries: u32, stag: u32, to: usize, len: u32): u32 {
+  const idx = stag >>> 8;
+  if (idx >= tableEntries || stag == 0) return 0;
+  const e = tablePtr + <usize>idx * REGION_ENTRY_SIZE;
+  if (getRegionEntryStag(e) != stag) return 0;
+  const dir = getRegionEntryHashDir(e);
+  return dir != 0 ? chunkHashZone(<usize>dir, to, len) : 0;
 }
 
 /** [p, p+len) inside region table entry e (u32 math; no sum can overflow). */

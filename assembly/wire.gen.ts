@@ -82,11 +82,14 @@ export const PLACE_STATUS_ACCESS: u32 = 3;
 export const PLACE_STATUS_BOUNDS: u32 = 4;
 export const PLACE_STATUS_INDIRECT: u32 = 5;
 export const PLACE_STATUS_SRC_FAULT: u32 = 6;
+export const PLACE_STATUS_CALLER_COPIES: u32 = 7;
+export const PLACE_STATUS_CALLER_COPIES_HASHED: u32 = 8;
 export const SG_STATUS_OK: u32 = 0;
 export const SG_STATUS_SRC_ENTRY: u32 = 1;
 export const SG_STATUS_DST_ENTRY: u32 = 2;
 export const SG_STATUS_SRC_BOUNDS: u32 = 3;
 export const SG_STATUS_DST_BOUNDS: u32 = 4;
+export const PLACE_SRC_CALLER: u32 = 0xffffffff;
 
 // Dedup (M4): chunk map constants
 export const DEDUP_MAP_MAGIC: u32 = 0x014d4344;

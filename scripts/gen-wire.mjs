@@ -84,6 +84,7 @@ function genAs() {
   o.push('// Statuses of the placement and scatter/gather kernels (PLACE_OUT.status, sgCopy)');
   for (const [k, v] of Object.entries(spec.PlaceStatus)) c(`PLACE_STATUS_${snake(k)}`, v);
   for (const [k, v] of Object.entries(spec.SgStatus)) c(`SG_STATUS_${snake(k)}`, v);
+  c('PLACE_SRC_CALLER', hex(spec.PLACE_SRC_CALLER, 8));
   o.push('');
   o.push('// Dedup (M4): chunk map constants');
   c('DEDUP_MAP_MAGIC', hex(spec.DEDUP_MAP_MAGIC, 8));

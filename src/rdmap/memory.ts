@@ -194,9 +194,9 @@ export class EngineMemory {
 
   // ---- placement batch ----------------------------------------------------------------------
 
-  /** Room for one more descriptor with `len` staged bytes? */
+  /** Room for one more descriptor with `len` staged bytes (and the up to 7 that align them)? */
   hasRoom(len: number): boolean {
-    return this.count < MAX_BATCH && this.stageUsed + len <= this.stageBytes;
+    return this.count < MAX_BATCH && this.stageUsed + (len > 0 ? len + 7 : 0) <= this.stageBytes;
   }
 
   /**
@@ -210,22 +210,35 @@ export class EngineMemory {
     return v.buffer === this.dm.u8().buffer ? v.byteOffset : -1;
   }
 
-  /** Copy payload views into the staging area; returns the staged address. */
+  /**
+   * Copy payload views into the staging area; returns the staged address. The copy starts at
+   * the first view's alignment: V8 copies into shared memory a word at a time only between
+   * equally aligned addresses, byte by byte otherwise (2.5 against 19 GB/s for 64 KiB here);
+   * the kernel's memory.copy on to the target is fast at any alignment.
+   */
   stage(parts: Uint8Array[], len: number): number {
-    const at = this.stageBase + this.stageUsed;
+    const free = this.stageBase + this.stageUsed;
+    // (Never past what an unaligned start would use: a caller that found no room stages anyway.)
+    const skew = parts.length > 0 && this.stageUsed + len + 7 <= this.stageBytes ? (parts[0]!.byteOffset - free) & 7 : 0;
+    const at = free + skew;
     const u8 = this.dm.u8();
     let p = at;
     for (const v of parts) {
       u8.set(v, p);
       p += v.length;
     }
-    this.stageUsed += (len + 7) & ~7;
+    this.stageUsed += (skew + len + 7) & ~7;
     return at;
   }
 
   addDesc(src: number, len: number, stag: number, pd: number, to: number, access: number, tag: number): void {
     putPlaceDesc(this.dm.dataView(), this.descBase + this.count * PLACE_DESC_BYTES, src, len, stag, pd, to, access, tag);
     this.count++;
+  }
+
+  /** After copying a CallerCopiesHashed descriptor's payload to [to, to+len): the landing zone's hashes advance over it. */
+  placedHash(stag: number, to: number, len: number): void {
+    this.dm.kernels.placedHash(this.dm.regions.base, this.dm.regions.capacity, stag, to, len);
   }
 
   /** One place() call for the whole batch; returns the descriptor count (records at outBase). */

@@ -1,14 +1,20 @@
 // Placement (M3): the data of one receive step's segments goes into registered memory with ONE
-// WASM place() call. Each segment is staged in device memory (unless it already lies there: a
-// tcp receive buffer, a source region of this device), described by placement descriptors —
-// one per target piece — and the kernel checks key / PD / access / bounds against the region
-// table and copies. Its amended-metadata records come back here: direct placements are
-// counted, external regions (the indirect path) are copied by TypeScript after the same
-// checks, and failures mark the message for a Terminate.
+// WASM place() call. Each segment is described by placement descriptors — one per target
+// piece — and the kernel checks key / PD / access / bounds against the region table and
+// copies. A payload that already lies in device memory (a udp receive area, a tcp receive
+// buffer, a source region of this device) is copied from there. A tagged segment's payload
+// outside it (node's datagram buffer when no integrity check needed it in device memory,
+// another device's region) is not staged: the kernel only checks (PLACE_SRC_CALLER) and the
+// copy happens here, once (issue #18: staging and copying again was a second 64 KiB copy per
+// datagram). Other payloads outside (a Send's pieces) are staged. The amended-metadata records
+// come back here: direct placements are counted, external regions (the indirect path) and
+// caller copies are copied by TypeScript after the same checks, and failures mark the message
+// for a Terminate.
 import { Access, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { SegFrame } from '../core/frame.js';
 import { GatherCursor } from '../core/gather.js';
 import { PlaceStatus } from '../dataplane/descriptors.js';
+import { PLACE_SRC_CALLER } from '../wire/spec.js';
 import { decodeDdp } from '../wire/rdmap.js';
 import { TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
 import { settle } from './budget.js';
@@ -27,17 +33,45 @@ export function failMsg(m: InMessage, hdr: Uint8Array, plen: number, term: TermC
   m.segLen = plen;
 }
 
-/** Where the payload of `f` will be placed from: where it lies, or staged (flushing a full batch first). */
-function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number): number {
+/**
+ * Where the payload of `f` will be placed from: where it lies, PLACE_SRC_CALLER (a tagged
+ * segment's payload outside device memory, aligned as its target `to` is: flushPlacement
+ * copies it), or staged (flushing a full batch first). `to` -1: a receive's pieces, staged.
+ */
+function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number, to: number): number {
   const mem = e.mem;
   const at = mem.inDevice(f.payload);
-  if (at >= 0) {
+  const direct = to >= 0 && at < 0 && wordCopies(f.payload, to);
+  if (at >= 0 || direct) {
     if (!mem.hasRoom(0) || mem.count + ndesc > MAX_DESCS) flushPlacement(e);
-    return at;
+    return at >= 0 ? at : PLACE_SRC_CALLER;
   }
   if (!mem.hasRoom(plen) || mem.count + ndesc > MAX_DESCS) flushPlacement(e);
   e.counters.stagedBytes += plen;
   return mem.stage(f.payload, plen);
+}
+
+/**
+ * Whether copying `parts` to device memory at `to` runs word by word. V8 copies into shared
+ * memory (relaxed_memmove) a word at a time only when source and target are equally aligned,
+ * else byte by byte: 2.5 against 19 GB/s here for 64 KiB. Staging (8-aligned) then the kernel's
+ * memory.copy is faster than one byte-wise copy, so a misaligned payload is staged.
+ */
+function wordCopies(parts: Uint8Array[], to: number): boolean {
+  let at = to;
+  for (const v of parts) {
+    if (((v.byteOffset - at) & 7) !== 0) return false;
+    at += v.length;
+  }
+  return true;
+}
+
+/** Copy payload parts to `dst` at `at` (a caller copy or the indirect path). */
+function copyParts(parts: Uint8Array[], dst: Uint8Array, at: number): void {
+  for (const v of parts) {
+    dst.set(v, at);
+    at += v.length;
+  }
 }
 
 /**
@@ -46,10 +80,10 @@ function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number): number
  */
 export function placeTagged(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number, local?: WcStatusValue): void {
   if (f.hdr.length !== m.hdrLen) return failMsg(m, f.hdr, plen, TERM.invalidRequest);
-  const src = stage(e, f, plen, 1);
+  const src = stage(e, f, plen, 1, to);
   const seg: SegmentPlacement = { qp, flow, m, off: f.env.off, len: plen, remaining: 1, bad: 0, recvLocal: false, local };
   e.mem.addDesc(src, plen, stag, qp.pd, to, access, e.descs.length);
-  e.descs.push({ seg, stag, to, len: plen });
+  e.descs.push({ seg, stag, to, len: plen, parts: src === PLACE_SRC_CALLER ? f.payload : undefined });
 }
 
 /** An untagged data segment into receive `r`, cut along its scatter list: one descriptor per piece it touches. */
@@ -59,7 +93,7 @@ export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage
   const cur = new GatherCursor(r.pieces, pieceLength);
   cur.skip(off);
   cur.take(plen, (p, at, n) => spans.push({ p, at, n }));
-  const src = stage(e, f, plen, Math.max(1, spans.length));
+  const src = stage(e, f, plen, Math.max(1, spans.length), -1);
   const seg: SegmentPlacement = { qp, flow, m, off, len: plen, remaining: spans.length, bad: 0, recvLocal: true, local: undefined };
   if (spans.length === 0) {
     segDone(seg);
@@ -68,7 +102,7 @@ export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage
   let s = src;
   for (const { p, at, n } of spans) {
     e.mem.addDesc(s, n, p.rec.stag, qp.pd, p.addr + at, Access.LocalWrite, e.descs.length);
-    e.descs.push({ seg, stag: p.rec.stag, to: p.addr + at, len: n });
+    e.descs.push({ seg, stag: p.rec.stag, to: p.addr + at, len: n, parts: undefined });
     s += n;
   }
 }
@@ -85,11 +119,20 @@ export function flushPlacement(e: EngineState): void {
     if (st === PlaceStatus.Placed) {
       e.counters.directSegments++;
       e.counters.directBytes += dc.len;
+    } else if ((st === PlaceStatus.CallerCopies || st === PlaceStatus.CallerCopiesHashed) && dc.parts) {
+      // Checked by the kernel against the region table just now, in this same step.
+      copyParts(dc.parts, u8!, dc.to);
+      if (st === PlaceStatus.CallerCopiesHashed) mem.placedHash(dc.stag, dc.to, dc.len);
+      e.counters.directSegments++;
+      e.counters.directBytes += dc.len;
     } else if (st === PlaceStatus.Indirect) {
       const rec = mem.lookup(dc.stag);
       if (rec?.ext) {
-        const src = mem.descSrc(i);
-        rec.ext.set(u8!.subarray(src, src + dc.len), dc.to - rec.addr);
+        if (dc.parts) copyParts(dc.parts, rec.ext, dc.to - rec.addr);
+        else {
+          const src = mem.descSrc(i);
+          rec.ext.set(u8!.subarray(src, src + dc.len), dc.to - rec.addr);
+        }
         e.counters.indirectSegments++;
         e.counters.indirectBytes += dc.len;
       } else dc.seg.bad = PlaceStatus.InvalidStag;

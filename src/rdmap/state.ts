@@ -256,6 +256,8 @@ export interface PlaceTarget {
   stag: number;
   to: number;
   len: number;
+  /** The payload, when it lies outside device memory and this side copies it once the kernel's checks pass (PLACE_SRC_CALLER). */
+  parts: Uint8Array[] | undefined;
 }
 
 /** Everything one engine owns; the parts take it as their first argument. */

@@ -753,7 +753,7 @@ export const PLACE_DESC = layout({
   byteOrder: 'little-endian',
   sabre: true,
   fields: {
-    src: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the payload in device memory' },
+    src: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'address of the payload in device memory; PLACE_SRC_CALLER (0xffffffff): the payload is outside it, place() only checks and the caller copies (PlaceStatus.CallerCopies)' },
     len: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'payload bytes' },
     stag: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'STag naming the target region' },
     pd: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'PD of the QP the segment arrived on (must equal the region\'s)' },
@@ -825,7 +825,18 @@ export const PlaceStatus = {
   Indirect: 5,
   /** The payload range [src, src+len) lies outside the memory (caller bug; nothing written). */
   SrcFault: 6,
+  /**
+   * Every check passed for a descriptor whose src is PLACE_SRC_CALLER (a payload outside device
+   * memory, e.g. node's datagram buffer): nothing was written, the caller copies the payload to
+   * `to` now (one copy instead of staging it and copying again).
+   */
+  CallerCopies: 7,
+  /** As CallerCopies, into a hash-tracked landing zone: after its copy the caller runs placedHash(). */
+  CallerCopiesHashed: 8,
 } as const;
+
+/** PLACE_DESC.src of a payload outside device memory: place() checks the target, the caller copies. */
+export const PLACE_SRC_CALLER = 0xffff_ffff;
 
 /** Statuses sgCopy writes, one u32 per SG_DESC. */
 export const SgStatus = {

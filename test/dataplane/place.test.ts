@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PLACE_DESC_BYTES, PLACE_OUT_BYTES, PlaceStatus, readPlaceOut, SG_DESC_BYTES, SgStatus, writePlaceDesc, writeSgDesc, type PlaceDesc, type SgDesc } from '../../src/dataplane/descriptors.js';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { PLACE_SRC_CALLER } from '../../src/wire/spec.js';
 
 const LocalWrite = 1;
 const RemoteWrite = 2;
@@ -72,6 +73,7 @@ function modelStatus(d: PlaceDesc): number {
   const to = BigInt(d.to);
   if (to < BigInt(e.base) || to + BigInt(d.len) > BigInt(e.base) + BigInt(e.length)) return PlaceStatus.Bounds;
   if (e.external) return PlaceStatus.Indirect;
+  if (d.src === PLACE_SRC_CALLER) return dm.regions.hashDir(index) !== 0 ? PlaceStatus.CallerCopiesHashed : PlaceStatus.CallerCopies;
   if (d.src + d.len > dm.memory.buffer.byteLength) return PlaceStatus.SrcFault;
   return PlaceStatus.Placed;
 }
@@ -109,6 +111,42 @@ describe('place (M3 direct placement)', () => {
     }
   });
 
+  it('a payload outside device memory (PLACE_SRC_CALLER): every check still runs, nothing is written, a valid one comes back for the caller to copy', () => {
+    const caller = (o: Partial<PlaceDesc>) => base({ src: PLACE_SRC_CALLER, ...o });
+    const cases: Array<[string, PlaceDesc, number]> = [
+      ['valid', caller({}), PlaceStatus.CallerCopies],
+      ['valid, last byte of the region', caller({ to: region + 4095, len: 1 }), PlaceStatus.CallerCopies],
+      ['wrong key byte', caller({ stag: (stag & ~0xff) | ((stag + 1) & 0xff) }), PlaceStatus.InvalidStag],
+      ['pd mismatch', caller({ pd: PD + 1 }), PlaceStatus.PdMismatch],
+      ['missing access', caller({ access: RemoteWrite | RemoteRead }), PlaceStatus.Access],
+      ['past end by one', caller({ to: region + 4096 - 255 }), PlaceStatus.Bounds],
+      ['len 2^32-1', caller({ len: 0xffff_ffff }), PlaceStatus.Bounds],
+      ['to = base + 2^32 (high word aliasing)', caller({ to: BigInt(region) + 2n ** 32n }), PlaceStatus.Bounds],
+      ['external region', caller({ stag: extStag, to: 0x1000_0000 }), PlaceStatus.Indirect],
+    ];
+    for (const [name, d, want] of cases) {
+      expect(modelStatus(d), name).toBe(want);
+      runPlace([d], [want]);
+    }
+  });
+
+  it('a hash-tracked landing zone: PLACE_SRC_CALLER comes back CallerCopiesHashed; placedHash checks the stag again', () => {
+    const i = dm.regions.allocIndex();
+    const r = dm.alloc(512);
+    const s = dm.regions.nextStag(i);
+    dm.regions.write(i, { base: r, length: 512, stag: s, pd: PD, access: RemoteWrite });
+    // Only the entry's hashDir field matters to place(); a nonzero one marks the zone (its
+    // directory is never read here: the caller copies, and placedHash is not called).
+    dm.regions.setHashDir(i, r);
+    runPlace([base({ stag: s, to: r, len: 64, src: PLACE_SRC_CALLER })], [PlaceStatus.CallerCopiesHashed]);
+    // A stale stag or one without a directory hashes nothing.
+    expect(dm.kernels.placedHash(dm.regions.base, dm.regions.capacity, (s & ~0xff) | ((s + 1) & 0xff), r, 64)).toBe(0);
+    expect(dm.kernels.placedHash(dm.regions.base, dm.regions.capacity, stag, region, 64)).toBe(0);
+    dm.regions.clear(i);
+    dm.regions.freeIndex(i);
+    dm.free(r);
+  });
+
   it('zero-length segments at either edge are placed (nothing to copy)', () => {
     runPlace([base({ len: 0 }), base({ to: region + 4096, len: 0 })], [0, 0]);
   });
@@ -139,7 +177,7 @@ describe('place (M3 direct placement)', () => {
     // Half the descriptors sit within a few bytes of the region's edges, where off-by-ones live.
     const descArb = fc
       .record({
-        src: fc.integer({ min: payload, max: payload + 4096 }),
+        src: fc.oneof({ arbitrary: fc.integer({ min: payload, max: payload + 4096 }), weight: 4 }, { arbitrary: fc.constant(PLACE_SRC_CALLER), weight: 1 }),
         len: lenArb,
         stag: fc.constantFrom(stag, extStag, stag ^ 1, 0, (stag & 0xff) | (60 << 8), 0xffff_ffff),
         pd: fc.constantFrom(PD, PD, PD + 1),
