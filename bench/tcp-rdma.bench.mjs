@@ -11,12 +11,15 @@
 //   threads (process.cpuUsage() covers a process's threads), per 10^9 bytes (issue #18: the figure
 //   a shared, noisy machine moves much less than wall-clock throughput).
 //   TCP_RDMA_ONLY=bw|lat runs one half.
+//   3. case 1 again with both processes holding a service-sized live heap (TCP_RDMA_HEAP_MB,
+//      default 32; 0 skips it): see bench/lib/service-heap.mjs and docs/tuning.md.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npx tsc -p tsconfig.build.json && node bench/tcp-rdma.bench.mjs
 //   (TCP_RDMA_BYTES: bytes per goodput case, default 512 MiB; TCP_RDMA_RTTS: round trips, 4000, after TCP_RDMA_WARM untimed ones, 6000;
 //    TCP_RDMA_REPS: goodput repetitions, best kept, default 3; TCP_RDMA_INTEGRITY: crc32c (default)
 //    or none, both processes' devices — MPA's CRC is off only when neither side asks for it)
 import net from 'node:net';
+import { holdServiceHeap } from './lib/service-heap.mjs';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
@@ -37,6 +40,7 @@ const MSG = 64 << 10;
 const SLOTS = 64;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 const INTEGRITY = process.env.TCP_RDMA_INTEGRITY ?? 'crc32c';
+const HEAP_MB = Number(process.env.TCP_RDMA_HEAP_MB ?? 32);
 
 async function side() {
   const dev = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, integrity: INTEGRITY });
@@ -72,6 +76,9 @@ if (process.argv[2] === '--peer') {
     },
     cpu() {
       return process.cpuUsage();
+    },
+    serviceHeap({ mb }) {
+      return holdServiceHeap(mb);
     },
     /** A raw net server: mode 'sink' counts bytes and reports every `report` bytes; 'echo' echoes. */
     async raw({ mode, report }) {
@@ -293,29 +300,36 @@ if (process.argv[2] === '--peer') {
   };
 
   const rows = [];
+  let lastStats;
   const ONLY = process.env.TCP_RDMA_ONLY; // 'bw' or 'lat': one half of the bench
   if (ONLY !== 'lat') {
   await rawGoodput(64 << 20);
   await writeGoodput(64 << 20); // warm-up: JIT both processes' paths before timing
-  // Interleave the two so neither gets the machine in a quieter moment.
-  const raws = [];
-  const rdmas = [];
-  let lastStats;
-  const rawRuns = [];
-  const rdmaRuns = [];
-  for (let i = 0; i < REPS; i++) {
-    const r = await rawGoodput();
-    rawRuns.push(r);
-    raws.push(r.mbps);
-    const w = await writeGoodput();
-    rdmaRuns.push(w);
-    rdmas.push(w.mbps);
-    lastStats = w.stats;
+  /** REPS interleaved raw and sabre goodput runs (neither gets the machine in a quieter moment): two rows. */
+  const goodputRows = async (label) => {
+    const rawRuns = [];
+    const rdmaRuns = [];
+    for (let i = 0; i < REPS; i++) {
+      rawRuns.push(await rawGoodput());
+      rdmaRuns.push(await writeGoodput());
+    }
+    lastStats = rdmaRuns.at(-1).stats;
+    const raws = rawRuns.map((r) => r.mbps);
+    const rdmas = rdmaRuns.map((w) => w.mbps);
+    const raw = Math.max(...raws);
+    const rdma = Math.max(...rdmas);
+    rows.push({ case: `raw node:net, 64 KiB writes, 2 MiB window${label}`, result: `${raw.toFixed(0)} MB/s`, note: `runs ${raws.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rawRuns)}` });
+    rows.push({ case: `sabre rc RdmaWrite 64 KiB, 32 in flight, MPA CRC ${INTEGRITY === 'none' ? 'off' : 'on'}${label}`, result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rdmaRuns, cpuPerGBOf(rawRuns))}` });
+  };
+  await goodputRows('');
+  // Again with a service-sized live heap in both processes (bench/lib/service-heap.mjs).
+  if (HEAP_MB > 0) {
+    holdServiceHeap(HEAP_MB);
+    await call('serviceHeap', { mb: HEAP_MB });
+    await goodputRows(`, ${HEAP_MB} MiB live heap`);
+    holdServiceHeap(0);
+    await call('serviceHeap', { mb: 0 });
   }
-  const raw = Math.max(...raws);
-  const rdma = Math.max(...rdmas);
-  rows.push({ case: 'raw node:net, 64 KiB writes, 2 MiB window', result: `${raw.toFixed(0)} MB/s`, note: `runs ${raws.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rawRuns)}` });
-  rows.push({ case: `sabre rc RdmaWrite 64 KiB, 32 in flight, MPA CRC ${INTEGRITY === 'none' ? 'off' : 'on'}`, result: `${rdma.toFixed(0)} MB/s`, note: `${(rdma / raw).toFixed(2)}× raw; runs ${rdmas.map((x) => x.toFixed(0)).join(' / ')}; ${cpuNote(rdmaRuns, cpuPerGBOf(rawRuns))}` });
   }
   if (ONLY !== 'bw') {
   // Latency swings with how busy the two vCPUs are (DESIGN §7), so the three cases run in
