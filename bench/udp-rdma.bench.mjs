@@ -322,6 +322,10 @@ if (process.argv[2] === '--peer') {
   const rows = [];
   const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,lat,loss').split(','));
   if (CASES.has('latonly')) {
+    if (process.env.UDP_RDMA_HEAP_MB) {
+      holdServiceHeap(HEAP_MB);
+      await call('serviceHeap', { mb: HEAP_MB });
+    }
     const rp = await rawPingPong();
     const { wlat, rlat, coldW, coldR, stats } = await rdmaLatency();
     const r50 = pct(rp, 0.5);
