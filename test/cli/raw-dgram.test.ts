@@ -41,6 +41,30 @@ describe('ack-clocked raw dgram', () => {
     for (let i = 1; i < r.acked; i++) expect(r.completed[i]!).toBeGreaterThanOrEqual(r.completed[i - 1]!);
   }, 30_000);
 
+  it('a sink with work (bench/udp-floor): work sees every data datagram, and ackEvery adds acks', async () => {
+    const { createSocket } = await import('node:dgram');
+    let seen = 0;
+    let bytes = 0;
+    sink = await RawDgramSink.open('127.0.0.1', 1 << 20, { work: (m) => ((seen++), (bytes += m.length)), ackEvery: 3 });
+    const s = createSocket('udp4');
+    const acks: number[] = [];
+    s.on('message', (m) => acks.push(m.readUInt32BE(0)));
+    await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
+    for (let seq = 0; seq < 9; seq++) {
+      const d = Buffer.alloc(100);
+      d.writeUInt32BE(seq, 0);
+      s.send(d, sink.port, '127.0.0.1');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const t0 = performance.now();
+    while (acks.length < 3 && performance.now() - t0 < 2000) await new Promise((r) => setTimeout(r, 10));
+    s.close();
+    expect(seen).toBe(9);
+    expect(bytes).toBe(900);
+    // None asked (no ACK_NOW bit): one ack after every third datagram, with its high-water mark.
+    expect(acks).toEqual([3, 6, 9]);
+  });
+
   it('a timed run stops at its deadline and still gets its tail acked', async () => {
     sink = await RawDgramSink.open('127.0.0.1');
     const t0 = performance.now();

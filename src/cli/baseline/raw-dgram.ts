@@ -35,17 +35,29 @@ export interface SinkStats {
   last: number;
 }
 
+/**
+ * What a sink does beyond counting, to measure what a protocol's receiver must at least add to
+ * node's own receive path (bench/udp-floor.bench.mjs): `work` runs on each data datagram;
+ * `ackEvery` sends an ack after every that many datagrams as well as when asked.
+ */
+export interface SinkWork {
+  work?: (msg: Buffer) => void;
+  ackEvery?: number;
+}
+
 /** The receiving end: counts, and acks when asked. */
 export class RawDgramSink {
   #s: Socket;
   #st: SinkStats = { datagrams: 0, bytes: 0, high: 0, first: 0, last: 0 };
-  private constructor(s: Socket, readonly port: number, readonly rcvbuf: number) {
+  private constructor(s: Socket, readonly port: number, readonly rcvbuf: number, extra: SinkWork) {
     this.#s = s;
+    const { work, ackEvery = 0 } = extra;
     s.on('message', (msg, rinfo) => {
       if (msg.length < DGRAM_HDR) return;
       const h = msg.readUInt32BE(0);
       const seq = h & SEQ_MASK;
       const st = this.#st;
+      let ackNow = (h & ACK_NOW) !== 0;
       // A header alone is the sender's probe for a last ack: no data, not counted.
       if (msg.length > DGRAM_HDR) {
         const t = performance.timeOrigin + performance.now();
@@ -54,8 +66,10 @@ export class RawDgramSink {
         st.datagrams++;
         st.bytes += msg.length - DGRAM_HDR;
         if (seq + 1 > st.high) st.high = seq + 1;
+        work?.(msg);
+        if (ackEvery > 0 && st.datagrams % ackEvery === 0) ackNow = true;
       }
-      if (h & ACK_NOW) {
+      if (ackNow) {
         const ack = Buffer.allocUnsafe(8);
         ack.writeUInt32BE(st.high, 0);
         ack.writeUInt32BE(st.datagrams >>> 0, 4);
@@ -64,7 +78,7 @@ export class RawDgramSink {
     });
   }
 
-  static async open(host: string, wantRcvbuf = 4 << 20): Promise<RawDgramSink> {
+  static async open(host: string, wantRcvbuf = 4 << 20, extra: SinkWork = {}): Promise<RawDgramSink> {
     const s = createSocket('udp4');
     await new Promise<void>((resolve, reject) => {
       s.once('error', reject);
@@ -77,7 +91,7 @@ export class RawDgramSink {
     } catch {
       /* capped by net.core.rmem_max: take what we got */
     }
-    return new RawDgramSink(s, (s.address() as AddressInfo).port, s.getRecvBufferSize());
+    return new RawDgramSink(s, (s.address() as AddressInfo).port, s.getRecvBufferSize(), extra);
   }
 
   stats(): SinkStats {
