@@ -3,13 +3,13 @@
 // piece — and the kernel checks key / PD / access / bounds against the region table and
 // copies. A payload that already lies in device memory (a udp receive area, a tcp receive
 // buffer, a source region of this device) is copied from there. A tagged segment's payload
-// outside it (node's datagram buffer when no integrity check needed it in device memory,
-// another device's region) is not staged: the kernel only checks (PLACE_SRC_CALLER) and the
-// copy happens here, once (issue #18: staging and copying again was a second 64 KiB copy per
-// datagram). Other payloads outside (a Send's pieces) are staged. The amended-metadata records
-// come back here: direct placements are counted, external regions (the indirect path) and
-// caller copies are copied by TypeScript after the same checks, and failures mark the message
-// for a Terminate.
+// outside it (over inproc, the requester's region; over udp, a datagram that found its receive
+// area full) and aligned as its target is not staged: the kernel only checks (PLACE_SRC_CALLER)
+// and the copy happens here, once (issue #18: staging and copying again is a second copy of
+// every byte). Other payloads outside (misaligned ones, a Send's pieces) are staged. The
+// amended-metadata records come back here: direct placements are counted, external regions
+// (the indirect path) and caller copies are copied by TypeScript after the same checks, and
+// failures mark the message for a Terminate.
 import { Access, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { SegFrame } from '../core/frame.js';
 import { GatherCursor } from '../core/gather.js';
