@@ -214,8 +214,7 @@ export class EngineMemory {
    * Copy payload views into the staging area; returns the staged address. The copy starts at
    * the first view's alignment: V8 copies into shared memory a word at a time only between
    * equally aligned addresses, byte by byte otherwise (2.7 against 22 GB/s for 64 KiB here:
-   * bench/copy.bench.mjs);
-   * the kernel's memory.copy on to the target is fast at any alignment.
+   * bench/copy.bench.mjs); the kernel's memory.copy on to the target is fast at any alignment.
    */
   stage(parts: Uint8Array[], len: number): number {
     const free = this.stageBase + this.stageUsed;

@@ -118,13 +118,14 @@ export function flushPlacement(e: EngineState): void {
   for (let i = 0; i < n; i++) {
     const dc = e.descs[mem.outTag(i)]!;
     const st = mem.outStatus(i);
-    if (st === PlaceStatus.Placed) {
-      e.counters.directSegments++;
-      e.counters.directBytes += dc.len;
-    } else if ((st === PlaceStatus.CallerCopies || st === PlaceStatus.CallerCopiesHashed) && dc.parts) {
-      // Checked by the kernel against the region table just now, in this same step.
-      copyParts(dc.parts, u8!, dc.to);
+    // A caller copy: the kernel checked its target against the region table just now, in this
+    // same step; it is a direct placement like the kernel's own.
+    const copied = (st === PlaceStatus.CallerCopies || st === PlaceStatus.CallerCopiesHashed) && dc.parts !== undefined;
+    if (copied) {
+      copyParts(dc.parts!, u8!, dc.to);
       if (st === PlaceStatus.CallerCopiesHashed) mem.placedHash(dc.stag, dc.to, dc.len);
+    }
+    if (st === PlaceStatus.Placed || copied) {
       e.counters.directSegments++;
       e.counters.directBytes += dc.len;
     } else if (st === PlaceStatus.Indirect) {
