@@ -375,15 +375,21 @@ export class UdpSockets {
     job(() => job(this.onMicrotask));
   };
 
+  /** Each delivery to the owner; its credit goes back at once unless the owner releases it (manualRelease). */
+  private handOver(ds: readonly Delivery[]): void {
+    const h = this.handlers;
+    for (const d of ds) {
+      h.onDelivery?.(d);
+      if (!this.manualRelease && this.endpoint.release(d.ctx, 1)) this.releaseDue = true;
+    }
+  }
+
   /** Hand the deliveries taken so far to the owner; returns how many. */
   private deliver(): number {
     const h = this.handlers;
     this.rxSinceFlush = 0;
     const delivered = this.endpoint.takeDelivered();
-    for (const d of delivered) {
-      h.onDelivery?.(d);
-      if (!this.manualRelease && this.endpoint.release(d.ctx, 1)) this.releaseDue = true;
-    }
+    this.handOver(delivered);
     if (delivered.length > 0) h.onDeliveriesDone?.();
     // Nothing refers to the received bytes any more: the owner consumed every delivery (those
     // waiting for a worker's check are still in the area: it is reset once they are delivered).
@@ -420,10 +426,7 @@ export class UdpSockets {
     else this.transmitOffloaded(r.datagrams);
     // Releases before the poll went out in it; what is due from here on needs another flush.
     this.releaseDue = false;
-    for (const d of r.delivered) {
-      h.onDelivery?.(d);
-      if (!this.manualRelease && this.endpoint.release(d.ctx, 1)) this.releaseDue = true;
-    }
+    this.handOver(r.delivered);
     if (r.acked.length > 0) h.onAcked?.(r.acked);
     if (r.failed.length > 0) h.onFailed?.(r.failed);
     // More output due now: the burst limit held some back, or a release opened the window
