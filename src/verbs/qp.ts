@@ -246,12 +246,12 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   #recvRoom(n: number): void {
-    this.#room(this.engineQp.rq.length + n, this.caps.maxRecvWr, 'receive queue full (maxRecvWr');
+    this.#room(this.engineQp.rq.length + n, this.caps.maxRecvWr, 'receive', 'maxRecvWr');
   }
 
   /** QueueFull past a queue's depth; a QP in ERROR takes any post (it completes flushed). */
-  #room(wanted: number, max: number, what: string): void {
-    if (this.engineQp.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${what} ${max})`);
+  #room(wanted: number, max: number, queue: 'send' | 'receive', cap: 'maxSendWr' | 'maxRecvWr'): void {
+    if (this.engineQp.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${queue} queue full (${cap} ${max})`);
   }
 
   postSend(wr: SendWr | SendWr[]): void {
@@ -277,7 +277,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   #sendRoom(n: number): void {
-    this.#room(this.engineQp.sq.length + n, this.caps.maxSendWr, 'send queue full (maxSendWr');
+    this.#room(this.engineQp.sq.length + n, this.caps.maxSendWr, 'send', 'maxSendWr');
   }
 
   // ---- promise helpers: one promise per work request, on top of postSend / postRecv ----------
