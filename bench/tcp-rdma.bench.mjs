@@ -19,7 +19,7 @@
 //    TCP_RDMA_REPS: goodput repetitions, best kept, default 3; TCP_RDMA_INTEGRITY: crc32c (default)
 //    or none, both processes' devices — MPA's CRC is off only when neither side asks for it)
 import net from 'node:net';
-import { holdServiceHeap } from './lib/service-heap.mjs';
+import { holdServiceHeapBoth, serviceHeapOps } from './lib/service-heap.mjs';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
@@ -77,9 +77,7 @@ if (process.argv[2] === '--peer') {
     cpu() {
       return process.cpuUsage();
     },
-    serviceHeap({ mb }) {
-      return holdServiceHeap(mb);
-    },
+    ...serviceHeapOps,
     /** A raw net server: mode 'sink' counts bytes and reports every `report` bytes; 'echo' echoes. */
     async raw({ mode, report }) {
       server = net.createServer({ noDelay: true }, (c) => {
@@ -324,11 +322,9 @@ if (process.argv[2] === '--peer') {
   await goodputRows('');
   // Again with a service-sized live heap in both processes (bench/lib/service-heap.mjs).
   if (HEAP_MB > 0) {
-    holdServiceHeap(HEAP_MB);
-    await call('serviceHeap', { mb: HEAP_MB });
+    await holdServiceHeapBoth(call, HEAP_MB);
     await goodputRows(`, ${HEAP_MB} MiB live heap`);
-    holdServiceHeap(0);
-    await call('serviceHeap', { mb: 0 });
+    await holdServiceHeapBoth(call, 0);
   }
   }
   if (ONLY !== 'bw') {

@@ -28,7 +28,7 @@
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
-import { holdServiceHeap } from './lib/service-heap.mjs';
+import { holdServiceHeapBoth, serviceHeapOps } from './lib/service-heap.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
@@ -114,9 +114,7 @@ if (process.argv[2] === '--peer') {
     cpu() {
       return process.cpuUsage();
     },
-    serviceHeap({ mb }) {
-      return holdServiceHeap(mb);
-    },
+    ...serviceHeapOps,
     /** The ack-clocked raw baseline's receiving end. */
     async sinkOpen() {
       await sink?.close();
@@ -321,11 +319,9 @@ if (process.argv[2] === '--peer') {
 
   const rows = [];
   const CASES = new Set((process.env.UDP_RDMA_CASES ?? 'bw,lat,loss').split(','));
+  // The profiling runs hold the service heap only when UDP_RDMA_HEAP_MB is given.
+  if ((CASES.has('latonly') || CASES.has('bwonly')) && process.env.UDP_RDMA_HEAP_MB) await holdServiceHeapBoth(call, HEAP_MB);
   if (CASES.has('latonly')) {
-    if (process.env.UDP_RDMA_HEAP_MB) {
-      holdServiceHeap(HEAP_MB);
-      await call('serviceHeap', { mb: HEAP_MB });
-    }
     const rp = await rawPingPong();
     const { wlat, rlat, coldW, coldR, stats } = await rdmaLatency();
     const r50 = pct(rp, 0.5);
@@ -334,10 +330,6 @@ if (process.argv[2] === '--peer') {
     process.exit(0);
   }
   if (CASES.has('bwonly')) {
-    if (process.env.UDP_RDMA_HEAP_MB) {
-      holdServiceHeap(HEAP_MB);
-      await call('serviceHeap', { mb: HEAP_MB });
-    }
     await writeGoodput(0, 32 << 20);
     const w = await writeGoodput(0);
     console.log({ mbps: w.mbps.toFixed(0), retx: w.retx, cpuPerGB: w.cpuPerGB.toFixed(2), peer: w.peer, me: w.me });
@@ -384,16 +376,14 @@ if (process.argv[2] === '--peer') {
   }
   // Case 1 again with a service-sized live heap in both processes (see the header).
   if (HEAP_MB > 0 && CASES.has('bw')) {
-    holdServiceHeap(HEAP_MB);
-    await call('serviceHeap', { mb: HEAP_MB });
+    await holdServiceHeapBoth(call, HEAP_MB);
     const hraw = await rawAckClocked();
     rows.push({ case: `raw node:dgram, ack-clocked, ${HEAP_MB} MiB live heap`, result: `${hraw.mbps.toFixed(0)} MB/s`, note: `${hraw.lossPct.toFixed(2)}% lost; ${cpuNote(hraw)}` });
     for (const mode of MODES.filter((m) => m !== 'crc32c')) {
       const w = await writeGoodput(0, BYTES, 0, MSG, mode);
       rows.push({ case: `sabre rc RdmaWrite 64 KiB, integrity ${mode}, ${HEAP_MB} MiB live heap`, result: `${w.mbps.toFixed(0)} MB/s`, note: `${(w.mbps / hraw.mbps).toFixed(2)}× raw; retx ${w.retx}; ${cpuNote(w, hraw)}` });
     }
-    holdServiceHeap(0);
-    await call('serviceHeap', { mb: 0 });
+    await holdServiceHeapBoth(call, 0);
   }
   console.log(`sabre RDMA over UDP, mtu ${MTU}, ${BYTES >> 20} MiB per goodput case, ${RTTS} round trips, 2 processes on 127.0.0.1; integrity per row (goodput: ${MODES.join(', ')}; others: ${MAIN_MODE})`);
   console.table(rows);

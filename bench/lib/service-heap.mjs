@@ -15,3 +15,12 @@ export function holdServiceHeap(mb) {
   held = mb > 0 ? new Array(Math.round((mb << 20) / 8)).fill(1.5) : undefined;
   return held?.length ?? 0;
 }
+
+/** The peer's op for it (spread into a bench's ops table): serviceHeap({ mb }). */
+export const serviceHeapOps = { serviceHeap: ({ mb }) => holdServiceHeap(mb) };
+
+/** Hold (or drop, 0) `mb` MiB in this process and, through `call`, in the peer. */
+export async function holdServiceHeapBoth(call, mb) {
+  holdServiceHeap(mb);
+  await call('serviceHeap', { mb });
+}
