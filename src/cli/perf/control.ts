@@ -119,7 +119,14 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000, b
       lines(
         sock,
         (line) => {
-          const msg = JSON.parse(line) as { id: number; result?: unknown; error?: string };
+          const msg = parseAnswer(line);
+          if (!msg) {
+            // Not a perf server (an HTTP server answers its status line): one clear error, not a
+            // SyntaxError thrown out of a socket callback.
+            failAll(new Error(`the peer at ${host}:${port} is not a sabre perf server (it said ${JSON.stringify(line.slice(0, 40))})`));
+            sock.destroy();
+            return;
+          }
           const p = pending.get(msg.id);
           if (!p) return;
           pending.delete(msg.id);
@@ -150,6 +157,20 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000, b
       });
     });
   });
+}
+
+type Answer = { id: number; result?: unknown; error?: string };
+
+/** A server's answer line, or undefined when the line is not one (the peer is not a perf server). */
+function parseAnswer(line: string): Answer | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!v || typeof v !== 'object' || typeof (v as Answer).id !== 'number') return undefined;
+  return v as Answer;
 }
 
 /** The in-process form: the same calls, no socket. */
