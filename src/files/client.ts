@@ -31,6 +31,7 @@ import { type Negotiated, PipeClient } from './pipe.js';
 import { dedupGet, dedupPut, type DedupTransferStats } from './dedup.js';
 import { LeasePool } from './pool.js';
 import type { Provider } from './server.js';
+import { checkData, checkFile, checkPieces, checkPosition, checkReadLength, refused } from './client-args.js';
 import { FileError, LocalCode, statusCode } from './status.js';
 
 const fsRead = promisify(fs.read);
@@ -617,6 +618,7 @@ export class FileClient {
    * `discard`, when its temporary is thrown away and the name left as it was.
    */
   async close(f: RemoteFile, o: { discard?: boolean } = {}): Promise<void> {
+    checkFile(f, 'close');
     const d = await this.#request({ op: FileOp.Close, fileId: f.id, discard: o.discard ? 1 : 0 }, `close ${f.path}`);
     this.#ok(d, `close ${f.path}`);
   }
@@ -670,6 +672,12 @@ export class FileClient {
 
   /** Read up to `length` bytes at `position` (fewer at the end of the file). */
   read(f: RemoteFile, position: number, length: number, o: OpOptions = {}): Promise<Uint8Array> {
+    const bad = refused(() => {
+      checkFile(f, 'read');
+      checkPosition(position, 'read');
+      checkReadLength(position, length, 'read');
+    });
+    if (bad) return bad;
     return this.#track(o, (signal) => this.#read(f, position, length, { ...o, signal }));
   }
 
@@ -681,6 +689,9 @@ export class FileClient {
 
   /** Read into `target` from `position`; returns the bytes read. Large reads go as several requests. */
   async readInto(f: RemoteFile, position: number, target: Uint8Array, o: OpOptions = {}): Promise<number> {
+    checkFile(f, 'readInto');
+    checkPosition(position, 'readInto');
+    checkData(position, target, 'readInto');
     this.#check();
     const max = this.pipeline.readChunk;
     const parts: Promise<number>[] = [];
@@ -715,6 +726,15 @@ export class FileClient {
    * the pieces land back to back in one sink run.
    */
   readv(f: RemoteFile, pieces: { position: number; length: number }[], o: OpOptions & { collapse?: boolean } = {}): Promise<Uint8Array[]> {
+    const bad = refused(() => {
+      checkFile(f, 'readv');
+      checkPieces(pieces, 'readv');
+      for (const p of pieces) {
+        checkPosition(p?.position, 'readv');
+        checkReadLength(p.position, p.length, 'readv');
+      }
+    });
+    if (bad) return bad;
     return this.#track(o, (signal) => this.#readv(f, pieces, { ...o, signal }));
   }
 
@@ -758,6 +778,12 @@ export class FileClient {
 
   /** Write `data` at `position` (split into Sends of at most maxWriteSize); returns the bytes written. */
   write(f: RemoteFile, position: number, data: Uint8Array, o: OpOptions = {}): Promise<number> {
+    const bad = refused(() => {
+      checkFile(f, 'write');
+      checkPosition(position, 'write');
+      checkData(position, data, 'write');
+    });
+    if (bad) return bad;
     return this.#track(o, (signal) => this.#write(f, position, data, { ...o, signal }));
   }
 
@@ -791,6 +817,15 @@ export class FileClient {
 
   /** Vectored write: the pieces are gathered into one Send (the Collapse flag). */
   writev(f: RemoteFile, pieces: { position: number; data: Uint8Array }[], o: OpOptions = {}): Promise<number> {
+    const bad = refused(() => {
+      checkFile(f, 'writev');
+      checkPieces(pieces, 'writev');
+      for (const p of pieces) {
+        checkPosition(p?.position, 'writev');
+        checkData(p.position, p.data, 'writev');
+      }
+    });
+    if (bad) return bad;
     return this.#track(o, (signal) => this.#writev(f, pieces, { ...o, signal }));
   }
 
