@@ -3,15 +3,20 @@
 // answer a malformed request) or failing deep inside as a RangeError or TypeError.
 import { constants } from 'node:buffer';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { RemoteFile } from './client.js';
 
 /** The largest file position the wire carries exactly (an offset is a 64-bit field, JS numbers stop at 2^53). */
 const MAX_POSITION = Number.MAX_SAFE_INTEGER;
 
 const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
 
-export function checkFile(f: unknown, what: string): asserts f is RemoteFile {
-  if (!f || typeof f !== 'object' || typeof (f as RemoteFile).id !== 'number' || typeof (f as RemoteFile).path !== 'string') {
+/** What open() hands out (RemoteFile's shape; named here so this file needs nothing from the client). */
+interface Handle {
+  id: number;
+  path: string;
+}
+
+export function checkFile(f: unknown, what: string): asserts f is Handle {
+  if (!f || typeof f !== 'object' || typeof (f as Handle).id !== 'number' || typeof (f as Handle).path !== 'string') {
     throw bad(`${what} needs a file that open() returned${what === 'close' ? ' (to end the client itself, call end())' : ''}`);
   }
 }
