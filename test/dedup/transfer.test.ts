@@ -1,118 +1,23 @@
-// The dedup transfer cores (src/dedup/transfer.ts), driven deterministically with no sockets:
-// messages are handed across in order, and a "write" action copies the object's bytes into the
-// receiver's landing zone the way RDMA WRITE placement does (segment by segment, each advancing
-// the slot's chunk map — the in-band hookup, simulated at the same kernel call place() will make).
+// The dedup transfer cores (src/dedup/transfer.ts), driven deterministically with no sockets by
+// the harness in ./cores.ts (messages handed across in order, writes placed segment by segment
+// and hashed in-band at the call place() makes).
 // Shows: exact assembly from store + new chunks, only missing chunks move, a chunk that does not
 // match its hash fails both sides, and hostile messages end the transfer with a counted status.
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { ChunkHasher } from '../../src/dedup/hash.js';
-import { DeviceChunker } from '../../src/dedup/chunker.js';
 import { decode, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
-import { DedupRecvCore, DedupSendCore, type RecvAction, type RecvStats, type SendAction, type SendResult } from '../../src/dedup/transfer.js';
-import { ErrorCode, type SabreError } from '../../src/core/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
+import { harness as harnessOn, type HarnessOpts, same } from './cores.js';
 
 let dm: DeviceMemory;
 beforeAll(async () => {
   dm = await DeviceMemory.create({ initialBytes: 64 << 20, maximumBytes: 256 << 20, workerSlots: 0 });
 });
 
-const KEY = new Uint8Array(32).fill(5);
-/** Byte equality without vitest's element-by-element deep compare (seconds on megabytes). */
-const same = (x: Uint8Array | undefined, y: Uint8Array): boolean => x !== undefined && Buffer.compare(x, y) === 0;
-const SLOTS = 3;
-const SLOT_LEN = 256 * 1024;
-
-interface Harness {
-  tx: DedupSendCore;
-  rx: DedupRecvCore;
-  store: ChunkStore;
-  send(bytes: Uint8Array, opts?: { corrupt?: number; mtu?: number; tamper?: (m: Uint8Array) => Uint8Array; replay?: 'same' | 'flipped' }): { result?: SendResult; error?: SabreError; got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; msgs: number[] };
-}
-
-function harness(store = new ChunkStore(dm), o: { maxEntries?: number; maxTotal?: number; maxChunks?: number; scope?: string } = {}): Harness {
-  const zoneAddr = dm.alloc(SLOTS * SLOT_LEN);
-  const { scope = 'peer', ...lim } = o;
-  const rx = new DedupRecvCore({ mem: dm, store, scope, zone: { addr: zoneAddr, rkey: 0x1234, length: SLOTS * SLOT_LEN }, slots: SLOTS, avg: 8192, key: KEY, ...lim });
-  const tx = new DedupSendCore({ window: 2 });
-  const toTx: Uint8Array[] = [];
-  const toRx: Uint8Array[] = [];
-  const pushRx = (as: RecvAction[], sink: { got?: Uint8Array; stats?: RecvStats; rxError?: SabreError }): void => {
-    for (const a of as) {
-      if (a.type === 'send') toTx.push(a.bytes);
-      else if (a.type === 'delivered') {
-        sink.got = a.bytes;
-        sink.stats = a.stats;
-      } else sink.rxError = a.error;
-    }
-  };
-  pushRx(rx.start(), {});
-  for (const m of toTx.splice(0)) tx.onMessage(m);
-  return {
-    tx, rx, store,
-    send(bytes, opt = {}) {
-      const out: ReturnType<Harness['send']> = { msgs: [] };
-      const src = dm.alloc(Math.max(1, bytes.length));
-      dm.u8().set(bytes, src);
-      const h = tx.hello!;
-      const chunker = new DeviceChunker(dm, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
-      const lens = chunker.chunkAll(src, bytes.length);
-      const hashes = new ChunkHasher(dm, 'xxh3-128', h.seed).hashRun(src, lens);
-      const writes: Array<Extract<SendAction, { type: 'write' }>> = [];
-      const pushTx = (as: SendAction[]): void => {
-        for (const a of as) {
-          if (a.type === 'send') toRx.push(opt.tamper ? opt.tamper(a.bytes) : a.bytes);
-          else if (a.type === 'write') writes.push(a);
-          else if (a.type === 'done') out.result = a.result;
-          else out.error = a.error;
-        }
-      };
-      tx.begin(bytes.length);
-      // The manifest in three steps, as the shell streams it.
-      const third = Math.ceil(lens.length / 3);
-      for (let i = 0; i < lens.length; i += third) pushTx(tx.addChunks(lens.slice(i, i + third), hashes.subarray(i * 32, (i + third) * 32)));
-      pushTx(tx.endChunks());
-      const mtu = opt.mtu ?? 1400;
-      for (let guard = 0; guard < 100_000 && (toRx.length || toTx.length || writes.length); guard++) {
-        const m = toRx.shift();
-        if (m) {
-          out.msgs.push(decode(m).kind);
-          pushRx(rx.onMessage(m), out);
-        }
-        const b = toTx.shift();
-        if (b) pushTx(tx.onMessage(b));
-        const w = writes.shift();
-        if (w) {
-          // RDMA WRITE placement: segments of `mtu`, reversed within each piece (out of order),
-          // each placed into the zone and then handed to chunkHashZone(directory, to, len) —
-          // the call the engine's place() makes once hooked (docs/dedup.md).
-          for (const p of w.pieces) {
-            const segs: Array<[number, number]> = [];
-            for (let off = 0; off < p.len; off += mtu) segs.push([off, Math.min(mtu, p.len - off)]);
-            for (const [off, len] of segs.reverse()) {
-              dm.u8().copyWithin(p.remoteAddr + off, src + p.off + off, src + p.off + off + len);
-              if (opt.corrupt !== undefined && p.off + off <= opt.corrupt && opt.corrupt < p.off + off + len) dm.u8()[p.remoteAddr + opt.corrupt - p.off]! ^= 1;
-              dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr + off, len);
-            }
-            // A retransmitted segment placed again after it was hashed: the same bytes (udp
-            // retransmit) or, from a hostile peer, different ones.
-            if (opt.replay && p.len > 0) {
-              if (opt.replay === 'flipped') dm.u8()[p.remoteAddr]! ^= 1;
-              dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr, Math.min(mtu, p.len));
-            }
-          }
-          pushTx(tx.onWriteDone(w.slot));
-        }
-      }
-      chunker.free();
-      dm.free(src);
-      return out;
-    },
-  };
-}
+const harness = (store?: ChunkStore, o?: HarnessOpts) => harnessOn(dm, store, o);
 
 describe('dedup transfer cores', () => {
   it('assembles exactly, sends only what the store lacks, hashes arrivals in-band', () => {
