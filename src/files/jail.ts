@@ -2,29 +2,33 @@
 // written, listed or created.
 //
 // The path's text was checked already (./paths.ts: no "..", not absolute, no NUL). Here, against
-// the file system:
-// - the parent directory is resolved with realpath and must lie inside the root's realpath (a
-//   symbolic link among the directories that points out is refused);
-// - the last component is opened with O_NOFOLLOW; a symbolic link there is followed only when
-//   its realpath is inside the root, and then the target is opened with O_NOFOLLOW in turn;
+// the file system, every path is walked from the root one directory at a time without the kernel
+// following links (./openat.ts): each directory is opened relative to the descriptor of the one
+// before, and a symbolic link met on the way is followed only by reading it and walking its
+// target by the same rules, inside the root. A directory swapped for a link to elsewhere while a
+// request is under way therefore cannot send it out: what was already opened stays what it was,
+// and what is opened next is opened in it. Then:
+// - the last component is opened (or created) relative to its directory's descriptor with
+//   O_NOFOLLOW; a symbolic link there is followed as above, to a file that exists (a dangling link
+//   is never created through);
 // - after open, fstat must show a regular file with one link (a hard link may name a file
-//   outside the root: refused as LinkedFile), and the path must still resolve inside the root to
-//   the very inode we hold (a component swapped for a symbolic link between check and open is
-//   caught here);
+//   outside the root: refused as LinkedFile), and the directory we hold must still lie under the
+//   root (one moved out of it since is refused);
 // - Truncate happens with ftruncate after those checks, never with O_TRUNC at open;
-// - Replace writes a new temporary file (O_CREAT|O_EXCL|O_NOFOLLOW) next to the name and renames
-//   it over the name on a committed close (fsync of file and directory on request), after
-//   checking the directory still resolves to itself; an uncommitted close unlinks it. Renaming
-//   replaces a symbolic link or a hard link at the name itself, never what it points to.
-// Node has no openat/renameat, so a local user racing renames inside the served directory has a
-// window between the final check and the rename; the checks above bound it to that instant.
+// - Replace writes a new temporary file (O_CREAT|O_EXCL|O_NOFOLLOW) in the held directory and
+//   renames it over the name in that same directory on a committed close (fsync of file and
+//   directory on request); an uncommitted close unlinks it. Renaming replaces a symbolic link or
+//   a hard link at the name itself, never what it points to;
+// - List reads the held directory and lstats names in it.
+// Without /proc/self/fd none of this can be done, and the jail refuses to open (nothing served).
 import { randomBytes } from 'node:crypto';
 import { constants as C, promises as fsp } from 'node:fs';
 import fs from 'node:fs';
-import { join, sep } from 'node:path';
+import { sep } from 'node:path';
 import { promisify } from 'node:util';
 import { FileAccess, FileStatus } from '../wire/spec.js';
 import { direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
+import { at, Beneath, closeSoon, type Dir, Refused } from './openat.js';
 
 const open = promisify(fs.open);
 const close = promisify(fs.close);
@@ -34,6 +38,7 @@ const fchmod = promisify(fs.fchmod);
 const fsync = promisify(fs.fsync);
 const read = promisify(fs.read);
 const write = promisify(fs.write);
+const readlink = promisify(fs.readlink);
 
 /** Temporary files of Replace puts: hidden from List, never opened by name. */
 const TEMP = /^\.sabre-[0-9a-f]{16}\.part$/;
@@ -69,12 +74,17 @@ export function statusOf(e: unknown): number {
 
 export type Opened = { status: typeof FileStatus.Success; file: JailFile } | { status: number; why: string };
 
-/** A Replace put: the temporary file, the name it goes to, the directory (its realpath). */
+/** A Replace put: the directory it is in (held open), the temporary's name and the final name. */
 interface Replacing {
+  dir: number;
   tmp: string;
-  final: string;
-  dir: string;
-  jail: Jail;
+  name: string;
+  beneath: Beneath;
+}
+
+/** A refusal thrown by the walk, or an errno, as the status and reason the jail reports. */
+function refusal(e: unknown, why: string): { status: number; why: string } {
+  return e instanceof Refused ? { status: e.status, why: e.why } : { status: statusOf(e), why };
 }
 
 export class JailFile {
@@ -124,38 +134,34 @@ export class JailFile {
       await close(this.fd).catch(() => {});
       return FileStatus.Success;
     }
-    if (!commit) {
-      await close(this.fd).catch(() => {});
-      await fsp.unlink(r.tmp).catch(() => {});
-      return FileStatus.Success;
-    }
+    const tmp = at(r.dir, r.tmp);
     try {
+      if (!commit) {
+        await close(this.fd).catch(() => {});
+        await fsp.unlink(tmp).catch(() => {});
+        return FileStatus.Success;
+      }
       if (this.#fsync) await fsync(this.fd);
       await close(this.fd);
-      // The directory must still be itself (not swapped for a link out) when the name appears.
-      const real = await fsp.realpath(r.dir);
-      if (real !== r.dir || !r.jail.inside(real)) {
-        await fsp.unlink(r.tmp).catch(() => {});
+      // The name appears in the directory we hold, which must still lie under the root.
+      if (!(await r.beneath.holds(r.dir))) {
+        await fsp.unlink(tmp).catch(() => {});
         return FileStatus.PathOutside;
       }
-      const st = await fsp.lstat(r.final).catch(() => undefined);
+      const final = at(r.dir, r.name);
+      const st = await fsp.lstat(final).catch(() => undefined);
       if (st?.isDirectory()) {
-        await fsp.unlink(r.tmp).catch(() => {});
+        await fsp.unlink(tmp).catch(() => {});
         return FileStatus.IsDirectory;
       }
-      await fsp.rename(r.tmp, r.final);
-      if (this.#fsync) {
-        const d = await open(r.dir, C.O_RDONLY | C.O_DIRECTORY);
-        try {
-          await fsync(d);
-        } finally {
-          await close(d);
-        }
-      }
+      await fsp.rename(tmp, final);
+      if (this.#fsync) await fsync(r.dir);
       return FileStatus.Success;
     } catch (e) {
-      await fsp.unlink(r.tmp).catch(() => {});
+      await fsp.unlink(tmp).catch(() => {});
       return statusOf(e);
+    } finally {
+      await close(r.dir).catch(() => {});
     }
   }
 }
@@ -163,78 +169,78 @@ export class JailFile {
 export class Jail {
   /** The served directory's realpath. */
   readonly root: string;
+  readonly #beneath: Beneath;
 
-  private constructor(root: string) {
-    this.root = root;
+  private constructor(beneath: Beneath) {
+    this.root = beneath.root;
+    this.#beneath = beneath;
   }
 
+  /** The jail over `dir`; throws where it is not a directory or /proc/self/fd is missing. */
   static async open(dir: string): Promise<Jail> {
     const root = await fsp.realpath(dir);
     const st = await fsp.stat(root);
     if (!st.isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: 'ENOTDIR' });
-    return new Jail(root);
+    return new Jail(await Beneath.open(root));
   }
 
   inside(real: string): boolean {
     return real === this.root || real.startsWith(this.root.endsWith(sep) ? this.root : this.root + sep);
   }
 
+  /** Directory `parts` under the root, open (the caller closes it), or a refusal. */
+  async #dir(parts: readonly string[]): Promise<Dir | { status: number; why: string }> {
+    try {
+      return await this.#beneath.walk(await this.#beneath.openRoot(), parts);
+    } catch (e) {
+      return refusal(e, 'directory does not resolve');
+    }
+  }
+
   /** The realpath of a directory under the root, or a status. */
   async dir(parts: readonly string[]): Promise<string | { status: number; why: string }> {
-    let real: string;
+    const d = await this.#dir(parts);
+    if (!('fd' in d)) return d;
     try {
-      real = await fsp.realpath(join(this.root, ...parts));
+      return await readlink(at(d.fd));
     } catch (e) {
-      return { status: statusOf(e), why: 'directory does not resolve' };
+      return refusal(e, 'directory does not resolve');
+    } finally {
+      closeSoon(d.fd);
     }
-    if (!this.inside(real)) return { status: FileStatus.PathOutside, why: 'a directory in the path leads outside' };
-    const st = await fsp.stat(real).catch(() => undefined);
-    if (!st) return { status: FileStatus.NotFound, why: 'no such directory' };
-    if (!st.isDirectory()) return { status: FileStatus.NotDirectory, why: 'not a directory' };
-    return real;
   }
 
   async open(parts: readonly string[], access: number, mode: number, fsyncOnClose: boolean): Promise<Opened> {
     const name = parts[parts.length - 1]!;
     if (TEMP.test(name)) return { status: FileStatus.NotFound, why: 'temporary files are not served' };
-    const dir = await this.dir(parts.slice(0, -1));
-    if (typeof dir !== 'string') return dir;
+    const dir = await this.#dir(parts.slice(0, -1));
+    if (!('fd' in dir)) return dir;
     return access & FileAccess.Replace ? this.#openReplace(dir, name, access, mode, fsyncOnClose) : this.#openInPlace(dir, name, access, mode);
   }
 
-  async #openInPlace(dir: string, name: string, access: number, mode: number): Promise<Opened> {
-    let path = join(dir, name);
-    let st = await fsp.lstat(path).catch(() => undefined);
-    if (st?.isSymbolicLink()) {
-      const real = await fsp.realpath(path).catch(() => undefined);
-      if (!real) return { status: FileStatus.PathOutside, why: 'a dangling symbolic link' };
-      if (!this.inside(real)) return { status: FileStatus.PathOutside, why: 'a symbolic link that points outside' };
-      path = real;
-      st = await fsp.lstat(path).catch(() => undefined);
-    }
-    if (st?.isDirectory()) return { status: FileStatus.IsDirectory, why: 'a directory' };
+  /** Open `name` in `dir` (consumed: closed before this returns). */
+  async #openInPlace(dir: Dir, name: string, access: number, mode: number): Promise<Opened> {
     const rw = access & FileAccess.Read && access & FileAccess.Write ? C.O_RDWR : access & FileAccess.Write ? C.O_WRONLY : C.O_RDONLY;
-    const flags = rw | C.O_NOFOLLOW | C.O_NONBLOCK | (access & FileAccess.Create ? C.O_CREAT : 0) | (access & FileAccess.Create && access & FileAccess.Exclusive ? C.O_EXCL : 0);
-    let fd: number;
+    const flags = rw | C.O_NONBLOCK | (access & FileAccess.Create ? C.O_CREAT : 0) | (access & FileAccess.Create && access & FileAccess.Exclusive ? C.O_EXCL : 0);
+    let opened: { fd: number; dir: Dir; name: string };
     try {
-      fd = await open(path, flags, mode || 0o644);
+      opened = await this.#beneath.openLeaf(dir, name, flags, mode || 0o644);
     } catch (e) {
-      return { status: statusOf(e), why: 'open failed' };
+      return refusal(e, 'open failed');
     }
-    const fail = async (status: number, why: string): Promise<Opened> => {
-      await close(fd).catch(() => {});
+    const { fd } = opened;
+    const fail = (status: number, why: string): Opened => {
+      closeSoon(fd);
       return { status, why };
     };
     try {
       const fst = await fstat(fd);
       if (fst.isDirectory()) return fail(FileStatus.IsDirectory, 'a directory');
+      // A link inside may lead to a Replace put's temporary, which is never served by name.
+      if (TEMP.test(opened.name)) return fail(FileStatus.NotFound, 'temporary files are not served');
       if (!fst.isFile()) return fail(FileStatus.InvalidParameter, 'not a regular file');
       if (fst.nlink > 1) return fail(FileStatus.LinkedFile, 'more than one hard link');
-      // Still the same file, still inside (a component swapped between check and open).
-      const real = await fsp.realpath(path).catch(() => undefined);
-      if (!real || !this.inside(real)) return fail(FileStatus.PathOutside, 'the path moved outside');
-      const again = await fsp.stat(real).catch(() => undefined);
-      if (!again || again.ino !== fst.ino || again.dev !== fst.dev) return fail(FileStatus.PathOutside, 'the path changed under us');
+      if (!(await this.#beneath.holds(opened.dir.fd))) return fail(FileStatus.PathOutside, 'the directory moved outside');
       let size = fst.size;
       if (access & FileAccess.Truncate && access & FileAccess.Write) {
         await ftruncate(fd, 0);
@@ -243,30 +249,36 @@ export class Jail {
       return { status: FileStatus.Success, file: new JailFile(fd, size, undefined, false) };
     } catch (e) {
       return fail(statusOf(e), 'checks after open failed');
+    } finally {
+      closeSoon(opened.dir.fd);
     }
   }
 
-  async #openReplace(dir: string, name: string, access: number, mode: number, fsyncOnClose: boolean): Promise<Opened> {
-    const final = join(dir, name);
-    const st = await fsp.lstat(final).catch(() => undefined);
-    if (st?.isDirectory()) return { status: FileStatus.IsDirectory, why: 'a directory' };
-    if (st && access & FileAccess.Create && access & FileAccess.Exclusive) return { status: FileStatus.Exists, why: 'exists' };
-    if (!st && !(access & FileAccess.Create)) return { status: FileStatus.NotFound, why: 'no such file' };
-    const tmp = join(dir, `.sabre-${randomBytes(8).toString('hex')}.part`);
+  /** A temporary file in `dir` (consumed: held by the JailFile, or closed on refusal). */
+  async #openReplace(dir: Dir, name: string, access: number, mode: number, fsyncOnClose: boolean): Promise<Opened> {
+    const refuse = (status: number, why: string): Opened => {
+      closeSoon(dir.fd);
+      return { status, why };
+    };
+    const st = await fsp.lstat(at(dir.fd, name)).catch(() => undefined);
+    if (st?.isDirectory()) return refuse(FileStatus.IsDirectory, 'a directory');
+    if (st && access & FileAccess.Create && access & FileAccess.Exclusive) return refuse(FileStatus.Exists, 'exists');
+    if (!st && !(access & FileAccess.Create)) return refuse(FileStatus.NotFound, 'no such file');
+    const tmp = `.sabre-${randomBytes(8).toString('hex')}.part`;
     let fd: number;
     try {
-      fd = await open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+      fd = await open(at(dir.fd, tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
     } catch (e) {
-      return { status: statusOf(e), why: 'cannot create the temporary file' };
+      return refuse(statusOf(e), 'cannot create the temporary file');
     }
     try {
       await fchmod(fd, mode || 0o644);
     } catch (e) {
       await close(fd).catch(() => {});
-      await fsp.unlink(tmp).catch(() => {});
-      return { status: statusOf(e), why: 'chmod failed' };
+      await fsp.unlink(at(dir.fd, tmp)).catch(() => {});
+      return refuse(statusOf(e), 'chmod failed');
     }
-    return { status: FileStatus.Success, file: new JailFile(fd, 0, { tmp, final, dir, jail: this }, fsyncOnClose) };
+    return { status: FileStatus.Success, file: new JailFile(fd, 0, { dir: dir.fd, tmp, name, beneath: this.#beneath }, fsyncOnClose) };
   }
 
   /**
@@ -274,32 +286,36 @@ export class Jail {
    * (0: the end)]. Entries are sorted by name so cookies are stable; temporary files are hidden.
    */
   async list(parts: readonly string[], cookie: number, out: Uint8Array): Promise<{ status: number; bytes: number; next: number }> {
-    const dir = await this.dir(parts);
-    if (typeof dir !== 'string') return { status: dir.status, bytes: 0, next: 0 };
-    let names: string[];
+    const dir = await this.#dir(parts);
+    if (!('fd' in dir)) return { status: dir.status, bytes: 0, next: 0 };
     try {
-      names = (await fsp.readdir(dir)).filter((n) => !TEMP.test(n)).sort();
-    } catch (e) {
-      return { status: statusOf(e), bytes: 0, next: 0 };
+      let names: string[];
+      try {
+        names = (await fsp.readdir(at(dir.fd))).filter((n) => !TEMP.test(n)).sort();
+      } catch (e) {
+        return { status: statusOf(e), bytes: 0, next: 0 };
+      }
+      if (names.length > MAX_LIST_ENTRIES) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
+      if (cookie > names.length) return { status: FileStatus.InvalidParameter, bytes: 0, next: 0 };
+      const page: DirEntry[] = [];
+      let room = out.length;
+      for (let i = cookie; i < names.length; i++) {
+        const n = names[i]!;
+        const need = direntSize(Buffer.byteLength(n));
+        if (need > room) break;
+        room -= need;
+        const st = await fsp.lstat(at(dir.fd, n)).catch(() => undefined);
+        page.push({
+          name: n, type: !st ? 'other' : st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other',
+          mode: st ? st.mode & 0o7777 : 0, size: st?.isFile() ? st.size : 0, mtimeMs: st?.mtimeMs ?? 0,
+        });
+      }
+      if (page.length === 0 && cookie < names.length) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
+      const [bytes, count] = encodeDirEntries(out, page, 0);
+      const next = cookie + count;
+      return { status: FileStatus.Success, bytes, next: next < names.length ? next : 0 };
+    } finally {
+      closeSoon(dir.fd);
     }
-    if (names.length > MAX_LIST_ENTRIES) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
-    if (cookie > names.length) return { status: FileStatus.InvalidParameter, bytes: 0, next: 0 };
-    const page: DirEntry[] = [];
-    let room = out.length;
-    for (let i = cookie; i < names.length; i++) {
-      const n = names[i]!;
-      const need = direntSize(Buffer.byteLength(n));
-      if (need > room) break;
-      room -= need;
-      const st = await fsp.lstat(join(dir, n)).catch(() => undefined);
-      page.push({
-        name: n, type: !st ? 'other' : st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other',
-        mode: st ? st.mode & 0o7777 : 0, size: st?.isFile() ? st.size : 0, mtimeMs: st?.mtimeMs ?? 0,
-      });
-    }
-    if (page.length === 0 && cookie < names.length) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
-    const [bytes, count] = encodeDirEntries(out, page, 0);
-    const next = cookie + count;
-    return { status: FileStatus.Success, bytes, next: next < names.length ? next : 0 };
   }
 }
