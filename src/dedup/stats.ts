@@ -58,8 +58,8 @@ export class DedupTotals {
 
   snapshot(): DedupDeviceStats {
     const store: DedupDeviceStats['store'] = {
-      entries: 0, bytes: 0, budgetBytes: 0, maxEntries: 0, scopes: 0, pinned: 0,
-      hits: 0, misses: 0, inserts: 0, duplicates: 0, evictions: 0, evictedBytes: 0, refused: 0,
+      entries: 0, bytes: 0, copies: 0, storedBytes: 0, budgetBytes: 0, maxEntries: 0, scopes: 0, pinned: 0,
+      hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0,
     };
     const acc = store as unknown as Record<string, number>;
     for (const st of this.stores) for (const [k, v] of Object.entries(st.stats())) if (typeof v === 'number') acc[k] = (acc[k] ?? 0) + v;

@@ -1,20 +1,34 @@
 // The chunk store (M4): chunks a device has received or ingested, kept in its device memory so
 // assembly is a WASM copy, under a memory budget with least-recently-used eviction.
 //
-// Scoping: every entry belongs to a scope (by default one per peer: the receiver names it, e.g.
-// from the peer's address or an authenticated identity). A lookup only sees its own scope, so a
-// peer can never make another peer's transfer resolve to bytes it supplied — with a
-// non-cryptographic 128-bit hash, a peer that chooses bytes could build a colliding chunk, but
-// only ever against itself. A store shared across scopes (`shared: true`) must key by SHA-256.
+// Scoping: every entry belongs to a scope — a trust domain, by default one per peer (the receiver
+// names it, e.g. from the peer's address or an authenticated identity). A lookup only sees its
+// own scope's entries, and a scope only gets entries for chunks it sent itself (verified) or
+// named as its basis (ingest). So a peer can never make another peer's transfer resolve to bytes
+// it supplied, nor learn from the answers whether another peer holds a chunk.
+//
+// `shared: true` shares the *bytes*, not the answers: identical chunks (same SHA-256, same
+// length) of different scopes are kept once in device memory, each scope holding its own entry
+// that points at the one copy. Everything a peer can observe behaves as if the store were not
+// shared: the budget counts every scope's entries at their full size (so evictions, and therefore
+// later hits, never depend on what another scope holds), and an insert does the same work (an
+// allocation and a copy) whether or not the bytes were already there. Only `storedBytes` and
+// `sharedInserts`, local counters, show the saving. Keying the copy by a hash a peer can collide
+// would let one peer's bytes stand for another's: shared stores key by SHA-256.
+//
+// Chunking keys: chunkKey(scope) is a per-scope key derived from a secret of the store, so each
+// trust domain cuts at its own boundaries and no peer learns the key another peer's chunks were
+// cut with (chunk lengths would otherwise fingerprint that peer's content).
 //
 // Entries are only ever inserted with a hash the store computed itself over the bytes (a verified
 // chunk's digest, or ingest()), never with a hash a peer announced.
 //
-// Bounds (a peer grows this table): `budgetBytes` of chunk bytes and `maxEntries` entries; past
-// either, the least recently used unpinned entries go. Entries a transfer in progress relies on
-// are pinned (the receiver told its peer it holds them) and are never evicted; when only pinned
-// entries are left, an insert is refused and counted.
-import { randomBytes } from 'node:crypto';
+// Bounds (a peer grows these tables): `budgetBytes` of chunk bytes (counted per entry) and
+// `maxEntries` entries; past either, the least recently used unpinned entries go. Stored copies
+// are at most one per entry, and never more bytes than the entries count. Entries a transfer in
+// progress relies on are pinned and never evicted; when only pinned entries are left, an insert
+// is refused and counted.
+import { createHmac, randomBytes } from 'node:crypto';
 import { dedupTotals } from './stats.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
@@ -32,7 +46,10 @@ export interface ChunkStoreOptions {
   maxEntries?: number;
   /** Chunk identity: 'xxh3-128' (default; per-peer scopes) or 'sha256' (required when shared). */
   hash?: HashAlgName;
-  /** One scope for every peer. Needs hash 'sha256'. */
+  /**
+   * Keep identical chunks of different scopes once in device memory (each scope still sees only
+   * its own entries). Needs hash 'sha256'.
+   */
   shared?: boolean;
   /** XXH3-128 seed of chunk identities (a secret per store makes identities unpredictable). Default 0. */
   seed?: bigint;
@@ -41,9 +58,18 @@ export interface ChunkStoreOptions {
 /** A store's configuration when nothing is said: the one place these defaults are written. */
 export const STORE_DEFAULTS = { hash: 'xxh3-128', shared: false, budgetBytes: 64 << 20, maxEntries: 1 << 20 } as const;
 
+/** One copy of a chunk's bytes in device memory; on a shared store, several scopes' entries may point at it. */
+interface Copy {
+  readonly key: string;
+  readonly addr: number;
+  readonly len: number;
+  refs: number;
+}
+
 interface Entry {
   readonly scope: string;
   readonly key: string;
+  readonly copy: Copy;
   readonly addr: number;
   readonly len: number;
   pins: number;
@@ -57,6 +83,8 @@ export interface ChunkRef {
 const COPY = DEDUP_COPY_DESC.size;
 const COPY_BATCH = 512;
 
+const KEY_LABEL = 'sabre dedup chunking key\u0000';
+
 export class ChunkStore {
   readonly mem: DedupMemory;
   readonly hash: HashAlgName;
@@ -66,11 +94,17 @@ export class ChunkStore {
   readonly hasher: ChunkHasher;
   /** Insertion order is recency order: a touched entry is deleted and set again. */
   readonly #lru = new Map<string, Entry>();
+  /** The stored copies by content (shared store only: an unshared entry owns its copy). */
+  readonly #copies = new Map<string, Copy>();
   readonly #scopes = new Map<string, number>();
+  /** The secret chunking keys are derived from (chunkKey). */
+  readonly #secret = randomBytes(32);
   #bytes = 0;
+  #stored = 0;
+  #copyCount = 0;
   #pinned = 0;
   #copyDesc = 0;
-  readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, evictions: 0, evictedBytes: 0, refused: 0 };
+  readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0 };
 
   constructor(mem: DedupMemory, o: ChunkStoreOptions = {}) {
     const budget = o.budgetBytes ?? STORE_DEFAULTS.budgetBytes;
@@ -91,25 +125,29 @@ export class ChunkStore {
   }
 
   /**
-   * The content-defined chunking key of a shared store: one scope for everyone, so every
-   * sender chunks with one key (per-sender keys would make no two peers' chunks match). Made
-   * on first use, random: still secret from outsiders. A per-peer store has none (each scope
-   * chunks with its own key).
+   * The content-defined chunking key of `scope` (32 bytes, for the receiver's HELLO): derived
+   * from a secret of this store, so the same scope (trust domain) always cuts the same way —
+   * its chunks match its earlier ones — while other scopes cut at unrelated boundaries and
+   * outsiders cannot compute any of them. Nothing is kept per scope.
+   */
+  chunkKey(scope: string): Uint8Array {
+    if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
+    return new Uint8Array(createHmac('sha256', this.#secret).update(KEY_LABEL).update(scope).digest());
+  }
+
+  /**
+   * @deprecated Use chunkKey(scope). A shared store no longer has one key for every peer (every
+   * peer that received it could compute every other peer's chunk boundaries): each read returns
+   * a new random key, so a caller that reads it once per peer gives each peer its own.
    */
   get sharedChunkKey(): Uint8Array {
     if (!this.shared) throw new SabreError(ErrorCode.InvalidState, 'only a shared store has one chunking key');
-    return (this.#sharedKey ??= new Uint8Array(randomBytes(32)));
-  }
-
-  #sharedKey: Uint8Array | undefined;
-
-  #scope(scope: string): string {
-    if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
-    return this.shared ? '' : scope;
+    return new Uint8Array(randomBytes(32));
   }
 
   #id(scope: string, hash: Uint8Array, at: number): string {
-    return `${this.#scope(scope)}\u0000${hashKey(hash, at)}`;
+    if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
+    return `${scope}\u0000${hashKey(hash, at)}`;
   }
 
   /** Does `scope` hold the chunk with this 32-byte hash record (at `at` in `hash`)? Counts a hit or miss. */
@@ -163,10 +201,12 @@ export class ChunkStore {
    */
   putMany(scope: string, hashes: Uint8Array, chunks: readonly ChunkRef[], at = 0): number {
     const copies: Array<[number, number, number]> = [];
+    const spare: number[] = [];
     let held = 0;
     for (let i = 0; i < chunks.length; i++) {
       const { addr, len } = chunks[i]!;
-      const id = this.#id(scope, hashes, at + i * DEDUP_HASH_BYTES);
+      const rec = at + i * DEDUP_HASH_BYTES;
+      const id = this.#id(scope, hashes, rec);
       if (this.#lru.has(id)) {
         this.#s.duplicates++;
         held++;
@@ -176,6 +216,9 @@ export class ChunkStore {
         this.#s.refused++;
         continue;
       }
+      // Allocated and copied even when a shared copy exists (then freed below): the insert
+      // succeeds or is refused, and takes its time, the same whether or not another scope
+      // stored these bytes.
       let dst: number;
       try {
         dst = this.mem.alloc(Math.max(len, 1));
@@ -183,18 +226,30 @@ export class ChunkStore {
         this.#s.refused++;
         continue;
       }
-      const e: Entry = { scope: this.#scope(scope), key: id, addr: dst, len, pins: 0 };
+      copies.push([dst, addr, len]);
+      const ckey = `${hashKey(hashes, rec)}:${len}`;
+      let copy = this.shared ? this.#copies.get(ckey) : undefined;
+      if (copy) {
+        spare.push(dst);
+        this.#s.sharedInserts++;
+      } else {
+        copy = { key: ckey, addr: dst, len, refs: 0 };
+        if (this.shared) this.#copies.set(ckey, copy);
+        this.#stored += len;
+        this.#copyCount++;
+      }
+      copy.refs++;
+      const e: Entry = { scope, key: id, copy, addr: copy.addr, len, pins: 0 };
       this.#lru.set(id, e);
-      this.#scopes.set(e.scope, (this.#scopes.get(e.scope) ?? 0) + 1);
+      this.#scopes.set(scope, (this.#scopes.get(scope) ?? 0) + 1);
       this.#bytes += len;
       this.#s.inserts++;
       held++;
-      copies.push([dst, addr, len]);
     }
     this.copy(copies);
+    for (const a of spare) this.mem.free(a);
     return held;
   }
-
   /**
    * Chunk and insert bytes this side already trusts (an earlier version of a file: the chunk
    * source for rsync-style transfers). Uses the chunker the peer will use, so the boundaries
@@ -244,7 +299,8 @@ export class ChunkStore {
 
   /** Drop every entry of a scope (a peer went away); pinned entries stay. */
   dropScope(scope: string): number {
-    const s = this.#scope(scope);
+    if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
+    const s = scope;
     let n = 0;
     for (const e of [...this.#lru.values()]) {
       if (e.scope === s && e.pins === 0) {
@@ -257,8 +313,8 @@ export class ChunkStore {
 
   stats(): ChunkStoreStats {
     return {
-      entries: this.#lru.size, bytes: this.#bytes, budgetBytes: this.budgetBytes, maxEntries: this.maxEntries,
-      scopes: this.#scopes.size, pinned: this.#pinned, ...this.#s,
+      entries: this.#lru.size, bytes: this.#bytes, copies: this.#copyCount, storedBytes: this.#stored,
+      budgetBytes: this.budgetBytes, maxEntries: this.maxEntries, scopes: this.#scopes.size, pinned: this.#pinned, ...this.#s,
     };
   }
 
@@ -287,7 +343,12 @@ export class ChunkStore {
     else this.#scopes.set(e.scope, left);
     this.#bytes -= e.len;
     if (e.pins > 0) this.#pinned--;
-    this.mem.free(e.addr);
+    if (--e.copy.refs === 0) {
+      if (this.shared) this.#copies.delete(e.copy.key);
+      this.#stored -= e.copy.len;
+      this.#copyCount--;
+      this.mem.free(e.copy.addr);
+    }
     if (count) {
       this.#s.evictions++;
       this.#s.evictedBytes += e.len;

@@ -51,8 +51,14 @@ export interface RecvStats {
 
 /** A chunk store's counters (ChunkStore.stats()). */
 export interface ChunkStoreStats {
+  /** Chunks held, one per scope that holds it (what lookups answer from; bounded by maxEntries). */
   entries: number;
+  /** Bytes of the entries, each at its full size (what budgetBytes bounds). */
   bytes: number;
+  /** Copies of chunk bytes in device memory (a shared store keeps identical chunks of several scopes once). */
+  copies: number;
+  /** Device memory those copies hold (at most `bytes`). */
+  storedBytes: number;
   budgetBytes: number;
   maxEntries: number;
   scopes: number;
@@ -61,6 +67,8 @@ export interface ChunkStoreStats {
   inserts: number;
   /** Inserts of a chunk the scope already held (not stored twice). */
   duplicates: number;
+  /** Inserts whose bytes another scope had already stored (a shared store kept them once). */
+  sharedInserts: number;
   evictions: number;
   evictedBytes: number;
   /** Inserts refused: larger than the budget, or nothing unpinned left to evict. */

@@ -1,7 +1,8 @@
 // The chunk store: per-peer scopes (a peer's chunks never answer another peer's lookups), the
 // byte budget and the entry bound pushed past (LRU eviction, counted), pins that survive
-// eviction and make inserts refuse when nothing else is left, the sha256 requirement for shared
-// stores, and ingest() agreeing with an independent chunk + hash of the same bytes.
+// eviction and make inserts refuse when nothing else is left, shared stores (sha256 only;
+// per-scope answers over bytes kept once, evicting as if unshared), and ingest() agreeing with an
+// independent chunk + hash of the same bytes.
 import { xxh3 } from '@node-rs/xxhash';
 import { createHash, randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -79,14 +80,56 @@ describe('chunk store', () => {
     store.close();
   });
 
-  it('a shared store must key by sha256, and then answers every scope', () => {
+  it('a shared store must key by sha256, answers each scope only about its own chunks, and stores their bytes once', () => {
     expect(() => new ChunkStore(dm, { shared: true })).toThrow(expect.objectContaining({ code: ErrorCode.InvalidArgument }));
     const store = new ChunkStore(dm, { shared: true, hash: 'sha256' });
     const h = store.hasher.hashOne(src, 4000);
     expect(Buffer.from(h)).toEqual(createHash('sha256').update(dm.u8().subarray(src, src + 4000)).digest());
     store.put('a', h, src, 4000);
+    expect(store.has('b', h)).toBe(false); // b never sent it: b cannot learn that a did
+    expect(store.put('b', h, src, 4000)).toBe(true);
     expect(store.has('b', h)).toBe(true);
+    expect(store.get('a', h)!.addr).toBe(store.get('b', h)!.addr); // one copy
+    expect(store.stats()).toMatchObject({ entries: 2, bytes: 8000, copies: 1, storedBytes: 4000, sharedInserts: 1, scopes: 2 });
+    // The copy lives while any scope holds it.
+    store.dropScope('a');
+    expect(store.get('b', h)).toBeDefined();
+    expect(store.stats()).toMatchObject({ entries: 1, copies: 1, storedBytes: 4000 });
+    store.dropScope('b');
+    expect(store.stats()).toMatchObject({ entries: 0, copies: 0, storedBytes: 0, bytes: 0 });
     store.close();
+  });
+
+  it('a shared store evicts as if unshared: what a scope keeps never depends on what another scope stored', () => {
+    const c = (i: number) => [src + i * 10_000, 10_000] as const;
+    const seen = [3, 4].map((aliceChunk) => {
+      const store = new ChunkStore(dm, { shared: true, hash: 'sha256', budgetBytes: 30_000, maxEntries: 100 });
+      const h = (i: number) => store.hasher.hashOne(...c(i));
+      store.put('alice', h(aliceChunk), ...c(aliceChunk));
+      for (const i of [0, 1, 3]) store.put('bob', h(i), ...c(i)); // bob's third chunk is alice's in the first run
+      const kept = [0, 1, 3].map((i) => store.has('bob', h(i)));
+      const st = store.stats();
+      store.close();
+      return { kept, bytes: st.bytes, evictions: st.evictions, storedBytes: st.storedBytes };
+    });
+    expect(seen[0]!.kept).toEqual(seen[1]!.kept);
+    expect(seen[0]!.evictions).toBe(seen[1]!.evictions);
+    expect(seen[0]!.bytes).toBe(30_000);
+    expect(seen[0]!.storedBytes).toBeLessThanOrEqual(30_000);
+  });
+
+  it('a shared store stays within maxEntries and its budget pushed past both by two scopes of the same chunks', () => {
+    const store = new ChunkStore(dm, { shared: true, hash: 'sha256', budgetBytes: 50_000, maxEntries: 8 });
+    for (const scope of ['a', 'b', 'c'])
+      for (let i = 0; i < 6; i++) store.put(scope, store.hasher.hashOne(src + i * 5000, 5000), src + i * 5000, 5000);
+    const st = store.stats();
+    expect(st.entries).toBeLessThanOrEqual(8);
+    expect(st.bytes).toBeLessThanOrEqual(50_000);
+    expect(st.storedBytes).toBeLessThanOrEqual(st.bytes);
+    expect(st.copies).toBeLessThanOrEqual(st.entries);
+    expect(st.evictions).toBe(18 - st.entries);
+    store.close();
+    expect(store.stats()).toMatchObject({ entries: 0, copies: 0, storedBytes: 0 });
   });
 
   it('ingest chunks and hashes as an independent chunk + xxh3 of the same bytes', () => {
