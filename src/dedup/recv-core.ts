@@ -1,0 +1,432 @@
+// The receiver's core of the dedup transfer (M4; the protocol is described in ./transfer.ts): fed
+// the sender's messages, it answers each OFFER page with a NEED, arms a landing-zone slot's chunk
+// map before the sender may write it, verifies every chunk of a ROUND before a byte of it is
+// used, and assembles the object from its store, the zone and chunks repeated inside the object.
+// Everything a page declares is checked against the receiver's limits before work or memory
+// proportional to it.
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
+import { ChunkMap, ChunkStatus } from './chunk-map.js';
+import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
+import type { DedupMemory, RecvStats } from './types.js';
+import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
+import type { ChunkStore } from './store.js';
+
+export interface LandingZone {
+  /** Device address of the registered zone (slots × slotLen bytes) and its rkey. */
+  addr: number;
+  rkey: number;
+  length: number;
+}
+
+export interface DedupRecvOptions {
+  mem: DedupMemory;
+  store: ChunkStore;
+  /** The store scope of this peer (default scoping: one per peer). */
+  scope: string;
+  zone: LandingZone;
+  slots: number;
+  /** Chunking the sender must use: the receiver's store only matches chunks cut the same way. */
+  avg?: number;
+  min?: number;
+  max?: number;
+  normalization?: number;
+  /** Chunking key (32 bytes): a secret of this receiver scope, so boundaries do not fingerprint content. */
+  key: Uint8Array;
+  /** Entries per OFFER page (bounds the receive buffer a page needs). Default 1024. */
+  maxEntries?: number;
+  /** Chunks per transfer. Default 2^20. */
+  maxChunks?: number;
+  /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
+  maxTotal?: number;
+}
+
+export type RecvAction =
+  | { type: 'send'; bytes: Uint8Array }
+  /** The object, assembled (its own memory: the receiver keeps no reference). */
+  | { type: 'delivered'; bytes: Uint8Array; stats: RecvStats }
+  | { type: 'failed'; error: SabreError };
+
+interface Armed {
+  /** Manifest indices in the slot, in order. */
+  idx: number[];
+  bytes: number;
+  map: ChunkMap | undefined;
+}
+
+export class DedupRecvCore {
+  readonly #o: Required<Omit<DedupRecvOptions, 'normalization'>> & { normalization: number };
+  readonly #slotLen: number;
+  readonly #maps: Array<ChunkMap | undefined> = [];
+  /**
+   * Address of the zone's directory (dedupZoneDir): the chunk map of each armed slot. The
+   * placement hook (docs/dedup.md) keeps this address for the zone's region and calls
+   * chunkHashZone(dir, to, len) for every segment it places there.
+   */
+  readonly zoneDirectory: number;
+  readonly #hashAlg: HashAlgName;
+  // the FIFO of slots the sender may write next (both sides keep the same order)
+  readonly #granted: number[] = [];
+  readonly #armed = new Map<number, Armed>();
+  // current transfer
+  #xfer = 0;
+  #active = false;
+  #total = 0;
+  /**
+   * The object being assembled. Ordinary memory, not device memory: it is what the application
+   * gets, so each byte is copied into it once — from the store (held chunks) or from the landing
+   * zone (received ones) — and device memory holds no object-sized buffer.
+   */
+  #out: Uint8Array | undefined;
+  #lens: number[] = [];
+  #offs: number[] = [];
+  #hashes: Uint8Array[] = []; // per page
+  #pageFirst: number[] = [];
+  #needed: number[] = [];
+  /**
+   * A chunk repeated inside the object is requested once: its first needed occurrence by hash,
+   * and the later occurrences waiting on it (copied within the object when it has arrived).
+   */
+  #firstByHash = new Map<string, number>();
+  #aliases = new Map<number, number[]>();
+  #cursor = 0;
+  #lastAnswered = false;
+  #sum = 0;
+  #assembled = 0;
+  #stats: RecvStats = DedupRecvCore.#zero(0);
+
+  constructor(o: DedupRecvOptions) {
+    const avg = o.avg ?? 16384;
+    const min = o.min ?? avg / 4;
+    const max = o.max ?? avg * 4;
+    if (!(o.key instanceof Uint8Array) || o.key.length !== KEY_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `dedup: key must be ${KEY_BYTES} bytes`);
+    if (!Number.isInteger(o.slots) || o.slots < 1 || o.slots > 64) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: slots must be 1..64');
+    const slotLen = Math.floor(o.zone.length / o.slots);
+    if (slotLen < max) throw new SabreError(ErrorCode.InvalidArgument, `dedup: a slot (${slotLen} bytes) must hold a maximum chunk (${max})`);
+    this.#o = {
+      ...o, avg, min, max, normalization: o.normalization ?? 2,
+      maxEntries: o.maxEntries ?? 1024, maxChunks: o.maxChunks ?? 1 << 20, maxTotal: o.maxTotal ?? 256 << 20,
+    };
+    this.#slotLen = slotLen;
+    this.#hashAlg = o.store.hash;
+    for (let s = 0; s < o.slots; s++) this.#granted.push(s);
+    const D = DEDUP_ZONE_DIR.fields;
+    this.zoneDirectory = o.mem.alloc(DEDUP_ZONE_DIR.size + 4 * o.slots);
+    const dv = o.mem.dataView();
+    dv.setUint32(this.zoneDirectory + D.slots.offset, o.slots, true);
+    dv.setUint32(this.zoneDirectory + D.slotLen.offset, slotLen, true);
+    dv.setUint32(this.zoneDirectory + D.zoneBase.offset, o.zone.addr, true);
+    for (let s = 0; s < o.slots; s++) this.#setDir(s, 0);
+    dv.setUint32(this.zoneDirectory + D.magic.offset, DEDUP_ZONE_MAGIC, true);
+  }
+
+  /** Point the directory's entry for slot s at a chunk map (0: placed, not hashed). */
+  #setDir(s: number, map: number): void {
+    this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.size + 4 * s, map, true);
+  }
+
+  static #zero(xfer: number): RecvStats {
+    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0 };
+  }
+
+  /** The HELLO to send first. */
+  start(): RecvAction[] {
+    const o = this.#o;
+    return [{
+      type: 'send',
+      bytes: encode({
+        kind: DedupKind.Hello, hashAlg: HASH_ALG[this.#hashAlg], normalization: o.normalization, avg: o.avg, min: o.min, max: o.max,
+        zoneAddr: o.zone.addr, zoneRkey: o.zone.rkey, slotLen: this.#slotLen, slots: o.slots, maxEntries: o.maxEntries,
+        maxChunks: o.maxChunks, seed: o.store.hasher.seed, key: o.key,
+      }),
+    }];
+  }
+
+  /** The chunk map of slot s (the record the placement hook advances), once armed. */
+  slotMap(s: number): ChunkMap | undefined {
+    return this.#armed.get(s)?.map;
+  }
+
+  /** Address and length of slot s in the landing zone. */
+  slotRange(s: number): [number, number] {
+    return [this.#o.zone.addr + s * this.#slotLen, this.#slotLen];
+  }
+
+  onMessage(bytes: Uint8Array): RecvAction[] {
+    let m: DedupMessage;
+    try {
+      m = decode(bytes);
+    } catch (e) {
+      return this.#end(DedupEndStatus.Malformed, 0, e instanceof DedupMalformed ? e.message : String(e));
+    }
+    try {
+      switch (m.kind) {
+        case DedupKind.Offer:
+          return this.#onOffer(m);
+        case DedupKind.Round:
+          return this.#onRound(m.xfer, m.slot, m.first, m.count, m.bytes);
+        case DedupKind.Abort:
+          return this.#end(DedupEndStatus.Aborted, 0, 'the sender aborted', false);
+        default:
+          return this.#end(DedupEndStatus.Malformed, 0, `unexpected message kind ${m.kind} at the receiver`);
+      }
+    } catch (e) {
+      if (e instanceof Violation) return this.#end(e.status, e.detail, e.message);
+      throw e;
+    }
+  }
+
+  /** The pipe failed: drop the transfer. */
+  abort(error: SabreError): RecvAction[] {
+    if (!this.#active) return [];
+    this.#cleanup();
+    return [{ type: 'failed', error }];
+  }
+
+  /** Free the slot maps (the zone itself belongs to the shell). */
+  close(): void {
+    this.#cleanup();
+    this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.fields.magic.offset, 0, true);
+    for (const a of this.#maps) a?.free();
+    this.#maps.length = 0;
+    this.#o.mem.free(this.zoneDirectory);
+  }
+
+  #onOffer(m: Offer): RecvAction[] {
+    const o = this.#o;
+    if (!this.#active) {
+      if (m.first !== 0) throw new Violation(DedupEndStatus.Malformed, 0, 'first OFFER page must start at entry 0');
+      if (m.total > o.maxTotal) throw new Violation(DedupEndStatus.TooLarge, 0, `object of ${m.total} bytes exceeds ${o.maxTotal}`);
+      this.#begin(m.xfer, m.total);
+    } else if (m.xfer !== this.#xfer || m.first !== this.#lens.length || this.#lastAnswered) {
+      throw new Violation(DedupEndStatus.Malformed, 0, 'OFFER page out of order');
+    }
+    if (m.count > o.maxEntries) throw new Violation(DedupEndStatus.TooLarge, 0, `OFFER page of ${m.count} entries exceeds ${o.maxEntries}`);
+    if (m.first + m.count > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `more than ${o.maxChunks} chunks`);
+    const bitmap = new Uint8Array((m.count + 7) >> 3);
+    const out = this.#out!;
+    const u8 = o.mem.u8();
+    for (let i = 0; i < m.count; i++) {
+      const len = m.lens[i]!;
+      const lastChunk = m.last && i === m.count - 1;
+      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max}`);
+      if (this.#sum + len > this.#total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');
+      const idx = m.first + i;
+      this.#lens.push(len);
+      this.#offs.push(this.#sum);
+      const ref = o.store.get(o.scope, m.hashes, i * DEDUP_HASH_BYTES);
+      if (ref && ref.len === len) {
+        // Copied now, so nothing here depends on the chunk staying in the store.
+        out.set(u8.subarray(ref.addr, ref.addr + len), this.#sum);
+        this.#stats.chunksFromStore++;
+        this.#stats.bytesFromStore += len;
+        this.#assembled += len;
+      } else {
+        const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
+        const first = this.#firstByHash.get(key);
+        if (first !== undefined && this.#lens[first] === len) {
+          // Already requested in this transfer: not again; filled from the first when it lands.
+          const waiting = this.#aliases.get(first);
+          if (waiting) waiting.push(idx);
+          else this.#aliases.set(first, [idx]);
+          this.#stats.chunksRepeated++;
+        } else {
+          if (first === undefined) this.#firstByHash.set(key, idx);
+          bitmap[i >> 3]! |= 1 << (i & 7);
+          this.#needed.push(idx);
+        }
+      }
+      this.#sum += len;
+    }
+    if (m.last && (this.#sum !== this.#total || m.chunks !== m.first + m.count)) throw new Violation(DedupEndStatus.Malformed, 0, 'last OFFER page does not close the object');
+    this.#hashes.push(m.hashes);
+    this.#pageFirst.push(m.first);
+    if (m.last) this.#lastAnswered = true;
+    this.#stats.chunks = this.#lens.length;
+    this.#arm(); // before the NEED that lets the sender write
+    const need: RecvAction = { type: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
+    return [need, ...this.#maybeDone()];
+  }
+
+  #hashRec(idx: number): [Uint8Array, number] {
+    // Pages are in order; find the page holding idx (binary search over page starts).
+    let lo = 0, hi = this.#pageFirst.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.#pageFirst[mid]! <= idx) lo = mid;
+      else hi = mid - 1;
+    }
+    return [this.#hashes[lo]!, (idx - this.#pageFirst[lo]!) * DEDUP_HASH_BYTES];
+  }
+
+  /** Arm every granted slot whose run of needed chunks is determined (the sender's rule, mirrored). */
+  #arm(): void {
+    while (this.#granted.length > 0 && this.#cursor < this.#needed.length) {
+      let bytes = 0;
+      let j = this.#cursor;
+      while (j < this.#needed.length && bytes + this.#lens[this.#needed[j]!]! <= this.#slotLen) bytes += this.#lens[this.#needed[j++]!]!;
+      if (j === this.#needed.length && !this.#lastAnswered) return; // not determined yet
+      const slot = this.#granted.shift()!;
+      const idx = this.#needed.slice(this.#cursor, j);
+      this.#cursor = j;
+      let map: ChunkMap | undefined;
+      if (this.#hashAlg === 'xxh3-128') {
+        map = this.#maps[slot] ??= new ChunkMap(this.#o.mem, ...this.slotRange(slot), Math.floor(this.#slotLen / this.#o.min) + 1, this.#o.store.hasher.seed);
+        map.arm(idx.map((i) => {
+          const [h, at] = this.#hashRec(i);
+          return { len: this.#lens[i]!, hash: xxhValue(h, at) };
+        }));
+      }
+      this.#armed.set(slot, { idx, bytes, map });
+      if (map) this.#setDir(slot, map.addr); // from here on, placement into the slot hashes in-band
+    }
+  }
+
+  #onRound(xfer: number, slot: number, first: number, count: number, bytes: number): RecvAction[] {
+    const a = this.#armed.get(slot);
+    if (!this.#active || xfer !== this.#xfer || !a || a.idx[0] !== first || a.idx.length !== count || a.bytes !== bytes) {
+      throw new Violation(DedupEndStatus.Malformed, 0, `ROUND for slot ${slot} is not the run it was armed for`);
+    }
+    this.#armed.delete(slot);
+    this.#setDir(slot, 0);
+    const [base] = this.slotRange(slot);
+    const o = this.#o;
+    // Verify every chunk before using a byte of it.
+    let verified = false;
+    if (a.map) {
+      const before = a.map.stats().done;
+      this.#stats.hashedInBand += before;
+      a.map.finish(); // hashes only what placement did not already hash in-band
+      let bad = -1;
+      for (let k = 0; k < count && bad < 0; k++) if (a.map.status(k) !== ChunkStatus.Ok) bad = k;
+      if (bad < 0) verified = true;
+      // A chunk whose hashed bytes were written again (a retransmitted segment over udp lands
+      // twice) is tainted, not necessarily wrong: hash the slot once more, now, in the same
+      // synchronous step that copies it out (placement cannot run in between). Only a
+      // mismatch of bytes that were never rewritten fails at once.
+      else if (!a.map.flags(bad).tainted) throw new Violation(DedupEndStatus.Mismatch, a.idx[bad]!, `chunk ${a.idx[bad]} did not match its hash`);
+      else this.#stats.rehashedRounds++;
+    }
+    if (!verified) {
+      const got = o.store.hasher.hashRun(base, a.idx.map((i) => this.#lens[i]!));
+      for (let k = 0; k < count; k++) {
+        const [h, at] = this.#hashRec(a.idx[k]!);
+        const mine = got.subarray(k * DEDUP_HASH_BYTES, (k + 1) * DEDUP_HASH_BYTES);
+        if (!mine.every((v, j) => v === h[at + j])) throw new Violation(DedupEndStatus.Mismatch, a.idx[k]!, `chunk ${a.idx[k]} did not match its hash`);
+      }
+    }
+    // Copy into the object, then into the store (under the hashes just verified).
+    const out = this.#out!;
+    const u8 = o.mem.u8();
+    const refs: Array<{ addr: number; len: number }> = [];
+    const recs = new Uint8Array(count * DEDUP_HASH_BYTES);
+    let at = base;
+    // Runs of chunks adjacent in the object are adjacent in the slot too: one copy per run
+    // (a copy out of shared memory costs ~0.3 µs a call on top of its bytes).
+    let runSrc = base, runDst = -1, runLen = 0;
+    a.idx.forEach((i, k) => {
+      const len = this.#lens[i]!;
+      const dst = this.#offs[i]!;
+      if (runDst + runLen !== dst) {
+        if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+        runSrc = at;
+        runDst = dst;
+        runLen = 0;
+      }
+      runLen += len;
+      refs.push({ addr: at, len });
+      const [h, off] = this.#hashRec(i);
+      recs.set(h.subarray(off, off + DEDUP_HASH_BYTES), k * DEDUP_HASH_BYTES);
+      at += len;
+    });
+    if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+    o.store.putMany(o.scope, recs, refs);
+    // Later occurrences of these chunks in the object: copied from the verified first one.
+    for (const i of a.idx) {
+      const waiting = this.#aliases.get(i);
+      if (!waiting) continue;
+      this.#aliases.delete(i);
+      const from = this.#offs[i]!;
+      for (const j of waiting) {
+        out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
+        this.#assembled += this.#lens[i]!;
+      }
+    }
+    this.#assembled += bytes;
+    this.#stats.chunksReceived += count;
+    this.#stats.bytesReceived += bytes;
+    this.#stats.rounds++;
+    this.#granted.push(slot);
+    this.#arm(); // before the GRANT that lets the sender write into it again
+    return [{ type: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#maybeDone()];
+  }
+
+  #begin(xfer: number, total: number): void {
+    let out: Uint8Array;
+    try {
+      out = new Uint8Array(total);
+    } catch {
+      throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${total} bytes`);
+    }
+    this.#active = true;
+    this.#xfer = xfer;
+    this.#total = total;
+    this.#out = out;
+    this.#stats = DedupRecvCore.#zero(xfer);
+    this.#stats.total = total;
+  }
+
+  #maybeDone(): RecvAction[] {
+    if (!this.#active || !this.#lastAnswered || this.#assembled !== this.#total) return [];
+    const bytes = this.#out!;
+    const stats = { ...this.#stats };
+    const xfer = this.#xfer;
+    this.#cleanup();
+    return [
+      { type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status: DedupEndStatus.Ok, detail: 0, total: stats.total }) },
+      { type: 'delivered', bytes, stats },
+    ];
+  }
+
+  #end(status: number, detail: number, why: string, tell = true): RecvAction[] {
+    const xfer = this.#xfer;
+    const was = this.#active;
+    this.#cleanup();
+    const out: RecvAction[] = [];
+    if (tell) out.push({ type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });
+    const code = status === DedupEndStatus.TooLarge ? ErrorCode.LimitExceeded : ErrorCode.Malformed;
+    if (was || tell) out.push({ type: 'failed', error: new SabreError(code, `dedup: ${why}`) });
+    return out;
+  }
+
+  #cleanup(): void {
+    this.#out = undefined;
+    this.#active = false;
+    this.#lens = [];
+    this.#offs = [];
+    this.#hashes = [];
+    this.#pageFirst = [];
+    this.#needed = [];
+    this.#firstByHash = new Map();
+    this.#aliases = new Map();
+    this.#cursor = 0;
+    this.#lastAnswered = false;
+    this.#sum = 0;
+    this.#assembled = 0;
+    // After a success every slot is already granted again, in the order both ends agree on.
+    // After a failure both ends start the slot order afresh (the sender does the same); a write
+    // still in flight from the failed transfer can only land as a mismatch of the next one.
+    if (this.#armed.size > 0 || this.#granted.length !== this.#o.slots) {
+      for (const s of this.#armed.keys()) this.#setDir(s, 0);
+      this.#armed.clear();
+      this.#granted.length = 0;
+      for (let s = 0; s < this.#o.slots; s++) this.#granted.push(s);
+    }
+  }
+}
+
+class Violation extends Error {
+  constructor(readonly status: number, readonly detail: number, msg: string) {
+    super(msg);
+  }
+}

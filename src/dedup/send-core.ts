@@ -1,0 +1,284 @@
+// The sender's core of the dedup transfer (M4; the protocol is described in ./transfer.ts): fed
+// the receiver's messages and its own write completions, it returns the OFFER pages, RDMA writes
+// and ROUNDs to carry out. It packs needed chunks into slots by the rule the receiver mirrors
+// (needed chunks in manifest order, a slot filled until the next chunk does not fit, a partial
+// slot only once the last NEED is out), and trusts nothing the receiver says about pages or
+// slots it does not hold out.
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/spec.js';
+import { HASH_ALG } from './hash.js';
+import type { SendResult } from './types.js';
+import { decode, type DedupMessage, encode, type Hello } from './messages.js';
+
+/** One contiguous run of the object to write: object offset `off`, `len` bytes, to `remoteAddr` (zone rkey). */
+export interface WritePiece {
+  off: number;
+  len: number;
+  remoteAddr: number;
+}
+
+export type SendAction =
+  | { type: 'send'; bytes: Uint8Array }
+  | { type: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
+  | { type: 'done'; result: SendResult }
+  | { type: 'failed'; error: SabreError };
+
+const endError = (status: number, detail: number): SabreError =>
+  new SabreError(
+    status === DedupEndStatus.Mismatch ? ErrorCode.Malformed : status === DedupEndStatus.TooLarge ? ErrorCode.LimitExceeded : ErrorCode.Malformed,
+    status === DedupEndStatus.Mismatch
+      ? `dedup: chunk ${detail} did not match its hash (the transfer is rejected, nothing was delivered)`
+      : `dedup: transfer ended with status ${status}`,
+  );
+
+export interface DedupSendOptions {
+  /** OFFER pages in flight before their NEED (flow control of the receiver's receive buffers). Default 4. */
+  window?: number;
+}
+
+/**
+ * The sender's core. After the peer's HELLO (hello() tells the chunking parameters and key the
+ * shell must chunk with), a transfer is begin(total), then addChunks(...) as the shell chunks and
+ * hashes the object, then endChunks(); onWriteDone(slot) when a write action has completed.
+ */
+export class DedupSendCore {
+  readonly #window: number;
+  #hello: Hello | undefined;
+  #xferNext = 1;
+  // current transfer
+  #xfer = 0;
+  #total = 0;
+  #lens: number[] = [];
+  #offs: number[] = [];
+  #hashes = new Uint8Array(0);
+  #ended = false;
+  #pagesSent = 0;
+  #pagesAnswered = 0;
+  #offered = 0; // entries sent in OFFER pages
+  readonly #pageFirst: number[] = [];
+  #queue: number[] = []; // needed chunk indices, manifest order
+  #cursor = 0;
+  #freeSlots: number[] = [];
+  readonly #inflight = new Map<number, { first: number; count: number; bytes: number; written: boolean }>();
+  #stats = { chunksSent: 0, bytesSent: 0, rounds: 0 };
+  #active = false;
+
+  constructor(o: DedupSendOptions = {}) {
+    this.#window = o.window ?? 4;
+  }
+
+  /** The receiver's HELLO, once it has arrived. */
+  get hello(): Hello | undefined {
+    return this.#hello;
+  }
+
+  get active(): boolean {
+    return this.#active;
+  }
+
+  onMessage(bytes: Uint8Array): SendAction[] {
+    let m: DedupMessage;
+    try {
+      m = decode(bytes);
+    } catch (e) {
+      return this.#fail(new SabreError(ErrorCode.Malformed, (e as Error).message));
+    }
+    switch (m.kind) {
+      case DedupKind.Hello: {
+        if (this.#hello) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
+        const h = m;
+        if (h.slots < 1 || h.slots > 64 || h.slotLen < h.max || h.max < h.avg || h.min > h.avg || h.maxEntries < 1 || HASH_ALG['xxh3-128'] !== h.hashAlg && HASH_ALG.sha256 !== h.hashAlg) {
+          return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters'));
+        }
+        this.#hello = h;
+        this.#freeSlots = Array.from({ length: h.slots }, (_, i) => i);
+        return [];
+      }
+      case DedupKind.Need:
+        return this.#onNeed(m.xfer, m.first, m.count, m.bitmap);
+      case DedupKind.Grant: {
+        const r = this.#inflight.get(m.slot);
+        if (!this.#active || m.xfer !== this.#xfer || !r || !r.written) return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: GRANT of slot ${m.slot} not in the receiver's hands`));
+        this.#inflight.delete(m.slot);
+        this.#freeSlots.push(m.slot);
+        return this.#fill();
+      }
+      case DedupKind.End: {
+        if (!this.#active || m.xfer !== this.#xfer) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: END for no transfer'));
+        if (m.status !== DedupEndStatus.Ok) return this.#fail(endError(m.status, m.detail));
+        const result: SendResult = { xfer: this.#xfer, total: this.#total, chunks: this.#lens.length, pages: this.#pagesSent, ...this.#stats };
+        this.#reset();
+        return [{ type: 'done', result }];
+      }
+      case DedupKind.Abort:
+        return this.#fail(endError(m.status, 0));
+      default:
+        return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: unexpected message kind ${m.kind} at the sender`));
+    }
+  }
+
+  /** Start a transfer of `total` bytes. */
+  begin(total: number): void {
+    if (!this.#hello) throw new SabreError(ErrorCode.InvalidState, 'dedup: no HELLO from the receiver yet');
+    if (this.#active) throw new SabreError(ErrorCode.InvalidState, 'dedup: a transfer is already running on this pipe');
+    if (!Number.isSafeInteger(total) || total < 0) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: total must be a byte count');
+    this.#active = true;
+    this.#xfer = this.#xferNext++ >>> 0 || this.#xferNext++;
+    this.#total = total;
+  }
+
+  /** The next chunks of the object (lengths, and their 32-byte hash records end to end). */
+  addChunks(lens: ArrayLike<number>, hashes: Uint8Array): SendAction[] {
+    if (!this.#active || this.#ended) throw new SabreError(ErrorCode.InvalidState, 'dedup: addChunks outside a transfer');
+    const n0 = this.#lens.length;
+    const need = (n0 + lens.length) * DEDUP_HASH_BYTES;
+    if (need > this.#hashes.length) {
+      const grown = new Uint8Array(Math.max(need, this.#hashes.length * 2)); // doubling: linear in all
+      grown.set(this.#hashes);
+      this.#hashes = grown;
+    }
+    this.#hashes.set(hashes.subarray(0, lens.length * DEDUP_HASH_BYTES), n0 * DEDUP_HASH_BYTES);
+    let off = n0 ? this.#offs[n0 - 1]! + this.#lens[n0 - 1]! : 0;
+    for (let i = 0; i < lens.length; i++) {
+      this.#lens.push(lens[i]!);
+      this.#offs.push(off);
+      off += lens[i]!;
+    }
+    return this.#offer();
+  }
+
+  endChunks(): SendAction[] {
+    if (!this.#active) throw new SabreError(ErrorCode.InvalidState, 'dedup: endChunks outside a transfer');
+    const n = this.#lens.length;
+    const sum = n ? this.#offs[n - 1]! + this.#lens[n - 1]! : 0;
+    if (sum !== this.#total) throw new SabreError(ErrorCode.InvalidArgument, `dedup: chunks sum to ${sum}, the transfer said ${this.#total}`);
+    this.#ended = true;
+    return this.#offer();
+  }
+
+  /** The RDMA writes of a write action have completed (placed at the receiver): announce the round. */
+  onWriteDone(slot: number): SendAction[] {
+    const r = this.#inflight.get(slot);
+    if (!this.#active) return []; // the transfer failed while the write was out
+    if (!r || r.written) throw new SabreError(ErrorCode.InvalidState, `dedup: no write outstanding for slot ${slot}`);
+    r.written = true;
+    this.#stats.rounds++;
+    return [{ type: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) }];
+  }
+
+  /** The pipe or a write failed: the transfer is over. */
+  abort(error: SabreError): SendAction[] {
+    if (!this.#active) return [];
+    return this.#fail(error);
+  }
+
+  /**
+   * Offer the chunks added so far even if they do not fill a page (the shell calls it after each
+   * chunking step, so the receiver answers and writes start while the rest is still being chunked).
+   */
+  flush(): SendAction[] {
+    // Only when the receiver has nothing to answer: a partial page then starts its NEED (and the
+    // writes) early; otherwise chunks accumulate into full pages. Every page is a message queued
+    // behind the RDMA WRITEs already posted on the same QP (rc order), so many small pages would
+    // make the manifest trail the data.
+    if (!this.#active || this.#pagesSent !== this.#pagesAnswered) return [];
+    return this.#offer(true);
+  }
+
+  #offer(partial = false): SendAction[] {
+    const out: SendAction[] = [];
+    const h = this.#hello!;
+    while (!this.#lastSent && this.#pagesSent - this.#pagesAnswered < this.#window) {
+      const avail = this.#lens.length - this.#offered;
+      const lastPage = this.#ended && avail <= h.maxEntries;
+      if (!lastPage && avail < h.maxEntries && !(partial && avail > 0)) break;
+      const count = Math.min(avail, h.maxEntries);
+      const first = this.#offered;
+      out.push({
+        type: 'send',
+        bytes: encode({
+          kind: DedupKind.Offer, xfer: this.#xfer, total: this.#total, last: lastPage, chunks: lastPage ? first + count : 0, first, count,
+          lens: Uint32Array.from(this.#lens.slice(first, first + count)),
+          hashes: this.#hashes.subarray(first * DEDUP_HASH_BYTES, (first + count) * DEDUP_HASH_BYTES),
+        }),
+      });
+      this.#pageFirst.push(first);
+      this.#offered += count;
+      this.#pagesSent++;
+      if (lastPage) this.#lastSent = true;
+    }
+    return out;
+  }
+
+  #lastSent = false;
+
+  #onNeed(xfer: number, first: number, count: number, bitmap: Uint8Array): SendAction[] {
+    const want = this.#pageFirst[this.#pagesAnswered];
+    if (!this.#active || xfer !== this.#xfer || want === undefined || first !== want) {
+      return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: NEED for entries ${first}+${count} answers no outstanding page`));
+    }
+    const pageCount = (this.#pageFirst[this.#pagesAnswered + 1] ?? this.#offered) - want;
+    if (count !== pageCount) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: NEED count differs from its page'));
+    for (let i = 0; i < count; i++) if (bitmap[i >> 3]! & (1 << (i & 7))) this.#queue.push(first + i);
+    this.#pagesAnswered++;
+    return [...this.#offer(), ...this.#fill()];
+  }
+
+  /** Every NEED is in: the queue of needed chunks is final. */
+  get #needComplete(): boolean {
+    return this.#lastSent && this.#pagesAnswered === this.#pagesSent;
+  }
+
+  #fill(): SendAction[] {
+    const out: SendAction[] = [];
+    const h = this.#hello!;
+    while (this.#freeSlots.length > 0 && this.#cursor < this.#queue.length) {
+      let bytes = 0;
+      let j = this.#cursor;
+      while (j < this.#queue.length && bytes + this.#lens[this.#queue[j]!]! <= h.slotLen) bytes += this.#lens[this.#queue[j++]!]!;
+      const full = j < this.#queue.length; // the next needed chunk does not fit
+      if (!full && !this.#needComplete) break; // the run is not determined yet
+      const slot = this.#freeSlots.shift()!;
+      const base = h.zoneAddr + slot * h.slotLen;
+      const pieces: WritePiece[] = [];
+      let at = 0;
+      for (let k = this.#cursor; k < j; k++) {
+        const i = this.#queue[k]!;
+        const last = pieces[pieces.length - 1];
+        if (last && last.off + last.len === this.#offs[i]) last.len += this.#lens[i]!;
+        else pieces.push({ off: this.#offs[i]!, len: this.#lens[i]!, remoteAddr: base + at });
+        at += this.#lens[i]!;
+      }
+      this.#inflight.set(slot, { first: this.#queue[this.#cursor]!, count: j - this.#cursor, bytes, written: false });
+      this.#stats.chunksSent += j - this.#cursor;
+      this.#stats.bytesSent += bytes;
+      this.#cursor = j;
+      out.push({ type: 'write', slot, rkey: h.zoneRkey, pieces });
+    }
+    return out;
+  }
+
+  #fail(error: SabreError): SendAction[] {
+    this.#reset();
+    // After a failure both ends start the slot order afresh (the receiver does the same).
+    this.#inflight.clear();
+    if (this.#hello) this.#freeSlots = Array.from({ length: this.#hello.slots }, (_, i) => i);
+    return [{ type: 'failed', error }];
+  }
+
+  #reset(): void {
+    this.#active = false;
+    this.#lens = [];
+    this.#offs = [];
+    this.#hashes = new Uint8Array(0);
+    this.#ended = false;
+    this.#pagesSent = 0;
+    this.#pagesAnswered = 0;
+    this.#offered = 0;
+    this.#pageFirst.length = 0;
+    this.#queue = [];
+    this.#cursor = 0;
+    this.#lastSent = false;
+    this.#stats = { chunksSent: 0, bytesSent: 0, rounds: 0 };
+  }
+}
