@@ -18,6 +18,7 @@ import {
   FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
 } from '../wire/spec.js';
+import type { LoginBackoff } from './admission.js';
 import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from './auth.js';
 import { bytesAt, readFields, writeFields } from './layout.js';
 import type { RandomBytes, Session, SessionTable } from './sessions.js';
@@ -97,8 +98,12 @@ export const newPipeCounters = (): PipeCounters => ({ pipesOpened: 0, pipeAuthFa
 
 export type PipeServerAction = { t: 'write'; bytes: Uint8Array } | { t: 'close'; reason: string };
 
+/** How long a pipe has for Hello, Challenge, Proof and Welcome (two round trips and an HMAC). */
+export const PIPE_HANDSHAKE_MS = 3000;
+
 export class PipeServer {
-  state: 'hello' | 'proof' | 'ready' | 'closed' = 'hello';
+  /** 'held': the Proof arrived while its source is rationed (./admission.ts); checked at its turn. */
+  state: 'hello' | 'proof' | 'held' | 'ready' | 'closed' = 'hello';
   session: Session | undefined;
   readonly #token: string;
   readonly #sessions: SessionTable;
@@ -107,23 +112,33 @@ export class PipeServer {
   readonly #counters: PipeCounters;
   readonly #reader = new PipeReader();
   readonly #deadline: number;
+  readonly #host: string;
+  readonly #backoff: LoginBackoff | undefined;
+  #held: { mac: Uint8Array; at: number } | undefined;
   #nc: Uint8Array = new Uint8Array(0);
   #ns: Uint8Array = new Uint8Array(0);
   #keyAsked = false;
   actions: PipeServerAction[] = [];
 
-  constructor(o: { token: string; sessions: SessionTable; offer: Offer; random: RandomBytes; counters: PipeCounters; now: number; handshakeMs?: number }) {
+  constructor(o: {
+    token: string; sessions: SessionTable; offer: Offer; random: RandomBytes; counters: PipeCounters; now: number; handshakeMs?: number;
+    /** The source (admission.ts hostKey) and the failed-proof backoff its proofs are rationed by. */
+    host?: string; backoff?: LoginBackoff;
+  }) {
     this.#token = o.token;
+    this.#host = o.host ?? '?';
+    this.#backoff = o.backoff;
     this.#sessions = o.sessions;
     this.#offer = o.offer;
     this.#random = o.random;
     this.#counters = o.counters;
-    this.#deadline = o.now + (o.handshakeMs ?? 5000);
+    this.#deadline = o.now + (o.handshakeMs ?? PIPE_HANDSHAKE_MS);
     o.counters.pipesOpened++;
   }
 
-  /** When the handshake must be done by (tick at or after it). */
+  /** When to tick next: a held Proof's turn, or when the handshake must be done by. */
   get deadline(): number {
+    if (this.state === 'held') return this.#held!.at;
     return this.state === 'ready' || this.state === 'closed' ? Infinity : this.#deadline;
   }
 
@@ -134,6 +149,12 @@ export class PipeServer {
   }
 
   tick(now: number): void {
+    if (this.state === 'held' && now >= this.#held!.at) {
+      const h = this.#held!;
+      this.#held = undefined;
+      this.state = 'proof';
+      return this.#check(h.mac, h.at);
+    }
     if (now >= this.deadline) {
       this.#counters.pipeTimeouts++;
       this.#close('no authenticated handshake in time');
@@ -172,6 +193,26 @@ export class PipeServer {
     this.#close(why);
   }
 
+  /** Check the token proof (at its turn) and answer Welcome. */
+  #check(mac: Uint8Array, now: number): void {
+    const want = pipeClientProof(this.#token, this.#nc, this.#ns);
+    if (!sameBytes(want, mac)) {
+      this.#counters.pipeAuthFailed++;
+      this.#backoff?.failed(this.#host, now);
+      this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.AccessDenied }));
+      return this.#close('wrong token');
+    }
+    this.#backoff?.succeeded(this.#host);
+    const s = this.#sessions.open(sessionKey(this.#token, this.#nc, this.#ns));
+    if (!s) {
+      this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.SessionLimit }));
+      return this.#close('session limit');
+    }
+    this.session = s;
+    this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.Success, mac: pipeServerProof(this.#token, this.#nc, this.#ns) }));
+    this.state = 'ready';
+  }
+
   #frame(f: PipeFrame, now: number): void {
     switch (this.state) {
       case 'hello':
@@ -183,22 +224,22 @@ export class PipeServer {
         return;
       case 'proof': {
         if (f.type !== FilePipeType.Proof || f.body.length !== FILE_PIPE_MAC.size) return this.#malformed('expected Proof');
-        const want = pipeClientProof(this.#token, this.#nc, this.#ns);
-        if (!sameBytes(want, bytesAt(FILE_PIPE_MAC, f.body, 0, 'mac'))) {
-          this.#counters.pipeAuthFailed++;
-          this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.AccessDenied }));
-          return this.#close('wrong token');
-        }
-        const s = this.#sessions.open(sessionKey(this.#token, this.#nc, this.#ns));
-        if (!s) {
+        const mac = bytesAt(FILE_PIPE_MAC, f.body, 0, 'mac');
+        const at = this.#backoff ? this.#backoff.reserve(this.#host, now, this.#deadline) : now;
+        if (at === undefined) {
           this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.SessionLimit }));
-          return this.#close('session limit');
+          return this.#close('too many failed proofs from this source: try later');
         }
-        this.session = s;
-        this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.Success, mac: pipeServerProof(this.#token, this.#nc, this.#ns) }));
-        this.state = 'ready';
-        return;
+        if (at > now) {
+          this.#held = { mac, at };
+          this.state = 'held';
+          return;
+        }
+        return this.#check(mac, now);
       }
+      case 'held':
+        // Nothing may come before the Welcome.
+        return this.#malformed('a frame before the Welcome');
       case 'ready':
         if (f.type === FilePipeType.ResumeKeyRequest && f.body.length === 0) {
           this.#keyAsked = true;

@@ -34,8 +34,11 @@ import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
 import { DEDUP_MAX_BYTES, FILE_DEDUP_SERVICE, serveDedupChannel } from './dedup.js';
-import { Jail, type JailFile, statusOf } from './jail.js';
-import { type Offer, PipeServer, type PipeCounters, newPipeCounters } from './pipe.js';
+import { Jail, statusOf } from './jail.js';
+import { Conn, TERMINAL_WR } from './server-conn.js';
+import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff, hostKey } from './admission.js';
+import { type Offer, type PipeCounters, newPipeCounters } from './pipe.js';
+import { DEFAULT_PIPE_ADMISSION, PipeShell, type PipeShellCounters } from './pipes.js';
 import {
   DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits,
   newServerCounters, receiveSize,
@@ -60,8 +63,22 @@ export interface ServeOptions {
   sessions?: Partial<SessionLimits>;
   /** RDMA connections at once, authenticated or not (bounds memory). Default 64. */
   maxConnections?: number;
+  /**
+   * RDMA connections not yet authenticated, all sources (default 16) and per source host (default
+   * 4); past either the oldest of the source holding the most is closed for the new one.
+   */
+  maxUnauthenticated?: number;
+  maxUnauthenticatedPerHost?: number;
   /** Control pipes at once. Default 256. */
   maxPipes?: number;
+  /** Control pipes of one source host (default 32); not yet authenticated: all (64), per host (8). */
+  maxPipesPerHost?: number;
+  maxUnauthenticatedPipes?: number;
+  maxUnauthenticatedPipesPerHost?: number;
+  /** The backoff of failed token proofs per source (docs/files.md "Security model"). */
+  login?: Partial<BackoffLimits>;
+  /** Refuse a token shorter than this (ERR_INVALID_ARGUMENT). Default 0: any; see weakToken. */
+  minTokenLength?: number;
   /** udp device options (openDevice's). */
   mtu?: number;
   workers?: number;
@@ -89,60 +106,22 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   inproc: {},
 };
 
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters {
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters {
   sessions: number;
+  /** RDMA connections not yet authenticated, now; pipes likewise. */
+  unauthenticatedConnections: number;
+  unauthenticatedPipes: number;
+  /** Unauthenticated RDMA connections closed to make room for a newer one. */
+  connectionsEvicted: number;
+  /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
+  loginSources: number;
   /** RDMA connections alive now (authenticating or bound). */
   liveConnections: number;
   openFiles: number;
   pipes: number;
-  pipesRefused: number;
   connectionsRefused: number;
   /** Bytes of device memory the connections have registered now. */
   registeredBytes: number;
-}
-
-interface RecvBuf {
-  addr: number;
-  length: number;
-  lkey: number;
-  mr: MemoryRegion;
-  off: number;
-}
-
-const TERMINAL_WR = -1;
-
-/** One RDMA connection: its QP, its core, its memory, its open files. */
-class Conn {
-  readonly qp: QueuePair;
-  readonly core: ServerConnection;
-  /** The limits of its provider (FileServer.limitsFor). */
-  readonly limits: ServerLimits;
-  readonly srv: FileServer;
-  readonly pd: ProtectionDomain;
-  readonly bufs = new Map<number, RecvBuf>();
-  readonly freeBufs: number[] = [];
-  recvMrs: MemoryRegion[] = [];
-  staging: MemoryRegion | undefined;
-  scratch: MemoryRegion | undefined;
-  readonly files = new Map<number, JailFile>();
-  nextHandle = 1;
-  nextRecvId = 1;
-  preauthSlot: number;
-  destroyed = false;
-  terminating = false;
-  registered = 0;
-  timer: ReturnType<typeof setTimeout> | undefined;
-  /** Released by the core while its terminal message was in flight. */
-  freeOnDestroy = false;
-
-  constructor(srv: FileServer, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number, limits: ServerLimits) {
-    this.srv = srv;
-    this.pd = pd;
-    this.qp = qp;
-    this.preauthSlot = preauthSlot;
-    this.limits = limits;
-    this.core = new ServerConnection({ limits, sessions: srv.sessions, counters: srv.counters, now: performance.now(), preauthRecvId: 0 });
-  }
 }
 
 export class FileServer {
@@ -160,14 +139,17 @@ export class FileServer {
   readonly devices: Partial<Record<Provider, Device>> = {};
   readonly #opts: ServeOptions;
   readonly #listeners: CmListener[] = [];
-  readonly #pipes = new Set<net.Socket>();
+  readonly #pipes: PipeShell;
+  /** Sources of the RDMA connections, and which of them have not authenticated yet. */
+  readonly #admission: Admission<Conn>;
+  /** Shortest token that is not called weak (docs/files.md: how long a token must be). */
+  static readonly STRONG_TOKEN = 16;
   readonly #conns = new Map<QueuePair, Conn>();
   readonly #byCore = new Map<ServerConnection, Conn>();
   readonly #byQpn = new Map<Device, Map<number, Conn>>();
   readonly #preauth = new Map<Device, { mr: MemoryRegion; free: number[] }>();
   #net: net.Server | undefined;
   #closed = false;
-  #pipesRefused = 0;
   #connectionsRefused = 0;
   readonly #maxConnections: number;
   readonly #limitsByDev = new Map<Device, ServerLimits>();
@@ -180,6 +162,29 @@ export class FileServer {
     this.limits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, readOnly: opts.readOnly ?? opts.limits?.readOnly ?? false, fsync: opts.fsync ?? opts.limits?.fsync ?? false };
     this.sessions = new SessionTable(opts.sessions ?? {}, (n) => new Uint8Array(randomBytes(n)));
     this.#maxConnections = opts.maxConnections ?? 64;
+    this.#admission = new Admission<Conn>({
+      max: this.#maxConnections, maxUnauthenticated: opts.maxUnauthenticated ?? 16, maxUnauthenticatedPerHost: opts.maxUnauthenticatedPerHost ?? 4, maxPerHost: Infinity,
+    });
+    const P = DEFAULT_PIPE_ADMISSION;
+    const pipes: AdmissionLimits = {
+      max: opts.maxPipes ?? P.max, maxPerHost: opts.maxPipesPerHost ?? P.maxPerHost, maxUnauthenticated: opts.maxUnauthenticatedPipes ?? P.maxUnauthenticated,
+      maxUnauthenticatedPerHost: opts.maxUnauthenticatedPipesPerHost ?? P.maxUnauthenticatedPerHost,
+    };
+    this.#pipes = new PipeShell(pipes, new LoginBackoff(opts.login), {
+      token, sessions: this.sessions, offer: () => this.#offer(), counters: this.pipeCounters,
+      ended: (session) => {
+        for (const k of this.sessions.close(session)) {
+          const c = this.#byCore.get(k as ServerConnection);
+          if (c) this.#teardown(c);
+          else if (k instanceof Channel) void k.close();
+        }
+      },
+    });
+  }
+
+  /** The token is shorter than STRONG_TOKEN characters: online guessing is rationed, not impossible. */
+  get weakToken(): boolean {
+    return this.token.length < FileServer.STRONG_TOKEN;
   }
 
   /** The limits a connection over provider `t` gets (what its AuthenticateResponse announces). */
@@ -192,7 +197,7 @@ export class FileServer {
   async start(): Promise<void> {
     const host = this.#opts.host ?? '127.0.0.1';
     const want = this.#opts.transports ?? ['udp', 'tcp'];
-    const server = net.createServer({ noDelay: true }, (s) => this.#onPipe(s));
+    const server = net.createServer({ noDelay: true }, (s) => this.#pipes.accept(s));
     this.#net = server;
     await new Promise<void>((res, rej) => {
       server.once('error', rej);
@@ -235,53 +240,6 @@ export class FileServer {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Control pipes
-
-  #onPipe(s: net.Socket): void {
-    if (this.#closed || this.#pipes.size >= (this.#opts.maxPipes ?? 256)) {
-      this.#pipesRefused++;
-      s.destroy();
-      return;
-    }
-    this.#pipes.add(s);
-    s.setNoDelay(true);
-    s.setKeepAlive(true, 10_000);
-    const core = new PipeServer({
-      token: this.token, sessions: this.sessions, offer: this.#offer(), random: (n) => new Uint8Array(randomBytes(n)), counters: this.pipeCounters, now: performance.now(),
-    });
-    const deadline = setTimeout(() => {
-      core.tick(performance.now() + 1e9);
-      run();
-    }, Math.max(0, core.deadline - performance.now()) + 1);
-    deadline.unref();
-    const run = (): void => {
-      for (const a of core.take()) {
-        if (a.t === 'write') s.write(a.bytes);
-        else s.end(() => s.destroy());
-      }
-      if (core.state === 'ready') clearTimeout(deadline);
-    };
-    s.on('data', (chunk: Buffer) => {
-      core.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), performance.now());
-      run();
-    });
-    s.on('error', () => {});
-    s.on('close', () => {
-      clearTimeout(deadline);
-      this.#pipes.delete(s);
-      // The session dies with its pipe, and so does every RDMA connection bound to it.
-      // (The session table holds the connections' cores.)
-      if (core.session) {
-        for (const k of this.sessions.close(core.session)) {
-          const c = this.#byCore.get(k as ServerConnection);
-          if (c) this.#teardown(c);
-          else if (k instanceof Channel) void k.close();
-        }
-      }
-    });
-  }
-
-  // -------------------------------------------------------------------------------------------
   // RDMA connections
 
   #listen(dev: Device): void {
@@ -302,8 +260,10 @@ export class FileServer {
     if (this.#opts.dedup !== false) this.#listenDedup(dev);
     void (async () => {
       for await (const qp of listener) {
-        // The QP is connected; its Conn was made in setup. Nothing to do until it speaks.
-        if (!this.#conns.has(qp)) qp.destroy();
+        // The QP is connected (its Conn was made in setup): now its source is known.
+        const c = this.#conns.get(qp);
+        if (!c) qp.destroy();
+        else this.#admit(c);
       }
     })().catch(() => {});
     void this.#cqLoop(dev, cq);
@@ -320,8 +280,31 @@ export class FileServer {
     })().catch(() => {});
   }
 
+  /**
+   * Count a connected QP against its source: an unauthenticated one past the caps closes the
+   * oldest unauthenticated one of the source holding the most (./admission.ts).
+   */
+  #admit(c: Conn): void {
+    // The engine's flow knows the address the connection came from (cm does not say it).
+    const peer = c.qp.engineQp.flow?.peer as { host?: string; id?: unknown } | undefined;
+    const host = hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
+    if (c.destroyed) return;
+    if (c.core.state !== 'authenticating') return this.#admission.enter(c, host);
+    const a = this.#admission.admit(c, host);
+    if (!a.ok) {
+      this.#connectionsRefused++;
+      return this.#teardown(c);
+    }
+    for (const old of a.evict) this.#teardown(old);
+  }
+
   #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair): void {
     const pre = this.#preauth.get(dev)!;
+    // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
+    if (!this.#closed && this.#conns.size >= this.#maxConnections) {
+      const old = this.#admission.evictOne();
+      if (old) this.#teardown(old);
+    }
     const slot = this.#closed ? undefined : pre.free.pop();
     if (slot === undefined || this.#conns.size >= this.#maxConnections) {
       if (slot !== undefined) pre.free.push(slot);
@@ -418,22 +401,34 @@ export class FileServer {
     const qp = c.qp;
     switch (a.t) {
       case 'provision':
-        return this.#provision(c);
+        return c.provision();
       case 'post':
-        for (let i = 0; i < a.n; i++) this.#postBuf(c, this.#takeBuf(c));
+        for (let i = 0; i < a.n; i++) c.postBuf(c.takeBuf());
         return;
       case 'repost':
-        return this.#postBuf(c, a.recvId);
+        return c.postBuf(a.recvId);
       case 'retire':
         if (a.recvId === 0) {
+          // Kept until the connection is freed unless it bound: the refusal of an
+          // unauthenticated one is sent from this slot (no region registered for it).
+          if (!c.bound) return;
           this.#preauth.get(c.pd.device)!.free.push(c.preauthSlot);
           c.preauthSlot = -1;
         } else c.freeBufs.push(a.recvId);
         return;
       case 'send': {
-        const s = c.scratch ?? this.#provisionScratch(c);
-        s.buffer.set(a.bytes, 0);
-        qp.postSend({ wrId: a.last ? TERMINAL_WR : 0, opcode: Opcode.Send, sgList: [{ addr: s.addr, length: a.bytes.length, lkey: s.lkey }], signaled: a.last === true });
+        let sge: { addr: number; length: number; lkey: number };
+        if (!c.scratch && !c.bound && c.preauthSlot >= 0 && a.bytes.length <= PREAUTH_RECEIVE) {
+          // Before authentication the only Send is a refusal, after the one receive completed.
+          const pre = this.#preauth.get(c.pd.device)!;
+          pre.mr.buffer.set(a.bytes, c.preauthSlot * PREAUTH_RECEIVE);
+          sge = { addr: pre.mr.addr + c.preauthSlot * PREAUTH_RECEIVE, length: a.bytes.length, lkey: pre.mr.lkey };
+        } else {
+          const s = c.scratch ?? c.provisionScratch();
+          s.buffer.set(a.bytes, 0);
+          sge = { addr: s.addr, length: a.bytes.length, lkey: s.lkey };
+        }
+        qp.postSend({ wrId: a.last ? TERMINAL_WR : 0, opcode: Opcode.Send, sgList: [sge], signaled: a.last === true });
         return;
       }
       case 'block': {
@@ -462,6 +457,8 @@ export class FileServer {
         setTimeout(() => this.#destroy(c), 1000).unref();
         return;
       case 'bound':
+        c.bound = true;
+        this.#admission.authenticated(c);
         return;
       case 'released':
         // A terminal StatusResponse may still be on its way: free once the QP has gone (its
@@ -474,113 +471,16 @@ export class FileServer {
     }
   }
 
-  #provisionScratch(c: Conn): MemoryRegion {
-    c.scratch = c.pd.regMr(4096, Access.LocalWrite);
-    c.registered += 4096;
-    return c.scratch;
-  }
-
-  #provision(c: Conn): void {
-    const L = c.limits;
-    const size = (receiveSize(L) + 63) & ~63;
-    const n = L.credits + RESERVE;
-    const mr = c.pd.regMr(size * n, Access.LocalWrite);
-    c.recvMrs.push(mr);
-    c.registered += size * n;
-    for (let i = 0; i < n; i++) {
-      const id = c.nextRecvId++;
-      c.bufs.set(id, { addr: mr.addr + i * size, length: size, lkey: mr.lkey, mr, off: i * size });
-      c.freeBufs.push(id);
-    }
-    c.staging = c.pd.regMr(L.rwDepth * L.maxReadWriteSize, Access.LocalWrite);
-    c.registered += L.rwDepth * L.maxReadWriteSize;
-    if (!c.scratch) this.#provisionScratch(c);
-  }
-
-  #takeBuf(c: Conn): number {
-    const id = c.freeBufs.pop();
-    if (id !== undefined) return id;
-    // The target rose above what was provisioned: one more buffer.
-    const size = (receiveSize(c.limits) + 63) & ~63;
-    const mr = c.pd.regMr(size, Access.LocalWrite);
-    c.recvMrs.push(mr);
-    c.registered += size;
-    const nid = c.nextRecvId++;
-    c.bufs.set(nid, { addr: mr.addr, length: size, lkey: mr.lkey, mr, off: 0 });
-    return nid;
-  }
-
-  #postBuf(c: Conn, id: number): void {
-    const b = c.bufs.get(id)!;
-    c.qp.postRecv({ wrId: id, sgList: [{ addr: b.addr, length: b.length, lkey: b.lkey }] });
-  }
-
   async #fs(c: Conn, token: number, w: FsOp): Promise<void> {
     let r: FsResult;
     try {
-      r = await this.#doFs(c, w);
+      r = await c.doFs(this.jail, w);
     } catch (e) {
       r = { status: statusOf(e) };
     }
     // Even for a connection being torn down: the core closes what a late open opened.
     c.core.fsDone(token, r);
     this.#run(c);
-  }
-
-  async #doFs(c: Conn, w: FsOp): Promise<FsResult> {
-    const L = c.limits;
-    switch (w.op) {
-      case 'open': {
-        const o = await this.jail.open(w.parts, w.access, w.mode, w.fsync);
-        if (o.status !== FileStatus.Success || !('file' in o)) return { status: o.status };
-        const h = c.nextHandle++;
-        c.files.set(h, o.file);
-        return { status: FileStatus.Success, handle: h, value: o.file.size };
-      }
-      case 'read': {
-        const view = c.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
-        return { status: FileStatus.Success, value: await c.files.get(w.handle)!.read(view, w.length, w.position) };
-      }
-      case 'readv': {
-        const view = c.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
-        const f = c.files.get(w.handle)!;
-        const parts: number[] = [];
-        let total = 0;
-        // In order, and the first short entry (the end of the file) ends it: the entries after
-        // it are not read, so the total alone tells the client how much of each came back (a
-        // file that shrank or grew between entries cannot make it misplace bytes).
-        for (const e of w.entries) {
-          const n = parts.length > 0 && parts[parts.length - 1]! < w.entries[parts.length - 1]!.length ? 0
-            : await f.read(view.subarray(e.at, e.at + e.length), e.length, e.position);
-          parts.push(n);
-          total += n;
-        }
-        return { status: FileStatus.Success, value: total, parts };
-      }
-      case 'write':
-      case 'writev': {
-        const buf = this.#recvView(c, w.recvId)!;
-        const f = c.files.get(w.handle)!;
-        const entries = w.op === 'write' ? [{ position: w.position, length: w.length }] : w.entries;
-        let at = w.dataOff;
-        let total = 0;
-        for (const e of entries) {
-          total += await f.write(buf.subarray(at, at + e.length), e.position);
-          at += e.length;
-        }
-        return { status: FileStatus.Success, value: total };
-      }
-      case 'close': {
-        const f = c.files.get(w.handle);
-        c.files.delete(w.handle);
-        return { status: f ? await f.close(w.commit) : FileStatus.Success };
-      }
-      case 'list': {
-        const view = c.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, w.staging * L.maxReadWriteSize + w.maxBytes);
-        const r = await this.jail.list(w.parts, w.cookie, view);
-        return { status: r.status, value: r.bytes, next: r.next };
-      }
-    }
   }
 
   /** The session's pipe closed, or the server closes: tear the connection down. */
@@ -616,19 +516,14 @@ export class FileServer {
   /** Everything the connection held (after its file-system work drained). */
   #free(c: Conn): void {
     this.#destroyQp(c);
-    for (const f of c.files.values()) void f.close(false);
-    c.files.clear();
-    for (const mr of c.recvMrs) if (mr.valid) mr.deregister();
-    if (c.staging?.valid) c.staging.deregister();
-    if (c.scratch?.valid) c.scratch.deregister();
-    c.recvMrs = [];
-    c.registered = 0;
+    c.release();
     if (c.preauthSlot >= 0) {
       this.#preauth.get(c.pd.device)?.free.push(c.preauthSlot);
       c.preauthSlot = -1;
     }
     this.#conns.delete(c.qp);
     this.#byCore.delete(c.core);
+    this.#admission.remove(c);
   }
 
   stats(): FileServerStats {
@@ -639,8 +534,10 @@ export class FileServer {
       registered += c.registered;
     }
     return {
-      ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters,
-      sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size, pipesRefused: this.#pipesRefused,
+      ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
+      sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size,
+      unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
+      connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
     };
   }
@@ -658,7 +555,7 @@ export class FileServer {
     this.#closed = true;
     for (const l of this.#listeners) l.close();
     for (const l of this.#channelListeners) l.close();
-    for (const s of this.#pipes) s.destroy();
+    this.#pipes.close();
     await new Promise<void>((res) => (this.#net ? this.#net.close(() => res()) : res()));
     for (const c of [...this.#conns.values()]) this.#teardown(c);
     // Let file-system work drain (bounded): connections free themselves when it has.
@@ -677,6 +574,7 @@ export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<
   // (`sabre ls --token -x…` fails in node's parseArgs), and base64url starts with one 1 time in 64.
   const token = opts.token ?? randomBytes(20).toString('hex');
   if (typeof token !== 'string' || token.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'token must be a non-empty string');
+  if (token.length < (opts.minTokenLength ?? 0)) throw new SabreError(ErrorCode.InvalidArgument, `the token has ${token.length} characters, fewer than minTokenLength (${opts.minTokenLength})`);
   const jail = await Jail.open(dir);
   const s = new FileServer(jail, opts, token);
   try {

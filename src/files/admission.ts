@@ -1,0 +1,291 @@
+// Who may hold the file server's resources before proving the token, sans-I/O (a clock is passed
+// in): per-source admission of connections not yet authenticated (pipes and RDMA connections),
+// and the backoff of failed token proofs per source.
+//
+// Admission. Connections that have not authenticated yet are few (a global cap, below the total,
+// so authenticated ones always have room) and few per source host. A new connection past either
+// cap evicts the oldest unauthenticated one of the source holding the most, never an
+// authenticated one: a peer that only opens connections can fill its own share and churn it,
+// never lock others out. Only the total cap refuses (every slot is then an authenticated one).
+//
+// Backoff. A source whose token proofs failed more than `free` times has each further proof
+// checked no earlier than `base · 2^(failures − free)` (at most `max`) after its previous one,
+// whatever the number of connections it spreads them over: the check is what is rationed, not
+// the answer, so hanging up early gains nothing. A proof whose turn would come after its pipe's
+// handshake deadline is refused unchecked. Sources are remembered for `memoryMs` after their last
+// failure, in a bounded table; past it, new sources share one entry, so a source with many
+// addresses is rationed as one.
+import { isIPv4 } from 'node:net';
+
+/** The source a rate or a cap applies to: an IPv4 address, or an IPv6 /64 (one host's prefix). */
+export function hostKey(address: string | undefined): string {
+  if (!address) return '?';
+  const a = address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address;
+  if (!a.includes(':')) return a;
+  // Expand "::" so the first four groups are the /64.
+  const [head, tail] = a.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
+  return `${groups.slice(0, 4).map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
+export interface AdmissionLimits {
+  /** Connections at once, authenticated or not. */
+  max: number;
+  /** Unauthenticated connections at once, all sources (the rest of `max` is kept for authenticated ones). */
+  maxUnauthenticated: number;
+  /** Unauthenticated connections of one source. */
+  maxUnauthenticatedPerHost: number;
+  /** Connections of one source, authenticated or not. */
+  maxPerHost: number;
+}
+
+export interface AdmissionCounters {
+  /** Refused: the total (or the source's total) is all authenticated connections. */
+  refused: number;
+  /** Unauthenticated connections closed to make room for a newer one. */
+  evicted: number;
+}
+
+export type Admit<T> = { ok: true; evict: T[] } | { ok: false; why: string };
+
+interface Entry {
+  host: string;
+  authenticated: boolean;
+}
+
+/** Live connections by source; each unauthenticated one in arrival order. */
+export class Admission<T> {
+  readonly limits: AdmissionLimits;
+  readonly counters: AdmissionCounters = { refused: 0, evicted: 0 };
+  readonly #all = new Map<T, Entry>();
+  /** Per source: its connections (authenticated or not), and its unauthenticated ones in arrival order. */
+  readonly #hosts = new Map<string, { n: number; pending: Set<T> }>();
+  #pending = 0;
+
+  constructor(limits: AdmissionLimits) {
+    this.limits = limits;
+  }
+
+  get size(): number {
+    return this.#all.size;
+  }
+
+  get unauthenticated(): number {
+    return this.#pending;
+  }
+
+  /** Sources with a connection now (bounded by `max`: an entry lives while a connection does). */
+  get hosts(): number {
+    return this.#hosts.size;
+  }
+
+  /** Unauthenticated connections of `host` now. */
+  pendingOf(host: string): number {
+    return this.#hosts.get(host)?.pending.size ?? 0;
+  }
+
+  /**
+   * Admit `conn` from `host` as unauthenticated. The connections in `evict` were dropped from the
+   * table to make room: the caller closes them.
+   */
+  admit(conn: T, host: string): Admit<T> {
+    const L = this.limits;
+    const evict: T[] = [];
+    const h = this.#hosts.get(host);
+    if (h && h.n >= L.maxPerHost) {
+      if (h.pending.size === 0) {
+        this.counters.refused++;
+        return { ok: false, why: `source ${host} holds ${h.n} connections, the most one source may` };
+      }
+      evict.push(this.#evictFrom(host));
+    } else if (h && h.pending.size >= L.maxUnauthenticatedPerHost) evict.push(this.#evictFrom(host));
+    // Bounded: each turn removes one unauthenticated connection.
+    while (this.#pending >= L.maxUnauthenticated || this.#all.size >= L.max) {
+      const victim = this.#busiest();
+      if (victim === undefined) {
+        this.counters.refused++;
+        return { ok: false, why: `${this.#all.size} connections, all authenticated (the most there may be)` };
+      }
+      evict.push(this.#evictFrom(victim));
+    }
+    this.#all.set(conn, { host, authenticated: false });
+    let e = this.#hosts.get(host);
+    if (!e) this.#hosts.set(host, (e = { n: 0, pending: new Set() }));
+    e.n++;
+    e.pending.add(conn);
+    this.#pending++;
+    return { ok: true, evict };
+  }
+
+  /** Record `conn`, authenticated already (it proved the token before its source was known). */
+  enter(conn: T, host: string): void {
+    if (this.#all.has(conn)) return;
+    this.#all.set(conn, { host, authenticated: true });
+    let e = this.#hosts.get(host);
+    if (!e) this.#hosts.set(host, (e = { n: 0, pending: new Set() }));
+    e.n++;
+  }
+
+  /** Drop the oldest unauthenticated connection of the source holding the most, to make room (counted). */
+  evictOne(): T | undefined {
+    const h = this.#busiest();
+    return h === undefined ? undefined : this.#evictFrom(h);
+  }
+
+  /** `conn` proved the token: it no longer counts as unauthenticated (and is never evicted). */
+  authenticated(conn: T): void {
+    const a = this.#all.get(conn);
+    if (!a || a.authenticated) return;
+    a.authenticated = true;
+    this.#hosts.get(a.host)!.pending.delete(conn);
+    this.#pending--;
+  }
+
+  remove(conn: T): void {
+    const a = this.#all.get(conn);
+    if (!a) return;
+    this.#all.delete(conn);
+    const h = this.#hosts.get(a.host)!;
+    h.n--;
+    if (!a.authenticated) {
+      h.pending.delete(conn);
+      this.#pending--;
+    }
+    if (h.n === 0) this.#hosts.delete(a.host);
+  }
+
+  has(conn: T): boolean {
+    return this.#all.has(conn);
+  }
+
+  #evictFrom(host: string): T {
+    const victim = this.#hosts.get(host)!.pending.values().next().value as T;
+    this.remove(victim);
+    this.counters.evicted++;
+    return victim;
+  }
+
+  /** The source holding the most unauthenticated connections (undefined: none is). */
+  #busiest(): string | undefined {
+    let best: string | undefined;
+    let most = 0;
+    for (const [k, h] of this.#hosts) {
+      if (h.pending.size > most) {
+        most = h.pending.size;
+        best = k;
+      }
+    }
+    return best;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface BackoffLimits {
+  /** Failed proofs a source may make before it is rationed. */
+  free: number;
+  /** The gap after the first rationed failure; it doubles with each further one. */
+  baseMs: number;
+  /** The largest gap between two checked proofs of one source. */
+  maxMs: number;
+  /** A source's failures are forgotten this long after its last one (or at its first success). */
+  memoryMs: number;
+  /** Sources remembered at once; past it, new ones share one entry. */
+  maxSources: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffLimits = { free: 3, baseMs: 250, maxMs: 2000, memoryMs: 10 * 60_000, maxSources: 4096 };
+
+export interface BackoffCounters {
+  /** Proofs checked later than they arrived (their source was rationed). */
+  loginDelayed: number;
+  /** Proofs refused unchecked: their turn would have come after their pipe's deadline. */
+  loginThrottled: number;
+  /** Attempts of sources the full table could not hold (rationed together). */
+  loginSourcesOverflow: number;
+}
+
+interface Source {
+  failures: number;
+  /** When this source's last proof was (or will be) checked. */
+  last: number;
+  lastFailure: number;
+}
+
+const OVERFLOW = '*';
+
+export class LoginBackoff {
+  readonly limits: BackoffLimits;
+  readonly counters: BackoffCounters = { loginDelayed: 0, loginThrottled: 0, loginSourcesOverflow: 0 };
+  /** Least recently failed first (an entry is re-inserted at each failure). */
+  readonly #sources = new Map<string, Source>();
+
+  constructor(limits: Partial<BackoffLimits> = {}) {
+    this.limits = { ...DEFAULT_BACKOFF, ...limits };
+  }
+
+  /** Sources remembered now (at most maxSources, plus the shared overflow entry). */
+  get size(): number {
+    return this.#sources.size;
+  }
+
+  /** The gap a source with `failures` failures waits between two checked proofs. */
+  gap(failures: number): number {
+    const L = this.limits;
+    if (failures < L.free) return 0;
+    return Math.min(L.maxMs, L.baseMs * 2 ** Math.min(failures - L.free, 30));
+  }
+
+  #forget(now: number): void {
+    // The oldest failures first: stop at the first one still remembered (bounded by the table).
+    for (const [k, s] of this.#sources) {
+      if (now - s.lastFailure < this.limits.memoryMs || s.last > now) break;
+      this.#sources.delete(k);
+    }
+  }
+
+  #key(host: string): string {
+    if (this.#sources.has(host) || this.#sources.size < this.limits.maxSources) return host;
+    return OVERFLOW;
+  }
+
+  /**
+   * When the proof of a pipe from `host` may be checked: `now`, or later (counted), or undefined
+   * when that would be after `deadline` (refused unchecked, counted).
+   */
+  reserve(host: string, now: number, deadline: number): number | undefined {
+    this.#forget(now);
+    const k = this.#key(host);
+    const s = this.#sources.get(k);
+    if (!s) return now;
+    if (k === OVERFLOW) this.counters.loginSourcesOverflow++;
+    const at = Math.max(now, s.last + this.gap(s.failures));
+    if (at > deadline) {
+      this.counters.loginThrottled++;
+      return undefined;
+    }
+    if (at > now) this.counters.loginDelayed++;
+    s.last = at;
+    return at;
+  }
+
+  /** The proof of a pipe from `host` was checked at `now` and was wrong. */
+  failed(host: string, now: number): void {
+    this.#forget(now);
+    const k = this.#key(host);
+    let s = this.#sources.get(k);
+    if (s) this.#sources.delete(k);
+    else s = { failures: 0, last: now, lastFailure: now };
+    s.failures++;
+    s.lastFailure = now;
+    s.last = Math.max(s.last, now);
+    this.#sources.set(k, s);
+  }
+
+  /** The proof was right: the source (not the shared overflow entry) starts afresh. */
+  succeeded(host: string): void {
+    this.#sources.delete(host);
+  }
+}

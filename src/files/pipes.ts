@@ -1,0 +1,113 @@
+// The control pipes' socket shell: the TCP listener, one PipeServer core (./pipe.ts) per
+// socket, its deadline timer, and who may hold a pipe (./admission.ts): per source, a pipe
+// that has not proved the token is one of few, and the oldest of them makes room for a newer one.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Admission, type AdmissionLimits, LoginBackoff, hostKey } from './admission.js';
+import { type Offer, type PipeCounters, PipeServer } from './pipe.js';
+import type { Session, SessionTable } from './sessions.js';
+
+export interface PipeShellCounters {
+  /** Pipes refused (every slot held by an authenticated pipe, or the source holds its most). */
+  pipesRefused: number;
+  /** Unauthenticated pipes closed to make room for a newer one. */
+  pipesEvicted: number;
+}
+
+export const DEFAULT_PIPE_ADMISSION: AdmissionLimits = { max: 256, maxUnauthenticated: 64, maxUnauthenticatedPerHost: 8, maxPerHost: 32 };
+
+export interface PipeShellOptions {
+  token: string;
+  sessions: SessionTable;
+  offer: () => Offer;
+  counters: PipeCounters;
+  handshakeMs?: number;
+  /** The session of a closed pipe ended: tear down what was bound to it. */
+  ended: (s: Session) => void;
+}
+
+export class PipeShell {
+  readonly admission: Admission<net.Socket>;
+  readonly backoff: LoginBackoff;
+  readonly #pipes = new Set<net.Socket>();
+  readonly #o: PipeShellOptions;
+
+  #closed = false;
+
+  constructor(limits: AdmissionLimits, backoff: LoginBackoff, o: PipeShellOptions) {
+    this.admission = new Admission(limits);
+    this.backoff = backoff;
+    this.#o = o;
+  }
+
+  get size(): number {
+    return this.#pipes.size;
+  }
+
+  get counters(): PipeShellCounters {
+    return { pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted };
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const s of this.#pipes) s.destroy();
+  }
+
+  accept(s: net.Socket): void {
+    const host = hostKey(s.remoteAddress);
+    const a = this.#closed ? { ok: false as const, why: 'closed' } : this.admission.admit(s, host);
+    if (!a.ok) {
+      if (this.#closed) this.admission.counters.refused++;
+      s.destroy();
+      return;
+    }
+    for (const old of a.evict) old.destroy();
+    this.#pipes.add(s);
+    s.setNoDelay(true);
+    s.setKeepAlive(true, 10_000);
+    const o = this.#o;
+    const core = new PipeServer({
+      token: o.token, sessions: o.sessions, offer: o.offer(), random: (n) => new Uint8Array(randomBytes(n)), counters: o.counters, now: performance.now(),
+      host, backoff: this.backoff, ...(o.handshakeMs !== undefined ? { handshakeMs: o.handshakeMs } : {}),
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let armed = Infinity;
+    const arm = (): void => {
+      const d = core.deadline;
+      if (d === armed) return;
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      armed = d;
+      if (d === Infinity) return;
+      timer = setTimeout(() => {
+        armed = Infinity;
+        timer = undefined;
+        core.tick(Math.max(performance.now(), d));
+        run();
+      }, Math.max(0, d - performance.now()) + 1);
+      timer.unref();
+    };
+    const run = (): void => {
+      for (const a of core.take()) {
+        if (a.t === 'write') s.write(a.bytes);
+        else s.end(() => s.destroy());
+      }
+      if (core.state === 'ready') this.admission.authenticated(s);
+      arm();
+    };
+    arm();
+    s.on('data', (chunk: Buffer) => {
+      core.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), performance.now());
+      run();
+    });
+    s.on('error', () => {});
+    s.on('close', () => {
+      if (timer) clearTimeout(timer);
+      this.#pipes.delete(s);
+      this.admission.remove(s);
+      // The session dies with its pipe, and so does every RDMA connection bound to it.
+      if (core.session) o.ended(core.session);
+    });
+  }
+}

@@ -1,0 +1,128 @@
+// The admission and login-backoff policy of src/files/admission.ts, driven with a clock and no
+// sockets: who is evicted, who is refused, how the gap between checked proofs grows, and that the
+// source table stays bounded.
+import { describe, expect, it } from 'vitest';
+import { Admission, LoginBackoff, hostKey } from '../../src/files/admission.js';
+import { PipeServer, newPipeCounters, encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
+import { SessionTable } from '../../src/files/sessions.js';
+import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/spec.js';
+import { readFields } from '../../src/files/layout.js';
+
+describe('Admission', () => {
+  it('past the per-source cap the source\'s oldest unauthenticated one is evicted; authenticated ones never are', () => {
+    const a = new Admission<string>({ max: 10, maxUnauthenticated: 6, maxUnauthenticatedPerHost: 2, maxPerHost: 4 });
+    expect(a.admit('a1', 'A')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('a2', 'A')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('a3', 'A')).toEqual({ ok: true, evict: ['a1'] });
+    a.authenticated('a2');
+    a.authenticated('a3');
+    expect(a.admit('a4', 'A')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('a5', 'A')).toEqual({ ok: true, evict: [] });
+    // A holds 4 (its most): a new one evicts its oldest unauthenticated (a4) …
+    expect(a.admit('a6', 'A')).toEqual({ ok: true, evict: ['a4'] });
+    a.authenticated('a5');
+    a.authenticated('a6');
+    // … and with all four authenticated it is refused.
+    expect(a.admit('a7', 'A')).toMatchObject({ ok: false });
+    expect(a.counters).toEqual({ refused: 1, evicted: 2 });
+  });
+
+  it('past the global cap the oldest of the source holding the most goes; when all are authenticated, refused', () => {
+    const a = new Admission<string>({ max: 4, maxUnauthenticated: 3, maxUnauthenticatedPerHost: 3, maxPerHost: 10 });
+    a.admit('x1', 'X');
+    a.admit('x2', 'X');
+    a.admit('y1', 'Y');
+    expect(a.admit('z1', 'Z')).toEqual({ ok: true, evict: ['x1'] });
+    for (const c of ['x2', 'y1', 'z1']) a.authenticated(c);
+    expect(a.admit('w1', 'W')).toEqual({ ok: true, evict: [] });
+    a.authenticated('w1');
+    expect(a.admit('v1', 'V')).toMatchObject({ ok: false });
+    a.remove('x2');
+    expect(a.admit('v1', 'V')).toEqual({ ok: true, evict: [] });
+    expect(a.size).toBe(4);
+    expect(a.hosts).toBe(4);
+  });
+});
+
+describe('LoginBackoff', () => {
+  it('free failures, then a doubling gap up to the maximum between checked proofs, however many pipes', () => {
+    const b = new LoginBackoff({ free: 2, baseMs: 100, maxMs: 400 });
+    expect([0, 1, 2, 3, 4, 5, 9].map((n) => b.gap(n))).toEqual([0, 0, 100, 200, 400, 400, 400]);
+    let now = 0;
+    for (let i = 0; i < 2; i++) {
+      expect(b.reserve('H', now, now + 3000)).toBe(now);
+      b.failed('H', now);
+    }
+    // Three pipes at once: their proofs are checked 100 ms apart (the failures so far set the gap).
+    expect(b.reserve('H', now, now + 3000)).toBe(100);
+    expect(b.reserve('H', now, now + 3000)).toBe(200);
+    expect(b.reserve('H', now, 250)).toBeUndefined();
+    expect(b.counters).toMatchObject({ loginDelayed: 2, loginThrottled: 1 });
+    now = 200;
+    b.failed('H', 100);
+    b.failed('H', 200);
+    // 4 failures: 400 ms after the last checked one.
+    expect(b.reserve('H', now, now + 3000)).toBe(600);
+    // Another source is not affected; a success forgets the source.
+    expect(b.reserve('G', now, now + 3000)).toBe(now);
+    b.succeeded('H');
+    expect(b.reserve('H', 700, 3700)).toBe(700);
+  });
+
+  it('the table is bounded: past maxSources new sources share one entry; failures are forgotten after memoryMs', () => {
+    const b = new LoginBackoff({ free: 1, baseMs: 100, maxMs: 100, maxSources: 3, memoryMs: 1000 });
+    for (let i = 0; i < 50; i++) b.failed(`10.0.0.${i}`, 0);
+    expect(b.size).toBe(4);
+    // The 47 sources the table could not hold are rationed as one (their attempts counted).
+    expect(b.reserve('10.0.0.40', 0, 5000)).toBe(100);
+    expect(b.reserve('10.0.0.41', 0, 5000)).toBe(200);
+    expect(b.counters.loginSourcesOverflow).toBe(2);
+    b.failed('10.0.0.1', 800);
+    expect(b.reserve('10.0.0.0', 1500, 9000)).toBe(1500);
+    expect(b.size).toBe(1);
+  });
+});
+
+describe('hostKey', () => {
+  it('IPv4 as is (mapped ones too), IPv6 by /64', () => {
+    expect(hostKey('10.1.2.3')).toBe('10.1.2.3');
+    expect(hostKey('::ffff:10.1.2.3')).toBe('10.1.2.3');
+    expect(hostKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(hostKey('2001:db8:1:2:bbbb:1:2:3')).toBe('2001:db8:1:2::/64');
+    expect(hostKey('::1')).toBe('0:0:0:0::/64');
+    expect(hostKey(undefined)).toBe('?');
+  });
+});
+
+describe('PipeServer with a backoff', () => {
+  it('a Proof of a rationed source is held until its turn, then checked; past the deadline it is refused unchecked', () => {
+    const backoff = new LoginBackoff({ free: 0, baseMs: 500, maxMs: 500 });
+    backoff.failed('H', 0);
+    const sessions = new SessionTable({}, (n) => new Uint8Array(n).fill(1));
+    const mk = (now: number): PipeServer => new PipeServer({
+      token: 't', sessions, offer: { providers: 1, udpPort: 1, tcpPort: 0, inprocId: '' }, random: (n) => new Uint8Array(n).fill(2), counters: newPipeCounters(), now, handshakeMs: 800, host: 'H', backoff,
+    });
+    const status = (p: PipeServer): number | undefined => {
+      const r = new PipeReader();
+      for (const a of p.take()) if (a.t === 'write') for (const f of r.push(a.bytes)) if (f.type === FilePipeType.Welcome) return readFields(FILE_PIPE_WELCOME, f.body, 0).status;
+      return undefined;
+    };
+    const p = mk(100);
+    p.receive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 100);
+    p.take();
+    p.receive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 100);
+    expect(p.state).toBe('held');
+    expect(p.deadline).toBe(500);
+    p.tick(499);
+    expect(p.state).toBe('held');
+    p.tick(500);
+    expect(status(p)).toBe(FileStatus.AccessDenied);
+    // The next turn is at 1000, after this pipe's deadline (150 + 800): refused unchecked.
+    const q = mk(150);
+    q.receive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 150);
+    q.take();
+    q.receive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 150);
+    expect(status(q)).toBe(FileStatus.SessionLimit);
+    expect(q.state).toBe('closed');
+  });
+});
