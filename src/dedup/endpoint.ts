@@ -267,6 +267,8 @@ export class DedupReceiver implements AsyncIterable<Received> {
           break;
         case 'failed': {
           this.#totals.received.failed++;
+          // The core ends a transfer with LimitExceeded exactly when it went past this receiver's limits.
+          if (a.error.code === ErrorCode.LimitExceeded) this.#totals.received.overLimit++;
           if (this.#onObject) {
             this.#onObject(a.error);
             break;

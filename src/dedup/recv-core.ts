@@ -152,6 +152,11 @@ export class DedupRecvCore {
     return [this.#o.zone.addr + s * this.#slotLen, this.#slotLen];
   }
 
+  /** Bytes allocated for the object being assembled (0 between transfers). */
+  get assemblyBytes(): number {
+    return this.#out?.length ?? 0;
+  }
+
   onMessage(bytes: Uint8Array): RecvAction[] {
     let m: DedupMessage;
     try {
@@ -194,23 +199,36 @@ export class DedupRecvCore {
 
   #onOffer(m: Offer): RecvAction[] {
     const o = this.#o;
-    if (!this.#active) {
+    const opening = !this.#active;
+    if (opening) {
+      this.#xfer = m.xfer; // so an END refusing it names it (the sender matches END to its transfer)
       if (m.first !== 0) throw new Violation(DedupEndStatus.Malformed, 0, 'first OFFER page must start at entry 0');
       if (m.total > o.maxTotal) throw new Violation(DedupEndStatus.TooLarge, 0, `object of ${m.total} bytes exceeds ${o.maxTotal}`);
-      this.#begin(m.xfer, m.total);
     } else if (m.xfer !== this.#xfer || m.first !== this.#lens.length || this.#lastAnswered) {
       throw new Violation(DedupEndStatus.Malformed, 0, 'OFFER page out of order');
     }
+    const total = opening ? m.total : this.#total;
     if (m.count > o.maxEntries) throw new Violation(DedupEndStatus.TooLarge, 0, `OFFER page of ${m.count} entries exceeds ${o.maxEntries}`);
-    if (m.first + m.count > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `more than ${o.maxChunks} chunks`);
+    // The whole page is checked before any work or memory for it (on the first page, before the
+    // object is allocated): its lengths, that they fit the total, and that the rest of the total
+    // still fits in maxChunks even if every remaining chunk had the largest length.
+    let sum = opening ? 0 : this.#sum;
+    for (let i = 0; i < m.count; i++) {
+      const len = m.lens[i]!;
+      const lastChunk = m.last && i === m.count - 1;
+      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max}`);
+      sum += len;
+    }
+    if (sum > total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');
+    if (m.last && (sum !== total || m.chunks !== m.first + m.count)) throw new Violation(DedupEndStatus.Malformed, 0, 'last OFFER page does not close the object');
+    const fewest = m.first + m.count + Math.ceil((total - sum) / o.max);
+    if (fewest > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `an object of ${total} bytes needs more than ${o.maxChunks} chunks`);
+    if (opening) this.#begin(m.xfer, total);
     const bitmap = new Uint8Array((m.count + 7) >> 3);
     const out = this.#out!;
     const u8 = o.mem.u8();
     for (let i = 0; i < m.count; i++) {
       const len = m.lens[i]!;
-      const lastChunk = m.last && i === m.count - 1;
-      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max}`);
-      if (this.#sum + len > this.#total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');
       const idx = m.first + i;
       this.#lens.push(len);
       this.#offs.push(this.#sum);
@@ -238,7 +256,6 @@ export class DedupRecvCore {
       }
       this.#sum += len;
     }
-    if (m.last && (this.#sum !== this.#total || m.chunks !== m.first + m.count)) throw new Violation(DedupEndStatus.Malformed, 0, 'last OFFER page does not close the object');
     this.#hashes.push(m.hashes);
     this.#pageFirst.push(m.first);
     if (m.last) this.#lastAnswered = true;

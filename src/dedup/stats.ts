@@ -15,8 +15,12 @@ const RECEIVED_SUMMED = [
 
 export type DedupSentTotals = Record<(typeof SENT_SUMMED)[number] | 'transfers' | 'failed' | 'bytes', number>;
 
-/** `refused`: dedup sends refused before they began (the receiver takes none, dedup: false, or had no device memory for a landing zone). */
-export type DedupReceivedTotals = Record<(typeof RECEIVED_SUMMED)[number] | 'transfers' | 'refused' | 'failed' | 'bytes', number>;
+/**
+ * `refused`: dedup sends refused before they began (the receiver takes none, dedup: false, or had
+ * no device memory for a landing zone). `overLimit`: transfers ended because what they declared
+ * or reached went past the receiver's limits (maxTotal, maxChunks, maxEntries); also in `failed`.
+ */
+export type DedupReceivedTotals = Record<(typeof RECEIVED_SUMMED)[number] | 'transfers' | 'refused' | 'overLimit' | 'failed' | 'bytes', number>;
 
 function zeros<K extends string>(keys: readonly K[]): Record<K, number> {
   const t = {} as Record<K, number>;
@@ -40,7 +44,7 @@ interface StatsOf {
 export class DedupTotals {
   readonly stores = new Set<StatsOf>();
   readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, ...zeros(SENT_SUMMED) };
-  readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
+  readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, overLimit: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
 
   addSent(r: SendResult): void {
     const s = this.sent;
