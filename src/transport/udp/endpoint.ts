@@ -35,7 +35,7 @@ import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_LENS, UDP_T
 import {
   UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, setUdpTrailer, udpHeaderLength, type UdpCookie, type UdpHdr,
 } from '../../wire/udp.js';
-import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityMode } from './integrity.js';
+import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityCounters, type IntegrityMode } from './integrity.js';
 import {
   MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextCounters, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
 } from './context.js';
@@ -136,7 +136,7 @@ export interface Failure {
   reason: FailReason;
 }
 
-export interface EndpointCounters {
+export interface EndpointCounters extends IntegrityCounters {
   rxDatagrams: number;
   txDatagrams: number;
   truncated: number;
@@ -144,8 +144,6 @@ export interface EndpointCounters {
   badCrc: number;
   /** XXH3-64 trailers that did not verify. */
   badHash: number;
-  /** Datagrams whose trailer kind is not the one the context settled (or CRC32C in a handshake / COOKIE / RESET). */
-  badIntegrity: number;
   malformed: number;
   /** Datagrams naming a context id we do not have. */
   unknownContext: number;
@@ -277,7 +275,7 @@ export class UdpEndpoint {
   /** Largest payload send() accepts for one datagram. */
   readonly maxPayload: number;
   readonly counters: EndpointCounters = {
-    rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, badHash: 0, badIntegrity: 0, malformed: 0,
+    rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, badHash: 0, badIntegrity: 0, integrityRefused: 0, malformed: 0,
     unknownContext: 0, stale: 0, contextLimit: 0, hostLimit: 0, cookiesSent: 0, cookiesValidated: 0, cookiesFailed: 0,
     cookiesExpired: 0, cookiesReceived: 0, cookiesIgnored: 0, unvalidated: 0, restartClaims: 0, amplificationRefused: 0,
     resetsSent: 0, resetsSuppressed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
@@ -500,12 +498,9 @@ export class UdpEndpoint {
           c.unvalidated++;
           return;
         }
-        // It settled the integrity from both wishes as we do now: its trailer must say the same.
-        const settled = settleIntegrity(this.integrity, h.integ);
-        if (kind !== settled) {
-          c.badIntegrity++;
-          return;
-        }
+        // It settled from both wishes as we do now: its trailer must say the same.
+        const settled = settleIntegrity(this.integrity, h.integ, c, kind);
+        if (settled === undefined) return;
         this.establish(e, h.srcCtx, h.token, now, h.tsEcr, settled);
       } else if (e.ctx.peerId !== h.srcCtx) {
         c.stale++;
@@ -539,8 +534,10 @@ export class UdpEndpoint {
           c.unvalidated++;
           return;
         }
+        const integ = settleIntegrity(this.integrity, h.integ, c);
+        if (integ === undefined) return;
         c.cookiesValidated++;
-        e = this.admit(e, from, h, h.token, now);
+        e = this.admit(e, from, h, h.token, now, integ);
         if (e === undefined) return;
       }
     }
@@ -773,23 +770,24 @@ export class UdpEndpoint {
    * A validated first contact (its cookie came back from the address it was sent to): a new
    * context, or ours if we were contacting it at the same time, or — the live context has
    * another peer id — the proof that the peer restarted: only now is the old one failed.
+   * `integ`: what its wish and ours settle (a refused wish never gets here).
    */
-  private admit(e: Entry | undefined, from: PeerAddress, h: UdpHdr, token: Uint8Array, now: number): Entry | undefined {
+  private admit(e: Entry | undefined, from: PeerAddress, h: UdpHdr, token: Uint8Array, now: number, integ: number): Entry | undefined {
     if (e === undefined) {
       if (!this.room(from.host, now)) return undefined;
       const n = this.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
       n.peerToken = token;
-      n.integ = settleIntegrity(this.integrity, h.integ);
+      n.integ = integ;
       return n;
     }
     if (e.ctx.peerId === 0) {
-      this.establish(e, h.srcCtx, token, now, 0, settleIntegrity(this.integrity, h.integ));
+      this.establish(e, h.srcCtx, token, now, 0, integ);
       return e;
     }
     this.counters.peerRestarts++;
     this.renew(e, 'fail', h.srcCtx, now);
     e.peerToken = token;
-    e.integ = settleIntegrity(this.integrity, h.integ);
+    e.integ = integ;
     this.drainFailures(e, 'peer-reset');
     return e;
   }

@@ -24,10 +24,42 @@ export function integrityName(code: number): IntegrityMode {
   return NAME[code]!;
 }
 
-/** The settled code for our wish and the peer's (undefined: its handshake carried none = crc32c only). */
-export function settleIntegrity(own: number, peer: number | undefined): number {
-  if (peer === undefined) return UdpIntegrity.Crc32c;
-  return STRENGTH[peer]! > STRENGTH[own]! ? peer : own;
+/** The integrity counters of the udp endpoint (part of EndpointCounters, so of dev.stats().link). */
+export interface IntegrityCounters {
+  /** Datagrams whose trailer kind is not the one the context settled (or CRC32C in a handshake / COOKIE / RESET). */
+  badIntegrity: number;
+  /** Handshakes refused: the peer's carried no wish block while we ask for xxh3 (see settleIntegrity). */
+  integrityRefused: number;
+}
+
+/**
+ * The settled code for our wish and the peer's (`peer` undefined: its handshake carried no
+ * block), or undefined: the handshake is refused, and counted in `c`.
+ *
+ * The wishes ride in the clear and nothing keyed covers them, so a relay on the path can
+ * rewrite or strip them (docs/integrity.md). What it must not get is a side settling below its
+ * own wish, silently: the stronger wish wins, so a lowered wish leaves each side on at least
+ * its own, and where the two then differ the trailers show it (badIntegrity). A missing block
+ * is either a peer older than the block, which speaks crc32c only, or a relay that stripped
+ * it — the same bytes. So it settles crc32c only where that is no weaker than our wish, and is
+ * refused where we ask xxh3.
+ *
+ * `trailer`: the kind the peer's first datagram naming our context came under (the initiator's
+ * check). The peer settled from the same two wishes, so it must be the same kind.
+ */
+export function settleIntegrity(own: number, peer: number | undefined, c: IntegrityCounters, trailer?: number): number | undefined {
+  let settled: number;
+  if (peer !== undefined) settled = STRENGTH[peer]! > STRENGTH[own]! ? peer : own;
+  else if (STRENGTH[own]! <= STRENGTH[UdpIntegrity.Crc32c]!) settled = UdpIntegrity.Crc32c;
+  else {
+    c.integrityRefused++;
+    return undefined;
+  }
+  if (trailer !== undefined && trailer !== settled) {
+    c.badIntegrity++;
+    return undefined;
+  }
+  return settled;
 }
 
 export function checkIntegrityMode(m: unknown, allowed: readonly string[] = INTEGRITY_MODES): asserts m is IntegrityMode {

@@ -6,6 +6,7 @@
 // every table a sender can grow stops at its bound, with a counter.
 import { describe, expect, it } from 'vitest';
 import { UdpEndpoint, COOKIE_DATAGRAM_LEN, type EndpointOptions, type OutDatagram, type PeerAddress, type PollResult } from '../../../src/transport/udp/endpoint.js';
+import { UdpIntegrity } from '../../../src/wire/spec.js';
 import { UdpType, decodeUdpHdr, type UdpHdr } from '../../../src/wire/udp.js';
 import { makePayload, payloadIndex, seededIds } from './sim.js';
 import { seal, ZERO_COOKIE } from './raw-peer.js';
@@ -168,10 +169,14 @@ describe('first contact: a cookie before any state', () => {
     expect(ep.counters.cookiesExpired).toBe(2);
     expect(ep.counters.cookiesValidated).toBe(0);
     expect(ep.contexts).toBe(0);
-    // The right echo without the token is refused too; with it, it opens the context.
+    // The right echo without the token is refused too, and (this endpoint asks xxh3) without a
+    // wish block (docs/integrity.md); with both, it opens the context.
     ep.receive(seal({ srcCtx: 7, cookie: mine }), C, 10);
     expect(ep.counters.unvalidated).toBe(1);
     ep.receive(seal({ srcCtx: 7, cookie: mine, token }), C, 10);
+    expect(ep.counters.integrityRefused).toBe(1);
+    expect(ep.contexts).toBe(0);
+    ep.receive(seal({ srcCtx: 7, cookie: mine, token, integ: UdpIntegrity.Xxh3 }), C, 10);
     expect(ep.counters.cookiesValidated).toBe(1);
     expect(ep.contexts).toBe(1);
   });
@@ -356,7 +361,7 @@ describe('limits', () => {
     const open = (from: PeerAddress, id: number, now: number) => {
       ep.receive(seal({ srcCtx: id, cookie: ZERO_COOKIE }), from, now);
       const cookie = hdrOf(bytes(ep.poll(now).datagrams.find((d) => d.to.port === from.port && d.to.host === from.host)!)).cookie!;
-      ep.receive(seal({ srcCtx: id, cookie, token }), from, now);
+      ep.receive(seal({ srcCtx: id, cookie, token, integ: UdpIntegrity.Xxh3 }), from, now);
       for (const d of ep.poll(now).delivered) ep.release(d.ctx);
     };
     for (let i = 0; i < 50; i++) open({ host: '10.5.5.5', port: 2000 + i }, 100 + i, 0);
@@ -399,7 +404,7 @@ describe('limits', () => {
       // A new incarnation at the same address each time, proven by its cookie echo.
       ep.receive(seal({ srcCtx: 1000 + i, cookie: ZERO_COOKIE }), A, i);
       const cookie = hdrOf(bytes(ep.poll(i).datagrams[0]!)).cookie!;
-      ep.receive(seal({ srcCtx: 1000 + i, cookie, token }), A, i);
+      ep.receive(seal({ srcCtx: 1000 + i, cookie, token, integ: UdpIntegrity.Xxh3 }), A, i);
       for (const d of ep.poll(i).delivered) ep.release(d.ctx);
     }
     expect(ep.counters.peerRestarts).toBe(99);

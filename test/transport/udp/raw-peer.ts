@@ -4,6 +4,7 @@
 // sends whatever it likes with the context ids it was given.
 import dgram from 'node:dgram';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
+import { UdpIntegrity } from '../../../src/wire/spec.js';
 import { UdpType, decodeUdpHdr, encodeUdpHdr, udpHeaderLength, type UdpHdr } from '../../../src/wire/udp.js';
 
 /** A datagram with a valid trailer; unset fields are zero (srcCtx 0x77, DATA). */
@@ -88,6 +89,8 @@ export class RawPeer {
    * The cookie handshake with the device at `to`, as sabre does it: a probe (DATA, zero cookie
    * block), the COOKIE back, the echo with our token; resolves once the device answers from
    * the context it created for us. `payload`: what the probe and the echo carry (delivered once).
+   * Both carry a crc32c wish, the only trailer this peer seals: the device must ask crc32c or
+   * none to settle on it (an xxh3 device settles xxh3; docs/integrity.md).
    */
   async handshake(to: { host: string; port: number }, payload: Uint8Array, qpns: { dstQpn: number; srcQpn: number } = { dstQpn: 0, srcQpn: 0 }): Promise<void> {
     const since = this.heard.length;
@@ -102,8 +105,8 @@ export class RawPeer {
         }
       }
     };
-    const c = await step(seal({ srcCtx: this.ctx, cookie: ZERO_COOKIE, ...qpns }, payload), (h) => h.hdr.type === UdpType.Cookie && h.hdr.dstCtx === this.ctx);
-    const echo = seal({ srcCtx: this.ctx, cookie: c.hdr.cookie, token: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8), ackReq: true, ...qpns }, payload);
+    const c = await step(seal({ srcCtx: this.ctx, cookie: ZERO_COOKIE, integ: UdpIntegrity.Crc32c, ...qpns }, payload), (h) => h.hdr.type === UdpType.Cookie && h.hdr.dstCtx === this.ctx);
+    const echo = seal({ srcCtx: this.ctx, cookie: c.hdr.cookie, token: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8), ackReq: true, integ: UdpIntegrity.Crc32c, ...qpns }, payload);
     const a = await step(echo, (h) => h.hdr.type !== UdpType.Cookie && h.hdr.dstCtx === this.ctx && h.hdr.token !== undefined);
     this.peerCtx = a.hdr.srcCtx;
   }
