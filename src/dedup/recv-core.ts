@@ -31,8 +31,12 @@ export interface DedupRecvOptions {
   min?: number;
   max?: number;
   normalization?: number;
-  /** Chunking key (32 bytes): a secret of this receiver scope, so boundaries do not fingerprint content. */
-  key: Uint8Array;
+  /**
+   * Chunking key (32 bytes): a secret of this receiver scope, so boundaries do not fingerprint
+   * content. Default: the store's key for the scope (store.chunkKey(scope)), never one key for
+   * several scopes.
+   */
+  key?: Uint8Array;
   /** Entries per OFFER page (bounds the receive buffer a page needs). Default 1024. */
   maxEntries?: number;
   /** Chunks per transfer. Default 2^20. */
@@ -99,12 +103,13 @@ export class DedupRecvCore {
     const avg = o.avg ?? 16384;
     const min = o.min ?? avg / 4;
     const max = o.max ?? avg * 4;
-    if (!(o.key instanceof Uint8Array) || o.key.length !== KEY_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `dedup: key must be ${KEY_BYTES} bytes`);
+    const key = o.key ?? o.store.chunkKey(o.scope);
+    if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `dedup: key must be ${KEY_BYTES} bytes`);
     if (!Number.isInteger(o.slots) || o.slots < 1 || o.slots > 64) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: slots must be 1..64');
     const slotLen = Math.floor(o.zone.length / o.slots);
     if (slotLen < max) throw new SabreError(ErrorCode.InvalidArgument, `dedup: a slot (${slotLen} bytes) must hold a maximum chunk (${max})`);
     this.#o = {
-      ...o, avg, min, max, normalization: o.normalization ?? 2,
+      ...o, key, avg, min, max, normalization: o.normalization ?? 2,
       maxEntries: o.maxEntries ?? 1024, maxChunks: o.maxChunks ?? 1 << 20, maxTotal: o.maxTotal ?? 256 << 20,
     };
     this.#slotLen = slotLen;

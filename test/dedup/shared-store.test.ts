@@ -6,7 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { decode, type Hello } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
+import { DedupRecvCore } from '../../src/dedup/transfer.js';
 import type { DedupDeviceStats } from '../../src/dedup/stats.js';
 import { chunkLengths } from '../../src/kernels/cdc.js';
 import { connectChannel, listenChannels, openDevice, type Channel, type Device } from '../../src/index.js';
@@ -78,6 +80,13 @@ describe('a shared chunk store answers each peer only about its own chunks', () 
     expect(shared().chunkKey('alice')).not.toEqual(a); // another store, another secret
     // The key channels read today: a new one each time, never one key for every peer.
     expect(store.sharedChunkKey).not.toEqual(store.sharedChunkKey);
+    // A receiver told no key sends its scope's in HELLO.
+    const zone = { addr: dm.alloc(64 << 10), rkey: 0x1234, length: 64 << 10 };
+    const rx = new DedupRecvCore({ mem: dm, store, scope: 'carol', zone, slots: 1, avg: 8192 });
+    const [hello] = rx.start();
+    expect((decode((hello as { bytes: Uint8Array }).bytes) as Hello).key).toEqual(store.chunkKey('carol'));
+    rx.close();
+    dm.free(zone.addr);
     store.close();
   });
 });
