@@ -3,7 +3,7 @@
 // requests, feeds it the completions the device's hub routes here and a timer, and turns it into
 // the API: send() resolving when the peer has the message placed, async iteration in order,
 // stats(), close().
-import { Access, Opcode, WcOpcode, WcStatus, wcStatusName } from '../core/enums.js';
+import { Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { MemoryRegion } from '../verbs/mr.js';
@@ -17,42 +17,8 @@ import type { ResolvedOptions } from './options.js';
 import { ChannelDedup, isDedupMessage } from './dedup.js';
 import { WrKind, wrKindOf } from './link.js';
 import type { Received } from '../dedup/endpoint.js';
-import type { Action, ChannelPorts, FailKind, Outcome, Region, RegionUse } from './ports.js';
-
-const ACCESS: Record<RegionUse, number> = {
-  fixed: Access.LocalWrite | Access.RemoteWrite,
-  eager: Access.LocalWrite | Access.RemoteWrite,
-  stage: Access.LocalWrite,
-  sink: Access.LocalWrite,
-  source: Access.RemoteRead,
-};
-
-const CODE: Record<FailKind, SabreError['code']> = {
-  protocol: ErrorCode.Protocol,
-  timeout: ErrorCode.Timeout,
-  memory: ErrorCode.NoMemory,
-  closed: ErrorCode.Closed,
-  link: ErrorCode.Unreachable,
-};
-
-function outcome(wc: WorkCompletion): Outcome {
-  if (wc.status === WcStatus.Success) return { ok: true };
-  const status = wcStatusName(wc.status);
-  switch (wc.status) {
-    case WcStatus.WrFlushErr:
-      return { ok: false, why: 'flush', status };
-    case WcStatus.RemAccessErr:
-    case WcStatus.RemInvReqErr:
-    case WcStatus.RemOpErr:
-      return { ok: false, why: 'remote', status };
-    case WcStatus.RetryExcErr:
-      return { ok: false, why: 'link', status };
-    case WcStatus.RnrRetryExcErr:
-      return { ok: false, why: 'rnr', status };
-    default:
-      return { ok: false, why: 'local', status };
-  }
-}
+import type { Action, ChannelPorts, Region, RegionUse } from './ports.js';
+import { ACCESS, CODE, outcome } from './verbs-map.js';
 
 interface Pending<T = void> {
   resolve: (v: T) => void;
@@ -114,19 +80,21 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** While dedup sends are unfinished: the last one, which later sends wait for. */
   #after: Promise<unknown> | undefined;
   #dedupPending = 0;
+  /** @internal who the peer is, for the hub's per-peer totals (set once connected). */
+  peerKey = '';
 
   /**
    * @internal made by listenChannels / connectChannel, inside the cm setup hook: the core's
-   * first receives are posted before the QP connects.
+   * first receives are posted before the QP connects. preauthMax > 0: untrusted until authorize().
    */
-  constructor(hub: ChannelHub, qp: QueuePair, pd: ProtectionDomain, o: ResolvedOptions, reserved: number) {
+  constructor(hub: ChannelHub, qp: QueuePair, pd: ProtectionDomain, o: ResolvedOptions, reserved: number, preauthMax = 0) {
     this.#hub = hub;
     this.#qp = qp;
     this.#pd = pd;
     this.#o = o;
     this.#reserved = reserved;
     try {
-      this.#core = new ChannelCore(o, this, performance.now());
+      this.#core = new ChannelCore(o, this, performance.now(), preauthMax);
     } catch (e) {
       throw e instanceof RangeError ? new SabreError(ErrorCode.NoMemory, `channel: ${e.message}`) : e;
     }
@@ -195,6 +163,42 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     (r as MemoryRegion).buffer.set(bytes, off);
   }
 
+  /** @internal */
+  holdRendezvous(len: number): boolean {
+    return this.#hub.holdRendezvous(this, len, this.#o);
+  }
+
+  /** @internal */
+  releaseRendezvous(len: number): void {
+    this.#hub.releaseRendezvous(this, len);
+  }
+
+  /** @internal the hub released rendezvous budget this channel waited for. */
+  onBudget(): void {
+    if (this.#torn) return;
+    this.#core.retryReads(performance.now());
+    this.#flush();
+  }
+
+  // ---- trust --------------------------------------------------------------------------------
+
+  /**
+   * False on a channel accepted by a listener with `preauth` until authorize(): it takes only
+   * messages up to preauth.maxMessage, no rendezvous and no dedup sends, and registers no more
+   * than its first phase's worth.
+   */
+  get authorized(): boolean {
+    return this.#core.authorized;
+  }
+
+  /** Lift the channel to the listener's full options (a no-op on a trusted channel). */
+  authorize(): void {
+    if (this.#core.authorized || this.#torn) return;
+    this.#core.authorize(performance.now());
+    this.#hub.authorized(this);
+    this.#flush();
+  }
+
   // ---- the API ------------------------------------------------------------------------------
 
   /**
@@ -229,8 +233,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   }
 
   #dedupHalf(): ChannelDedup {
+    const core = this.#core;
+    const o = this.#o;
     return (this.#dedup ??= new ChannelDedup({
-      qp: this.#qp, pd: this.#pd, accept: this.#o.dedup, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage, store: this.#o.dedupStore,
+      // Read at the peer's OPEN: refused until the channel is authorized.
+      get accept() {
+        return o.dedup && core.authorized;
+      },
+      qp: this.#qp, pd: this.#pd, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage, store: this.#o.dedupStore,
       sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
       deliver: (r) => {
         (this.#front ??= []).push(r);
@@ -300,7 +310,6 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   }
 
   #kickScheduled = false;
-
   /** Post the sends of this JS task together, once it is done queuing them (Nagle without the wait). */
   #kickSoon(): void {
     if (this.#kickScheduled) return;
@@ -331,9 +340,10 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       this.#flush();
       this.#routeDedupHeads(true); // a dedup message now next in order goes on without the application
       if (!d.value) return { done: false, value: d.bytes };
-      const v = decodeValue(d.bytes);
+      const v = decodeValue(d.bytes, { maxElements: this.#o.maxValueElements, maxDepth: this.#o.maxValueDepth });
       if (v.ok) return { done: false, value: v.value };
-      this.#core.fail('protocol', `the peer sent a value that does not decode (${v.error})`);
+      if (v.limit) this.#core.refuse(`the peer sent a value past this end's limits: ${v.error}`);
+      else this.#core.fail('protocol', `the peer sent a value that does not decode (${v.error})`);
       this.#flush();
       return this.#error!;
     }
@@ -369,9 +379,9 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   }
 
   /** @internal for the hub's totals. */
-  counters(): { enlargements: number; shrinks: number; messagesSent: number; messagesReceived: number } {
-    const s = this.#core.stats();
-    return { enlargements: s.enlargements, shrinks: s.shrinks, messagesSent: s.messagesSent, messagesReceived: s.messagesReceived };
+  counters() {
+    const { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits } = this.#core.stats();
+    return { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits };
   }
 
   /**
@@ -506,9 +516,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       case 'ended':
         this.#wake();
         return;
-      case 'failed':
-        this.#error = new SabreError(CODE[a.kind], `channel: ${a.message}`);
+      case 'failed': {
+        const err = (this.#error = new SabreError(CODE[a.kind], `channel: ${a.message}`));
+        // At once, not at teardown (which may wait for the abort to reach the peer).
+        for (const p of this.#sends?.values() ?? []) p.reject(err);
+        this.#sends = undefined;
+        for (const w of this.#waiting.splice(0)) w.reject(err);
         return;
+      }
       case 'teardown':
         return this.#teardown();
     }
@@ -531,6 +546,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     const s = this.counters();
     this.#hub.remove(this.#qp.qpn, this.#error ? 'failed' : 'closed', s);
     this.#hub.unreserve(this.#reserved);
+    this.#hub.forget(this);
     this.#hub.returnPd(this.#pd);
     this.#wake();
     this.onTeardown?.();
@@ -574,10 +590,10 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#flush();
   }
 
-  /** @internal tear down now (connect failed after the QP was made). */
-  abort(message: string): void {
+  /** @internal tear down now (connect failed after the QP was made; 'limit': refused, the peer is told). */
+  abort(message: string, kind: 'closed' | 'limit' = 'closed'): void {
     if (this.#torn) return;
-    this.#core.fail('closed', message);
+    this.#core.fail(kind, message);
     this.#flush();
   }
 }

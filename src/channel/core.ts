@@ -34,6 +34,10 @@ export interface CoreStats extends InboundStats, OutboundStats {
   ctrlReceived: number;
   creditOnly: number;
   ctrlCredits: number;
+  /** False before authorize() on a channel accepted by a listener with preauth. */
+  authorized: boolean;
+  /** Refusals of the peer going past a local limit (preauth, decoded value limits). */
+  limitRefusals: number;
 }
 
 const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
@@ -70,15 +74,19 @@ export class ChannelCore implements Link {
   #posted = 0;
   #ctrlSent = 0;
   #creditOnly = 0;
+  /** Untrusted: the largest message the peer may send (0: trusted). */
+  #preauthMax: number;
+  #limitRefusals = 0;
 
   /**
    * Registers the fixed region and the phase-0 slots and asks for the first receives (the HELLO
    * buffer first): run takeActions() and post them before the QP connects. Throws RangeError
    * when the device has no memory for them.
    */
-  constructor(o: ResolvedOptions, ports: ChannelPorts, now: number) {
+  constructor(o: ResolvedOptions, ports: ChannelPorts, now: number, preauthMax = 0) {
     this.o = o;
     this.ports = ports;
+    this.#preauthMax = preauthMax;
     const scratchLen = Math.max(CHAN_MBOX_SLOT, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
     this.#mboxOff = CHAN_HELLO_BUF;
     const scratchOff = CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
@@ -102,6 +110,34 @@ export class ChannelCore implements Link {
 
   get live(): boolean {
     return !this.#torn;
+  }
+
+  get preauthMax(): number {
+    return this.#preauthMax;
+  }
+
+  /** Before authorization, phase 0's bytes: the peer's grant does not size our staging beyond it. */
+  get stageCap(): number {
+    if (this.#preauthMax === 0) return this.o.maxStageBytes;
+    const p0 = this.o.ladder[0]!;
+    return Math.min(this.o.maxStageBytes, p0.slots * p0.slotSize);
+  }
+
+  get authorized(): boolean {
+    return this.#preauthMax === 0;
+  }
+
+  /** Lift the channel to its full options (enlargement, rendezvous, dedup, bigger messages). */
+  authorize(now: number): void {
+    if (this.#preauthMax === 0) return;
+    this.#preauthMax = 0;
+    this.#pump(now);
+  }
+
+  refuse(message: string): void {
+    if (this.#torn) return;
+    this.#limitRefusals++;
+    this.fail('limit', message);
   }
 
   emit(a: Action): void {
@@ -135,6 +171,14 @@ export class ChannelCore implements Link {
     this.state = 'failed';
     this.failure = { kind, message };
     this.#actions.push({ t: 'failed', kind, message });
+    // Tell the peer, where the link still carries a control message: its pending sends and
+    // reads fail now instead of waiting on this end (a rendezvous DONE would never come).
+    // Credit rules do not matter any more; one mailbox credit is enough. The write is inline
+    // (copied when posted) and goes before the QP is destroyed; should it be lost, the peer's
+    // own deadlines still end its waits.
+    if (kind !== 'closed' && kind !== 'link' && kind !== 'aborted' && this.#peerMbox && this.#helloSent && this.ctrlCredits >= 1) {
+      this.#postCtrl({ type: ChanType.Close, next: this.out.nextSeq % CHAN_SEQ_MOD, abort: true }, false);
+    }
     this.#teardown();
   }
 
@@ -180,6 +224,13 @@ export class ChannelCore implements Link {
     const seq = this.out.enqueue(bytes, value);
     if (pump) this.#pump(now);
     return seq;
+  }
+
+  /** Rendezvous budget came free: start the reads that waited for it. */
+  retryReads(now: number): void {
+    if (this.#torn) return;
+    this.inb.pumpReads();
+    this.#pump(now);
   }
 
   /** Post what can go (after sends queued with pump false). */
@@ -254,7 +305,7 @@ export class ChannelCore implements Link {
     this.#helloDeadline = Infinity;
     this.#peerMbox = { addr: h.mboxAddr, rkey: h.mboxRkey, slots: h.ctrlSlots };
     this.ctrlCredits = h.ctrlSlots;
-    this.out.onHello(h, g);
+    this.out.onHello(h, g, now);
     if (this.state === 'init') {
       this.state = 'open';
       this.#actions.push({ t: 'connected' });
@@ -268,6 +319,7 @@ export class ChannelCore implements Link {
     if (this.#torn) return;
     this.#posted--;
     if (!this.#helloReceived) return this.fail('protocol', 'a write before HELLO');
+    this.out.heard(now);
     const f = parseImm(imm);
     if (!f.ctrl) {
       this.inb.onData(f, byteLen, now);
@@ -308,6 +360,7 @@ export class ChannelCore implements Link {
       case ChanType.Done:
         return this.out.onDone(m.seq, now);
       case ChanType.Close:
+        if (m.abort) return this.fail('aborted', 'the peer failed the channel (it sent an abort)');
         this.inb.onClose(m.next);
         if (this.#torn) return;
         // Everything the peer sent is here; what we still had for it will not be taken.
@@ -422,11 +475,12 @@ export class ChannelCore implements Link {
     }
   }
 
-  #postCtrl(body: Body): number {
+  /** credits false: the message returns none (an abort: nothing will be sent to use them). */
+  #postCtrl(body: Body, credits = true): number {
     const mb = this.#peerMbox!;
-    const owedCtrl = Math.min(this.#ctrlReceived - this.#ctrlReported, 0xff);
+    const owedCtrl = credits ? Math.min(this.#ctrlReceived - this.#ctrlReported, 0xff) : 0;
     this.#ctrlReported += owedCtrl;
-    const c = this.inb.takeCredits();
+    const c = credits ? this.inb.takeCredits() : { epoch: this.inb.cur.epoch, slotCredits: 0, consumed: this.inb.consumed % CHAN_SEQ_MOD };
     const bytes = encodeCtrl({ ...body, hdr: { flags: 0, ctrlCredits: owedCtrl, epoch: c.epoch, slotCredits: c.slotCredits, consumed: c.consumed } });
     const slot = this.#peerMboxNext;
     this.#peerMboxNext = (slot + 1) % mb.slots;
@@ -467,6 +521,8 @@ export class ChannelCore implements Link {
       ctrlReceived: this.#ctrlReceived,
       creditOnly: this.#creditOnly,
       ctrlCredits: this.ctrlCredits,
+      authorized: this.authorized,
+      limitRefusals: this.#limitRefusals,
     };
   }
 }

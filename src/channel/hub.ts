@@ -17,6 +17,7 @@ import type { ProtectionDomain } from '../verbs/pd.js';
 import { MAX_OFFERS } from './outbound.js';
 import { INLINE_MAX } from './link.js';
 import type { ResolvedOptions } from './options.js';
+import { type BudgetMember, type BudgetTotals, PeerBudget } from './budget.js';
 
 /** What the hub needs of a channel. */
 export interface HubMember {
@@ -29,9 +30,9 @@ export interface HubMember {
   counters(): Counted;
 }
 
-type Counted = { enlargements: number; shrinks: number; messagesSent: number; messagesReceived: number };
+type Counted = { enlargements: number; shrinks: number; messagesSent: number; messagesReceived: number; limitRefusals: number; rendezvousWaits: number };
 
-export interface ChannelTotals {
+export interface ChannelTotals extends BudgetTotals {
   /** Channels open now (QP made, not yet torn down). */
   channels: number;
   opened: number;
@@ -46,6 +47,10 @@ export interface ChannelTotals {
   messagesReceived: number;
   /** Channels refused because the shared CQ had no room for them. */
   refused: number;
+  /** Channels failed because the peer went past a local limit (preauth, decoded value limits). */
+  limitRefusals: number;
+  /** Rendezvous offers that waited for the per-peer or per-device budget. */
+  rendezvousWaits: number;
 }
 
 const CQ_DEPTH = 1 << 22;
@@ -59,9 +64,10 @@ export class ChannelHub {
   readonly #freePds: ProtectionDomain[] = [];
   #reserved = 0;
   #dead = false;
-  readonly totals: Omit<ChannelTotals, 'channels' | 'registeredBytes'> = {
-    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0,
+  readonly totals: Omit<ChannelTotals, 'channels' | 'registeredBytes' | keyof BudgetTotals> = {
+    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0,
   };
+  readonly #budget = new PeerBudget();
 
   constructor(dev: Device) {
     this.dev = dev;
@@ -126,10 +132,36 @@ export class ChannelHub {
     this.totals.shrinks += s.shrinks;
     this.totals.messagesSent += s.messagesSent;
     this.totals.messagesReceived += s.messagesReceived;
+    this.totals.limitRefusals += s.limitRefusals;
+    this.totals.rendezvousWaits += s.rendezvousWaits;
+  }
+
+  // ---- per peer (./budget.ts) ---------------------------------------------------------------
+
+  /** Count a connected channel for its peer; throws ERR_LIMIT_EXCEEDED past a per-peer cap. */
+  admit(m: BudgetMember, untrusted: boolean, maxPerPeer: number, maxUntrustedPerPeer: number): void {
+    const why = this.#budget.admit(m, untrusted, maxPerPeer, maxUntrustedPerPeer);
+    if (why) throw new SabreError(ErrorCode.LimitExceeded, `channel refused: ${why}`);
+  }
+
+  authorized(m: BudgetMember): void {
+    this.#budget.authorized(m);
+  }
+
+  forget(m: BudgetMember): void {
+    this.#budget.forget(m);
+  }
+
+  holdRendezvous(m: BudgetMember, len: number, o: ResolvedOptions): boolean {
+    return this.#budget.hold(m, len, o.maxPeerRendezvousBytes, o.maxDeviceRendezvousBytes);
+  }
+
+  releaseRendezvous(m: BudgetMember, len: number): void {
+    this.#budget.release(m, len);
   }
 
   stats(): ChannelTotals {
-    const t = { ...this.totals, channels: this.#members.size, registeredBytes: 0 };
+    const t = { ...this.totals, ...this.#budget.totals(), channels: this.#members.size, registeredBytes: 0 };
     for (const m of this.#members.values()) {
       t.registeredBytes += m.registeredBytes;
       const s = m.counters();
@@ -137,6 +169,8 @@ export class ChannelHub {
       t.shrinks += s.shrinks;
       t.messagesSent += s.messagesSent;
       t.messagesReceived += s.messagesReceived;
+      t.limitRefusals += s.limitRefusals;
+      t.rendezvousWaits += s.rendezvousWaits;
     }
     return t;
   }

@@ -41,6 +41,8 @@ interface Entry {
   bytes?: Uint8Array;
   addr?: number;
   rkey?: number;
+  /** Its bytes are held against the shared rendezvous budgets (ports.holdRendezvous) until taken. */
+  held?: boolean;
 }
 
 export interface InboundStats {
@@ -57,6 +59,8 @@ export interface InboundStats {
   buffered: number;
   bufferedBytes: number;
   readsInFlight: number;
+  /** Offers that waited because the peer's or the device's rendezvous budget was spent. */
+  rendezvousWaits: number;
 }
 
 export class Inbound {
@@ -87,6 +91,9 @@ export class Inbound {
   #messagesReceived = 0;
   #bytesReceived = 0;
   #rendezvousReceived = 0;
+  #rendezvousWaits = 0;
+  /** The head of the read queue is waiting for budget (counted once per wait). */
+  #waitingBudget = false;
 
   constructor(l: Link, now: number) {
     this.#l = l;
@@ -165,6 +172,11 @@ export class Inbound {
       if (typeof r === 'string') return l.fail('protocol', `packed data message: ${r}`);
       msgs = r;
     } else msgs = [{ bytes, value: f.value }];
+    if (l.preauthMax > 0) {
+      for (const m of msgs) {
+        if (m.bytes.length > l.preauthMax) return l.refuse(`a ${m.bytes.length}-byte message before authorization (preauth.maxMessage ${l.preauthMax})`);
+      }
+    }
     // Every seq is checked before any is taken: a bad record refuses the whole write.
     const seqs: number[] = [];
     for (let k = 0; k < msgs.length; k++) {
@@ -210,6 +222,7 @@ export class Inbound {
     this.#inbox!.delete(this.consumed);
     this.consumed++;
     this.bufferedBytes -= e.len;
+    if (e.held) this.#l.ports.releaseRendezvous?.(e.len);
     return { bytes: e.bytes!, value: e.value };
   }
 
@@ -227,6 +240,9 @@ export class Inbound {
     const maxEager = l.o.ladder[l.o.ladder.length - 1]!.slotSize;
     if (need === 0 || need > maxEager) return l.fail('protocol', `ENLARGE for ${need} bytes (largest slot is ${maxEager})`);
     if (epoch !== this.cur.epoch) return l.fail('protocol', `ENLARGE names epoch ${epoch}, the live epoch is ${this.cur.epoch}`);
+    if (l.preauthMax > 0 && need > Math.max(l.preauthMax, l.o.ladder[0]!.slotSize)) {
+      return l.refuse(`ENLARGE for ${need} bytes before authorization (preauth.maxMessage ${l.preauthMax})`);
+    }
     this.#lastDataAt = now;
     if (this.pending) {
       this.#pendingNeed = Math.max(this.#pendingNeed, need);
@@ -237,14 +253,22 @@ export class Inbound {
 
   #need(need: number, now: number): void {
     const p = this.#phaseFor(need);
-    // Already big enough: an ENLARGE that crossed our GRANT. Nothing to do.
-    if (p <= this.cur.phase) return;
+    // Already big enough: an ENLARGE that crossed our GRANT. Nothing to do. (An epoch granted
+    // before authorization may be smaller than its phase: the size decides too.)
+    if (p <= this.cur.phase && need <= this.cur.slotSize) return;
     this.#grant(p, now, true);
   }
 
   #grant(p: number, now: number, asked: boolean): void {
     const l = this.#l;
-    const ph = l.o.ladder[p]!;
+    let ph = l.o.ladder[p]!;
+    if (l.preauthMax > 0 && p > 0) {
+      // Before authorization the peer's messages are small (preauth.maxMessage): slots just
+      // big enough for one, and no more of them than phase 0's bytes hold (at least one).
+      const p0 = l.o.ladder[0]!;
+      const slotSize = Math.min(ph.slotSize, Math.max(l.preauthMax, p0.slotSize));
+      ph = { slotSize, slots: Math.max(1, Math.min(ph.slots, Math.floor((p0.slots * p0.slotSize) / slotSize))) };
+    }
     const region = l.ports.reg(ph.slots * ph.slotSize, 'eager');
     if (!region) {
       if (asked) {
@@ -289,6 +313,7 @@ export class Inbound {
     const l = this.#l;
     const seq = this.#seqOf(seq16);
     if (seq === undefined) return l.fail('protocol', `OFFER seq ${seq16} outside the window or repeated`);
+    if (l.preauthMax > 0) return l.refuse(`an OFFER (rendezvous, ${length} bytes) before authorization`);
     if (length > l.o.maxMessage) return l.fail('protocol', `OFFER of ${length} bytes, more than maxMessage ${l.o.maxMessage}`);
     (this.#inbox ??= new Map()).set(seq, { state: 'offered', value, len: length, addr, rkey });
     let i = this.#readQ.length;
@@ -309,11 +334,22 @@ export class Inbound {
         this.#ready(seq, e, new Uint8Array(0));
         continue;
       }
+      // The budgets shared with the peer's and the device's other channels: the read waits
+      // (holding nothing) until one of them releases bytes; the sender's DONE deadline bounds it.
+      const hold = l.ports.holdRendezvous;
+      if (hold && !hold.call(l.ports, e.len)) {
+        if (!this.#waitingBudget) this.#rendezvousWaits++;
+        this.#waitingBudget = true;
+        return;
+      }
+      this.#waitingBudget = false;
       const sink = l.ports.reg(e.len, 'sink');
       if (!sink) {
+        l.ports.releaseRendezvous?.(e.len);
         if (seq === this.consumed && this.#reads.length === 0) l.fail('memory', `no device memory for a ${e.len}-byte rendezvous message`);
         return;
       }
+      e.held = hold !== undefined;
       this.#readQ.shift();
       e.state = 'reading';
       this.bufferedBytes += e.len;
@@ -394,6 +430,10 @@ export class Inbound {
     for (const r of this.#reads) d.dereg(r.sink);
     this.#reads.length = 0;
     this.#readQ.length = 0;
+    for (const e of this.#inbox?.values() ?? []) {
+      if (e.held) d.releaseRendezvous?.(e.len);
+      e.held = false;
+    }
   }
 
   stats(): InboundStats {
@@ -411,6 +451,7 @@ export class Inbound {
       buffered: this.buffered,
       bufferedBytes: this.bufferedBytes,
       readsInFlight: this.#reads.length,
+      rendezvousWaits: this.#rendezvousWaits,
     };
   }
 }

@@ -37,4 +37,10 @@ export interface Link {
   refill(): void;
   /** True while messages may still be posted (not failed, not torn down). */
   readonly live: boolean;
+  /** Untrusted (pre-authentication): the largest message the peer may send; 0 once trusted. */
+  readonly preauthMax: number;
+  /** Bytes of staging this end may register for writes into the peer's slots (local policy, not the peer's grant). */
+  readonly stageCap: number;
+  /** The peer went past a local limit: count the refusal and fail the channel (ERR_LIMIT_EXCEEDED). */
+  refuse(message: string): void;
 }

@@ -17,12 +17,30 @@ import type { QueuePair } from '../verbs/qp.js';
 import { Channel } from './channel.js';
 import { hubOf } from './hub.js';
 import { type ChannelOptions, resolveOptions } from './options.js';
+import { addressKey } from '../core/address.js';
+
+/** Pre-authentication mode of a listener (option preauth). */
+export interface PreauthOptions {
+  /** Largest message the peer may send before ch.authorize(). Default 4096. */
+  maxMessage?: number;
+  /** Channels not yet authorized one peer may have open. Default 8. */
+  maxPerPeer?: number;
+}
 
 export interface ChannelListenOptions extends ChannelOptions {
   /** Service number (cm's port space within a device). Default 0. */
   service?: number;
   /** Channels connected and not yet taken by accept() / iteration; more are closed. Default 128. */
   backlog?: number;
+  /** Channels one peer (device address) may have open on this device; more are refused (ERR_LIMIT_EXCEEDED at the peer). Default 64. */
+  maxChannelsPerPeer?: number;
+  /**
+   * Channels accepted start untrusted: until ch.authorize() they register no more than their
+   * first phase's worth, take only messages up to preauth.maxMessage (a larger one, or any
+   * rendezvous OFFER, fails the channel with a counted refusal), refuse dedup sends, and count
+   * towards preauth.maxPerPeer.
+   */
+  preauth?: PreauthOptions;
 }
 
 export interface ChannelConnectOptions extends ChannelOptions {
@@ -38,6 +56,9 @@ export class ChannelListener implements AsyncIterable<Channel> {
   readonly #made = new Map<QueuePair, Channel>();
   readonly #queue = new AcceptQueue<Channel>('channel');
   readonly #backlog: number;
+  readonly #maxPerPeer: number;
+  readonly #preauthMax: number;
+  readonly #preauthPerPeer: number;
   #nextPd: ProtectionDomain | undefined;
 
   /** @internal use listenChannels() */
@@ -47,6 +68,12 @@ export class ChannelListener implements AsyncIterable<Channel> {
     this.device = dev;
     this.#backlog = opts.backlog ?? 128;
     if (!Number.isInteger(this.#backlog) || this.#backlog < 1) throw new SabreError(ErrorCode.InvalidArgument, 'backlog must be a positive integer');
+    this.#maxPerPeer = posInt(opts.maxChannelsPerPeer, 'maxChannelsPerPeer', 64);
+    const pre = opts.preauth;
+    if (pre !== undefined && (pre === null || typeof pre !== 'object')) throw new SabreError(ErrorCode.InvalidArgument, 'preauth must be an object');
+    this.#preauthMax = pre ? posInt(pre.maxMessage, 'preauth.maxMessage', 4096) : 0;
+    this.#preauthPerPeer = pre ? posInt(pre.maxPerPeer, 'preauth.maxPerPeer', 8) : Infinity;
+    if (this.#preauthMax > o.maxMessage) throw new SabreError(ErrorCode.InvalidArgument, 'preauth.maxMessage must be at most maxMessage');
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     this.#cm = listen(dev, {
@@ -61,7 +88,7 @@ export class ChannelListener implements AsyncIterable<Channel> {
         const reserved = hub.reserve(o);
         let ch: Channel;
         try {
-          ch = new Channel(hub, qp, qp.pd, o, reserved);
+          ch = new Channel(hub, qp, qp.pd, o, reserved, this.#preauthMax);
         } catch (e) {
           hub.unreserve(reserved);
           throw e;
@@ -84,9 +111,19 @@ export class ChannelListener implements AsyncIterable<Channel> {
       }
       this.#made.delete(qp);
       ch.onTeardown = undefined;
+      ch.peerKey = peerKeyOf(qp);
       ch.start();
       ch.connected.then(
-        () => this.#deliver(ch),
+        () => {
+          // Counted once the HELLOs crossed, so a channel past the cap can tell its peer why.
+          try {
+            hubOf(this.device).admit(ch, this.#preauthMax > 0, this.#maxPerPeer, this.#preauthPerPeer);
+          } catch (e) {
+            ch.abort((e as Error).message, 'limit');
+            return;
+          }
+          this.#deliver(ch);
+        },
         () => undefined, // it failed before the peer's HELLO: already torn down
       );
     }
@@ -121,6 +158,20 @@ export class ChannelListener implements AsyncIterable<Channel> {
   }
 }
 
+function posInt(v: unknown, name: string, def: number): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 0xffff_ffff) throw new SabreError(ErrorCode.InvalidArgument, `${name} must be a positive integer`);
+  return v;
+}
+
+/**
+ * The peer of a connected QP, as its transport context names it (the device address the link
+ * saw). cm knows it too but does not hand it to the setup hook or with the QP.
+ */
+function peerKeyOf(qp: QueuePair): string {
+  return qp.engineQp.flow?.peerKey ?? `qpn:${qp.qpn}`;
+}
+
 /** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */
 export function listenChannels(dev: Device, opts: ChannelListenOptions = {}): ChannelListener {
   return new ChannelListener(dev, opts);
@@ -143,6 +194,7 @@ export async function connectChannel(dev: Device, address: DeviceAddress, opts: 
       timeoutMs,
       setup: (qp) => {
         ch = new Channel(hub, qp, pd, o, reserved);
+        ch.peerKey = addressKey(address);
       },
     });
     ch!.start();

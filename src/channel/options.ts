@@ -52,6 +52,25 @@ export interface ChannelOptions {
    * one store.
    */
   dedupStore?: DedupStoreOptions;
+  /** Values (keys and nested ones included) one received msgpack value may hold; more fails the channel (ERR_LIMIT_EXCEEDED). Default 2^20. */
+  maxValueElements?: number;
+  /** Arrays and maps one received value may nest. Default 256. */
+  maxValueDepth?: number;
+  /**
+   * Largest staging region this end registers for writes into the peer's slots, whatever the
+   * peer grants: with bigger slots or more of them than fit, fewer are used (and messages above
+   * it go by rendezvous). Default 256 KiB.
+   */
+  maxStageBytes?: number;
+  /** How long an offered rendezvous message may wait for the peer's DONE with no word from the peer (0: forever). Default 60 000 ms. */
+  rendezvousTimeoutMs?: number;
+  /**
+   * Bytes of rendezvous messages this device holds (being read, or read and not yet taken by
+   * the application) for all channels of one peer; further offers wait. Default 64 MiB.
+   */
+  maxPeerRendezvousBytes?: number;
+  /** The same, for every channel of the device. Default 256 MiB. */
+  maxDeviceRendezvousBytes?: number;
 }
 
 /** A channel's choice of device chunk store (option dedupStore). */
@@ -81,6 +100,12 @@ export interface ResolvedOptions {
   dedupZoneBytes: number;
   /** Normalized (every field set), so equal choices find the same store. */
   dedupStore: Readonly<Required<DedupStoreOptions>>;
+  maxValueElements: number;
+  maxValueDepth: number;
+  maxStageBytes: number;
+  rendezvousTimeoutMs: number;
+  maxPeerRendezvousBytes: number;
+  maxDeviceRendezvousBytes: number;
 }
 
 /** The seed's reference: 32 KiB × 8 = 256 KiB per connection at the largest phase. */
@@ -159,6 +184,12 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     dedup: flag(opts.dedup, 'dedup', true),
     dedupZoneBytes: int(opts.dedupZoneBytes, 'dedupZoneBytes', 4 << 20, 256 << 10, 256 << 20),
     dedupStore: storeOptions(opts.dedupStore),
+    maxValueElements: int(opts.maxValueElements, 'maxValueElements', 1 << 20, 1, 2 ** 31),
+    maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', 256, 1, 4096),
+    maxStageBytes: int(opts.maxStageBytes, 'maxStageBytes', 256 << 10, 4096, MAX_PHASE_BYTES),
+    rendezvousTimeoutMs: int(opts.rendezvousTimeoutMs, 'rendezvousTimeoutMs', 60_000, 0, 86_400_000),
+    maxPeerRendezvousBytes: int(opts.maxPeerRendezvousBytes, 'maxPeerRendezvousBytes', 64 << 20, 0, Number.MAX_SAFE_INTEGER),
+    maxDeviceRendezvousBytes: int(opts.maxDeviceRendezvousBytes, 'maxDeviceRendezvousBytes', 256 << 20, 0, Number.MAX_SAFE_INTEGER),
   });
 }
 

@@ -27,6 +27,8 @@ export interface TxEpoch {
   phase: number;
   slots: number;
   slotSize: number;
+  /** The part of each slot this end writes: at most its staging cap (link.stageCap). */
+  useSize: number;
   addr: number;
   rkey: number;
   next: number;
@@ -36,8 +38,9 @@ export interface TxEpoch {
   /** Staging for writes above the scratch: one inline slot, or one slot per peer slot. */
   stage: Region | undefined;
   stageInline: boolean;
-  /** Per slot: a non-inline write from it is in flight. */
+  /** Per staging slot (peer slot mod stageSlots): a non-inline write from it is in flight. */
   busy: Uint8Array | undefined;
+  stageSlots: number;
   /** Writes from the stage not yet completed (it is deregistered only at 0). */
   busyCount: number;
 }
@@ -59,6 +62,7 @@ interface OfferRec {
   region: Region;
   len: number;
   posted: boolean;
+  postedAt: number;
 }
 
 interface OutMsg {
@@ -114,6 +118,9 @@ export class Outbound {
   #rendezvousSent = 0;
   #enlargeRequests = 0;
   #packedWrites = 0;
+  #now = 0;
+  /** When the peer last said anything (a control message or a data write). */
+  #heardAt = 0;
 
   constructor(l: Link) {
     this.#l = l;
@@ -131,7 +138,18 @@ export class Outbound {
     return n;
   }
 
-  onHello(h: Hello, g: Grant): void {
+  /** The largest message that goes eagerly: the peer's, within what this end stages. */
+  get #maxEager(): number {
+    return Math.min(this.peer?.maxEager ?? 0, this.#l.stageCap);
+  }
+
+  /** The peer said something (its liveness, for the DONE deadline). */
+  heard(now: number): void {
+    this.#heardAt = now;
+  }
+
+  onHello(h: Hello, g: Grant, now: number): void {
+    this.#now = this.#heardAt = now;
     this.peer = { window: h.window, maxEager: h.maxEager, maxMessage: h.maxMessage };
     this.#activate(g);
   }
@@ -150,6 +168,8 @@ export class Outbound {
     const tx = this.tx;
     const peer = this.peer;
     if (!tx || !peer || !l.live) return;
+    this.#now = now;
+    const maxEager = this.#maxEager;
     let need = 0;
     let stalled = 0;
     const limit = this.peerConsumed + peer.window;
@@ -159,7 +179,7 @@ export class Outbound {
       if (m.seq >= limit) break;
       const len = m.bytes.length;
       const t = this.tx!;
-      if (len <= t.slotSize) {
+      if (len <= t.useSize) {
         const n = this.#packable(t, i, limit);
         if (this.#postEager(t, i, n)) this.#queue.splice(i, n);
         else {
@@ -168,7 +188,7 @@ export class Outbound {
         }
         continue;
       }
-      if (len <= peer.maxEager && !this.#denied) {
+      if (len <= maxEager && !this.#denied) {
         need = Math.max(need, len);
         i++;
         continue;
@@ -180,7 +200,7 @@ export class Outbound {
     // next phase's bigger slots carry more of them per write (packed) and per credit round
     // trip. Memory follows the rate as well as the size, and shrink after idle undoes it.
     const tx2 = this.tx!;
-    if (need === 0 && !this.#denied && stalled > tx2.slots * tx2.slotSize && peer.maxEager > tx2.slotSize) need = tx2.slotSize + 1;
+    if (need === 0 && !this.#denied && stalled > tx2.slots * tx2.useSize && maxEager > tx2.useSize) need = tx2.useSize + 1;
     if (need > 0 && !this.#enlarge && !this.#switching && l.live) {
       this.#enlarge = { need, deadline: now + l.o.timeoutMs };
       this.#enlargeRequests++;
@@ -201,7 +221,7 @@ export class Outbound {
     for (let j = i + 1; j < q.length && n < 256; j++, n++) {
       const m = q[j]!;
       if (m.seq !== first.seq + n || m.seq >= limit || m.bytes.length > RECORD_MAX) break;
-      if (total + RECORD_HDR + m.bytes.length > t.slotSize) break;
+      if (total + RECORD_HDR + m.bytes.length > t.useSize) break;
       total += RECORD_HDR + m.bytes.length;
     }
     return n;
@@ -232,11 +252,12 @@ export class Outbound {
       staged = true;
     } else {
       // Not inline: the engine reads the staging until the write completes.
-      if (t.busy![slot]) return false;
-      t.busy![slot] = 1;
+      const k = slot % t.stageSlots;
+      if (t.busy![k]) return false;
+      t.busy![k] = 1;
       t.busyCount++;
       staged = true;
-      local = { region: t.stage!, off: slot * t.slotSize, len };
+      local = { region: t.stage!, off: k * t.useSize, len };
       l.ports.write(local.region, local.off, bytes);
     }
     let msgLen = 0;
@@ -264,12 +285,13 @@ export class Outbound {
     }
     l.ports.write(region, 0, m.bytes);
     const seq16 = m.seq % CHAN_SEQ_MOD;
-    const o: OfferRec = { seq: m.seq, seq16, region, len, posted: false };
+    const o: OfferRec = { seq: m.seq, seq16, region, len, posted: false, postedAt: 0 };
     this.#offers.push(o);
     l.queueCtrl({
       make: () => ({ type: ChanType.Offer, seq: seq16, length: len, rkey: region.rkey, addr: region.addr, value: m.value }),
       onPost: () => {
         o.posted = true;
+        o.postedAt = this.#now;
       },
     });
     return true;
@@ -336,7 +358,7 @@ export class Outbound {
     const w = this.#writes[i]!;
     this.#writes.splice(i, 1);
     if (w.staged) {
-      if (w.tx.busy) w.tx.busy[w.slot] = 0;
+      if (w.tx.busy) w.tx.busy[w.slot % w.tx.stageSlots] = 0;
       w.tx.busyCount--;
       this.#sweepRetired();
     }
@@ -359,19 +381,25 @@ export class Outbound {
     let stage: Region | undefined;
     let stageInline = false;
     let busy: Uint8Array | undefined;
-    if (g.slotSize > l.scratch.len) {
-      stageInline = g.slotSize <= INLINE_MAX;
-      stage = l.ports.reg(stageInline ? g.slotSize : g.slots * g.slotSize, 'stage');
-      if (!stage) return l.fail('memory', `no device memory to stage writes of ${g.slotSize} bytes`);
-      if (!stageInline) busy = new Uint8Array(g.slots);
+    // The grant is the peer's number; what it costs here is ours: slots are used up to the
+    // staging cap, and no more staging slots than fit in it (writes then wait for a free one).
+    const cap = l.stageCap;
+    const useSize = Math.min(g.slotSize, cap);
+    let stageSlots = 1;
+    if (useSize > l.scratch.len) {
+      stageInline = useSize <= INLINE_MAX;
+      stageSlots = stageInline ? 1 : Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
+      stage = l.ports.reg(stageSlots * useSize, 'stage');
+      if (!stage) return l.fail('memory', `no device memory to stage writes of ${useSize} bytes`);
+      if (!stageInline) busy = new Uint8Array(stageSlots);
     }
     this.tx = {
-      epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, addr: g.addr, rkey: g.rkey,
-      next: 0, credits: g.slots, written: 0, stage, stageInline, busy, busyCount: 0,
+      epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, useSize, addr: g.addr, rkey: g.rkey,
+      next: 0, credits: g.slots, written: 0, stage, stageInline, busy, stageSlots, busyCount: 0,
     };
     this.#switching = undefined;
     this.#denied = false;
-    if (this.#enlarge && g.slotSize >= this.#enlarge.need) this.#enlarge = undefined;
+    if (this.#enlarge && useSize >= this.#enlarge.need) this.#enlarge = undefined;
     if (old?.stage) {
       this.#retired.push(old);
       this.#sweepRetired();
@@ -391,12 +419,33 @@ export class Outbound {
 
   tick(now: number): void {
     if (this.#enlarge && now >= this.#enlarge.deadline) {
-      this.#l.fail('timeout', `the peer did not answer an enlargement (ENLARGE for ${this.#enlarge.need} bytes) within ${this.#l.o.timeoutMs} ms`);
+      return this.#l.fail('timeout', `the peer did not answer an enlargement (ENLARGE for ${this.#enlarge.need} bytes) within ${this.#l.o.timeoutMs} ms`);
+    }
+    const d = this.#doneDeadline();
+    if (d !== undefined && now >= d) {
+      this.#l.fail('timeout', `the peer did not finish a rendezvous message (no DONE) and said nothing for ${this.#l.o.rendezvousTimeoutMs} ms`);
     }
   }
 
+  /**
+   * A peer that went silent (failed without a word, or gone) would leave an offered message
+   * pending forever: its DONE must come, or the peer must show it is alive, within
+   * rendezvousTimeoutMs of the offer.
+   */
+  #doneDeadline(): number | undefined {
+    const t = this.#l.o.rendezvousTimeoutMs;
+    if (t === 0) return undefined;
+    let first = Infinity;
+    for (const o of this.#offers) if (o.posted) first = Math.min(first, o.postedAt);
+    if (first === Infinity) return undefined;
+    return Math.max(first, this.#heardAt) + t;
+  }
+
   deadline(): number | undefined {
-    return this.#enlarge?.deadline;
+    const a = this.#enlarge?.deadline;
+    const b = this.#doneDeadline();
+    if (a === undefined) return b;
+    return b === undefined ? a : Math.min(a, b);
   }
 
   releaseMemory(): void {
@@ -415,7 +464,7 @@ export class Outbound {
     return {
       peerPhase: this.tx?.phase ?? 0,
       peerEpoch: this.tx?.epoch ?? 0,
-      sendEagerSize: this.tx?.slotSize ?? 0,
+      sendEagerSize: this.tx?.useSize ?? 0,
       messagesSent: this.#messagesSent,
       bytesSent: this.#bytesSent,
       eagerSent: this.#eagerSent,

@@ -30,6 +30,14 @@ export interface ChannelPorts {
   read(r: Region, off: number, len: number): Uint8Array;
   /** Copy bytes into a region at off. */
   write(r: Region, off: number, bytes: Uint8Array): void;
+  /**
+   * Hold `len` bytes of a rendezvous message (its sink, then its copy until the application
+   * takes it) against the budgets shared with the peer's and the device's other channels:
+   * false when they have no room now (the read waits; ./hub.ts wakes the channel later).
+   * Absent: no budget beyond the channel's own.
+   */
+  holdRendezvous?(len: number): boolean;
+  releaseRendezvous?(len: number): void;
 }
 
 /** A local segment: len bytes at region.addr + off. */
@@ -40,7 +48,8 @@ export interface Seg {
 }
 
 /** Why a channel failed; the shell turns it into a SabreError code. */
-export type FailKind = 'protocol' | 'timeout' | 'memory' | 'closed' | 'link';
+/** limit: the peer went past a local limit (a refusal, counted); aborted: the peer said it failed the channel. */
+export type FailKind = 'protocol' | 'timeout' | 'memory' | 'closed' | 'link' | 'limit' | 'aborted';
 
 export type Action =
   /** Post n receives; the first one with `hello` as its buffer (only the very first post has it). */

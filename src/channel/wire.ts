@@ -13,6 +13,13 @@ import {
 
 export { ChanFlag, ChanType };
 
+/**
+ * chanHdr flag on a CLOSE: the sender failed the channel and is going away (its QP next); the
+ * receiver fails too, at once, instead of waiting on what will never come. Bit 2 of the
+ * reserved flags; src/wire/spec.ts (chanHdr.flags) and docs/wire.md are to name it.
+ */
+export const CLOSE_ABORT = 0x04;
+
 const IMM = CHAN_IMM.fields.imm.bits!;
 const K = IMM.K.mask >>> 0;
 const P = IMM.P.mask >>> 0;
@@ -90,7 +97,7 @@ export type Body =
   | { type: typeof ChanType.Switch; epoch: number; count: number }
   | { type: typeof ChanType.Offer; seq: number; length: number; rkey: number; addr: number; value: boolean }
   | { type: typeof ChanType.Done; seq: number }
-  | { type: typeof ChanType.Close; next: number };
+  | { type: typeof ChanType.Close; next: number; abort?: boolean };
 
 export type CtrlMsg = Body & { hdr: Hdr };
 
@@ -144,6 +151,7 @@ export function encodeCtrl(m: CtrlMsg): Uint8Array {
   let flags = h.flags & ~(ChanFlag.Value | ChanFlag.Deny);
   if (m.type === ChanType.Offer && m.value) flags |= ChanFlag.Value;
   if (m.type === ChanType.Grant && !m.grant) flags |= ChanFlag.Deny;
+  if (m.type === ChanType.Close && m.abort) flags |= CLOSE_ABORT;
   b[H.type.offset] = m.type;
   b[H.flags.offset] = flags;
   b[H.ctrlCredits.offset] = h.ctrlCredits;
@@ -264,7 +272,7 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
       body = { type, seq: rd16(b, o + DN.seq.offset) };
       break;
     case ChanType.Close:
-      body = { type, next: rd16(b, o + CL.next.offset) };
+      body = { type, next: rd16(b, o + CL.next.offset), ...((hdr.flags & CLOSE_ABORT) !== 0 ? { abort: true } : {}) };
       break;
     default:
       return { ok: false, error: 'BAD_TYPE' };

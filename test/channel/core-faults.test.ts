@@ -58,14 +58,14 @@ describe('channel core: fault injection at each step of the swap', () => {
     expect((p.b.received[0] as Uint8Array).length).toBe(10);
   });
 
-  it('GRANT dropped: the sender times out waiting, the receiver times out waiting for the fence; both release', () => {
+  it('GRANT dropped: the sender times out waiting and tells the receiver (abort), which fails at once; both release', () => {
     const p = new SimPair({ a: O, b: O, filter: once((i) => i.from === 'b' && i.ctrl === ChanType.Grant, 'drop') });
     p.run(p.now + 1);
     p.send(p.a, pattern(1000, 2));
     p.run(p.now + 2000);
     expect(p.a.failed?.kind).toBe('timeout');
-    expect(p.b.failed?.kind).toBe('timeout');
-    expect(p.b.failed?.message).toMatch(/did not fence/);
+    expect(p.b.failed?.kind).toBe('aborted');
+    expect(p.b.failed?.message).toMatch(/the peer failed the channel/);
     released(p.a);
     released(p.b);
   });
