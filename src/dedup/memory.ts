@@ -39,11 +39,12 @@ const storeKey = (o: ChunkStoreOptions): string =>
   `${o.hash ?? STORE_DEFAULTS.hash}|${o.shared ?? STORE_DEFAULTS.shared}|${o.budgetBytes ?? STORE_DEFAULTS.budgetBytes}|${o.maxEntries ?? STORE_DEFAULTS.maxEntries}`;
 
 /**
- * The device's chunk store with these options, shared by the features that receive dedup
- * transfers on it (channels, the file service); each peer is its own scope unless `shared`.
- * Made on first use; the default (no options) keys chunks by XXH3-128 with 64 MiB of device
- * memory and 2^20 entries. A channel's `dedupStore` option names another one (SHA-256 keys,
- * shared between peers, another budget): channels asking for equal options share it. Every store
+ * The device's chunk store with these options, used by the features that receive dedup
+ * transfers on it (channels, the file service); each peer is its own scope, and sees only the
+ * chunks it sent or named as its basis. Made on first use; the default (no options) keys chunks
+ * by XXH3-128 with 64 MiB of device memory and 2^20 entries. A channel's `dedupStore` option
+ * names another one (SHA-256 keys, bytes kept once across peers with `shared`, another budget):
+ * channels asking for equal options share it. Every store
  * shows in dev.stats().dedup. The options are checked by the ChunkStore (ERR_INVALID_ARGUMENT).
  */
 export function dedupStoreOf(pd: ProtectionDomain, o: ChunkStoreOptions = {}): ChunkStore {
