@@ -54,3 +54,12 @@ export const latColumns = (cpuUtil: boolean): Column[] => [
 export function hex(n: number | bigint, width: number): string {
   return '0x' + n.toString(16).padStart(width, '0');
 }
+
+/** A rate in the unit that shows it (a small transfer is "340.2 kB/s", not "0.0 MB/s"). */
+export function formatRate(bytesPerSecond: number): string {
+  const r = Number.isFinite(bytesPerSecond) && bytesPerSecond > 0 ? bytesPerSecond : 0;
+  if (r >= 1e9) return `${(r / 1e9).toFixed(2)} GB/s`;
+  if (r >= 1e6) return `${(r / 1e6).toFixed(1)} MB/s`;
+  if (r >= 1e3) return `${(r / 1e3).toFixed(1)} kB/s`;
+  return `${r.toFixed(0)} B/s`;
+}

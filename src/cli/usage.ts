@@ -37,7 +37,7 @@ export function parseFlags(command: string, argv: string[], flags: readonly Flag
   }
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: negativeValuesJoined(argv, options), options, allowPositionals: true, strict: true });
   } catch (e) {
     throw usageFromParseArgs(command, e);
   }
@@ -48,6 +48,31 @@ export function parseFlags(command: string, argv: string[], flags: readonly Flag
     values[name] = v as string | boolean;
   }
   return { values, positionals: parsed.positionals };
+}
+
+/**
+ * `-s -5` as `--size=-5`: parseArgs reads a value that starts with '-' as the next option (and
+ * says the flag "needs a value"); joined, the value reaches the flag's own check, which says
+ * what range it takes.
+ */
+export function negativeValuesJoined(argv: readonly string[], options: Record<string, { type: 'string' | 'boolean'; short?: string }>): string[] {
+  const longOf = new Map<string, string>();
+  for (const [name, o] of Object.entries(options)) {
+    if (o.type !== 'string') continue;
+    longOf.set(`--${name}`, name);
+    if (o.short) longOf.set(`-${o.short}`, name);
+  }
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const name = longOf.get(a);
+    const next = argv[i + 1];
+    if (name !== undefined && next !== undefined && /^-\d/.test(next)) {
+      out.push(`--${name}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
 }
 
 export function usageFromParseArgs(command: string, e: unknown): Error {

@@ -52,9 +52,8 @@ export class ProtectionDomain {
       });
     } else {
       const length = lengthOrBuffer;
-      if (!Number.isInteger(length) || length <= 0 || length > 0xffff_ffff) {
-        throw new SabreError(ErrorCode.InvalidArgument, 'regMr length must be a positive integer (bytes)');
-      }
+      if (!Number.isInteger(length) || length <= 0) throw new SabreError(ErrorCode.InvalidArgument, `regMr length must be a positive integer (bytes), not ${String(length)}`);
+      if (length > 0xffff_ffff) throw new SabreError(ErrorCode.InvalidArgument, `regMr length ${length} is more than one region holds (4 GiB - 1 bytes)`);
       const addr = mem.dm.alloc(length, 64);
       mem.dm.u8().fill(0, addr, addr + length);
       let rec;

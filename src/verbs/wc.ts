@@ -49,7 +49,9 @@ export class WorkRequestError extends SabreError {
   readonly status: WcStatusValue;
   readonly wc: WorkCompletion;
   constructor(wc: WorkCompletion, closed: boolean) {
-    super(closed ? ErrorCode.Closed : ErrorCode.WrFailed, `work request ${String(wc.wrId)} completed with ${wcStatusName(wc.status)}${closed ? ' (device closed)' : ''}`);
+    // A promise helper's wrId is internal (above 2^64): name the operation instead.
+    const what = isPromiseWrId(wc.wrId) ? `${wcOpcodeName(wc.opcode)} on QP ${wc.qpn}` : `work request ${String(wc.wrId)}`;
+    super(closed ? ErrorCode.Closed : ErrorCode.WrFailed, `${what} completed with ${wcStatusName(wc.status)}${closed ? ' (device closed)' : ''}`);
     this.name = 'WorkRequestError';
     this.status = wc.status;
     this.wc = wc;

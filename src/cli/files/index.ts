@@ -6,6 +6,7 @@ import { serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
 import { startMetricsServer } from '../../metrics/server.js';
 import type { Command } from '../command.js';
+import { formatRate } from '../table.js';
 import { UsageError } from '../usage.js';
 import { FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
 
@@ -88,8 +89,8 @@ function progress(enabled: boolean): { update: (done: number, total: number) => 
       last = now;
       drawn = true;
       const pct = total > 0 ? ((100 * done) / total).toFixed(1) : '100.0';
-      const mbs = done / 1e6 / Math.max(1e-3, (now - t0) / 1000);
-      process.stderr.write(`\r  ${pct.padStart(5)}%  ${(done / 1e6).toFixed(1)} / ${(total / 1e6).toFixed(1)} MB  ${mbs.toFixed(1)} MB/s   `);
+      const rate = formatRate(done / Math.max(1e-3, (now - t0) / 1000));
+      process.stderr.write(`\r  ${pct.padStart(5)}%  ${(done / 1e6).toFixed(1)} / ${(total / 1e6).toFixed(1)} MB  ${rate}   `);
     },
     end() {
       if (drawn) process.stderr.write('\n');
@@ -130,7 +131,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
   const d = res.dedup;
   if (o.json) out(JSON.stringify({ command: cmd, bytes: res.bytes, seconds: res.seconds, transport: res.transport, mbPerS, remote: remoteArg, local, ...(d ? { dedup: d } : {}) }));
   else {
-    out(`${cmd} ${remoteArg}: ${res.bytes} bytes in ${res.seconds.toFixed(3)} s (${mbPerS.toFixed(1)} MB/s, ${res.transport})`);
+    out(`${cmd} ${remoteArg}: ${res.bytes} bytes in ${res.seconds.toFixed(3)} s (${formatRate(res.bytes / Math.max(1e-9, res.seconds))}, ${res.transport})`);
     if (d) out(`  dedup: ${d.bytesMoved} bytes of ${d.chunksMoved}/${d.chunks} chunks moved, the rest from the ${d.basisBytes}-byte basis`);
   }
   return 0;

@@ -1,6 +1,6 @@
 // Flags of `sabre serve / get / put / ls` (the syntax of DESIGN §4 and issue 14 is contract).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { choice, intOption, UsageError, usageFromParseArgs } from '../usage.js';
+import { choice, intOption, negativeValuesJoined, UsageError, usageFromParseArgs } from '../usage.js';
 
 export type FilesTransport = 'udp' | 'tcp';
 const TRANSPORTS = ['udp', 'tcp'] as const;
@@ -102,6 +102,8 @@ export function parseRemote(s: string, needPath: boolean): RemoteSpec {
 }
 
 function tokenOf(v: string | undefined): string | undefined {
+  // An empty --token is a mistake (an unset shell variable), never "pick one for me".
+  if (v === '') throw new UsageError('--token is empty: give the secret, or leave --token out');
   const t = v ?? process.env.SABRE_TOKEN;
   return t === undefined || t === '' ? undefined : t;
 }
@@ -109,7 +111,8 @@ function tokenOf(v: string | undefined): string | undefined {
 /** parseArgs, its errors turned into one-line usage errors as every sabre command words them. */
 function parse<T extends ParseArgsConfig>(cmd: string, config: T): ReturnType<typeof parseArgs<T>> {
   try {
-    return parseArgs(config);
+    const args = negativeValuesJoined([...(config.args ?? [])], (config.options ?? {}) as Record<string, { type: 'string' | 'boolean'; short?: string }>);
+    return parseArgs({ ...config, args }) as ReturnType<typeof parseArgs<T>>;
   } catch (e) {
     throw usageFromParseArgs(cmd, e);
   }

@@ -116,7 +116,7 @@ export async function runStress(o: StressOptions, out: (l: string) => void, tty:
 }
 
 export function printStress(s: StressSummary, out: (l: string) => void): void {
-  out(`sabre stress: ${s.workers} workers x ${s.qps} QP pairs, transport ${s.transport}, seed ${s.seed}`);
+  out(`sabre stress: ${s.workers} worker${s.workers === 1 ? '' : 's'} x ${s.qps} QP pair${s.qps === 1 ? '' : 's'}, transport ${s.transport}, seed ${s.seed}`);
   out(`  ops                 ${s.ops}  (${Object.entries(s.mix).map(([k, n]) => `${k} ${n}`).join(', ')})`);
   out(`  bytes               ${s.bytes}`);
   out(`  duration            ${s.durationS.toFixed(2)} s`);
