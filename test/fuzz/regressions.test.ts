@@ -22,7 +22,7 @@ describe('udp: refused DATA counted in dev.stats()', () => {
   // was dropped by the transport context and counted only in that context's private counters,
   // so dev.stats() showed no refusal for it (the campaign's refusal check failed).
   it('a PSN already received and one past the window move rxDuplicate / rxOutOfWindow', async () => {
-    const dev = await openDevice({ transport: 'udp', mtu: 1500 });
+    const dev = await openDevice({ transport: 'udp', mtu: 1500, integrity: 'crc32c' });
     devs.push(dev);
     const to = dev.address as unknown as { host: string; port: number };
     const s = await UdpAttackSocket.open();

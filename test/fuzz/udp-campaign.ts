@@ -24,7 +24,7 @@ import {
 
 /** Counters of dev.stats() (link and engine) that count an input refused, answered instead of served, or dropped. */
 export const UDP_REFUSALS = [
-  'truncated', 'oversized', 'badCrc', 'badHash', 'badIntegrity', 'malformed', 'unknownContext', 'stale', 'contextLimit', 'hostLimit', 'cookiesSent',
+  'truncated', 'oversized', 'badCrc', 'badHash', 'badIntegrity', 'integrityRefused', 'malformed', 'unknownContext', 'stale', 'contextLimit', 'hostLimit', 'cookiesSent',
   'cookiesFailed', 'cookiesExpired', 'cookiesIgnored', 'unvalidated', 'restartClaims', 'amplificationRefused', 'resetsSuppressed',
   'resetsInvalid', 'badAck', 'badSack', 'badFrames', 'rxDuplicate', 'rxOutOfWindow', 'rxNoCredit',
 ] as const;
@@ -62,7 +62,7 @@ export class ValidatedPeer {
   /** The trailer kind V settled for our context (from its first answer); CRC32C until then. */
   trailer: number = UdpIntegrity.Crc32c;
 
-  /** `wish`: the integrity (a UdpIntegrity code) our handshake asks for; none: V takes crc32c. */
+  /** `wish`: the integrity (a UdpIntegrity code) our handshake asks for; none: a peer from before the block, which V settles as crc32c if it asks crc32c or none and refuses if it asks xxh3. */
   constructor(readonly s: UdpAttackSocket, readonly to: { host: string; port: number }, ctx: number, readonly wish?: number) {
     this.ctx = ctx;
     s.sock.on('message', (m) => this.onMessage(m));
@@ -364,7 +364,7 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
             churnSock.close();
           }
           churnSock = await UdpAttackSocket.open();
-          const cp = new ValidatedPeer(churnSock, vAddr, (0xc0000000 | (seed << 8) | churns) >>> 0);
+          const cp = new ValidatedPeer(churnSock, vAddr, (0xc0000000 | (seed << 8) | churns) >>> 0, integrity === 'xxh3' ? UdpIntegrity.Xxh3 : UdpIntegrity.Crc32c);
           churns++;
           if (await cp.handshake(cp.ctx)) churnOk++;
         }

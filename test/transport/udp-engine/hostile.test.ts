@@ -44,7 +44,7 @@ function seal(h: Partial<UdpHdr>, payload: Uint8Array): Uint8Array {
 
 describe('udp device under hostile datagrams', () => {
   it('garbage, truncated, bad CRC, non-frames, unknown QPs: counted drops; the device keeps working', async () => {
-    const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500 });
+    const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500, integrity: 'crc32c' });
     dev = new Device(await DeviceMemory.create({ maximumBytes: 256 << 20, workerSlots: 0 }), t, { mss: t.mss });
     peer = await startPeer({ mtu: 1500 });
     const pd = dev.allocPd();
