@@ -48,8 +48,19 @@ export const DEDUP_MAX_BYTES = 256 << 20;
  * chunks moved 0.175-0.222x of the file on the wire, 4 KiB chunks 0.140-0.168x.
  */
 export const FILE_DEDUP_AVG = 4096;
-/** How long the server waits for the client's AUTH (and, for a put, for its bytes). */
-const AUTH_TIMEOUT_MS = 10_000;
+/**
+ * How long the server waits for the client's AUTH: it is the channel's first message, sent as
+ * soon as the channel is up, so a short wait costs a real client nothing and a silent one little.
+ */
+export const DEDUP_AUTH_TIMEOUT_MS = 2000;
+/** How long the server waits for a put's bytes once it answered the AUTH. */
+const BYTES_TIMEOUT_MS = 60_000;
+/**
+ * Largest message the dedup service takes before the AUTH is proven (the listener's preauth):
+ * the AUTH itself, a path of up to 4096 bytes and its fixed fields. Nothing bigger is received,
+ * decoded or staged for a stranger.
+ */
+export const DEDUP_AUTH_MAX = 8192;
 
 const te = new TextEncoder();
 
@@ -86,18 +97,38 @@ function parseAuth(v: unknown): DedupAuth | undefined {
 /** A reply of the server: { ok: true, … } or { ok: false, status, why }. */
 export type DedupReply = { ok: true; basis?: number; size?: number; bytes?: number } | { ok: false; status: number; why: string };
 
+export interface DedupCounters {
+  dedupPuts: number;
+  dedupGets: number;
+  /** Channels refused: a bad, missing or late AUTH, a limit, or evicted before their AUTH. */
+  dedupRefused: number;
+  /** Of those, channels whose AUTH did not come within DEDUP_AUTH_TIMEOUT_MS. */
+  dedupAuthTimeouts: number;
+  /** Of those, channels closed unauthenticated to make room for a newer one (maxPending). */
+  dedupEvicted: number;
+  dedupBasisBytes: number;
+}
+
+export const newDedupCounters = (): DedupCounters => ({ dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupAuthTimeouts: 0, dedupEvicted: 0, dedupBasisBytes: 0 });
+
 export interface DedupServerContext {
   sessions: SessionTable;
   jail: Jail;
   readOnly: boolean;
   fsync: boolean;
   maxBytes: number;
-  counters: { dedupPuts: number; dedupGets: number; dedupRefused: number; dedupBasisBytes: number };
+  counters: DedupCounters;
+  /** Channels waiting for their AUTH, oldest first; at most maxPending (the oldest is closed for a newer one). */
+  pending: Set<Channel>;
+  maxPending: number;
+  authTimeoutMs?: number;
 }
+
+class Late extends Error {}
 
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let t: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([p, new Promise<T>((_, rej) => (t = setTimeout(() => rej(new Error(`${what} did not come within ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
+  return Promise.race([p, new Promise<T>((_, rej) => (t = setTimeout(() => rej(new Late(`${what} did not come within ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
 }
 
 /** Read a whole file through the jail (undefined: it does not exist or cannot be read). */
@@ -124,9 +155,20 @@ async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<U
 export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): Promise<void> {
   let session: Session | undefined;
   let scope: string | undefined;
+  let proven = false;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
+  // Few channels wait for their AUTH at once: the oldest makes room for a newer one.
+  ctx.pending.add(ch);
+  if (ctx.pending.size > ctx.maxPending) {
+    const old = ctx.pending.values().next().value as Channel;
+    ctx.pending.delete(old);
+    ctx.counters.dedupEvicted++;
+    void old.close().catch(() => undefined);
+  }
   try {
-    const first = await within(ch.next(), AUTH_TIMEOUT_MS, 'the dedup AUTH');
+    // The channel is untrusted (the listener's preauth) until the AUTH's MAC is verified: it takes
+    // only a small message, no rendezvous and no dedup send, and registers little.
+    const first = await within(ch.next(), ctx.authTimeoutMs ?? DEDUP_AUTH_TIMEOUT_MS, 'the dedup AUTH');
     const a = first.done ? undefined : parseAuth(first.value);
     if (!a) {
       ctx.counters.dedupRefused++;
@@ -142,6 +184,9 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       return await reply({ ok: false, status: FileStatus.SessionLimit, why: 'the session has all the connections it may have' });
     }
     session = auth.session;
+    proven = true;
+    ctx.pending.delete(ch);
+    ch.authorize();
     const path = checkPath(a.path, { allowRoot: false });
     if (!path.ok) return await reply({ ok: false, status: path.status, why: path.why });
     if (a.op === 'get') {
@@ -163,7 +208,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     if (old) dedupStoreOf(ch.pd).ingest(scope, old, { key, avg: FILE_DEDUP_AVG });
     ctx.counters.dedupBasisBytes += old?.length ?? 0;
     await reply({ ok: true, basis: old?.length ?? 0 });
-    const got = await within(ch.next(), Math.max(AUTH_TIMEOUT_MS, 60_000), 'the dedup bytes');
+    const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
     if (got.done || !(got.value instanceof Uint8Array)) return await reply({ ok: false, status: FileStatus.Malformed, why: 'expected the file\'s bytes' });
     const bytes = got.value;
     const access = FileAccess.Write | FileAccess.Create | FileAccess.Replace | (a.fsync || ctx.fsync ? FileAccess.Fsync : 0);
@@ -183,8 +228,14 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     ctx.counters.dedupPuts++;
     await reply({ ok: true, bytes: bytes.length });
   } catch (e) {
+    if (!proven) {
+      // No AUTH in time, a message the untrusted channel refused, or closed for a newer one.
+      ctx.counters.dedupRefused++;
+      if (e instanceof Late) ctx.counters.dedupAuthTimeouts++;
+    }
     await reply({ ok: false, status: FileStatus.IoError, why: e instanceof Error ? e.message : String(e) }).catch(() => undefined);
   } finally {
+    ctx.pending.delete(ch);
     if (session) ctx.sessions.unbind(session, ch);
     if (scope) dedupStoreOf(ch.pd).dropScope(scope);
     await ch.close().catch(() => undefined);

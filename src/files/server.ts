@@ -33,7 +33,7 @@ import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
-import { DEDUP_MAX_BYTES, FILE_DEDUP_SERVICE, serveDedupChannel } from './dedup.js';
+import { DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
 import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff, hostKey } from './admission.js';
@@ -106,7 +106,7 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   inproc: {},
 };
 
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters {
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters {
   sessions: number;
   /** RDMA connections not yet authenticated, now; pipes likewise. */
   unauthenticatedConnections: number;
@@ -115,6 +115,8 @@ export interface FileServerStats extends ServerCounters, PipeCounters, SessionCo
   connectionsEvicted: number;
   /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
   loginSources: number;
+  /** Dedup channels waiting for their AUTH now. */
+  dedupPending: number;
   /** RDMA connections alive now (authenticating or bound). */
   liveConnections: number;
   openFiles: number;
@@ -131,8 +133,10 @@ export class FileServer {
   readonly sessions: SessionTable;
   readonly counters = newServerCounters();
   readonly pipeCounters = newPipeCounters();
-  /** Dedup transfers served, refused (bad AUTH, limits), and basis bytes ingested. */
-  readonly dedupCounters = { dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupBasisBytes: 0 };
+  /** Dedup transfers served, refused (bad, late or evicted AUTH, limits), and basis bytes ingested. */
+  readonly dedupCounters = newDedupCounters();
+  /** Dedup channels waiting for their AUTH (at most maxUnauthenticated, the oldest closed for a newer one). */
+  readonly #dedupPending = new Set<Channel>();
   readonly #channelListeners: ChannelListener[] = [];
   readonly jail: Jail;
   address: { host: string; port: number } = { host: '127.0.0.1', port: 0 };
@@ -272,9 +276,13 @@ export class FileServer {
   /** Dedup channels of the sessions (./dedup.ts): authenticated by their first message. */
   #listenDedup(dev: Device): void {
     const max = this.#opts.dedupMaxBytes ?? DEDUP_MAX_BYTES;
-    const l = listenChannels(dev, { service: FILE_DEDUP_SERVICE, maxMessage: max, backlog: 16 });
+    // Untrusted until the AUTH's MAC is verified (serveDedupChannel calls authorize()).
+    const l = listenChannels(dev, { service: FILE_DEDUP_SERVICE, maxMessage: max, backlog: 16, preauth: { maxMessage: DEDUP_AUTH_MAX } });
     this.#channelListeners.push(l);
-    const ctx = { sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters };
+    const ctx = {
+      sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters,
+      pending: this.#dedupPending, maxPending: this.#admission.limits.maxUnauthenticated,
+    };
     void (async () => {
       for await (const ch of l) void serveDedupChannel(ch, ctx);
     })().catch(() => {});
@@ -537,7 +545,7 @@ export class FileServer {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
       sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
-      connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size,
+      connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
     };
   }
