@@ -98,7 +98,10 @@ export class Beneath {
 
   /** The root, opened again; still the directory served at start. */
   async openRoot(): Promise<Dir> {
-    const fd = await open(this.root, DIR);
+    const fd = await open(this.root, DIR).catch((e: unknown) => {
+      // Its path now names a link or a file: whatever it leads to is not what was served.
+      throw code(e) === 'ENOTDIR' || code(e) === 'ELOOP' ? outside('the served directory was replaced') : e;
+    });
     try {
       const st = await fstat(fd);
       if (st.dev !== this.#dev || st.ino !== this.#ino) throw outside('the served directory was replaced');
@@ -165,8 +168,10 @@ export class Beneath {
           if (code(e) !== 'ENOTDIR' && code(e) !== 'ELOOP') throw e;
           const text = await this.#link(cur, n, budget);
           if (text === undefined) {
-            if (code(e) === 'ENOTDIR') throw e; // a file used as a directory
-            todo.push(n); // it was a link, now it is not: look again
+            // A file used as a directory; or a link that was renamed since: look again.
+            const now = code(e) === 'ENOTDIR' ? await fsp.lstat(at(cur.fd, n)).catch(() => undefined) : undefined;
+            if (now && !now.isDirectory() && !now.isSymbolicLink()) throw e;
+            todo.push(n);
             continue;
           }
           const t = this.#target(text);
@@ -214,7 +219,7 @@ export class Beneath {
         const names = t.names.filter((n) => n !== '' && n !== '.');
         const last = names.pop();
         // A target ending in ".." (or naming the root) is a directory: open it as ".".
-        if (last === undefined || last === '..') names.push(...(last ? [last] : []));
+        if (last === '..') names.push(last);
         leaf = last === undefined || last === '..' ? '.' : last;
         f = flags & ~(C.O_CREAT | C.O_EXCL);
         followed = true;
