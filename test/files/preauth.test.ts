@@ -27,8 +27,8 @@ async function roundTrip(port: number, transport: 'udp' | 'tcp'): Promise<string
   }
 }
 
-/** A pipe from `from` that proves `token` (wrong, usually): the Welcome status, or 'closed' when none came. */
-function guess(port: number, from: string, token: string): Promise<number | 'closed'> {
+/** A pipe from `from` that sends a wrong token proof: the Welcome status, or 'closed' when none came. */
+function guess(port: number, from: string): Promise<number | 'closed'> {
   return new Promise((resolve) => {
     const s = net.connect({ host: '127.0.0.1', port, localAddress: from });
     const reader = new PipeReader();
@@ -51,7 +51,6 @@ function guess(port: number, from: string, token: string): Promise<number | 'clo
     });
     s.on('error', () => end('closed'));
     s.on('close', () => end('closed'));
-    void token;
   });
 }
 
@@ -185,7 +184,7 @@ describe('token guesses are rationed per source', () => {
   it('64 wrong proofs from 127.0.0.4 over 16 pipes at a time: few are checked, none succeeds, the rest wait or are refused; a real client elsewhere logs in meanwhile', async () => {
     const results: (number | 'closed')[] = [];
     for (let round = 0; round < 4; round++) {
-      const batch = Array.from({ length: 16 }, () => guess(srv.address.port, '127.0.0.4', 'wrong'));
+      const batch = Array.from({ length: 16 }, () => guess(srv.address.port, '127.0.0.4'));
       if (round === 1) expect(await roundTrip(srv.address.port, 'tcp')).toBe('hello');
       results.push(...(await Promise.all(batch)));
     }
@@ -202,7 +201,7 @@ describe('token guesses are rationed per source', () => {
 
   it('the table of sources is bounded: past login.maxSources (2), new sources share one entry (counted)', async () => {
     const before = srv.stats().loginSourcesOverflow;
-    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(srv.address.port, from, 'wrong')).toBe(FileStatus.AccessDenied);
+    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(srv.address.port, from)).toBe(FileStatus.AccessDenied);
     const s = srv.stats();
     // 127.0.0.4 and 127.0.0.5 have entries; 127.0.0.6 and .7 share the overflow one.
     expect(s.loginSources).toBe(3);
