@@ -63,6 +63,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** Until the peer's HELLO: who waits for it. */
   #connected: { p: Promise<void>; settle: Pending } | undefined;
   #isConnected = false;
+  #flushing = false;
+  #flushAgain = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
   #closing = false;
@@ -401,7 +403,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   // ---- the shell ----------------------------------------------------------------------------
 
-  #feed(): void {
+  /** flush false: inside #flush, which posts what this queued after the actions it holds (in the core's order). */
+  #feed(flush = true): void {
     const now = performance.now();
     while (this.#waiting.length > 0 && !this.#torn && this.#core.out.outstanding < this.#o.highWaterMark) {
       const w = this.#waiting.shift()!;
@@ -413,7 +416,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       this.#core.close(now);
     }
     this.#core.pump(now);
-    this.#flush();
+    if (flush) this.#flush();
   }
 
   /** @internal a completion for this channel's QP. */
@@ -444,24 +447,38 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#flush();
   }
 
+  /**
+   * The core's actions, carried out in the order it made them. Never nested: an action that
+   * calls back here (a 'placed' resolves a send, which feeds the next) only marks more to do; a
+   * nested flush would post the next control message before those this one still holds.
+   */
   #flush(): void {
+    if (this.#flushing) return void (this.#flushAgain = true);
+    this.#flushing = true;
     const core = this.#core;
-    core.flushCredits(performance.now());
-    for (let guard = 0; guard < 1000; guard++) {
-      const acts = core.takeActions();
-      if (acts.length === 0) break;
-      let refused = false;
-      for (const a of acts) {
-        // After a refused post nothing more goes to the peer (it would arrive out of order).
-        if (refused && (a.t === 'recv' || a.t === 'send' || a.t === 'write' || a.t === 'read')) continue;
-        try {
-          this.#act(a);
-        } catch (e) {
-          // A post the verbs layer refused (QP gone, queue full): the channel cannot go on.
-          refused = true;
-          core.fail('closed', `posting failed: ${(e as Error).message}`);
+    try {
+      for (let pass = 0, again = true; again && pass < 1000; pass++, again = this.#flushAgain) {
+        this.#flushAgain = false;
+        core.flushCredits(performance.now());
+        for (let guard = 0; guard < 1000; guard++) {
+          const acts = core.takeActions();
+          if (acts.length === 0) break;
+          let refused = false;
+          for (const a of acts) {
+            // After a refused post nothing more goes to the peer (it would arrive out of order).
+            if (refused && (a.t === 'recv' || a.t === 'send' || a.t === 'write' || a.t === 'read')) continue;
+            try {
+              this.#act(a);
+            } catch (e) {
+              // A post the verbs layer refused (QP gone, queue full): the channel cannot go on.
+              refused = true;
+              core.fail('closed', `posting failed: ${(e as Error).message}`);
+            }
+          }
         }
       }
+    } finally {
+      this.#flushing = false;
     }
     this.#arm();
   }
@@ -506,7 +523,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         const p = this.#sends?.get(a.seq);
         this.#sends?.delete(a.seq);
         p?.resolve();
-        this.#feed();
+        this.#feed(false);
         return;
       }
       case 'readable':
