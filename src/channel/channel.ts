@@ -3,7 +3,7 @@
 // requests, feeds it the completions the device's hub routes here and a timer, and turns it into
 // the API: send() resolving when the peer has the message placed, async iteration in order,
 // stats(), close().
-import { Opcode, WcOpcode, WcStatus } from '../core/enums.js';
+import { WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { MemoryRegion } from '../verbs/mr.js';
@@ -18,7 +18,7 @@ import { ChannelDedup, isDedupMessage } from './dedup.js';
 import { WrKind, wrKindOf } from './link.js';
 import type { Received } from '../dedup/endpoint.js';
 import type { Action, ChannelPorts, Region, RegionUse } from './ports.js';
-import { ACCESS, CODE, outcome } from './verbs-map.js';
+import { ACCESS, CODE, outcome, postAction } from './verbs-map.js';
 
 interface Pending<T = void> {
   resolve: (v: T) => void;
@@ -486,34 +486,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #act(a: Action): void {
     const qp = this.#qp;
     switch (a.t) {
-      case 'recv': {
-        const wrs = [];
-        for (let i = 0; i < a.n; i++) {
-          const h = i === 0 ? a.hello : undefined;
-          wrs.push(h ? { wrId: 0, sgList: [{ addr: h.region.addr + h.off, length: h.len, lkey: h.region.lkey }] } : { wrId: 0 });
-        }
-        qp.postRecv(wrs);
-        return;
-      }
+      case 'recv':
       case 'send':
-        (a.local.region as MemoryRegion).buffer.set(a.bytes, a.local.off);
-        qp.postSend({ wrId: a.wrId, opcode: Opcode.Send, sgList: [{ addr: a.local.region.addr + a.local.off, length: a.local.len, lkey: a.local.region.lkey }] });
-        return;
-      case 'write': {
-        const l = a.local;
-        if (l && a.bytes) (l.region as MemoryRegion).buffer.set(a.bytes, l.off);
-        qp.postSend({
-          wrId: a.wrId, opcode: Opcode.RdmaWriteWithImm, imm: a.imm, remoteAddr: a.remoteAddr, rkey: a.rkey,
-          sgList: l ? [{ addr: l.region.addr + l.off, length: l.len, lkey: l.region.lkey }] : [],
-        });
-        return;
-      }
+      case 'write':
       case 'read':
-        qp.postSend({
-          wrId: a.wrId, opcode: Opcode.RdmaRead, remoteAddr: a.remoteAddr, rkey: a.rkey,
-          sgList: [{ addr: a.local.region.addr + a.local.off, length: a.local.len, lkey: a.local.region.lkey }],
-        });
-        return;
+        return postAction(qp, a);
       case 'connected':
         this.#isConnected = true;
         this.#connected?.settle.resolve();

@@ -1,10 +1,12 @@
 // How the channel's shell (./channel.ts) speaks verbs: the access each kind of region is
-// registered with, the error code each kind of failure becomes, and what a completion's status
-// means to the core.
-import { Access, WcStatus, wcStatusName } from '../core/enums.js';
+// registered with, the error code each kind of failure becomes, what a completion's status
+// means to the core, and the work requests the core's post actions become.
+import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
-import type { FailKind, Outcome, RegionUse } from './ports.js';
+import type { MemoryRegion } from '../verbs/mr.js';
+import type { QueuePair } from '../verbs/qp.js';
+import type { Action, FailKind, Outcome, RegionUse } from './ports.js';
 
 export const ACCESS: Record<RegionUse, number> = {
   fixed: Access.LocalWrite | Access.RemoteWrite,
@@ -40,5 +42,39 @@ export function outcome(wc: WorkCompletion): Outcome {
       return { ok: false, why: 'rnr', status };
     default:
       return { ok: false, why: 'local', status };
+  }
+}
+
+/** Post one of the core's work-request actions on the QP (throws what verbs throws). */
+export function postAction(qp: QueuePair, a: Extract<Action, { t: 'recv' | 'send' | 'write' | 'read' }>): void {
+  switch (a.t) {
+    case 'recv': {
+      const wrs = [];
+      for (let i = 0; i < a.n; i++) {
+        const h = i === 0 ? a.hello : undefined;
+        wrs.push(h ? { wrId: 0, sgList: [{ addr: h.region.addr + h.off, length: h.len, lkey: h.region.lkey }] } : { wrId: 0 });
+      }
+      qp.postRecv(wrs);
+      return;
+    }
+    case 'send':
+      (a.local.region as MemoryRegion).buffer.set(a.bytes, a.local.off);
+      qp.postSend({ wrId: a.wrId, opcode: Opcode.Send, sgList: [{ addr: a.local.region.addr + a.local.off, length: a.local.len, lkey: a.local.region.lkey }] });
+      return;
+    case 'write': {
+      const l = a.local;
+      if (l && a.bytes) (l.region as MemoryRegion).buffer.set(a.bytes, l.off);
+      qp.postSend({
+        wrId: a.wrId, opcode: Opcode.RdmaWriteWithImm, imm: a.imm, remoteAddr: a.remoteAddr, rkey: a.rkey,
+        sgList: l ? [{ addr: l.region.addr + l.off, length: l.len, lkey: l.region.lkey }] : [],
+      });
+      return;
+    }
+    case 'read':
+      qp.postSend({
+        wrId: a.wrId, opcode: Opcode.RdmaRead, remoteAddr: a.remoteAddr, rkey: a.rkey,
+        sgList: [{ addr: a.local.region.addr + a.local.off, length: a.local.len, lkey: a.local.region.lkey }],
+      });
+      return;
   }
 }

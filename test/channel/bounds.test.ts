@@ -108,6 +108,28 @@ describe('channel limits against a peer', () => {
     l.close();
   });
 
+  it('rendezvous bytes held for all peers stop at maxDeviceRendezvousBytes: a second peer\'s offer waits until the first is taken', async () => {
+    const a = await dev();
+    const a2 = await dev();
+    const b = await dev();
+    const l = listenChannels(b, { service: 25, maxDeviceRendezvousBytes: 1536 << 10 });
+    const c1 = await connectChannel(a, b.address, { service: 25 });
+    const s1 = await l.accept(5000);
+    const c2 = await connectChannel(a2, b.address, { service: 25 });
+    const s2 = await l.accept(5000);
+    const p1 = c1.send(pattern(1 << 20, 1));
+    await until(() => channelStats(b).rendezvousHeldBytes === 1 << 20);
+    const p2 = c2.send(pattern(1 << 20, 2));
+    await until(() => channelStats(b).rendezvousWaits >= 1);
+    expect(channelStats(b)).toMatchObject({ rendezvousHeldBytes: 1 << 20, peers: 2 });
+    expect(s2.stats().readsInFlight).toBe(0);
+    expect(((await s1[Symbol.asyncIterator]().next()).value as Uint8Array).length).toBe(1 << 20);
+    expect(((await s2[Symbol.asyncIterator]().next()).value as Uint8Array).length).toBe(1 << 20);
+    await Promise.all([p1, p2]);
+    expect(channelStats(b).rendezvousHeldBytes).toBe(0);
+    l.close();
+  });
+
   it('channels per peer stop at maxChannelsPerPeer: the next is refused and told, another peer still gets in', async () => {
     const a = await dev();
     const b = await dev();
