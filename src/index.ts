@@ -40,3 +40,4 @@ export type { PipeCounters } from './files/pipe.js';
 export type { SessionLimits } from './files/sessions.js';
 export type { DedupTransferStats } from './files/dedup.js';
 export type { RemoteReadStreamOptions, RemoteWriteStreamOptions } from './files/streams.js';
+export type { UdpAddress, TcpAddress, InprocAddress, TransportAddress } from './core/address.js';

@@ -2,8 +2,38 @@
 // `{ transport, host, port }`, inproc `{ transport: 'inproc', id }`. Peers pass it back to
 // reach the device, so every layer treats it as data: compared by value, keyed by addressKey.
 
+/** A udp device: datagrams to host:port (its first socket when it has several). */
+export interface UdpAddress {
+  readonly transport: 'udp';
+  readonly host: string;
+  readonly port: number;
+}
+
+/** A tcp (iWARP) device: its MPA listener at host:port. */
+export interface TcpAddress {
+  readonly transport: 'tcp';
+  readonly host: string;
+  readonly port: number;
+}
+
+/** An inproc device: its name on the in-process fabric. */
+export interface InprocAddress {
+  readonly transport: 'inproc';
+  readonly id: string;
+}
+
+/** One shape per transport: narrow on `transport` to reach host and port, or id. */
+export type TransportAddress = UdpAddress | TcpAddress | InprocAddress;
+
+/**
+ * What `dev.address` is and what connect / createAh take. Every field a transport puts there
+ * is named; the index signature keeps it plain data that any layer can copy, key and check.
+ */
 export interface DeviceAddress {
   readonly transport: string;
+  readonly host?: string;
+  readonly port?: number;
+  readonly id?: string;
   readonly [k: string]: unknown;
 }
 

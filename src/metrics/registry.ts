@@ -4,12 +4,32 @@
 // on the data path. The mapping from stats keys to metric names is one table below; a stats key
 // the table does not know still appears, as sabre_link_stat{stat="<key>"} or
 // sabre_device_stat{stat="<key>"}, so a counter added to the engine is never silently lost.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type * as PromClient from 'prom-client';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { qpStateName, wcOpcodeName, wcStatusName } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { TransportContextStats } from '../core/link.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
+
+/** The message when prom-client is missing: an embedder that never loads sabre/metrics needs none. */
+export const PROM_CLIENT_MISSING = 'sabre/metrics needs prom-client: npm install prom-client';
+
+// prom-client is an optional peer dependency, loaded when this module is: synchronously through
+// require (a top-level await would stop require('sabre/metrics') from working), and turned into
+// one clear error when it is not installed.
+function loadPromClient(): typeof PromClient {
+  try {
+    return createRequire(import.meta.url)('prom-client') as typeof PromClient;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') throw new SabreError(ErrorCode.NotSupported, PROM_CLIENT_MISSING, { cause: e });
+    throw e;
+  }
+}
+const { collectDefaultMetrics, Counter: CounterClass, Gauge: GaugeClass, Histogram: HistogramClass, Registry: RegistryClass } = loadPromClient();
 
 /** How a stats value is exported: a Prometheus counter (only grows) or gauge. */
 export type Kind = 'counter' | 'gauge';
@@ -167,7 +187,7 @@ export class SabreMetrics {
   readonly #bandwidth: Gauge<string>;
 
   constructor(opts: SabreMetricsOptions = {}) {
-    this.registry = opts.registry ?? new Registry();
+    this.registry = opts.registry ?? new RegistryClass();
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     const reg = [this.registry];
     const devLabels = ['device', 'transport'];
@@ -200,8 +220,8 @@ export class SabreMetrics {
           }
         }
       };
-      if (e.kind === 'counter') new Counter({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
-      else new Gauge({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+      if (e.kind === 'counter') new CounterClass({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+      else new GaugeClass({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
     }
     // One series per transport context (peer), read from dev.stats().linkContexts.
     const ctxByName = new Map<string, { kind: Kind; help: string; extra: Set<string> }>();
@@ -230,14 +250,14 @@ export class SabreMetrics {
         }
       };
       const labelNames = [...devLabels, 'peer', ...e.extra];
-      if (e.kind === 'counter') new Counter({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
-      else new Gauge({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+      if (e.kind === 'counter') new CounterClass({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
+      else new GaugeClass({ name, help: e.help, labelNames, registers: reg, collect() { fill(this as never); } });
     }
     // Keys no table names: exported generically, so nothing the engine counts goes missing.
     const known = (table: readonly StatMetric[]) => new Set(table.map((m) => m.key));
     const knownDevice = known(DEVICE_STATS);
     const knownLink = known(LINK_STATS);
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_device_stat', help: 'dev.stats() values without a named metric', labelNames: [...devLabels, 'stat'], registers: reg,
       collect() {
         this.reset();
@@ -247,7 +267,7 @@ export class SabreMetrics {
         }
       },
     });
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_link_stat', help: 'dev.stats().link values without a named metric', labelNames: [...devLabels, 'stat'], registers: reg,
       collect() {
         this.reset();
@@ -257,28 +277,28 @@ export class SabreMetrics {
         }
       },
     });
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_device_mtu_bytes', help: 'udp: largest datagram; tcp: the MULPDU', labelNames: devLabels, registers: reg,
       collect() {
         this.reset();
         for (const d of self.#devices.values()) if (d.dev.mtu !== undefined) this.set(d.labels, d.dev.mtu);
       },
     });
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_qp_state', help: 'state of each QP (0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERROR as in verbs)', labelNames: [...devLabels, 'qpn', 'type', 'state'], registers: reg,
       collect() {
         this.reset();
         for (const d of self.#devices.values()) for (const pd of d.pds) for (const qp of pd.qps) this.set({ ...d.labels, qpn: String(qp.qpn), type: qp.type, state: qpStateName(qp.state) ?? String(qp.state) }, qp.state);
       },
     });
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_qps', help: 'QPs, by type and state', labelNames: [...devLabels, 'type', 'state'], registers: reg,
       collect() {
         this.reset();
         for (const d of self.#devices.values()) for (const pd of d.pds) for (const qp of pd.qps) this.inc({ ...d.labels, type: qp.type, state: qpStateName(qp.state) ?? String(qp.state) }, 1);
       },
     });
-    new Gauge({
+    new GaugeClass({
       name: 'sabre_memory_regions', help: 'registered memory regions', labelNames: devLabels, registers: reg,
       collect() {
         this.reset();
@@ -290,7 +310,7 @@ export class SabreMetrics {
       },
     });
     const cqGauge = (name: string, help: string, get: (cq: CompletionQueue) => number) =>
-      new Gauge({
+      new GaugeClass({
         name, help, labelNames: [...devLabels, 'cq'], registers: reg,
         collect() {
           this.reset();
@@ -301,16 +321,16 @@ export class SabreMetrics {
     cqGauge('sabre_cq_depth', 'CQ capacity', (cq) => cq.depth);
     cqGauge('sabre_cq_overrun', '1 once a completion found the CQ full', (cq) => (cq.overrun ? 1 : 0));
     cqGauge('sabre_cq_dropped', 'completions lost to an overrun', (cq) => cq.dropped);
-    this.#completions = new Counter({ name: 'sabre_completions_total', help: 'work completions reaped (by code that reports them: countCompletions)', labelNames: [...devLabels, 'opcode', 'status'], registers: reg });
-    this.#completionBytes = new Histogram({
+    this.#completions = new CounterClass({ name: 'sabre_completions_total', help: 'work completions reaped (by code that reports them: countCompletions)', labelNames: [...devLabels, 'opcode', 'status'], registers: reg });
+    this.#completionBytes = new HistogramClass({
       name: 'sabre_completion_bytes', help: 'byteLen of successful work completions', labelNames: [...devLabels, 'opcode'], registers: reg,
       buckets: [64, 512, 4096, 16384, 65536, 262144, 1048576, 8388608],
     });
-    this.#latency = new Histogram({
+    this.#latency = new HistogramClass({
       name: 'sabre_op_latency_seconds', help: 'operation latency as measured by the caller (sabre perf: per iteration, half round trip for ping-pongs)', labelNames: ['op', 'transport', 'source'], registers: reg,
       buckets: [5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1],
     });
-    this.#bandwidth = new Gauge({ name: 'sabre_perf_bandwidth_bytes_per_second', help: 'last sabre perf bandwidth result (average), by test, size and source', labelNames: ['test', 'transport', 'size', 'source'], registers: reg });
+    this.#bandwidth = new GaugeClass({ name: 'sabre_perf_bandwidth_bytes_per_second', help: 'last sabre perf bandwidth result (average), by test, size and source', labelNames: ['test', 'transport', 'size', 'source'], registers: reg });
   }
 
   /** Export `dev` (its stats, link counters, memory); returns the device label it got. */
@@ -351,7 +371,7 @@ export class SabreMetrics {
       const self = this;
       this.#sourceGauges.set(
         kind,
-        new Gauge({
+        new GaugeClass({
           name: `sabre_${kind}_stat`, help: `${kind} stats() values`, labelNames: ['instance', 'stat'], registers: [this.registry],
           collect() {
             this.reset();

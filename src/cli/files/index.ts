@@ -4,7 +4,7 @@
 import { FileClient, type TransferResult } from '../../files/client.js';
 import { serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
-import { startMetricsServer } from '../../metrics/server.js';
+import { startCliMetrics } from '../metrics.js';
 import type { Command } from '../command.js';
 import { formatRate } from '../table.js';
 import { UsageError } from '../usage.js';
@@ -57,7 +57,7 @@ async function serve(argv: string[], out: Out): Promise<number> {
   if (!o.token) out(`token: ${srv.token}   (clients: --token ${srv.token}, or SABRE_TOKEN)`);
   // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
   // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
-  const metrics = o.metricsPort === undefined ? undefined : await startMetricsServer([], o.metricsPort).catch((e: Error) => {
+  const metrics = o.metricsPort === undefined ? undefined : await startCliMetrics(o.metricsPort).catch((e: Error) => {
     void srv.close();
     throw new Error(`serve: ${e.message}`);
   });

@@ -11,7 +11,7 @@ import { connectControl, directPeer } from './control.js';
 import { startPerfMetrics } from './observe.js';
 import type { PerfOptions } from './options.js';
 import type { Out } from './print.js';
-import { writeHtmlReport } from './report-html.js';
+import { checkReportAssets, writeHtmlReport } from './report-html.js';
 import { PerfServer } from './server.js';
 
 export { runServer } from './server.js';
@@ -21,6 +21,7 @@ export type { PerfReport } from './client.js';
 export async function runPerf(o: PerfOptions, out: Out, tty = false): Promise<PerfReport> {
   if (o.server) throw new Error('runPerf is the client role');
   const quiet = o.json || o.output !== undefined;
+  if (o.report !== undefined) checkReportAssets();
   const progress = new Progress(process.stderr, 250, undefined, tty);
   const metrics = o.metricsPort !== undefined ? await startPerfMetrics(o.metricsPort, out, quiet) : undefined;
   let report: PerfReport;

@@ -1,13 +1,14 @@
 // --metrics-port for perf: this side's device, PD (its QPs) and CQ exported, every completion it
 // reaps counted, latency samples and bandwidth results observed.
 import type { SabreMetrics } from '../../metrics/registry.js';
-import { type MetricsServer, startMetricsServer } from '../../metrics/server.js';
+import type { MetricsServer } from '../../metrics/server.js';
+import { startCliMetrics } from '../metrics.js';
 import type { Out } from './print.js';
 import type { Row } from './results.js';
 import type { PerfSide } from './side.js';
 
 export async function startPerfMetrics(port: number, out: Out, quiet: boolean): Promise<MetricsServer> {
-  const m = await startMetricsServer([], port);
+  const m = await startCliMetrics(port);
   if (!quiet) out(` Metrics         : ${m.url}`);
   return m;
 }

@@ -13,8 +13,27 @@ import type { BwRow, LatRow, Row } from './results.js';
 
 const require = createRequire(import.meta.url);
 
+/** The message when --report is given and uplot is not installed. */
+export const REPORT_NEEDS_UPLOT = '--report needs uplot (an optional dependency of sabre): npm install uplot';
+
+// uplot is an optional peer dependency: only reports need it, so its absence is said before a
+// run starts (checkReportAssets) rather than after the run has been paid for.
+function assetPath(path: string): string {
+  try {
+    return require.resolve(path);
+  } catch (e) {
+    throw new Error(REPORT_NEEDS_UPLOT, { cause: e });
+  }
+}
+
 function asset(path: string): string {
-  return readFileSync(require.resolve(path), 'utf8');
+  return readFileSync(assetPath(path), 'utf8');
+}
+
+/** Throws REPORT_NEEDS_UPLOT when the chart library a report inlines is not installed. */
+export function checkReportAssets(): void {
+  assetPath('uplot/dist/uPlot.iife.min.js');
+  assetPath('uplot/dist/uPlot.min.css');
 }
 
 const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
