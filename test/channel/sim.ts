@@ -23,6 +23,8 @@ export class SimMemory implements ChannelPorts {
   #nextAddr: number;
   #nextKey: number;
   used = 0;
+  /** Most bytes registered at once. */
+  peak = 0;
   /** Remote accesses refused (bad key, access or bounds): nothing was placed. */
   refused = 0;
   /** Keys invalidated for remote access while the owner still holds the region (a deregister race). */
@@ -42,6 +44,7 @@ export class SimMemory implements ChannelPorts {
     this.#nextAddr += Math.ceil(Math.max(length, 1) / 64) * 64 + 64;
     this.live.set(r.rkey, { r, use, bytes: new Uint8Array(length) });
     this.used += length;
+    this.peak = Math.max(this.peak, this.used);
     this.regs++;
     return r;
   }
@@ -129,9 +132,9 @@ export class SimEnd {
   /** Take messages as soon as they are readable. */
   autoTake = true;
 
-  constructor(readonly name: 'a' | 'b', opts: ChannelOptions, now: number, memBudget?: number) {
+  constructor(readonly name: 'a' | 'b', opts: ChannelOptions, now: number, memBudget?: number, preauthMax = 0) {
     this.mem = new SimMemory(name, name === 'a' ? 0x100000 : 0x40000000, memBudget);
-    this.core = new ChannelCore(resolveOptions(opts), this.mem, now);
+    this.core = new ChannelCore(resolveOptions(opts), this.mem, now, preauthMax);
   }
 
   take(now: number): Delivered | undefined {
@@ -149,6 +152,8 @@ export interface SimOptions {
   filter?: (info: WireInfo) => Verdict;
   memA?: number;
   memB?: number;
+  /** b starts untrusted (a listener's preauth.maxMessage). */
+  preauthB?: number;
 }
 
 export class SimPair {
@@ -164,7 +169,7 @@ export class SimPair {
     this.latency = o.latencyMs ?? 0.05;
     this.filter = o.filter ?? (() => 'deliver');
     this.a = new SimEnd('a', o.a ?? {}, 0, o.memA);
-    this.b = new SimEnd('b', o.b ?? {}, 0, o.memB);
+    this.b = new SimEnd('b', o.b ?? {}, 0, o.memB, o.preauthB);
     this.#drain(this.a);
     this.#drain(this.b);
     // The QPs connect: both send HELLO.
