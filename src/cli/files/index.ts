@@ -5,6 +5,7 @@ import { FileClient, type TransferResult } from '../../files/client.js';
 import { serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
 import { startCliMetrics } from '../metrics.js';
+import { Progress } from '../progress.js';
 import type { Command } from '../command.js';
 import { formatRate } from '../table.js';
 import { UsageError } from '../usage.js';
@@ -76,25 +77,17 @@ async function serve(argv: string[], out: Out): Promise<number> {
   return 0;
 }
 
-/** A progress line on stderr, redrawn at most ten times a second; only on a terminal. */
+/** get/put's line on stderr (the one Progress helper: redrawn in place, only on a terminal). */
 function progress(enabled: boolean): { update: (done: number, total: number) => void; end: () => void } {
-  if (!enabled) return { update: () => {}, end: () => {} };
+  const line = new Progress(process.stderr, 100, undefined, enabled);
   const t0 = performance.now();
-  let last = 0;
-  let drawn = false;
   return {
     update(done, total) {
-      const now = performance.now();
-      if (now - last < 100 && done < total) return;
-      last = now;
-      drawn = true;
       const pct = total > 0 ? ((100 * done) / total).toFixed(1) : '100.0';
-      const rate = formatRate(done / Math.max(1e-3, (now - t0) / 1000));
-      process.stderr.write(`\r  ${pct.padStart(5)}%  ${(done / 1e6).toFixed(1)} / ${(total / 1e6).toFixed(1)} MB  ${rate}   `);
+      const rate = formatRate(done / Math.max(1e-3, (performance.now() - t0) / 1000));
+      line.update(`  ${pct.padStart(5)}%  ${(done / 1e6).toFixed(1)} / ${(total / 1e6).toFixed(1)} MB  ${rate}`, done >= total);
     },
-    end() {
-      if (drawn) process.stderr.write('\n');
-    },
+    end: () => line.done(),
   };
 }
 

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { publish } from '../../metrics/diagnostics.js';
 import type { SabreMetrics } from '../../metrics/registry.js';
 import { Progress } from '../progress.js';
+import { bwRate, latRate, LiveCount, startLive } from './live.js';
 import { sabreVersion } from '../version.js';
 import { runBaseline } from './baseline.js';
 import { BwSender, needsReceives, Responder } from './bw.js';
@@ -175,7 +176,8 @@ async function measure(
   const wall0 = performance.now();
   const c0 = process.cpuUsage();
   const r0 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
-  const got = await once(o, side, remote, ctl, responder, size, 'run', first);
+  const live = o.durationS !== undefined ? { progress: env.progress, label: `sabre perf ${o.test}: ${size} B`, totalS: o.durationS } : undefined;
+  const got = await once(o, side, remote, ctl, responder, size, 'run', first, undefined, live);
   const mine = cpuUs(process.cpuUsage(c0));
   const r1 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
   const theirs = r0 && r1 ? r1.user - r0.user + r1.system - r0.system : 0;
@@ -198,13 +200,16 @@ type Once = { kind: 'bw'; row: BwRow } | { kind: 'lat'; row: LatRow; samples: nu
 async function once(
   o: PerfOptions, side: PerfSide, remote: SideInfo, ctl: ControlPeer, responder: Responder | undefined, size: number, phase: PrepareParams['phase'], first: number,
   count?: { done: number },
+  live?: { progress: Progress; label: string; totalS: number },
 ): Promise<Once | number> {
   const warm = phase === 'warmup';
   await ctl.call('prepare', { size, phase } satisfies PrepareParams);
   if (o.kind === 'lat') {
-    const iters = warm ? WARM_LAT_ITERS : o.iters;
-    const ran = { done: 0 };
-    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm, ran);
+    // -D: the duration alone ends the run (o.iters is then only the test's default count).
+    const iters = warm ? WARM_LAT_ITERS : o.durationS !== undefined ? Infinity : o.iters;
+    const ran = new LiveCount();
+    ran.live = live ? startLive(live.progress, { ...live, count: () => ran.done, rate: latRate }) : undefined;
+    const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm, ran).finally(() => ran.live?.stop());
     await ctl.call('finish', { size });
     if (count) count.done += ran.done;
     if (warm) return first + ran.done;
@@ -215,6 +220,7 @@ async function once(
   let theirs: BwRow | null | undefined;
   let failed: Error | undefined;
   sender.post();
+  const line = live ? startLive(live.progress, { ...live, count: () => sender.completed, rate: bwRate(size) }) : undefined;
   await pump(
     side,
     { send: sender.onSend, recv: responder?.onRecv, batch: sender.batch },
@@ -227,10 +233,11 @@ async function once(
           (e: Error) => ((failed = e), (theirs = null)),
         );
       }
+      line?.poke();
       return sender.finished && theirs !== undefined;
     },
     () => !sender.finished,
-  );
+  ).finally(() => line?.stop());
   if (failed) throw failed;
   if (count) count.done += sender.completed;
   if (warm) return first;

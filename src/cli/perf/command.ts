@@ -3,6 +3,11 @@ import type { Command } from '../command.js';
 import { runPerf, runServer } from './index.js';
 import { parsePerf, PERF_HELP } from './options.js';
 
+/** The first line of a loopback run (no HOST, no --server). */
+export function loopbackNote(test: string): string {
+  return `no host given: running both sides on loopback; for two terminals: sabre perf ${test} --server / sabre perf ${test} HOST`;
+}
+
 export const perfCommand: Command = {
   name: 'perf',
   summary: 'perftest-style microbenchmarks: write_bw, write_lat, read_bw, read_lat, send_bw,\nsend_lat, atomic_bw, atomic_lat (sabre perf --help)',
@@ -21,7 +26,10 @@ export const perfCommand: Command = {
         process.channel?.unref();
       }
     }
-    const report = await runPerf(o, io.out, io.tty);
+    // ib_write_bw with no host waits for a client; here both sides run on loopback, which a
+    // perftest user would not expect: the first line says so and how to get the two-sided form.
+    if (o.host === undefined && o.transport !== 'inproc' && !o.json && o.output === undefined) io.out(loopbackNote(o.test));
+    const report = await runPerf(o, io.out, io.tty && !o.json);
     if (o.json) io.out(JSON.stringify(report));
     return 0;
   },

@@ -120,8 +120,15 @@ export const PERF_HELP = `usage: sabre perf <test> [options] [HOST]
 tests: ${PERF_TESTS.join(', ')}  (ib_write_bw etc. accepted)
 
 As perftest: run with --server on one side and with the server's HOST on the other (the server
-takes its sizes and depths from the client). With neither, both sides run on loopback: two
-processes for udp/tcp, two devices in one process for inproc. Both sides print the table.
+takes its sizes and depths from the client); both sides print the table:
+
+  sabre perf write_bw --server          # terminal (or host) 1: waits for a client
+  sabre perf write_bw HOST              # terminal (or host) 2: HOST is 127.0.0.1 on one machine
+
+Unlike ib_write_bw, with neither --server nor HOST sabre does not wait for a client: it runs
+both sides on loopback (two processes for udp/tcp, two devices in one process for inproc) and
+says so on its first line. With -D on a terminal, a status line on stderr shows the time run
+and the current rate (nothing when stderr is piped or with --json).
 
 ${flagHelp(FLAGS)}
 
