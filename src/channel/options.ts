@@ -59,7 +59,8 @@ export interface ChannelOptions {
   /**
    * Largest staging region this end registers for writes into the peer's slots, whatever the
    * peer grants: with bigger slots or more of them than fit, fewer are used (and messages above
-   * it go by rendezvous). Default 256 KiB.
+   * it go by rendezvous). Default 256 KiB, or this end's own largest phase if bigger (ends
+   * with the same ladder keep sending eagerly what fits it).
    */
   maxStageBytes?: number;
   /** How long an offered rendezvous message may wait for the peer's DONE with no word from the peer (0: forever). Default 60 000 ms. */
@@ -186,7 +187,7 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     dedupStore: storeOptions(opts.dedupStore),
     maxValueElements: int(opts.maxValueElements, 'maxValueElements', 1 << 20, 1, 2 ** 31),
     maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', 256, 1, 4096),
-    maxStageBytes: int(opts.maxStageBytes, 'maxStageBytes', 256 << 10, 4096, MAX_PHASE_BYTES),
+    maxStageBytes: int(opts.maxStageBytes, 'maxStageBytes', Math.max(256 << 10, ...phases.map((p) => p.slotSize * p.slots)), 4096, MAX_PHASE_BYTES),
     rendezvousTimeoutMs: int(opts.rendezvousTimeoutMs, 'rendezvousTimeoutMs', 60_000, 0, 86_400_000),
     maxPeerRendezvousBytes: int(opts.maxPeerRendezvousBytes, 'maxPeerRendezvousBytes', 64 << 20, 0, Number.MAX_SAFE_INTEGER),
     maxDeviceRendezvousBytes: int(opts.maxDeviceRendezvousBytes, 'maxDeviceRendezvousBytes', 256 << 20, 0, Number.MAX_SAFE_INTEGER),
