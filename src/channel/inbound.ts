@@ -240,9 +240,6 @@ export class Inbound {
     const maxEager = l.o.ladder[l.o.ladder.length - 1]!.slotSize;
     if (need === 0 || need > maxEager) return l.fail('protocol', `ENLARGE for ${need} bytes (largest slot is ${maxEager})`);
     if (epoch !== this.cur.epoch) return l.fail('protocol', `ENLARGE names epoch ${epoch}, the live epoch is ${this.cur.epoch}`);
-    if (l.preauthMax > 0 && need > Math.max(l.preauthMax, l.o.ladder[0]!.slotSize)) {
-      return l.refuse(`ENLARGE for ${need} bytes before authorization (preauth.maxMessage ${l.preauthMax})`);
-    }
     this.#lastDataAt = now;
     if (this.pending) {
       this.#pendingNeed = Math.max(this.#pendingNeed, need);
@@ -252,6 +249,15 @@ export class Inbound {
   }
 
   #need(need: number, now: number): void {
+    const l = this.#l;
+    if (l.preauthMax > 0 && need > Math.max(l.preauthMax, l.o.ladder[0]!.slotSize)) {
+      // Before authorization no slots beyond preauth.maxMessage: denied, as with no memory. A
+      // backlog of small messages goes on in the slots there are; a message this big comes as
+      // an OFFER next, which is refused.
+      this.#deniedEnlargements++;
+      l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant: undefined }) });
+      return;
+    }
     const p = this.#phaseFor(need);
     // Already big enough: an ENLARGE that crossed our GRANT. Nothing to do. (An epoch granted
     // before authorization may be smaller than its phase: the size decides too.)

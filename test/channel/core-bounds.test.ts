@@ -23,10 +23,23 @@ describe('channel core: an untrusted end (preauth)', () => {
     p.run(p.now + 1);
     p.send(p.a, pattern(5000, 1));
     p.run(p.now + 100);
-    expect(p.b.failed).toMatchObject({ kind: 'limit', message: expect.stringMatching(/ENLARGE for 5000 bytes before authorization/) });
-    expect(p.b.core.stats().limitRefusals).toBe(1);
+    // Its ENLARGE is denied; it comes as an OFFER, which is refused.
+    expect(p.b.failed).toMatchObject({ kind: 'limit', message: expect.stringMatching(/OFFER \(rendezvous, 5000 bytes\) before authorization/) });
+    expect(p.b.core.stats()).toMatchObject({ limitRefusals: 1, deniedEnlargements: 1 });
     expect(p.b.mem.peak).toBe(FIXED + P0);
     expect(p.a.failed).toMatchObject({ kind: 'aborted' });
+  });
+
+  it('a backlog of small messages past the one preauth slot is denied more slots, not refused: all arrive', () => {
+    const p = new SimPair({ preauthB: 4096 });
+    p.run(p.now + 1);
+    const sent = Array.from({ length: 200 }, (_, i) => pattern(100 + i, i));
+    for (const m of sent) p.send(p.a, m);
+    p.run(p.now + 1000);
+    expect(p.b.received.length).toBe(200);
+    expect(p.b.failed).toBeUndefined();
+    expect(p.b.core.stats().deniedEnlargements).toBeGreaterThan(0);
+    expect(p.b.mem.peak).toBeLessThanOrEqual(FIXED + P0 + 4096);
   });
 
   it('an OFFER before authorization is refused; after authorize() the full ladder and rendezvous work', () => {
