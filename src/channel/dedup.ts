@@ -18,7 +18,6 @@
 // of the dedup messages that carried it (it handles them only once they are next in order), and
 // the sending channel holds the ordinary sends made after a dedup send until that send has
 // finished, so nothing overtakes the object.
-import { randomBytes } from 'node:crypto';
 import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -172,12 +171,13 @@ export class ChannelDedup {
       send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToTx, b)),
       onMessage: (f: (b: Uint8Array) => void) => void (this.#rxHandler = f),
     };
-    // The chunking key is this scope's own: nobody else's chunk boundaries match it. A shared
-    // store is one scope, so its channels share one key (else no two peers' chunks would match).
+    // The chunking key is this scope's own (on a shared store too): nobody else's chunk
+    // boundaries match it.
     const store = dedupStoreOf(pd, this.#h.store);
-    const key = this.#basis?.key ?? (store.shared ? store.sharedChunkKey : new Uint8Array(randomBytes(32)));
+    const scope = this.#basis?.scope ?? this.#scope!;
+    const key = this.#basis?.key ?? store.chunkKey(scope);
     this.#rx = new DedupReceiver({
-      pipe, mem, store, scope: this.#basis?.scope ?? this.#scope!, key, slots: SLOTS,
+      pipe, mem, store, scope, key, slots: SLOTS,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
@@ -251,8 +251,7 @@ export class ChannelDedup {
     this.#onTxClose?.(error);
     this.#tx?.close();
     this.#rx?.close();
-    // A shared store has one scope for everyone: what this channel brought stays for the others.
-    if (this.#scope && !this.#h.store.shared) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
+    if (this.#scope) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
     for (const r of [this.#zone, this.#stage]) if (r?.valid) r.deregister();
   }
 }

@@ -135,16 +135,6 @@ export class ChunkStore {
     return new Uint8Array(createHmac('sha256', this.#secret).update(KEY_LABEL).update(scope).digest());
   }
 
-  /**
-   * @deprecated Use chunkKey(scope). A shared store no longer has one key for every peer (every
-   * peer that received it could compute every other peer's chunk boundaries): each read returns
-   * a new random key, so a caller that reads it once per peer gives each peer its own.
-   */
-  get sharedChunkKey(): Uint8Array {
-    if (!this.shared) throw new SabreError(ErrorCode.InvalidState, 'only a shared store has one chunking key');
-    return new Uint8Array(randomBytes(32));
-  }
-
   #id(scope: string, hash: Uint8Array, at: number): string {
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     return `${scope}\u0000${hashKey(hash, at)}`;

@@ -78,8 +78,6 @@ describe('a shared chunk store answers each peer only about its own chunks', () 
     expect(store.chunkKey('alice')).toEqual(a); // a trust domain keeps its key (its chunks match again)
     expect(store.chunkKey('bob')).not.toEqual(a);
     expect(shared().chunkKey('alice')).not.toEqual(a); // another store, another secret
-    // The key channels read today: a new one each time, never one key for every peer.
-    expect(store.sharedChunkKey).not.toEqual(store.sharedChunkKey);
     // A receiver told no key sends its scope's in HELLO.
     const zone = { addr: dm.alloc(64 << 10), rkey: 0x1234, length: 64 << 10 };
     const rx = new DedupRecvCore({ mem: dm, store, scope: 'carol', zone, slots: 1, avg: 8192 });
