@@ -7,7 +7,7 @@
 // makes; here it is a getter that hands out a fresh PD until a QP has been made in it (the setup
 // hook, which runs on each new QP, moves on to the next), so every accepted channel has its
 // own. test/channel/channel.test.ts checks that two accepted channels never share one.
-import { type CmListener, connect, listen } from '../cm/index.js';
+import { type CmListener, connect, connectionInfo, listen } from '../cm/index.js';
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
@@ -164,12 +164,10 @@ function posInt(v: unknown, name: string, def: number): number {
   return v;
 }
 
-/**
- * The peer of a connected QP, as its transport context names it (the device address the link
- * saw). cm knows it too but does not hand it to the setup hook or with the QP.
- */
+/** The peer of a QP cm accepted, keyed by its device address (the one connectChannel keys by). */
 function peerKeyOf(qp: QueuePair): string {
-  return qp.engineQp.flow?.peerKey ?? `qpn:${qp.qpn}`;
+  const peer = connectionInfo(qp)?.peer;
+  return peer ? addressKey(peer) : `qpn:${qp.qpn}`;
 }
 
 /** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */

@@ -65,11 +65,18 @@ export interface CmConnectionInfo {
   privateData: Uint8Array | undefined;
   remoteQpn: number;
   service: number;
+  /**
+   * The peer device's address the QP is connected to: on the accepting side the address the
+   * request came from as the link saw it (a client behind a relay or NAT is named by where it
+   * is reached, not by what it thinks its address is); on the connecting side the address given
+   * to connect.
+   */
+  peer: DeviceAddress;
 }
 
 const infos = new WeakMap<QueuePair, CmConnectionInfo>();
 
-/** The private data and peer QPN of a QP made by listen/accept or connect. */
+/** What the peer said, and where it is, for a QP made by listen/accept or connect. */
 export function connectionInfo(qp: QueuePair): CmConnectionInfo | undefined {
   return infos.get(qp);
 }
@@ -211,7 +218,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
       // The connection is the QP's; connect binds the QP to it (the peer as the link saw it).
       .then(() => qp.connect({ address: r.from, qpn: r.remoteQpn }))
       .then(
-        () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service }),
+        () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service, peer: r.from }),
         () => {
           this.#inflight--;
           qp.destroy();
@@ -234,7 +241,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
     this.#inflight++;
     r.reply(qp.qpn, this.#opts.privateData);
     qp.connect({ address: r.from, qpn: r.qpn }).then(
-      () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service }),
+      () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.from }),
       () => {
         this.#inflight--;
         qp.destroy();
@@ -282,7 +289,7 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
         ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs));
       }
       await qp.connect({ address, qpn: remoteQpn, timeoutMs });
-      infos.set(qp, { privateData, remoteQpn, service });
+      infos.set(qp, { privateData, remoteQpn, service, peer: { ...address } });
       return qp;
     })();
     steps.catch(() => {});

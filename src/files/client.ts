@@ -347,7 +347,7 @@ export class FileClient {
   get pipeline(): { sinks: number; writeBuffers: number; readChunk: number; writeChunk: number } {
     const d = PIPELINE_DEFAULTS[this.transport];
     // Without fitting, a segment as large as the maxima leaves them as they are.
-    const mss = this.#opts.segmentFit === false ? 0x7fff_ffff : this.#dev.engine.mss;
+    const mss = this.#opts.segmentFit === false ? 0x7fff_ffff : this.#qp.mss;
     const l = this.limits as NegotiatedLimits | undefined;
     return {
       sinks: this.#opts.sinks ?? d.sinks, writeBuffers: this.#opts.writeBuffers ?? d.writeBuffers,

@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 // The verbs and cm API (what src/index.ts exports), from their modules: the file service sits above cm and verbs.
-import { type CmListener, listen } from '../cm/index.js';
+import { type CmListener, connectionInfo, listen } from '../cm/index.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -293,8 +293,8 @@ export class FileServer {
    * oldest unauthenticated one of the source holding the most (./admission.ts).
    */
   #admit(c: Conn): void {
-    // The engine's flow knows the address the connection came from (cm does not say it).
-    const peer = c.qp.engineQp.flow?.peer as { host?: string; id?: unknown } | undefined;
+    // The address the connection came from, as cm saw it.
+    const peer = connectionInfo(c.qp)?.peer;
     const host = hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
     if (c.destroyed) return;
     if (c.core.state !== 'authenticating') return this.#admission.enter(c, host);

@@ -117,6 +117,15 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   /**
+   * The largest DDP segment (payload bytes) the device cuts this QP's untagged messages into,
+   * as ibv_query_qp reports a path MTU: a Send longer than this goes out in several segments.
+   * Read-only; fixed for the life of the device.
+   */
+  get mss(): number {
+    return this.pd.device.engine.mss;
+  }
+
+  /**
    * rc: bind to the peer QP (both sides call this with the other's address and qpn, exchanged
    * out of band); resolves once both ends are ready, so postSend may follow at once.
    */

@@ -60,6 +60,10 @@ describe.each(['tcp', 'udp', 'inproc'] as const)('cm over %s', (transport) => {
     expect(td.decode(connectionInfo(qpC)!.privateData)).toBe('welcome');
     expect(connectionInfo(qpC)!.remoteQpn).toBe(qpS.qpn);
     expect(connectionInfo(qpS)!.remoteQpn).toBe(qpC.qpn);
+    // Where each end's peer is: the connector names what it dialled, the listener where the request came from.
+    expect(connectionInfo(qpC)!.peer).toEqual(s.dev.address);
+    if (transport === 'tcp') expect(connectionInfo(qpS)!.peer).toMatchObject({ transport: 'tcp', host: '127.0.0.1' });
+    else expect(connectionInfo(qpS)!.peer).toEqual(c.dev.address);
 
     // Client → server Send (the receive was posted in setup, before the connection existed).
     c.mr.buffer.set(te.encode('ping over cm'), 100);

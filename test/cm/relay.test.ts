@@ -48,6 +48,9 @@ describe('cm through a relay (udp)', () => {
     expect(qpS.state).toBe(QpState.Rts);
     expect(td.decode(connectionInfo(qpS)!.privateData)).toBe('via relay');
     expect(td.decode(connectionInfo(qpC)!.privateData)).toBe('behind the relay');
+    // The listener names the client by where it reaches it: the relay, not the client's own address.
+    expect(connectionInfo(qpC)!.peer).toEqual(relay.address);
+    expect(connectionInfo(qpS)!.peer).not.toEqual(client.address);
 
     // Client → server: writes into the server's region, then a send into its posted receive.
     fill(cmr.buffer, 21);
