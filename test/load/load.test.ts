@@ -5,14 +5,11 @@
 // blocks, longer streams).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  BLOCK_MS, blockLoop, channelStream, connectFiles, type Far, FILE_BYTES, halfChanged, localDir, pattern, putGet, sha, startFar, startHogs,
+  BLOCK_MS, blockLoop, LONG, channelStream, connectFiles, type Far, FILE_BYTES, halfChanged, localDir, pattern, putGet, sha, startFar, startHogs,
   STREAM_MESSAGES, type Transport,
 } from './harness.js';
 
-const T = LONG_TIMEOUT();
-function LONG_TIMEOUT(): number {
-  return process.env.SABRE_LOAD_LONG === '1' ? 600_000 : 120_000;
-}
+const T = LONG ? 600_000 : 120_000;
 
 let far: Far;
 beforeAll(async () => {
