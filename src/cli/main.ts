@@ -51,6 +51,12 @@ async function main(argv: string[], io: Io): Promise<number> {
 }
 
 const io: Io = { out: (l) => process.stdout.write(l + '\n'), tty: process.stderr.isTTY === true };
+// `sabre … | head -1`: the reader went away. The work is done or no longer wanted; leave quietly
+// instead of dying on an unhandled EPIPE with a stack trace.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw e;
+});
 // SABRE_DIAG=1 (or a list of channel names): structured diagnostics as JSON lines on stderr.
 diagnosticsFromEnv();
 

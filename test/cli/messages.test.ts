@@ -70,3 +70,21 @@ describe('API messages', () => {
     }
   });
 });
+
+describe('a reader that goes away', () => {
+  it('`sabre … | head -1`: exit quietly on EPIPE, no unhandled error', async () => {
+    const { spawn } = await import('node:child_process');
+    const { MAIN } = await import('./helpers.js');
+    const child = spawn(process.execPath, [MAIN, 'perf', 'write_bw', '--transport', 'inproc', '-s', '4096', '-n', '2000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    // Take the first output, then close our end of the pipe (as head -1 does).
+    await new Promise<void>((r) => child.stdout.once('data', () => r()));
+    child.stdout.destroy();
+    const t = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    clearTimeout(t);
+    expect(err).not.toMatch(/EPIPE|Unhandled/);
+    expect(code).toBe(0);
+  });
+});
