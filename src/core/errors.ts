@@ -1,5 +1,6 @@
 // One error type for API misuse and resource failures. `code` is a stable string that users
-// and tests match on; messages may change, codes may not. Protocol-level failures are not
+// and tests match on; messages may change, codes may not. Features' errors are SabreErrors too
+// (the file service's FileError adds the wire status), so one instanceof catches them all. Protocol-level failures are not
 // thrown: they become completion statuses (WcStatus) or counted drops.
 
 export const ErrorCode = {
@@ -39,9 +40,16 @@ export const ErrorCode = {
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 
+/**
+ * The file service's codes (FileError, src/files/status.ts): 'ERR_FILE_' and the name of the
+ * status the server sent (ERR_FILE_NOT_FOUND), or of a local failure (ERR_FILE_CONNECTION_LOST).
+ * Stable like the codes above; they are a family of their own because the status table is.
+ */
+export type FileErrorCodeValue = `ERR_FILE_${string}`;
+
 export class SabreError extends Error {
-  readonly code: ErrorCodeValue;
-  constructor(code: ErrorCodeValue, message: string, options?: { cause?: unknown }) {
+  readonly code: ErrorCodeValue | FileErrorCodeValue;
+  constructor(code: ErrorCodeValue | FileErrorCodeValue, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'SabreError';
     this.code = code;

@@ -8,6 +8,7 @@
 // Immediate: a receive completion here, one of our credits spent) or polling (a plain RDMA
 // Write: nothing happens here until the shell looks at the slot; it can ask for an
 // InterruptResponse by Send with interruptRequest(id) when it tires of looking).
+import type { FileErrorCodeValue } from '../core/errors.js';
 import { FILE_AUTH_REQ, FILE_HDR, FILE_STATUS_BODY, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
 import { connectionProof, connectionServerProof, sameBytes } from './auth.js';
 import { Credits, RESERVE } from './credits.js';
@@ -45,7 +46,7 @@ export type ClientAction =
   | { t: 'complete'; id: number; status: number; value: number; aux: number }
   | { t: 'ready'; limits: NegotiatedLimits }
   /** The connection is unusable; every outstanding request was failed with the same error. */
-  | { t: 'failed'; code: string; message: string; status?: number };
+  | { t: 'failed'; code: FileErrorCodeValue; message: string; status?: number };
 
 /** Offset of the seal in a status block: a polling client trusts a slot once it reads its requestId there. */
 export const SEAL_OFFSET = FILE_HDR.size + FILE_STATUS_BODY.size;
@@ -269,7 +270,7 @@ export class ClientConnection {
   }
 
   /** The RDMA connection or the pipe is gone: everything outstanding fails with `code`. */
-  fail(code: string, message: string, status?: number): void {
+  fail(code: FileErrorCodeValue, message: string, status?: number): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
     this.#queue.length = 0;

@@ -1,7 +1,9 @@
 // File-service statuses as the API reports them: a FileError carries the wire status and a
 // stable string code derived from its name in the one status table (src/wire/spec.ts), e.g.
 // NotFound → 'ERR_FILE_NOT_FOUND'. Local failures (the connection or the pipe went away) use
-// the codes below, which have no wire status.
+// the codes below, which have no wire status. A FileError is a SabreError: one instanceof
+// catches every failure of sabre, and `code` tells the file service's from the rest.
+import { type FileErrorCodeValue, SabreError } from '../core/errors.js';
 import { FILE_STATUS } from '../wire/spec.js';
 
 export const statusName = (s: number): string => FILE_STATUS.find((x) => x.code === s)?.name ?? `status ${s}`;
@@ -11,7 +13,7 @@ export const statusText = (s: number): string => FILE_STATUS.find((x) => x.code 
 const snake = (n: string): string => n.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
 
 /** 'ERR_FILE_NOT_FOUND' for FileStatus.NotFound. */
-export const statusCode = (s: number): string => `ERR_FILE_${snake(statusName(s).replace(/ /g, '_'))}`;
+export const statusCode = (s: number): FileErrorCodeValue => `ERR_FILE_${snake(statusName(s).replace(/ /g, '_'))}`;
 
 /** Codes of failures that are not a status from the server. */
 export const LocalCode = {
@@ -25,15 +27,14 @@ export const LocalCode = {
   Closed: 'ERR_FILE_CLOSED',
 } as const;
 
-export class FileError extends Error {
+export class FileError extends SabreError {
   /** Stable: 'ERR_FILE_…'. */
-  readonly code: string;
+  declare readonly code: FileErrorCodeValue;
   /** The wire status, when the server said it. */
   readonly status: number | undefined;
-  constructor(code: string, message: string, status?: number, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: FileErrorCodeValue, message: string, status?: number, options?: { cause?: unknown }) {
+    super(code, message, options);
     this.name = 'FileError';
-    this.code = code;
     this.status = status;
   }
 
