@@ -3,10 +3,11 @@
 //   cli (the `sabre` command)
 //     → metrics (the `sabre/metrics` entry: reads stats through verbs), index (the public API),
 //       features (channel, files, dedup)
-//     → cm → verbs → { rdmap, transport } → { kernels → dataplane → wire } → core
+//     → cm → verbs → nic → { rdmap, transport } → { kernels → dataplane → wire } → core
 //
 // rdmap (the sans-I/O engine) and transport (the links) are siblings that meet only in core;
-// the device (src/verbs/device.ts) is the one shell that joins them. cm speaks verbs only.
+// the NIC's driver (src/nic/) is the one loop that joins them, and its provider registry is how
+// verbs opens a transport without naming one. cm speaks verbs only.
 // Features built above cm and verbs use the public API, never engine or link internals, and
 // nothing imports the CLI. Type-only imports count like any other in the layer rules: a type
 // is a dependency too.
@@ -72,7 +73,8 @@ module.exports = {
     layer('kernels/', ['core/', 'wire/', 'dataplane/'], 'kernels load the data-plane module.'),
     layer('rdmap/', ['core/', 'wire/', 'dataplane/', 'kernels/'], 'the engine never sees a link (transport/) or the verbs objects.'),
     layer('transport/', ['core/', 'wire/', 'dataplane/', 'kernels/'], 'links move frames: they never see the engine (rdmap/) or the verbs objects.'),
-    layer('verbs/', ['core/', 'wire/', 'dataplane/', 'kernels/', 'rdmap/', 'transport/'], 'verbs joins an engine to a link; nothing above it.'),
+    layer('nic/', ['core/', 'wire/', 'dataplane/', 'kernels/', 'rdmap/', 'transport/'], 'the software NIC: its driver joins the engine to a link, its providers open the transports; nothing above it.'),
+    layer('verbs/', ['core/', 'wire/', 'dataplane/', 'kernels/', 'rdmap/', 'nic/'], 'verbs drives the NIC and names no transport: it opens one through the provider registry (src/nic/providers.ts).'),
     layer('cm/', ['core/', 'verbs/'], 'cm speaks verbs only.'),
     {
       name: 'nothing-imports-cli',

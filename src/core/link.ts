@@ -1,7 +1,8 @@
-// The boundary between a device and whatever carries its engine's frames. A link moves opaque
-// frames between devices and reports what happened to them as events; it never looks into the
-// engine. The device (src/verbs/device.ts) is the one shell that joins an engine to a link: it
-// hands the engine's frames to send(), and turns each event into an engine call.
+// The boundary between the NIC's driver and whatever carries its engine's frames. A link moves
+// opaque frames between devices and reports what happened to them as events; it never looks
+// into the engine. The driver (src/nic/driver.ts) is the one loop that joins an engine to a
+// link: it hands the engine's frames to transmit(), turns each event into an engine call, and
+// keeps one timer for the engine's and the link's deadlines.
 import type { DeviceAddress } from './address.js';
 import type { Frame, Inbound } from './frame.js';
 import type { PeerProfile } from './peer.js';
@@ -41,7 +42,13 @@ export interface TransportContextStats {
   rxPending: number;
 }
 
-/** What a link reports. The device sets it once (Link.start). */
+/** A frame for a peer, as the engine emits it. */
+export interface Outbound {
+  readonly to: DeviceAddress;
+  readonly frame: Frame;
+}
+
+/** What a link reports. The driver sets it once (Link.start). */
 export interface LinkEvents {
   /** Frames from peers, handed to the engine as one step (one placement batch). Views valid during the call only. */
   frames(batch: Inbound[]): void;
@@ -71,6 +78,11 @@ export interface LinkEvents {
    * backpressure yet, and the engine does not wait for it.
    */
   writable?(peer: DeviceAddress): void;
+  /**
+   * Links with a deadline of their own (Link.pollTimeout): it may be earlier now (the link
+   * sent or received on its own schedule); the driver re-arms its one timer.
+   */
+  timerChanged?(): void;
 }
 
 /** An rdma_cm-style connect that reached a listening service (tcp: carried by the MPA exchange). */
@@ -117,14 +129,21 @@ export interface Link {
   readonly cutsTagged?: boolean;
   /** Connection-oriented links give rc QPs their connections (and carry service exchanges). */
   readonly connections?: QpConnections;
-  /** Called once by the device, before anything is sent. */
+  /** Called once by the driver, before anything is sent. */
   start(events: LinkEvents): void;
   /**
-   * Hand frames to the link. The payload views must stay readable until the call returns or,
-   * for asynchronous links, until delivery. The array itself passes to the link: the caller
-   * builds a fresh one per call and does not touch it again.
+   * Hand the engine's frames to the link, in the order the engine emitted them, for any mix
+   * of peers. The payload views must stay readable until the call returns or, for
+   * asynchronous links, until delivery. The array itself passes to the link: the caller builds
+   * a fresh one per call and does not touch it again.
    */
-  send(to: DeviceAddress, frames: Frame[]): void;
+  transmit(out: readonly Outbound[]): void;
+  /** When handleTimeout is next due (Infinity or absent: never); the driver's timer covers it. */
+  pollTimeout?(): number;
+  /** The link's deadline passed: retransmit, probe, give up on peers (reported as events). */
+  handleTimeout?(now: number): void;
+  /** Work is outstanding (not just idle bookkeeping): the driver's timer keeps the process alive. */
+  readonly busy?: boolean;
   /** Whether `to` can be reached now (inproc: registered; udp/tcp: a well-formed address). */
   reachable(to: DeviceAddress): boolean;
   /** Link counters, merged into Device.stats() as `link`. */

@@ -8,7 +8,7 @@
 import { threadId } from 'node:worker_threads';
 import type { DeviceAddress } from '../../core/address.js';
 import type { Frame } from '../../core/frame.js';
-import type { Link, LinkEvents } from '../../core/link.js';
+import type { Link, LinkEvents, Outbound } from '../../core/link.js';
 import { Inbox } from '../inbox.js';
 
 export interface InprocAddress extends DeviceAddress {
@@ -73,13 +73,17 @@ export class InprocLink implements Link, InprocRoute {
     return to.transport === 'inproc' && typeof to.id === 'string' && routeFor(to.id) !== undefined;
   }
 
-  send(to: DeviceAddress, frames: Frame[]): void {
-    const r = typeof to.id === 'string' ? routeFor(to.id) : undefined;
-    if (!r || this.#closed) {
-      this.undeliverable += frames.length;
-      return;
+  transmit(out: readonly Outbound[]): void {
+    // A route takes one peer's frames at a time (a bridge encodes them as one record).
+    let i = 0;
+    while (i < out.length) {
+      const to = out[i]!.to;
+      const frames: Frame[] = [];
+      while (i < out.length && out[i]!.to === to) frames.push(out[i++]!.frame);
+      const r = typeof to.id === 'string' ? routeFor(to.id) : undefined;
+      if (!r || this.#closed) this.undeliverable += frames.length;
+      else r.deliver(to.id as string, this.address, frames);
     }
-    r.deliver(to.id as string, this.address, frames);
   }
 
   deliver(_to: string, from: DeviceAddress, frames: Frame[]): void {

@@ -31,12 +31,12 @@
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Envelope, Frame, Inbound, SegFrame } from '../../core/frame.js';
-import type { Link, LinkEvents, QpConnections, ServiceRequest } from '../../core/link.js';
+import type { Link, LinkEvents, Outbound, QpConnections, ServiceRequest } from '../../core/link.js';
 import { SABRE_PEER, STANDARD_IWARP_PEER, type PeerProfile } from '../../core/peer.js';
 import { carriesData, decodeDdp, isSabreExtension, RdmapOpcode } from '../../wire/rdmap.js';
 import { TERM_TABLES, TermLayer } from '../../wire/spec.js';
 import { TERM, termForDdpError } from '../../wire/terminate.js';
-import type { MpaConnection } from './connection.js';
+import { type MpaConnection, mpaCrcCounts } from './connection.js';
 import { type IncomingRequest, MpaConnector, type MpaConnectorOptions, type TcpAddress } from './connector.js';
 import { fault, type TcpFault } from './fault.js';
 import { defaultEmss, type FramingMemory, mulpdu, type RxUlpdu } from './fpdu.js';
@@ -140,10 +140,16 @@ export class TcpLink implements Link, QpConnections {
     readsRefused: 0, readPauses: 0,
   };
   readonly #maxQueued: number;
+  /** What this device asks MPA for: its CRC, on when either side asks (RFC 5044 §7.1). */
+  readonly integrity: 'crc32c' | 'none';
+  /** The device memory, under which the connections count their negotiated CRCs. */
+  readonly #dp: object;
 
-  private constructor(connector: MpaConnector, maxQueued: number) {
+  private constructor(connector: MpaConnector, maxQueued: number, crc: boolean, dp: object) {
     this.connector = connector;
     this.#maxQueued = maxQueued;
+    this.integrity = crc ? 'crc32c' : 'none';
+    this.#dp = dp;
     this.address = Object.freeze({ ...connector.address }) as TcpDeviceAddress;
     // The marker-bearing MULPDU is the smaller: segments then fit whatever the peer negotiates.
     // Rounded down to a multiple of 16 KiB: the CRC32C kernel's fast path takes 16 KiB blocks
@@ -155,7 +161,7 @@ export class TcpLink implements Link, QpConnections {
   }
 
   static async open(opts: TcpLinkOptions): Promise<TcpLink> {
-    return new TcpLink(await MpaConnector.listen(opts), opts.maxQueuedBytes ?? 16 << 20);
+    return new TcpLink(await MpaConnector.listen(opts), opts.maxQueuedBytes ?? 16 << 20, opts.connection?.mpa?.crc ?? true, opts.dp);
   }
 
   start(events: LinkEvents): void {
@@ -169,7 +175,11 @@ export class TcpLink implements Link, QpConnections {
   stats(): Record<string, number> {
     let queuedBytes = 0;
     for (const st of this.#streams.values()) queuedBytes += st.queuedBytes;
-    return { ...this.counters, ...this.connector.counters, links: this.#streams.size, endpointConnections: this.connector.connectionCount, queuedBytes };
+    return {
+      ...this.counters, ...this.connector.counters, links: this.#streams.size, endpointConnections: this.connector.connectionCount, queuedBytes,
+      // Connections by negotiated MPA CRC.
+      ...mpaCrcCounts(this.#dp),
+    };
   }
 
   async close(): Promise<void> {
@@ -182,9 +192,10 @@ export class TcpLink implements Link, QpConnections {
 
   // ---- engine → wire ------------------------------------------------------------------------
 
-  send(_to: DeviceAddress, frames: Frame[]): void {
+  transmit(out: readonly Outbound[]): void {
     if (this.#closed) return;
-    for (const f of frames) {
+    // Each frame names its QP, whose connection carries it: the peer address adds nothing.
+    for (const { frame: f } of out) {
       if (f.kind === 'seg') {
         this.#sendSeg(f);
         continue;

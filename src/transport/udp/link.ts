@@ -26,9 +26,8 @@
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Frame, Inbound } from '../../core/frame.js';
-import type { Link, LinkEvents, TransportContextStats } from '../../core/link.js';
+import type { Link, LinkEvents, Outbound, TransportContextStats } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import { Inbox } from '../inbox.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { XXH3_STATE_BYTES, Xxh3Parts, type Xxh3Memory } from '../../kernels/xxh3-64.js';
@@ -142,7 +141,8 @@ export class UdpLink implements Link {
   /** The datagram layer (endpoint counters, contexts) — for stats and tests. */
   udp!: UdpSockets;
   #events?: LinkEvents;
-  #inbox?: Inbox;
+  /** The frames of this flush's deliveries: one engine step once they are all in. */
+  #batch: Inbound[] = [];
   #frames: Frame[] = [];
   /** Deliveries per context id awaiting release after the engine has processed them. */
   #held = new Map<number, number>();
@@ -198,10 +198,14 @@ export class UdpLink implements Link {
             if (self) self.#onFailed(f);
           },
           onDeliveriesDone: () => {
-            if (self) self.#drainNow();
+            if (self) self.#deliveriesDone();
           },
           onBeforePoll: () => {
             if (self) self.#seal();
+          },
+          // The driver's one timer covers the endpoint's deadlines (Link.pollTimeout).
+          onTimerChanged: () => {
+            if (self) self.#timerChanged();
           },
         },
       );
@@ -222,9 +226,18 @@ export class UdpLink implements Link {
 
   start(events: LinkEvents): void {
     this.#events = events;
-    // The socket shell drains after a turn's deliveries (so the engine's answers leave in the
-    // same flush); the inbox's own job is only a backstop. Credit returns once processed.
-    this.#inbox = new Inbox((batch) => this.#deliver(batch), () => this.#release());
+  }
+
+  pollTimeout(): number {
+    return this.udp.pollTimeout();
+  }
+
+  handleTimeout(now: number): void {
+    this.udp.handleTimeout(now);
+  }
+
+  get busy(): boolean {
+    return this.udp.busy;
   }
 
   stats(): Record<string, number> {
@@ -254,16 +267,20 @@ export class UdpLink implements Link {
     return !this.#closed && isUdpAddress(to);
   }
 
-  send(to: DeviceAddress, frames: Frame[]): void {
-    const peer = this.#peerOf(to);
-    if (peer === undefined || this.#closed) {
-      this.counters.undeliverable += frames.length;
-      return;
+  /** Queue the frames per peer, in order; they are packed when the socket shell builds datagrams. */
+  transmit(out: readonly Outbound[]): void {
+    let to: DeviceAddress | undefined;
+    let q: Frame[] | undefined;
+    for (const o of out) {
+      if (o.to !== to) {
+        to = o.to;
+        const peer = this.#closed ? undefined : this.#peerOf(to);
+        q = peer === undefined ? undefined : this.#pending.get(peer);
+        if (peer !== undefined && q === undefined) this.#pending.set(peer, (q = []));
+      }
+      if (q === undefined) this.counters.undeliverable++;
+      else q.push(o.frame);
     }
-    const q = this.#pending.get(peer);
-    // The array is ours from here (Transport.send's contract: the caller does not reuse it).
-    if (q === undefined) this.#pending.set(peer, frames);
-    else for (const f of frames) q.push(f);
     this.udp.requestFlush();
   }
 
@@ -299,7 +316,7 @@ export class UdpLink implements Link {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#inbox?.clear();
+    this.#batch = [];
     this.#pending.clear();
     await this.udp.close();
     await this.#offload?.close();
@@ -331,16 +348,24 @@ export class UdpLink implements Link {
 
   #onDelivery(d: Delivery): void {
     this.#held.set(d.ctx, (this.#held.get(d.ctx) ?? 0) + 1);
-    const inbox = this.#inbox;
-    if (!inbox) return;
+    if (this.#closed) return;
     const start = this.#frames.length;
     this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
     if (this.#frames.length > start) {
       const from = this.#fromOf(d.from);
-      for (let i = start; i < this.#frames.length; i++) inbox.push(from, this.#frames[i]!);
+      for (let i = start; i < this.#frames.length; i++) this.#batch.push({ from, frame: this.#frames[i]! });
     }
     this.#frames.length = 0;
-    inbox.schedule();
+  }
+
+  /** The shell's deliveries are all in: one engine step for them, then their credit returns. */
+  #deliveriesDone(): void {
+    const batch = this.#batch;
+    if (batch.length > 0) {
+      this.#batch = [];
+      this.#deliver(batch);
+    }
+    this.#release();
   }
 
   #deliver(batch: Inbound[]): void {
@@ -353,10 +378,6 @@ export class UdpLink implements Link {
       // The engine counts what it cannot use; nothing from the wire may take the device down.
       this.counters.badFrames++;
     }
-  }
-
-  #drainNow(): void {
-    this.#inbox?.drain();
   }
 
   #release(): void {
@@ -372,6 +393,10 @@ export class UdpLink implements Link {
       seen.add(f.peer);
       this.#linkFailed(this.#fromOf(f.peer));
     }
+  }
+
+  #timerChanged(): void {
+    if (!this.#closed) this.#events?.timerChanged?.();
   }
 
   #keepsPeer(p: PeerAddress): boolean {

@@ -99,6 +99,12 @@ export interface UdpHandlers {
   onDeliveriesDone?: () => void;
   /** Just before the endpoint builds datagrams: the owner hands over what it has queued. */
   onBeforePoll?: () => void;
+  /**
+   * The owner keeps the timer (one per device, src/nic/driver.ts): after every flush the
+   * endpoint's deadline may have moved; the owner reads pollTimeout() and calls
+   * handleTimeout() when it is due. Without it the shell arms a timer of its own.
+   */
+  onTimerChanged?: () => void;
 }
 
 interface RxWaiting {
@@ -426,7 +432,11 @@ export class UdpSockets {
     else this.transmitOffloaded(r.datagrams);
     // Releases before the poll went out in it; what is due from here on needs another flush.
     this.releaseDue = false;
-    this.handOver(r.delivered);
+    if (r.delivered.length > 0) {
+      // Payloads that came in while the owner answered: theirs is the next engine step.
+      this.handOver(r.delivered);
+      h.onDeliveriesDone?.();
+    }
     if (r.acked.length > 0) h.onAcked?.(r.acked);
     if (r.failed.length > 0) h.onFailed?.(r.failed);
     // More output due now: the burst limit held some back, or a release opened the window
@@ -434,7 +444,29 @@ export class UdpSockets {
     // after every delivery: in a ping-pong that was a check-phase flush with nothing to send,
     // one more trip through epoll per hop.
     if (r.more || this.releaseDue) this.scheduleFlush();
-    this.armTimer(now);
+    if (h.onTimerChanged !== undefined) h.onTimerChanged();
+    else this.armTimer(now);
+  }
+
+  /** When handleTimeout is next due (Infinity: nothing is). */
+  pollTimeout(): number {
+    return this.endpoint.nextDeadline();
+  }
+
+  /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
+  get busy(): boolean {
+    return this.endpoint.busy;
+  }
+
+  /** The owner's timer fired (onTimerChanged): retransmit, probe, reclaim what is due. */
+  handleTimeout(now: number): void {
+    if (this.closed) return;
+    if (this.endpoint.nextDeadline() > now) {
+      this.handlers.onTimerChanged?.();
+      return;
+    }
+    this.endpoint.tick(now);
+    this.flush(true);
   }
 
   private transmit(d: OutDatagram): void {
@@ -532,7 +564,7 @@ export class UdpSockets {
     });
   }
 
-  // One node timer. Left armed when the endpoint's deadline moves later (it re-checks when it
+  // The shell's own timer, when no owner keeps one (onTimerChanged). Left armed when the endpoint's deadline moves later (it re-checks when it
   // fires), cleared when nothing is due at all: a timer left running through idle periods woke
   // the sleeping process every millisecond or so during a ping-pong (~0.4 wake-ups per round
   // trip), dearer on this VM than a timer-list insert and removal per round trip.

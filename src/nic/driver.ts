@@ -1,0 +1,201 @@
+// The driver of the software NIC: one RDMAP engine and one link, the same loop on whatever
+// thread runs them. A step takes the work or the link event that started it, feeds the engine
+// with the time, collects what the engine emits — frames, handed to the link in posting order,
+// and events, handed to the shell (the verbs device) — and arms one timer at the earlier of the
+// engine's and the link's deadlines (quinn's Endpoint/Connection split: neither owns a clock).
+// The link reports what its sockets brought as LinkEvents; the driver is their only sink and
+// the only caller of the engine besides the deterministic test harnesses.
+import { performance } from 'node:perf_hooks';
+import { addressKey, type DeviceAddress } from '../core/address.js';
+import { QpState } from '../core/enums.js';
+import type { Inbound } from '../core/frame.js';
+import type { Link, LinkEvents, QpDownCause } from '../core/link.js';
+import type { PeerProfile } from '../core/peer.js';
+import type { RdmapEngine } from '../rdmap/engine.js';
+import type { EngineEvent } from '../rdmap/events.js';
+
+/** What the driver tells its shell, in the order it happened. */
+export type NicEvent =
+  | Exclude<EngineEvent, { kind: 'qpError' }>
+  /**
+   * QP `qpn` entered ERROR. `cause`: the link's word when its connection went down; `established`:
+   * it had reached RTS (its connection is now over).
+   */
+  | { kind: 'qpError'; qpn: number; fatal: boolean; cause?: QpDownCause; established: boolean }
+  /** A link lost `peer` for good, before the engine fails what depended on it. */
+  | { kind: 'peerLost'; peer: DeviceAddress }
+  /** A connection for `qpn` could not be made: `error` says why (before the engine hears of it). */
+  | { kind: 'connectFailed'; qpn: number; error: Error };
+
+export interface NicShell {
+  /** Called inside the step that produced `ev`; may start another step (re-entrant). */
+  onEvent(ev: NicEvent): void;
+}
+
+export class NicDriver implements LinkEvents {
+  readonly engine: RdmapEngine;
+  readonly link: Link;
+  readonly #shell: NicShell;
+  /** rc QPs that reached RTS (the link keeps probing their peers; their ERROR is a disconnect). */
+  readonly #established = new Set<number>();
+  /** The link's word on a QP going down, while the engine step it started runs. */
+  readonly #downCause = new Map<number, QpDownCause>();
+  #timer?: ReturnType<typeof setTimeout>;
+  #timerAt = Infinity;
+  #stopped = false;
+
+  constructor(engine: RdmapEngine, link: Link, shell: NicShell) {
+    this.engine = engine;
+    this.link = link;
+    this.#shell = shell;
+    link.start(this);
+  }
+
+  /** One step at the current time: `work` feeds the engine, then its output goes where it belongs. */
+  run(work: (now: number) => void): void {
+    this.step(performance.now(), work);
+  }
+
+  step(now: number, work?: (now: number) => void): void {
+    work?.(now);
+    this.#flush();
+  }
+
+  /** No more steps from the link or the timer (the device is closing); the link stays open. */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  // ---- LinkEvents: what the sockets brought (bound: links keep them as callbacks) ----------
+
+  readonly frames = (batch: Inbound[]): void => {
+    if (!this.#stopped) this.run((now) => this.engine.handleFrames(batch, now));
+  };
+
+  readonly peerLost = (peer: DeviceAddress): void => {
+    if (this.#stopped) return;
+    this.#shell.onEvent({ kind: 'peerLost', peer });
+    // The rc QPs it fails were connected to a peer that stopped answering: cause 'lost', as tcp says.
+    const key = addressKey(peer);
+    const lost: number[] = [];
+    for (const qpn of this.#established) if (this.engine.qps.get(qpn)?.flow?.peerKey === key) lost.push(qpn);
+    for (const qpn of lost) this.#downCause.set(qpn, 'lost');
+    this.run((now) => this.engine.handlePeerLost(peer, now));
+    for (const qpn of lost) this.#downCause.delete(qpn);
+  };
+
+  /** udp keeps probing an idle peer only while an rc QP here is connected to it (RTR/RTS/SQD). */
+  readonly keepsPeer = (peer: DeviceAddress): boolean => {
+    if (this.#stopped) return false;
+    const key = addressKey(peer);
+    for (const qpn of this.#established) {
+      const qp = this.engine.qps.get(qpn);
+      if (qp?.type === 'rc' && qp.flow?.peerKey === key && qp.state !== QpState.Error && qp.state !== QpState.Reset) return true;
+    }
+    return false;
+  };
+
+  readonly qpUp = (qpn: number, profile: PeerProfile, ord?: number): void => {
+    if (!this.#stopped) this.run((now) => this.engine.handleLinkUp(qpn, profile, now, ord));
+  };
+
+  readonly qpDown = (qpn: number, cause: QpDownCause, error?: Error): void => {
+    if (this.#stopped) return;
+    // A connect the link could not make fails with the link's reason (refused, host not
+    // found), not the generic 'QP entered ERROR' the engine's qpError would give.
+    if (error instanceof Error) this.#shell.onEvent({ kind: 'connectFailed', qpn, error });
+    this.#downCause.set(qpn, cause);
+    this.run((now) => this.engine.handleLinkDown(qpn, cause, now));
+    this.#downCause.delete(qpn);
+  };
+
+  /**
+   * A connection for a QP that does not exist yet (the peer process can be a step ahead) or has
+   * not connected yet may be held for its connect().
+   */
+  readonly awaitsConnection = (qpn: number): boolean => {
+    const qp = this.engine.qps.get(qpn);
+    return !qp || (qp.type === 'rc' && (qp.state === QpState.Reset || qp.state === QpState.Init || qp.state === QpState.Rtr));
+  };
+
+  /** The link's own deadline may be earlier now (it sent or received on its own schedule). */
+  readonly timerChanged = (): void => {
+    if (!this.#stopped) this.#arm(performance.now());
+  };
+
+  // ---- output -------------------------------------------------------------------------------
+
+  #flush(): void {
+    const engine = this.engine;
+    // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
+    for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
+    for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
+    if (!this.#stopped) this.#arm(performance.now());
+  }
+
+  #onEngineEvent(ev: EngineEvent): void {
+    switch (ev.kind) {
+      case 'connected':
+        this.#established.add(ev.qpn);
+        this.#shell.onEvent(ev);
+        return;
+      case 'qpError': {
+        // After the frames above (a Terminate, if any) were handed over: nothing follows them.
+        this.link.connections?.closeQp(ev.qpn);
+        const cause = this.#downCause.get(ev.qpn);
+        const established = this.#established.delete(ev.qpn);
+        this.#shell.onEvent({ kind: 'qpError', qpn: ev.qpn, fatal: ev.fatal, established, ...(cause ? { cause } : {}) });
+        return;
+      }
+      default:
+        this.#shell.onEvent(ev);
+    }
+  }
+
+  // ---- the one timer ------------------------------------------------------------------------
+
+  // Left armed when the next deadline moves later (the handler re-checks when it fires);
+  // cleared when nothing is due at all: a timer left running through idle periods woke the
+  // sleeping process during a ping-pong, dearer than a timer-list insert and removal per round
+  // trip. Only the engine's timers and a link with outstanding work keep the process alive.
+  #arm(now: number): void {
+    const e = this.engine.pollTimeout();
+    const l = this.link.pollTimeout?.() ?? Infinity;
+    const at = Math.min(e ?? Infinity, l);
+    const hold = e !== undefined || this.link.busy === true;
+    if (at === Infinity) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerAt <= at) {
+      if (hold) this.#timer.ref();
+      else this.#timer.unref();
+      return;
+    }
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(this.#onTimer, Math.max(0, at - now));
+    if (!hold) this.#timer.unref();
+  }
+
+  #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    if (this.#stopped) return;
+    const now = performance.now();
+    // The link's timeout first: its retransmissions and failures (peerLost) reach the engine
+    // in steps of their own before the engine's watchdog looks at the same peer.
+    if ((this.link.pollTimeout?.() ?? Infinity) <= now) this.link.handleTimeout?.(now);
+    const e = this.engine.pollTimeout();
+    if (e !== undefined && e <= now) this.step(now, (t) => this.engine.handleTimeout(t));
+    else this.#arm(now);
+  };
+}
