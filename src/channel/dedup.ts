@@ -153,7 +153,8 @@ export class ChannelDedup {
 
   /**
    * Receive under this scope, key and average chunk size (set before the peer's OPEN; the
-   * scope is the caller's to drop).
+   * scope is the caller's to drop). The scope is the caller's basis: the chunks that arrive are
+   * not added to it (a repeat inside the object is served from the object).
    */
   setBasis(scope: string, key: Uint8Array, avg?: number): void {
     if (this.#rx) throw new SabreError(ErrorCode.InvalidState, 'channel: the dedup receiver is already open');
@@ -181,6 +182,7 @@ export class ChannelDedup {
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
+      keepReceived: !this.#basis,
     });
   }
 

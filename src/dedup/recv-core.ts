@@ -43,6 +43,12 @@ export interface DedupRecvOptions {
   maxChunks?: number;
   /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
   maxTotal?: number;
+  /**
+   * Put every verified chunk into the store, so later transfers of this scope find it (default
+   * true). false for a scope that lives for one transfer (a file's basis): repeats inside the
+   * object are served from the object itself either way.
+   */
+  keepReceived?: boolean;
 }
 
 export type RecvAction =
@@ -111,6 +117,7 @@ export class DedupRecvCore {
     this.#o = {
       ...o, key, avg, min, max, normalization: o.normalization ?? 2,
       maxEntries: o.maxEntries ?? 1024, maxChunks: o.maxChunks ?? 1 << 20, maxTotal: o.maxTotal ?? 256 << 20,
+      keepReceived: o.keepReceived ?? true,
     };
     this.#slotLen = slotLen;
     this.#hashAlg = o.store.hash;
@@ -240,7 +247,7 @@ export class DedupRecvCore {
       const ref = o.store.get(o.scope, m.hashes, i * DEDUP_HASH_BYTES);
       if (ref && ref.len === len) {
         // Copied now, so nothing here depends on the chunk staying in the store.
-        out.set(u8.subarray(ref.addr, ref.addr + len), this.#sum);
+        out.set(ref.view ?? u8.subarray(ref.addr, ref.addr + len), this.#sum);
         this.#stats.chunksFromStore++;
         this.#stats.bytesFromStore += len;
         this.#assembled += len;
@@ -362,7 +369,7 @@ export class DedupRecvCore {
       at += len;
     });
     if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
-    o.store.putMany(o.scope, recs, refs);
+    if (o.keepReceived) o.store.putMany(o.scope, recs, refs);
     // Later occurrences of these chunks in the object: copied from the verified first one.
     for (const i of a.idx) {
       const waiting = this.#aliases.get(i);

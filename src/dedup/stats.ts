@@ -62,7 +62,7 @@ export class DedupTotals {
 
   snapshot(): DedupDeviceStats {
     const store: DedupDeviceStats['store'] = {
-      entries: 0, bytes: 0, copies: 0, storedBytes: 0, budgetBytes: 0, maxEntries: 0, scopes: 0, pinned: 0,
+      entries: 0, bytes: 0, copies: 0, storedBytes: 0, referenced: 0, referencedBytes: 0, budgetBytes: 0, maxEntries: 0, scopes: 0, pinned: 0,
       hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0,
     };
     const acc = store as unknown as Record<string, number>;

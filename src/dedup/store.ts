@@ -24,7 +24,9 @@
 // chunk's digest, or ingest()), never with a hash a peer announced.
 //
 // Bounds (a peer grows these tables): `budgetBytes` of chunk bytes (counted per entry) and
-// `maxEntries` entries; past either, the least recently used unpinned entries go. Stored copies
+// `maxEntries` entries; past either, the least recently used unpinned entries go. An ingest by
+// reference (only ever of this side's own bytes) adds entries that point into the caller's
+// buffer: they count in maxEntries, not in the budget, which bounds device memory. Stored copies
 // are at most one per entry, and never more bytes than the entries count. Entries a transfer in
 // progress relies on are pinned and never evicted; when only pinned entries are left, an insert
 // is refused and counted.
@@ -69,16 +71,33 @@ interface Copy {
 interface Entry {
   readonly scope: string;
   readonly key: string;
-  readonly copy: Copy;
+  /** The stored copy; none for an entry that refers to the caller's bytes (ingest by reference). */
+  readonly copy: Copy | undefined;
   readonly addr: number;
   readonly len: number;
+  readonly view?: Uint8Array;
   pins: number;
 }
 
 export interface ChunkRef {
+  /** Device address of the chunk's bytes; -1 when they are `view` (outside device memory). */
   readonly addr: number;
   readonly len: number;
+  /** The chunk's bytes where an ingest by reference left them (the caller's buffer). */
+  readonly view?: Uint8Array;
 }
+
+export interface IngestOptions {
+  /**
+   * Keep references into `bytes` instead of copies in device memory: the caller promises not to
+   * change those bytes until the scope is dropped. Such entries take no device memory (they
+   * count in maxEntries, not in the byte budget).
+   */
+  reference?: boolean;
+}
+
+/** Bytes of the basis chunked and hashed per step of an ingest (device scratch: this plus one maximum chunk). */
+const INGEST_STEP = 4 << 20;
 
 const COPY = DEDUP_COPY_DESC.size;
 const COPY_BATCH = 512;
@@ -103,6 +122,8 @@ export class ChunkStore {
   #stored = 0;
   #copyCount = 0;
   #pinned = 0;
+  #referenced = 0;
+  #referencedBytes = 0;
   #copyDesc = 0;
   readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0 };
 
@@ -244,27 +265,78 @@ export class ChunkStore {
    * Chunk and insert bytes this side already trusts (an earlier version of a file: the chunk
    * source for rsync-style transfers). Uses the chunker the peer will use, so the boundaries
    * match. Returns the number of chunks the scope holds from it.
+   *
+   * The bytes pass through a scratch of INGEST_STEP (+ one maximum chunk) in device memory, a
+   * step at a time, chunked and hashed there: device memory never holds the whole basis. With
+   * `reference`, each entry points into `bytes` (nothing is copied or allocated per chunk);
+   * otherwise each chunk is copied into the store.
    */
-  ingest(scope: string, bytes: Uint8Array, cdc: CdcOptions): number {
+  ingest(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions = {}): number {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
+    if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
-    const buf = this.mem.alloc(bytes.length);
     const chunker = new DeviceChunker(this.mem, cdc);
+    const step = Math.min(INGEST_STEP, bytes.length);
+    const buf = this.mem.alloc(step + chunker.params.max);
+    let held = 0;
     try {
-      this.mem.u8().set(bytes, buf);
-      const lens = chunker.chunkAll(buf, bytes.length);
-      const hashes = this.hasher.hashRun(buf, lens);
-      const refs: ChunkRef[] = [];
-      let at = buf;
-      for (const len of lens) {
-        refs.push({ addr: at, len });
-        at += len;
+      let carry = 0; // bytes of the open chunk, at buf
+      let base = 0; // offset in `bytes` of buf[0]
+      for (let at = 0; at < bytes.length; at += step) {
+        const n = Math.min(step, bytes.length - at);
+        this.mem.u8().set(bytes.subarray(at, at + n), buf + carry);
+        const lens = chunker.push(buf + carry, n);
+        if (at + n === bytes.length) chunker.finish(lens);
+        const hashes = this.hasher.hashRun(buf, lens);
+        let used = 0;
+        if (o.reference) {
+          held += this.#refer(scope, hashes, lens, bytes, base);
+          for (const len of lens) used += len;
+        } else {
+          const refs: ChunkRef[] = [];
+          for (const len of lens) {
+            refs.push({ addr: buf + used, len });
+            used += len;
+          }
+          held += this.putMany(scope, hashes, refs);
+        }
+        carry += n - used;
+        base += used;
+        if (carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
       }
-      return this.putMany(scope, hashes, refs);
+      return held;
     } finally {
       chunker.free();
       this.mem.free(buf);
     }
+  }
+
+  /** Entries for chunks of `bytes` laid end to end from `from`, referring to those bytes. */
+  #refer(scope: string, hashes: Uint8Array, lens: readonly number[], bytes: Uint8Array, from: number): number {
+    let held = 0;
+    let off = from;
+    for (let i = 0; i < lens.length; i++) {
+      const len = lens[i]!;
+      const id = this.#id(scope, hashes, i * DEDUP_HASH_BYTES);
+      const at = off;
+      off += len;
+      if (this.#lru.has(id)) {
+        this.#s.duplicates++;
+        held++;
+        continue;
+      }
+      if (!this.#makeRoom(0)) {
+        this.#s.refused++;
+        continue;
+      }
+      this.#lru.set(id, { scope, key: id, copy: undefined, addr: -1, len, view: bytes.subarray(at, at + len), pins: 0 });
+      this.#scopes.set(scope, (this.#scopes.get(scope) ?? 0) + 1);
+      this.#referenced++;
+      this.#referencedBytes += len;
+      this.#s.inserts++;
+      held++;
+    }
+    return held;
   }
 
   /** Run [dst, src, len] copies in device memory, batched through copyBatch. */
@@ -304,6 +376,7 @@ export class ChunkStore {
   stats(): ChunkStoreStats {
     return {
       entries: this.#lru.size, bytes: this.#bytes, copies: this.#copyCount, storedBytes: this.#stored,
+      referenced: this.#referenced, referencedBytes: this.#referencedBytes,
       budgetBytes: this.budgetBytes, maxEntries: this.maxEntries, scopes: this.#scopes.size, pinned: this.#pinned, ...this.#s,
     };
   }
@@ -317,13 +390,16 @@ export class ChunkStore {
     dedupTotals(this.mem).stores.delete(this);
   }
 
+  /** Room for one more entry of `len` stored bytes (0: a reference), evicting least recently used first. */
   #makeRoom(len: number): boolean {
     if (len > this.budgetBytes || this.maxEntries === 0) return false;
+    const fits = (): boolean => this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries;
     for (const e of this.#lru.values()) {
-      if (this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries) return true;
-      if (e.pins === 0) this.#evict(e);
+      if (fits()) return true;
+      // A reference frees no device memory: it goes only when the entries are what is full.
+      if (e.pins === 0 && (e.copy || this.#lru.size >= this.maxEntries)) this.#evict(e);
     }
-    return this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries;
+    return fits();
   }
 
   #evict(e: Entry, count = true): void {
@@ -331,9 +407,11 @@ export class ChunkStore {
     const left = (this.#scopes.get(e.scope) ?? 1) - 1;
     if (left === 0) this.#scopes.delete(e.scope);
     else this.#scopes.set(e.scope, left);
-    this.#bytes -= e.len;
     if (e.pins > 0) this.#pinned--;
-    if (--e.copy.refs === 0) {
+    if (!e.copy) {
+      this.#referenced--;
+      this.#referencedBytes -= e.len;
+    } else if ((this.#bytes -= e.len), --e.copy.refs === 0) {
       if (this.shared) this.#copies.delete(e.copy.key);
       this.#stored -= e.copy.len;
       this.#copyCount--;

@@ -59,6 +59,9 @@ export interface ChunkStoreStats {
   copies: number;
   /** Device memory those copies hold (at most `bytes`). */
   storedBytes: number;
+  /** Entries that refer to a caller's bytes (ingest by reference): in `entries`, not in `bytes`. */
+  referenced: number;
+  referencedBytes: number;
   budgetBytes: number;
   maxEntries: number;
   scopes: number;

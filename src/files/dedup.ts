@@ -205,7 +205,8 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     scope = `files:${Buffer.from(randomBytes(12)).toString('hex')}`;
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
-    if (old) dedupStoreOf(ch.pd).ingest(scope, old, { key, avg: FILE_DEDUP_AVG });
+    // By reference: `old` is this function's own copy, unchanged until the scope is dropped.
+    if (old) dedupStoreOf(ch.pd).ingest(scope, old, { key, avg: FILE_DEDUP_AVG }, { reference: true });
     ctx.counters.dedupBasisBytes += old?.length ?? 0;
     await reply({ ok: true, basis: old?.length ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
@@ -305,7 +306,8 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Arr
   try {
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
-    if (basis?.length) store.ingest(scope, basis, { key, avg: FILE_DEDUP_AVG });
+    // By reference: the caller's copy of the local file, unchanged until the scope is dropped.
+    if (basis?.length) store.ingest(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true });
     const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);

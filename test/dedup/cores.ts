@@ -54,6 +54,7 @@ export interface HarnessOpts {
   maxChunks?: number;
   scope?: string;
   key?: Uint8Array;
+  keepReceived?: boolean;
 }
 
 export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: HarnessOpts = {}): Harness {

@@ -155,4 +155,46 @@ describe('chunk store', () => {
     hasher.free();
     store.close();
   });
+
+  it('ingest by reference: entries point into the caller\'s bytes, cost no device memory or budget, and are bounded by maxEntries', () => {
+    // Larger than one ingest step (4 MiB), so chunks straddle the steps' seams.
+    const bytes = new Uint8Array(randomBytes(9 << 20));
+    const cdc = { avg: 8192, key: new Uint8Array(32).fill(3) };
+    const lens = chunkLengths(bytes, cdc);
+    const store = new ChunkStore(dm, { budgetBytes: 12_000 });
+    const used = dm.stats().used;
+    expect(store.ingest('p', bytes, cdc, { reference: true })).toBe(lens.length);
+    let at = 0;
+    for (const len of lens) {
+      const ref = store.get('p', xxhBytes(xxh3.xxh128(bytes.subarray(at, at + len))))!;
+      expect(ref.view?.buffer).toBe(bytes.buffer); // the caller's buffer, not a copy
+      expect(ref.view!.byteOffset - bytes.byteOffset).toBe(at);
+      expect(ref.view!.length).toBe(len);
+      at += len;
+    }
+    expect(store.stats()).toMatchObject({ entries: lens.length, referenced: lens.length, referencedBytes: bytes.length, bytes: 0, copies: 0, storedBytes: 0 });
+    // Only the hasher's small lengths/digests scratch stays (the store's, until close): the 9 MiB
+    // never entered device memory and the step buffer is freed again.
+    expect(dm.stats().used - used).toBeLessThan(64 << 10);
+    // Copies obey the budget; making room for them never drops a reference (it frees no memory).
+    for (let i = 0; i < 3; i++) expect(store.put('p', rec(src + i * 5000, 5000), src + i * 5000, 5000)).toBe(true);
+    expect(store.stats()).toMatchObject({ referenced: lens.length, copies: 2, bytes: 10_000, evictions: 1 });
+    expect(store.dropScope('p')).toBe(lens.length + 2);
+    expect(store.stats()).toMatchObject({ entries: 0, referenced: 0, referencedBytes: 0 });
+    // References count as entries: maxEntries bounds them (least recently used go first).
+    const small = new ChunkStore(dm, { maxEntries: 100 });
+    small.ingest('p', bytes, cdc, { reference: true });
+    expect(small.stats()).toMatchObject({ entries: 100, referenced: 100, evictions: lens.length - 100 });
+    // The same chunks through the copying ingest (same steps): same boundaries and hashes.
+    const copying = new ChunkStore(dm, { budgetBytes: 16 << 20 });
+    expect(copying.ingest('q', bytes, cdc)).toBe(lens.length);
+    at = 0;
+    for (const len of lens) {
+      const ref = copying.get('q', xxhBytes(xxh3.xxh128(bytes.subarray(at, at + len))))!;
+      expect(ref.view).toBeUndefined();
+      expect(Buffer.compare(dm.u8().subarray(ref.addr, ref.addr + len), bytes.subarray(at, at + len))).toBe(0);
+      at += len;
+    }
+    for (const s of [store, small, copying]) s.close();
+  });
 });

@@ -10,7 +10,7 @@ import { decode, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { ErrorCode } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
-import { harness as harnessOn, type HarnessOpts, same } from './cores.js';
+import { harness as harnessOn, type HarnessOpts, KEY, same } from './cores.js';
 
 let dm: DeviceMemory;
 beforeAll(async () => {
@@ -57,6 +57,26 @@ describe('dedup transfer cores', () => {
     expect(r4.result!.bytesSent).toBeLessThan(400_000 + 50_000 + 6 * 32_768);
     // Zero bytes is an object too.
     expect(same(h.send(new Uint8Array(0)).got, new Uint8Array(0))).toBe(true);
+  });
+
+  it('keepReceived: false: the store holds what the basis put there, nothing that arrived', () => {
+    const store = new ChunkStore(dm);
+    const h = harness(store, { keepReceived: false });
+    const a = new Uint8Array(randomBytes(1_000_000));
+    store.ingest('peer', a, { avg: 8192, key: KEY }, { reference: true });
+    const before = store.stats();
+    const b = new Uint8Array(2_000_000);
+    b.set(a);
+    b.set(randomBytes(1_000_000), 1_000_000);
+    const r1 = h.send(b);
+    expect(same(r1.got, b)).toBe(true);
+    expect(r1.stats!.bytesFromStore).toBeGreaterThan(900_000);
+    expect(store.stats()).toMatchObject({ inserts: before.inserts, entries: before.entries, copies: 0, storedBytes: 0 });
+    // So the new half moves again the next time.
+    const r2 = h.send(b);
+    expect(same(r2.got, b)).toBe(true);
+    expect(r2.result!.bytesSent).toBe(r1.result!.bytesSent);
+    store.close();
   });
 
   it('scopes per peer: one store, two peers, and a peer never resolves to chunks the other sent', () => {
