@@ -251,6 +251,13 @@ export function bodyLength(body: Body): number {
 }
 
 /** Header + body into `b` (at least HDR_LEN + bodyLength(body) bytes); returns that length. */
+/** A message in bytes of its own: `h`, then `body`. */
+export function encodeToBytes(h: FileHeader, body: Body): Uint8Array {
+  const b = new Uint8Array(HDR_LEN + bodyLength(body));
+  encodeMessage(b, h, body);
+  return b;
+}
+
 export function encodeMessage(b: Uint8Array, h: FileHeader, body: Body): number {
   encodeHeader(b, h);
   const B = HDR_LEN;

@@ -8,156 +8,17 @@
 // connection — the server never queues more work than it granted. A held buffer goes back to the
 // QP on completion (before the completion is built, so the completion can grant it again) unless
 // the credit target was lowered, in which case it is retired.
-import { FILE_AUTH_RESP, FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
+import { FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
 import { connectionServerProof } from './auth.js';
 import { Credits, RESERVE } from './credits.js';
-import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from './messages.js';
+import { type Body, type FileHeader, HDR_LEN, decodeBody, decodeHeader, encodeToBytes } from './messages.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
-import { writeFields } from './layout.js';
+import { CLIENT_OPS, type OpenFile, type Outbound, type Req, authResponseFields, openAccessRefused, stagingWrites } from './server-requests.js';
+import type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
-export interface ServerLimits {
-  /** Credits the server aims to grant each client (its receive buffers per connection). */
-  credits: number;
-  /** Largest Write/WriteV data. */
-  maxWriteSize: number;
-  /** Largest Read/ReadV/List transfer (one staging buffer). */
-  maxReadWriteSize: number;
-  maxVectors: number;
-  maxOpenFiles: number;
-  /** Reads being answered by RDMA Writes at once (staging buffers). */
-  rwDepth: number;
-  /** How long a new connection may take to authenticate. */
-  authTimeoutMs: number;
-  readOnly: boolean;
-  /** fsync every Replace put before its rename, whatever the client asked. */
-  fsync: boolean;
-}
-
-// maxWriteSize 1 MiB, as SMB Direct's reads and writes: a put moves one Write per MiB instead of
-// four, and the per-request cost (a request and its status, a receive reposted, a file-system
-// call, on both sides) was what bounded it — 256 KiB Writes ran at 0.42-0.59x raw node:net on
-// udp and tcp alike, 1 MiB ones at 0.61-0.88x (bench/files.bench.mjs, 2026-11-26). The cost is
-// a receive buffer of that size per credit at the server.
-export const DEFAULT_SERVER_LIMITS: ServerLimits = {
-  credits: 16, maxWriteSize: 1024 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,
-  authTimeoutMs: 2000, readOnly: false, fsync: false,
-};
-
-/** Bytes a receive buffer needs to hold the largest message this server accepts. */
-export const receiveSize = (l: ServerLimits): number => HDR_LEN + 8 + 16 * l.maxVectors + l.maxWriteSize;
-/** The one receive posted before authentication (AuthenticateRequest is 124 bytes). */
-export const PREAUTH_RECEIVE = 256;
-
-export interface ServerCounters {
-  connections: number;
-  authenticated: number;
-  authFailed: number;
-  authTimeouts: number;
-  beforeAuth: number;
-  creditOverruns: number;
-  /** Receives that completed in error (not flushed): a Send longer than the buffer, the QP failing under one. */
-  receiveErrors: number;
-  malformed: number;
-  refusedLimit: number;
-  refusedPath: number;
-  refusedReadOnly: number;
-  refusedTooManyOpen: number;
-  refusedHandle: number;
-  refusedLinked: number;
-  cancelled: number;
-  creditsRetired: number;
-  grantOnly: number;
-  interruptRequests: number;
-  requests: number;
-  bytesRead: number;
-  bytesWritten: number;
-  filesOpened: number;
-  terminated: number;
-}
-
-export const newServerCounters = (): ServerCounters => ({
-  connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, receiveErrors: 0, malformed: 0, refusedLimit: 0,
-  refusedPath: 0, refusedReadOnly: 0, refusedTooManyOpen: 0, refusedHandle: 0, refusedLinked: 0, cancelled: 0, creditsRetired: 0,
-  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0,
-});
-
-/** File-system work for the shell; `handle` is the shell's own name for an open file. */
-export type FsOp =
-  | { op: 'open'; parts: string[]; access: number; mode: number; fsync: boolean }
-  | { op: 'read'; handle: number; staging: number; length: number; position: number }
-  | { op: 'readv'; handle: number; staging: number; entries: { position: number; length: number; at: number }[] }
-  | { op: 'write'; handle: number; recvId: number; dataOff: number; length: number; position: number }
-  | { op: 'writev'; handle: number; recvId: number; dataOff: number; entries: { position: number; length: number }[] }
-  | { op: 'close'; handle: number; commit: boolean }
-  | { op: 'list'; parts: string[]; cookie: number; staging: number; maxBytes: number };
-
-export interface FsResult {
-  status: number;
-  /** open: the shell's handle. */
-  handle?: number;
-  /** open: size; read/write/list: bytes. */
-  value?: number;
-  /** readv: bytes read per entry. */
-  parts?: number[];
-  /** list: next cookie (0: end). */
-  next?: number;
-}
-
-export type ServerAction =
-  /** Post `n` new receive buffers (after authentication, or when the target rises). */
-  | { t: 'post'; n: number }
-  /** Give this receive buffer back to the QP. */
-  | { t: 'repost'; recvId: number }
-  /** This receive buffer is no longer wanted (credits lowered, or the pre-auth buffer). */
-  | { t: 'retire'; recvId: number }
-  /** Allocate the connection's receive and staging memory (authentication succeeded). */
-  | { t: 'provision' }
-  /** A Send of these bytes (at most a few hundred: the shell may post it inline). `last`: the terminal message. */
-  | { t: 'send'; bytes: Uint8Array; last?: boolean }
-  /** RDMA Write of staging bytes to the client; `token` comes back in writeDone. */
-  | { t: 'write'; staging: number; at: number; length: number; remoteAddr: number; rkey: number; token: number }
-  /** A status block to the client's slot: plain RDMA Write, or Write with Immediate (imm = slot). */
-  | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number }
-  | { t: 'fs'; token: number; work: FsOp }
-  /** Close the connection (after the last Send, if any, has gone). */
-  | { t: 'terminate'; reason: string; status: number }
-  /** Bound to a session / everything this connection held is released (after close). */
-  | { t: 'bound'; session: Session }
-  | { t: 'released' };
-
-interface OpenFile {
-  handle: number;
-  access: number;
-  inflight: number;
-  closing: boolean;
-  /** Close without committing (a Replace put abandoned). */
-  discard?: boolean;
-}
-
-type Req = {
-  id: number;
-  op: number;
-  slot: number;
-  flags: number;
-  recvId: number;
-  body: Body;
-  state: 'queued' | 'fs' | 'done';
-  cancelled: boolean;
-  /** The client asked to be told by Send (InterruptRequest). */
-  interrupt: boolean;
-  staging?: number;
-  fileId?: number;
-  /** List: the checked path. */
-  parts?: string[];
-};
-
-interface Outbound {
-  /** Encode with the grant this message carries (computed when it leaves). */
-  build(grant: number, requested: number): { t: 'send'; bytes: Uint8Array; last?: boolean } | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number };
-}
-
-const CLIENT_OPS = new Set<number>([FileOp.RegisterFile, FileOp.Read, FileOp.ReadV, FileOp.Write, FileOp.WriteV, FileOp.Close, FileOp.List]);
+export { DEFAULT_SERVER_LIMITS, PREAUTH_RECEIVE, newServerCounters, receiveSize } from './server-types.js';
+export type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
 export class ServerConnection {
   state: 'authenticating' | 'bound' | 'closing' | 'closed' = 'authenticating';
@@ -321,15 +182,7 @@ export class ServerConnection {
     this.#release(recvId);
     this.actions.push({ t: 'post', n: this.credits.target + RESERVE });
     this.credits.posted += this.credits.target + RESERVE;
-    const L = this.limits;
-    const params = new Uint8Array(FILE_AUTH_RESP.fields.mac.offset);
-    const resp = {
-      status: FileStatus.Success, maxReceiveSize: receiveSize(L), maxReadWriteSize: L.maxReadWriteSize, maxWriteSize: L.maxWriteSize,
-      maxVectors: L.maxVectors, maxOpenFiles: L.maxOpenFiles, rwDepth: L.rwDepth, creditsMax: L.credits,
-    };
-    const tmp = new Uint8Array(FILE_AUTH_RESP.size);
-    writeFields(FILE_AUTH_RESP, tmp, 0, resp);
-    params.set(tmp.subarray(0, params.length));
+    const { resp, params } = authResponseFields(this.limits);
     const mac = connectionServerProof(r.kAuth, a.nonce, params);
     this.#queueSend(FileOp.AuthenticateResponse, 0, 0, { op: FileOp.AuthenticateResponse, ...resp, mac, params });
     this.#queueSend(FileOp.StatusResponse, 0, 0, { op: FileOp.StatusResponse, status: FileStatus.Success, aux: 0, value: 0 });
@@ -349,13 +202,11 @@ export class ServerConnection {
           if (p.status === FileStatus.PathOutside) this.counters.refusedPath++;
           return this.#complete(req, p.status);
         }
-        const writes = FileAccess.Write | FileAccess.Create | FileAccess.Truncate | FileAccess.Replace;
-        if (L.readOnly && b.access & writes) {
-          this.counters.refusedReadOnly++;
-          return this.#complete(req, FileStatus.ReadOnly);
+        const refused = openAccessRefused(b.access, L.readOnly);
+        if (refused !== undefined) {
+          if (refused === FileStatus.ReadOnly) this.counters.refusedReadOnly++;
+          return this.#complete(req, refused);
         }
-        if ((b.access & (FileAccess.Read | FileAccess.Write)) === 0 || b.access & ~0x7f) return this.#complete(req, FileStatus.InvalidParameter);
-        if (b.access & FileAccess.Replace && (b.access & FileAccess.Read || !(b.access & FileAccess.Write))) return this.#complete(req, FileStatus.InvalidParameter);
         if (this.#files.size + this.#opening >= L.maxOpenFiles) {
           this.counters.refusedTooManyOpen++;
           return this.#complete(req, FileStatus.TooManyOpenFiles);
@@ -534,32 +385,17 @@ export class ServerConnection {
         this.#complete(req, req.cancelled ? FileStatus.Cancelled : r.status);
       } else {
         const n = r.value ?? 0;
-        let writes = 0;
-        const post = (at: number, length: number, remoteAddr: number, rkey: number): void => {
-          if (length === 0) return;
-          writes++;
+        const writes = stagingWrites(b, n, r.parts, (req.flags & FileFlag.Collapse) !== 0);
+        for (const w of writes) {
           const token = this.#nextToken++;
           this.#writesInFlight.set(token, staging);
-          this.actions.push({ t: 'write', staging, at, length, remoteAddr, rkey, token });
-        };
-        if (b.op === FileOp.Read) post(0, n, b.sinkAddr, b.sinkRkey);
-        else if (b.op === FileOp.List) post(0, n, b.sinkAddr, b.sinkRkey);
-        else if (b.op === FileOp.ReadV) {
-          const got = r.parts ?? [];
-          let at = 0;
-          let sink = b.sinkAddr;
-          b.entries.forEach((e, i) => {
-            const len = got[i] ?? 0;
-            post(at, len, req.flags & FileFlag.Collapse ? sink : e.sinkAddr, b.sinkRkey);
-            at += e.length;
-            sink += e.length;
-          });
+          this.actions.push({ t: 'write', staging, ...w, token });
         }
         if (b.op !== FileOp.List) this.counters.bytesRead += n;
         // The staging buffer is free once every Write of it completed; rc ordering places the
         // data before the status block that follows.
-        if (writes === 0) this.#freeStagingBuffer(staging);
-        else this.#stagingUse.set(staging, writes);
+        if (writes.length === 0) this.#freeStagingBuffer(staging);
+        else this.#stagingUse.set(staging, writes.length);
         req.staging = undefined;
         this.#complete(req, FileStatus.Success, n, b.op === FileOp.List ? r.next ?? 0 : 0);
       }
@@ -667,10 +503,10 @@ export class ServerConnection {
     });
     if (req.flags & FileFlag.Interrupt) {
       this.#sendQ.push({
-        build: (g, rq) => ({ t: 'block', bytes: this.#encode(hdr(g, rq), body), remoteAddr: blockAddr, rkey, imm: req.slot }),
+        build: (g, rq) => ({ t: 'block', bytes: encodeToBytes(hdr(g, rq), body), remoteAddr: blockAddr, rkey, imm: req.slot }),
       });
     } else {
-      const bytes = this.#encode(hdr(this.credits.grant(), this.credits.target), body);
+      const bytes = encodeToBytes(hdr(this.credits.grant(), this.credits.target), body);
       this.actions.push({ t: 'block', bytes, remoteAddr: blockAddr, rkey });
       if (req.interrupt) this.#queueSend(FileOp.InterruptResponse, req.id, req.id, { op: FileOp.InterruptResponse, status, aux, value });
     }
@@ -678,14 +514,8 @@ export class ServerConnection {
 
   #queueSend(opcode: number, requestId: number, info: number, body: Body, flags = 0, last = false): void {
     this.#sendQ.push({
-      build: (g, rq) => ({ t: 'send', bytes: this.#encode({ opcode, flags, creditsRequested: rq, creditsGranted: g, slot: 0, requestId, info }, body), ...(last ? { last } : {}) }),
+      build: (g, rq) => ({ t: 'send', bytes: encodeToBytes({ opcode, flags, creditsRequested: rq, creditsGranted: g, slot: 0, requestId, info }, body), ...(last ? { last } : {}) }),
     });
-  }
-
-  #encode(h: FileHeader, body: Body): Uint8Array {
-    const b = new Uint8Array(HDR_LEN + bodyLength(body));
-    encodeMessage(b, h, body);
-    return b;
   }
 
   /** Done with a receive buffer: back to the QP while under target, else retired. */
@@ -715,7 +545,7 @@ export class ServerConnection {
     if (this.state === 'bound' && this.#sendQ.length === 0 && c.grantDue() && c.canSpend()) {
       this.counters.grantOnly++;
       const g = c.spend();
-      this.actions.push({ t: 'send', bytes: this.#encode({ opcode: FileOp.DeltaCredit, flags: 0, creditsRequested: c.target, creditsGranted: g, slot: 0, requestId: 0, info: 0 }, { op: FileOp.DeltaCredit }) });
+      this.actions.push({ t: 'send', bytes: encodeToBytes({ opcode: FileOp.DeltaCredit, flags: 0, creditsRequested: c.target, creditsGranted: g, slot: 0, requestId: 0, info: 0 }, { op: FileOp.DeltaCredit }) });
     }
     if (this.state === 'closing') this.#maybeReleased();
   }
@@ -728,7 +558,7 @@ export class ServerConnection {
       this.credits.send--;
       this.actions.push({
         t: 'send', last: true,
-        bytes: this.#encode({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
+        bytes: encodeToBytes({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
           { op: FileOp.StatusResponse, status, aux: 0, value: 0 }),
       });
     }
@@ -766,5 +596,3 @@ export class ServerConnection {
     this.actions.push({ t: 'released' });
   }
 }
-
-export const STATUS_BLOCK_BYTES = STATUS_BLOCK_LEN;
