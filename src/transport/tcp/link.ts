@@ -30,7 +30,7 @@
 // closeQp(), after the engine's last frames were handed over.
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
-import type { Envelope, Frame, Inbound, SegFrame } from '../../core/frame.js';
+import type { Envelope, Inbound, SegFrame } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound, QpConnections, ServiceRequest } from '../../core/link.js';
 import { SABRE_PEER, STANDARD_IWARP_PEER, type PeerProfile } from '../../core/peer.js';
 import { carriesData, decodeDdp, isSabreExtension, RdmapOpcode } from '../../wire/rdmap.js';

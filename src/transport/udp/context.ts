@@ -2,129 +2,26 @@
 // shared by every QP that talks to that peer. Sans-I/O: fed payloads, decoded packet fields
 // and a clock; it answers with datagrams to transmit and with delivery/ack/failure events.
 //
-// Sender: PSNs per payload, a SACK scoreboard, FACK-style fast retransmit, an RTO from
-// timestamp RTT samples (RFC 6298) with exponential backoff and a retry limit, and a
-// congestion window (slow start, AIMD, halve on loss, collapse on RTO) in packets, never
-// beyond the window the receiver advertises. Receiver: a bitmap over the PSNs it may still
-// see, so duplicates and replays are suppressed and each payload is delivered exactly once,
-// at arrival (ordering is the engine's job); cumulative ACK + SACK blocks, delayed ACKs.
-//
-// A receiver never reneges: it delivers before it acknowledges, so a SACKed payload is
-// already in the peer engine's hands and is reported `acked` at once.
+// This file is the sender: PSNs per payload, a SACK scoreboard, FACK-style fast retransmit,
+// tail-loss probes, the RTO with a retry limit, keepalives, never beyond the window the
+// receiver advertises; its congestion window and RTT estimate are ./congestion.ts, the receive
+// half ./receiver.ts. A receiver never reneges (it delivers before it acknowledges), so a
+// SACKed payload is already in the peer engine's hands and is reported `acked` at once.
 //
 // Nothing the peer says drives work beyond the window (issue #11): before any of it is used,
 // the cumulative ack and every SACK block are checked against what was sent (RFC 5961 §5's
 // acceptable range: [sndUna - maxWindow, sndNxt]); a datagram whose ack fields fail is
 // dropped whole and changes nothing, so the PSNs one datagram can make us visit are at most a
 // few windows' worth (counted in `counters.scanned`), whatever numbers it carries.
-//
-// Headers are src/wire/udp.ts's `UdpHdr`: every DATA and ACK carries the receive side's
-// state (ackPsn, SACK blocks, window); RESET is handled by the endpoint.
-import { UdpType, type UdpHdr, type SackBlock } from '../../wire/udp.js';
+// Headers are src/wire/udp.ts's `UdpHdr`; RESET is handled by the endpoint.
+import { UdpType, type UdpHdr } from '../../wire/udp.js';
+import {
+  defaultContextOptions, MAX_SACK_BLOCKS, psnDiff, RxVerdict, tsNow, type ContextCounters, type ContextOptions, type FailReason,
+  type RxVerdictValue, type TxDatagram, type TxPayload,
+} from './context-options.js';
+import { CongestionControl } from './congestion.js';
+import { ContextReceiver } from './receiver.js';
 
-/**
- * A payload to send: one buffer, or a gather list sent as one datagram (no copy; the parts
- * must stay unchanged until the payload is acked or failed, since it may be sent again).
- */
-export type TxPayload = Uint8Array | readonly Uint8Array[];
-
-export interface TxDatagram {
-  hdr: UdpHdr;
-  payload: TxPayload | null;
-  /** The QP numbers given to send() with this payload (0 on ACKs); they ride in the header. */
-  dstQpn: number;
-  srcQpn: number;
-}
-
-export const MAX_SACK_BLOCKS = 4;
-
-export interface ContextOptions {
-  /** Max packets outstanding and span of the receive bitmap (power of two). */
-  maxWindow: number;
-  /** Payloads the receiver holds delivered-but-unreleased before it stops accepting more. */
-  rcvCredit: number;
-  /** What the sender assumes the peer allows before its first ACK arrives. */
-  initialPeerWindow: number;
-  initialCwnd: number;
-  minCwnd: number;
-  initialRtoMs: number;
-  minRtoMs: number;
-  maxRtoMs: number;
-  /** Consecutive timeouts without progress before everything outstanding fails. */
-  retryLimit: number;
-  /** Fast retransmit once this many later packets are SACKed. */
-  dupThresh: number;
-  ackEvery: number;
-  ackDelayMs: number;
-  /** Payloads queued (not yet given a PSN) before send() refuses. */
-  maxSendQueue: number;
-  /**
-   * First PSN of both directions. Both ends must use the same value (nothing negotiates it):
-   * 0 on the wire today; tests set it near 2^32 to cover serial-number wraparound.
-   */
-  initialPsn: number;
-  /**
-   * Liveness of an idle peer (0: off). When the owner keeps the peer (keepalive(now, true):
-   * connected rc QPs) and nothing has been heard from it for this long while nothing of ours is
-   * outstanding, an ACK asking for an ACK goes as a probe, then again every keepaliveMs / 2;
-   * after keepaliveProbes unanswered the context fails ('peer-lost'): a peer is declared lost
-   * within keepaliveMs × (1 + keepaliveProbes / 2), and one whose event loop stalls for less than
-   * keepaliveProbes / 2 × keepaliveMs is not. With work outstanding the retransmission timer
-   * decides instead.
-   */
-  keepaliveMs: number;
-  keepaliveProbes: number;
-}
-
-export const defaultContextOptions: ContextOptions = {
-  maxWindow: 1024,
-  rcvCredit: 512,
-  initialPeerWindow: 32,
-  initialCwnd: 16,
-  minCwnd: 2,
-  initialRtoMs: 50,
-  minRtoMs: 10,
-  maxRtoMs: 1000,
-  retryLimit: 8,
-  dupThresh: 3,
-  ackEvery: 4,
-  ackDelayMs: 1,
-  maxSendQueue: 1 << 16,
-  initialPsn: 0,
-  // 3 s: a killed idle peer is seen within 7.5 s, under the 8 s a QP with work outstanding
-  // takes (timeoutMs), and a live peer whose event loop stalls (a long GC, a synchronous
-  // hash of a large buffer, a loaded CI machine) for up to 4.5 s is not torn down.
-  keepaliveMs: 3000,
-  keepaliveProbes: 3,
-};
-
-export type FailReason = 'retry-exceeded' | 'peer-reset' | 'peer-lost' | 'closed';
-
-/** What receive() made of a datagram: used, or refused whole for the field that failed. */
-export const RxVerdict = { Ok: 0, BadAck: 1, BadSack: 2 } as const;
-export type RxVerdictValue = (typeof RxVerdict)[keyof typeof RxVerdict];
-
-export interface ContextCounters {
-  txData: number;
-  retransmits: number;
-  fastRetransmits: number;
-  probes: number;
-  timeouts: number;
-  txAcks: number;
-  rxData: number;
-  rxDuplicate: number;
-  rxOutOfWindow: number;
-  rxNoCredit: number;
-  delivered: number;
-  /** Datagrams refused whole: a cumulative ack, or a SACK block, outside what was sent. */
-  rxBadAck: number;
-  rxBadSack: number;
-  /** PSNs visited by ACK processing and loss detection (bounded per datagram by the window). */
-  scanned: number;
-  /** Keepalive probes sent (ACKs asking for an ACK on an idle context), and answers sent to the peer's. */
-  keepalives: number;
-  keepaliveAnswers: number;
-}
 
 interface Queued {
   id: number;
@@ -137,15 +34,6 @@ const USED = 1;
 const INFLIGHT = 2;
 const SACKED = 4;
 const LOST = 8;
-
-/** Serial-number difference a - b over u32 PSNs (RFC 1982 style). */
-export function psnDiff(a: number, b: number): number {
-  return (a - b) | 0;
-}
-
-function tsNow(nowMs: number): number {
-  return Math.floor(nowMs * 1000) >>> 0 || 1;
-}
 
 export class TransportContext {
   readonly opts: ContextOptions;
@@ -167,7 +55,6 @@ export class TransportContext {
 
   // Events for the owner to drain.
   delivered: Uint8Array[] = [];
-  deliveredMeta: unknown[] = [];
   acked: number[] = [];
   failed: number[] = [];
   failReason: FailReason | undefined;
@@ -186,10 +73,7 @@ export class TransportContext {
   private sndUna = 0;
   private sndNxt = 0;
   private pipe = 0;
-  private cwnd: number;
-  private ssthresh = Infinity;
-  private inRecovery = false;
-  private recoveryPoint = 0;
+  private readonly cc: CongestionControl;
   private fack = -1; // highest PSN known received; valid when haveFack
   private haveFack = false;
   private retx: number[] = [];
@@ -197,9 +81,6 @@ export class TransportContext {
   private peerRightEdge: number;
   private peerRwnd: number;
   private peerCum = 0;
-  private srtt = 0;
-  private rttvar = 0;
-  private rto: number;
   private rtoDeadline = Infinity;
   // Probe timeout (tail loss probe): a couple of RTTs without an ACK resend the oldest
   // unacknowledged packet once or twice before the conservative RTO collapses the window.
@@ -213,18 +94,8 @@ export class TransportContext {
   private kaAt: number;
   private kaSent = 0;
   private kaOwed = false;
-
-  // --- receiver ---
-  private rcvNxt = 0;
-  private rcvSeen: Uint8Array;
-  private rcvHighest = -1;
-  private ooo = 0;
-  private pending = 0;
-  private unacked = 0;
-  private ackNow = false;
-  private ackDeadline = Infinity;
-  private tsRecent = 0;
-  private lastRcvPsn = 0;
+  /** The receive half: the PSNs seen, receive credit, when an ACK is owed. */
+  private rx: ContextReceiver;
 
   constructor(localId: number, now: number, opts: Partial<ContextOptions> = {}, peerId = 0) {
     this.opts = { ...defaultContextOptions, ...opts };
@@ -237,17 +108,15 @@ export class TransportContext {
     this.slotSrcQpn = new Uint32Array(w);
     this.slotFlags = new Uint8Array(w);
     this.slotLossMark = new Int32Array(w);
-    this.rcvSeen = new Uint8Array(w);
     this.localId = localId;
     this.peerId = peerId;
     this.lastActivity = now;
     this.kaAt = this.opts.keepaliveMs > 0 ? now + this.opts.keepaliveMs : Infinity;
-    this.cwnd = this.opts.initialCwnd;
-    this.rto = this.opts.initialRtoMs;
+    this.cc = new CongestionControl(this.opts);
     this.peerRwnd = Math.min(this.opts.initialPeerWindow, w);
     const isn = this.opts.initialPsn >>> 0;
-    this.sndUna = this.sndNxt = this.peerCum = this.rcvNxt = this.lastRcvPsn = isn;
-    this.rcvHighest = (isn - 1) | 0;
+    this.sndUna = this.sndNxt = this.peerCum = isn;
+    this.rx = new ContextReceiver(this.opts, this.counters, isn);
     this.peerRightEdge = (isn + this.peerRwnd) >>> 0;
   }
 
@@ -276,25 +145,22 @@ export class TransportContext {
 
   /** Nothing to send, nothing unacknowledged, no ACK owed: the context may be reclaimed. */
   get quiescent(): boolean {
-    return this.sndUna === this.sndNxt && this.queue.length === this.qHead && !this.ackDue();
+    return this.sndUna === this.sndNxt && this.queue.length === this.qHead && !this.rx.ackDue();
   }
 
   get stats(): { cwnd: number; ssthresh: number; srtt: number; rto: number; pipe: number; peerRwnd: number; pending: number } {
-    return { cwnd: this.cwnd, ssthresh: this.ssthresh, srtt: this.srtt, rto: this.rto, pipe: this.pipe, peerRwnd: this.peerRwnd, pending: this.pending };
+    const cc = this.cc;
+    return { cwnd: cc.cwnd, ssthresh: cc.ssthresh, srtt: cc.srtt, rto: cc.rto, pipe: this.pipe, peerRwnd: this.peerRwnd, pending: this.rx.pending };
   }
 
   /** The owner finished with `n` delivered payloads: their receive credit returns. True: a window update is due now. */
   release(n: number): boolean {
-    const before = this.advertisedWindow();
-    this.pending = Math.max(0, this.pending - n);
-    // A sender stalled on a small window learns it opened without waiting for its probe.
-    if (before < this.opts.rcvCredit / 4 && this.advertisedWindow() >= 2 * before + 1) this.ackNow = true;
-    return this.ackNow;
+    return this.rx.release(n);
   }
 
   nextDeadline(): number {
     if (this.state !== 'open') return Infinity;
-    return Math.min(this.rtoDeadline, this.ptoDeadline, this.ackNow ? -Infinity : this.ackDeadline, this.keepaliveDeadline());
+    return Math.min(this.rtoDeadline, this.ptoDeadline, this.rx.ackNow ? -Infinity : this.rx.ackDeadline, this.keepaliveDeadline());
   }
 
   /**
@@ -335,10 +201,9 @@ export class TransportContext {
 
   /**
    * Process one decoded packet from the peer (already matched to this context). A delivered
-   * payload is appended to `delivered`; `meta` (e.g. the header's QPNs, whatever the owner
-   * wants back) goes to `deliveredMeta` at the same index.
+   * payload is appended to `delivered`.
    */
-  receive<M>(h: UdpHdr, payload: Uint8Array | null, now: number, meta?: M): RxVerdictValue {
+  receive(h: UdpHdr, payload: Uint8Array | null, now: number): RxVerdictValue {
     if (this.state !== 'open' || (h.type !== UdpType.Data && h.type !== UdpType.Ack)) return RxVerdict.Ok;
     const v = this.checkAck(h);
     if (v !== RxVerdict.Ok) {
@@ -353,11 +218,11 @@ export class TransportContext {
     }
     // A peer's keepalive probe (an ACK asking for one): answered with one ACK, the same size.
     if (h.type === UdpType.Ack && h.ackReq) {
-      this.ackNow = true;
+      this.rx.ackNow = true;
       this.counters.keepaliveAnswers++;
     }
     this.onAck(h, now);
-    if (h.type === UdpType.Data && payload !== null) this.onData(h, payload, now, meta);
+    if (h.type === UdpType.Data && payload !== null && this.rx.onData(h, now)) this.delivered.push(payload);
     return RxVerdict.Ok;
   }
 
@@ -369,12 +234,9 @@ export class TransportContext {
   validated(now: number, tsEcr: number): void {
     if (this.state !== 'open') return;
     this.probing = false;
-    if (tsEcr !== 0) {
-      const rttMs = ((tsNow(now) - tsEcr) >>> 0) / 1000;
-      if (rttMs < 60_000) {
-        this.rttSample(rttMs);
-        this.rto = this.computeRto();
-      }
+    if (tsEcr !== 0 && ((tsNow(now) - tsEcr) >>> 0) / 1000 < 60_000) {
+      this.cc.sample(((tsNow(now) - tsEcr) >>> 0) / 1000);
+      this.cc.resetRto();
     }
     const mask = this.mask;
     for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
@@ -421,7 +283,7 @@ export class TransportContext {
         out.push(d);
       }
     }
-    const cwnd = this.probing ? 1 : this.cwnd;
+    const cwnd = this.probing ? 1 : this.cc.cwnd;
     // Retransmissions first: they hold back the peer's cumulative ack.
     while (this.retxHead < this.retx.length && this.pipe < cwnd && out.length < end) {
       const psn = this.retx[this.retxHead++];
@@ -464,7 +326,7 @@ export class TransportContext {
       const d = this.dataDatagram(psn, q.payload, q.dstQpn, q.srcQpn, false, now);
       // Ask for an ACK at once when nothing more will follow soon: the queue ran dry or the
       // window is full (a delayed ACK would stall the sender for the ACK timer).
-      if (this.qHead === this.queue.length || (this.pipe >= this.cwnd && this.cwnd < 2 * this.opts.ackEvery + 2)) d.hdr.ackReq = true;
+      if (this.qHead === this.queue.length || (this.pipe >= this.cc.cwnd && this.cc.cwnd < 2 * this.opts.ackEvery + 2)) d.hdr.ackReq = true;
       out.push(d);
     }
     this.probeDue = false;
@@ -474,14 +336,14 @@ export class TransportContext {
     }
     const more = out.length >= end && (this.retxHead < this.retx.length || this.qHead < this.queue.length);
     if (out.length > start) {
-      if (this.rtoDeadline === Infinity) this.rtoDeadline = now + this.rto;
-      if (this.ptoDeadline === Infinity && this.probes === 0) this.ptoDeadline = now + this.pto();
+      if (this.rtoDeadline === Infinity) this.rtoDeadline = now + this.cc.rto;
+      if (this.ptoDeadline === Infinity && this.probes === 0) this.ptoDeadline = now + this.cc.pto();
     } else if (this.kaOwed) {
       this.counters.keepalives++;
       const hdr = this.header(false, this.sndNxt, now);
       hdr.ackReq = true;
       out.push({ hdr, payload: null, dstQpn: 0, srcQpn: 0 });
-    } else if (this.ackDue(now)) {
+    } else if (this.rx.ackDue(now)) {
       this.counters.txAcks++;
       out.push({ hdr: this.header(false, this.sndNxt, now), payload: null, dstQpn: 0, srcQpn: 0 });
     }
@@ -498,8 +360,8 @@ export class TransportContext {
     this.failReason = reason;
     this.rtoDeadline = Infinity;
     this.ptoDeadline = Infinity;
-    this.ackDeadline = Infinity;
-    this.ackNow = false;
+    this.rx.ackDeadline = Infinity;
+    this.rx.ackNow = false;
   }
 
   /**
@@ -512,10 +374,9 @@ export class TransportContext {
     if (mode === 'fail') for (const e of unacked) this.failed.push(e.id);
     const keepNextId = this.nextId;
     const fresh = new TransportContext(newLocalId, now, this.opts, newPeerId);
-    const events = { delivered: this.delivered, meta: this.deliveredMeta, acked: this.acked, failed: this.failed, counters: this.counters };
+    const events = { delivered: this.delivered, acked: this.acked, failed: this.failed, counters: this.counters };
     Object.assign(this, fresh);
     this.delivered = events.delivered;
-    this.deliveredMeta = events.meta;
     this.acked = events.acked;
     this.failed = events.failed;
     Object.assign(this.counters, events.counters);
@@ -524,7 +385,6 @@ export class TransportContext {
   }
 
   // ---------------------------------------------------------------- sender internals
-
   private takeUnacked(): Queued[] {
     const res: Queued[] = [];
     for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
@@ -553,15 +413,14 @@ export class TransportContext {
 
   /** Every DATA and ACK carries the receive side's state: cumulative ack, SACK, credit. */
   private header(data: boolean, psn: number, now: number): UdpHdr {
-    const sack = this.ooo > 0 ? this.sackBlocks() : [];
-    const rwnd = this.advertisedWindow();
-    this.unacked = 0;
-    this.ackNow = false;
-    this.ackDeadline = Infinity;
+    const rx = this.rx;
+    const sack = rx.sack();
+    const rwnd = rx.advertisedWindow();
+    rx.ackSent();
     return {
       type: data ? UdpType.Data : UdpType.Ack, ackReq: false, retx: false, window: rwnd,
-      srcCtx: this.localId, dstCtx: this.peerId, psn, ackPsn: this.rcvNxt,
-      tsVal: tsNow(now), tsEcr: this.tsRecent, dstQpn: 0, srcQpn: 0, sack,
+      srcCtx: this.localId, dstCtx: this.peerId, psn, ackPsn: rx.rcvNxt,
+      tsVal: tsNow(now), tsEcr: rx.tsRecent, dstQpn: 0, srcQpn: 0, sack,
     };
   }
 
@@ -647,21 +506,13 @@ export class TransportContext {
       this.peerRightEdge = edge;
     }
     if (newly > 0) {
-      if (h.tsEcr !== 0) {
-        const rttMs = ((tsNow(now) - h.tsEcr) >>> 0) / 1000;
-        if (rttMs < 60_000) this.rttSample(rttMs);
-      }
+      if (h.tsEcr !== 0) this.cc.sample(((tsNow(now) - h.tsEcr) >>> 0) / 1000);
       this.retries = 0;
-      this.rto = this.computeRto();
-      if (this.inRecovery && psnDiff(this.sndUna, this.recoveryPoint) >= 0) this.inRecovery = false;
-      if (!this.inRecovery) {
-        if (this.cwnd < this.ssthresh) this.cwnd += newly;
-        else this.cwnd += newly / this.cwnd;
-        if (this.cwnd > this.opts.maxWindow) this.cwnd = this.opts.maxWindow;
-      }
-      this.rtoDeadline = this.sndUna !== this.sndNxt ? now + this.rto : Infinity;
+      this.cc.resetRto();
+      this.cc.onAcked(newly, this.sndUna);
+      this.rtoDeadline = this.sndUna !== this.sndNxt ? now + this.cc.rto : Infinity;
       this.probes = 0;
-      this.ptoDeadline = this.sndUna !== this.sndNxt ? now + this.pto() : Infinity;
+      this.ptoDeadline = this.sndUna !== this.sndNxt ? now + this.cc.pto() : Infinity;
       this.detectLoss();
     } else if (h.window === 0) {
       // The peer is alive but full: not a reason to give up on it.
@@ -688,16 +539,7 @@ export class TransportContext {
     }
     if (lost === 0) return;
     this.counters.fastRetransmits += lost;
-    if (!this.inRecovery) {
-      this.inRecovery = true;
-      this.recoveryPoint = this.sndNxt;
-      this.ssthresh = Math.max(this.cwnd / 2, this.opts.minCwnd);
-      this.cwnd = this.ssthresh;
-    }
-  }
-
-  private pto(): number {
-    return this.srtt === 0 ? this.opts.initialRtoMs / 2 : Math.max(2 * this.srtt + this.opts.ackDelayMs / 4, 1);
+    this.cc.onLoss(this.sndNxt);
   }
 
   private onProbeTimeout(now: number): void {
@@ -711,7 +553,7 @@ export class TransportContext {
         break;
       }
     }
-    if (this.probes < 2) this.ptoDeadline = now + 2 * this.pto();
+    if (this.probes < 2) this.ptoDeadline = now + 2 * this.cc.pto();
   }
 
   private onTimeout(now: number): void {
@@ -740,127 +582,18 @@ export class TransportContext {
         this.retx.push(p);
       }
       this.pipe = 0;
-      this.ssthresh = Math.max(this.cwnd / 2, this.opts.minCwnd);
-      this.cwnd = this.opts.minCwnd;
-      this.inRecovery = true;
-      this.recoveryPoint = this.sndNxt;
+      this.cc.onTimeout(this.sndNxt);
     } else {
       this.probeDue = true;
     }
-    this.rto = Math.min(this.rto * 2, this.opts.maxRtoMs);
-    this.rtoDeadline = now + this.rto;
+    this.cc.backoff();
+    this.rtoDeadline = now + this.cc.rto;
   }
 
   /** With data queued, nothing in flight and the peer's window shut, a timer must probe it. */
   private armPersist(now: number): void {
     if (this.rtoDeadline === Infinity && this.sndUna === this.sndNxt && this.qHead < this.queue.length) {
-      this.rtoDeadline = now + this.rto;
+      this.rtoDeadline = now + this.cc.rto;
     }
-  }
-
-  private rttSample(r: number): void {
-    if (this.srtt === 0) {
-      this.srtt = r;
-      this.rttvar = r / 2;
-    } else {
-      this.rttvar = 0.75 * this.rttvar + 0.25 * Math.abs(this.srtt - r);
-      this.srtt = 0.875 * this.srtt + 0.125 * r;
-    }
-  }
-
-  private computeRto(): number {
-    if (this.srtt === 0) return this.opts.initialRtoMs;
-    const r = this.srtt + Math.max(4 * this.rttvar, 0.1);
-    return Math.min(Math.max(r, this.opts.minRtoMs), this.opts.maxRtoMs);
-  }
-
-  // ---------------------------------------------------------------- receiver internals
-
-  private onData(h: UdpHdr, payload: Uint8Array, now: number, meta: unknown): void {
-    const psn = h.psn >>> 0;
-    const d = psnDiff(psn, this.rcvNxt);
-    this.tsRecent = h.tsVal;
-    if (h.ackReq) this.ackNow = true;
-    if (d < 0 || (d < this.opts.maxWindow && this.rcvSeen[psn & this.mask])) {
-      // The ACK that would have stopped this retransmission was lost: resend it now.
-      this.counters.rxDuplicate++;
-      this.ackNow = true;
-      return;
-    }
-    if (d >= this.opts.maxWindow) {
-      this.counters.rxOutOfWindow++;
-      this.ackNow = true;
-      return;
-    }
-    if (this.pending >= this.opts.rcvCredit) {
-      this.counters.rxNoCredit++;
-      this.ackNow = true;
-      return;
-    }
-    this.counters.rxData++;
-    this.rcvSeen[psn & this.mask] = 1;
-    this.pending++;
-    this.counters.delivered++;
-    this.delivered.push(payload);
-    this.deliveredMeta.push(meta);
-    this.lastRcvPsn = psn;
-    if (d === 0) {
-      let p = psn;
-      do {
-        this.rcvSeen[p & this.mask] = 0;
-        p = (p + 1) >>> 0;
-        if (this.ooo > 0 && this.rcvSeen[p & this.mask]) this.ooo--;
-        else break;
-      } while (true);
-      this.rcvNxt = p;
-      if (this.ooo > 0) this.ackNow = true;
-    } else {
-      this.ooo++;
-      // Tell the sender at once about a new hole or a filled one; packets that merely extend
-      // the highest block are acked at the normal pace (SACK needs no dup-ACK per packet).
-      if (psnDiff(psn, this.rcvHighest) !== 1) this.ackNow = true;
-    }
-    if (psnDiff(psn, this.rcvHighest) > 0) this.rcvHighest = psn;
-    if (++this.unacked >= this.opts.ackEvery) this.ackNow = true;
-    else if (this.ackDeadline === Infinity) this.ackDeadline = now + this.opts.ackDelayMs;
-  }
-
-  private ackDue(now?: number): boolean {
-    return this.ackNow || (now !== undefined ? now >= this.ackDeadline : this.ackDeadline !== Infinity);
-  }
-
-  private advertisedWindow(): number {
-    const free = Math.max(0, this.opts.rcvCredit - this.pending);
-    return Math.min(this.opts.maxWindow, free + this.ooo, 0xffff);
-  }
-
-  /** The block holding the latest arrival first (RFC 2018), then the lowest blocks. */
-  private sackBlocks(): SackBlock[] {
-    const mask = this.mask;
-    const res: SackBlock[] = [];
-    const top = (this.rcvHighest + 1) >>> 0;
-    const span = Math.min(psnDiff(top, this.rcvNxt), this.opts.maxWindow);
-    if (psnDiff(this.lastRcvPsn, this.rcvNxt) > 0 && this.rcvSeen[this.lastRcvPsn & mask]) {
-      let s = this.lastRcvPsn;
-      while (psnDiff(s, this.rcvNxt) > 0 && this.rcvSeen[(s - 1) & mask]) s = (s - 1) >>> 0;
-      let e = this.lastRcvPsn;
-      while (psnDiff(e, top) < 0 && this.rcvSeen[e & mask]) e = (e + 1) >>> 0;
-      res.push({ start: s, end: e });
-    }
-    let k = 1;
-    while (k < span && res.length < MAX_SACK_BLOCKS) {
-      const p = (this.rcvNxt + k) >>> 0;
-      if (!this.rcvSeen[p & mask]) {
-        k++;
-        continue;
-      }
-      let e = k;
-      while (e < span && this.rcvSeen[(this.rcvNxt + e) & mask]) e++;
-      const s0 = p;
-      const e0 = (this.rcvNxt + e) >>> 0;
-      if (res.length === 0 || res[0].start !== s0) res.push({ start: s0, end: e0 });
-      k = e;
-    }
-    return res;
   }
 }

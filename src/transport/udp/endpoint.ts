@@ -26,220 +26,30 @@
 // - Contexts the peers create are capped per source host and per device; an idle one is
 //   reclaimed (never one with data in flight or an ACK owed).
 // Everything refused is a counted drop (stats()).
+//
+// This file is the receive dispatch, the handshake (cookies, resets, restarts) and the poll;
+// the context table with its caps and reclaim is ./contexts.ts, datagram framing (header,
+// payload, trailer) ./framing.ts, and the shapes it takes and gives ./endpoint-types.ts.
 import { randomInt } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { TransportContextStats } from '../../core/link.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { ownXxh3 } from '../../kernels/xxh3-64.js';
-import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_LENS, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
-import {
-  UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, encodeUdpHdr, openUdpDatagram, setUdpTrailer, udpHeaderLength, type UdpCookie, type UdpHdr,
-} from '../../wire/udp.js';
-import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityCounters, type IntegrityMode } from './integrity.js';
-import {
-  MAX_SACK_BLOCKS, RxVerdict, TransportContext, type ContextCounters, type ContextOptions, type FailReason, type TxDatagram, type TxPayload,
-} from './context.js';
+import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
+import { UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, openUdpDatagram, type UdpHdr } from '../../wire/udp.js';
+import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityMode } from './integrity.js';
+import { MAX_SACK_BLOCKS, RxVerdict, type FailReason, type TxDatagram, type TxPayload } from './context-options.js';
+import type { TransportContext } from './context.js';
+import { addrKey, addTotals, ContextTable, type ContextTotals, type Entry } from './contexts.js';
+import type { Delivery, EndpointCounters, EndpointOptions, Failure, OutDatagram, PeerAddress, PollResult } from './endpoint-types.js';
+
+export type {
+  Crc32cFn, Delivery, EndpointCounters, EndpointOptions, Failure, OutDatagram, PeerAddress, PollResult, Xxh3Hasher,
+} from './endpoint-types.js';
+export type { ContextTotals } from './contexts.js';
 import { DeviceSecret, ZERO_COOKIE, sameMac } from './cookie.js';
 import { HostBuckets, TokenBucket } from './rate-limit.js';
-import { ByteSlab } from './slab.js';
-
-export interface PeerAddress {
-  host: string;
-  port: number;
-}
-
-/** CRC32C continuing from `previous`: crc(b, crc(a)) === crc(a ‖ b). */
-export type Crc32cFn = (data: Uint8Array, previous?: number) => number;
-
-/** XXH3-64 of gather lists and of received datagrams (src/kernels/xxh3-64.ts Xxh3Parts). */
-export interface Xxh3Hasher {
-  /** XXH3-64 of parts[from, to) concatenated, LSB first into dst[at, at + 8). */
-  hash(parts: readonly Uint8Array[], from: number, to: number, dst: Uint8Array, at: number): void;
-  /** Whether data[0, length - 8) hashes to its last 8 bytes. */
-  check(data: Uint8Array): boolean;
-}
-
-export interface EndpointOptions {
-  /** Largest datagram we emit (header + payload + trailer). Default 65000: loopback. */
-  mtu: number;
-  /** Datagrams longer than this are dropped unread. */
-  maxDatagram: number;
-  maxContexts: number;
-  /** Contexts the peers of one source host can make us create by contacting us. */
-  maxContextsPerHost: number;
-  /** A quiescent context untouched this long is reclaimed. Keep it above the retry span. */
-  idleMs: number;
-  /** Number of sockets the shell stripes over (path index in each outgoing datagram). */
-  paths: number;
-  /** Old peer context ids remembered so their stray datagrams count as stale. */
-  maxRetiredIds: number;
-  context: Partial<ContextOptions>;
-  crc32c: Crc32cFn;
-  xxh3: Xxh3Hasher;
-  /**
-   * The integrity this device asks for (docs/integrity.md); each context settles on the
-   * stronger of ours and the peer's in the handshake. Default 'xxh3'.
-   */
-  integrity: IntegrityMode;
-  /** Source of context ids (nonzero u32, unpredictable: they are verification tags); tests pass a seeded one. */
-  randomId: () => number;
-  /** How long after minting a cookie is accepted back (the initiator echoes it a round trip later). */
-  cookieLifetimeMs: number;
-  /** RESETs a second, and the burst saved up: for the whole device, and per destination host. */
-  resetRate: number;
-  resetBurst: number;
-  resetRatePerHost: number;
-  resetBurstPerHost: number;
-  /** Destination hosts with a RESET bucket of their own (the oldest is forgotten past it). */
-  maxTrackedHosts: number;
-  /** The device secret behind cookies and reset tokens (>= 16 bytes; 32 random bytes by default). */
-  secret?: Uint8Array;
-  /**
-   * Parts for which this is true leave their CRC32C to the owner (a worker): frame() stops
-   * at the largest such part and marks the datagram `pendingCrc` (see sealDeferred).
-   */
-  txOffloadable?: (part: Uint8Array) => boolean;
-  /**
-   * Whether the owner still keeps `peer` (the udp link: the device has connected rc QPs to it):
-   * asked when an idle context's keepalive is due (context.keepaliveMs). Without it no context
-   * probes its peer.
-   */
-  keepPeer?: (peer: PeerAddress) => boolean;
-}
-
-export interface OutDatagram {
-  to: PeerAddress;
-  /** Gather list: header, payload (DATA only), trailer. */
-  parts: Uint8Array[];
-  /** Which of the device's sockets sends it. */
-  path: number;
-  /**
-   * Set when the trailer is not written yet: `prefix` is the CRC32C of parts[0, part); the
-   * owner computes it through parts[part] (offloaded), then calls sealDeferred().
-   */
-  pendingCrc?: { part: number; prefix: number };
-}
-
-export interface Delivery {
-  from: PeerAddress;
-  /** Our context id for the peer: hand it back to release(). */
-  ctx: number;
-  payload: Uint8Array;
-  dstQpn: number;
-  srcQpn: number;
-}
-
-export interface Failure {
-  /** The payload that failed; 0 for a context that failed with nothing outstanding (keepalive). */
-  id: number;
-  peer: PeerAddress;
-  reason: FailReason;
-}
-
-export interface EndpointCounters extends IntegrityCounters {
-  rxDatagrams: number;
-  txDatagrams: number;
-  truncated: number;
-  oversized: number;
-  badCrc: number;
-  /** XXH3-64 trailers that did not verify. */
-  badHash: number;
-  malformed: number;
-  /** Datagrams naming a context id we do not have. */
-  unknownContext: number;
-  /** Datagrams from an old incarnation of a peer, or naming our context with another peer id. */
-  stale: number;
-  /** Validated peers refused a context: the device cap, or their host's cap. */
-  contextLimit: number;
-  hostLimit: number;
-  /** COOKIEs sent (first contacts answered), and echoes that came back valid, bad or too old. */
-  cookiesSent: number;
-  cookiesValidated: number;
-  cookiesFailed: number;
-  cookiesExpired: number;
-  /** COOKIEs received for a context of ours waiting for one, and those for nothing we wait on. */
-  cookiesReceived: number;
-  cookiesIgnored: number;
-  /** First contacts that cannot open a context: not DATA, or an echo without the reset token. */
-  unvalidated: number;
-  /** A new context id from the address of a live peer, not (yet) proven by a cookie echo. */
-  restartClaims: number;
-  /** Answers not sent because they would be longer than 3x what triggered them. */
-  amplificationRefused: number;
-  resetsSent: number;
-  /** RESETs owed but held back by the device or per-host rate limit. */
-  resetsSuppressed: number;
-  /** RESETs with the peer's token: it dropped our context; we started a fresh stream. */
-  resetsReceived: number;
-  /** RESETs that did not echo both context ids (forged or misdirected): ignored. */
-  resetsInvalid: number;
-  /** Peer restarts proven (a cookie echo from a new incarnation, or a RESET without its token). */
-  peerRestarts: number;
-  /** Datagrams refused whole: cumulative ack, or a SACK block, outside what we sent. */
-  badAck: number;
-  badSack: number;
-  contextsCreated: number;
-  contextsReclaimed: number;
-  contextsFailed: number;
-}
-
-export interface PollResult {
-  /** A burst limit held DATA back: poll again after reading what has arrived. */
-  more: boolean;
-  datagrams: OutDatagram[];
-  delivered: Delivery[];
-  acked: number[];
-  failed: Failure[];
-}
-
-/**
- * Context counters summed over the device's contexts, live and dropped, and the context counter
- * each sums: the DATA datagrams a context refused after the endpoint's checks (context.ts
- * onData); DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe);
- * packets SACK showed lost and resent before the RTO; tail-loss probes and RTO expiries (the
- * context's `probes` and `timeouts`); keepalive probes sent and answered.
- */
-const TOTAL_OF = {
-  rxDuplicate: 'rxDuplicate', rxOutOfWindow: 'rxOutOfWindow', rxNoCredit: 'rxNoCredit', retransmits: 'retransmits',
-  fastRetransmits: 'fastRetransmits', tailLossProbes: 'probes', rtoExpiries: 'timeouts', keepalives: 'keepalives', keepaliveAnswers: 'keepaliveAnswers',
-} as const satisfies Record<string, keyof ContextCounters>;
-const TOTAL_KEYS = Object.keys(TOTAL_OF) as (keyof typeof TOTAL_OF)[];
-
-export type ContextTotals = Record<keyof typeof TOTAL_OF, number>;
-
-function zeroSums(): ContextTotals {
-  const t = {} as ContextTotals;
-  for (const k of TOTAL_KEYS) t[k] = 0;
-  return t;
-}
-
-function addTotals(to: ContextTotals, c: ContextCounters): void {
-  for (const k of TOTAL_KEYS) to[k] += c[TOTAL_OF[k]];
-}
-
-interface Entry {
-  ctx: TransportContext;
-  peer: PeerAddress;
-  key: string;
-  /** Created because the peer contacted us: counts against its host's cap. */
-  inbound: boolean;
-  /** The peer's cookie, repeated while our datagrams carry dstCtx 0 (we contacted it). */
-  cookie: UdpCookie | undefined;
-  /** Our reset token for ctx.localId, sent until the peer names our id (then it has it). */
-  token: Uint8Array;
-  /** The peer's reset token: a RESET carrying it comes from the same device incarnation. */
-  peerToken: Uint8Array | undefined;
-  peerKnowsUs: boolean;
-  /** The settled integrity (UdpIntegrity code) once the peer's wish is known; until then CRC32C. */
-  integ: number | undefined;
-}
-
-interface HostState {
-  /** Contexts this host's peers made us create. */
-  inbound: number;
-  /** No reclaim scan for this host before then (one that found nothing is not repeated at once). */
-  scanAt: number;
-}
+import { DatagramFramer } from './framing.js';
 
 const SACK_ROOM = 4 + 8 * MAX_SACK_BLOCKS;
 /** What a handshake may add to a header: our cookie echo, reset token and integrity wish. */
@@ -248,10 +58,6 @@ export const COOKIE_DATAGRAM_LEN = UDP_HDR_LEN + UDP_COOKIE.size + UDP_TRAILER_L
 export const RESET_DATAGRAM_LEN = UDP_HDR_LEN + UDP_TOKEN.size + UDP_TRAILER_LEN;
 /** QUIC's anti-amplification factor (RFC 9000 §8): never answer with more than 3x what came. */
 const AMPLIFICATION = 3;
-/** A reclaim scan that found nothing is not repeated for this long. */
-const RESCAN_MS = 10;
-/** Idle time after which a context may be taken for a newcomer (see reclaimIdle). */
-const RECLAIM_GUARD_MS = 1000;
 
 function defaultRandomId(): number {
   return randomInt(1, 0x1_0000_0000);
@@ -260,10 +66,6 @@ function defaultRandomId(): number {
 /** Default receive credit: about 4 MiB of datagrams (the kernel's socket-buffer cap here). */
 export function defaultCredit(mtu: number): number {
   return Math.max(16, Math.min(512, Math.floor((4 << 20) / mtu)));
-}
-
-function addrKey(a: PeerAddress): string {
-  return `${a.host}|${a.port}`;
 }
 
 function tsNow(nowMs: number): number {
@@ -281,17 +83,11 @@ export class UdpEndpoint {
     resetsSent: 0, resetsSuppressed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
     contextsCreated: 0, contextsReclaimed: 0, contextsFailed: 0,
   };
-  private byId = new Map<number, Entry>();
-  private byAddr = new Map<string, Entry>();
+  private readonly table: ContextTable;
   private byPeer = new WeakMap<PeerAddress, Entry>();
-  private hosts = new Map<string, HostState>();
-  private retired = new Set<number>();
   private readonly secret: DeviceSecret;
   private readonly deviceResets: TokenBucket;
   private readonly hostResets: HostBuckets;
-  private scanAt = -Infinity;
-  /** Context sums (refusals, retransmissions, keepalives) of the contexts dropped so far (stats() adds the live ones). */
-  private readonly ctxTotals: ContextTotals = zeroSums();
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -300,7 +96,7 @@ export class UdpEndpoint {
   private acked: number[] = [];
   private failed: Failure[] = [];
   private txScratch: TxDatagram[] = [];
-  private readonly slab = new ByteSlab();
+  private readonly framer: DatagramFramer;
   private readonly crcCheck: (buf: Uint8Array, off: number, len: number) => number;
   private readonly xxh3Check: (buf: Uint8Array, off: number, end: number) => boolean;
   /** Our wish, as a UdpIntegrity code. */
@@ -335,6 +131,8 @@ export class UdpEndpoint {
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
     const o = this.opts;
     this.secret = new DeviceSecret(o.secret);
+    this.table = new ContextTable(this.opts, this.counters, this.secret);
+    this.framer = new DatagramFramer(this.opts, this.counters);
     this.deviceResets = new TokenBucket(o.resetRate, o.resetBurst);
     this.hostResets = new HostBuckets(o.resetRatePerHost, o.resetBurstPerHost, o.maxTrackedHosts);
     const crc = o.crc32c;
@@ -347,23 +145,23 @@ export class UdpEndpoint {
 
   /** The integrity settled with `peer` (undefined: no context, or the handshake is not done). */
   integrityOf(peer: PeerAddress): IntegrityMode | undefined {
-    const e = this.byAddr.get(addrKey(peer));
+    const e = this.table.byAddr.get(addrKey(peer));
     return e?.integ === undefined ? undefined : integrityName(e.integ);
   }
 
   get contexts(): number {
-    return this.byId.size;
+    return this.table.byId.size;
   }
 
   /** Some context has data to send, unacknowledged payloads or an ACK owed. */
   get busy(): boolean {
-    for (const e of this.byId.values()) if (!e.ctx.quiescent) return true;
+    for (const e of this.table.byId.values()) if (!e.ctx.quiescent) return true;
     return false;
   }
 
   /** Per-peer state, for tests and stats. */
   context(peer: PeerAddress): TransportContext | undefined {
-    return this.byAddr.get(addrKey(peer))?.ctx;
+    return this.table.byAddr.get(addrKey(peer))?.ctx;
   }
 
   /**
@@ -374,12 +172,12 @@ export class UdpEndpoint {
   stats(): EndpointCounters & ContextTotals & {
     contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number; contextsCrc32c: number; contextsXxh3: number; contextsNone: number;
   } {
-    const r = { ...this.ctxTotals };
-    for (const e of this.byId.values()) addTotals(r, e.ctx.counters);
+    const r = { ...this.table.totals };
+    for (const e of this.table.byId.values()) addTotals(r, e.ctx.counters);
     const by = [0, 0, 0];
-    for (const e of this.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
+    for (const e of this.table.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
     return {
-      ...this.counters, ...r, contexts: this.byId.size, hostsWithContexts: this.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.retired.size,
+      ...this.counters, ...r, contexts: this.table.byId.size, hostsWithContexts: this.table.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.table.retired.size,
       contextsCrc32c: by[UdpIntegrity.Crc32c]!, contextsXxh3: by[UdpIntegrity.Xxh3]!, contextsNone: by[UdpIntegrity.None]!,
     };
   }
@@ -390,7 +188,7 @@ export class UdpEndpoint {
    */
   contextStats(max = 64): TransportContextStats[] {
     const rows: TransportContextStats[] = [];
-    for (const e of this.byId.values()) {
+    for (const e of this.table.byId.values()) {
       const c = e.ctx.counters;
       const st = e.ctx.stats;
       rows.push({
@@ -420,13 +218,13 @@ export class UdpEndpoint {
     }
     // The owner hands the same PeerAddress object for a peer each time: no key string per payload.
     let e = this.byPeer.get(peer);
-    if (e === undefined || this.byId.get(e.ctx.localId) !== e) e = this.byAddr.get(addrKey(peer));
+    if (e === undefined || this.table.byId.get(e.ctx.localId) !== e) e = this.table.byAddr.get(addrKey(peer));
     if (e !== undefined) this.byPeer.set(peer, e);
     if (e === undefined) {
-      if (this.byId.size >= this.opts.maxContexts && !this.reclaimIdle(now, undefined)) {
+      if (this.table.byId.size >= this.opts.maxContexts && !this.table.reclaimIdle(now, undefined)) {
         throw new SabreError(ErrorCode.LimitExceeded, 'too many peer contexts');
       }
-      e = this.create({ host: peer.host, port: peer.port }, 0, now, false);
+      e = this.table.create({ host: peer.host, port: peer.port }, 0, now, false);
     }
     const id = this.nextPayloadId++;
     if (e.ctx.send(payload, now, dstQpn, srcQpn, id) === 0) {
@@ -483,11 +281,11 @@ export class UdpEndpoint {
     }
     let e: Entry | undefined;
     if (h.dstCtx !== 0) {
-      e = this.byId.get(h.dstCtx);
+      e = this.table.byId.get(h.dstCtx);
       if (e === undefined) {
         // We lost (reclaimed, or restarted without) the context the peer still uses.
         c.unknownContext++;
-        if (this.retired.has(h.srcCtx)) c.stale++;
+        if (this.table.retired.has(h.srcCtx)) c.stale++;
         else this.sendReset(from, h, buf.length, now);
         return;
       }
@@ -510,11 +308,11 @@ export class UdpEndpoint {
         return;
       }
     } else {
-      e = this.byAddr.get(addrKey(from));
+      e = this.table.byAddr.get(addrKey(from));
       // A peer we know sends with dstCtx 0 until it has learnt our id: that is fine. Anything
       // else is a first contact (or a restart claim) and must bring back a cookie of ours.
       if (e === undefined || e.ctx.peerId !== h.srcCtx) {
-        if (this.retired.has(h.srcCtx)) {
+        if (this.table.retired.has(h.srcCtx)) {
           c.stale++;
           return;
         }
@@ -554,7 +352,6 @@ export class UdpEndpoint {
     if (h.dstCtx !== 0) e.peerKnowsUs = true;
     if (e.ctx.delivered.length > before) {
       e.ctx.delivered.length = 0;
-      e.ctx.deliveredMeta.length = 0;
       this.delivered.push({ from: e.peer, ctx: e.ctx.localId, payload: payload!, dstQpn: h.dstQpn, srcQpn: h.srcQpn });
     }
   }
@@ -568,12 +365,12 @@ export class UdpEndpoint {
 
   /** The owner is done with `n` deliveries from context `ctx`: their credit returns. True: that context owes an ACK now. */
   release(ctx: number, n = 1): boolean {
-    return this.byId.get(ctx)?.ctx.release(n) ?? false;
+    return this.table.byId.get(ctx)?.ctx.release(n) ?? false;
   }
 
   /** Fire due timers. */
   tick(now: number): void {
-    for (const e of this.byId.values()) this.tickContext(e, now);
+    for (const e of this.table.byId.values()) this.tickContext(e, now);
   }
 
   private tickContext(e: Entry, now: number): void {
@@ -589,7 +386,7 @@ export class UdpEndpoint {
   poll(now: number, burst = Infinity): PollResult {
     let more = false;
     // Deleting the entry being visited (drop below) is safe while iterating a Map.
-    for (const e of this.byId.values()) {
+    for (const e of this.table.byId.values()) {
       const ctx = e.ctx;
       this.tickContext(e, now);
       const tx = this.txScratch;
@@ -605,10 +402,10 @@ export class UdpEndpoint {
         if (ctx.failed.length === 0 && ctx.failReason === 'peer-lost') this.failed.push({ id: 0, peer: e.peer, reason: 'peer-lost' });
         this.drainFailures(e, ctx.failReason ?? 'retry-exceeded');
         this.counters.contextsFailed++;
-        this.drop(e);
+        this.table.drop(e);
       } else if (ctx.quiescent && now - ctx.lastActivity >= this.opts.idleMs) {
         this.counters.contextsReclaimed++;
-        this.drop(e);
+        this.table.drop(e);
       }
     }
     const res = { more, datagrams: this.out, delivered: this.delivered, acked: this.acked, failed: this.failed };
@@ -622,7 +419,7 @@ export class UdpEndpoint {
   /** Earliest time tick/poll has work (Infinity: none; idle reclaim included). */
   nextDeadline(): number {
     let d = Infinity;
-    for (const e of this.byId.values()) {
+    for (const e of this.table.byId.values()) {
       const t = e.ctx.nextDeadline();
       if (t < d) d = t;
       if (e.ctx.quiescent) {
@@ -635,10 +432,10 @@ export class UdpEndpoint {
 
   /** Fail everything outstanding and forget every context. */
   close(): PollResult {
-    for (const e of [...this.byId.values()]) {
+    for (const e of [...this.table.byId.values()]) {
       e.ctx.fail('closed');
       this.drainFailures(e, 'closed');
-      this.drop(e);
+      this.table.drop(e);
     }
     this.closed = true;
     const res = { more: false, datagrams: [], delivered: this.delivered, acked: this.acked, failed: this.failed };
@@ -650,109 +447,9 @@ export class UdpEndpoint {
 
   // ---------------------------------------------------------------- contexts
 
-  private create(peer: PeerAddress, peerId: number, now: number, inbound: boolean): Entry {
-    const ctx = new TransportContext(this.newLocalId(), now, this.opts.context, peerId);
-    // We contact it: one datagram until it shows it keeps state for us (see validated()).
-    ctx.probing = !inbound;
-    const e: Entry = {
-      ctx, peer, key: addrKey(peer), inbound, cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
-      integ: undefined,
-    };
-    this.byId.set(ctx.localId, e);
-    this.byAddr.set(e.key, e);
-    if (inbound) {
-      const h = this.hosts.get(peer.host);
-      if (h === undefined) this.hosts.set(peer.host, { inbound: 1, scanAt: -Infinity });
-      else h.inbound++;
-    }
-    this.counters.contextsCreated++;
-    return e;
-  }
-
-  private drop(e: Entry): void {
-    if (this.byId.get(e.ctx.localId) === e) addTotals(this.ctxTotals, e.ctx.counters);
-    this.byId.delete(e.ctx.localId);
-    if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
-    if (e.inbound) {
-      const h = this.hosts.get(e.peer.host);
-      if (h !== undefined && --h.inbound <= 0) this.hosts.delete(e.peer.host);
-      e.inbound = false;
-    }
-  }
-
-  /** A new incarnation of our side of the context: new id and token, nothing learnt from the peer. */
-  private renew(e: Entry, mode: 'requeue' | 'fail', peerId: number, now: number): void {
-    this.byId.delete(e.ctx.localId);
-    if (e.ctx.peerId !== 0) this.retire(e.ctx.peerId);
-    e.ctx.restart(this.newLocalId(), peerId, mode, now);
-    e.ctx.probing = peerId === 0;
-    this.byId.set(e.ctx.localId, e);
-    e.token = this.secret.token(e.ctx.localId);
-    e.cookie = undefined;
-    e.peerToken = undefined;
-    e.peerKnowsUs = false;
-    e.integ = undefined;
-  }
-
-  private newLocalId(): number {
-    for (;;) {
-      const id = this.opts.randomId() >>> 0;
-      if (id !== 0 && !this.byId.has(id)) return id;
-    }
-  }
-
-  private retire(id: number): void {
-    this.retired.add(id);
-    if (this.retired.size > this.opts.maxRetiredIds) {
-      const first = this.retired.values().next().value as number;
-      this.retired.delete(first);
-    }
-  }
-
   private drainFailures(e: Entry, reason: FailReason): void {
     for (const id of e.ctx.failed) this.failed.push({ id, peer: e.peer, reason });
     e.ctx.failed.length = 0;
-  }
-
-  /**
-   * Free the quiescent context (of `host`'s inbound ones, or any) idle longest, if it has
-   * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
-   * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
-   * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
-   * stream) cannot make it send again something already delivered. One scan over the
-   * contexts; a scan that found nothing is not repeated for RESCAN_MS.
-   */
-  private reclaimIdle(now: number, host: string | undefined): boolean {
-    const hs = host === undefined ? undefined : this.hosts.get(host);
-    if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
-    let victim: Entry | undefined;
-    for (const e of this.byId.values()) {
-      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.peer.host !== host))) continue;
-      if (victim === undefined || e.ctx.lastActivity < victim.ctx.lastActivity) victim = e;
-    }
-    const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
-    if (victim === undefined || now - victim.ctx.lastActivity < guard) {
-      if (hs !== undefined) hs.scanAt = now + RESCAN_MS;
-      else this.scanAt = now + RESCAN_MS;
-      return false;
-    }
-    this.counters.contextsReclaimed++;
-    this.drop(victim);
-    return true;
-  }
-
-  /** Room for a context a validated peer of `host` asks for: its host's cap, then the device's. */
-  private room(host: string, now: number): boolean {
-    const h = this.hosts.get(host);
-    if (h !== undefined && h.inbound >= this.opts.maxContextsPerHost && !this.reclaimIdle(now, host)) {
-      this.counters.hostLimit++;
-      return false;
-    }
-    if (this.byId.size >= this.opts.maxContexts && !this.reclaimIdle(now, undefined)) {
-      this.counters.contextLimit++;
-      return false;
-    }
-    return true;
   }
 
   // ---------------------------------------------------------------- handshake
@@ -774,8 +471,8 @@ export class UdpEndpoint {
    */
   private admit(e: Entry | undefined, from: PeerAddress, h: UdpHdr, token: Uint8Array, now: number, integ: number): Entry | undefined {
     if (e === undefined) {
-      if (!this.room(from.host, now)) return undefined;
-      const n = this.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
+      if (!this.table.room(from.host, now)) return undefined;
+      const n = this.table.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
       n.peerToken = token;
       n.integ = integ;
       return n;
@@ -785,7 +482,7 @@ export class UdpEndpoint {
       return e;
     }
     this.counters.peerRestarts++;
-    this.renew(e, 'fail', h.srcCtx, now);
+    this.table.renew(e, 'fail', h.srcCtx, now);
     e.peerToken = token;
     e.integ = integ;
     this.drainFailures(e, 'peer-reset');
@@ -793,7 +490,7 @@ export class UdpEndpoint {
   }
 
   private onCookie(h: UdpHdr, now: number): void {
-    const e = this.byId.get(h.dstCtx);
+    const e = this.table.byId.get(h.dstCtx);
     // Only a context of ours that contacted a peer and has not heard from it waits for one;
     // the COOKIE names our id, which only someone who saw our datagram knows.
     if (e === undefined || e.ctx.peerId !== 0 || h.cookie === undefined || h.cookie.time === 0) {
@@ -806,7 +503,7 @@ export class UdpEndpoint {
   }
 
   private onReset(h: UdpHdr, now: number): void {
-    const e = h.dstCtx !== 0 ? this.byId.get(h.dstCtx) : undefined;
+    const e = h.dstCtx !== 0 ? this.table.byId.get(h.dstCtx) : undefined;
     if (e === undefined) {
       this.counters.unknownContext++;
       return;
@@ -822,12 +519,12 @@ export class UdpEndpoint {
       // have delivered anything it did not ack (see reclaimIdle), so start a fresh stream and
       // send again what it has not acknowledged.
       this.counters.resetsReceived++;
-      this.renew(e, 'requeue', 0, now);
+      this.table.renew(e, 'requeue', 0, now);
     } else {
       // A device that cannot make its token has a new secret: a new incarnation, whose engine
       // forgot everything. What we had in flight to the old one is lost.
       this.counters.peerRestarts++;
-      this.renew(e, 'fail', 0, now);
+      this.table.renew(e, 'fail', 0, now);
       this.drainFailures(e, 'peer-reset');
     }
   }
@@ -847,7 +544,7 @@ export class UdpEndpoint {
       dstCtx: h.srcCtx, psn: 0, ackPsn: 0, tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], cookie,
     };
     this.counters.cookiesSent++;
-    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
+    this.out.push(this.framer.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
   }
 
   /** Tell the sender we lost the context it names: rate-limited, at most 3x the trigger. */
@@ -869,7 +566,7 @@ export class UdpEndpoint {
       tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], token: this.secret.token(h.dstCtx),
     };
     this.counters.resetsSent++;
-    this.out.push(this.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
+    this.out.push(this.framer.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
   }
 
   // ---------------------------------------------------------------- framing
@@ -888,67 +585,11 @@ export class UdpEndpoint {
     if (h.dstCtx === 0 || h.token !== undefined) h.integ = this.integrity;
     // Until the peer has learnt our id it finds us by source address: use the first socket.
     const path = this.opts.paths > 1 && h.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
-    this.out.push(this.frame(e.peer, h, d.payload, path, h.dstCtx === 0 ? UdpIntegrity.Crc32c : e.integ ?? UdpIntegrity.Crc32c));
-  }
-
-  private frame(to: PeerAddress, hdr: UdpHdr, payload: TxPayload | null, path: number, kind: number): OutDatagram {
-    const hlen = udpHeaderLength(hdr);
-    const tlen = UDP_TRAILER_LENS[kind]!;
-    // A view of a shared chunk, not an array of its own: one per datagram sent, and a fresh
-    // small Uint8Array is on-heap, which the socket's send then moves off-heap (./slab.ts).
-    const buf = this.slab.take(hlen + tlen);
-    encodeUdpHdr(hdr, buf, 0);
-    if (kind !== UdpIntegrity.Crc32c) setUdpTrailer(buf, 0, kind);
-    this.counters.txDatagrams++;
-    if (kind === UdpIntegrity.None) {
-      if (payload === null) return { to, parts: [buf], path };
-      return { to, parts: payload instanceof Uint8Array ? [buf, payload] : [buf, ...payload], path };
-    }
-    const head = buf.subarray(0, hlen);
-    const trailer = buf.subarray(hlen);
-    if (kind === UdpIntegrity.Xxh3) {
-      if (payload === null) {
-        this.opts.xxh3.hash([head], 0, 1, trailer, 0);
-        return { to, parts: [buf], path };
-      }
-      const parts = payload instanceof Uint8Array ? [head, payload, trailer] : [head, ...payload, trailer];
-      this.opts.xxh3.hash(parts, 0, parts.length - 1, trailer, 0);
-      return { to, parts, path };
-    }
-    const crc32c = this.opts.crc32c;
-    let crc = crc32c(head, 0);
-    if (payload === null) {
-      writeTrailer(trailer, crc);
-      return { to, parts: [buf], path };
-    }
-    const parts = payload instanceof Uint8Array ? [head, payload, trailer] : [head, ...payload, trailer];
-    const offloadable = this.opts.txOffloadable;
-    let big = -1;
-    if (offloadable !== undefined) {
-      for (let i = 1; i < parts.length - 1; i++) if (offloadable(parts[i]!) && (big < 0 || parts[i]!.length > parts[big]!.length)) big = i;
-    }
-    const stop = big < 0 ? parts.length - 1 : big;
-    for (let i = 1; i < stop; i++) crc = crc32c(parts[i]!, crc);
-    if (big >= 0) return { to, parts, path, pendingCrc: { part: big, prefix: crc } };
-    writeTrailer(trailer, crc);
-    return { to, parts, path };
+    this.out.push(this.framer.frame(e.peer, h, d.payload, path, h.dstCtx === 0 ? UdpIntegrity.Crc32c : e.integ ?? UdpIntegrity.Crc32c));
   }
 
   /** Finish a `pendingCrc` datagram given the CRC32C through parts[pendingCrc.part]. */
   sealDeferred(d: OutDatagram, crcThroughPart: number): void {
-    const p = d.pendingCrc;
-    if (p === undefined) return;
-    let crc = crcThroughPart >>> 0;
-    for (let i = p.part + 1; i < d.parts.length - 1; i++) crc = this.opts.crc32c(d.parts[i]!, crc);
-    writeTrailer(d.parts[d.parts.length - 1]!, crc);
-    d.pendingCrc = undefined;
+    this.framer.sealDeferred(d, crcThroughPart);
   }
-}
-
-/** Trailer least-significant byte first, as src/wire/udp.ts's sealUdpDatagram writes it. */
-function writeTrailer(t: Uint8Array, crc: number): void {
-  t[0] = crc;
-  t[1] = crc >>> 8;
-  t[2] = crc >>> 16;
-  t[3] = crc >>> 24;
 }

@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
-import type { TxPayload } from './context.js';
+import type { TxPayload } from './context-options.js';
 import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';

@@ -12,7 +12,8 @@
 // they reach the checks under test (in an xxh3 context they would stop at the trailer kind).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { RxVerdict, TransportContext, type TxDatagram } from '../../../src/transport/udp/context.js';
+import { RxVerdict, type TxDatagram } from '../../../src/transport/udp/context-options.js';
+import { TransportContext } from '../../../src/transport/udp/context.js';
 import { UdpEndpoint, type OutDatagram } from '../../../src/transport/udp/endpoint.js';
 import { UdpType, type SackBlock, type UdpHdr } from '../../../src/wire/udp.js';
 import { makePayload, payloadIndex, rng, seededIds } from './sim.js';
@@ -25,9 +26,16 @@ function snapshot(c: TransportContext): unknown {
   const o = c as unknown as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   for (const k of [
-    'sndUna', 'sndNxt', 'pipe', 'cwnd', 'ssthresh', 'inRecovery', 'recoveryPoint', 'fack', 'haveFack', 'retxHead', 'peerRightEdge',
-    'peerRwnd', 'peerCum', 'srtt', 'rttvar', 'rto', 'rtoDeadline', 'ptoDeadline', 'probes', 'retries', 'rcvNxt', 'lastActivity', 'state',
+    'sndUna', 'sndNxt', 'pipe', 'fack', 'haveFack', 'retxHead', 'peerRightEdge',
+    'peerRwnd', 'peerCum', 'rtoDeadline', 'ptoDeadline', 'probes', 'retries', 'lastActivity', 'state',
   ]) out[k] = o[k];
+  // The congestion window and RTT estimate (./congestion.ts), and the receive half (./receiver.ts).
+  const cc = o.cc as Record<string, unknown>;
+  for (const k of ['cwnd', 'ssthresh', 'inRecovery', 'recoveryPoint', 'srtt', 'rttvar', 'rto']) out[k] = cc[k];
+  const rx = o.rx as Record<string, unknown>;
+  for (const k of ['rcvNxt', 'pending', 'ackNow', 'ackDeadline', 'tsRecent']) out[`rx.${k}`] = rx[k];
+  // Every key must exist: a renamed field would otherwise compare undefined with undefined.
+  for (const [k, v] of Object.entries(out)) if (v === undefined) throw new Error(`snapshot: no field ${k}`);
   out.slotFlags = Array.from(o.slotFlags as Uint8Array);
   out.retx = [...(o.retx as number[])];
   out.acked = [...c.acked];

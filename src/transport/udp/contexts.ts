@@ -1,0 +1,183 @@
+// The transport contexts of one endpoint (./endpoint.ts), one per peer: found by our context
+// id and by the peer's address; the peers' share of them capped per source host and per
+// device, an idle one reclaimed for a newcomer; old peer ids remembered as retired; and the
+// context counters summed over those dropped.
+import type { UdpCookie } from '../../wire/udp.js';
+import type { ContextCounters } from './context-options.js';
+import { TransportContext } from './context.js';
+import type { DeviceSecret } from './cookie.js';
+import type { EndpointCounters, EndpointOptions, PeerAddress } from './endpoint-types.js';
+
+/** A reclaim scan that found nothing is not repeated for this long. */
+const RESCAN_MS = 10;
+/** Idle time after which a context may be taken for a newcomer (see reclaimIdle). */
+const RECLAIM_GUARD_MS = 1000;
+
+export function addrKey(a: PeerAddress): string {
+  return `${a.host}|${a.port}`;
+}
+
+/**
+ * Context counters summed over the device's contexts, live and dropped, and the context counter
+ * each sums: the DATA datagrams a context refused after the endpoint's checks (context.ts
+ * onData); DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe);
+ * packets SACK showed lost and resent before the RTO; tail-loss probes and RTO expiries (the
+ * context's `probes` and `timeouts`); keepalive probes sent and answered.
+ */
+const TOTAL_OF = {
+  rxDuplicate: 'rxDuplicate', rxOutOfWindow: 'rxOutOfWindow', rxNoCredit: 'rxNoCredit', retransmits: 'retransmits',
+  fastRetransmits: 'fastRetransmits', tailLossProbes: 'probes', rtoExpiries: 'timeouts', keepalives: 'keepalives', keepaliveAnswers: 'keepaliveAnswers',
+} as const satisfies Record<string, keyof ContextCounters>;
+const TOTAL_KEYS = Object.keys(TOTAL_OF) as (keyof typeof TOTAL_OF)[];
+
+export type ContextTotals = Record<keyof typeof TOTAL_OF, number>;
+
+export function zeroSums(): ContextTotals {
+  const t = {} as ContextTotals;
+  for (const k of TOTAL_KEYS) t[k] = 0;
+  return t;
+}
+
+export function addTotals(to: ContextTotals, c: ContextCounters): void {
+  for (const k of TOTAL_KEYS) to[k] += c[TOTAL_OF[k]];
+}
+
+export interface Entry {
+  ctx: TransportContext;
+  peer: PeerAddress;
+  key: string;
+  /** Created because the peer contacted us: counts against its host's cap. */
+  inbound: boolean;
+  /** The peer's cookie, repeated while our datagrams carry dstCtx 0 (we contacted it). */
+  cookie: UdpCookie | undefined;
+  /** Our reset token for ctx.localId, sent until the peer names our id (then it has it). */
+  token: Uint8Array;
+  /** The peer's reset token: a RESET carrying it comes from the same device incarnation. */
+  peerToken: Uint8Array | undefined;
+  peerKnowsUs: boolean;
+  /** The settled integrity (UdpIntegrity code) once the peer's wish is known; until then CRC32C. */
+  integ: number | undefined;
+}
+
+interface HostState {
+  /** Contexts this host's peers made us create. */
+  inbound: number;
+  /** No reclaim scan for this host before then (one that found nothing is not repeated at once). */
+  scanAt: number;
+}
+
+export class ContextTable {
+  readonly byId = new Map<number, Entry>();
+  readonly byAddr = new Map<string, Entry>();
+  readonly hosts = new Map<string, HostState>();
+  readonly retired = new Set<number>();
+  private scanAt = -Infinity;
+  /** Context sums (refusals, retransmissions, keepalives) of the contexts dropped so far (stats() adds the live ones). */
+  readonly totals: ContextTotals = zeroSums();
+
+  constructor(
+    private readonly opts: EndpointOptions,
+    private readonly counters: EndpointCounters,
+    private readonly secret: DeviceSecret,
+  ) {}
+
+  create(peer: PeerAddress, peerId: number, now: number, inbound: boolean): Entry {
+    const ctx = new TransportContext(this.newLocalId(), now, this.opts.context, peerId);
+    // We contact it: one datagram until it shows it keeps state for us (see validated()).
+    ctx.probing = !inbound;
+    const e: Entry = {
+      ctx, peer, key: addrKey(peer), inbound, cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
+      integ: undefined,
+    };
+    this.byId.set(ctx.localId, e);
+    this.byAddr.set(e.key, e);
+    if (inbound) {
+      const h = this.hosts.get(peer.host);
+      if (h === undefined) this.hosts.set(peer.host, { inbound: 1, scanAt: -Infinity });
+      else h.inbound++;
+    }
+    this.counters.contextsCreated++;
+    return e;
+  }
+
+  drop(e: Entry): void {
+    if (this.byId.get(e.ctx.localId) === e) addTotals(this.totals, e.ctx.counters);
+    this.byId.delete(e.ctx.localId);
+    if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
+    if (e.inbound) {
+      const h = this.hosts.get(e.peer.host);
+      if (h !== undefined && --h.inbound <= 0) this.hosts.delete(e.peer.host);
+      e.inbound = false;
+    }
+  }
+
+  /** A new incarnation of our side of the context: new id and token, nothing learnt from the peer. */
+  renew(e: Entry, mode: 'requeue' | 'fail', peerId: number, now: number): void {
+    this.byId.delete(e.ctx.localId);
+    if (e.ctx.peerId !== 0) this.retire(e.ctx.peerId);
+    e.ctx.restart(this.newLocalId(), peerId, mode, now);
+    e.ctx.probing = peerId === 0;
+    this.byId.set(e.ctx.localId, e);
+    e.token = this.secret.token(e.ctx.localId);
+    e.cookie = undefined;
+    e.peerToken = undefined;
+    e.peerKnowsUs = false;
+    e.integ = undefined;
+  }
+
+  private newLocalId(): number {
+    for (;;) {
+      const id = this.opts.randomId() >>> 0;
+      if (id !== 0 && !this.byId.has(id)) return id;
+    }
+  }
+
+  retire(id: number): void {
+    this.retired.add(id);
+    if (this.retired.size > this.opts.maxRetiredIds) {
+      const first = this.retired.values().next().value as number;
+      this.retired.delete(first);
+    }
+  }
+
+  /**
+   * Free the quiescent context (of `host`'s inbound ones, or any) idle longest, if it has
+   * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
+   * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
+   * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
+   * stream) cannot make it send again something already delivered. One scan over the
+   * contexts; a scan that found nothing is not repeated for RESCAN_MS.
+   */
+  reclaimIdle(now: number, host: string | undefined): boolean {
+    const hs = host === undefined ? undefined : this.hosts.get(host);
+    if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
+    let victim: Entry | undefined;
+    for (const e of this.byId.values()) {
+      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.peer.host !== host))) continue;
+      if (victim === undefined || e.ctx.lastActivity < victim.ctx.lastActivity) victim = e;
+    }
+    const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
+    if (victim === undefined || now - victim.ctx.lastActivity < guard) {
+      if (hs !== undefined) hs.scanAt = now + RESCAN_MS;
+      else this.scanAt = now + RESCAN_MS;
+      return false;
+    }
+    this.counters.contextsReclaimed++;
+    this.drop(victim);
+    return true;
+  }
+
+  /** Room for a context a validated peer of `host` asks for: its host's cap, then the device's. */
+  room(host: string, now: number): boolean {
+    const h = this.hosts.get(host);
+    if (h !== undefined && h.inbound >= this.opts.maxContextsPerHost && !this.reclaimIdle(now, host)) {
+      this.counters.hostLimit++;
+      return false;
+    }
+    if (this.byId.size >= this.opts.maxContexts && !this.reclaimIdle(now, undefined)) {
+      this.counters.contextLimit++;
+      return false;
+    }
+    return true;
+  }
+}
