@@ -109,12 +109,13 @@ export class DedupSender {
 
   async #send(bytes: Uint8Array): Promise<SendResult> {
     if (this.#error) throw this.#error;
+    // Staged while the receiver's HELLO is still on its way (it may be filling its basis).
+    this.#src = this.#rdma.stage(bytes);
     const h = await this.#hello;
     const alg = hashAlgName(h.hashAlg) as HashAlgName;
     this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
     this.#hasher ??= new ChunkHasher(this.#mem, alg, h.seed);
     const done = new Promise<SendResult>((resolve, reject) => (this.#pending = { resolve, reject }));
-    this.#src = this.#rdma.stage(bytes);
     this.#core.begin(bytes.length);
     const chunker = this.#chunker;
     const hasher = this.#hasher;
@@ -194,6 +195,12 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
   onObject?: (r: Received | Error) => void;
 }
 
+/**
+ * Messages a receiver holds while its basis fills: a sender keeps 4 OFFER pages out by default
+ * (window), a few more answers and ROUNDs cannot come before a NEED.
+ */
+const MAX_HELD = 16;
+
 export interface Received {
   bytes: Uint8Array;
   stats: RecvStats;
@@ -220,13 +227,54 @@ export class DedupReceiver implements AsyncIterable<Received> {
     this.#totals = dedupTotals(o.mem);
     this.#onObject = o.onObject;
     if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
-    o.pipe.onMessage((b) => this.#run(this.#core.onMessage(b)));
+    this.#store = o.store;
+    this.#scope = o.scope;
+    o.pipe.onMessage((b) => this.#onMessage(b));
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
+      this.#held = [];
       this.#run(this.#core.abort(this.#closed as SabreError));
       for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
     });
     this.#run(this.#core.start());
+  }
+
+  readonly #store: DedupReceiverInit['store'];
+  readonly #scope: string;
+  /** Messages held, in order, while the scope's basis is still being filled (store.fill). */
+  #held: Uint8Array[] = [];
+  #gaveUp: Promise<void> | undefined;
+  #shut = false;
+
+  /**
+   * While the store is still filling this scope (a basis being read and ingested as the transfer
+   * starts), hold the peer's messages: an OFFER answered now would ask for chunks the basis
+   * holds. At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask
+   * for more than it had to; nothing else changes).
+   */
+  #onMessage(b: Uint8Array): void {
+    if (this.#held.length === 0) {
+      const filling = this.#store.filling(this.#scope);
+      if (!filling || filling === this.#gaveUp) return this.#run(this.#core.onMessage(b));
+      void filling.then(() => this.#release());
+    }
+    this.#held.push(b);
+    if (this.#held.length > MAX_HELD) {
+      this.#gaveUp = this.#store.filling(this.#scope); // no more waiting on this fill
+      this.#release();
+    }
+  }
+
+  #release(): void {
+    if (this.#shut) return;
+    const held = this.#held;
+    this.#held = [];
+    for (const m of held) this.#run(this.#core.onMessage(m));
+  }
+
+  /** Messages held so far while the basis fills (tests). */
+  get held(): number {
+    return this.#held.length;
   }
 
   /** The next object received (rejects with the error of a failed transfer, in order). */
@@ -313,6 +361,8 @@ export class DedupReceiver implements AsyncIterable<Received> {
   close(): void {
     // Unhook before the directory is freed; a zone already deregistered (its index maybe
     // reused by another region) has a zeroed word already and is left alone.
+    this.#shut = true;
+    this.#held = [];
     const h = this.#hooked;
     this.#hooked = undefined;
     if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);

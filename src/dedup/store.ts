@@ -116,6 +116,8 @@ export class ChunkStore {
   /** The stored copies by content (shared store only: an unshared entry owns its copy). */
   readonly #copies = new Map<string, Copy>();
   readonly #scopes = new Map<string, number>();
+  /** Fills in progress by scope (local work only: a peer cannot start one). */
+  readonly #filling = new Map<string, { done: Promise<void>; stopped: boolean }>();
   /** The secret chunking keys are derived from (chunkKey). */
   readonly #secret = randomBytes(32);
   #bytes = 0;
@@ -272,13 +274,61 @@ export class ChunkStore {
    * otherwise each chunk is copied into the store.
    */
   ingest(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions = {}): number {
+    let held = 0;
+    for (const n of this.#ingestSteps(scope, bytes, cdc, o)) held += n;
+    return held;
+  }
+
+  /**
+   * ingest() a step at a time, giving the event loop a turn between steps, for a basis that
+   * arrives while a transfer is starting: until it settles, filling(scope) is a promise a
+   * receiver of this scope waits on before it answers an OFFER (so the peer can chunk and hash
+   * meanwhile, and nothing is sent that the basis holds). `source` may still be being read (a
+   * promise; undefined or a failure: no basis). dropScope(scope) stops it. Resolves with the
+   * chunks the scope holds from it.
+   */
+  fill(scope: string, source: Uint8Array | undefined | Promise<Uint8Array | undefined>, cdc: CdcOptions, o: IngestOptions = {}): Promise<number> {
+    if (typeof scope !== 'string') return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'scope must be a string'));
+    const f = { done: Promise.resolve(), stopped: false };
+    const run = (async (): Promise<number> => {
+      const bytes = await source;
+      let held = 0;
+      if (!bytes || f.stopped) return 0;
+      const steps = this.#ingestSteps(scope, bytes, cdc, o);
+      try {
+        for (let r = steps.next(); !r.done; r = steps.next()) {
+          held += r.value;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          if (f.stopped) break;
+        }
+      } finally {
+        steps.return(0); // frees the scratch and chunker when stopped early
+      }
+      return held;
+    })().finally(() => {
+      if (this.#filling.get(scope) === f) this.#filling.delete(scope);
+    });
+    f.done = run.then(() => undefined, () => undefined);
+    this.#filling.set(scope, f);
+    return run;
+  }
+
+  /** The fill of `scope` in progress, if any (settles when its entries are all in). */
+  filling(scope: string): Promise<void> | undefined {
+    return this.#filling.get(scope)?.done;
+  }
+
+  /**
+   * The ingest's steps: each copies INGEST_STEP bytes into the scratch, chunks and hashes them
+   * there and inserts the chunks that ended in it, then yields how many the scope holds of them.
+   */
+  *#ingestSteps(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
     const chunker = new DeviceChunker(this.mem, cdc);
     const step = Math.min(INGEST_STEP, bytes.length);
     const buf = this.mem.alloc(step + chunker.params.max);
-    let held = 0;
     try {
       let carry = 0; // bytes of the open chunk, at buf
       let base = 0; // offset in `bytes` of buf[0]
@@ -289,8 +339,9 @@ export class ChunkStore {
         if (at + n === bytes.length) chunker.finish(lens);
         const hashes = this.hasher.hashRun(buf, lens);
         let used = 0;
+        let held: number;
         if (o.reference) {
-          held += this.#refer(scope, hashes, lens, bytes, base);
+          held = this.#refer(scope, hashes, lens, bytes, base);
           for (const len of lens) used += len;
         } else {
           const refs: ChunkRef[] = [];
@@ -298,13 +349,14 @@ export class ChunkStore {
             refs.push({ addr: buf + used, len });
             used += len;
           }
-          held += this.putMany(scope, hashes, refs);
+          held = this.putMany(scope, hashes, refs);
         }
         carry += n - used;
         base += used;
         if (carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
+        yield held;
       }
-      return held;
+      return 0;
     } finally {
       chunker.free();
       this.mem.free(buf);
@@ -363,6 +415,8 @@ export class ChunkStore {
   dropScope(scope: string): number {
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     const s = scope;
+    const f = this.#filling.get(s);
+    if (f) f.stopped = true; // its next step would bring entries back
     let n = 0;
     for (const e of [...this.#lru.values()]) {
       if (e.scope === s && e.pins === 0) {

@@ -33,7 +33,7 @@ import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/spec.js';
 import { connectionProof } from './auth.js';
-import type { Jail, JailFile } from './jail.js';
+import { type Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
 import { statusText } from './status.js';
@@ -131,13 +131,21 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, new Promise<T>((_, rej) => (t = setTimeout(() => rej(new Late(`${what} did not come within ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
 }
 
-/** Read a whole file through the jail (undefined: it does not exist or cannot be read). */
-async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<Uint8Array | { status: number; why: string } | undefined> {
+/** Open a file through the jail for reading whole (undefined: it does not exist). */
+async function openWhole(jail: Jail, parts: string[], maxBytes: number): Promise<JailFile | { status: number; why: string } | undefined> {
   const o = await jail.open(parts, FileAccess.Read, 0, false);
   if (o.status !== FileStatus.Success) return o.status === FileStatus.NotFound ? undefined : { status: o.status, why: (o as { why: string }).why };
   const f = (o as { file: JailFile }).file;
+  if (f.size > maxBytes) {
+    await f.close(false).catch(() => undefined);
+    return { status: FileStatus.InvalidParameter, why: `the file is ${f.size} bytes, more than a dedup transfer moves (${maxBytes})` };
+  }
+  return f;
+}
+
+/** Read an opened file whole (at most the size it had when opened) and close it. */
+async function readWhole(f: JailFile): Promise<Uint8Array> {
   try {
-    if (f.size > maxBytes) return { status: FileStatus.InvalidParameter, why: `the file is ${f.size} bytes, more than a dedup transfer moves (${maxBytes})` };
     const out = new Uint8Array(f.size);
     let at = 0;
     while (at < out.length) {
@@ -149,6 +157,12 @@ async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<U
   } finally {
     await f.close(false).catch(() => undefined);
   }
+}
+
+/** Read a whole file through the jail (undefined: it does not exist). */
+async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<Uint8Array | { status: number; why: string } | undefined> {
+  const f = await openWhole(jail, parts, maxBytes);
+  return f instanceof JailFile ? readWhole(f) : f;
 }
 
 /** Serve one dedup channel of the file service; always ends by closing it. */
@@ -199,16 +213,19 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       return;
     }
     if (ctx.readOnly) return await reply({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
-    // put: the file as it is now is the basis, ingested under this transfer's own scope and key.
-    const old = await readAll(ctx.jail, path.parts, ctx.maxBytes);
-    if (old && !(old instanceof Uint8Array)) return await reply({ ok: false, ...old });
+    // put: the file as it is now is the basis, under this transfer's own scope and key. It is
+    // read and ingested while the client already stages, chunks and hashes (store.fill: the
+    // receiver answers no OFFER until it is in). By reference: the read is this function's own
+    // copy, unchanged until the scope is dropped.
+    const old = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
+    if (old && !(old instanceof JailFile)) return await reply({ ok: false, ...old });
     scope = `files:${Buffer.from(randomBytes(12)).toString('hex')}`;
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
-    // By reference: `old` is this function's own copy, unchanged until the scope is dropped.
-    if (old) dedupStoreOf(ch.pd).ingest(scope, old, { key, avg: FILE_DEDUP_AVG }, { reference: true });
-    ctx.counters.dedupBasisBytes += old?.length ?? 0;
-    await reply({ ok: true, basis: old?.length ?? 0 });
+    // A basis that cannot be read costs bytes on the wire, not the put.
+    void dedupStoreOf(ch.pd).fill(scope, old && readWhole(old), { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
+    ctx.counters.dedupBasisBytes += old?.size ?? 0;
+    await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
     if (got.done || !(got.value instanceof Uint8Array)) return await reply({ ok: false, status: FileStatus.Malformed, why: 'expected the file\'s bytes' });
     const bytes = got.value;
@@ -306,8 +323,10 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Arr
   try {
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
-    // By reference: the caller's copy of the local file, unchanged until the scope is dropped.
-    if (basis?.length) store.ingest(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true });
+    // Filled while the AUTH goes out and the server reads, stages and chunks (the receiver answers
+    // no OFFER until it is in). By reference: the caller's copy of the local file, unchanged until
+    // the scope is dropped.
+    if (basis?.length) void store.fill(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
     const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);

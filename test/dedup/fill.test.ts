@@ -1,0 +1,121 @@
+// A basis filled while the transfer starts (store.fill): the receiver holds the peer's messages
+// until the scope's basis is in (so no chunk the basis holds is asked for), at most MAX_HELD of
+// them (past that they are handled at once, in order: the transfer stays exact); dropScope stops
+// a fill in progress. The shells run over an in-process pipe and a write path that copies into
+// the landing zone, with no device.
+import { randomBytes } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { DedupReceiver, DedupSender, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
+import { decode } from '../../src/dedup/messages.js';
+import { ChunkStore } from '../../src/dedup/store.js';
+import { DedupKind } from '../../src/wire/spec.js';
+import { same } from './cores.js';
+
+let dm: DeviceMemory;
+beforeAll(async () => {
+  dm = await DeviceMemory.create({ initialBytes: 32 << 20, maximumBytes: 256 << 20, workerSlots: 0 });
+});
+
+const KEY = new Uint8Array(32).fill(7);
+const AVG = 8192;
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** Two pipe ends delivering on a later microtask, in order; `toTx` records what the receiver says. */
+function pipes() {
+  let onRx: (b: Uint8Array) => void = () => undefined;
+  let onTx: (b: Uint8Array) => void = () => undefined;
+  const toTx: number[] = [];
+  const tx: MessagePipe = { send: (b) => void queueMicrotask(() => onRx(b)), onMessage: (h) => void (onTx = h) };
+  const rx: MessagePipe = { send: (b) => (toTx.push(decode(b).kind), void queueMicrotask(() => onTx(b))), onMessage: (h) => void (onRx = h) };
+  return { tx, rx, toTx };
+}
+
+/** RDMA WRITE as a copy inside the device memory (the zone is not hooked: each slot is hashed at its ROUND). */
+function writer(): RdmaWritePath & { free(): void } {
+  let src = 0;
+  return {
+    stage(bytes) {
+      if (src) dm.free(src);
+      src = dm.alloc(Math.max(1, bytes.length));
+      dm.u8().set(bytes, src);
+      return src;
+    },
+    async write(pieces) {
+      for (const p of pieces) dm.u8().copyWithin(p.remoteAddr, p.src, p.src + p.len);
+    },
+    free: () => src && dm.free(src),
+  };
+}
+
+function ends(store: ChunkStore, o: { maxEntries?: number; window?: number } = {}) {
+  const p = pipes();
+  const zone = { addr: dm.alloc(4 << 20), rkey: 0x4321, length: 4 << 20 };
+  const rx = new DedupReceiver({ pipe: p.rx, mem: dm, store, scope: 'p', zone, slots: 4, key: KEY, avg: AVG, keepReceived: false, ...(o.maxEntries ? { maxEntries: o.maxEntries } : {}) });
+  const w = writer();
+  const tx = new DedupSender({ pipe: p.tx, rdma: w, mem: dm, step: 256 << 10, ...(o.window ? { window: o.window } : {}) });
+  return { rx, tx, toTx: p.toTx, close: () => (rx.close(), tx.close(), w.free(), dm.free(zone.addr)) };
+}
+
+function versions(n: number): { v1: Uint8Array; v2: Uint8Array } {
+  const v1 = new Uint8Array(randomBytes(n));
+  const v2 = v1.slice();
+  for (let at = 0; at < n; at += 2 << 20) v2.set(randomBytes(Math.min(1 << 20, n - at)), at);
+  return { v1, v2 };
+}
+
+describe('a basis filled while the transfer starts', () => {
+  it('the receiver answers no OFFER until the basis is in, then asks only for what it lacks', async () => {
+    const store = new ChunkStore(dm);
+    const { v1, v2 } = versions(6 << 20);
+    let give!: (b: Uint8Array) => void;
+    const filled = store.fill('p', new Promise<Uint8Array>((r) => (give = r)), { key: KEY, avg: AVG }, { reference: true });
+    const e = ends(store);
+    const got = e.rx.next();
+    const sent = e.tx.send(v2);
+    for (let i = 0; i < 20; i++) await tick();
+    expect(e.rx.held).toBeGreaterThan(0); // OFFER pages wait for the basis
+    expect(e.toTx).toEqual([DedupKind.Hello]); // no NEED went out meanwhile
+    give(v1); // the read finished: ingested a step at a time, then the held pages are answered
+    const [r, { bytes, stats }] = await Promise.all([sent, got, filled]);
+    expect(same(bytes, v2)).toBe(true);
+    expect(e.rx.held).toBe(0);
+    expect(store.filling('p')).toBeUndefined();
+    // Only about the new half moved (the seams' chunks are new too).
+    expect(r.bytesSent).toBeLessThan(v2.length * 0.56);
+    expect(stats.bytesFromStore).toBeGreaterThan(v2.length * 0.44);
+    e.close();
+    store.close();
+  });
+
+  it('holds at most 16 messages: past that they are handled at once, in order, and the transfer stays exact', async () => {
+    const store = new ChunkStore(dm);
+    const { v2 } = versions(2 << 20);
+    void store.fill('p', new Promise<Uint8Array>(() => undefined), { key: KEY, avg: AVG }); // a read that never ends
+    // Pages of 8 entries and a sender that keeps 64 out: far more messages than the receiver holds.
+    const e = ends(store, { maxEntries: 8, window: 64 });
+    const [r, { bytes, stats }] = await Promise.all([e.tx.send(v2), e.rx.next()]);
+    expect(same(bytes, v2)).toBe(true);
+    expect(r.pages).toBeGreaterThan(16);
+    expect(stats.bytesFromStore).toBe(0); // nothing was in the basis yet: every chunk asked for
+    expect(e.rx.held).toBeLessThanOrEqual(16);
+    e.close();
+    store.close();
+  });
+
+  it('dropScope stops a fill in progress: nothing of it stays in the store', async () => {
+    const store = new ChunkStore(dm);
+    const bytes = new Uint8Array(randomBytes(13 << 20)); // four steps
+    const filled = store.fill('p', bytes, { key: KEY, avg: AVG }, { reference: true });
+    await tick();
+    await tick();
+    expect(store.stats().entries).toBeGreaterThan(0);
+    expect(store.filling('p')).toBeDefined();
+    store.dropScope('p');
+    const held = await filled;
+    expect(held).toBeLessThan(bytes.length / AVG);
+    expect(store.stats()).toMatchObject({ entries: 0, referenced: 0 });
+    expect(store.filling('p')).toBeUndefined();
+    store.close();
+  });
+});
