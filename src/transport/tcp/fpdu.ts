@@ -21,6 +21,7 @@ import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
 import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
 import { SabreError, ErrorCode } from '../../core/errors.js';
 import { wr32le } from '../../wire/codec.js';
+import { fpduLength, fpduPadLength as padLength } from '../../wire/mpa.js';
 import { CRC_DESC_BYTES, crcDescLen, crcDescOut, crcDescPtr, writeCrcDesc } from '../../dataplane/descriptors.js';
 import { TERM } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
@@ -63,14 +64,8 @@ export function defaultEmss(host: string): number {
   return loop ? 65483 : 1448;
 }
 
-export function padLength(ulpduLen: number): number {
-  return (4 - ((MPA_HDR_LEN + ulpduLen) & 3)) & 3;
-}
-
-/** FPDU length without markers. */
-export function fpduLength(ulpduLen: number): number {
-  return MPA_HDR_LEN + ulpduLen + padLength(ulpduLen) + MPA_CRC_LEN;
-}
+// The FPDU's length arithmetic is the wire codec's (src/wire/mpa.ts), which the RFC vectors test.
+export { fpduLength } from '../../wire/mpa.js';
 
 
 function wrMarker(b: Uint8Array, o: number, fpduPtr: number): void {

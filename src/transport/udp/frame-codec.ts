@@ -72,24 +72,6 @@ export function frameBytes(f: Frame): Uint8Array {
   return b;
 }
 
-/** Below this many data bytes a segment is copied into one buffer: cheaper than a gather. */
-const GATHER_MIN = 1024;
-
-/**
- * One frame as a datagram payload without copying its data: [envelope + DDP header, ...data
- * views]. The views stay referenced until the datagram is acked (it may be sent again), which
- * the verbs contract allows: a work request's memory belongs to the device until it completes.
- */
-export function framePayload(f: Frame): Uint8Array | Uint8Array[] {
-  if (f.kind !== 'seg') return frameBytes(f);
-  let data = 0;
-  for (const p of f.payload) data += p.length;
-  if (data < GATHER_MIN) return frameBytes(f);
-  const head = new Uint8Array(ENV_SEG_LEN + f.hdr.length);
-  encodeFrame({ kind: 'seg', env: f.env, hdr: f.hdr, payload: [] }, head, 0);
-  return [head, ...f.payload];
-}
-
 /**
  * The frame in a delivered payload, or undefined when it is malformed. `dstQpn`/`srcQpn` come
  * from the reliability header. Never throws.

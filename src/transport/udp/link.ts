@@ -25,24 +25,19 @@
 // peer's device address; the engine fails the work that depended on that peer with RetryExcErr.
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
-import type { Frame, Inbound } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound, TransportContextStats } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import type { Delivery, Failure, PeerAddress } from './endpoint.js';
+import type { PeerAddress } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { XXH3_STATE_BYTES, Xxh3Parts, type Xxh3Memory } from '../../kernels/xxh3-64.js';
-import { decodeFrames, ENV_SEG_LEN } from './frame-codec.js';
+import { ENV_SEG_LEN } from './frame-codec.js';
 import type { DataPlaneWorkers } from '../../dataplane/workers.js';
 import { CrcOffload } from './crc-offload.js';
-import { FramePacker } from './packer.js';
+import { isUdpAddress, UdpCore, type UdpCoreCounters, type UdpDeviceAddress } from './core.js';
 import type { IntegrityMode } from './integrity.js';
 import { type RxArea, UdpSockets, type UdpSocketOptions } from './socket.js';
 
-export interface UdpDeviceAddress extends DeviceAddress {
-  readonly transport: 'udp';
-  readonly host: string;
-  readonly port: number;
-}
+export { isUdpAddress, type UdpDeviceAddress } from './core.js';
 
 export interface UdpLinkOptions extends Omit<UdpSocketOptions, 'manualRelease' | 'offload' | 'rxSpareAreas'> {
   /** Largest datagram (header + payload + trailer). Default 65000: right for loopback. */
@@ -69,16 +64,7 @@ export interface UdpLinkOptions extends Omit<UdpSocketOptions, 'manualRelease' |
   offloadMinBytes?: number;
 }
 
-export interface UdpLinkCounters {
-  /** Delivered payloads that were not a well-formed engine frame (dropped). */
-  badFrames: number;
-  /** Frames for an address that is not a UDP device, or that the layer refused (queue full). */
-  undeliverable: number;
-  /** Peers reported failed to the engine. */
-  linkFailures: number;
-  /** Batches handed to the engine, and the frames in them. */
-  batches: number;
-  frames: number;
+export interface UdpLinkCounters extends UdpCoreCounters {
   /** Frames sent, the DATA payloads they were packed into, tagged segments cut to fill one. */
   txFrames: number;
   txPayloads: number;
@@ -116,13 +102,6 @@ class DeviceRxArea implements RxArea {
 /** Default path MTU: one datagram per 64 KiB-ish segment on loopback (see docs/wire.md). */
 export const DEFAULT_UDP_MTU = 65000;
 
-export function isUdpAddress(a: unknown): a is UdpDeviceAddress {
-  if (!a || typeof a !== 'object') return false;
-  const x = a as Record<string, unknown>;
-  return x.transport === 'udp' && typeof x.host === 'string' && x.host.length > 0
-    && typeof x.port === 'number' && Number.isInteger(x.port) && x.port > 0 && x.port < 65536;
-}
-
 export class UdpLink implements Link {
   readonly address: UdpDeviceAddress;
   /** Largest DDP payload per segment so envelope + DDP header + payload fit one datagram. */
@@ -140,22 +119,9 @@ export class UdpLink implements Link {
   };
   /** The datagram layer (endpoint counters, contexts) — for stats and tests. */
   udp!: UdpSockets;
+  #core!: UdpCore;
   #events?: LinkEvents;
-  /** The frames of this flush's deliveries: one engine step once they are all in. */
-  #batch: Inbound[] = [];
-  #frames: Frame[] = [];
-  /** Deliveries per context id awaiting release after the engine has processed them. */
-  #held = new Map<number, number>();
   #closed = false;
-  /** One DeviceAddress per peer context (stable identity lets the engine skip re-keying). */
-  #fromCache = new WeakMap<PeerAddress, UdpDeviceAddress>();
-  #toCache = new WeakMap<DeviceAddress, PeerAddress>();
-  /** One PeerAddress object per host|port, so a turn's frames to one peer pack together. */
-  #peers = new Map<string, PeerAddress>();
-  /** Frames waiting for the flush, per peer, in order. */
-  #pending = new Map<PeerAddress, Frame[]>();
-  #spare = new Map<PeerAddress, Frame[]>();
-  #packer!: FramePacker;
   #rx?: DeviceRxArea;
   #offload?: CrcOffload;
 
@@ -188,20 +154,20 @@ export class UdpLink implements Link {
           ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(xxh3 ? { xxh3 } : {}), ...(rx ? { rxArea: rx } : {}),
           ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
           // An idle context probes its peer only while the device keeps it (connected rc QPs).
-          keepPeer: (p: PeerAddress) => (self ? self.#keepsPeer(p) : false),
+          keepPeer: (p: PeerAddress) => (self ? self.#core.keepsPeer(p) : false),
         },
         {
           onDelivery: (d) => {
-            if (self) self.#onDelivery(d);
+            if (self) self.#core.delivery(d);
           },
           onFailed: (f) => {
-            if (self) self.#onFailed(f);
+            if (self) self.#core.failed(f);
           },
           onDeliveriesDone: () => {
-            if (self) self.#deliveriesDone();
+            if (self) self.#core.deliveriesDone();
           },
           onBeforePoll: () => {
-            if (self) self.#seal();
+            if (self) self.#core.seal();
           },
           // The driver's one timer covers the endpoint's deadlines (Link.pollTimeout).
           onTimerChanged: () => {
@@ -218,7 +184,11 @@ export class UdpLink implements Link {
     const address = Object.freeze({ transport: 'udp' as const, host: udp.address.host, port: udp.address.port });
     self = new UdpLink(address, mss);
     self.udp = udp;
-    self.#packer = new FramePacker(udp.endpoint.maxPayload);
+    // Inside a flush (the only place seal() runs) a send leaves with it; a release due now schedules one.
+    self.#core = new UdpCore(udp.endpoint.maxPayload, {
+      send: (peer, payload, dst, src) => udp.send(peer, payload, dst, src),
+      release: (ctx, n) => udp.release(ctx, n),
+    }, self.counters);
     if (rx) self.#rx = rx;
     if (offload) self.#offload = offload;
     return self;
@@ -226,6 +196,7 @@ export class UdpLink implements Link {
 
   start(events: LinkEvents): void {
     this.#events = events;
+    this.#core.start(events);
   }
 
   pollTimeout(): number {
@@ -236,12 +207,13 @@ export class UdpLink implements Link {
     this.udp.handleTimeout(now);
   }
 
+  /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
   get busy(): boolean {
-    return this.udp.busy;
+    return this.udp.endpoint.busy;
   }
 
   stats(): Record<string, number> {
-    const pc = this.#packer.counters;
+    const pc = this.#core.packer.counters;
     this.counters.txFrames = pc.frames;
     this.counters.txPayloads = pc.payloads;
     this.counters.txCuts = pc.cuts;
@@ -267,145 +239,21 @@ export class UdpLink implements Link {
     return !this.#closed && isUdpAddress(to);
   }
 
-  /** Queue the frames per peer, in order; they are packed when the socket shell builds datagrams. */
+  /** The frames wait per peer until the socket shell builds datagrams (this turn's flush). */
   transmit(out: readonly Outbound[]): void {
-    let to: DeviceAddress | undefined;
-    let q: Frame[] | undefined;
-    for (const o of out) {
-      if (o.to !== to) {
-        to = o.to;
-        const peer = this.#closed ? undefined : this.#peerOf(to);
-        q = peer === undefined ? undefined : this.#pending.get(peer);
-        if (peer !== undefined && q === undefined) this.#pending.set(peer, (q = []));
-      }
-      if (q === undefined) this.counters.undeliverable++;
-      else q.push(o.frame);
-    }
-    this.udp.requestFlush();
-  }
-
-  /** The socket shell is about to build datagrams: pack what the turn produced, per peer. */
-  #seal(): void {
-    if (this.#pending.size === 0) return;
-    // Two maps taking turns: a send made while these are packed (a failure report) goes to the other.
-    const pending = this.#pending;
-    this.#pending = this.#spare;
-    this.#spare = pending;
-    for (const [peer, frames] of pending) {
-      let lost = 0;
-      this.#packer.pack(frames, (payload, dst, src) => {
-        try {
-          this.udp.send(peer, payload, dst, src);
-        } catch {
-          // The layer refused it (send queue full, too many peers, frame larger than a datagram):
-          // the frames are lost for good, so the work depending on this peer must fail rather
-          // than wait forever. Reported after this flush, never re-entrantly.
-          lost++;
-        }
-      });
-      if (lost > 0) {
-        this.counters.undeliverable += lost;
-        const addr = this.#fromOf(peer);
-        queueMicrotask(() => this.#linkFailed(addr));
-      }
-    }
-    pending.clear();
+    if (this.#core.transmit(out)) this.udp.requestFlush();
   }
 
   /** Fail what is outstanding, close the sockets (the port is free once this resolves). */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#batch = [];
-    this.#pending.clear();
+    this.#core.close();
     await this.udp.close();
     await this.#offload?.close();
   }
 
-  #peerOf(to: DeviceAddress): PeerAddress | undefined {
-    let p = this.#toCache.get(to);
-    if (p === undefined) {
-      if (!isUdpAddress(to)) return undefined;
-      const key = `${to.host}|${to.port}`;
-      p = this.#peers.get(key);
-      if (p === undefined) {
-        p = { host: to.host, port: to.port };
-        if (this.#peers.size < 4096) this.#peers.set(key, p);
-      }
-      this.#toCache.set(to, p);
-    }
-    return p;
-  }
-
-  #fromOf(peer: PeerAddress): UdpDeviceAddress {
-    let a = this.#fromCache.get(peer);
-    if (a === undefined) {
-      a = Object.freeze({ transport: 'udp' as const, host: peer.host, port: peer.port });
-      this.#fromCache.set(peer, a);
-    }
-    return a;
-  }
-
-  #onDelivery(d: Delivery): void {
-    this.#held.set(d.ctx, (this.#held.get(d.ctx) ?? 0) + 1);
-    if (this.#closed) return;
-    const start = this.#frames.length;
-    this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
-    if (this.#frames.length > start) {
-      const from = this.#fromOf(d.from);
-      for (let i = start; i < this.#frames.length; i++) this.#batch.push({ from, frame: this.#frames[i]! });
-    }
-    this.#frames.length = 0;
-  }
-
-  /** The shell's deliveries are all in: one engine step for them, then their credit returns. */
-  #deliveriesDone(): void {
-    const batch = this.#batch;
-    if (batch.length > 0) {
-      this.#batch = [];
-      this.#deliver(batch);
-    }
-    this.#release();
-  }
-
-  #deliver(batch: Inbound[]): void {
-    if (this.#closed || !this.#events) return;
-    this.counters.batches++;
-    this.counters.frames += batch.length;
-    try {
-      this.#events.frames(batch);
-    } catch {
-      // The engine counts what it cannot use; nothing from the wire may take the device down.
-      this.counters.badFrames++;
-    }
-  }
-
-  #release(): void {
-    if (this.#closed) return;
-    for (const [ctx, n] of this.#held) this.udp.release(ctx, n);
-    this.#held.clear();
-  }
-
-  #onFailed(fs: Failure[]): void {
-    const seen = new Set<PeerAddress>();
-    for (const f of fs) {
-      if (f.reason === 'closed' || seen.has(f.peer)) continue;
-      seen.add(f.peer);
-      this.#linkFailed(this.#fromOf(f.peer));
-    }
-  }
-
   #timerChanged(): void {
     if (!this.#closed) this.#events?.timerChanged?.();
-  }
-
-  #keepsPeer(p: PeerAddress): boolean {
-    return !this.#closed && (this.#events?.keepsPeer?.(this.#fromOf(p)) ?? false);
-  }
-
-  #linkFailed(a: UdpDeviceAddress): void {
-    if (this.#closed) return;
-    this.counters.linkFailures++;
-    this.#events?.peerLost(a);
   }
 }

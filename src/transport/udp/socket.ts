@@ -453,11 +453,6 @@ export class UdpSockets {
     return this.endpoint.nextDeadline();
   }
 
-  /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
-  get busy(): boolean {
-    return this.endpoint.busy;
-  }
-
   /** The owner's timer fired (onTimerChanged): retransmit, probe, reclaim what is due. */
   handleTimeout(now: number): void {
     if (this.closed) return;

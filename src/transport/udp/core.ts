@@ -1,0 +1,208 @@
+// The udp link's sans-I/O core: between the engine's frames and the endpoint's payloads. Out:
+// the engine's frames wait per peer, in order, until the shell builds datagrams; then they are
+// packed into as few DATA payloads as fit (./packer.ts), tagged segments cut to fill them. In:
+// the payloads the endpoint delivered in one flush are decoded (./frame-codec.ts) into one
+// batch, one engine step; their receive credit returns once that step is done. Failures the
+// endpoint reports become one peerLost per peer. The socket shell (./link.ts over ./socket.ts)
+// and the deterministic simulation (test/nic/) run this same code.
+import type { DeviceAddress } from '../../core/address.js';
+import type { Frame, Inbound } from '../../core/frame.js';
+import type { LinkEvents, Outbound } from '../../core/link.js';
+import type { TxPayload } from './context-options.js';
+import type { Delivery, Failure, PeerAddress } from './endpoint-types.js';
+import { decodeFrames } from './frame-codec.js';
+import { FramePacker } from './packer.js';
+
+export interface UdpDeviceAddress extends DeviceAddress {
+  readonly transport: 'udp';
+  readonly host: string;
+  readonly port: number;
+}
+
+export function isUdpAddress(a: unknown): a is UdpDeviceAddress {
+  if (!a || typeof a !== 'object') return false;
+  const x = a as Record<string, unknown>;
+  return x.transport === 'udp' && typeof x.host === 'string' && x.host.length > 0
+    && typeof x.port === 'number' && Number.isInteger(x.port) && x.port > 0 && x.port < 65536;
+}
+
+/** What the core needs of the endpoint's owner. */
+export interface UdpCoreIo {
+  /** Queue one DATA payload; throws when the layer refuses it (queue full, too many peers). */
+  send(peer: PeerAddress, payload: TxPayload, dstQpn: number, srcQpn: number): void;
+  /** `n` deliveries of context `ctx` are processed: their credit returns. */
+  release(ctx: number, n: number): void;
+}
+
+export interface UdpCoreCounters {
+  /** Delivered payloads that were not a well-formed engine frame (dropped). */
+  badFrames: number;
+  /** Frames for an address that is not a UDP device, or that the layer refused (queue full). */
+  undeliverable: number;
+  /** Peers reported failed to the engine. */
+  linkFailures: number;
+  /** Batches handed to the engine, and the frames in them. */
+  batches: number;
+  frames: number;
+}
+
+export class UdpCore {
+  readonly counters: UdpCoreCounters;
+  readonly packer: FramePacker;
+  readonly #io: UdpCoreIo;
+  #events?: LinkEvents;
+  #closed = false;
+  /** The frames of this flush's deliveries: one engine step once they are all in. */
+  #batch: Inbound[] = [];
+  #frames: Frame[] = [];
+  /** Deliveries per context id awaiting release after the engine has processed them. */
+  #held = new Map<number, number>();
+  /** One DeviceAddress per peer context (stable identity lets the engine skip re-keying). */
+  #fromCache = new WeakMap<PeerAddress, UdpDeviceAddress>();
+  #toCache = new WeakMap<DeviceAddress, PeerAddress>();
+  /** One PeerAddress object per host|port, so a turn's frames to one peer pack together. */
+  #peers = new Map<string, PeerAddress>();
+  /** Frames waiting for the shell's next datagrams, per peer, in order. */
+  #pending = new Map<PeerAddress, Frame[]>();
+  #spare = new Map<PeerAddress, Frame[]>();
+
+  /** `maxPayload`: the endpoint's largest DATA payload; `counters`: the owner's, counted into. */
+  constructor(maxPayload: number, io: UdpCoreIo, counters: UdpCoreCounters = { badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0 }) {
+    this.packer = new FramePacker(maxPayload);
+    this.#io = io;
+    this.counters = counters;
+  }
+
+  start(events: LinkEvents): void {
+    this.#events = events;
+  }
+
+  /** No more frames either way (the link closed). */
+  close(): void {
+    this.#closed = true;
+    this.#batch = [];
+    this.#pending.clear();
+  }
+
+  /** Queue the engine's frames per peer, in order; true when any wait for datagrams. */
+  transmit(out: readonly Outbound[]): boolean {
+    let to: DeviceAddress | undefined;
+    let q: Frame[] | undefined;
+    for (const o of out) {
+      if (o.to !== to) {
+        to = o.to;
+        const peer = this.#closed ? undefined : this.#peerOf(to);
+        q = peer === undefined ? undefined : this.#pending.get(peer);
+        if (peer !== undefined && q === undefined) this.#pending.set(peer, (q = []));
+      }
+      if (q === undefined) this.counters.undeliverable++;
+      else q.push(o.frame);
+    }
+    return this.#pending.size > 0;
+  }
+
+  /** The shell is about to build datagrams: pack what waits, per peer, and hand it to the endpoint. */
+  seal(): void {
+    if (this.#pending.size === 0) return;
+    // Two maps taking turns: a send made while these are packed (a failure report) goes to the other.
+    const pending = this.#pending;
+    this.#pending = this.#spare;
+    this.#spare = pending;
+    for (const [peer, frames] of pending) {
+      let lost = 0;
+      this.packer.pack(frames, (payload, dst, src) => {
+        try {
+          this.#io.send(peer, payload, dst, src);
+        } catch {
+          // The layer refused it (send queue full, too many peers, frame larger than a datagram):
+          // the frames are lost for good, so the work depending on this peer must fail rather
+          // than wait forever. Reported after this flush, never re-entrantly.
+          lost++;
+        }
+      });
+      if (lost > 0) {
+        this.counters.undeliverable += lost;
+        const addr = this.#fromOf(peer);
+        queueMicrotask(() => this.#linkFailed(addr));
+      }
+    }
+    pending.clear();
+  }
+
+  /** One payload the endpoint delivered (exactly once): its frames join this flush's batch. */
+  delivery(d: Delivery): void {
+    this.#held.set(d.ctx, (this.#held.get(d.ctx) ?? 0) + 1);
+    if (this.#closed) return;
+    const start = this.#frames.length;
+    this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
+    if (this.#frames.length > start) {
+      const from = this.#fromOf(d.from);
+      for (let i = start; i < this.#frames.length; i++) this.#batch.push({ from, frame: this.#frames[i]! });
+    }
+    this.#frames.length = 0;
+  }
+
+  /** The flush's deliveries are all in: one engine step for them, then their credit returns. */
+  deliveriesDone(): void {
+    const batch = this.#batch;
+    if (batch.length > 0 && !this.#closed && this.#events) {
+      this.#batch = [];
+      this.counters.batches++;
+      this.counters.frames += batch.length;
+      try {
+        this.#events.frames(batch);
+      } catch {
+        // The engine counts what it cannot use; nothing from the wire may take the device down.
+        this.counters.badFrames++;
+      }
+    }
+    if (this.#closed) return;
+    for (const [ctx, n] of this.#held) this.#io.release(ctx, n);
+    this.#held.clear();
+  }
+
+  /** Payloads the endpoint gave up on: their peers are lost (once each). */
+  failed(fs: Failure[]): void {
+    const seen = new Set<PeerAddress>();
+    for (const f of fs) {
+      if (f.reason === 'closed' || seen.has(f.peer)) continue;
+      seen.add(f.peer);
+      this.#linkFailed(this.#fromOf(f.peer));
+    }
+  }
+
+  /** Whether the device keeps `p` (connected rc QPs): an idle context probes only such a peer. */
+  keepsPeer(p: PeerAddress): boolean {
+    return !this.#closed && (this.#events?.keepsPeer?.(this.#fromOf(p)) ?? false);
+  }
+
+  #peerOf(to: DeviceAddress): PeerAddress | undefined {
+    let p = this.#toCache.get(to);
+    if (p === undefined) {
+      if (!isUdpAddress(to)) return undefined;
+      const key = `${to.host}|${to.port}`;
+      p = this.#peers.get(key);
+      if (p === undefined) {
+        p = { host: to.host, port: to.port };
+        if (this.#peers.size < 4096) this.#peers.set(key, p);
+      }
+      this.#toCache.set(to, p);
+    }
+    return p;
+  }
+
+  #fromOf(peer: PeerAddress): UdpDeviceAddress {
+    let a = this.#fromCache.get(peer);
+    if (a === undefined) {
+      a = Object.freeze({ transport: 'udp' as const, host: peer.host, port: peer.port });
+      this.#fromCache.set(peer, a);
+    }
+    return a;
+  }
+
+  #linkFailed(a: UdpDeviceAddress): void {
+    if (this.#closed) return;
+    this.counters.linkFailures++;
+    this.#events?.peerLost(a);
+  }
+}
