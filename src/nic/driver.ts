@@ -27,6 +27,37 @@ export type NicEvent =
   /** A connection for `qpn` could not be made: `error` says why (before the engine hears of it). */
   | { kind: 'connectFailed'; qpn: number; error: Error };
 
+/** A timer the clock armed: `hold` says whether it keeps the process alive. */
+export interface NicTimer {
+  hold(yes: boolean): void;
+  cancel(): void;
+}
+
+/**
+ * Where the driver reads the time and arms its one timer: the real clock by default; a
+ * simulation gives its own (virtual time, no sleeps).
+ */
+export interface NicClock {
+  now(): number;
+  timer(at: number, fire: () => void, hold: boolean): NicTimer;
+}
+
+/** performance.now() and one node timer. */
+export const realClock: NicClock = {
+  now: () => performance.now(),
+  timer(at, fire, hold) {
+    const t = setTimeout(fire, Math.max(0, at - performance.now()));
+    if (!hold) t.unref();
+    return {
+      hold: (yes) => {
+        if (yes) t.ref();
+        else t.unref();
+      },
+      cancel: () => clearTimeout(t),
+    };
+  },
+};
+
 export interface NicShell {
   /** Called inside the step that produced `ev`; may start another step (re-entrant). */
   onEvent(ev: NicEvent): void;
@@ -40,20 +71,22 @@ export class NicDriver implements LinkEvents {
   readonly #established = new Set<number>();
   /** The link's word on a QP going down, while the engine step it started runs. */
   readonly #downCause = new Map<number, QpDownCause>();
-  #timer?: ReturnType<typeof setTimeout>;
+  readonly #clock: NicClock;
+  #timer?: NicTimer;
   #timerAt = Infinity;
   #stopped = false;
 
-  constructor(engine: RdmapEngine, link: Link, shell: NicShell) {
+  constructor(engine: RdmapEngine, link: Link, shell: NicShell, clock: NicClock = realClock) {
     this.engine = engine;
     this.link = link;
     this.#shell = shell;
+    this.#clock = clock;
     link.start(this);
   }
 
   /** One step at the current time: `work` feeds the engine, then its output goes where it belongs. */
   run(work: (now: number) => void): void {
-    this.step(performance.now(), work);
+    this.step(this.#clock.now(), work);
   }
 
   step(now: number, work?: (now: number) => void): void {
@@ -64,7 +97,7 @@ export class NicDriver implements LinkEvents {
   /** No more steps from the link or the timer (the device is closing); the link stays open. */
   stop(): void {
     this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
   }
 
@@ -126,7 +159,7 @@ export class NicDriver implements LinkEvents {
 
   /** The link's own deadline may be earlier now (it sent or received on its own schedule). */
   readonly timerChanged = (): void => {
-    if (!this.#stopped) this.#arm(performance.now());
+    if (!this.#stopped) this.#arm(this.#clock.now());
   };
 
   // ---- output -------------------------------------------------------------------------------
@@ -136,7 +169,7 @@ export class NicDriver implements LinkEvents {
     // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
     for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
-    if (!this.#stopped) this.#arm(performance.now());
+    if (!this.#stopped) this.#arm(this.#clock.now());
   }
 
   #onEngineEvent(ev: EngineEvent): void {
@@ -170,27 +203,25 @@ export class NicDriver implements LinkEvents {
     const at = Math.min(e ?? Infinity, l);
     const hold = e !== undefined || this.link.busy === true;
     if (at === Infinity) {
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer?.cancel();
       this.#timer = undefined;
       this.#timerAt = Infinity;
       return;
     }
     if (this.#timer !== undefined && this.#timerAt <= at) {
-      if (hold) this.#timer.ref();
-      else this.#timer.unref();
+      this.#timer.hold(hold);
       return;
     }
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timerAt = at;
-    this.#timer = setTimeout(this.#onTimer, Math.max(0, at - now));
-    if (!hold) this.#timer.unref();
+    this.#timer = this.#clock.timer(Math.max(at, now), this.#onTimer, hold);
   }
 
   #onTimer = (): void => {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     if (this.#stopped) return;
-    const now = performance.now();
+    const now = this.#clock.now();
     // The link's timeout first: its retransmissions and failures (peerLost) reach the engine
     // in steps of their own before the engine's watchdog looks at the same peer.
     if ((this.link.pollTimeout?.() ?? Infinity) <= now) this.link.handleTimeout?.(now);

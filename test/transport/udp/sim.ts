@@ -52,6 +52,11 @@ export interface Node {
   ep: UdpEndpoint;
   /** Called with each poll's events. */
   onPoll: (r: PollResult, now: number) => void;
+  /** Called before each poll: an owner hands over what it has for the endpoint (test/nic). */
+  beforePoll?: (now: number) => void;
+  /** The owner's own next deadline (its timer), and the call when time reaches it. */
+  deadline?: () => number;
+  onTime?: (now: number) => void;
 }
 
 export class SimNet {
@@ -121,6 +126,7 @@ export class SimNet {
   /** Poll every node, put its datagrams on the wire, hand events to its owner. */
   pollAll(): void {
     for (const n of this.nodes.values()) {
+      n.beforePoll?.(this.now);
       const r = n.ep.poll(this.now);
       for (const d of r.datagrams) this.transmit(n.addr, d.to, d.parts);
       n.onPoll(r, this.now);
@@ -132,7 +138,7 @@ export class SimNet {
     this.pollAll();
     let next = Infinity;
     for (const f of this.q) if (f.at < next) next = f.at;
-    for (const n of this.nodes.values()) next = Math.min(next, n.ep.nextDeadline());
+    for (const n of this.nodes.values()) next = Math.min(next, n.ep.nextDeadline(), n.deadline?.() ?? Infinity);
     if (next === Infinity) return false;
     this.now = Math.max(this.now, next);
     const due = this.q.filter((f) => f.at <= this.now).sort((a, b) => a.at - b.at || a.seq - b.seq);
@@ -142,6 +148,7 @@ export class SimNet {
       n?.ep.receive(f.bytes, f.from, this.now);
     }
     for (const n of this.nodes.values()) n.ep.tick(this.now);
+    for (const n of this.nodes.values()) if ((n.deadline?.() ?? Infinity) <= this.now) n.onTime?.(this.now);
     return true;
   }
 
