@@ -9,7 +9,9 @@
 // the NIC's driver (src/nic/) is the one loop that joins them, and its provider registry is how
 // verbs opens a transport without naming one. cm speaks verbs only.
 // Features built above cm and verbs use the public API, never engine or link internals, and
-// nothing imports the CLI. Type-only imports count like any other in the layer rules: a type
+// nothing imports the CLI. The features stack dedup → channel → files (each imports only those
+// before it), and so do their protocol specs in wire/ (*-spec.ts), which nothing below the
+// features imports. Type-only imports count like any other in the layer rules: a type
 // is a dependency too.
 //
 // Cycles: none, type-only ones included, with one named exception. The verbs objects name
@@ -43,6 +45,12 @@ const VERBS_KNOT = {
 };
 const verbsFile = (names) => `^src/verbs/(${names.join('|')})[.]ts$`;
 const VERBS_OBJECTS = verbsFile(Object.keys(VERBS_KNOT));
+
+/** The features' protocol specs in src/wire/ (dedup-spec.ts, channel-spec.ts, files-spec.ts). */
+const featureSpec = (names) => `^src/wire/(${names.join('|')})-spec[.]ts$`;
+/** The features above cm, bottom to top: each may import those before it, never those after. */
+const FEATURES = ['dedup', 'channel', 'files'];
+const FEATURE_SPEC = featureSpec(FEATURES);
 
 module.exports = {
   forbidden: [
@@ -86,6 +94,37 @@ module.exports = {
     layer('cli/', ['index[.]ts$', 'core/', 'verbs/', 'cm/', 'channel/', 'files/', 'dedup/', 'kernels/', 'metrics/'], 'the CLI sits above cm with the features (DESIGN §2): it uses the public API, the features and metrics, never engine, link, data-plane or wire internals.'),
     layer('metrics/', ['core/', 'verbs/'], 'metrics reads stats through the verbs objects (dev.stats(), qp.state, cq.count) and the enums of core; features reach it as stats sources of the device, not by import.'),
     layer('(channel|files|dedup)/', ['core/', 'wire/', 'verbs/', 'cm/', 'kernels/', 'dataplane/'], 'features use the verbs and cm API (and their wire layouts, the kernels and the data plane), not engine or link internals, and not src/index.ts, which re-exports them.'),
+    // The features stack: dedup at the bottom, channels on it (dedup sends), the file service on
+    // both (its dedup channels). Each one's protocol is its own spec in wire/ (FEATURE_SPEC), and
+    // the specs stack the same way.
+    ...FEATURES.slice(0, -1).map((f, i) => ({
+      name: `${f}-below-${FEATURES.slice(i + 1).join('-')}`,
+      comment: `${f} sits below ${FEATURES.slice(i + 1).join(' and ')}: neither its modules nor its spec import theirs.`,
+      severity: 'error',
+      from: { path: [`^src/${f}/`, featureSpec([f])] },
+      to: { path: [`^src/(${FEATURES.slice(i + 1).join('|')})/`, featureSpec(FEATURES.slice(i + 1))] },
+    })),
+    {
+      name: 'rdma-layers-no-feature-specs',
+      comment: 'wire by layer: the RDMA layers (core … cm) and their wire files never read a feature\'s protocol. spec.ts re-exports the feature specs only for importers not yet moved to them.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: ['^src/(channel|files|dedup|cli)/', '^src/index[.]ts$', FEATURE_SPEC, '^src/wire/spec[.]ts$'] },
+      to: { path: FEATURE_SPEC },
+    },
+    {
+      name: 'feature-specs-import-layouts-only',
+      comment: 'a feature spec is written in the layout vocabulary (wire/layout.ts) and may name the specs of the features below it, nothing else.',
+      severity: 'error',
+      from: { path: FEATURE_SPEC },
+      to: { path: '^src/', pathNot: ['^src/wire/layout[.]ts$', FEATURE_SPEC] },
+    },
+    {
+      name: 'channel-files-read-their-own-spec',
+      comment: 'channel and file-service modules take their layouts from their specs, not through the spec.ts re-exports (the dedup bridges, owned with src/dedup/, are not moved yet).',
+      severity: 'error',
+      from: { path: '^src/(channel|files)/', pathNot: '^src/(channel|files)/dedup[.]ts$' },
+      to: { path: '^src/wire/spec[.]ts$' },
+    },
     {
       name: 'src-not-to-tests',
       severity: 'error',

@@ -17,7 +17,7 @@
 // Receives: every message consumes one (a write with immediate included), so this end keeps
 // exactly (mailbox slots + slots of the live epoch [+ the granted one]) posted; the peer can
 // never have more messages in flight than that, by its credits.
-import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/spec.js';
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/channel-spec.js';
 import { Inbound, type InboundStats } from './inbound.js';
 import { type CtrlEntry, INLINE_MAX, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
 import type { ResolvedOptions } from './options.js';

@@ -14,7 +14,7 @@
 // arrives, so a slot is free at once and its credit returns with the next control message; the
 // application's pace is enforced by the window instead: the sender may not run more than
 // `window` messages past the position the application has taken (reported as `consumed`).
-import { CHAN_EPOCH_MOD, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
+import { CHAN_EPOCH_MOD, CHAN_SEQ_MOD, ChanType } from '../wire/channel-spec.js';
 import { type CtrlEntry, type Link, WrKind } from './link.js';
 import type { Delivered, Outcome, Region } from './ports.js';
 import { type Grant, type ImmFields, unpackRecords } from './wire.js';

@@ -1,7 +1,7 @@
 // Channel options: one table of defaults and limits, checked once when a channel is made.
 // Errors from core; nothing else of sabre.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { CHAN_MAX_SLOTS, CHAN_MAX_WINDOW } from '../wire/spec.js';
+import { CHAN_MAX_SLOTS, CHAN_MAX_WINDOW } from '../wire/channel-spec.js';
 import { STORE_DEFAULTS } from '../dedup/store.js';
 
 /** One rung of the ladder: this many receive slots of this many bytes. */

@@ -17,7 +17,7 @@
 // (rc order does the rest). Whether the rkey really is the peer's to grant only the peer's
 // device can tell: a write it refuses completes with a remote access error and the channel
 // fails with ERR_PROTOCOL, nothing written.
-import { CHAN_EPOCH_MOD, CHAN_MAX_SLOTS, CHAN_SEQ_MOD, ChanType } from '../wire/spec.js';
+import { CHAN_EPOCH_MOD, CHAN_MAX_SLOTS, CHAN_SEQ_MOD, ChanType } from '../wire/channel-spec.js';
 import { INLINE_MAX, type Link, WrKind } from './link.js';
 import type { Outcome, Region, Seg } from './ports.js';
 import { dataImm, type Grant, type Hdr, type Hello, packRecords, RECORD_HDR, RECORD_MAX } from './wire.js';

@@ -1,6 +1,6 @@
 // The channel's bytes: the immediate of every write it posts, and the control messages
 // (chanHdr + a body of fixed length per type). Offsets, masks and lengths all come from the
-// "Channels (M2)" section of src/wire/spec.ts; docs/wire.md shows them byte by byte.
+// channel spec (src/wire/channel-spec.ts); docs/wire.md shows them byte by byte.
 //
 // Decoders never throw and check structure only (exact length, known type, head/tail flags,
 // addresses below 2^53); whether a field names something this side granted is the core's
@@ -9,16 +9,15 @@ import { badWindow, rd16, rd32, rdSafe64, wr16, wr32, wrSafe64 } from '../wire/c
 import {
   CHAN_CLOSE, CHAN_DONE, CHAN_RECORD, CHAN_ENLARGE, CHAN_GRANT, CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_HELLO, CHAN_IMM,
   CHAN_OFFER, CHAN_SWITCH, CHAN_TYPES, ChanFlag, ChanType,
-} from '../wire/spec.js';
+} from '../wire/channel-spec.js';
 
 export { ChanFlag, ChanType };
 
 /**
  * chanHdr flag on a CLOSE: the sender failed the channel and is going away (its QP next); the
- * receiver fails too, at once, instead of waiting on what will never come. Bit 2 of the
- * reserved flags; src/wire/spec.ts (chanHdr.flags) and docs/wire.md are to name it.
+ * receiver fails too, at once, instead of waiting on what will never come (chanHdr.flags Abort).
  */
-export const CLOSE_ABORT = 0x04;
+export const CLOSE_ABORT = ChanFlag.Abort;
 
 const IMM = CHAN_IMM.fields.imm.bits!;
 const K = IMM.K.mask >>> 0;

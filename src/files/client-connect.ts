@@ -8,7 +8,7 @@ import { connect } from '../cm/index.js';
 import type { DeviceAddress } from '../core/address.js';
 import { Access } from '../core/enums.js';
 import { type Device, openDevice } from '../verbs/device.js';
-import { FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../wire/spec.js';
+import { FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../wire/files-spec.js';
 import { ClientConnection, type NegotiatedLimits } from './client-core.js';
 import { ClientSession, HDR_AREA, MAX_INLINE, RECV_SIZE } from './client-session.js';
 import { RESERVE } from './credits.js';

@@ -9,7 +9,7 @@
 // Write: nothing happens here until the shell looks at the slot; it can ask for an
 // InterruptResponse by Send with interruptRequest(id) when it tires of looking).
 import type { FileErrorCodeValue } from '../core/errors.js';
-import { FILE_AUTH_REQ, FILE_HDR, FILE_STATUS_BODY, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
+import { FILE_AUTH_REQ, FILE_HDR, FILE_STATUS_BODY, FileFlag, FileOp, FileStatus } from '../wire/files-spec.js';
 import { connectionProof, connectionServerProof, sameBytes } from './auth.js';
 import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from './messages.js';

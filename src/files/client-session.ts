@@ -12,7 +12,7 @@ import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FILE_SLOT_BYTES, FileStatus } from '../wire/spec.js';
+import { FILE_SLOT_BYTES, FileStatus } from '../wire/files-spec.js';
 import { type ClientAction, type ClientConnection, type NegotiatedLimits, sealOf } from './client-core.js';
 import { type Body, STATUS_BLOCK_LEN } from './messages.js';
 import type { Negotiated, PipeClient } from './pipe.js';

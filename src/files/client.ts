@@ -9,7 +9,7 @@
 //   const bytes = await c.read(f, 0, 4096);
 //   await c.close(f); await c.end();
 import { setMaxListeners } from 'node:events';
-import { FileAccess, FileOp, FileStatus } from '../wire/spec.js';
+import { FileAccess, FileOp, FileStatus } from '../wire/files-spec.js';
 import { type ConnectOptions, openSession, pipelineOf } from './client-connect.js';
 import type { ClientConnection, NegotiatedLimits } from './client-core.js';
 import type { ClientSession } from './client-session.js';

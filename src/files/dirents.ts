@@ -1,7 +1,7 @@
 // One page of a List answer: fileDirEntry records, each followed by its name padded to 8 bytes.
 // The server fills at most the client's sink length; the client decodes with every length
 // checked against the bytes the completion says were written.
-import { FILE_DIR_ENTRY } from '../wire/spec.js';
+import { FILE_DIR_ENTRY } from '../wire/files-spec.js';
 import { readFields, writeFields } from './layout.js';
 
 export interface DirEntry {

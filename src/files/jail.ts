@@ -26,7 +26,7 @@ import { constants as C, promises as fsp } from 'node:fs';
 import fs from 'node:fs';
 import { sep } from 'node:path';
 import { promisify } from 'node:util';
-import { FileAccess, FileStatus } from '../wire/spec.js';
+import { FileAccess, FileStatus } from '../wire/files-spec.js';
 import { direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
 import { at, Beneath, closeSoon, type Dir, Refused } from './openat.js';
 

@@ -2,7 +2,7 @@
 // spec, never from a second hand-kept copy. Numbers are big-endian (the file service's layouts
 // all are); u64 fields are read as safe integers and as -1 when they are not (>= 2^53), so a
 // decoder can refuse them instead of computing with a rounded value.
-import type { FieldSpec, LayoutSpec } from '../wire/spec.js';
+import type { FieldSpec, LayoutSpec } from '../wire/layout.js';
 
 interface Compiled {
   readonly names: string[];

@@ -6,7 +6,7 @@
 import {
   FILE_AUTH_REQ, FILE_AUTH_RESP, FILE_CLOSE, FILE_HDR, FILE_LIST, FILE_MAX_PATH, FILE_READ, FILE_READ_V, FILE_READ_V_ENTRY,
   FILE_REGISTER, FILE_SEAL, FILE_STATUS_BODY, FILE_WRITE, FILE_WRITE_V, FILE_WRITE_V_ENTRY, FILE_OPCODES, FileOp,
-} from '../wire/spec.js';
+} from '../wire/files-spec.js';
 import { bytesAt, readFields, writeFields } from './layout.js';
 
 export const HDR_LEN = FILE_HDR.size;

@@ -17,7 +17,7 @@ import { constants as C, promises as fsp } from 'node:fs';
 import fs from 'node:fs';
 import { sep } from 'node:path';
 import { promisify } from 'node:util';
-import { FileStatus } from '../wire/spec.js';
+import { FileStatus } from '../wire/files-spec.js';
 
 const open = promisify(fs.open);
 const fstat = promisify(fs.fstat);

@@ -2,7 +2,7 @@
 // served directory, "/"-separated, no NUL, no "..", not absolute. What the file system makes of
 // the result (symbolic links, hard links, a directory swapped under us) is checked by
 // ./jail.ts when it opens.
-import { FileStatus } from '../wire/spec.js';
+import { FileStatus } from '../wire/files-spec.js';
 
 export const MAX_COMPONENT = 255;
 

@@ -17,7 +17,7 @@
 import {
   FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
-} from '../wire/spec.js';
+} from '../wire/files-spec.js';
 import type { LoginBackoff } from './admission.js';
 import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from './auth.js';
 import { bytesAt, readFields, writeFields } from './layout.js';

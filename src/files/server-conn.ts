@@ -6,7 +6,7 @@ import { Access } from '../core/enums.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FileStatus } from '../wire/spec.js';
+import { FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import type { Jail, JailFile } from './jail.js';
 import { type FsOp, type FsResult, ServerConnection, type ServerCounters, type ServerLimits, receiveSize } from './server-core.js';

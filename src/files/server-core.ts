@@ -8,7 +8,7 @@
 // connection — the server never queues more work than it granted. A held buffer goes back to the
 // QP on completion (before the completion is built, so the completion can grant it again) unless
 // the credit target was lowered, in which case it is retired.
-import { FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/spec.js';
+import { FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/files-spec.js';
 import { connectionServerProof } from './auth.js';
 import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, decodeBody, decodeHeader, encodeToBytes } from './messages.js';

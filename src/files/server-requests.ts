@@ -1,6 +1,6 @@
 // The requests of a file-server connection: the record the core keeps for each one and for each
 // open file, and the checks and plans that need nothing but the request and the limits.
-import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../wire/spec.js';
+import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../wire/files-spec.js';
 import { writeFields } from './layout.js';
 import type { Body } from './messages.js';
 import { type ServerLimits, receiveSize } from './server-types.js';

@@ -29,7 +29,7 @@ import { type Device, openDevice } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/spec.js';
+import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';

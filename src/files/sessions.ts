@@ -1,7 +1,7 @@
 // The server's sessions, sans-I/O (a clock and a random source are passed in): one per
 // authenticated control pipe, named by its resume key, holding the single-use keys its negotiates
 // minted and the RDMA connections bound to it. Every table here has a bound and a counter.
-import { FILE_KEY_ID_LEN, FILE_RESUME_KEY_LEN, FileStatus } from '../wire/spec.js';
+import { FILE_KEY_ID_LEN, FILE_RESUME_KEY_LEN, FileStatus } from '../wire/files-spec.js';
 import { authKey, connectionProof, sameBytes } from './auth.js';
 
 export interface SessionLimits {

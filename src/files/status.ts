@@ -4,7 +4,7 @@
 // the codes below, which have no wire status. A FileError is a SabreError: one instanceof
 // catches every failure of sabre, and `code` tells the file service's from the rest.
 import { type FileErrorCodeValue, SabreError } from '../core/errors.js';
-import { FILE_STATUS } from '../wire/spec.js';
+import { FILE_STATUS } from '../wire/files-spec.js';
 
 export const statusName = (s: number): string => FILE_STATUS.find((x) => x.code === s)?.name ?? `status ${s}`;
 /** What the status means, for a person: its row's meaning in the status table. */

@@ -8,11 +8,13 @@ import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '../..');
 const GENERATED = ['assembly/wire.gen.ts', 'docs/wire.md'];
+/** The specs the generator reads: the RDMA layers' and each feature's. */
+const SPECS = ['spec', 'layout', 'udp-spec', 'dataplane-spec', 'dedup-spec', 'channel-spec', 'files-spec'];
 
 describe('generated wire files', () => {
-  it('the generator reads a compiled spec at least as new as src/wire/spec.ts', () => {
-    // The generator imports dist/wire/spec.js; comparing against an older build would hide staleness.
-    expect(statSync(join(root, 'dist/wire/spec.js')).mtimeMs).toBeGreaterThanOrEqual(statSync(join(root, 'src/wire/spec.ts')).mtimeMs);
+  it.each(SPECS)('the generator reads a compiled %s at least as new as its source', (name) => {
+    // The generator imports dist/wire/*.js; comparing against an older build would hide staleness.
+    expect(statSync(join(root, `dist/wire/${name}.js`)).mtimeMs).toBeGreaterThanOrEqual(statSync(join(root, `src/wire/${name}.ts`)).mtimeMs);
   });
 
   it.each(GENERATED)('%s is byte-identical to a fresh generation', (rel) => {
