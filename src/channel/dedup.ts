@@ -34,8 +34,13 @@ import type { DedupStoreOptions } from './options.js';
 /** First byte of a dedup-kind channel message (never the first byte of MessagePack; layout chanDedup). */
 export const DEDUP_MARK = 0xc1;
 export const DedupSub = { Open: 0, Refuse: 1, ToRx: 2, ToTx: 3 } as const;
-/** RDMA WRITEs of dedup chunks one channel keeps in flight (its QP's send queue has room for them). */
-export const DEDUP_WRS = 4;
+/**
+ * RDMA WRITEs of dedup chunks one channel keeps in flight (its QP's send queue has room for them:
+ * hub.ts adds them to its depth). A slot's run is often two or more writes (the needed chunks of
+ * a slot need not be adjacent in the object), so this is several per slot: with one per slot the
+ * sender kept only about half its slots in flight.
+ */
+export const DEDUP_WRS = 16;
 const SLOTS = 4;
 
 export const isDedupMessage = (b: Uint8Array): boolean => b.length >= 2 && b[0] === DEDUP_MARK;
