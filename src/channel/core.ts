@@ -87,7 +87,10 @@ export class ChannelCore implements Link {
     this.o = o;
     this.ports = ports;
     this.#preauthMax = preauthMax;
-    const scratchLen = Math.max(CHAN_MBOX_SLOT, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
+    // The scratch sends every control message, the HELLO (the largest: it fits the peer's HELLO
+    // buffer) included, and eager data up to the first rung; a first rung smaller than the HELLO
+    // must not make it smaller.
+    const scratchLen = Math.max(CHAN_HELLO_BUF, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
     this.#mboxOff = CHAN_HELLO_BUF;
     const scratchOff = CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
     const fixed = ports.reg(scratchOff + scratchLen, 'fixed');

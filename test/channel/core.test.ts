@@ -48,6 +48,25 @@ describe('channel core: handshake and sizes', () => {
     expectReleased(p);
   });
 
+  it('a first rung smaller than the HELLO: the send scratch still holds the HELLO, and messages flow', () => {
+    const tiny = { ladder: [{ slotSize: 16, slots: 1 }, { slotSize: 48, slots: 1 }], window: 1, maxMessage: 48 };
+    const p = new SimPair({ a: tiny, b: tiny });
+    p.run();
+    expect(p.a.connected && p.b.connected).toBe(true);
+    // fixed: HELLO buffer + the mailbox + a scratch as large as the HELLO buffer
+    expect(p.a.core.scratch.len).toBeGreaterThanOrEqual(CHAN_HELLO_BUF);
+    const sent = [pattern(10, 1), pattern(48, 2)];
+    for (const m of sent) {
+      const seq = p.send(p.a, m);
+      p.run(p.now + 1000, () => p.a.placed.has(seq));
+    }
+    p.run();
+    expectIntact(p.b, sent);
+    p.close(p.a);
+    p.run();
+    expectReleased(p);
+  });
+
   it('every size across the thresholds arrives once, intact, in order (sent one at a time)', () => {
     const p = new SimPair({ a: { ladder: LADDER }, b: { ladder: LADDER } });
     p.run();
