@@ -74,6 +74,13 @@ export class NicDriver implements LinkEvents {
   readonly #clock: NicClock;
   #timer?: NicTimer;
   #timerAt = Infinity;
+  /**
+   * The engine's deadline as of its last step, and the link's as of its last report
+   * (timerChanged): each changes only then, so neither is asked again on the other's account.
+   */
+  #engineAt = Infinity;
+  #linkAt = Infinity;
+  #linkHolds = false;
   #stopped = false;
 
   constructor(engine: RdmapEngine, link: Link, shell: NicShell, clock: NicClock = realClock) {
@@ -159,7 +166,10 @@ export class NicDriver implements LinkEvents {
 
   /** The link's own deadline may be earlier now (it sent or received on its own schedule). */
   readonly timerChanged = (): void => {
-    if (!this.#stopped) this.#arm(this.#clock.now());
+    if (this.#stopped) return;
+    this.#linkAt = this.link.pollTimeout?.() ?? Infinity;
+    this.#linkHolds = this.link.busy === true;
+    this.#arm(this.#clock.now());
   };
 
   // ---- output -------------------------------------------------------------------------------
@@ -169,6 +179,7 @@ export class NicDriver implements LinkEvents {
     // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
     for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
+    this.#engineAt = engine.pollTimeout() ?? Infinity;
     if (!this.#stopped) this.#arm(this.#clock.now());
   }
 
@@ -198,10 +209,8 @@ export class NicDriver implements LinkEvents {
   // sleeping process during a ping-pong, dearer than a timer-list insert and removal per round
   // trip. Only the engine's timers and a link with outstanding work keep the process alive.
   #arm(now: number): void {
-    const e = this.engine.pollTimeout();
-    const l = this.link.pollTimeout?.() ?? Infinity;
-    const at = Math.min(e ?? Infinity, l);
-    const hold = e !== undefined || this.link.busy === true;
+    const at = Math.min(this.#engineAt, this.#linkAt);
+    const hold = this.#engineAt !== Infinity || this.#linkHolds;
     if (at === Infinity) {
       this.#timer?.cancel();
       this.#timer = undefined;
@@ -224,9 +233,16 @@ export class NicDriver implements LinkEvents {
     const now = this.#clock.now();
     // The link's timeout first: its retransmissions and failures (peerLost) reach the engine
     // in steps of their own before the engine's watchdog looks at the same peer.
-    if ((this.link.pollTimeout?.() ?? Infinity) <= now) this.link.handleTimeout?.(now);
+    this.#linkAt = this.link.pollTimeout?.() ?? Infinity;
+    if (this.#linkAt <= now) this.link.handleTimeout?.(now);
     const e = this.engine.pollTimeout();
-    if (e !== undefined && e <= now) this.step(now, (t) => this.engine.handleTimeout(t));
-    else this.#arm(now);
+    if (e !== undefined && e <= now) {
+      this.step(now, (t) => this.engine.handleTimeout(t));
+      return;
+    }
+    // Woken early (a timer's granularity) or for nothing left: wait for what is due now.
+    this.#engineAt = e ?? Infinity;
+    this.#linkAt = this.link.pollTimeout?.() ?? Infinity;
+    this.#arm(now);
   };
 }
