@@ -98,6 +98,11 @@ export interface IngestOptions {
 
 /** Bytes of the basis chunked and hashed per step of an ingest (device scratch: this plus one maximum chunk). */
 const INGEST_STEP = 4 << 20;
+/**
+ * A fill's step: smaller, since the event loop waits for each (a peer's HELLO, the placement of
+ * its writes) while the basis goes in.
+ */
+const FILL_STEP = 1 << 20;
 
 const COPY = DEDUP_COPY_DESC.size;
 const COPY_BATCH = 512;
@@ -275,7 +280,7 @@ export class ChunkStore {
    */
   ingest(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions = {}): number {
     let held = 0;
-    for (const n of this.#ingestSteps(scope, bytes, cdc, o)) held += n;
+    for (const n of this.#ingestSteps(scope, bytes, cdc, o, INGEST_STEP)) held += n;
     return held;
   }
 
@@ -294,7 +299,7 @@ export class ChunkStore {
       const bytes = await source;
       let held = 0;
       if (!bytes || f.stopped) return 0;
-      const steps = this.#ingestSteps(scope, bytes, cdc, o);
+      const steps = this.#ingestSteps(scope, bytes, cdc, o, FILL_STEP);
       try {
         for (let r = steps.next(); !r.done; r = steps.next()) {
           held += r.value;
@@ -319,15 +324,15 @@ export class ChunkStore {
   }
 
   /**
-   * The ingest's steps: each copies INGEST_STEP bytes into the scratch, chunks and hashes them
+   * The ingest's steps: each copies `stepBytes` into the scratch, chunks and hashes them
    * there and inserts the chunks that ended in it, then yields how many the scope holds of them.
    */
-  *#ingestSteps(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions): Generator<number, number, undefined> {
+  *#ingestSteps(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
     const chunker = new DeviceChunker(this.mem, cdc);
-    const step = Math.min(INGEST_STEP, bytes.length);
+    const step = Math.min(stepBytes, bytes.length);
     const buf = this.mem.alloc(step + chunker.params.max);
     try {
       let carry = 0; // bytes of the open chunk, at buf
