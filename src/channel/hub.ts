@@ -12,6 +12,7 @@ import { DEDUP_WRS } from './dedup.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
+import { driveCq } from '../verbs/cq-driver.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import { MAX_OFFERS } from './outbound.js';
@@ -179,35 +180,31 @@ export class ChannelHub {
     return this.#members.values();
   }
 
-  async #loop(): Promise<void> {
-    const cq = this.cq;
+  #loop(): Promise<void> {
     const touched = new Set<HubMember>();
-    for (;;) {
-      try {
-        await cq.wait();
-        for (let wcs = cq.poll(1024); wcs.length > 0; wcs = cq.poll(1024)) {
-          // A completion for a QP no channel holds is a flush of one already torn down.
-          let last: HubMember | undefined;
-          for (const wc of wcs) {
-            const m = this.#members.get(wc.qpn);
-            if (!m) continue;
-            m.onWc(wc);
-            if (m !== last) {
-              touched.add(m);
-              last = m;
-            }
+    return driveCq(this.cq, 1024, {
+      onBatch: (wcs) => {
+        // A completion for a QP no channel holds is a flush of one already torn down.
+        let last: HubMember | undefined;
+        for (const wc of wcs) {
+          const m = this.#members.get(wc.qpn);
+          if (!m) continue;
+          m.onWc(wc);
+          if (m !== last) {
+            touched.add(m);
+            last = m;
           }
-          for (const m of touched) m.afterBatch();
-          touched.clear();
         }
-      } catch (e) {
+        for (const m of touched) m.afterBatch();
+        touched.clear();
+      },
+      onEnd: (e) => {
         this.#dead = true;
         const why = e instanceof SabreError && e.code === ErrorCode.Closed ? 'the device closed' : `the channel completion queue failed: ${(e as Error).message}`;
         for (const m of [...this.#members.values()]) m.onDeviceGone(why);
         hubs.delete(this.dev);
-        return;
-      }
-    }
+      },
+    });
   }
 
   get dead(): boolean {

@@ -22,6 +22,7 @@ import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
+import { driveCq } from '../verbs/cq-driver.js';
 import { CM_QPN } from '../verbs/reserved.js';
 import type { SourcedCompletion } from '../verbs/types.js';
 
@@ -141,16 +142,14 @@ export class CmAgent {
     this.#qp.postRecv({ wrId: slot, sgList: [{ addr: this.#mr.addr + slot * SLOT_BYTES, length: SLOT_BYTES, lkey: this.#mr.lkey }] });
   }
 
-  /** Completions of the CM QP, until the device closes. */
-  async #run(): Promise<void> {
-    for (;;) {
-      try {
-        await this.#cq.wait();
-        for (const wc of this.#cq.poll(SLOTS)) this.#onWc(wc);
-      } catch {
-        return;
-      }
-    }
+  /** Completions of the CM QP, until the device closes (a message that fails to post ends it too). */
+  #run(): Promise<void> {
+    return driveCq(this.#cq, SLOTS, {
+      onBatch: (wcs) => {
+        for (const wc of wcs) this.#onWc(wc as SourcedCompletion);
+      },
+      onEnd: () => {},
+    });
   }
 
   #onWc(wc: SourcedCompletion): void {

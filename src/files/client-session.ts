@@ -9,6 +9,7 @@ import type { DeviceAddress } from '../core/address.js';
 import { Access, Opcode, WcOpcode, WcStatus, wcStatusName } from '../core/enums.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
+import { driveCq } from '../verbs/cq-driver.js';
 import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -219,19 +220,16 @@ export class ClientSession {
     this.dataPool.fail(e);
   }
 
-  async #cqLoop(): Promise<void> {
-    for (;;) {
-      try {
-        await this.#cq.wait();
-      } catch {
-        return;
-      }
-      for (;;) {
-        const wcs = this.#cq.poll(128);
-        if (wcs.length === 0) break;
+  /** The connection's completions, until end() closes the device; any other end fails the session. */
+  #cqLoop(): Promise<void> {
+    return driveCq(this.#cq, 128, {
+      onBatch: (wcs) => {
         for (const wc of wcs) this.#onWc(wc);
-      }
-    }
+      },
+      onEnd: (e) => {
+        if (!this.#closed) this.fail(new FileError(LocalCode.ConnectionLost, `the completion queue stopped: ${(e as Error).message}`, undefined, { cause: e }));
+      },
+    });
   }
 
   #onWc(wc: WorkCompletion): void {

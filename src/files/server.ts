@@ -25,6 +25,7 @@ import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
+import { driveCq } from '../verbs/cq-driver.js';
 import { type Device, openDevice } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -334,27 +335,29 @@ export class FileServer {
     this.#run(c);
   }
 
-  async #cqLoop(dev: Device, cq: CompletionQueue): Promise<void> {
+  /** The connections' completions; each connection touched runs its core once the CQ is drained. */
+  #cqLoop(dev: Device, cq: CompletionQueue): Promise<void> {
     const byQpn = this.#byQpn.get(dev)!;
-    for (;;) {
-      try {
-        await cq.wait();
-      } catch {
-        return;
-      }
-      const touched = new Set<Conn>();
-      for (;;) {
-        const wcs = cq.poll(256);
-        if (wcs.length === 0) break;
+    const touched = new Set<Conn>();
+    return driveCq(cq, 256, {
+      onBatch: (wcs) => {
         for (const wc of wcs) {
           const c = byQpn.get(wc.qpn);
           if (!c || c.destroyed) continue;
           this.#onWc(c, wc);
           touched.add(c);
         }
-      }
-      for (const c of touched) this.#run(c);
-    }
+      },
+      afterDrain: () => {
+        for (const c of touched) this.#run(c);
+        touched.clear();
+      },
+      // The device closed (the server's close); anything else leaves the connections unserved:
+      // tear them down so their clients fail instead of waiting.
+      onEnd: () => {
+        if (!this.#closed) for (const c of [...byQpn.values()]) this.#teardown(c);
+      },
+    });
   }
 
   #onWc(c: Conn, wc: WorkCompletion): void {
