@@ -1,8 +1,9 @@
 // The node:dgram shell around the sans-I/O endpoint: binds one or more sockets, feeds every
 // datagram to the endpoint, flushes once per event-loop turn (libuv hands up to 32 datagrams
 // per socket per wake-up, so one flush covers a batch), sends with a gathering send
-// (header, payload, trailer: no copy of the payload) and runs one timer from the endpoint's
-// next deadline. Several sockets stripe outgoing datagrams (multipath).
+// (header, payload, trailer: no copy of the payload). The endpoint's deadlines are the owner's
+// timer (the NIC driver's one timer) or, standalone, the shell's own. Several sockets stripe
+// outgoing datagrams (multipath).
 import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
