@@ -4,7 +4,7 @@
 // what was granted. Every case ends with a clear failure (kind + message), nothing placed
 // outside a registered region (the model refuses and counts it), and every region deregistered.
 import { describe, expect, it } from 'vitest';
-import { CHAN_GRANT, CHAN_HDR, ChanType } from '../../src/wire/spec.js';
+import { CHAN_GRANT, CHAN_HDR, ChanType } from '../../src/wire/channel-spec.js';
 import { wr16, wr32 } from '../../src/wire/codec.js';
 import { pattern, SimPair, type SimEnd, type WireInfo } from './sim.js';
 

@@ -3,7 +3,7 @@
 // happen while messages are in flight; fig. 5 (elements that fit go while an enlargement is
 // under way); the window; rendezvous; close; and no region is left registered at the end.
 import { describe, expect, it } from 'vitest';
-import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/spec.js';
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/channel-spec.js';
 import { pattern, SimPair, type SimEnd } from './sim.js';
 
 const LADDER = [

@@ -9,7 +9,7 @@ import {
   type Channel, type Device, type DeviceAddress,
 } from '../../src/index.js';
 import { dataImm } from '../../src/channel/wire.js';
-import { ChanType } from '../../src/wire/spec.js';
+import { ChanType } from '../../src/wire/channel-spec.js';
 import { pattern } from './sim.js';
 
 const devs: Device[] = [];

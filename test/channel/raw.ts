@@ -5,7 +5,7 @@ import {
   type CompletionQueue, type Device, type MemoryRegion, type QueuePair, type WorkCompletion,
 } from '../../src/index.js';
 import { ctrlImm, dataImm, decodeCtrl, encodeCtrl, parseImm, type Body, type CtrlMsg, type Grant } from '../../src/channel/wire.js';
-import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/spec.js';
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/channel-spec.js';
 
 const RW = Access.LocalWrite | Access.RemoteWrite;
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { Admission, LoginBackoff, hostKey } from '../../src/files/admission.js';
 import { PipeServer, newPipeCounters, encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
-import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/spec.js';
+import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
 
 describe('Admission', () => {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { RESERVE } from '../../src/files/credits.js';
 import { decodeDirEntries } from '../../src/files/dirents.js';
-import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../../src/wire/spec.js';
+import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { connectionServerProof } from '../../src/files/auth.js';
 import { ClientConnection } from '../../src/files/client-core.js';
 import { writeFields } from '../../src/files/layout.js';

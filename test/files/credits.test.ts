@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ClientConnection } from '../../src/files/client-core.js';
 import { Credits, RESERVE } from '../../src/files/credits.js';
-import { FileAccess, FileOp, FileStatus } from '../../src/wire/spec.js';
+import { FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { Harness } from './harness.js';
 
 type Rule = 'ours' | 'any-credit' | 'peer-holds-one';

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { FileError, SabreError } from '../../src/index.js';
 import { LocalCode, statusCode } from '../../src/files/status.js';
-import { FILE_STATUS, FileStatus } from '../../src/wire/spec.js';
+import { FILE_STATUS, FileStatus } from '../../src/wire/files-spec.js';
 
 const PINNED = [
   'ERR_FILE_SUCCESS', 'ERR_FILE_ACCESS_DENIED', 'ERR_FILE_NOT_AUTHENTICATED', 'ERR_FILE_NOT_FOUND', 'ERR_FILE_EXISTS',

@@ -10,7 +10,7 @@ import { decodeDirEntries, encodeDirEntries } from '../../src/files/dirents.js';
 import { type Body, HDR_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
 import { PipeReader, PipeServer, newPipeCounters } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
-import { FileAccess, FileOp, FileStatus } from '../../src/wire/spec.js';
+import { FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { Harness } from './harness.js';
 
 const u32 = fc.integer({ min: 0, max: 0xffff_ffff });

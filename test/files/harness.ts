@@ -13,7 +13,7 @@ import { type FsOp, type FsResult, type ServerAction, ServerConnection, type Ser
 import { SessionTable } from '../../src/files/sessions.js';
 import { authKey, sessionKey } from '../../src/files/auth.js';
 import { RESERVE } from '../../src/files/credits.js';
-import { FILE_SLOT_BYTES, FileAccess, FileStatus } from '../../src/wire/spec.js';
+import { FILE_SLOT_BYTES, FileAccess, FileStatus } from '../../src/wire/files-spec.js';
 import { rng } from '../transport/udp/sim.js';
 
 export interface Done {

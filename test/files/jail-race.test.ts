@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Jail, type JailFile, type Opened } from '../../src/files/jail.js';
 import { decodeDirEntries } from '../../src/files/dirents.js';
-import { FileAccess as A, FileStatus } from '../../src/wire/spec.js';
+import { FileAccess as A, FileStatus } from '../../src/wire/files-spec.js';
 import { tempDir } from './helpers.js';
 
 // The defence and the race both need Linux's /proc/self/fd; elsewhere there is nothing to test.

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, FileClient, type FileServer, openDevice, type QueuePair, serveFiles } from '../../src/index.js';
 import { PipeReader, encodePipeFrame } from '../../src/files/pipe.js';
-import { FILE_PIPE_WELCOME, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/spec.js';
+import { FILE_PIPE_WELCOME, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
 import { tempDir, until } from './helpers.js';
 

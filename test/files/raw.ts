@@ -9,7 +9,7 @@ import { connectionProof } from '../../src/files/auth.js';
 import { writeFields } from '../../src/files/layout.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
 import { type Negotiated, PipeClient } from '../../src/files/pipe.js';
-import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../../src/wire/spec.js';
+import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../../src/wire/files-spec.js';
 
 export interface Got {
   hdr: FileHeader;
