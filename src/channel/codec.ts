@@ -29,6 +29,13 @@ export interface DecodeLimits {
   maxDepth: number;
 }
 
+/**
+ * The channel's defaults. 2^18 values: decoding the costliest kind of them (one empty map each)
+ * takes tens of milliseconds, so one message cannot hold the event loop much longer; a value
+ * with more elements wants a larger limit on both ends, or to travel as bytes.
+ */
+export const DEFAULT_DECODE_LIMITS: Readonly<DecodeLimits> = Object.freeze({ maxElements: 1 << 18, maxDepth: 256 });
+
 /** Extension types admitted: 0 undefined, 0x74 typed array (a copy of its bytes), 0xff timestamp. */
 const EXT_OK = new Set([0x00, 0x74, 0xff]);
 

@@ -1,8 +1,9 @@
 // Channel options: one table of defaults and limits, checked once when a channel is made.
-// Errors from core; nothing else of sabre.
+// Errors from core; the defaults of the dedup store and of value decoding from where they live.
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { CHAN_MAX_SLOTS, CHAN_MAX_WINDOW } from '../wire/channel-spec.js';
 import { STORE_DEFAULTS } from '../dedup/store.js';
+import { DEFAULT_DECODE_LIMITS } from './codec.js';
 
 /** One rung of the ladder: this many receive slots of this many bytes. */
 export interface Phase {
@@ -52,7 +53,7 @@ export interface ChannelOptions {
    * one store.
    */
   dedupStore?: DedupStoreOptions;
-  /** Values (keys and nested ones included) one received msgpack value may hold; more fails the channel (ERR_LIMIT_EXCEEDED). Default 2^20. */
+  /** Values (keys and nested ones included) one received msgpack value may hold; more fails the channel (ERR_LIMIT_EXCEEDED). Default 2^18. */
   maxValueElements?: number;
   /** Arrays and maps one received value may nest. Default 256. */
   maxValueDepth?: number;
@@ -185,8 +186,8 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     dedup: flag(opts.dedup, 'dedup', true),
     dedupZoneBytes: int(opts.dedupZoneBytes, 'dedupZoneBytes', 4 << 20, 256 << 10, 256 << 20),
     dedupStore: storeOptions(opts.dedupStore),
-    maxValueElements: int(opts.maxValueElements, 'maxValueElements', 1 << 20, 1, 2 ** 31),
-    maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', 256, 1, 4096),
+    maxValueElements: int(opts.maxValueElements, 'maxValueElements', DEFAULT_DECODE_LIMITS.maxElements, 1, 2 ** 31),
+    maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', DEFAULT_DECODE_LIMITS.maxDepth, 1, 4096),
     maxStageBytes: int(opts.maxStageBytes, 'maxStageBytes', Math.max(256 << 10, ...phases.map((p) => p.slotSize * p.slots)), 4096, MAX_PHASE_BYTES),
     rendezvousTimeoutMs: int(opts.rendezvousTimeoutMs, 'rendezvousTimeoutMs', 60_000, 0, 86_400_000),
     maxPeerRendezvousBytes: int(opts.maxPeerRendezvousBytes, 'maxPeerRendezvousBytes', 64 << 20, 0, Number.MAX_SAFE_INTEGER),

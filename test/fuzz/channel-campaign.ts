@@ -9,7 +9,7 @@
 //   slot's size, a few up to 4 MiB (a rendezvous message may be up to maxMessage);
 // - `core`: a ChannelCore with a hostile peer (channel-core-fuzz.ts), one session after another.
 // Live channels under a raw QP are the subject of test/channel/hostile.test.ts, not of this run.
-import { decodeValue, encodeValue } from '../../src/channel/codec.js';
+import { DEFAULT_DECODE_LIMITS, decodeValue, encodeValue } from '../../src/channel/codec.js';
 import { type Body, type CtrlMsg, CTRL_LEN, dataImm, decodeCtrl, encodeCtrl, packRecords, parseImm, unpackRecords, RECORD_HDR } from '../../src/channel/wire.js';
 import { ChanType } from '../../src/wire/spec.js';
 import { CORE_OPTIONS, CoreSession, TINY_RUNG_OPTIONS } from './channel-core-fuzz.js';
@@ -146,7 +146,7 @@ function codecInput(g: Gen, bombMax: number, set: (b: Uint8Array, cls: string) =
   }
   set(b, cls);
   return () => {
-    const r = decodeValue(b);
+    const r = decodeValue(b, DEFAULT_DECODE_LIMITS);
     if (({} as Record<string, unknown>).polluted !== undefined) throw new Error('a decoded value polluted Object.prototype');
     return r.ok ? undefined : `decodeValue ${r.error.replace(/\d+/g, 'N').slice(0, 80)}`;
   };

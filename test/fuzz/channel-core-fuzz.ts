@@ -14,7 +14,7 @@
 // of a region that is not registered, or any other misuse throws — the core asking for that
 // is a bug, found as a crash.
 import { ChannelCore } from '../../src/channel/core.js';
-import { decodeValue, encodeValue } from '../../src/channel/codec.js';
+import { DEFAULT_DECODE_LIMITS, decodeValue, encodeValue } from '../../src/channel/codec.js';
 import { type ChannelOptions, resolveOptions } from '../../src/channel/options.js';
 import type { Action, ChannelPorts, Outcome, Region, RegionUse } from '../../src/channel/ports.js';
 import { type Body, type CtrlMsg, type Grant, ctrlImm, dataImm, decodeCtrl, encodeCtrl, packRecords, parseImm, unpackRecords } from '../../src/channel/wire.js';
@@ -498,7 +498,7 @@ export class CoreSession {
         const d = this.core.take(this.now);
         if (!d) break;
         if (d.value) {
-          const v = decodeValue(d.bytes);
+          const v = decodeValue(d.bytes, DEFAULT_DECODE_LIMITS);
           if (!v.ok) this.core.fail('protocol', 'a value that does not decode');
           else if (({} as Record<string, unknown>).polluted !== undefined) throw new Error('a decoded value polluted Object.prototype');
         }

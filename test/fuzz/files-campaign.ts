@@ -10,7 +10,7 @@
 //   path checks and a jail that finds nothing).
 import { randomBytes } from 'node:crypto';
 import type { Channel } from '../../src/channel/channel.js';
-import { decodeValue, encodeValue } from '../../src/channel/codec.js';
+import { DEFAULT_DECODE_LIMITS, decodeValue, encodeValue } from '../../src/channel/codec.js';
 import { authKey, sessionKey } from '../../src/files/auth.js';
 import { type DedupServerContext, dedupAuth, serveDedupChannel } from '../../src/files/dedup.js';
 import type { Jail } from '../../src/files/jail.js';
@@ -194,7 +194,7 @@ export async function runFilesCampaign(o: SurfaceOptions): Promise<SurfaceReport
       if (dedupSessions.size > 10_000) dedupSessions = new SessionTable({ maxSessions: 1 << 20, maxPendingKeys: 1 << 20 }, random);
       const x = dedupValue(g, dedupSessions);
       await run.stepAsync('dedup-auth', x.cls, i, () => x.bytes, async () => {
-        const v = decodeValue(x.bytes);
+        const v = decodeValue(x.bytes, DEFAULT_DECODE_LIMITS);
         if (!v.ok) return `decodeValue ${v.error.replace(/\d+/g, 'N').slice(0, 60)} (the channel fails before the AUTH parse)`;
         const m = modelChannel(v.value);
         // The fields the server's listener passes (pending: the channels still waiting for their AUTH).
