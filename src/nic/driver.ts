@@ -3,8 +3,8 @@
 // with the time, collects what the engine emits — frames, handed to the link in posting order,
 // and events, handed to the shell (the verbs device) — and arms one timer at the earlier of the
 // engine's and the link's deadlines (quinn's Endpoint/Connection split: neither owns a clock).
-// The link reports what its sockets brought as LinkEvents; the driver is their only sink and
-// the only caller of the engine besides the deterministic test harnesses.
+// The link reports what its sockets brought as LinkEvents, and the driver is their only sink;
+// every engine call that can emit output (work, arrivals, timeouts) runs as a driver step.
 import { performance } from 'node:perf_hooks';
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { QpState } from '../core/enums.js';
