@@ -21,7 +21,7 @@ export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo }
 export {
   listenChannels, connectChannel, channelStats, Channel, ChannelListener, DEFAULT_LADDER,
 } from './channel/index.js';
-export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, DedupStoreOptions, Phase } from './channel/index.js';
+export type { ChannelOptions, ChannelListenOptions, ChannelConnectOptions, ChannelStats, ChannelTotals, DedupStoreOptions, Phase, PreauthOptions } from './channel/index.js';
 export { serveFiles, FileServer, FileClient, FileError, createRemoteReadStream, createRemoteWriteStream } from './files/index.js';
 export type { ServeOptions, FileServerStats, Provider, ConnectOptions, OpenOptions, RemoteFile, OpOptions, TransferResult, DirEntry, NegotiatedLimits, ServerLimits } from './files/index.js';
 // Types the public API refers to (a member's or an option's type), so that a consumer can name
@@ -38,6 +38,7 @@ export type { ServerCounters } from './files/server-core.js';
 export type { ClientCounters } from './files/client-core.js';
 export type { PipeCounters } from './files/pipe.js';
 export type { SessionLimits } from './files/sessions.js';
-export type { DedupTransferStats } from './files/dedup.js';
+export type { DedupTransferStats, DedupCounters } from './files/dedup.js';
+export type { BackoffLimits } from './files/admission.js';
 export type { RemoteReadStreamOptions, RemoteWriteStreamOptions } from './files/streams.js';
 export type { UdpAddress, TcpAddress, InprocAddress, TransportAddress } from './core/address.js';
