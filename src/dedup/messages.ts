@@ -1,6 +1,7 @@
 // Codec of the dedup transfer messages (layouts dedupMsg … dedupAbort in src/wire/spec.ts, byte
 // by byte in docs/wire.md). decode() checks lengths and counts before it reads a byte of a tail,
 // and throws DedupMalformed (never anything else) on bytes that do not parse.
+import { ErrorCode, SabreError } from '../core/errors.js';
 import {
   DEDUP_ABORT, DEDUP_END, DEDUP_ENTRY, DEDUP_GRANT, DEDUP_HASH_BYTES, DEDUP_HELLO, DEDUP_MSG, DEDUP_NEED, DEDUP_OFFER,
   DEDUP_FLAG_LAST, DEDUP_ROUND, DEDUP_VERSION, DedupKind,
@@ -45,9 +46,10 @@ export interface End { kind: typeof DedupKind.End; xfer: number; status: number;
 export interface Abort { kind: typeof DedupKind.Abort; xfer: number; status: number }
 export type DedupMessage = Hello | Offer | Need | Round | Grant | End | Abort;
 
-export class DedupMalformed extends Error {
+/** One error class for sabre: a dedup message that does not parse is a SabreError (ERR_MALFORMED). */
+export class DedupMalformed extends SabreError {
   constructor(msg: string) {
-    super(`dedup: malformed message: ${msg}`);
+    super(ErrorCode.Malformed, `dedup: malformed message: ${msg}`);
     this.name = 'DedupMalformed';
   }
 }
