@@ -95,7 +95,7 @@ export class TransportContext {
   private kaSent = 0;
   private kaOwed = false;
   /** The receive half: the PSNs seen, receive credit, when an ACK is owed. */
-  private rx: ContextReceiver;
+  readonly rx: ContextReceiver;
 
   constructor(localId: number, now: number, opts: Partial<ContextOptions> = {}, peerId = 0) {
     this.opts = { ...defaultContextOptions, ...opts };

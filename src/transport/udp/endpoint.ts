@@ -431,6 +431,11 @@ export class UdpEndpoint {
   }
 
   /** Fail everything outstanding and forget every context. */
+  /** The device closes: every ACK owed goes in the next poll, not at its delayed-ACK deadline. */
+  ackOwed(): void {
+    for (const e of this.table.byId.values()) if (e.ctx.state === 'open' && e.ctx.rx.ackDue()) e.ctx.rx.ackNow = true;
+  }
+
   close(): PollResult {
     for (const e of [...this.table.byId.values()]) {
       e.ctx.fail('closed');

@@ -248,8 +248,9 @@ export class UdpLink implements Link {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#core.close();
+    // The sockets' last flush first: it packs what the engine queued (acks, close notices).
     await this.udp.close();
+    this.#core.close();
     await this.#offload?.close();
   }
 

@@ -15,7 +15,8 @@ import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';
 import { noteReceived } from '../../core/heap-reuse.js';
-import { UdpEndpoint, type Delivery, type EndpointOptions, type Failure, type OutDatagram, type PeerAddress } from './endpoint.js';
+import { UdpEndpoint, type Delivery, type OutDatagram, type PeerAddress } from './endpoint.js';
+import type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
 
 /**
  * node:dgram resolves the destination of every send through `lookup`, and dns.lookup answers
@@ -31,82 +32,16 @@ function literalLookup(host: string, options: dns.LookupOneOptions, cb: (err: No
   else dns.lookup(host, options, cb);
 }
 
+/**
+ * How long close() waits for its last datagrams (owed ACKs, close notices) to reach the kernel:
+ * a send to an IP literal completes at once; a name to resolve may take longer, and is dropped.
+ */
+export const CLOSE_GRACE_MS = 200;
+
 /** Datagrams up to this long are latency-bound (see the receive handler). */
 const SHORT_DATAGRAM = 1024;
 
-export interface UdpAddress {
-  transport: 'udp';
-  host: string;
-  port: number;
-}
-
-export interface UdpSocketOptions extends Partial<EndpointOptions> {
-  /** Bind address; default 127.0.0.1. */
-  host?: string;
-  /** Bind port of the first socket; 0 (default) picks an ephemeral one. */
-  port?: number;
-  /** Sockets to stripe over (the others bind ephemeral ports on the same host). Default 1. */
-  sockets?: number;
-  /** Kernel buffer sizes to ask for (capped by net.core.*mem_max). Default 4 MiB. */
-  socketBufferBytes?: number;
-  /** When true the owner calls release() for each delivery; otherwise it happens on return. */
-  manualRelease?: boolean;
-  /** Test/bench hook: return false to drop an incoming datagram before the endpoint sees it. */
-  rxFilter?: (datagram: Uint8Array) => boolean;
-  /**
-   * After a flush's deliveries, build its datagrams a few microtask hops later instead of at
-   * once: a user awaiting the completion those deliveries produced runs first, so its answer
-   * leaves in the same datagram as the owner's own answers and the ACK — still in this
-   * event-loop turn, with no extra loop iteration.
-   */
-  deferAnswers?: boolean;
-  /**
-   * DATA datagrams sent per context per flush before the shell yields to read what arrived
-   * (ACKs that open the window, the peer's answers). Default: about 512 KiB of datagrams
-   * (8 at mtu 65000), at least 4, at most 32. Without it a sender with a full window writes
-   * the whole window in one synchronous burst, reads nothing meanwhile, and sender and
-   * receiver take turns instead of overlapping.
-   */
-  burst?: number;
-  /** Where each datagram is copied on arrival (e.g. device memory); reset after each flush's deliveries. */
-  rxArea?: RxArea;
-  /**
-   * CRC32C of large datagrams on worker threads (see ./crc-offload.ts). Receive offload needs
-   * rxArea and two spare areas: one holds the batch a worker checks, one the batch this thread
-   * processes, while arrivals fill the third.
-   */
-  offload?: CrcOffloadLike;
-  rxSpareAreas?: RxArea[];
-  /** Stop offloading for a while when batches come back slower than inline (default true; tests turn it off). */
-  offloadBackoff?: boolean;
-}
-
-/** A receive area: copy() places a datagram (undefined: full, keep the node Buffer); reset() frees all. */
-export interface RxArea {
-  copy(datagram: Uint8Array): Uint8Array | undefined;
-  reset(): void;
-}
-
-export interface UdpHandlers {
-  /** A payload from a peer, exactly once. The view is valid only during the call. */
-  onDelivery?: (d: Delivery) => void;
-  /** Payload ids the peer's engine now holds. */
-  onAcked?: (ids: number[]) => void;
-  onFailed?: (f: Failure[]) => void;
-  /**
-   * After the deliveries of one flush, before its datagrams are built: whatever the owner
-   * sends now leaves in this flush and carries the ACK for what it answers.
-   */
-  onDeliveriesDone?: () => void;
-  /** Just before the endpoint builds datagrams: the owner hands over what it has queued. */
-  onBeforePoll?: () => void;
-  /**
-   * The owner keeps the timer (one per device, src/nic/driver.ts): after every flush the
-   * endpoint's deadline may have moved; the owner reads pollTimeout() and calls
-   * handleTimeout() when it is due. Without it the shell arms a timer of its own.
-   */
-  onTimerChanged?: () => void;
-}
+export type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
 
 interface RxWaiting {
   buf: Uint8Array;
@@ -149,6 +84,8 @@ export class UdpSockets {
   /** A delivery's release made a window update due (UdpEndpoint.release). */
   private releaseDue = false;
   private closed = false;
+  /** During close()'s last flush: one promise per datagram, settled when the kernel took it. */
+  private tracked: Promise<void>[] | undefined;
 
   private constructor(
     private readonly sockets: dgram.Socket[],
@@ -282,9 +219,23 @@ export class UdpSockets {
     if (this.endpoint.release(ctx, n)) this.scheduleFlush();
   }
 
-  /** Fail whatever is outstanding (reported through onFailed), close every socket. */
-  async close(): Promise<void> {
+  /**
+   * Send what is owed first — the ACKs for what was received, frames the owner queued (a
+   * close notice) — and let the kernel take it, waiting at most `graceMs` for the send
+   * callbacks (a peer that sent us its last message must hear it arrived, or it retries into a
+   * closed port and reports it lost); then fail whatever is outstanding (reported through
+   * onFailed) and close every socket.
+   */
+  async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
     if (this.closed) return;
+    if (graceMs > 0) {
+      this.endpoint.ackOwed();
+      const sent: Promise<void>[] = (this.tracked = []);
+      this.flush(true);
+      this.tracked = undefined;
+      if (sent.length > 0) await Promise.race([Promise.all(sent), new Promise<void>((r) => setTimeout(r, graceMs).unref())]);
+      if (this.closed) return;
+    }
     const r = this.endpoint.close();
     if (r.failed.length > 0) this.handlers.onFailed?.(r.failed);
     this.closed = true;
@@ -471,7 +422,9 @@ export class UdpSockets {
     // No callback: node then tries a synchronous send and, when it went out, queues no
     // completion (with one, every datagram cost an extra loop iteration to call it back).
     // Failures surface as the socket's error event, counted in sendErrors.
-    this.sockets[i]!.send(d.parts, d.to.port, d.to.host);
+    const t = this.tracked;
+    if (t === undefined) this.sockets[i]!.send(d.parts, d.to.port, d.to.host);
+    else t.push(new Promise<void>((r) => this.sockets[i]!.send(d.parts, d.to.port, d.to.host, () => r())));
   }
 
   /**
