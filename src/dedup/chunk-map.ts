@@ -9,7 +9,7 @@
 // last call, in completion order, with no scan over the map.
 import {
   DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_MAP_HDR, DEDUP_MAP_MAGIC, DedupArmStatus, DedupChunkFlag, DedupChunkStatus,
-} from '../wire/spec.js';
+} from '../wire/dedup-spec.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DedupMemory } from './types.js';
 

@@ -8,7 +8,7 @@
 // crypto, native) is for stores shared between peers that do not trust each other: XXH3 is not
 // collision-resistant against someone who chooses the bytes.
 import { createHash } from 'node:crypto';
-import { DEDUP_HASH_BYTES, DedupHashAlg } from '../wire/spec.js';
+import { DEDUP_HASH_BYTES, DedupHashAlg } from '../wire/dedup-spec.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DedupMemory } from './types.js';
 

@@ -5,7 +5,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import {
   DEDUP_ABORT, DEDUP_END, DEDUP_ENTRY, DEDUP_GRANT, DEDUP_HASH_BYTES, DEDUP_HELLO, DEDUP_MSG, DEDUP_NEED, DEDUP_OFFER,
   DEDUP_FLAG_LAST, DEDUP_ROUND, DEDUP_VERSION, DedupKind,
-} from '../wire/spec.js';
+} from '../wire/dedup-spec.js';
 
 export const KEY_BYTES = 32;
 

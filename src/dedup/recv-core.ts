@@ -5,7 +5,7 @@
 // Everything a page declares is checked against the receiver's limits before work or memory
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/spec.js';
+import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { ChunkMap, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
 import type { DedupMemory, RecvStats } from './types.js';

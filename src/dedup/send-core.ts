@@ -5,7 +5,7 @@
 // slot only once the last NEED is out), and trusts nothing the receiver says about pages or
 // slots it does not hold out.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/spec.js';
+import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { HASH_ALG } from './hash.js';
 import type { SendResult } from './types.js';
 import { decode, type DedupMessage, encode, type Hello } from './messages.js';

@@ -34,7 +34,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { dedupTotals } from './stats.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
-import { DEDUP_COPY_DESC } from '../wire/spec.js';
+import { DEDUP_COPY_DESC } from '../wire/dedup-spec.js';
 import { DeviceChunker } from './chunker.js';
 import { ChunkHasher, DEDUP_HASH_BYTES, type HashAlgName, hashKey } from './hash.js';
 import type { ChunkStoreStats, DedupMemory } from './types.js';

@@ -23,6 +23,6 @@
 //
 // The two cores live in ./send-core.ts and ./recv-core.ts; this module is their common name.
 export type { RecvStats, SendResult } from './types.js';
-export { DedupEndStatus } from '../wire/spec.js';
+export { DedupEndStatus } from '../wire/dedup-spec.js';
 export { DedupSendCore, type DedupSendOptions, type SendAction, type WritePiece } from './send-core.js';
 export { DedupRecvCore, type DedupRecvOptions, type LandingZone, type RecvAction } from './recv-core.js';

@@ -31,7 +31,7 @@ import { connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
-import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/spec.js';
+import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { type Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
