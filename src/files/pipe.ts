@@ -334,7 +334,12 @@ export class PipeClient {
       this.#frame(f);
       if (this.#closed()) return;
     }
-    if (this.#reader.error) this.#fail(FileStatus.Malformed, `the server sent a bad frame: ${this.#reader.error}`);
+    if (this.#reader.error) {
+      // Before the server's first frame, bad bytes mean the port is not a sabre file server at
+      // all (an HTTP server answers with its status line): say that, not a frame field.
+      const why = this.state === 'challenge' ? `the peer is not a sabre file server (it sent ${JSON.stringify(Buffer.from(chunk.subarray(0, 24)).toString('latin1'))})` : `the server sent a bad frame: ${this.#reader.error}`;
+      this.#fail(FileStatus.Malformed, why);
+    }
   }
 
   #closed(): boolean {
