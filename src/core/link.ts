@@ -13,9 +13,11 @@ import type { PeerProfile } from './peer.js';
  *            unfinished work request completes with RetryExcErr, as an RC QP past its retries;
  *   broken   the link found the stream broken (bad CRC, framing, a segment out of place) and
  *            sent the peer a Terminate: the oldest unfinished work request gets LocQpOpErr;
- *   refused  the connection could not be made: outstanding work is flushed.
+ *   refused  the connection could not be made: outstanding work is flushed;
+ *   closed   the peer closed it on purpose (destroyed its QP, closed its device) and said so
+ *            (the engine's close notice): outstanding work is flushed.
  */
-export type QpDownCause = 'lost' | 'broken' | 'refused';
+export type QpDownCause = 'lost' | 'broken' | 'refused' | 'closed';
 
 /**
  * One transport context of a datagram link (udp: one per peer device, shared by its QPs), as

@@ -192,7 +192,7 @@ export class NicDriver implements LinkEvents {
       case 'qpError': {
         // After the frames above (a Terminate, if any) were handed over: nothing follows them.
         this.link.connections?.closeQp(ev.qpn);
-        const cause = this.#downCause.get(ev.qpn);
+        const cause = this.#downCause.get(ev.qpn) ?? ev.cause;
         const established = this.#established.delete(ev.qpn);
         this.#shell.onEvent({ kind: 'qpError', qpn: ev.qpn, fatal: ev.fatal, established, ...(cause ? { cause } : {}) });
         return;

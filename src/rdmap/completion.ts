@@ -41,7 +41,7 @@ export function finish(w: SendWork, status: WcStatusValue, byteLen: number): voi
  * Move to ERROR: `failing` completes with `status`, every other outstanding and later work
  * request with WrFlushErr. `fatal`: the QP failed by itself (not modify/destroy).
  */
-export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true): void {
+export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true, cause?: 'closed'): void {
   if (qp.state === QpState.Error) return;
   qp.state = QpState.Error;
   for (const w of qp.sq) {
@@ -63,5 +63,5 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
   drainSq(e, qp);
   const rq = qp.rq.takeAll();
   for (const r of rq) complete(e, qp.recvCq, { wrId: r.wrId, status: WcStatus.WrFlushErr, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
-  e.events.push({ kind: 'qpError', qpn: qp.qpn, fatal });
+  e.events.push(cause ? { kind: 'qpError', qpn: qp.qpn, fatal, cause } : { kind: 'qpError', qpn: qp.qpn, fatal });
 }

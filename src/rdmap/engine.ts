@@ -36,7 +36,7 @@ import { flushPlacement } from './placement.js';
 import {
   applyHandoffs, emit, findFlow, flowKey, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
-import { advance } from './responder.js';
+import { advance, closeNotice } from './responder.js';
 import { EngineQp, EngineState, Flow, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
 
 export type { OutItem } from './state.js';
@@ -54,6 +54,7 @@ const LINK_DOWN_STATUS: Record<QpDownCause, WcStatusValue | undefined> = {
   lost: WcStatus.RetryExcErr,
   broken: WcStatus.LocQpOpErr,
   refused: undefined,
+  closed: undefined,
 };
 
 export interface EngineOptions {
@@ -128,6 +129,17 @@ export class RdmapEngine {
   /** Move to ERROR by the user's hand (modify, destroy): outstanding and later work completes with WrFlushErr. */
   toError(qp: EngineQp, now: number): void {
     this.#e.now = now;
+    qpError(this.#e, qp, undefined, undefined, false);
+  }
+
+  /**
+   * The QP is being destroyed (or its device closed): a connected rc QP first tells a sabre
+   * peer (closeNotice), then goes to ERROR as toError.
+   */
+  close(qp: EngineQp, now: number): void {
+    this.#e.now = now;
+    const flow = qp.flow;
+    if (qp.type === 'rc' && qp.state === QpState.Rts && flow !== undefined && flow.profile.extensions) closeNotice(this.#e, qp, flow);
     qpError(this.#e, qp, undefined, undefined, false);
   }
 

@@ -18,9 +18,9 @@ import {
   decodeAtomicRequest, decodeAtomicResponse, decodeImmediateData, decodeReadComplete, decodeReadRequest, decodeReadRequestV,
   decodeTerminate, encodeAtomicResponse, encodeReadComplete, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry,
 } from '../wire/rdmap.js';
-import { statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
+import { isPeerClosed, statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
 import { recvFor } from './receives.js';
-import { complete, drainSq } from './completion.js';
+import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
 import { emit, emitAll, flowError, nextSsn, pump, readDone } from './requester.js';
@@ -159,6 +159,8 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       // unfinished work request is the one that failed.
       // srd: only the work addressed to that peer QP fails; the QP serves every other peer.
       const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done && (qp.type === 'rc' || w.flow === flow));
+      // The peer's close notice (rc): what it took is acked above; the rest is flushed.
+      if (v.ok && qp.type === 'rc' && isPeerClosed(v.value)) return qpError(e, qp, undefined, undefined, false, 'closed');
       const status = v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr;
       flowError(e, qp, flow, failed, status);
       return;
@@ -304,6 +306,20 @@ export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: Ter
     ssn: flow.expected, msgLen: 0, got: 0, offs: new Offsets(), seen: false, opcode: -1, msn: 0, ulp: 0, hdr, hdrLen: hdr.length,
     segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, fail: { term },
   });
+}
+
+/**
+ * rc QP `qp` is being destroyed (its device closing): tell a sabre peer with a Terminate that
+ * means a graceful close, acking everything completed here, so its QP reports the disconnect
+ * at once instead of finding us gone by its retries or keepalive. It travels in order on the
+ * QP's stream, inside the link's validated context (udp) or connection (tcp).
+ */
+export function closeNotice(e: EngineState, qp: EngineQp, flow: Flow): void {
+  const ssn = nextSsn(e, qp, flow);
+  emit(e, qp, flow, ctlFrame({
+    srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
+    bodyLen: 4, ack: flow.expected - 1, body: (b, o) => encodeTerminate({ ...TERM.peerClosed, m: false, d: false }, b, o),
+  }));
 }
 
 /** A message already taken off the ordering queue failed while executing. */

@@ -15,7 +15,7 @@ import type { CompletionQueue } from './cq.js';
 
 export type DeviceEvent =
   | { readonly type: 'established'; readonly qpn: number }
-  /** `cause`: what the link reported for a connection link (tcp), when it did. */
+  /** `cause`: what the link reported for a connection link (tcp), when it did; 'closed': the peer closed it on purpose. */
   | { readonly type: 'qp-fatal'; readonly qpn: number; readonly cause?: QpDownCause }
   | { readonly type: 'disconnected'; readonly qpn: number; readonly cause?: QpDownCause }
   | { readonly type: 'cq-error'; readonly cq: CompletionQueue }

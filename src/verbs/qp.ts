@@ -342,7 +342,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (this.#destroyed) return;
     const dev = this.pd.device;
     dev.failConnect(this.qpn, new SabreError(ErrorCode.Closed, `QP ${this.qpn} destroyed while connecting`));
-    if (!dev.closed) dev.run((now) => dev.engine.toError(this.engineQp, now));
+    if (!dev.closed) dev.run((now) => dev.engine.close(this.engineQp, now));
     this.#destroyed = true;
     dev.engine.destroyQp(this.engineQp);
     dev.detachQp(this);

@@ -40,6 +40,13 @@ export const TERM = {
   tooManyReads: rdmap(R.etype.RemoteOperation, R.ecode.CatastrophicStream),
   /** … or more out-of-order messages / bytes than the QP holds for it (src/rdmap/bounds.ts): the same code. */
   outOfOrderLimit: rdmap(R.etype.RemoteOperation, R.ecode.CatastrophicStream),
+  /**
+   * sabre's own (to sabre peers only: a standard peer never sees it): the peer's QP was
+   * destroyed or its device closed — not an error of the stream. Everything before it took
+   * effect (its ack says how far); the QP that gets it flushes the rest and reports the
+   * disconnect with cause 'closed'. An ecode RFC 5040 leaves unassigned.
+   */
+  peerClosed: rdmap(R.etype.RemoteOperation, 0x80),
   // DDP (RFC 5041 §7.2)
   taggedVersion: ddp(D.etype.TaggedBuffer, D.taggedEcode.Version),
   untaggedVersion: ddp(D.etype.UntaggedBuffer, D.untaggedEcode.Version),
@@ -91,6 +98,11 @@ export function termForDdpError(error: string, tagged: boolean): { term: TermCod
     default:
       return { term: TERM.catastrophic, code: error, reason: `malformed segment: ${error}` };
   }
+}
+
+/** The Terminate is sabre's graceful close notice (TERM.peerClosed). */
+export function isPeerClosed(t: TermCode): boolean {
+  return t.layer === TERM.peerClosed.layer && t.etype === TERM.peerClosed.etype && t.ecode === TERM.peerClosed.ecode;
 }
 
 /** The requester's completion status for a Terminate it received. */

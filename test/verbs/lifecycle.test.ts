@@ -4,6 +4,7 @@
 // Closing a listener alone does the same to its pending accepts (ERR_CLOSED, as docs/errors.md).
 // Each case: the exact misuse, the code it gets, the time it takes (bounded well below any
 // protocol timeout, which is 10 s for connects).
+import { startUdpRelay } from '../relay.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, connect, ErrorCode, listen, Opcode, openDevice, SabreError, WcStatus, type Device } from '../../src/index.js';
@@ -188,11 +189,16 @@ describe('closing a udp device whose peer vanished', () => {
     const pb = b.allocPd();
     const cqb = b.createCq({ depth: 16 });
     const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    // Through a relay: b vanishes when the relay stops forwarding (a partition: b's close
+    // notice never reaches a, as when b's host is gone).
+    const relay = await startUdpRelay({ target: { host: '127.0.0.1', port: b.address.port as number } });
+    const aSeen = await relay.clientAddress({ host: '127.0.0.1', port: a.address.port as number });
+    await Promise.all([qa.connect({ address: relay.address, qpn: qb.qpn }), qb.connect({ address: aSeen, qpn: qa.qpn })]);
     const src = pa.regMr(4096, Access.LocalWrite);
     const dst = pb.regMr(4096, Access.LocalWrite | Access.RemoteWrite);
-    // b is gone (udp says nothing when it goes): a's write is retransmitted unanswered, for
-    // seconds before the retry limit, so the drain runs out first.
+    // b is gone and says nothing: a's write is retransmitted unanswered, for seconds before
+    // the retry limit, so the drain runs out first.
+    relay.pause();
     await b.close();
     qa.postSend({ wrId: 5, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
     const t0 = performance.now();
@@ -201,6 +207,7 @@ describe('closing a udp device whose peer vanished', () => {
     expect(took).toBeGreaterThanOrEqual(145);
     expect(took).toBeLessThan(1500);
     expect(cqa.poll(4)).toMatchObject([{ wrId: 5, status: WcStatus.WrFlushErr }]);
+    await relay.close();
   });
 });
 

@@ -1,0 +1,110 @@
+// A graceful close is not a crash: when a peer destroys its QP or closes its device, the QP
+// connected to it hears so within a round trip (the close notice, a Terminate that means
+// 'closed'), on every transport — event 'disconnected' with cause 'closed', outstanding work
+// WrFlushErr — instead of finding the peer gone seconds later by retries or keepalive. Over
+// udp the notice travels inside the validated transport context: an off-path forgery of it
+// (a datagram without the context's ids) is dropped and counted, and the QP stays up.
+import dgram from 'node:dgram';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Access, openDevice, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
+import { ctlFrame } from '../../src/rdmap/segmenter.js';
+import { frameBytes } from '../../src/transport/udp/frame-codec.js';
+import { encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
+import { TERM } from '../../src/wire/terminate.js';
+import { seal } from '../transport/udp/raw-peer.js';
+
+const devs: Device[] = [];
+afterEach(async () => {
+  for (const d of devs.splice(0)) if (!d.closed) await d.close();
+});
+
+/** Well under udp's keepalive verdict (7.5 s by default) and its QP timeout (8 s). */
+const PROMPT_MS = 2000;
+
+async function rcSide(transport: 'udp' | 'tcp' | 'inproc') {
+  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(dev);
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 64 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+  const mr = pd.regMr(4096, Access.LocalWrite);
+  return { dev, qp, mr, cq };
+}
+
+async function connected(transport: 'udp' | 'tcp' | 'inproc') {
+  const a = await rcSide(transport);
+  const b = await rcSide(transport);
+  await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+  // One exchange first: what the peer sent before closing takes effect.
+  const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
+  expect((await a.qp.send({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] })).status).toBe(WcStatus.Success);
+  await got;
+  return { a, b };
+}
+
+function nextDisconnect(d: Device, ms: number): Promise<DeviceEvent[]> {
+  const evs: DeviceEvent[] = [];
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      d.off('event', on);
+      reject(new Error(`no disconnect within ${ms} ms; events: ${JSON.stringify(evs)}`));
+    }, ms);
+    const on = (ev: DeviceEvent): void => {
+      evs.push(ev);
+      if (ev.type === 'disconnected') {
+        clearTimeout(t);
+        d.off('event', on);
+        resolve(evs);
+      }
+    };
+    d.on('event', on);
+  });
+}
+
+describe.each(['udp', 'tcp', 'inproc'] as const)('a peer that closes on purpose, over %s', (transport) => {
+  for (const how of ['qp.destroy()', 'dev.close()'] as const) {
+    it(`${how}: disconnected with cause 'closed' at once, outstanding work flushed`, async () => {
+      const { a, b } = await connected(transport);
+      const pending = a.qp.recv({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] }).catch((e: { status?: number }) => e);
+      const down = nextDisconnect(a.dev, PROMPT_MS);
+      if (how === 'qp.destroy()') b.qp.destroy();
+      await b.dev.close();
+      const evs = await down;
+      expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: a.qp.qpn, cause: 'closed' });
+      // Not a crash: no qp-fatal.
+      expect(evs.some((e) => e.type === 'qp-fatal')).toBe(false);
+      expect((await pending as { status?: number }).status).toBe(WcStatus.WrFlushErr);
+      expect(a.qp.state).toBe(QpState.Error);
+    });
+  }
+});
+
+describe('a forged close notice over udp', () => {
+  it('without the context ids is dropped and counted; the QP stays up', async () => {
+    const { a, b } = await connected('udp');
+    const before = a.dev.stats().link!;
+    const frame = ctlFrame({
+      srcQpn: b.qp.qpn, dstQpn: a.qp.qpn, ssn: 2, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4,
+      body: (buf, o) => encodeTerminate({ ...TERM.peerClosed, m: false, d: false }, buf, o),
+    });
+    const payload = frameBytes(frame);
+    const s = dgram.createSocket('udp4');
+    await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
+    const to = a.dev.address as { host: string; port: number };
+    // An off-path attacker guesses context ids (and PSNs); it sends from anywhere.
+    for (let i = 0; i < 16; i++) {
+      const bytes = seal({ srcCtx: 0x1000 + i, dstCtx: (0x9e3779b9 * (i + 1)) >>> 0, psn: i, dstQpn: a.qp.qpn, srcQpn: b.qp.qpn }, payload);
+      await new Promise<void>((r) => s.send(bytes, to.port, to.host, () => r()));
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    s.close();
+    const after = a.dev.stats().link!;
+    const refused = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
+    expect(refused('unknownContext') + refused('stale') + refused('unvalidated')).toBeGreaterThanOrEqual(16);
+    expect(a.qp.state).toBe(QpState.Rts);
+    // Still carries traffic.
+    const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
+    expect((await a.qp.send({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] })).status).toBe(WcStatus.Success);
+    expect((await got).status).toBe(WcStatus.Success);
+  });
+});
