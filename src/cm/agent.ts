@@ -118,7 +118,7 @@ export class CmAgent {
       });
       const pd = b64(privateData);
       try {
-        this.#send(to, { t: 'req', id, service, qpn, ...(pd ? { pd } : {}) });
+        this.#send(to, { t: 'req', id, service, qpn, ...(pd ? { pd } : {}) }, id);
       } catch (e) {
         clearTimeout(t);
         this.#pending.delete(id);
@@ -127,14 +127,15 @@ export class CmAgent {
     });
   }
 
-  #send(to: DeviceAddress, m: CmMessage): void {
+  /** `req`: the request id a REQ belongs to — its send completes (signaled) only when it fails. */
+  #send(to: DeviceAddress, m: CmMessage, req?: number): void {
     const bytes = enc.encode(JSON.stringify(m));
     if (bytes.length > SLOT_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `CM message of ${bytes.length} bytes exceeds ${SLOT_BYTES} (private data too long)`);
     const at = SLOTS * SLOT_BYTES;
     this.#mr.buffer.set(bytes, at);
     this.#qp.postSend({
-      wrId: 0, opcode: Opcode.Send, sgList: [{ addr: this.#mr.addr + at, length: bytes.length, lkey: this.#mr.lkey }],
-      signaled: false, ah: this.#pd.createAh({ address: to }), remoteQpn: CM_QPN,
+      opcode: Opcode.Send, sgList: [{ addr: this.#mr.addr + at, length: bytes.length, lkey: this.#mr.lkey }],
+      wrId: req ?? 0, signaled: false, ah: this.#pd.createAh({ address: to }), remoteQpn: CM_QPN,
     });
   }
 
@@ -153,6 +154,10 @@ export class CmAgent {
   }
 
   #onWc(wc: SourcedCompletion): void {
+    // A REQ the peer device refused at once: nothing serves its CM QPN (it never listened).
+    if (wc.opcode === WcOpcode.Send && wc.status === WcStatus.RemInvReqErr) {
+      this.#pending.get(Number(wc.wrId))?.reject(new SabreError(ErrorCode.Unreachable, 'no listener at the peer device (nothing serves its CM QP)'));
+    }
     if (wc.opcode !== WcOpcode.Recv || wc.status !== WcStatus.Success) return;
     const slot = Number(wc.wrId);
     const at = slot * SLOT_BYTES;

@@ -6,7 +6,8 @@
 import type { DeviceAddress } from '../core/address.js';
 import { WcStatus } from '../core/enums.js';
 import type { DdpHdr, SegFrame } from '../core/frame.js';
-import { decodeDdp, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
+import { decodeDdp, encodeTerminate, Qn, RdmapOpcode, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
+import { ctlFrame } from './segmenter.js';
 import { TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
@@ -24,6 +25,38 @@ import type { EngineQp, EngineState, Flow } from './state.js';
  */
 const SSN_WINDOW = 1 << 20;
 
+/** Answers for QPNs that do not exist, at most this many per second per device. */
+const NO_QP_ANSWERS_PER_S = 64;
+const noQpBudget = new WeakMap<EngineState, { since: number; n: number }>();
+
+/**
+ * The first segment of a Send to a QPN that does not exist here: answer at once with a
+ * Terminate (DDP invalid queue: the sender's work completes RemInvReqErr, its flow to that QPN
+ * is dropped) rather than let the sender retry until its timeout — as a NIC answers a packet
+ * for a QP it lacks. It goes only where the link delivered from (udp: an established context),
+ * to the first segment of a Send, and is rate-limited. It names ssn 1: a sender's flow to a
+ * QPN that never answered expects exactly that (any other is taken as a duplicate, harmless).
+ */
+function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
+  const env = f.env;
+  if (env.off !== 0 || env.srcQpn === 0 || !Number.isSafeInteger(env.ssn) || env.ssn < 1) return;
+  const h = f.ddp ?? (() => {
+    const d = decodeDdp(f.hdr, 0, f.hdr.length);
+    return d.ok ? d.value : undefined;
+  })();
+  if (!h || h.tagged || (h.opcode !== RdmapOpcode.Send && h.opcode !== RdmapOpcode.SendWithImm)) return;
+  let b = noQpBudget.get(e);
+  if (!b || e.now - b.since >= 1000) noQpBudget.set(e, (b = { since: e.now, n: 0 }));
+  if (++b.n > NO_QP_ANSWERS_PER_S) return;
+  e.outbox.push({
+    to: from, frame: ctlFrame({
+      srcQpn: env.dstQpn, dstQpn: env.srcQpn, ssn: 1, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4, ack: env.ssn - 1,
+      body: (buf, o) => encodeTerminate({ ...TERM.invalidQn, m: false, d: false }, buf, o),
+    }),
+  });
+  e.counters.terminatesSent++;
+}
+
 /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
 export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
   e.touch(flow, qp);
@@ -34,6 +67,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   const qp = e.qps.get(env.dstQpn);
   if (!qp || !qp.live) {
     e.counters.drops++;
+    if (!qp) noSuchQp(e, from, f);
     return;
   }
   const flow = qp.type === 'rc' ? findFlow(qp, key, env.srcQpn) : srdFlowIn(e, qp, from, env.srcQpn, key);
