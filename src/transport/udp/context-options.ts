@@ -30,8 +30,14 @@ export interface ContextOptions {
   initialRtoMs: number;
   minRtoMs: number;
   maxRtoMs: number;
-  /** Consecutive timeouts without progress before everything outstanding fails. */
+  /** Consecutive timeouts without progress before everything outstanding fails… */
   retryLimit: number;
+  /**
+   * …and at least this long since the first of them: backed-off timeouts start at tens of ms,
+   * so a count alone gives up on a live peer whose event loop stalls a few seconds. 0: the
+   * count alone decides.
+   */
+  retryTimeoutMs: number;
   /** Fast retransmit once this many later packets are SACKed. */
   dupThresh: number;
   ackEvery: number;
@@ -66,6 +72,7 @@ export const defaultContextOptions: ContextOptions = {
   minRtoMs: 10,
   maxRtoMs: 1000,
   retryLimit: 8,
+  retryTimeoutMs: 6000,
   dupThresh: 3,
   ackEvery: 4,
   ackDelayMs: 1,

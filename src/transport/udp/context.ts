@@ -88,6 +88,7 @@ export class TransportContext {
   private probes = 0;
   private probePsn = -1;
   private retries = 0;
+  private retryStart = 0;
   private probeDue = false;
   // Keepalive: when the next probe (or the check whether one is wanted) is due, the probes
   // sent since the peer was last heard, and a probe owed to the next flush.
@@ -564,9 +565,9 @@ export class TransportContext {
       this.rtoDeadline = Infinity;
       return;
     }
-    this.retries++;
+    if (this.retries++ === 0) this.retryStart = now;
     this.counters.timeouts++;
-    if (this.retries > this.opts.retryLimit) {
+    if (this.retries > this.opts.retryLimit && now - this.retryStart >= this.opts.retryTimeoutMs) {
       this.fail('retry-exceeded');
       return;
     }

@@ -56,7 +56,7 @@ describe('TransportContext', () => {
   });
 
   it('a vanished peer: RTO doubles up to the cap, then everything outstanding fails', () => {
-    const a = new TransportContext(1, 0, { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 80, retryLimit: 5 }, 2);
+    const a = new TransportContext(1, 0, { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 80, retryLimit: 5, retryTimeoutMs: 0 }, 2);
     for (let i = 0; i < 50; i++) a.send(makePayload(i, 100), 0);
     let now = 0;
     const fireTimes: number[] = [];
@@ -117,5 +117,43 @@ describe('TransportContext', () => {
     expect(a.counters.timeouts).toBe(0);
     expect(b.delivered.length).toBe(20);
     expect(a.quiescent).toBe(true);
+  });
+});
+
+describe('giving up on a silent peer', () => {
+  // A sender with data outstanding and a peer that answers nothing, driven on a virtual clock.
+  function silent(opts: ConstructorParameters<typeof TransportContext>[2], until: number): { failedAt: number | undefined; timeouts: number } {
+    const a = new TransportContext(1, 0, opts, 2);
+    a.send(makePayload(0, 100), 0);
+    const out: TxDatagram[] = [];
+    a.flush(0, out);
+    let failedAt: number | undefined;
+    for (let i = 0; i < 1000 && a.state === 'open'; i++) {
+      const now = a.nextDeadline();
+      if (now > until) break;
+      a.tick(now);
+      a.flush(now, out);
+      if (a.failReason !== undefined) failedAt = now;
+    }
+    return { failedAt, timeouts: a.counters.timeouts };
+  }
+
+  it('a stall of a few seconds with data outstanding is survived: the count alone is not enough', () => {
+    // 8 timeouts from a 10 ms RTO doubling to 1 s are spent in ~3.3 s; the peer's event loop
+    // may well be stalled that long.
+    const r = silent({ initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 1000, retryLimit: 8, retryTimeoutMs: 6000 }, 5500);
+    expect(r.timeouts).toBeGreaterThan(8);
+    expect(r.failedAt).toBeUndefined();
+  });
+
+  it('silence past both the count and retryTimeoutMs fails the context', () => {
+    const r = silent({ initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 1000, retryLimit: 8, retryTimeoutMs: 6000 }, 20_000);
+    expect(r.failedAt).toBeGreaterThanOrEqual(6000);
+    expect(r.failedAt).toBeLessThan(8000);
+  });
+
+  it('retryTimeoutMs 0: the count alone decides', () => {
+    const r = silent({ initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 1000, retryLimit: 8, retryTimeoutMs: 0 }, 20_000);
+    expect(r.failedAt).toBeLessThan(4000);
   });
 });

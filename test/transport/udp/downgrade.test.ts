@@ -66,7 +66,7 @@ const keep: Path = (d) => d;
 
 /** Two sans-I/O endpoints through a path that may rewrite each direction. */
 function pair(wa: Mode, wb: Mode, toB: Path, toA: Path) {
-  const context = { retryLimit: 3, maxRtoMs: 200 };
+  const context = { retryLimit: 3, retryTimeoutMs: 0, maxRtoMs: 200 };
   const a = new UdpEndpoint({ mtu: 9000, integrity: wa, randomId: seededIds(21), context });
   const b = new UdpEndpoint({ mtu: 9000, integrity: wb, randomId: seededIds(22), context });
   const got: number[] = [];
@@ -197,7 +197,7 @@ afterEach(async () => {
 async function device(): Promise<Device> {
   const mem = await DeviceMemory.create({ maximumBytes: 64 << 20, workerSlots: 0 });
   // The default wish (xxh3); a short retry span so the refused handshake fails within the test.
-  const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500, context: { retryLimit: 3, maxRtoMs: 200 } });
+  const t = await UdpLink.open({ host: '127.0.0.1', port: 0, mtu: 1500, context: { retryLimit: 3, retryTimeoutMs: 0, maxRtoMs: 200 } });
   const dev = new Device(mem, t, { mss: t.mss });
   cleanup.push(() => dev.close());
   return dev;

@@ -176,7 +176,7 @@ describe('UDP transport over real sockets (127.0.0.1)', () => {
   });
 
   it('a peer that vanished: retries, then every outstanding payload fails and the context is freed', async () => {
-    const a = await side({ mtu: 1472, context: { initialRtoMs: 5, minRtoMs: 5, maxRtoMs: 20, retryLimit: 3 } });
+    const a = await side({ mtu: 1472, context: { initialRtoMs: 5, minRtoMs: 5, maxRtoMs: 20, retryLimit: 3, retryTimeoutMs: 0 } });
     open.push(a.t);
     // A bound-then-closed port: nothing listens there any more.
     const gone = await UdpSockets.open();
