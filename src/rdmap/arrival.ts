@@ -39,7 +39,9 @@ const noQpBudget = new WeakMap<EngineState, { since: number; n: number }>();
  */
 function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
   const env = f.env;
-  if (env.off !== 0 || env.srcQpn === 0 || !Number.isSafeInteger(env.ssn) || env.ssn < 1) return;
+  // Only a flow's first message: a sender that has never heard from that QPN (a connected QP
+  // whose peer restarted is left to the transport's restart detection).
+  if (env.off !== 0 || env.srcQpn === 0 || env.ssn !== 1) return;
   const h = f.ddp ?? (() => {
     const d = decodeDdp(f.hdr, 0, f.hdr.length);
     return d.ok ? d.value : undefined;

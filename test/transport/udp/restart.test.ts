@@ -1,4 +1,4 @@
-// A real peer restart (the device closed and opened again on the same port, a new secret)
+// A real peer restart (the device crashed and opened again on the same port, a new secret)
 // is still detected, on real sockets on 127.0.0.1, now that a restart claim must be proven:
 // - we post first: the new incarnation answers our datagram with a RESET it cannot sign with
 //   the old token, and our work fails at once (before: the RESET was taken as "context
@@ -18,10 +18,13 @@ afterEach(async () => {
   for (const d of open.splice(0)) await d.close();
 });
 
+const links = new WeakMap<Device, UdpLink>();
+
 async function device(port = 0): Promise<Device> {
   const mem = await DeviceMemory.create({ maximumBytes: 64 << 20, workerSlots: 0 });
   const t = await UdpLink.open({ host: '127.0.0.1', port, mtu: 1500 });
   const d = new Device(mem, t, { mss: t.mss });
+  links.set(d, t);
   open.push(d);
   return d;
 }
@@ -45,7 +48,11 @@ function rc(d: Device): { qp: QueuePair; cq: CompletionQueue; mr: ReturnType<Ret
   return { qp, cq, mr: pd.regMr(4096, ALL) };
 }
 
-/** A and B connected, one write through; B is then closed (its port freed). */
+/**
+ * A and B connected, one write through; B then crashes: its sockets close (the port is freed)
+ * and nothing is said — a graceful dev.close() would tell A, and there would be no restart to
+ * detect.
+ */
 async function connectedThenGone() {
   const a = await device();
   const b = await device();
@@ -55,8 +62,7 @@ async function connectedThenGone() {
   await Promise.all([x.qp.connect({ address: b.address, qpn: y.qp.qpn }), y.qp.connect({ address: a.address, qpn: x.qp.qpn })]);
   x.qp.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: x.mr.addr, length: 64, lkey: x.mr.lkey }], remoteAddr: y.mr.addr, rkey: y.mr.rkey });
   expect((await take(x.cq, 1, 5000))[0]).toMatchObject({ wrId: 1, status: WcStatus.Success });
-  await b.close();
-  open.splice(open.indexOf(b), 1);
+  await links.get(b)!.close();
   return { a, x, y, port };
 }
 
