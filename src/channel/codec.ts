@@ -30,11 +30,12 @@ export interface DecodeLimits {
 }
 
 /**
- * The channel's defaults. 2^18 values: decoding the costliest kind of them (one empty map each)
- * takes tens of milliseconds, so one message cannot hold the event loop much longer; a value
- * with more elements wants a larger limit on both ends, or to travel as bytes.
+ * The channel's defaults. 2^17 values: decoding the costliest kind of them (an object with as
+ * many string keys, which V8 builds as a dictionary) takes a few tens of milliseconds, so one
+ * message cannot hold the event loop much longer; a value with more elements wants a larger
+ * limit on the receiving end, or to travel as bytes.
  */
-export const DEFAULT_DECODE_LIMITS: Readonly<DecodeLimits> = Object.freeze({ maxElements: 1 << 18, maxDepth: 256 });
+export const DEFAULT_DECODE_LIMITS: Readonly<DecodeLimits> = Object.freeze({ maxElements: 1 << 17, maxDepth: 256 });
 
 /** Extension types admitted: 0 undefined, 0x74 typed array (a copy of its bytes), 0xff timestamp. */
 const EXT_OK = new Set([0x00, 0x74, 0xff]);
@@ -49,7 +50,9 @@ export function scanValue(b: Uint8Array, lim: DecodeLimits): string | undefined 
   let elements = 0;
   for (;;) {
     while (left.length > 0 && left[left.length - 1] === 0) left.pop();
-    if (left.length === 0) return undefined;
+    // One value per message: bytes after it are refused here, before msgpackr touches a buffer
+    // that may be a whole maximal message of them.
+    if (left.length === 0) return p === n ? undefined : `${n - p} bytes after the value`;
     left[left.length - 1]!--;
     if (++elements > lim.maxElements) return `more than ${lim.maxElements} elements (option maxValueElements)`;
     if (p >= n) return 'truncated';

@@ -53,7 +53,7 @@ export interface ChannelOptions {
    * one store.
    */
   dedupStore?: DedupStoreOptions;
-  /** Values (keys and nested ones included) one received msgpack value may hold; more fails the channel (ERR_LIMIT_EXCEEDED). Default 2^18. */
+  /** Values (keys and nested ones included) one received msgpack value may hold; more fails the channel (ERR_LIMIT_EXCEEDED). Default 2^17. */
   maxValueElements?: number;
   /** Arrays and maps one received value may nest. Default 256. */
   maxValueDepth?: number;

@@ -43,6 +43,15 @@ describe('decoding a value a peer sent is bounded (codec)', () => {
     expect(scanValue(Uint8Array.of(0xc1), LIM)).toMatch(/not MessagePack/);
   });
 
+  it('bytes after the value are refused by the scan (msgpackr never walks a maximal message of them)', () => {
+    const b = new Uint8Array(16 << 20).fill(0x80);
+    b[0] = 0x01; // a one-byte value, then 16 MiB of empty maps
+    const r = decodeValue(b, LIM);
+    expect(r).toMatchObject({ ok: false, limit: false });
+    expect(!r.ok && r.error).toMatch(/bytes after the value/);
+    expect(scanValue(encodeValue({ a: [1, 2] }), LIM)).toBeUndefined();
+  });
+
   it('what the encoder writes passes the scan and decodes as before', () => {
     const v = { a: [1, -2, 3.5, 'x'.repeat(300), null, true, undefined], b: new Date(1_700_000_000_000), c: new Uint8Array(70_000).fill(7), d: { e: { f: [[[]]] } } };
     const bytes = encodeValue(v);
