@@ -15,7 +15,9 @@
 // (BigInt). Only a value that passed goes to msgpackr; every error it still throws is caught.
 import { Packr } from 'msgpackr';
 
-const packr = new Packr({ useRecords: false, copyBuffers: true });
+// variableMapSize: an object with more than 65,535 keys is encoded (as map32) instead of failing
+// the send with msgpackr's own error; whether the receiver takes it is its maxValueElements.
+const packr = new Packr({ useRecords: false, copyBuffers: true, variableMapSize: true });
 
 export function encodeValue(v: unknown): Uint8Array {
   return packr.pack(v);

@@ -52,6 +52,16 @@ describe('decoding a value a peer sent is bounded (codec)', () => {
     expect(scanValue(encodeValue({ a: [1, 2] }), LIM)).toBeUndefined();
   });
 
+  it('an object with more than 65,535 keys encodes (map32) and decodes where the limits allow it', () => {
+    const o: Record<string, number> = {};
+    for (let i = 0; i < 70_000; i++) o[`k${i}`] = i;
+    const b = encodeValue(o);
+    expect(scanValue(b, { maxElements: 1 << 18, maxDepth: 4 })).toBeUndefined();
+    const r = decodeValue(b, { maxElements: 1 << 18, maxDepth: 4 });
+    expect(r.ok && Object.keys(r.value as object).length).toBe(70_000);
+    expect(decodeValue(b, { maxElements: 1 << 17, maxDepth: 4 })).toMatchObject({ ok: false, limit: true });
+  });
+
   it('what the encoder writes passes the scan and decodes as before', () => {
     const v = { a: [1, -2, 3.5, 'x'.repeat(300), null, true, undefined], b: new Date(1_700_000_000_000), c: new Uint8Array(70_000).fill(7), d: { e: { f: [[[]]] } } };
     const bytes = encodeValue(v);
