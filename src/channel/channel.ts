@@ -154,7 +154,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /**
    * @internal A copy out of device memory into memory the application owns. (For big
    * rendezvous messages the cost is the fresh buffer's first touch, not the copy: copying out of
-   * the SharedArrayBuffer into a reused buffer runs at ~10-20 GB/s here.)
+   * the SharedArrayBuffer into a reused buffer is fast.)
    */
   read(r: Region, off: number, len: number): Uint8Array {
     return (r as MemoryRegion).buffer.slice(off, off + len);

@@ -3,9 +3,9 @@
 // shrinks its buffer in place. Those buffers are freed only when V8 collects them, so tens of
 // MiB pile up between collections, and glibc's default trim threshold (128 KiB) hands the freed
 // heap top back to the kernel after each collection, to be page-faulted in again by the next
-// reads. Measured on a udp file-service put of 512 MiB (2026-11-26): 49 884 minor faults in the
-// server, 6 per 64 KB datagram, with the zero-fill that touches them a third of its main
-// thread; with the thresholds raised, 18 571 faults and 34% less server CPU.
+// reads. On a udp file-service put the server took several minor faults per 64 KB datagram,
+// and the zero-fill that touches them was a large share of its main thread; raising the
+// thresholds cut the faults and the server's CPU (measured in docs/benchmarks.md).
 //
 // glibc raises its thresholds itself once a process frees a large mmap'd block (its "dynamic
 // mmap threshold": mmap threshold = that block's size, at most 32 MiB; trim threshold = twice
@@ -13,9 +13,9 @@
 // received 16 MiB through its links (short commands never pay): a worker thread writes a
 // 10 Mi-character string to the null device, which goes through one 30 MiB malloc'd conversion
 // buffer, freed before the write returns. The thresholds are process-wide, so the worker's free
-// sets them for the main thread's reads too; the ~130 ms of CPU it takes (the worker's start
-// and 10 MiB of page faults) run beside the event loop, which is blocked ~4 ms (the same write
-// on the main thread blocked it 66-103 ms). The cost
+// sets them for the main thread's reads too; the CPU it takes (the worker's start and 10 MiB
+// of page faults) runs beside the event loop, which is blocked only briefly (the same write on
+// the main thread blocked it far longer). The cost
 // afterwards: up to 60 MiB of freed heap may stay mapped (resident) instead of going back to
 // the kernel. On other allocators this is one harmless write.
 import { Worker } from 'node:worker_threads';
@@ -32,7 +32,7 @@ export function keepFreedHeapMapped(): Promise<void> {
   raised ??= new Promise<void>((resolve) => {
     try {
       // Not unref'd: a caller awaiting this keeps its process alive until it is done (a
-      // process ending meanwhile waits for it, ~130 ms). A failure only costs the optimisation.
+      // process ending meanwhile waits for it). A failure only costs the optimisation.
       const w = new Worker(RAISE, { eval: true });
       w.on('error', () => resolve());
       w.on('exit', () => resolve());

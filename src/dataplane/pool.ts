@@ -1,4 +1,4 @@
-// A piscina pool for batch work that is worth a ~20–65 µs hand-off (bulk CRC32C or hashing
+// A piscina pool for batch work that is worth a thread hand-off (bulk CRC32C or hashing
 // of large ranges, registration-time work): tasks carry only offsets and lengths into the
 // device memory, which every pool thread maps. The packet path uses DataPlaneWorkers and
 // rings instead.

@@ -39,7 +39,7 @@ export function xxhValue(b: Uint8Array, at = 0): bigint {
   return (dv.getBigUint64(8, true) << 64n) | dv.getBigUint64(0, true);
 }
 
-/** Map key of a 32-byte hash record (hex: ~0.1 µs, and strings hash well in a Map). */
+/** Map key of a 32-byte hash record (hex is cheap, and strings hash well in a Map). */
 export function hashKey(b: Uint8Array, at = 0): string {
   return Buffer.from(b.buffer, b.byteOffset + at, DEDUP_HASH_BYTES).toString('hex');
 }

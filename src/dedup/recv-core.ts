@@ -351,7 +351,7 @@ export class DedupRecvCore {
     const recs = new Uint8Array(count * DEDUP_HASH_BYTES);
     let at = base;
     // Runs of chunks adjacent in the object are adjacent in the slot too: one copy per run
-    // (a copy out of shared memory costs ~0.3 µs a call on top of its bytes).
+    // (a copy out of shared memory has a fixed cost per call on top of its bytes).
     let runSrc = base, runDst = -1, runLen = 0;
     a.idx.forEach((i, k) => {
       const len = this.#lens[i]!;

@@ -24,8 +24,8 @@ export interface ServerLimits {
 
 // maxWriteSize 1 MiB, as SMB Direct's reads and writes: a put moves one Write per MiB instead of
 // four, and the per-request cost (a request and its status, a receive reposted, a file-system
-// call, on both sides) was what bounded it — 256 KiB Writes ran at 0.42-0.59x raw node:net on
-// udp and tcp alike, 1 MiB ones at 0.61-0.88x (bench/files.bench.mjs, 2026-11-26). The cost is
+// call, on both sides) was what bounded it — 1 MiB Writes come closer to raw node:net than
+// 256 KiB ones on udp and tcp alike (bench/files.bench.mjs; numbers in docs/benchmarks.md). The cost is
 // a receive buffer of that size per credit at the server.
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   credits: 16, maxWriteSize: 1024 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,

@@ -98,8 +98,8 @@ export interface ServeOptions {
  * Limits by provider, under ServeOptions.limits (which wins): udp's acknowledgements come back
  * slower than tcp's, so it needs more reads answered at once (staging buffers) to keep the wire
  * busy — 16 MiB of staging and ~17 MiB of receive buffers (16 credits of 1 MiB Writes) per
- * connection, registered only once it has authenticated. (32 credits of 256 KiB Writes before
- * 2026-11-26; 16 credits serve a get's 16 sinks as fast: 392-595 against 499-513 MB/s.)
+ * connection, registered only once it has authenticated. (16 credits of 1 MiB
+ * serve a get's 16 sinks as fast as 32 credits of 256 KiB did: bench/files.bench.mjs.)
  */
 const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   udp: { rwDepth: 16 },

@@ -1,5 +1,5 @@
-// What one peer can make the engine hold, per QP (issue #11 holes 3 and 4; the table with the
-// numbers is docs/resource-bounds.md). Every refusal is counted in DeviceCounters.
+// What one peer can make the engine hold, per QP (the table with the numbers is
+// docs/resource-bounds.md). Every refusal is counted in DeviceCounters.
 //
 // Out-of-order state: the messages of a flow not yet completed (InMessage records, the placed
 // ranges of each, control payloads and header copies kept until the message is next). It is

@@ -222,7 +222,7 @@ export class RdmapEngine {
     for (const { from, frame } of batch) {
       if (from !== lastFrom) {
         lastFrom = from;
-        // addressKey sorts and joins the fields: ~1 µs, per batch on every hop of a ping-pong.
+        // addressKey sorts and joins the fields: costly per batch on every hop of a ping-pong.
         // Links hand the same (read-only) address object for a peer again and again.
         let k = e.keys.get(from);
         if (k === undefined) e.keys.set(from, (k = addressKey(from)));
@@ -336,7 +336,7 @@ export class RdmapEngine {
   pollTransmit(): readonly OutItem[] {
     const e = this.#e;
     const o = e.outbox;
-    // Every engine step ends with a poll that finds nothing: no fresh outbox for it (issue #18).
+    // Every engine step ends with a poll that finds nothing: no fresh outbox for it (no allocation per step).
     if (o.length === 0) {
       if (e.handoff.size > 0) applyHandoffs(e);
       return NO_OUT;

@@ -169,10 +169,10 @@ export class EngineMemory {
   }
 
   /**
-   * A copy of `v` that no later change of the memory reaches (a read response, issue #11 hole 5).
-   * Cut from a heap slab: copying out of the shared device memory into a fresh allocation ran
-   * at 0.2–0.9 GB/s here (slice() copies a shared buffer byte by byte, and a new 256 KiB
-   * buffer costs its page faults); into a slab already mapped, ~7 GB/s. The garbage collector
+   * A copy of `v` that no later change of the memory reaches (a read response: the region may be deregistered and reused before it is sent).
+   * Cut from a heap slab: copying out of the shared device memory into a fresh allocation is
+   * several times slower (slice() copies a shared buffer byte by byte, and a new 256 KiB
+   * buffer costs its page faults) than into a slab already mapped. The garbage collector
    * owns the copy's lifetime: it lives as long as a queue, a socket or a retransmission holds it.
    */
   snapshot(v: Uint8Array): Uint8Array {
@@ -213,8 +213,7 @@ export class EngineMemory {
   /**
    * Copy payload views into the staging area; returns the staged address. The copy starts at
    * the first view's alignment: V8 copies into shared memory a word at a time only between
-   * equally aligned addresses, byte by byte otherwise (2.7 against 22 GB/s for 64 KiB here:
-   * bench/copy.bench.mjs); the kernel's memory.copy on to the target is fast at any alignment.
+   * equally aligned addresses, byte by byte otherwise (several times slower: bench/copy.bench.mjs); the kernel's memory.copy on to the target is fast at any alignment.
    */
   stage(parts: Uint8Array[], len: number): number {
     const free = this.stageBase + this.stageUsed;

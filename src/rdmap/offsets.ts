@@ -2,7 +2,7 @@
 // count of out-of-order state a message holds). Ranges are kept merged: segments arriving in
 // order — a stream, or a link that only reorders a little — stay one range however long the
 // message (a Set of segment offsets grew by one entry per segment: an endless Write on a TCP
-// stream grew it without bound, issue #11 hole 4). Only gaps cost entries, and the engine caps
+// stream grew it without bound). Only gaps cost entries, and the engine caps
 // those per QP (bounds.ts). The first range lives in fields: nearly every message is one
 // segment, and an allocation per message was the costliest of a ping-pong hop.
 export class Offsets {

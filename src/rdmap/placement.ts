@@ -5,8 +5,8 @@
 // buffer, a source region of this device) is copied from there. A tagged segment's payload
 // outside it (over inproc, the requester's region; over udp, a datagram that found its receive
 // area full) and aligned as its target is not staged: the kernel only checks (PLACE_SRC_CALLER)
-// and the copy happens here, once (issue #18: staging and copying again is a second copy of
-// every byte). Other payloads outside (misaligned ones, a Send's pieces) are staged. The
+// and the copy happens here, once (staging and copying again is a second copy of every
+// byte). Other payloads outside (misaligned ones, a Send's pieces) are staged. The
 // amended-metadata records come back here: direct placements are counted, external regions
 // (the indirect path) and caller copies are copied by TypeScript after the same checks, and
 // failures mark the message for a Terminate.
@@ -54,7 +54,7 @@ function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number, to: num
 /**
  * Whether copying `parts` (`len` bytes in all) to device memory at `to` runs word by word. V8
  * copies into shared memory (relaxed_memmove) a word at a time only when source and target are
- * equally aligned, else byte by byte: 2.7 against 22 GB/s here for 64 KiB (bench/copy.bench.mjs).
+ * equally aligned, else byte by byte, several times slower (bench/copy.bench.mjs).
  * Staging at the source's alignment then the kernel's memory.copy is faster than one byte-wise
  * copy, so a misaligned payload is staged.
  */

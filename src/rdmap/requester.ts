@@ -221,7 +221,7 @@ function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   w.pending = 1;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
   // A Write keeps no frames (it is never sent again by the engine): a one-segment Write goes
-  // straight to the outbox without a frame list (issue #18, allocation per small message).
+  // straight to the outbox without a frame list (no allocation per small message).
   if (msg.total <= msg.mss) emit(e, qp, flow, dataFrame(msg));
   else {
     const frames: SegFrame[] = [];
@@ -455,7 +455,7 @@ export function flowError(e: EngineState, qp: EngineQp, flow: Flow, failing?: Se
  * `status`, the rest of its unfinished work with WrFlushErr; receives its messages had claimed
  * (`m`'s, those still pending) are given back. The QP keeps running for every other peer — an
  * srd QP is shared by whoever sends to it (the CM agent's is a listener's), so one sender's bad
- * frame must not fail the others' work (issue #11: found by the udp fuzz campaign's srd pair).
+ * frame must not fail the others' work (the udp fuzz campaign's srd pair found this).
  */
 function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: WcStatusValue, m?: InMessage): void {
   if (m?.recv) m.recv.claimed = false;

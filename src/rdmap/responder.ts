@@ -213,7 +213,7 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   for (const s of srcs) {
     const st = e.mem.check(s.stag, qp.pd, s.to, s.len, row.access!);
     if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
-    // A copy, taken now, while the key is valid (issue #11 hole 5): the answer may wait in a
+    // A copy, taken now, while the key is valid: the answer may wait in a
     // tcp queue or a socket's buffer, or be sent again by udp, after the region is
     // deregistered and its memory registered anew; a view would send the new region's bytes
     // under the old key. Hardware fences outstanding responses on MR invalidation; the copy

@@ -31,7 +31,7 @@ export interface DataMsg {
 export function dataFrames(m: DataMsg, out: SegFrame[]): void {
   // A message that fits one segment (every small message) carries `parts` itself as its
   // payload: no cursor, no second list, no views cut from views — a few objects fewer per
-  // message on the small-message path (issue #18). The frame takes over `parts`.
+  // message on the small-message path. The frame takes over `parts`.
   if (m.total <= m.mss) {
     out.push(dataFrame(m));
     return;
@@ -110,7 +110,7 @@ export function ctlFrame(m: CtlMsg): SegFrame {
 
 /**
  * RFC 7306 Immediate Data (after an RdmaWriteWithImm's write): ctlFrame without a CtlMsg and
- * a body closure per message, on the small-message path (issue #18).
+ * a body closure per message, on the small-message path.
  */
 export function immediateFrame(srcQpn: number, dstQpn: number, ssn: number, msn: number, imm: number, len: number): SegFrame {
   const f = ctlHead(srcQpn, dstQpn, ssn, RdmapOpcode.ImmediateData, Qn.Send, msn, 0, IMMEDIATE_DATA_LEN);

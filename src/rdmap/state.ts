@@ -278,7 +278,7 @@ export class EngineState {
   /**
    * Flows (with their QPs) that need their in-order step at the end of this receive step, in
    * the order first touched; Flow.touched marks membership. Lists rather than a Map: a Map's
-   * clear() allocates a new table, once per receive step (issue #18). Slots past
+   * clear() allocates a new table, once per receive step. Slots past
    * touchedCount are undefined.
    */
   readonly touchedFlows: (Flow | undefined)[] = [];
@@ -288,7 +288,7 @@ export class EngineState {
    * Messages of this step whose `hdr` and `ctl` are views of the arriving frame, not copies
    * (arrival.ts): the frame is only valid during the step, so the step's end copies the header
    * of those still pending. Most messages complete in the step that brings them, and then
-   * never need the copy (issue #18: a slice per message on the small-message path). Slots
+   * never need the copy (a slice per message on the small-message path). Slots
    * past `borrowedCount` are undefined.
    */
   readonly borrowed: (InMessage | undefined)[] = [];

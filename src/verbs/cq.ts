@@ -42,7 +42,7 @@ export class CompletionQueue implements CompletionSink {
   #closing = false;
   // One timer for all waiters, armed for the earliest deadline and left armed (unref'd while
   // nobody waits) when they resolve: a wait(timeoutMs) that is woken costs no timer insert and
-  // clear — on a ping-pong those were ~1.5 µs of every hop.
+  // clear — on a ping-pong those were a visible share of every hop.
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
 

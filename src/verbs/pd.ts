@@ -68,7 +68,7 @@ export class ProtectionDomain {
         // Send work still queued names this memory: its frames are views of it (and udp may
         // send them again). The memory returns to the device only once that work has left its
         // send queue, so a region registered next cannot have its bytes sent under the old
-        // request (issue #11: the local half of the deregister fence).
+        // request (the local half of the deregister fence).
         if (rec.busy) rec.onIdle = () => mem.dm.free(addr);
         else mem.dm.free(addr);
         this.mrs.delete(mr);

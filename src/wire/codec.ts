@@ -1,8 +1,7 @@
-// Byte helpers shared by the wire codecs: shifts over the caller's Uint8Array. Measured on
-// Node 20 (tinybench, 1024 headers in a SharedArrayBuffer, medians): decodeDdp ~21 ns/header;
-// the same decode through a DataView cached per underlying buffer ~42 ns (the cache check
-// deoptimises), and only a DataView the caller holds for good beats shifts (~8 ns vs ~13.5 ns
-// for the bare field reads).
+// Byte helpers shared by the wire codecs: shifts over the caller's Uint8Array. A DataView
+// cached per underlying buffer decoded slower than shifts (the cache check deoptimises), and
+// only a DataView the caller holds for good beats shifts on the bare field reads (tinybench,
+// headers in a SharedArrayBuffer).
 import { SabreError, ErrorCode } from '../core/errors.js';
 
 export type WireResult<T> = { ok: true; value: T; length: number } | { ok: false; error: string };

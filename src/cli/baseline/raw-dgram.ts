@@ -1,6 +1,6 @@
-// The raw node:dgram baseline, ack-clocked so the receiver is never overrun (issue #18): a
+// The raw node:dgram baseline, ack-clocked so the receiver is never overrun: a
 // sender blasting datagrams with no flow control measures how the receiver collapses, not the
-// path (one run moved 540 MB/s, the next 4.2 GB/s). Here at most `window` datagrams are ever
+// path (runs differed several-fold). Here at most `window` datagrams are ever
 // unacknowledged, the window sized so they fit the receiver's socket buffer; every `ackEvery`-th
 // datagram asks for an ack; the sink answers with its high-water mark and count. Raw UDP has no
 // recovery, so what is lost stays lost and is reported.

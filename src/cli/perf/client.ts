@@ -52,9 +52,9 @@ export interface PerfReport {
 }
 
 // Latency warm-up: V8 optimises a function after an invocation budget, and a round trip runs
-// each function of the path about once, so a fresh pair runs its first ~3000 round trips mostly
-// unoptimised (udp RdmaWriteWithImm p50 per block of 1000: 713, 295, 161, 93 ... 65 µs;
-// docs/benchmarks.md). 100 iterations left the measured run cold; 5000, at most 3 s, do not.
+// each function of the path about once, so a fresh pair runs its first few thousand round trips
+// mostly unoptimised (p50 per block falls steadily until then; measured in docs/benchmarks.md).
+// 100 iterations left the measured run cold; 5000 do not.
 const WARM_LAT_ITERS = 5000;
 const WARM_LAT_S = 3;
 

@@ -57,7 +57,7 @@ export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
 
 /**
  * Bytes gathered into one write before it is flushed early: large enough that the kernel's
- * per-call cost is spread (256 KiB writevs moved bytes faster than 64 KiB ones here), small
+ * per-call cost is spread (256 KiB writevs moved bytes faster than 64 KiB ones), small
  * enough that the peer starts on the first FPDUs while we frame and CRC the next ones.
  */
 const CORK_LIMIT = 256 * 1024;
@@ -68,8 +68,8 @@ const EMPTY_SLAB = Buffer.alloc(0);
 /**
  * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
  * area in device memory, so no Buffer is allocated per read and no byte is copied into shared
- * memory by V8 (which copies byte by byte when source and destination are not equally aligned,
- * ~3.5 GB/s: as slow as a CRC pass). Reads are as large as the free staging space, so one read
+ * memory by V8 (which copies byte by byte when source and destination are not equally aligned:
+ * as slow as a CRC pass). Reads are as large as the free staging space, so one read
  * (and one engine step, one CRC kernel call, one place() call, one ack) covers many FPDUs.
  * The socket must be created with `onread: port.onread` (dialSocket / adoptAccepted); the
  * connection binds itself to the port. Until then (and during the MPA handshake) reads land in

@@ -106,7 +106,7 @@ export class MpaConnector {
   readonly #waiters = new Map<number, Waiter>();
   readonly #parked = new Map<number, Parked[]>();
   readonly #conns = new Set<MpaConnection>();
-  /** Accepted connections per source host (issue #11 hole 7: each is a socket, buffers, a handshake). */
+  /** Accepted connections per source host (each is a socket, buffers, a handshake). */
   readonly #perHost = new Map<string, number>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;

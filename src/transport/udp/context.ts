@@ -8,7 +8,7 @@
 // half ./receiver.ts. A receiver never reneges (it delivers before it acknowledges), so a
 // SACKed payload is already in the peer engine's hands and is reported `acked` at once.
 //
-// Nothing the peer says drives work beyond the window (issue #11): before any of it is used,
+// Nothing the peer says drives work beyond the window: before any of it is used,
 // the cumulative ack and every SACK block are checked against what was sent (RFC 5961 §5's
 // acceptable range: [sndUna - maxWindow, sndNxt]); a datagram whose ack fields fail is
 // dropped whole and changes nothing, so the PSNs one datagram can make us visit are at most a

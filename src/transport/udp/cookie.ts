@@ -9,8 +9,8 @@
 // comes back. A token binds one of our context ids: a device that lost the context (idle
 // reclaim) recomputes it, a device that restarted (new secret) cannot.
 //
-// HMAC is built from two one-shot crypto.hash() calls (~1 µs each here) on preallocated
-// buffers: createHmac() costs ~3.5–4.5 µs a call, and cookies are on the flood path.
+// HMAC is built from two one-shot crypto.hash() calls on preallocated buffers: createHmac()
+// costs several times more a call, and cookies are on the flood path.
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { UdpCookie } from '../../wire/udp.js';
 

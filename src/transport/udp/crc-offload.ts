@@ -1,8 +1,8 @@
 // The UDP data plane on worker threads: the CRC32C of large datagrams — checked on receive,
 // computed on transmit — runs on the device's data-plane workers (src/dataplane/workers.ts)
 // over the device memory, a batch of datagrams per ring job, while the event loop goes on
-// reading and sending. Small datagrams stay inline: a hand-off costs ~15 µs, more than the
-// CRC of a few KiB.
+// reading and sending. Small datagrams stay inline: a hand-off costs more than the CRC of a
+// few KiB.
 //
 // Each direction has its own descriptor area (one batch of each may be in flight at once);
 // a batch is split into contiguous runs of about equal bytes, one Crc32cBatch job per worker.

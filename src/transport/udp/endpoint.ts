@@ -4,8 +4,8 @@
 // in either direction, found by our context id once the peer has learnt it (so replies through
 // a relay, or from another of the peer's sockets, still land) and by source address before.
 //
-// Nothing a datagram says is trusted with state or work before it is proven (issue #11; the
-// threat model is docs/resource-bounds.md's). An off-path attacker can send anything from any
+// Nothing a datagram says is trusted with state or work before it is proven (the threat
+// model is docs/resource-bounds.md's). An off-path attacker can send anything from any
 // source address but sees nothing sent to others, so:
 // - A first contact gets a COOKIE and nothing else: no context, no delivery, no memory (as
 //   SYN cookies, QUIC's Retry, SCTP's INIT-ACK). A context is created only when the
@@ -63,7 +63,7 @@ function defaultRandomId(): number {
   return randomInt(1, 0x1_0000_0000);
 }
 
-/** Default receive credit: about 4 MiB of datagrams (the kernel's socket-buffer cap here). */
+/** Default receive credit: about 4 MiB of datagrams (a common kernel socket-buffer cap). */
 export function defaultCredit(mtu: number): number {
   return Math.max(16, Math.min(512, Math.floor((4 << 20) / mtu)));
 }

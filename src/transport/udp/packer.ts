@@ -1,6 +1,6 @@
 // Frame packing: the engine frames one event-loop turn produced for one peer become as few DATA
 // payloads as fit (udpEnv.len chains the frames of a payload; layout in docs/wire.md). node:dgram
-// costs ~5–10 µs per datagram and an idle vCPU tens of µs to wake, so an engine ack, an RDMA
+// has a real cost per datagram and an idle vCPU is slow to wake, so an engine ack, an RDMA
 // Write and its ImmediateData, or a Read's response data and its ReadComplete, travel together.
 //
 // Tagged segments (RDMA Write, Read Response) are cut here, and only here: the udp link says

@@ -1,6 +1,6 @@
 // Token buckets for the datagrams the UDP transport sends to addresses it keeps no state for
 // (RESETs): one per device and one per destination host, so the device cannot be turned into
-// a reflector (issue #11: 97.5k RESETs answered one flood) and one host's flood does not use
+// a reflector (unlimited, one flood was answered with a RESET per datagram) and one host's flood does not use
 // up what other hosts' genuine RESETs need. Bounded: at most `maxHosts` host buckets, the
 // oldest forgotten first (a forgotten host starts again with a full bucket, which the device
 // bucket still caps).

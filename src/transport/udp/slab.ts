@@ -1,6 +1,6 @@
 // Small byte buffers carved from shared 64 KiB chunks. A fresh `new Uint8Array(n)` above V8's
 // on-heap limit (64 bytes) is a malloc'd, zero-filled backing store plus an ArrayBuffer, later
-// swept by the GC: ~0.9 µs each here against ~0.09 µs for a view of a chunk, and the packer
+// swept by the GC: about ten times dearer than a view of a chunk, and the packer
 // builds one such head per DATA payload (envelope, DDP header and the bytes of a short message).
 // Chunks are never reused: a view keeps its chunk alive (the reliability layer holds a payload
 // until it is acked) and the rest of the chunk stays zero, as a fresh array would be.

@@ -133,7 +133,7 @@ export class UdpSockets {
         // was in our socket buffer); a burst's worth is delivered and acked at once instead.
         // A short datagram that starts a read burst (a request, an answer, an ACK) is handled
         // before libuv reads on: its answer leaves from this callback instead of after the
-        // trip to the check phase (~6 µs on this VM, per hop of a ping-pong). Later datagrams of
+        // trip to the check phase (saved per hop of a ping-pong). Later datagrams of
         // the same burst wait for the check phase as before, so a stream of small messages
         // costs one extra flush per wake-up, not one per datagram.
         if (++this.rxSinceFlush >= this.burst || (this.rxSinceFlush === 1 && msg.length <= SHORT_DATAGRAM && !this.flushScheduled)) {
@@ -298,7 +298,7 @@ export class UdpSockets {
   /**
    * One batch on the workers; resolves with the CRCs, or undefined when a worker failed (the
    * caller computes them here). A batch that came back slower than twice what this thread
-   * takes for it (~0.5 ns per byte here, with at least 50 µs of slack for the hand-off) means
+   * takes for it (measured per byte, with at least 50 µs of slack for the hand-off) means
    * offloading costs more than it saves now (no spare core): inline for 200 ms, then try again.
    */
   private async offloadRun(dir: 0 | 1, ptr: number[], len: number[], prev: number[], n: number): Promise<Uint32Array | undefined> {
@@ -516,7 +516,7 @@ export class UdpSockets {
   // The shell's own timer, when no owner keeps one (onTimerChanged). Left armed when the endpoint's deadline moves later (it re-checks when it
   // fires), cleared when nothing is due at all: a timer left running through idle periods woke
   // the sleeping process every millisecond or so during a ping-pong (~0.4 wake-ups per round
-  // trip), dearer on this VM than a timer-list insert and removal per round trip.
+  // trip), dearer than a timer-list insert and removal per round trip.
   private armTimer(now: number): void {
     const at = this.endpoint.nextDeadline();
     if (at === Infinity) {
