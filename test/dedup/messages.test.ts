@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { decode, DedupMalformed, type DedupMessage, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
-import { DedupRecvCore } from '../../src/dedup/transfer.js';
+import { DedupEndStatus, DedupRecvCore } from '../../src/dedup/transfer.js';
+import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
 
 const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
@@ -48,13 +49,26 @@ describe('dedup messages', () => {
       return b.subarray(0, b.length ? cut % (b.length + 1) : 0);
     });
     fc.assert(fc.property(fc.oneof(fc.uint8Array({ maxLength: 200 }), mutated), (b) => {
+      let malformed = false;
       try {
         decode(b);
       } catch (e) {
         expect(e).toBeInstanceOf(DedupMalformed);
+        malformed = true;
       }
       const actions = rx.onMessage(b);
-      expect(Array.isArray(actions)).toBe(true);
+      // Whatever the receiver answers is well formed: what it sends decodes, a failure is a SabreError.
+      for (const a of actions) {
+        if (a.type === 'send') expect(() => decode(a.bytes)).not.toThrow();
+        else if (a.type === 'failed') expect(a.error).toBeInstanceOf(SabreError);
+      }
+      // Bytes that do not decode end the transfer: an End(Malformed) to the peer, then the failure.
+      if (malformed) {
+        expect(actions.map((a) => a.type)).toEqual(['send', 'failed']);
+        const [end, failed] = actions;
+        expect(end.type === 'send' && decode(end.bytes)).toMatchObject({ kind: DedupKind.End, status: DedupEndStatus.Malformed });
+        expect(failed.type === 'failed' && failed.error.code).toBe(ErrorCode.Malformed);
+      }
     }), { numRuns: 3000 });
   });
 });
