@@ -40,8 +40,13 @@ export function checkData(position: number, data: unknown, what: string): assert
   if (position + data.length > MAX_POSITION) throw bad(`${what}: position + length passes ${MAX_POSITION}`);
 }
 
-export function checkPieces(pieces: unknown, what: string): asserts pieces is unknown[] {
+/** A vectored call's pieces: an array, each at a valid position, then `each`'s own check. */
+export function checkPieces<P extends { position: number }>(pieces: unknown, what: string, each: (p: P) => void): void {
   if (!Array.isArray(pieces)) throw bad(`${what}: pieces must be an array`);
+  for (const p of pieces as P[]) {
+    checkPosition(p?.position, what);
+    each(p);
+  }
 }
 
 /** A misused promise-returning call rejects (not throws): the checks of `fn`, as a rejection. */

@@ -204,11 +204,7 @@ export class FileClient {
   readv(f: RemoteFile, pieces: { position: number; length: number }[], o: OpOptions & { collapse?: boolean } = {}): Promise<Uint8Array[]> {
     const bad = refused(() => {
       checkFile(f, 'readv');
-      checkPieces(pieces, 'readv');
-      for (const p of pieces) {
-        checkPosition(p?.position, 'readv');
-        checkReadLength(p.position, p.length, 'readv');
-      }
+      checkPieces(pieces, 'readv', (p: { position: number; length: number }) => checkReadLength(p.position, p.length, 'readv'));
     });
     if (bad) return bad;
     return this.#track(o, (signal) => this.#readv(f, pieces, { ...o, signal }));
@@ -295,11 +291,7 @@ export class FileClient {
   writev(f: RemoteFile, pieces: { position: number; data: Uint8Array }[], o: OpOptions = {}): Promise<number> {
     const bad = refused(() => {
       checkFile(f, 'writev');
-      checkPieces(pieces, 'writev');
-      for (const p of pieces) {
-        checkPosition(p?.position, 'writev');
-        checkData(p.position, p.data, 'writev');
-      }
+      checkPieces(pieces, 'writev', (p: { position: number; data: Uint8Array }) => checkData(p.position, p.data, 'writev'));
     });
     if (bad) return bad;
     return this.#track(o, (signal) => this.#writev(f, pieces, { ...o, signal }));
