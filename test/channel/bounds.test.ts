@@ -2,22 +2,14 @@
 // devices on 127.0.0.1: decoded values (elements, depth), staging sized by the peer's grant,
 // rendezvous bytes held per peer and per device, channels per peer, the rendezvous DONE that
 // never comes, and a failing channel telling its peer.
-import { afterEach, describe, expect, it } from 'vitest';
-import { channelStats, connectChannel, listenChannels, openDevice, type Channel, type Device } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { channelStats, connectChannel, listenChannels, type Channel } from '../../src/index.js';
 import { decodeValue, encodeValue, scanValue } from '../../src/channel/codec.js';
 import { rawListener, until } from './raw.js';
+import { udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
-const devs: Device[] = [];
-afterEach(async () => {
-  for (const d of devs.splice(0)) await d.close();
-});
-
-async function dev(): Promise<Device> {
-  const d = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-  devs.push(d);
-  return d;
-}
+const dev = udpDevices();
 
 const LIM = { maxElements: 1 << 20, maxDepth: 256 };
 

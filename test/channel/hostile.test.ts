@@ -3,25 +3,17 @@
 // would — ignore an ENLARGE, grant an rkey it does not own or a range past its region, write a
 // data message into the wrong slot. The channel under test must fail cleanly with a stable code
 // on send / iteration, write nothing outside a region, and release its QP and every region.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  Access, channelStats, connect, connectChannel, listenChannels, Opcode, openDevice,
+  Access, channelStats, connect, connectChannel, listenChannels, Opcode,
   type Channel, type Device, type DeviceAddress,
 } from '../../src/index.js';
 import { dataImm } from '../../src/channel/wire.js';
 import { ChanType } from '../../src/wire/channel-spec.js';
+import { udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
-const devs: Device[] = [];
-afterEach(async () => {
-  for (const d of devs.splice(0)) await d.close();
-});
-
-async function dev(): Promise<Device> {
-  const d = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-  devs.push(d);
-  return d;
-}
+const dev = udpDevices();
 
 import { rawListener, RawEnd, until } from './raw.js';
 

@@ -1,20 +1,12 @@
 // Channels accepted by a listener with `preauth` start untrusted: small fixed registration, only
 // small messages, no rendezvous, no dedup sends, a per-peer cap — until ch.authorize().
-import { afterEach, describe, expect, it } from 'vitest';
-import { channelStats, connect, connectChannel, listenChannels, openDevice, type Device, type DeviceAddress } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { channelStats, connect, connectChannel, listenChannels, type DeviceAddress } from '../../src/index.js';
 import { RawEnd, until } from './raw.js';
+import { udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
-const devs: Device[] = [];
-afterEach(async () => {
-  for (const d of devs.splice(0)) await d.close();
-});
-
-async function dev(): Promise<Device> {
-  const d = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-  devs.push(d);
-  return d;
-}
+const dev = udpDevices();
 
 /** Fixed region (HELLO buffer, 8 mailbox slots, scratch) + phase 0 (256 B x 4) of the default ladder. */
 const IDLE = 64 + 8 * 32 + 256 + 1024;
