@@ -98,8 +98,12 @@ export const newPipeCounters = (): PipeCounters => ({ pipesOpened: 0, pipeAuthFa
 
 export type PipeServerAction = { t: 'write'; bytes: Uint8Array } | { t: 'close'; reason: string };
 
-/** How long a pipe has for Hello, Challenge, Proof and Welcome (two round trips and an HMAC). */
-export const PIPE_HANDSHAKE_MS = 3000;
+/**
+ * How long a pipe has for Hello, Challenge, Proof and Welcome (two round trips and an HMAC), with
+ * room for a client whose event loop stalls a few seconds; silent pipes are bounded by the
+ * per-source caps and eviction.
+ */
+export const PIPE_HANDSHAKE_MS = 5000;
 
 export class PipeServer {
   /** 'held': the Proof arrived while its source is rationed (./admission.ts); checked at its turn. */

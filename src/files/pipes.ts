@@ -1,6 +1,7 @@
 // The control pipes' socket shell: the TCP listener, one PipeServer core (./pipe.ts) per
 // socket, its deadline timer, and who may hold a pipe (./admission.ts): per source, a pipe
 // that has not proved the token is one of few, and the oldest of them makes room for a newer one.
+import { peerDeadline } from '../core/deadline.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -71,22 +72,23 @@ export class PipeShell {
       token: o.token, sessions: o.sessions, offer: o.offer(), random: (n) => new Uint8Array(randomBytes(n)), counters: o.counters, now: performance.now(),
       host, backoff: this.backoff, ...(o.handshakeMs !== undefined ? { handshakeMs: o.handshakeMs } : {}),
     });
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    // A peer deadline (core/deadline.ts): after a stall of this process, the proof that came in
+    // time is read before the pipe is timed out.
+    let timer: { clear(): void } | undefined;
     let armed = Infinity;
     const arm = (): void => {
       const d = core.deadline;
       if (d === armed) return;
-      if (timer) clearTimeout(timer);
+      timer?.clear();
       timer = undefined;
       armed = d;
       if (d === Infinity) return;
-      timer = setTimeout(() => {
+      timer = peerDeadline(Math.max(0, d - performance.now()) + 1, () => {
         armed = Infinity;
         timer = undefined;
         core.tick(Math.max(performance.now(), d));
         run();
-      }, Math.max(0, d - performance.now()) + 1);
-      timer.unref();
+      });
     };
     const run = (): void => {
       for (const a of core.take()) {
@@ -103,7 +105,7 @@ export class PipeShell {
     });
     s.on('error', () => {});
     s.on('close', () => {
-      if (timer) clearTimeout(timer);
+      timer?.clear();
       this.#pipes.delete(s);
       this.admission.remove(s);
       // The session dies with its pipe, and so does every RDMA connection bound to it.

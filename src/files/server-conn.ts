@@ -42,7 +42,8 @@ export class Conn {
   destroyed = false;
   terminating = false;
   registered = 0;
-  timer: ReturnType<typeof setTimeout> | undefined;
+  /** The login deadline (core/deadline.ts), until the connection authenticates or goes. */
+  timer: { clear(): void } | undefined;
   /** Released by the core while its terminal message was in flight. */
   freeOnDestroy = false;
   /** Authenticated and bound to a session. */

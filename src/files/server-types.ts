@@ -29,7 +29,7 @@ export interface ServerLimits {
 // a receive buffer of that size per credit at the server.
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   credits: 16, maxWriteSize: 1024 * 1024, maxReadWriteSize: 1024 * 1024, maxVectors: 64, maxOpenFiles: 64, rwDepth: 4,
-  authTimeoutMs: 2000, readOnly: false, fsync: false,
+  authTimeoutMs: 5000, readOnly: false, fsync: false,
 };
 
 /** Bytes a receive buffer needs to hold the largest message this server accepts. */

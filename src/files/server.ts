@@ -16,6 +16,7 @@
 // gone), every RDMA connection bound to it is torn down: file-system work in flight is waited
 // for, open files are closed (a Replace put is unlinked, never renamed into place), memory is
 // deregistered, the QP destroyed.
+import { peerDeadline } from '../core/deadline.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -326,8 +327,9 @@ export class FileServer {
     this.#byQpn.get(dev)!.set(qp.qpn, c);
     // The one small receive for the AuthenticateRequest (recvId 0).
     qp.postRecv({ wrId: 0, sgList: [{ addr: pre.mr.addr + slot * PREAUTH_RECEIVE, length: PREAUTH_RECEIVE, lkey: pre.mr.lkey }] });
-    c.timer = setTimeout(() => this.#tick(c), c.limits.authTimeoutMs + 5);
-    c.timer.unref?.();
+    // A peer deadline: after a stall of this process the AuthenticateRequest that came in time
+    // is read before the connection is timed out.
+    c.timer = peerDeadline(c.limits.authTimeoutMs + 5, () => this.#tick(c));
   }
 
   #tick(c: Conn): void {
@@ -508,7 +510,7 @@ export class FileServer {
   #destroyQp(c: Conn): void {
     if (c.destroyed) return;
     c.destroyed = true;
-    if (c.timer) clearTimeout(c.timer);
+    c.timer?.clear();
     try {
       c.qp.destroy();
     } catch {

@@ -1,0 +1,31 @@
+// A deadline on a wait for a peer. Timers run before I/O in an event-loop turn, so when this
+// process's own loop was blocked past the deadline, the timer fires first while what the peer
+// sent in time still sits in the socket behind it. A deadline that fires late therefore gives
+// the I/O that turn brought a short grace of real time before it expires the wait: the peer
+// is not blamed for this process's stall.
+
+/** Lateness past which a firing timer is taken as a stall of this process, not of the peer. */
+const STALLED_MS = 100;
+/** Real time the I/O gets after such a stall before the wait expires. */
+const GRACE_MS = 100;
+
+/** Calls `expire` once `ms` have passed (with the grace above after a stall); clear() cancels it. */
+export function peerDeadline(ms: number, expire: () => void): { clear(): void } {
+  const due = performance.now() + ms;
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const fire = (graced: boolean): void => {
+    if (!graced && performance.now() - due > STALLED_MS) {
+      t = setTimeout(() => fire(true), GRACE_MS);
+      return;
+    }
+    t = undefined;
+    expire();
+  };
+  t = setTimeout(() => fire(false), ms);
+  return {
+    clear: () => {
+      if (t !== undefined) clearTimeout(t);
+      t = undefined;
+    },
+  };
+}
