@@ -64,6 +64,9 @@ describe('sabre.lua', () => {
         });
         cap.once('exit', () => reject(new Error(`dumpcap exited: ${capErr}`)));
       });
+      // dumpcap says "Capturing on" a moment before its filter sees packets; on an idle machine
+      // the handshake (the COOKIE) is over by then. Give the capture that moment.
+      await new Promise((r) => setTimeout(r, 1000));
       const [A, Bs] = await connectPair(await side({ device: { transport: 'udp', host: '127.0.0.1', port: pa, integrity: 'crc32c' }, depth: 64 }), await side({ device: { transport: 'udp', host: '127.0.0.1', port: pb, integrity: 'crc32c' }, depth: 64 }));
       const { dev: a, pd: pdA, cq: cqA, qp: qa } = A;
       const { dev: b, pd: pdB, qp: qb } = Bs;
