@@ -27,7 +27,6 @@ const SSN_WINDOW = 1 << 20;
 
 /** Answers for QPNs that do not exist, at most this many per second per device. */
 const NO_QP_ANSWERS_PER_S = 64;
-const noQpBudget = new WeakMap<EngineState, { since: number; n: number }>();
 
 /**
  * The first segment of a Send to a QPN that does not exist here: answer at once with a
@@ -47,9 +46,11 @@ function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
     return d.ok ? d.value : undefined;
   })();
   if (!h || h.tagged || (h.opcode !== RdmapOpcode.Send && h.opcode !== RdmapOpcode.SendWithImm)) return;
-  let b = noQpBudget.get(e);
-  if (!b || e.now - b.since >= 1000) noQpBudget.set(e, (b = { since: e.now, n: 0 }));
-  if (++b.n > NO_QP_ANSWERS_PER_S) return;
+  if (e.now - e.noQpSince >= 1000) {
+    e.noQpSince = e.now;
+    e.noQpAnswers = 0;
+  }
+  if (++e.noQpAnswers > NO_QP_ANSWERS_PER_S) return;
   e.outbox.push({
     to: from, frame: ctlFrame({
       srcQpn: env.dstQpn, dstQpn: env.srcQpn, ssn: 1, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4, ack: env.ssn - 1,

@@ -293,6 +293,9 @@ export class EngineState {
    */
   readonly borrowed: (InMessage | undefined)[] = [];
   borrowedCount = 0;
+  /** Answers sent this second to segments for QPNs that do not exist (arrival.ts noSuchQp). */
+  noQpSince = 0;
+  noQpAnswers = 0;
   // completions
   readonly overrun = new Set<CompletionSink>();
   /** Standard-peer flows with messages handed to the link since the last pollTransmit: they complete at hand-off. */
