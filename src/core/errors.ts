@@ -36,6 +36,8 @@ export const ErrorCode = {
   Aborted: 'ERR_ABORTED',
   /** A work request posted through a promise helper (qp.write …) completed with an error status. */
   WrFailed: 'ERR_WR_FAILED',
+  /** sabre failed itself: a NIC thread threw something other than a SabreError while serving a call (a bug to report; the message names it). */
+  Internal: 'ERR_INTERNAL',
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
