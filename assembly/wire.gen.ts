@@ -737,6 +737,238 @@ export const CRC_BATCH_DESC_OUT_OFF: u32 = 12;
 // @ts-ignore: decorator
 @inline export function setCrcBatchDescOut(p: usize, v: u32): void { store<u32>(p, v, 12); }
 
+// Send work queue entry (app → NIC ring): fixed head, then nSge local SGEs, nRemote remote SGEs, inlineLen bytes — sabre NIC thread, little-endian
+export const SEND_WQE_SIZE: u32 = 64;
+export const SEND_WQE_KIND_OFF: u32 = 0;
+export const SEND_WQE_OPCODE_OFF: u32 = 1;
+export const SEND_WQE_FLAGS_OFF: u32 = 2;
+export const SEND_WQE_FLAGS_SIGNALED: u32 = 0x01;
+export const SEND_WQE_FLAGS_HAS_IMM: u32 = 0x02;
+export const SEND_WQE_FLAGS_REMOTE_LIST: u32 = 0x04;
+export const SEND_WQE_FLAGS_INLINE: u32 = 0x08;
+export const SEND_WQE_FLAGS_SRD: u32 = 0x10;
+export const SEND_WQE_FLAGS_HAS_REMOTE: u32 = 0x20;
+export const SEND_WQE_FLAGS_HAS_ATOMIC: u32 = 0x40;
+export const SEND_WQE_FLAGS_RSVD: u32 = 0x80;
+export const SEND_WQE_RSVD_OFF: u32 = 3;
+export const SEND_WQE_N_SGE_OFF: u32 = 4;
+export const SEND_WQE_N_REMOTE_OFF: u32 = 6;
+export const SEND_WQE_QPN_OFF: u32 = 8;
+export const SEND_WQE_TOKEN_OFF: u32 = 12;
+export const SEND_WQE_IMM_OFF: u32 = 16;
+export const SEND_WQE_RKEY_OFF: u32 = 20;
+export const SEND_WQE_REMOTE_ADDR_OFF: u32 = 24;
+export const SEND_WQE_REMOTE_QPN_OFF: u32 = 32;
+export const SEND_WQE_AH_OFF: u32 = 36;
+export const SEND_WQE_COMPARE_ADD_OFF: u32 = 40;
+export const SEND_WQE_SWAP_OFF: u32 = 48;
+export const SEND_WQE_INLINE_LEN_OFF: u32 = 56;
+export const SEND_WQE_RSVD2_OFF: u32 = 60;
+// @ts-ignore: decorator
+@inline export function getSendWqeKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setSendWqeKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getSendWqeOpcode(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setSendWqeOpcode(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getSendWqeFlags(p: usize): u8 { return load<u8>(p, 2); }
+// @ts-ignore: decorator
+@inline export function setSendWqeFlags(p: usize, v: u8): void { store<u8>(p, v, 2); }
+// @ts-ignore: decorator
+@inline export function getSendWqeRsvd(p: usize): u8 { return load<u8>(p, 3); }
+// @ts-ignore: decorator
+@inline export function setSendWqeRsvd(p: usize, v: u8): void { store<u8>(p, v, 3); }
+// @ts-ignore: decorator
+@inline export function getSendWqeNSge(p: usize): u16 { return load<u16>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setSendWqeNSge(p: usize, v: u16): void { store<u16>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getSendWqeNRemote(p: usize): u16 { return load<u16>(p, 6); }
+// @ts-ignore: decorator
+@inline export function setSendWqeNRemote(p: usize, v: u16): void { store<u16>(p, v, 6); }
+// @ts-ignore: decorator
+@inline export function getSendWqeQpn(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setSendWqeQpn(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getSendWqeToken(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setSendWqeToken(p: usize, v: u32): void { store<u32>(p, v, 12); }
+// @ts-ignore: decorator
+@inline export function getSendWqeImm(p: usize): u32 { return load<u32>(p, 16); }
+// @ts-ignore: decorator
+@inline export function setSendWqeImm(p: usize, v: u32): void { store<u32>(p, v, 16); }
+// @ts-ignore: decorator
+@inline export function getSendWqeRkey(p: usize): u32 { return load<u32>(p, 20); }
+// @ts-ignore: decorator
+@inline export function setSendWqeRkey(p: usize, v: u32): void { store<u32>(p, v, 20); }
+// @ts-ignore: decorator
+@inline export function getSendWqeRemoteAddr(p: usize): u64 { return load<u64>(p, 24); }
+// @ts-ignore: decorator
+@inline export function setSendWqeRemoteAddr(p: usize, v: u64): void { store<u64>(p, v, 24); }
+// @ts-ignore: decorator
+@inline export function getSendWqeRemoteQpn(p: usize): u32 { return load<u32>(p, 32); }
+// @ts-ignore: decorator
+@inline export function setSendWqeRemoteQpn(p: usize, v: u32): void { store<u32>(p, v, 32); }
+// @ts-ignore: decorator
+@inline export function getSendWqeAh(p: usize): u32 { return load<u32>(p, 36); }
+// @ts-ignore: decorator
+@inline export function setSendWqeAh(p: usize, v: u32): void { store<u32>(p, v, 36); }
+// @ts-ignore: decorator
+@inline export function getSendWqeCompareAdd(p: usize): u64 { return load<u64>(p, 40); }
+// @ts-ignore: decorator
+@inline export function setSendWqeCompareAdd(p: usize, v: u64): void { store<u64>(p, v, 40); }
+// @ts-ignore: decorator
+@inline export function getSendWqeSwap(p: usize): u64 { return load<u64>(p, 48); }
+// @ts-ignore: decorator
+@inline export function setSendWqeSwap(p: usize, v: u64): void { store<u64>(p, v, 48); }
+// @ts-ignore: decorator
+@inline export function getSendWqeInlineLen(p: usize): u32 { return load<u32>(p, 56); }
+// @ts-ignore: decorator
+@inline export function setSendWqeInlineLen(p: usize, v: u32): void { store<u32>(p, v, 56); }
+// @ts-ignore: decorator
+@inline export function getSendWqeRsvd2(p: usize): u32 { return load<u32>(p, 60); }
+// @ts-ignore: decorator
+@inline export function setSendWqeRsvd2(p: usize, v: u32): void { store<u32>(p, v, 60); }
+
+// Receive work queue entry (app → NIC ring): fixed head, then nSge local SGEs — sabre NIC thread, little-endian
+export const RECV_WQE_SIZE: u32 = 16;
+export const RECV_WQE_KIND_OFF: u32 = 0;
+export const RECV_WQE_RSVD_OFF: u32 = 1;
+export const RECV_WQE_N_SGE_OFF: u32 = 2;
+export const RECV_WQE_QPN_OFF: u32 = 4;
+export const RECV_WQE_TOKEN_OFF: u32 = 8;
+export const RECV_WQE_RSVD2_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getRecvWqeKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getRecvWqeRsvd(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeRsvd(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getRecvWqeNSge(p: usize): u16 { return load<u16>(p, 2); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeNSge(p: usize, v: u16): void { store<u16>(p, v, 2); }
+// @ts-ignore: decorator
+@inline export function getRecvWqeQpn(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeQpn(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getRecvWqeToken(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeToken(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getRecvWqeRsvd2(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setRecvWqeRsvd2(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Local scatter/gather entry of a WQE — sabre NIC thread, little-endian
+export const WQE_SGE_SIZE: u32 = 16;
+export const WQE_SGE_ADDR_OFF: u32 = 0;
+export const WQE_SGE_LENGTH_OFF: u32 = 8;
+export const WQE_SGE_LKEY_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getWqeSgeAddr(p: usize): u64 { return load<u64>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setWqeSgeAddr(p: usize, v: u64): void { store<u64>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getWqeSgeLength(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setWqeSgeLength(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getWqeSgeLkey(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setWqeSgeLkey(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Remote scatter/gather entry of a send WQE (RemoteList) — sabre NIC thread, little-endian
+export const WQE_REMOTE_SGE_SIZE: u32 = 16;
+export const WQE_REMOTE_SGE_ADDR_OFF: u32 = 0;
+export const WQE_REMOTE_SGE_LENGTH_OFF: u32 = 8;
+export const WQE_REMOTE_SGE_RKEY_OFF: u32 = 12;
+// @ts-ignore: decorator
+@inline export function getWqeRemoteSgeAddr(p: usize): u64 { return load<u64>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setWqeRemoteSgeAddr(p: usize, v: u64): void { store<u64>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getWqeRemoteSgeLength(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setWqeRemoteSgeLength(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getWqeRemoteSgeRkey(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setWqeRemoteSgeRkey(p: usize, v: u32): void { store<u32>(p, v, 12); }
+
+// Completion queue entry (NIC → app ring): fixed head, then srcLen bytes of source address — sabre NIC thread, little-endian
+export const CQE_SIZE: u32 = 32;
+export const CQE_KIND_OFF: u32 = 0;
+export const CQE_STATUS_OFF: u32 = 1;
+export const CQE_OPCODE_OFF: u32 = 2;
+export const CQE_FLAGS_OFF: u32 = 3;
+export const CQE_FLAGS_HAS_IMM: u32 = 0x01;
+export const CQE_FLAGS_HAS_SRC_QPN: u32 = 0x02;
+export const CQE_FLAGS_HAS_SRC: u32 = 0x04;
+export const CQE_FLAGS_RSVD: u32 = 0xf8;
+export const CQE_CQ_OFF: u32 = 4;
+export const CQE_TOKEN_OFF: u32 = 8;
+export const CQE_QPN_OFF: u32 = 12;
+export const CQE_BYTE_LEN_OFF: u32 = 16;
+export const CQE_IMM_OFF: u32 = 20;
+export const CQE_SRC_QPN_OFF: u32 = 24;
+export const CQE_SRC_LEN_OFF: u32 = 28;
+export const CQE_RSVD_OFF: u32 = 30;
+// @ts-ignore: decorator
+@inline export function getCqeKind(p: usize): u8 { return load<u8>(p, 0); }
+// @ts-ignore: decorator
+@inline export function setCqeKind(p: usize, v: u8): void { store<u8>(p, v, 0); }
+// @ts-ignore: decorator
+@inline export function getCqeStatus(p: usize): u8 { return load<u8>(p, 1); }
+// @ts-ignore: decorator
+@inline export function setCqeStatus(p: usize, v: u8): void { store<u8>(p, v, 1); }
+// @ts-ignore: decorator
+@inline export function getCqeOpcode(p: usize): u8 { return load<u8>(p, 2); }
+// @ts-ignore: decorator
+@inline export function setCqeOpcode(p: usize, v: u8): void { store<u8>(p, v, 2); }
+// @ts-ignore: decorator
+@inline export function getCqeFlags(p: usize): u8 { return load<u8>(p, 3); }
+// @ts-ignore: decorator
+@inline export function setCqeFlags(p: usize, v: u8): void { store<u8>(p, v, 3); }
+// @ts-ignore: decorator
+@inline export function getCqeCq(p: usize): u32 { return load<u32>(p, 4); }
+// @ts-ignore: decorator
+@inline export function setCqeCq(p: usize, v: u32): void { store<u32>(p, v, 4); }
+// @ts-ignore: decorator
+@inline export function getCqeToken(p: usize): u32 { return load<u32>(p, 8); }
+// @ts-ignore: decorator
+@inline export function setCqeToken(p: usize, v: u32): void { store<u32>(p, v, 8); }
+// @ts-ignore: decorator
+@inline export function getCqeQpn(p: usize): u32 { return load<u32>(p, 12); }
+// @ts-ignore: decorator
+@inline export function setCqeQpn(p: usize, v: u32): void { store<u32>(p, v, 12); }
+// @ts-ignore: decorator
+@inline export function getCqeByteLen(p: usize): u32 { return load<u32>(p, 16); }
+// @ts-ignore: decorator
+@inline export function setCqeByteLen(p: usize, v: u32): void { store<u32>(p, v, 16); }
+// @ts-ignore: decorator
+@inline export function getCqeImm(p: usize): u32 { return load<u32>(p, 20); }
+// @ts-ignore: decorator
+@inline export function setCqeImm(p: usize, v: u32): void { store<u32>(p, v, 20); }
+// @ts-ignore: decorator
+@inline export function getCqeSrcQpn(p: usize): u32 { return load<u32>(p, 24); }
+// @ts-ignore: decorator
+@inline export function setCqeSrcQpn(p: usize, v: u32): void { store<u32>(p, v, 24); }
+// @ts-ignore: decorator
+@inline export function getCqeSrcLen(p: usize): u16 { return load<u16>(p, 28); }
+// @ts-ignore: decorator
+@inline export function setCqeSrcLen(p: usize, v: u16): void { store<u16>(p, v, 28); }
+// @ts-ignore: decorator
+@inline export function getCqeRsvd(p: usize): u16 { return load<u16>(p, 30); }
+// @ts-ignore: decorator
+@inline export function setCqeRsvd(p: usize, v: u16): void { store<u16>(p, v, 30); }
+
 // Chunk map header (a hash-tracked landing zone; shared memory, little-endian) — sabre (M4), little-endian
 export const DEDUP_MAP_HDR_SIZE: u32 = 64;
 export const DEDUP_MAP_HDR_MAGIC_OFF: u32 = 0;

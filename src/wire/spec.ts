@@ -20,10 +20,12 @@
 export type { BitSpec, FieldSpec, FieldType, LayoutSpec } from './layout.js';
 import { layout, type LayoutSpec } from './layout.js';
 import { CRC_BATCH_DESC, PLACE_DESC, PLACE_OUT, REGION_ENTRY, SG_DESC } from './dataplane-spec.js';
+import { NIC_LAYOUTS } from './nic-spec.js';
 import { UDP_COOKIE, UDP_ENV, UDP_ENV_SEG, UDP_HDR, UDP_INTEG, UDP_SACK, UDP_SACK_BLOCK, UDP_TOKEN } from './udp-spec.js';
 
 export * from './udp-spec.js';
 export * from './dataplane-spec.js';
+export * from './nic-spec.js';
 
 // The features' specs, re-exported for importers not yet moved to them (src/dedup/, tests,
 // benchmarks). The RDMA layers below the features import nothing of them.
@@ -474,8 +476,9 @@ export const MPA_MARKER = layout({
 
 /**
  * The layouts of this file in document order: the RFC headers, sabre's udp transport, the
- * data-plane records. The features' layouts are in their own specs (DEDUP_LAYOUTS,
- * CHAN_LAYOUTS, FILE_LAYOUTS); scripts/gen-wire.mjs walks them all, in that order.
+ * data-plane records, the NIC's ring records (nic-spec.ts). The features' layouts are in their
+ * own specs (DEDUP_LAYOUTS, CHAN_LAYOUTS, FILE_LAYOUTS); scripts/gen-wire.mjs walks them all,
+ * in that order.
  */
 export const LAYOUTS: readonly LayoutSpec[] = [
   DDP_CTRL, TAGGED, UNTAGGED, READ_REQUEST, TERMINATE, IMMEDIATE_DATA, ATOMIC_REQUEST, ATOMIC_RESPONSE,
@@ -483,4 +486,5 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   MPA_REQ_REP, MPA_V2_PRIVATE, MPA_FPDU, MPA_MARKER,
   UDP_HDR, UDP_COOKIE, UDP_TOKEN, UDP_INTEG, UDP_SACK, UDP_SACK_BLOCK, UDP_ENV, UDP_ENV_SEG,
   REGION_ENTRY, PLACE_DESC, PLACE_OUT, SG_DESC, CRC_BATCH_DESC,
+  ...NIC_LAYOUTS,
 ];
