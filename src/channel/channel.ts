@@ -5,6 +5,7 @@
 // stats(), close().
 import { WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { Lifecycle, type Settle } from '../core/lifecycle.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -20,10 +21,7 @@ import type { Received } from '../dedup/endpoint.js';
 import type { Action, ChannelPorts, Region, RegionUse } from './ports.js';
 import { ACCESS, CODE, outcome, postAction } from './verbs-map.js';
 
-interface Pending<T = void> {
-  resolve: (v: T) => void;
-  reject: (e: Error) => void;
-}
+type Pending<T = void> = Settle<T>;
 
 interface Waiting extends Pending {
   bytes: Uint8Array;
@@ -61,17 +59,15 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** Iteration calls waiting for a message, oldest first. */
   #readers: Pending<IteratorResult<unknown>>[] | undefined;
   /** Until the peer's HELLO: who waits for it. */
-  #connected: { p: Promise<void>; settle: Pending } | undefined;
+  #connected: { promise: Promise<void>; settle: Pending } | undefined;
   #isConnected = false;
   #flushing = false;
   #flushAgain = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
-  #closing = false;
+  /** close() once; ended at teardown (the QP destroyed, every region released). */
+  readonly #life = new Lifecycle(() => new SabreError(ErrorCode.Closed, 'channel is closed'));
   #closeCalled = false;
-  #torn = false;
-  /** Whoever awaits close(). */
-  #onTorn: (() => void)[] | undefined;
   #error: SabreError | undefined;
   /** Runs once at teardown (the listener forgets a channel it never handed out). */
   onTeardown: (() => void) | undefined;
@@ -123,14 +119,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   get connected(): Promise<void> {
     if (this.#isConnected) return Promise.resolve();
     if (this.#torn) return Promise.reject(this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the peer\'s HELLO'));
-    if (!this.#connected) {
-      let settle!: Pending;
-      const p = new Promise<void>((resolve, reject) => {
-        settle = { resolve, reject };
-      });
-      this.#connected = { p, settle };
-    }
-    return this.#connected.p;
+    this.#connected ??= this.#life.owe<void>();
+    return this.#connected.promise;
   }
 
   // ---- ChannelPorts: registered memory for the core, in this channel's PD -------------------
@@ -220,7 +210,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #sendDedup(msg: unknown): Promise<void> {
     if (!(msg instanceof Uint8Array)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'send: a dedup send takes a Uint8Array'));
     if (this.#error) return Promise.reject(this.#error);
-    if (this.#closing || this.#torn) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel is closed'));
+    if (this.#life.closing) return Promise.reject(this.#life.closedError());
     const max = this.#core.maxMessage;
     if (msg.length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${msg.length} bytes, the peer takes at most ${max}`));
     const dedup = this.#dedupHalf();
@@ -276,7 +266,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     for (let guard = 0; guard < 4096 && !this.#torn; guard++) {
       const d = this.#core.peek();
       if (!d || !d.value || !isDedupMessage(d.bytes)) break;
-      this.#core.take(performance.now());
+      this.#core.pollMessage(performance.now());
       took = true;
       this.#dedupHalf().onMessage(d.bytes);
     }
@@ -286,7 +276,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** `raw`: a dedup-kind message (V set, the 0xc1 mark) the channel itself sends. */
   #send(msg: unknown, raw: boolean): Promise<void> {
     if (this.#error) return Promise.reject(this.#error);
-    if (this.#closing || this.#torn) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel is closed'));
+    if (this.#life.closing) return Promise.reject(this.#life.closedError());
     const value = raw || !(msg instanceof Uint8Array);
     let bytes: Uint8Array;
     try {
@@ -337,7 +327,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#routeDedupHeads(true);
     const f = this.#front?.shift();
     if (f) return f instanceof Error ? f : { done: false, value: f.bytes };
-    const d = this.#core.take(performance.now());
+    const d = this.#core.pollMessage(performance.now());
     if (d) {
       this.#flush();
       this.#routeDedupHeads(true); // a dedup message now next in order goes on without the application
@@ -392,13 +382,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * outstanding reject with ERR_CLOSED). Resolves when the QP and every region are released.
    */
   close(): Promise<void> {
-    if (this.#torn) return Promise.resolve();
-    const p = new Promise<void>((resolve) => (this.#onTorn ??= []).push(resolve));
-    if (!this.#closing) {
-      this.#closing = true;
-      this.#feed();
-    }
-    return p;
+    return this.#life.close(() => this.#feed());
+  }
+
+  get #torn(): boolean {
+    return this.#life.ended;
   }
 
   // ---- the shell ----------------------------------------------------------------------------
@@ -411,7 +399,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       const seq = this.#core.send(w.bytes, w.value, now, false);
       (this.#sends ??= new Map()).set(seq, w);
     }
-    if (this.#closing && !this.#closeCalled && this.#waiting.length === 0 && !this.#torn) {
+    if (this.#life.closing && !this.#closeCalled && this.#waiting.length === 0 && !this.#torn) {
       this.#closeCalled = true;
       this.#core.close(now);
     }
@@ -428,11 +416,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       return;
     }
     if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
-      if (wc.status !== WcStatus.Success) core.onRecvError(outcome(wc));
-      else if (wc.opcode === WcOpcode.Recv) core.onRecv(wc.byteLen, now);
-      else core.onImm(wc.imm ?? 0, wc.byteLen, now);
+      if (wc.status !== WcStatus.Success) core.handleRecvError(outcome(wc), now);
+      else if (wc.opcode === WcOpcode.Recv) core.handleRecv(wc.byteLen, now);
+      else core.handleImm(wc.imm ?? 0, wc.byteLen, now);
     } else {
-      core.onComplete(Number(wc.wrId), outcome(wc), now);
+      core.handleComplete(Number(wc.wrId), outcome(wc), now);
     }
   }
 
@@ -443,7 +431,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal */
   onDeviceGone(message: string): void {
-    this.#core.onQpError(message);
+    this.#core.handleQpError(message, performance.now());
     this.#flush();
   }
 
@@ -457,23 +445,19 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#flushing = true;
     const core = this.#core;
     try {
+      let refused = false;
       for (let pass = 0, again = true; again && pass < 1000; pass++, again = this.#flushAgain) {
         this.#flushAgain = false;
-        core.flushCredits(performance.now());
-        for (let guard = 0; guard < 1000; guard++) {
-          const acts = core.takeActions();
-          if (acts.length === 0) break;
-          let refused = false;
-          for (const a of acts) {
-            // After a refused post nothing more goes to the peer (it would arrive out of order).
-            if (refused && (a.t === 'recv' || a.t === 'send' || a.t === 'write' || a.t === 'read')) continue;
-            try {
-              this.#act(a);
-            } catch (e) {
-              // A post the verbs layer refused (QP gone, queue full): the channel cannot go on.
-              refused = true;
-              core.fail('closed', `posting failed: ${(e as Error).message}`);
-            }
+        core.handleBatchEnd(performance.now());
+        for (let a = core.pollAction(); a; a = core.pollAction()) {
+          // After a refused post nothing more goes to the peer (it would arrive out of order).
+          if (refused && (a.kind === 'recv' || a.kind === 'send' || a.kind === 'write' || a.kind === 'read')) continue;
+          try {
+            this.#act(a);
+          } catch (e) {
+            // A post the verbs layer refused (QP gone, queue full): the channel cannot go on.
+            refused = true;
+            core.fail('closed', `posting failed: ${(e as Error).message}`);
           }
         }
       }
@@ -485,7 +469,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #act(a: Action): void {
     const qp = this.#qp;
-    switch (a.t) {
+    switch (a.kind) {
       case 'recv':
       case 'send':
       case 'write':
@@ -511,7 +495,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         this.#wake();
         return;
       case 'failed': {
-        const err = (this.#error = new SabreError(CODE[a.kind], `channel: ${a.message}`));
+        const err = (this.#error = new SabreError(CODE[a.cause], `channel: ${a.message}`));
         // At once, not at teardown (which may wait for the abort to reach the peer).
         for (const p of this.#sends?.values() ?? []) p.reject(err);
         this.#sends = undefined;
@@ -525,17 +509,18 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #teardown(): void {
     if (this.#torn) return;
-    this.#torn = true;
+    const err = this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the message was placed');
+    // Ended first: whatever the release below sets off finds a channel that is gone. close()'s
+    // promise resolves after this turn, when the rest is done.
+    this.#life.end(err);
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#qp.destroy();
     this.#core.releaseMemory();
-    const err = this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the message was placed');
     this.#dedup?.close(err);
     for (const p of this.#sends?.values() ?? []) p.reject(err);
     this.#sends = undefined;
     for (const w of this.#waiting.splice(0)) w.reject(err);
-    this.#connected?.settle.reject(err);
     this.#connected = undefined;
     const s = this.counters();
     this.#hub.remove(this.#qp.qpn, this.#error ? 'failed' : 'closed', s);
@@ -545,7 +530,6 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#wake();
     this.onTeardown?.();
     this.onTeardown = undefined;
-    for (const f of this.#onTorn?.splice(0) ?? []) f();
   }
 
   #wake(): void {
@@ -561,7 +545,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #arm(): void {
     if (this.#torn) return;
-    const at = this.#core.nextDeadline();
+    const at = this.#core.pollTimeout();
     if (at === undefined) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -580,7 +564,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#timer = undefined;
     this.#timerAt = Infinity;
     if (this.#torn) return;
-    this.#core.tick(performance.now());
+    this.#core.handleTimeout(performance.now());
     this.#flush();
   }
 

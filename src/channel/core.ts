@@ -1,5 +1,5 @@
-// The sans-I/O channel protocol core: one end of a channel, fed with completions and a clock,
-// returning actions (./ports.ts). It owns both halves — this end as receiver (./inbound.ts) and
+// The sans-I/O channel protocol core: one end of a channel, fed with completions and a clock
+// (handle*), its actions pulled with pollAction (./ports.ts; the shape: src/core/sans-io.ts). It owns both halves — this end as receiver (./inbound.ts) and
 // as sender (./outbound.ts) — and what they share: the fixed region (HELLO receive buffer,
 // mailbox, send scratch), the control messages and their credits, the receive count, the
 // lifecycle (HELLO → open → close / fail → teardown).
@@ -12,12 +12,13 @@
 // - a message sent only to return credits (CREDIT) goes when half of a pool is owed — slot
 //   credits, the window, or mailbox slots — and a mailbox pool has at least 4 slots, so a
 //   CREDIT returns at least 2 and answering it with another is never due at once; it is
-//   decided at the end of a batch of completions (flushCredits), so one CREDIT returns what a
+//   decided at the end of a batch of completions (handleBatchEnd), so one CREDIT returns what a
 //   whole batch freed.
 // Receives: every message consumes one (a write with immediate included), so this end keeps
 // exactly (mailbox slots + slots of the live epoch [+ the granted one]) posted; the peer can
 // never have more messages in flight than that, by its credits.
 import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/channel-spec.js';
+import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import { Inbound, type InboundStats } from './inbound.js';
 import { type CtrlEntry, INLINE_MAX, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
 import type { ResolvedOptions } from './options.js';
@@ -42,7 +43,7 @@ export interface CoreStats extends InboundStats, OutboundStats {
 
 const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
 
-export class ChannelCore implements Link {
+export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   readonly o: ResolvedOptions;
   readonly ports: ChannelPorts;
   readonly fixed: Region;
@@ -51,7 +52,7 @@ export class ChannelCore implements Link {
   readonly out: Outbound;
   state: CoreState = 'init';
   failure: { kind: FailKind; message: string } | undefined;
-  #actions: Action[] = [];
+  readonly #actions = new Outbox<Action>();
   #wrNext = 1;
   #closeWr = -1;
   #torn = false;
@@ -80,7 +81,7 @@ export class ChannelCore implements Link {
 
   /**
    * Registers the fixed region and the phase-0 slots and asks for the first receives (the HELLO
-   * buffer first): run takeActions() and post them before the QP connects. Throws RangeError
+   * buffer first): poll the actions and post them before the QP connects. Throws RangeError
    * when the device has no memory for them.
    */
   constructor(o: ResolvedOptions, ports: ChannelPorts, now: number, preauthMax = 0) {
@@ -106,7 +107,7 @@ export class ChannelCore implements Link {
     this.out = new Outbound(this);
     const n = this.#want();
     this.#posted = n;
-    this.#actions.push({ t: 'recv', n, hello: { region: fixed, off: 0, len: CHAN_HELLO_BUF } });
+    this.#actions.push({ kind: 'recv', n, hello: { region: fixed, off: 0, len: CHAN_HELLO_BUF } });
   }
 
   // ---- Link ---------------------------------------------------------------------------------
@@ -165,7 +166,7 @@ export class ChannelCore implements Link {
     const n = this.#want() - this.#posted;
     if (n > 0) {
       this.#posted += n;
-      this.#actions.push({ t: 'recv', n });
+      this.#actions.push({ kind: 'recv', n });
     }
   }
 
@@ -173,7 +174,7 @@ export class ChannelCore implements Link {
     if (this.#torn) return;
     this.state = 'failed';
     this.failure = { kind, message };
-    this.#actions.push({ t: 'failed', kind, message });
+    this.#actions.push({ kind: 'failed', cause: kind, message });
     // Tell the peer, where the link still carries a control message: its pending sends and
     // reads fail now instead of waiting on this end (a rendezvous DONE would never come).
     // Credit rules do not matter any more; one mailbox credit is enough. The write is inline
@@ -188,7 +189,7 @@ export class ChannelCore implements Link {
   #teardown(): void {
     this.#torn = true;
     this.#ctrlQ.length = 0;
-    this.#actions.push({ t: 'teardown' });
+    this.#actions.push({ kind: 'teardown' });
   }
 
   // ---- application side ---------------------------------------------------------------------
@@ -209,7 +210,7 @@ export class ChannelCore implements Link {
       grant: this.inb.helloGrant(),
     });
     const wrId = this.newWr(WrKind.Hello);
-    this.#actions.push({ t: 'send', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes });
+    this.#actions.push({ kind: 'send', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes });
     this.#pump(now);
   }
 
@@ -246,8 +247,11 @@ export class ChannelCore implements Link {
     return this.inb.peek();
   }
 
-  /** The next message in order, if it is here. */
-  take(now: number): Delivered | undefined {
+  /**
+   * The next message in order, if it is here. Takes the time: taking a message frees its slot,
+   * which may send credits or start a waiting read.
+   */
+  pollMessage(now: number): Delivered | undefined {
     const d = this.inb.take();
     if (d) {
       this.inb.pumpReads();
@@ -271,7 +275,7 @@ export class ChannelCore implements Link {
     if (this.state === 'init' || !this.#peerMbox) {
       // Nothing was ever exchanged: nothing to tell the peer.
       this.state = 'closed';
-      this.#actions.push({ t: 'ended' });
+      this.#actions.push({ kind: 'ended' });
       this.#teardown();
       return;
     }
@@ -280,16 +284,15 @@ export class ChannelCore implements Link {
     this.#pump(now);
   }
 
-  takeActions(): Action[] {
-    const a = this.#actions;
-    this.#actions = [];
-    return a;
+  /** The next action, in the order the core made them (src/core/sans-io.ts). */
+  pollAction(): Action | undefined {
+    return this.#actions.poll();
   }
 
   // ---- completions --------------------------------------------------------------------------
 
   /** A Send landed in the HELLO buffer. */
-  onRecv(byteLen: number, now: number): void {
+  handleRecv(byteLen: number, now: number): void {
     if (this.#torn) return;
     this.#posted--;
     if (this.#helloReceived) return this.fail('protocol', 'a Send after HELLO (only writes with immediate follow it)');
@@ -311,14 +314,14 @@ export class ChannelCore implements Link {
     this.out.onHello(h, g, now);
     if (this.state === 'init') {
       this.state = 'open';
-      this.#actions.push({ t: 'connected' });
+      this.#actions.push({ kind: 'connected' });
     }
     this.refill();
     this.#pump(now);
   }
 
   /** A write with immediate landed (a data or control message). */
-  onImm(imm: number, byteLen: number, now: number): void {
+  handleImm(imm: number, byteLen: number, now: number): void {
     if (this.#torn) return;
     this.#posted--;
     if (!this.#helloReceived) return this.fail('protocol', 'a write before HELLO');
@@ -368,21 +371,21 @@ export class ChannelCore implements Link {
         if (this.#torn) return;
         // Everything the peer sent is here; what we still had for it will not be taken.
         this.state = 'closed';
-        this.#actions.push({ t: 'ended' });
+        this.#actions.push({ kind: 'ended' });
         this.#teardown();
         return;
     }
   }
 
   /** A receive completed in error (the QP went to ERROR). */
-  onRecvError(r: Outcome): void {
+  handleRecvError(r: Outcome, _now: number): void {
     if (this.#torn) return;
     this.#posted--;
     if (!r.ok) this.fail(r.why === 'flush' ? 'closed' : 'link', `receive failed: ${r.status}`);
   }
 
   /** A posted send / write / read completed. */
-  onComplete(wrId: number, r: Outcome, now: number): void {
+  handleComplete(wrId: number, r: Outcome, now: number): void {
     if (this.#torn) return;
     const kind = wrKindOf(wrId);
     if (kind === WrKind.Data) this.out.onWriteDone(wrId, r, now);
@@ -392,7 +395,7 @@ export class ChannelCore implements Link {
       return this.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `control message failed: ${r.status}`);
     } else if (wrId === this.#closeWr) {
       this.state = 'closed';
-      this.#actions.push({ t: 'ended' });
+      this.#actions.push({ kind: 'ended' });
       this.#teardown();
       return;
     }
@@ -400,13 +403,13 @@ export class ChannelCore implements Link {
   }
 
   /** The QP went to ERROR outside any completion we track (e.g. device closed). */
-  onQpError(message: string): void {
+  handleQpError(message: string, _now: number): void {
     this.fail('closed', message);
   }
 
   // ---- time ---------------------------------------------------------------------------------
 
-  tick(now: number): void {
+  handleTimeout(now: number): void {
     if (this.#torn) return;
     if (now >= this.#helloDeadline) return this.fail('timeout', `no HELLO from the peer within ${this.o.timeoutMs} ms`);
     if (now >= this.#closeDeadline) return this.fail('timeout', `close: sends still outstanding after ${this.o.timeoutMs} ms`);
@@ -416,7 +419,7 @@ export class ChannelCore implements Link {
     this.#pump(now);
   }
 
-  nextDeadline(): number | undefined {
+  pollTimeout(): number | undefined {
     if (this.#torn) return undefined;
     let d = Math.min(this.#helloDeadline, this.#closeDeadline);
     const a = this.out.deadline();
@@ -467,7 +470,7 @@ export class ChannelCore implements Link {
    * else carried them. Deciding here rather than per message returns a whole batch's credits
    * in one message.
    */
-  flushCredits(now: number): void {
+  handleBatchEnd(now: number): void {
     if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
     this.#pump(now);
     if (this.#torn || this.#ctrlQ.length > 0 || this.ctrlCredits < 1) return;
@@ -491,7 +494,7 @@ export class ChannelCore implements Link {
     this.#ctrlSent++;
     const wrId = this.newWr(WrKind.Ctrl);
     this.#actions.push({
-      t: 'write', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes,
+      kind: 'write', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes,
       remoteAddr: mb.addr + slot * CHAN_MBOX_SLOT, rkey: mb.rkey, imm: ctrlImm(slot),
     });
     return wrId;

@@ -195,7 +195,7 @@ export class Inbound {
       this.#bytesReceived += m.bytes.length;
     }
     this.#messagesReceived += msgs.length;
-    if (seqs[0] === this.consumed) l.emit({ t: 'readable' });
+    if (seqs[0] === this.consumed) l.emit({ kind: 'readable' });
   }
 
   get hasReady(): boolean {
@@ -361,7 +361,7 @@ export class Inbound {
       this.bufferedBytes += e.len;
       const wrId = l.newWr(WrKind.Read);
       this.#reads.push({ wrId, seq, sink });
-      l.emit({ t: 'read', wrId, local: { region: sink, off: 0, len: e.len }, remoteAddr: e.addr!, rkey: e.rkey! });
+      l.emit({ kind: 'read', wrId, local: { region: sink, off: 0, len: e.len }, remoteAddr: e.addr!, rkey: e.rkey! });
     }
   }
 
@@ -395,7 +395,7 @@ export class Inbound {
     const seq16 = seq % CHAN_SEQ_MOD;
     const entry: CtrlEntry = { make: () => ({ type: ChanType.Done, seq: seq16 }) };
     l.queueCtrl(entry);
-    if (seq === this.consumed) l.emit({ t: 'readable' });
+    if (seq === this.consumed) l.emit({ kind: 'readable' });
   }
 
   // ---- close, time, teardown ----------------------------------------------------------------

@@ -268,7 +268,7 @@ export class Outbound {
     const wrId = l.newWr(WrKind.Data);
     this.#writes.push({ wrId, seq: first.seq, count: n, tx: t, slot, staged, len: msgLen });
     l.emit({
-      t: 'write', wrId, local, ...(inline ? { bytes: inline } : {}),
+      kind: 'write', wrId, local, ...(inline ? { bytes: inline } : {}),
       remoteAddr: t.addr + slot * t.slotSize, rkey: t.rkey, imm: dataImm(t.epoch, !packed && first.value, slot, first.seq % CHAN_SEQ_MOD, packed),
     });
     return true;
@@ -346,7 +346,7 @@ export class Outbound {
     this.#messagesSent++;
     this.#bytesSent += o.len;
     this.#rendezvousSent++;
-    l.emit({ t: 'placed', seq: o.seq });
+    l.emit({ kind: 'placed', seq: o.seq });
     this.pump(now);
   }
 
@@ -371,7 +371,7 @@ export class Outbound {
     this.#bytesSent += w.len;
     this.#eagerSent += w.count;
     if (w.count > 1) this.#packedWrites++;
-    for (let k = 0; k < w.count; k++) l.emit({ t: 'placed', seq: w.seq + k });
+    for (let k = 0; k < w.count; k++) l.emit({ kind: 'placed', seq: w.seq + k });
     this.pump(now);
   }
 

@@ -53,30 +53,30 @@ export type FailKind = 'protocol' | 'timeout' | 'memory' | 'closed' | 'link' | '
 
 export type Action =
   /** Post n receives; the first one with `hello` as its buffer (only the very first post has it). */
-  | { t: 'recv'; n: number; hello?: Seg }
+  | { kind: 'recv'; n: number; hello?: Seg }
   /** A Send (the HELLO only): copy `bytes` into `local` and post it (inline). */
-  | { t: 'send'; wrId: number; local: Seg; bytes: Uint8Array }
+  | { kind: 'send'; wrId: number; local: Seg; bytes: Uint8Array }
   /**
    * RDMA WRITE WITH IMMEDIATE of local (undefined: a zero-length message). With `bytes`, copy
    * them into `local` right before posting — the write is inline (len <= INLINE_MAX), so `local`
    * (the send scratch) is free again as soon as it is posted; without, `local` already holds
    * the message (staging) and stays busy until the write completes.
    */
-  | { t: 'write'; wrId: number; local: Seg | undefined; bytes?: Uint8Array; remoteAddr: number; rkey: number; imm: number }
+  | { kind: 'write'; wrId: number; local: Seg | undefined; bytes?: Uint8Array; remoteAddr: number; rkey: number; imm: number }
   /** RDMA READ of local.len bytes from remoteAddr into local. */
-  | { t: 'read'; wrId: number; local: Seg; remoteAddr: number; rkey: number }
+  | { kind: 'read'; wrId: number; local: Seg; remoteAddr: number; rkey: number }
   /** The peer's HELLO arrived: the channel can carry messages. */
-  | { t: 'connected' }
+  | { kind: 'connected' }
   /** The message with this seq is placed at the peer: its send resolves. */
-  | { t: 'placed'; seq: number }
-  /** A message can be taken (take()). */
-  | { t: 'readable' }
-  /** No more messages will arrive; take() returns undefined once the ready ones are gone. */
-  | { t: 'ended' }
-  /** The channel failed: every outstanding send rejects with this; take() throws it after the ready messages. */
-  | { t: 'failed'; kind: FailKind; message: string }
+  | { kind: 'placed'; seq: number }
+  /** A message can be taken (pollMessage()). */
+  | { kind: 'readable' }
+  /** No more messages will arrive; pollMessage() returns undefined once the ready ones are gone. */
+  | { kind: 'ended' }
+  /** The channel failed: every outstanding send rejects with this; pollMessage() reports it after the ready messages. */
+  | { kind: 'failed'; cause: FailKind; message: string }
   /** Destroy the QP, then call core.releaseMemory(): nothing will be posted again. */
-  | { t: 'teardown' };
+  | { kind: 'teardown' };
 
 /** How a work request ended, classified by the shell from its completion status. */
 export type Outcome =

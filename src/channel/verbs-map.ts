@@ -46,8 +46,8 @@ export function outcome(wc: WorkCompletion): Outcome {
 }
 
 /** Post one of the core's work-request actions on the QP (throws what verbs throws). */
-export function postAction(qp: QueuePair, a: Extract<Action, { t: 'recv' | 'send' | 'write' | 'read' }>): void {
-  switch (a.t) {
+export function postAction(qp: QueuePair, a: Extract<Action, { kind: 'recv' | 'send' | 'write' | 'read' }>): void {
+  switch (a.kind) {
     case 'recv': {
       const wrs = [];
       for (let i = 0; i < a.n; i++) {

@@ -169,7 +169,7 @@ describe('channel core: fault injection at each step of the swap', () => {
     // Replay an epoch-0 write after the fence, as a link that reordered it would deliver it.
     expect(p.b.mem.remoteWrite(oldRegion.rkey, oldRegion.addr, pattern(10, 2))).toBe(false);
     // And the core refuses the immediate even if the bytes had landed somewhere.
-    p.b.core.onImm((0 << 25) | 5, 10, p.now);
+    p.b.core.handleImm((0 << 25) | 5, 10, p.now);
     expect(p.b.core.failure?.message).toMatch(/epoch 0, the live epoch is 1/);
   });
 });
@@ -350,7 +350,7 @@ describe('channel core: a hostile sender', () => {
   ] as const)('%s: refused, the channel fails cleanly', (_n, make, len, why) => {
     const p = new SimPair({ a: O, b: O });
     p.run(p.now + 1);
-    p.b.core.onImm(make(), len, p.now);
+    p.b.core.handleImm(make(), len, p.now);
     expect(p.b.core.failure?.kind).toBe('protocol');
     expect(p.b.core.failure?.message).toMatch(why);
   });
@@ -364,7 +364,7 @@ describe('channel core: a hostile sender', () => {
     wr16(bytes, 2, 10);
     wr16(bytes, 16, 20);
     p.b.mem.remoteWrite(slots.region.rkey, slots.region.addr, bytes);
-    p.b.core.onImm(imm(false, 0, false, 0, 0) | (1 << 30), 30, p.now);
+    p.b.core.handleImm(imm(false, 0, false, 0, 0) | (1 << 30), 30, p.now);
     expect(p.b.core.failure?.message).toMatch(/packed data message: RECORD_TRUNCATED/);
     expect(p.b.received.length).toBe(0);
   });
@@ -376,7 +376,7 @@ describe('channel core: a hostile sender', () => {
     const bytes = new Uint8Array(12);
     for (let k = 0; k < 3; k++) wr16(bytes, k * 4 + 2, 0);
     p.b.mem.remoteWrite(slots.region.rkey, slots.region.addr, bytes);
-    p.b.core.onImm(imm(false, 0, false, 0, 0) | (1 << 30), 12, p.now);
+    p.b.core.handleImm(imm(false, 0, false, 0, 0) | (1 << 30), 12, p.now);
     expect(p.b.core.failure?.message).toMatch(/seq 2 outside the window/);
     expect(p.b.received.length).toBe(0);
   });
@@ -390,7 +390,7 @@ describe('channel core: a hostile sender', () => {
     // b reports credits as it frees slots, until its own mailbox credits run out (a never reads them here).
     for (; n < 500 && !p.b.core.failure; n++) {
       const allowed = cur.reported + cur.slots;
-      p.b.core.onImm(imm(false, 0, false, n % cur.slots, n), 1, p.now);
+      p.b.core.handleImm(imm(false, 0, false, n % cur.slots, n), 1, p.now);
       if (n + 1 > allowed) break;
     }
     expect(p.b.core.failure?.message).toMatch(/without a slot credit/);
@@ -401,8 +401,8 @@ describe('channel core: a hostile sender', () => {
     const p = new SimPair({ a: O, b: O });
     p.b.autoTake = false;
     p.run(p.now + 1);
-    p.b.core.onImm(imm(false, 0, false, 0, 1), 1, p.now);
-    p.b.core.onImm(imm(false, 0, false, 1, 1), 1, p.now);
+    p.b.core.handleImm(imm(false, 0, false, 0, 1), 1, p.now);
+    p.b.core.handleImm(imm(false, 0, false, 1, 1), 1, p.now);
     expect(p.b.core.failure?.message).toMatch(/repeated/);
   });
 

@@ -138,7 +138,7 @@ export class SimEnd {
   }
 
   take(now: number): Delivered | undefined {
-    const d = this.core.take(now);
+    const d = this.core.pollMessage(now);
     if (d) this.received.push(d.value ? { value: d.bytes } : d.bytes);
     return d;
   }
@@ -187,17 +187,17 @@ export class SimPair {
   #drain(e: SimEnd): void {
     for (let guard = 0; guard < 10_000; guard++) {
       // Every delivery is a batch of one: credits owed go out now.
-      e.core.flushCredits(this.now);
-      const acts = e.core.takeActions();
-      if (acts.length === 0) return;
-      for (const a of acts) this.#act(e, a);
+      e.core.handleBatchEnd(this.now);
+      let n = 0;
+      for (let a = e.core.pollAction(); a; a = e.core.pollAction(), n++) this.#act(e, a);
+      if (n === 0) return;
     }
     throw new Error('actions did not settle');
   }
 
   #act(e: SimEnd, a: Action): void {
     const q = this.#flight[e.name];
-    switch (a.t) {
+    switch (a.kind) {
       case 'recv':
         for (let i = 0; i < a.n; i++) e.posted.push(i === 0 ? a.hello : undefined);
         return;
@@ -226,8 +226,8 @@ export class SimPair {
         e.ended = true;
         return;
       case 'failed':
-        e.failed = { kind: a.kind, message: a.message };
-        e.events.push(`failed ${a.kind}: ${a.message}`);
+        e.failed = { kind: a.cause, message: a.message };
+        e.events.push(`failed ${a.cause}: ${a.message}`);
         return;
       case 'teardown':
         e.torn = true;
@@ -266,7 +266,7 @@ export class SimPair {
 
   #complete(e: SimEnd, wrId: number, r: Outcome): void {
     if (e.torn) return;
-    e.core.onComplete(wrId, r, this.now);
+    e.core.handleComplete(wrId, r, this.now);
     this.#drain(e);
   }
 
@@ -302,9 +302,9 @@ export class SimPair {
         return this.#qpError(to, 'a Send found no buffer');
       }
       to.mem.write(recv.region, recv.off, w.bytes);
-      to.core.onRecv(w.bytes.length, this.now);
+      to.core.handleRecv(w.bytes.length, this.now);
     } else {
-      to.core.onImm(w.imm, w.bytes.length, this.now);
+      to.core.handleImm(w.imm, w.bytes.length, this.now);
     }
     this.#drain(to);
     this.#complete(from, w.wrId, { ok: true });
@@ -312,7 +312,7 @@ export class SimPair {
 
   #qpError(e: SimEnd, why: string): void {
     if (e.torn) return;
-    e.core.onQpError(why);
+    e.core.handleQpError(why, this.now);
     this.#drain(e);
   }
 
@@ -326,7 +326,7 @@ export class SimPair {
         const f = this.#flight[from.name][0];
         if (f && (!best || f.at < best.f.at)) best = { from, f };
       }
-      const deadlines = [this.a, this.b].map((e) => (e.torn ? undefined : e.core.nextDeadline())).filter((d): d is number => d !== undefined);
+      const deadlines = [this.a, this.b].map((e) => (e.torn ? undefined : e.core.pollTimeout())).filter((d): d is number => d !== undefined);
       const dl = deadlines.length ? Math.min(...deadlines) : Infinity;
       if (best && best.f.at <= dl) {
         if (best.f.at > untilMs) return;
@@ -342,7 +342,7 @@ export class SimPair {
       this.now = Math.max(this.now, dl);
       for (const e of [this.a, this.b]) {
         if (e.torn) continue;
-        e.core.tick(this.now);
+        e.core.handleTimeout(this.now);
         this.#drain(e);
       }
     }

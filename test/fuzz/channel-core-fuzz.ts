@@ -163,16 +163,16 @@ export class CoreSession {
   /** Carry the core's actions out as the shell would, and learn what the peer would see. */
   #drain(): void {
     for (let guard = 0; guard < 64; guard++) {
-      this.core.flushCredits(this.now);
-      const acts = this.core.takeActions();
-      if (acts.length === 0) return;
-      for (const a of acts) this.#act(a);
+      this.core.handleBatchEnd(this.now);
+      let n = 0;
+      for (let a = this.core.pollAction(); a; a = this.core.pollAction(), n++) this.#act(a);
+      if (n === 0) return;
     }
-    throw new Error('the core kept emitting actions (64 rounds of flushCredits)');
+    throw new Error('the core kept emitting actions (64 rounds of handleBatchEnd)');
   }
 
   #act(a: Action): void {
-    switch (a.t) {
+    switch (a.kind) {
       case 'recv':
         this.posted += a.n;
         return;
@@ -213,7 +213,7 @@ export class CoreSession {
       case 'readable':
         return;
       case 'failed':
-        this.failure = `${a.kind}: ${a.message}`;
+        this.failure = `${a.cause}: ${a.message}`;
         return;
       case 'teardown':
         this.torn = true;
@@ -287,7 +287,7 @@ export class CoreSession {
     if (bytes.length > CHAN_HELLO_BUF) return 'longer than the HELLO buffer (the transport refuses it)';
     this.ports.write(this.core.fixed, 0, bytes);
     this.posted--;
-    this.core.onRecv(bytes.length, this.now);
+    this.core.handleRecv(bytes.length, this.now);
     return this.#after();
   }
 
@@ -314,10 +314,10 @@ export class CoreSession {
       this.last = new Uint8Array(0);
       if (this.posted === 0) return 'no receive posted (rnr)';
       this.posted--;
-      this.core.onRecvError(g.chance(0.5) ? { ok: false, why: 'flush', status: 'WrFlushErr' } : { ok: false, why: g.pick(['remote', 'link', 'rnr', 'local'] as const), status: 'LocErr' });
+      this.core.handleRecvError(g.chance(0.5) ? { ok: false, why: 'flush', status: 'WrFlushErr' } : { ok: false, why: g.pick(['remote', 'link', 'rnr', 'local'] as const), status: 'LocErr' }, this.now);
       return this.#after();
     }
-    this.core.onQpError('the fuzzer failed the QP');
+    this.core.handleQpError('the fuzzer failed the QP', this.now);
     return this.#after();
   }
 
@@ -445,7 +445,7 @@ export class CoreSession {
     }
     this.posted--;
     this.delivered++;
-    this.core.onImm(imm >>> 0, byteLen >>> 0, this.now);
+    this.core.handleImm(imm >>> 0, byteLen >>> 0, this.now);
     return this.#after();
   }
 
@@ -455,7 +455,7 @@ export class CoreSession {
     this.cls = 'complete/unknown';
     if (this.outstanding.length === 0 || g.chance(this.h / 5)) {
       const wrId = g.pick([0, 1, 8, 9, 10, 11, 12, 0x7fff_ffff, Number.MAX_SAFE_INTEGER, g.u32()]);
-      this.core.onComplete(wrId, g.chance(0.5) ? { ok: true } : { ok: false, why: g.pick(['flush', 'remote', 'link', 'rnr', 'local'] as const), status: 'Err' }, this.now);
+      this.core.handleComplete(wrId, g.chance(0.5) ? { ok: true } : { ok: false, why: g.pick(['flush', 'remote', 'link', 'rnr', 'local'] as const), status: 'Err' }, this.now);
       return this.#after();
     }
     const p = this.outstanding.splice(g.chance(0.8) ? 0 : g.int(this.outstanding.length), 1)[0]!;
@@ -468,17 +468,17 @@ export class CoreSession {
       this.last = b;
       this.ports.write(p.local.region, p.local.off, b.subarray(0, Math.min(b.length, p.local.len)));
     }
-    this.core.onComplete(p.wrId, r, this.now);
-    if (g.chance(this.h / 10)) this.core.onComplete(p.wrId, { ok: true }, this.now);
+    this.core.handleComplete(p.wrId, r, this.now);
+    if (g.chance(this.h / 10)) this.core.handleComplete(p.wrId, { ok: true }, this.now);
     return this.#after();
   }
 
   #tick(): CoreStep {
     const g = this.g;
     this.last = new Uint8Array(0);
-    const d = this.core.nextDeadline();
+    const d = this.core.pollTimeout();
     this.now += g.chance(0.5) && d !== undefined ? Math.max(0, d - this.now + g.pick([-1, 0, 1])) : g.pick([0, 1, 50, 2000, 5000, 86_400_000]);
-    this.core.tick(this.now);
+    this.core.handleTimeout(this.now);
     return this.#after();
   }
 
@@ -495,7 +495,7 @@ export class CoreSession {
       this.core.send(value ? encodeValue(g.bytes(Math.min(len, 64))) : new Uint8Array(len), value, this.now, g.chance(0.7));
     } else if (k < 9) {
       for (let i = 0; i < 8; i++) {
-        const d = this.core.take(this.now);
+        const d = this.core.pollMessage(this.now);
         if (!d) break;
         if (d.value) {
           const v = decodeValue(d.bytes, DEFAULT_DECODE_LIMITS);
