@@ -79,3 +79,10 @@ export class Outbox<A> {
     this.#head = 0;
   }
 }
+
+/** Every output a core has now, in order (tests and fuzzers; a shell acts on each as it polls). */
+export function pollAll<A extends Tagged>(core: PollsActions<A>): A[] {
+  const out: A[] = [];
+  for (let a = core.pollAction(); a !== undefined; a = core.pollAction()) out.push(a);
+  return out;
+}

@@ -117,9 +117,9 @@ export async function openSession(target: string | { host: string; port: number 
     neg = await new Promise<Negotiated>((resolve, reject) => {
       const t = setTimeout(() => reject(new FileError(LocalCode.Timeout, `no answer from ${server.host}:${server.port} within ${timeoutMs} ms`)), left());
       const flush = (): void => {
-        for (const e of pc.take()) {
-          if (e.t === 'write') pipe.write(e.bytes);
-          else if (e.t === 'error') {
+        for (let e = pc.pollAction(); e; e = pc.pollAction()) {
+          if (e.kind === 'write') pipe.write(e.bytes);
+          else if (e.kind === 'error') {
             clearTimeout(t);
             reject(new FileError(statusCode(e.status), e.message, e.status));
           } else {
@@ -130,7 +130,7 @@ export async function openSession(target: string | { host: string; port: number 
       };
       pipe.on('connect', flush);
       pipe.on('data', (b: Buffer) => {
-        pc.receive(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+        pc.handleReceive(new Uint8Array(b.buffer, b.byteOffset, b.byteLength), performance.now());
         flush();
       });
       pipe.once('error', (e: NodeJS.ErrnoException) => {

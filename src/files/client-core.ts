@@ -1,5 +1,5 @@
-// The client side of one RDMA connection of the file service, sans-I/O. The shell
-// (./client.ts) feeds it received messages, status blocks (found by polling its status area or
+// The client side of one RDMA connection of the file service, sans-I/O (the shape:
+// src/core/sans-io.ts). The shell (./client-session.ts) feeds it received messages, status blocks (found by polling its status area or
 // announced by a Write with Immediate), and local failures; it answers with actions: Sends,
 // receive reposts, request completions. A new connection is a new ClientConnection: credits
 // are never carried over from an old one.
@@ -15,6 +15,7 @@ import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from './messages.js';
 import { LocalCode, statusCode, statusText } from './status.js';
 import { writeFields } from './layout.js';
+import { Outbox, type PollsActions } from '../core/sans-io.js';
 
 /** What the server granted at authentication. */
 export interface NegotiatedLimits {
@@ -38,15 +39,15 @@ export interface AuthInput {
 
 export type ClientAction =
   /** A Send: `bytes` first, then the request's data (Write/WriteV) as its own segment. `slot`: the request's status slot, to clear before posting. */
-  | { t: 'send'; bytes: Uint8Array; id?: number; slot?: number; data?: unknown }
+  | { kind: 'send'; bytes: Uint8Array; id?: number; slot?: number; data?: unknown }
   /** Give the receive buffer just handed to receive()/statusBlock(…, true) back to the QP. */
-  | { t: 'repost' }
+  | { kind: 'repost' }
   /** Read slot `slot` now: an InterruptResponse says its block is there. */
-  | { t: 'check'; slot: number; id: number }
-  | { t: 'complete'; id: number; status: number; value: number; aux: number }
-  | { t: 'ready'; limits: NegotiatedLimits }
+  | { kind: 'check'; slot: number; id: number }
+  | { kind: 'complete'; id: number; status: number; value: number; aux: number }
+  | { kind: 'ready'; limits: NegotiatedLimits }
   /** The connection is unusable; every outstanding request was failed with the same error. */
-  | { t: 'failed'; code: FileErrorCodeValue; message: string; status?: number };
+  | { kind: 'failed'; code: FileErrorCodeValue; message: string; status?: number };
 
 /** Offset of the seal in a status block: a polling client trusts a slot once it reads its requestId there. */
 export const SEAL_OFFSET = FILE_HDR.size + FILE_STATUS_BODY.size;
@@ -78,12 +79,12 @@ export interface ClientCounters {
   serverUnproven: number;
 }
 
-export class ClientConnection {
+export class ClientConnection implements PollsActions<ClientAction> {
   state: 'new' | 'authenticating' | 'authenticated' | 'ready' | 'closed' = 'new';
   readonly credits: Credits;
   readonly statusSlots: number;
   limits: NegotiatedLimits | undefined;
-  actions: ClientAction[] = [];
+  readonly #actions = new Outbox<ClientAction>();
   readonly counters: ClientCounters = { sent: 0, completions: 0, interruptCompletions: 0, polledCompletions: 0, grantOnly: 0, retired: 0, retireAcks: 0, malformed: 0, serverUnproven: 0 };
   /** Credits the server asked us to retire (DeltaCredit −N) and we have not yet. */
   toRetire = 0;
@@ -111,10 +112,9 @@ export class ClientConnection {
     for (let i = o.statusSlots - 1; i >= 0; i--) this.#freeSlots.push(i);
   }
 
-  take(): ClientAction[] {
-    const a = this.actions;
-    this.actions = [];
-    return a;
+  /** The next action, in order (src/core/sans-io.ts). */
+  pollAction(): ClientAction | undefined {
+    return this.#actions.poll();
   }
 
   /** Outstanding requests (sent or queued). */
@@ -166,7 +166,7 @@ export class ClientConnection {
       // Never left: nothing to tell the server.
       this.#queue.splice(this.#queue.indexOf(p), 1);
       this.#byId.delete(id);
-      this.actions.push({ t: 'complete', id, status: FileStatus.Cancelled, value: 0, aux: 0 });
+      this.#actions.push({ kind: 'complete', id, status: FileStatus.Cancelled, value: 0, aux: 0 });
       return;
     }
     this.#control.push({ opcode: FileOp.Cancel, info: id });
@@ -182,7 +182,7 @@ export class ClientConnection {
   }
 
   /** A Send from the server landed in one of our receives (`b`: its bytes, valid during this call). */
-  receive(b: Uint8Array): void {
+  handleReceive(b: Uint8Array, _now: number): void {
     if (this.state === 'closed') return;
     if (!this.#consumed()) return;
     const h = decodeHeader(b);
@@ -217,7 +217,7 @@ export class ClientConnection {
         if (this.state === 'authenticated') {
           if (body.status !== FileStatus.Success) return this.fail(statusCode(body.status), `authentication refused: ${statusText(body.status)}`, body.status);
           this.state = 'ready';
-          this.actions.push({ t: 'ready', limits: this.limits! });
+          this.#actions.push({ kind: 'ready', limits: this.limits! });
         } else if (this.state === 'ready') this.counters.retireAcks++;
         else return this.#malformed('StatusResponse out of turn');
         break;
@@ -229,7 +229,7 @@ export class ClientConnection {
       case FileOp.InterruptResponse: {
         const p = this.#byId.get(hdr.info);
         // rc ordering: the block was placed before this Send arrived. Look at the slot now.
-        if (p && p.sent) this.actions.push({ t: 'check', slot: p.slot, id: p.id });
+        if (p && p.sent) this.#actions.push({ kind: 'check', slot: p.slot, id: p.id });
         break;
       }
       default:
@@ -242,7 +242,7 @@ export class ClientConnection {
    * The status block in `slot` (`b`: its 40 bytes). `viaImm`: it came with a Write with
    * Immediate, which consumed a receive (and one of our credits); polling: it did not.
    */
-  statusBlock(slot: number, b: Uint8Array, viaImm: boolean): void {
+  handleStatusBlock(slot: number, b: Uint8Array, viaImm: boolean, _now: number): void {
     if (this.state === 'closed') return;
     if (viaImm && !this.#consumed()) return;
     const p = this.#bySlot.get(slot);
@@ -265,7 +265,7 @@ export class ClientConnection {
     this.counters.completions++;
     if (viaImm) this.counters.interruptCompletions++;
     else this.counters.polledCompletions++;
-    this.actions.push({ t: 'complete', id: p.id, status: body.status, value: body.value, aux: body.aux });
+    this.#actions.push({ kind: 'complete', id: p.id, status: body.status, value: body.value, aux: body.aux });
     this.#pump();
   }
 
@@ -277,11 +277,11 @@ export class ClientConnection {
     this.#control.length = 0;
     this.#bySlot.clear();
     this.#byId.clear();
-    this.actions.push({ t: 'failed', code, message, ...(status !== undefined ? { status } : {}) });
+    this.#actions.push({ kind: 'failed', code, message, ...(status !== undefined ? { status } : {}) });
   }
 
   #consumed(): boolean {
-    this.actions.push({ t: 'repost' });
+    this.#actions.push({ kind: 'repost' });
     const ok = this.credits.received();
     this.credits.posted++;
     if (!ok) {
@@ -302,7 +302,7 @@ export class ClientConnection {
     const b = new Uint8Array(HDR_LEN + bodyLength(body));
     encodeMessage(b, h, body);
     this.counters.sent++;
-    this.actions.push({ t: 'send', bytes: b, ...extra });
+    this.#actions.push({ kind: 'send', bytes: b, ...extra });
   }
 
   #pump(): void {

@@ -183,15 +183,15 @@ export class ClientSession {
     });
     this.#pipe.on('data', (b: Buffer) => {
       // After the handshake only answers to the negotiations of dedup channels.
-      this.#pc.receive(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+      this.#pc.handleReceive(new Uint8Array(b.buffer, b.byteOffset, b.byteLength), performance.now());
       this.#pcFlush();
     });
   }
 
   #pcFlush(): void {
-    for (const e of this.#pc.take()) {
-      if (e.t === 'write') this.#pipe.write(e.bytes);
-      else if (e.t === 'error') {
+    for (let e = this.#pc.pollAction(); e; e = this.#pc.pollAction()) {
+      if (e.kind === 'write') this.#pipe.write(e.bytes);
+      else if (e.kind === 'error') {
         for (const w of this.#negotiating.splice(0)) w.reject(new FileError(statusCode(e.status), e.message, e.status));
       } else this.#negotiating.shift()?.resolve(e.result);
     }
@@ -239,13 +239,14 @@ export class ClientSession {
     }
     if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
       this.#currentRecv = Number(wc.wrId);
+      const now = performance.now();
       if (wc.opcode === WcOpcode.Recv) {
         const at = this.#currentRecv * RECV_SIZE;
-        this.#core.receive(this.#recv.buffer.subarray(at, at + wc.byteLen));
+        this.#core.handleReceive(this.#recv.buffer.subarray(at, at + wc.byteLen), now);
       } else {
         const slot = wc.imm ?? -1;
-        if (slot >= 0 && slot < this.#core.statusSlots) this.#core.statusBlock(slot, this.#slot(slot).slice(), true);
-        else this.#core.receive(new Uint8Array(0));
+        if (slot >= 0 && slot < this.#core.statusSlots) this.#core.handleStatusBlock(slot, this.#slot(slot).slice(), true, now);
+        else this.#core.handleReceive(new Uint8Array(0), now);
       }
       this.#run();
       this.#currentRecv = -1;
@@ -262,7 +263,7 @@ export class ClientSession {
   #consumeBlock(slot: number, b: Uint8Array): void {
     const copy = b.slice();
     b.fill(0);
-    this.#core.statusBlock(slot, copy, false);
+    this.#core.handleStatusBlock(slot, copy, false, performance.now());
   }
 
   #slot(slot: number): Uint8Array {
@@ -270,15 +271,11 @@ export class ClientSession {
   }
 
   #run(): void {
-    for (;;) {
-      const acts = this.#core.take();
-      if (acts.length === 0) return;
-      for (const a of acts) this.#act(a);
-    }
+    for (let a = this.#core.pollAction(); a; a = this.#core.pollAction()) this.#act(a);
   }
 
   #act(a: ClientAction): void {
-    switch (a.t) {
+    switch (a.kind) {
       case 'send':
         return this.#post(a);
       case 'repost': {
@@ -316,7 +313,7 @@ export class ClientSession {
     }
   }
 
-  #post(a: Extract<ClientAction, { t: 'send' }>): void {
+  #post(a: Extract<ClientAction, { kind: 'send' }>): void {
     if (this.#closed) return;
     try {
       if (a.slot !== undefined) this.#slot(a.slot).fill(0);

@@ -18,6 +18,7 @@ import {
   FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
 } from '../wire/files-spec.js';
+import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import type { LoginBackoff } from './admission.js';
 import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from './auth.js';
 import { bytesAt, readFields, writeFields } from './layout.js';
@@ -96,7 +97,7 @@ export interface PipeCounters {
 
 export const newPipeCounters = (): PipeCounters => ({ pipesOpened: 0, pipeAuthFailed: 0, pipeMalformed: 0, pipeTimeouts: 0, negotiations: 0, noCommonProvider: 0 });
 
-export type PipeServerAction = { t: 'write'; bytes: Uint8Array } | { t: 'close'; reason: string };
+export type PipeServerAction = { kind: 'write'; bytes: Uint8Array } | { kind: 'close'; reason: string };
 
 /**
  * How long a pipe has for Hello, Challenge, Proof and Welcome (two round trips and an HMAC), with
@@ -105,7 +106,7 @@ export type PipeServerAction = { t: 'write'; bytes: Uint8Array } | { t: 'close';
  */
 export const PIPE_HANDSHAKE_MS = 5000;
 
-export class PipeServer {
+export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
   /** 'held': the Proof arrived while its source is rationed (./admission.ts); checked at its turn. */
   state: 'hello' | 'proof' | 'held' | 'ready' | 'closed' = 'hello';
   session: Session | undefined;
@@ -122,7 +123,7 @@ export class PipeServer {
   #nc: Uint8Array = new Uint8Array(0);
   #ns: Uint8Array = new Uint8Array(0);
   #keyAsked = false;
-  actions: PipeServerAction[] = [];
+  readonly #actions = new Outbox<PipeServerAction>();
 
   constructor(o: {
     token: string; sessions: SessionTable; offer: Offer; random: RandomBytes; counters: PipeCounters; now: number; handshakeMs?: number;
@@ -140,32 +141,31 @@ export class PipeServer {
     o.counters.pipesOpened++;
   }
 
-  /** When to tick next: a held Proof's turn, or when the handshake must be done by. */
-  get deadline(): number {
+  /** When handleTimeout is due: a held Proof's turn, or when the handshake must be done by. */
+  pollTimeout(): number | undefined {
     if (this.state === 'held') return this.#held!.at;
-    return this.state === 'ready' || this.state === 'closed' ? Infinity : this.#deadline;
+    return this.state === 'ready' || this.state === 'closed' ? undefined : this.#deadline;
   }
 
-  take(): PipeServerAction[] {
-    const a = this.actions;
-    this.actions = [];
-    return a;
+  /** The next action, in order (src/core/sans-io.ts). */
+  pollAction(): PipeServerAction | undefined {
+    return this.#actions.poll();
   }
 
-  tick(now: number): void {
+  handleTimeout(now: number): void {
     if (this.state === 'held' && now >= this.#held!.at) {
       const h = this.#held!;
       this.#held = undefined;
       this.state = 'proof';
       return this.#check(h.mac, h.at);
     }
-    if (now >= this.deadline) {
+    if (now >= (this.pollTimeout() ?? Infinity)) {
       this.#counters.pipeTimeouts++;
       this.#close('no authenticated handshake in time');
     }
   }
 
-  receive(chunk: Uint8Array, now: number): void {
+  handleReceive(chunk: Uint8Array, now: number): void {
     if (this.state === 'closed') return;
     for (const f of this.#reader.push(chunk)) {
       this.#frame(f, now);
@@ -183,13 +183,13 @@ export class PipeServer {
   }
 
   #write(type: number, b?: Uint8Array): void {
-    this.actions.push({ t: 'write', bytes: encodePipeFrame(type, b) });
+    this.#actions.push({ kind: 'write', bytes: encodePipeFrame(type, b) });
   }
 
   #close(reason: string): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
-    this.actions.push({ t: 'close', reason });
+    this.#actions.push({ kind: 'close', reason });
   }
 
   #malformed(why: string): void {
@@ -297,11 +297,11 @@ export interface Negotiated {
 }
 
 export type PipeClientEvent =
-  | { t: 'write'; bytes: Uint8Array }
-  | { t: 'negotiated'; result: Negotiated }
-  | { t: 'error'; status: number; message: string };
+  | { kind: 'write'; bytes: Uint8Array }
+  | { kind: 'negotiated'; result: Negotiated }
+  | { kind: 'error'; status: number; message: string };
 
-export class PipeClient {
+export class PipeClient implements PollsActions<PipeClientEvent> {
   state: 'challenge' | 'welcome' | 'resume' | 'ready' | 'negotiating' | 'closed' = 'challenge';
   readonly #token: string;
   readonly #providers: number;
@@ -310,19 +310,18 @@ export class PipeClient {
   #ns: Uint8Array = new Uint8Array(0);
   #kSession: Uint8Array = new Uint8Array(0);
   resumeKey: Uint8Array = new Uint8Array(0);
-  events: PipeClientEvent[] = [];
+  readonly #events = new Outbox<PipeClientEvent>();
 
   constructor(o: { token: string; providers: number; random: RandomBytes }) {
     this.#token = o.token;
     this.#providers = o.providers;
     this.#nc = o.random(FILE_NONCE_LEN);
-    this.events.push({ t: 'write', bytes: encodePipeFrame(FilePipeType.Hello, this.#nc) });
+    this.#events.push({ kind: 'write', bytes: encodePipeFrame(FilePipeType.Hello, this.#nc) });
   }
 
-  take(): PipeClientEvent[] {
-    const e = this.events;
-    this.events = [];
-    return e;
+  /** The next action, in order (src/core/sans-io.ts). */
+  pollAction(): PipeClientEvent | undefined {
+    return this.#events.poll();
   }
 
   /** Ask for another key (one per RDMA connection). */
@@ -332,7 +331,7 @@ export class PipeClient {
     this.#write(FilePipeType.NegotiateRequest, body(FILE_PIPE_NEGOTIATE_REQ, { resumeKey: this.resumeKey, providers: this.#providers }));
   }
 
-  receive(chunk: Uint8Array): void {
+  handleReceive(chunk: Uint8Array, _now: number): void {
     if (this.state === 'closed') return;
     for (const f of this.#reader.push(chunk)) {
       this.#frame(f);
@@ -351,12 +350,12 @@ export class PipeClient {
   }
 
   #write(type: number, b?: Uint8Array): void {
-    this.events.push({ t: 'write', bytes: encodePipeFrame(type, b) });
+    this.#events.push({ kind: 'write', bytes: encodePipeFrame(type, b) });
   }
 
   #fail(status: number, message: string): void {
     this.state = 'closed';
-    this.events.push({ t: 'error', status, message });
+    this.#events.push({ kind: 'error', status, message });
   }
 
   #frame(f: PipeFrame): void {
@@ -401,8 +400,8 @@ export class PipeClient {
           return this.#fail(r.status, r.status === FileStatus.NoCommonProvider
             ? `the server serves none of the providers asked for (${have})` : `negotiate refused: ${statusText(r.status)}`);
         }
-        this.events.push({
-          t: 'negotiated',
+        this.#events.push({
+          kind: 'negotiated',
           result: {
             status: r.status, providers: r.providers, udpPort: r.udpPort, tcpPort: r.tcpPort,
             inprocId: new TextDecoder().decode(f.body.subarray(FILE_PIPE_NEGOTIATE_RESP.size)),

@@ -77,7 +77,7 @@ export class PipeShell {
     let timer: { clear(): void } | undefined;
     let armed = Infinity;
     const arm = (): void => {
-      const d = core.deadline;
+      const d = core.pollTimeout() ?? Infinity;
       if (d === armed) return;
       timer?.clear();
       timer = undefined;
@@ -86,13 +86,13 @@ export class PipeShell {
       timer = peerDeadline(Math.max(0, d - performance.now()) + 1, () => {
         armed = Infinity;
         timer = undefined;
-        core.tick(Math.max(performance.now(), d));
+        core.handleTimeout(Math.max(performance.now(), d));
         run();
       });
     };
     const run = (): void => {
-      for (const a of core.take()) {
-        if (a.t === 'write') s.write(a.bytes);
+      for (let a = core.pollAction(); a; a = core.pollAction()) {
+        if (a.kind === 'write') s.write(a.bytes);
         else s.end(() => s.destroy());
       }
       if (core.state === 'ready') this.admission.authenticated(s);
@@ -100,7 +100,7 @@ export class PipeShell {
     };
     arm();
     s.on('data', (chunk: Buffer) => {
-      core.receive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), performance.now());
+      core.handleReceive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), performance.now());
       run();
     });
     s.on('error', () => {});

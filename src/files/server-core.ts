@@ -17,16 +17,17 @@ import type { Session, SessionTable } from './sessions.js';
 import { CLIENT_OPS, type OpenFile, type Outbound, type Req, authResponseFields, openAccessRefused, stagingWrites } from './server-requests.js';
 import type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
+import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 export { DEFAULT_SERVER_LIMITS, PREAUTH_RECEIVE, newServerCounters, receiveSize } from './server-types.js';
 export type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
-export class ServerConnection {
+export class ServerConnection implements PollsActions<ServerAction>, HasTimeout {
   state: 'authenticating' | 'bound' | 'closing' | 'closed' = 'authenticating';
   readonly limits: ServerLimits;
   readonly credits: Credits;
   readonly counters: ServerCounters;
   session: Session | undefined;
-  actions: ServerAction[] = [];
+  readonly #actions = new Outbox<ServerAction>();
   readonly #sessions: SessionTable;
   readonly #authDeadline: number;
   #statusAddr = 0;
@@ -62,14 +63,14 @@ export class ServerConnection {
     o.counters.connections++;
   }
 
-  take(): ServerAction[] {
-    const a = this.actions;
-    this.actions = [];
-    return a;
+  /** The next action, in order (src/core/sans-io.ts). */
+  pollAction(): ServerAction | undefined {
+    return this.#actions.poll();
   }
 
-  get deadline(): number {
-    return this.state === 'authenticating' ? this.#authDeadline : Infinity;
+  /** The login deadline while the connection authenticates. */
+  pollTimeout(): number | undefined {
+    return this.state === 'authenticating' ? this.#authDeadline : undefined;
   }
 
   get openFiles(): number {
@@ -80,7 +81,7 @@ export class ServerConnection {
     return this.#reqs.size;
   }
 
-  tick(now: number): void {
+  handleTimeout(now: number): void {
     if (this.state === 'authenticating' && now >= this.#authDeadline) {
       this.counters.authTimeouts++;
       this.#terminate(FileStatus.NotAuthenticated, 'no AuthenticateRequest in time', false);
@@ -91,7 +92,7 @@ export class ServerConnection {
   // Inbound
 
   /** A receive completed with `b` (a view of the receive buffer, valid during this call). */
-  receive(recvId: number, b: Uint8Array, now: number): void {
+  handleReceive(recvId: number, b: Uint8Array, now: number): void {
     if (this.state === 'closing' || this.state === 'closed') return;
     this.#held++;
     if (!this.credits.received()) {
@@ -175,12 +176,12 @@ export class ServerConnection {
     this.#statusAddr = a.statusAddr;
     this.#statusRkey = a.statusRkey;
     this.#statusSlots = a.statusSlots;
-    this.actions.push({ t: 'bound', session: r.session });
+    this.#actions.push({ kind: 'bound', session: r.session });
     // The connection's memory only now (an unauthenticated peer costs one small receive), then
     // the receives, then the answers that grant them.
-    this.actions.push({ t: 'provision' });
+    this.#actions.push({ kind: 'provision' });
     this.#release(recvId);
-    this.actions.push({ t: 'post', n: this.credits.target + RESERVE });
+    this.#actions.push({ kind: 'post', n: this.credits.target + RESERVE });
     this.credits.posted += this.credits.target + RESERVE;
     const { resp, params } = authResponseFields(this.limits);
     const mac = connectionServerProof(r.kAuth, a.nonce, params);
@@ -325,7 +326,7 @@ export class ServerConnection {
     req.state = 'fs';
     const token = this.#nextToken++;
     this.#fsPending.set(token, { req, kind: work.op });
-    this.actions.push({ t: 'fs', token, work });
+    this.#actions.push({ kind: 'fs', token, work });
   }
 
   #closeWhenIdle(req: Req | undefined, f: OpenFile, commit = true): void {
@@ -333,11 +334,11 @@ export class ServerConnection {
     const token = this.#nextToken++;
     if (req) req.state = 'fs';
     this.#fsPending.set(token, { ...(req ? { req } : {}), file: f, kind: 'close' });
-    this.actions.push({ t: 'fs', token, work: { op: 'close', handle: f.handle, commit: commit && !f.discard && this.state === 'bound' } });
+    this.#actions.push({ kind: 'fs', token, work: { op: 'close', handle: f.handle, commit: commit && !f.discard && this.state === 'bound' } });
   }
 
   /** The shell finished file-system work `token`. */
-  fsDone(token: number, r: FsResult): void {
+  handleFsDone(token: number, r: FsResult, _now: number): void {
     const p = this.#fsPending.get(token);
     if (!p) return;
     this.#fsPending.delete(token);
@@ -389,7 +390,7 @@ export class ServerConnection {
         for (const w of writes) {
           const token = this.#nextToken++;
           this.#writesInFlight.set(token, staging);
-          this.actions.push({ t: 'write', staging, ...w, token });
+          this.#actions.push({ kind: 'write', staging, ...w, token });
         }
         if (b.op !== FileOp.List) this.counters.bytesRead += n;
         // The staging buffer is free once every Write of it completed; rc ordering places the
@@ -408,7 +409,7 @@ export class ServerConnection {
   }
 
   /** An RDMA Write of staging data (action 'write') completed. */
-  writeDone(token: number): void {
+  handleWriteDone(token: number, _now: number): void {
     const s = this.#writesInFlight.get(token);
     if (s === undefined) return;
     this.#writesInFlight.delete(token);
@@ -474,7 +475,7 @@ export class ServerConnection {
     if (want > c.target) {
       const more = want - c.target;
       c.target = want;
-      this.actions.push({ t: 'post', n: more });
+      this.#actions.push({ kind: 'post', n: more });
       c.posted += more;
       this.#queueSend(FileOp.DeltaCredit, 0, more, { op: FileOp.DeltaCredit });
     } else {
@@ -503,18 +504,18 @@ export class ServerConnection {
     });
     if (req.flags & FileFlag.Interrupt) {
       this.#sendQ.push({
-        build: (g, rq) => ({ t: 'block', bytes: encodeToBytes(hdr(g, rq), body), remoteAddr: blockAddr, rkey, imm: req.slot }),
+        build: (g, rq) => ({ kind: 'block', bytes: encodeToBytes(hdr(g, rq), body), remoteAddr: blockAddr, rkey, imm: req.slot }),
       });
     } else {
       const bytes = encodeToBytes(hdr(this.credits.grant(), this.credits.target), body);
-      this.actions.push({ t: 'block', bytes, remoteAddr: blockAddr, rkey });
+      this.#actions.push({ kind: 'block', bytes, remoteAddr: blockAddr, rkey });
       if (req.interrupt) this.#queueSend(FileOp.InterruptResponse, req.id, req.id, { op: FileOp.InterruptResponse, status, aux, value });
     }
   }
 
   #queueSend(opcode: number, requestId: number, info: number, body: Body, flags = 0, last = false): void {
     this.#sendQ.push({
-      build: (g, rq) => ({ t: 'send', bytes: encodeToBytes({ opcode, flags, creditsRequested: rq, creditsGranted: g, slot: 0, requestId, info }, body), ...(last ? { last } : {}) }),
+      build: (g, rq) => ({ kind: 'send', bytes: encodeToBytes({ opcode, flags, creditsRequested: rq, creditsGranted: g, slot: 0, requestId, info }, body), ...(last ? { last } : {}) }),
     });
   }
 
@@ -523,14 +524,14 @@ export class ServerConnection {
     this.#held--;
     if (recvId === this.#smallRecv) {
       this.#smallRecv = undefined;
-      this.actions.push({ t: 'retire', recvId });
+      this.#actions.push({ kind: 'retire', recvId });
       return;
     }
     const c = this.credits;
     if (c.posted + this.#held < c.target + RESERVE && this.state !== 'closing' && this.state !== 'closed') {
       c.posted++;
-      this.actions.push({ t: 'repost', recvId });
-    } else this.actions.push({ t: 'retire', recvId });
+      this.#actions.push({ kind: 'repost', recvId });
+    } else this.#actions.push({ kind: 'retire', recvId });
   }
 
   /** Send what the credits allow, then grant on our own if the client is about to starve. */
@@ -540,12 +541,12 @@ export class ServerConnection {
     while (this.#sendQ.length > 0) {
       const g = c.spend();
       if (g < 0) break;
-      this.actions.push(this.#sendQ.shift()!.build(g, c.target));
+      this.#actions.push(this.#sendQ.shift()!.build(g, c.target));
     }
     if (this.state === 'bound' && this.#sendQ.length === 0 && c.grantDue() && c.canSpend()) {
       this.counters.grantOnly++;
       const g = c.spend();
-      this.actions.push({ t: 'send', bytes: encodeToBytes({ opcode: FileOp.DeltaCredit, flags: 0, creditsRequested: c.target, creditsGranted: g, slot: 0, requestId: 0, info: 0 }, { op: FileOp.DeltaCredit }) });
+      this.#actions.push({ kind: 'send', bytes: encodeToBytes({ opcode: FileOp.DeltaCredit, flags: 0, creditsRequested: c.target, creditsGranted: g, slot: 0, requestId: 0, info: 0 }, { op: FileOp.DeltaCredit }) });
     }
     if (this.state === 'closing') this.#maybeReleased();
   }
@@ -556,13 +557,13 @@ export class ServerConnection {
     // A last StatusResponse with the Terminate flag when a credit allows it: the client learns why.
     if (tell && this.credits.send > 0) {
       this.credits.send--;
-      this.actions.push({
-        t: 'send', last: true,
+      this.#actions.push({
+        kind: 'send', last: true,
         bytes: encodeToBytes({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
           { op: FileOp.StatusResponse, status, aux: 0, value: 0 }),
       });
     }
-    this.actions.push({ t: 'terminate', reason, status });
+    this.#actions.push({ kind: 'terminate', reason, status });
     this.close();
   }
 
@@ -593,6 +594,6 @@ export class ServerConnection {
     for (const f of this.#files.values()) if (f.inflight === 0 && ![...this.#fsPending.values()].some((p) => p.file === f)) this.#closeWhenIdle(undefined, f, false);
     if (this.#fsPending.size > 0) return;
     this.state = 'closed';
-    this.actions.push({ t: 'released' });
+    this.#actions.push({ kind: 'released' });
   }
 }

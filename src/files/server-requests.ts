@@ -34,7 +34,7 @@ export type Req = {
 /** A message waiting for a credit to leave. */
 export interface Outbound {
   /** Encode with the grant this message carries (computed when it leaves). */
-  build(grant: number, requested: number): { t: 'send'; bytes: Uint8Array; last?: boolean } | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number };
+  build(grant: number, requested: number): { kind: 'send'; bytes: Uint8Array; last?: boolean } | { kind: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number };
 }
 
 /** The requests a client may send once authenticated. */

@@ -94,22 +94,22 @@ export interface FsResult {
 
 export type ServerAction =
   /** Post `n` new receive buffers (after authentication, or when the target rises). */
-  | { t: 'post'; n: number }
+  | { kind: 'post'; n: number }
   /** Give this receive buffer back to the QP. */
-  | { t: 'repost'; recvId: number }
+  | { kind: 'repost'; recvId: number }
   /** This receive buffer is no longer wanted (credits lowered, or the pre-auth buffer). */
-  | { t: 'retire'; recvId: number }
+  | { kind: 'retire'; recvId: number }
   /** Allocate the connection's receive and staging memory (authentication succeeded). */
-  | { t: 'provision' }
+  | { kind: 'provision' }
   /** A Send of these bytes (at most a few hundred: the shell may post it inline). `last`: the terminal message. */
-  | { t: 'send'; bytes: Uint8Array; last?: boolean }
+  | { kind: 'send'; bytes: Uint8Array; last?: boolean }
   /** RDMA Write of staging bytes to the client; `token` comes back in writeDone. */
-  | { t: 'write'; staging: number; at: number; length: number; remoteAddr: number; rkey: number; token: number }
+  | { kind: 'write'; staging: number; at: number; length: number; remoteAddr: number; rkey: number; token: number }
   /** A status block to the client's slot: plain RDMA Write, or Write with Immediate (imm = slot). */
-  | { t: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number }
-  | { t: 'fs'; token: number; work: FsOp }
+  | { kind: 'block'; bytes: Uint8Array; remoteAddr: number; rkey: number; imm?: number }
+  | { kind: 'fs'; token: number; work: FsOp }
   /** Close the connection (after the last Send, if any, has gone). */
-  | { t: 'terminate'; reason: string; status: number }
+  | { kind: 'terminate'; reason: string; status: number }
   /** Bound to a session / everything this connection held is released (after close). */
-  | { t: 'bound'; session: Session }
-  | { t: 'released' };
+  | { kind: 'bound'; session: Session }
+  | { kind: 'released' };

@@ -333,7 +333,7 @@ export class FileServer {
   }
 
   #tick(c: Conn): void {
-    c.core.tick(performance.now() + 10);
+    c.core.handleTimeout(performance.now() + 10);
     this.#run(c);
   }
 
@@ -376,11 +376,11 @@ export class FileServer {
       const id = Number(wc.wrId);
       const view = this.#recvView(c, id);
       if (!view) return;
-      c.core.receive(id, view.subarray(0, wc.byteLen), performance.now());
+      c.core.handleReceive(id, view.subarray(0, wc.byteLen), performance.now());
     } else if (wc.wrId === TERMINAL_WR) {
       this.#destroy(c);
     } else if (wc.opcode === WcOpcode.RdmaWrite) {
-      c.core.writeDone(Number(wc.wrId));
+      c.core.handleWriteDone(Number(wc.wrId), performance.now());
     }
   }
 
@@ -395,10 +395,9 @@ export class FileServer {
 
   /** Carry out the core's actions. */
   #run(c: Conn): void {
-    const acts = c.core.take();
-    for (const a of acts) {
+    for (let a = c.core.pollAction(); a; a = c.core.pollAction()) {
       // With the QP gone only the file system and the bookkeeping still matter.
-      if (c.destroyed && (a.t === 'post' || a.t === 'repost' || a.t === 'send' || a.t === 'block' || a.t === 'write' || a.t === 'provision')) continue;
+      if (c.destroyed && (a.kind === 'post' || a.kind === 'repost' || a.kind === 'send' || a.kind === 'block' || a.kind === 'write' || a.kind === 'provision')) continue;
       try {
         this.#act(c, a);
       } catch {
@@ -407,12 +406,11 @@ export class FileServer {
         this.#destroyQp(c);
       }
     }
-    if (c.core.actions.length > 0) this.#run(c);
   }
 
   #act(c: Conn, a: ServerAction): void {
     const qp = c.qp;
-    switch (a.t) {
+    switch (a.kind) {
       case 'provision':
         return c.provision();
       case 'post':
@@ -492,7 +490,7 @@ export class FileServer {
       r = { status: statusOf(e) };
     }
     // Even for a connection being torn down: the core closes what a late open opened.
-    c.core.fsDone(token, r);
+    c.core.handleFsDone(token, r, performance.now());
     this.#run(c);
   }
 

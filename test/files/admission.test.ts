@@ -7,6 +7,7 @@ import { PipeServer, newPipeCounters, encodePipeFrame, PipeReader } from '../../
 import { SessionTable } from '../../src/files/sessions.js';
 import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 describe('Admission', () => {
   it('past the per-source cap the source\'s oldest unauthenticated one is evicted; authenticated ones never are', () => {
@@ -104,24 +105,24 @@ describe('PipeServer with a backoff', () => {
     });
     const status = (p: PipeServer): number | undefined => {
       const r = new PipeReader();
-      for (const a of p.take()) if (a.t === 'write') for (const f of r.push(a.bytes)) if (f.type === FilePipeType.Welcome) return readFields(FILE_PIPE_WELCOME, f.body, 0).status;
+      for (const a of pollAll(p)) if (a.kind === 'write') for (const f of r.push(a.bytes)) if (f.type === FilePipeType.Welcome) return readFields(FILE_PIPE_WELCOME, f.body, 0).status;
       return undefined;
     };
     const p = mk(100);
-    p.receive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 100);
-    p.take();
-    p.receive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 100);
+    p.handleReceive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 100);
+    pollAll(p);
+    p.handleReceive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 100);
     expect(p.state).toBe('held');
-    expect(p.deadline).toBe(500);
-    p.tick(499);
+    expect(p.pollTimeout()).toBe(500);
+    p.handleTimeout(499);
     expect(p.state).toBe('held');
-    p.tick(500);
+    p.handleTimeout(500);
     expect(status(p)).toBe(FileStatus.AccessDenied);
     // The next turn is at 1000, after this pipe's deadline (150 + 800): refused unchecked.
     const q = mk(150);
-    q.receive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 150);
-    q.take();
-    q.receive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 150);
+    q.handleReceive(encodePipeFrame(FilePipeType.Hello, new Uint8Array(32)), 150);
+    pollAll(q);
+    q.handleReceive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 150);
     expect(status(q)).toBe(FileStatus.SessionLimit);
     expect(q.state).toBe('closed');
   });

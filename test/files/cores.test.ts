@@ -9,6 +9,7 @@ import { ClientConnection } from '../../src/files/client-core.js';
 import { writeFields } from '../../src/files/layout.js';
 import { HDR_LEN, bodyLength, encodeMessage } from '../../src/files/messages.js';
 import { Harness } from './harness.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 const bytes = (n: number, seed = 1): Uint8Array => {
   const b = new Uint8Array(n);
@@ -41,7 +42,7 @@ describe('file service cores: authentication', () => {
     expect(h.client.credits.send).toBeGreaterThan(0);
     expect(h.counters.authenticated).toBe(1);
     // request → response → status response, in that order, on the wire.
-    const sent = h.serverLog.filter((a) => a.t === 'send').map((a) => (a as { bytes: Uint8Array }).bytes[0]);
+    const sent = h.serverLog.filter((a) => a.kind === 'send').map((a) => (a as { bytes: Uint8Array }).bytes[0]);
     expect(sent.slice(0, 2)).toEqual([FileOp.AuthenticateResponse, FileOp.StatusResponse]);
   });
 
@@ -49,7 +50,7 @@ describe('file service cores: authentication', () => {
     const h = new Harness();
     expect(h.serverRq.length).toBe(1);
     ready(h);
-    const kinds = h.serverLog.map((a) => a.t);
+    const kinds = h.serverLog.map((a) => a.kind);
     expect(kinds.indexOf('provision')).toBeGreaterThanOrEqual(0);
     expect(kinds.indexOf('provision')).toBeLessThan(kinds.indexOf('post'));
     expect(h.serverRq.length).toBe(h.limits.credits + RESERVE);
@@ -76,10 +77,10 @@ describe('file service cores: the client checks the server', () => {
       const nonce = new Uint8Array(16).fill(2);
       const c = new ClientConnection({ credits: 4, statusSlots: 4, receiveSize: 128 });
       c.start({ resumeKey: new Uint8Array(24), keyId: new Uint8Array(16), kAuth, nonce, statusAddr: 0x1000, statusRkey: 7 });
-      c.take();
-      c.receive(response(right ? kAuth : new Uint8Array(32).fill(9), nonce));
-      const acts = c.take();
-      const failed = acts.find((a) => a.t === 'failed');
+      pollAll(c);
+      c.handleReceive(response(right ? kAuth : new Uint8Array(32).fill(9), nonce), 0);
+      const acts = pollAll(c);
+      const failed = acts.find((a) => a.kind === 'failed');
       if (right) {
         expect(failed).toBeUndefined();
         expect(c.state).toBe('authenticated');
@@ -192,10 +193,10 @@ describe('file service cores: I/O', () => {
     expect(h.done.get(id)).toEqual({ status: 0, value: 1000, aux: 0 });
     expect(h.client.counters.polledCompletions).toBe(before + 1);
     // The InterruptResponse named the request: the client was told to look at its slot.
-    expect(h.clientLog.some((a) => a.t === 'check' && a.id === id)).toBe(true);
+    expect(h.clientLog.some((a) => a.kind === 'check' && a.id === id)).toBe(true);
     expect(h.counters.interruptRequests).toBe(1);
     // The InterruptResponse went by Send.
-    expect(h.serverLog.some((a) => a.t === 'send' && a.bytes[0] === FileOp.InterruptResponse)).toBe(true);
+    expect(h.serverLog.some((a) => a.kind === 'send' && a.bytes[0] === FileOp.InterruptResponse)).toBe(true);
   });
 
   it('cancel: a read waiting for a staging buffer completes Cancelled; a read in the file system drops its data', () => {
@@ -251,6 +252,6 @@ describe('file service cores: limits and refusals (counted, the connection lives
       expect(h.run({ op: FileOp.RegisterFile, access: FileAccess.Read, mode: 0, path: p }).status, p).toBe(FileStatus.PathOutside);
     }
     expect(h.counters.refusedPath).toBe(5);
-    expect(h.serverLog.filter((a) => a.t === 'fs')).toEqual([]);
+    expect(h.serverLog.filter((a) => a.kind === 'fs')).toEqual([]);
   });
 });

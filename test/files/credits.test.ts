@@ -7,6 +7,7 @@ import { ClientConnection } from '../../src/files/client-core.js';
 import { Credits, RESERVE } from '../../src/files/credits.js';
 import { FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { Harness } from './harness.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 type Rule = 'ours' | 'any-credit' | 'peer-holds-one';
 
@@ -286,7 +287,7 @@ describe('ClientConnection alone', () => {
   it('may send exactly one message before its first grant', () => {
     const c = new ClientConnection({ credits: 4, statusSlots: 4, receiveSize: 128 });
     c.start({ resumeKey: new Uint8Array(24), keyId: new Uint8Array(16), kAuth: new Uint8Array(32), nonce: new Uint8Array(16), statusAddr: 0, statusRkey: 1 });
-    expect(c.take().filter((a) => a.t === 'send')).toHaveLength(1);
+    expect(pollAll(c).filter((a) => a.kind === 'send')).toHaveLength(1);
     expect(c.credits.send).toBe(0);
   });
 });

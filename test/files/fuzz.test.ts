@@ -12,6 +12,7 @@ import { PipeReader, PipeServer, newPipeCounters } from '../../src/files/pipe.js
 import { SessionTable } from '../../src/files/sessions.js';
 import { FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { Harness } from './harness.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
 const u16 = fc.integer({ min: 0, max: 0xffff });
@@ -84,9 +85,9 @@ describe('the control pipe under garbage', () => {
         token: 't', sessions: new SessionTable({}, (n) => new Uint8Array(randomBytes(n))), offer: { providers: 3, udpPort: 1, tcpPort: 2, inprocId: '' },
         random: (n) => new Uint8Array(randomBytes(n)), counters, now: 0,
       });
-      for (const c of chunks) s.receive(c, 1);
-      const acts = s.take();
-      if (s.state === 'closed') expect(acts.at(-1)?.t).toBe('close');
+      for (const c of chunks) s.handleReceive(c, 1);
+      const acts = pollAll(s);
+      if (s.state === 'closed') expect(acts.at(-1)?.kind).toBe('close');
       expect(s.session).toBeUndefined(); // garbage never proves the token
       new PipeReader().push(Uint8Array.from(chunks.flatMap((c) => [...c])));
     }), { numRuns: 3000 });
@@ -125,11 +126,11 @@ describe('a client connection fed random messages from a hostile server', () => 
       const c = new ClientConnection({ credits: 4, statusSlots: 8, receiveSize: 128 });
       c.start({ resumeKey: new Uint8Array(24), keyId: new Uint8Array(16), kAuth: new Uint8Array(32), nonce: new Uint8Array(16), statusAddr: 0, statusRkey: 1 });
       for (const [m, slot] of msgs) {
-        if (slot < 0) c.receive(m);
-        else c.statusBlock(slot, m, slot % 2 === 0);
+        if (slot < 0) c.handleReceive(m, 0);
+        else c.handleStatusBlock(slot, m, slot % 2 === 0, 0);
       }
-      const failed = c.take().find((a) => a.t === 'failed');
-      if (failed && failed.t === 'failed') expect(failed.code).toMatch(/^ERR_FILE_/);
+      const failed = pollAll(c).find((a) => a.kind === 'failed');
+      if (failed && failed.kind === 'failed') expect(failed.code).toMatch(/^ERR_FILE_/);
     }), { numRuns: 3000 });
   });
 });

@@ -15,6 +15,7 @@ import { authKey, sessionKey } from '../../src/files/auth.js';
 import { RESERVE } from '../../src/files/credits.js';
 import { FILE_SLOT_BYTES, FileAccess, FileStatus } from '../../src/wire/files-spec.js';
 import { rng } from '../transport/udp/sim.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 export interface Done {
   status: number;
@@ -131,7 +132,7 @@ export class Harness {
   #server(a: ServerAction[]): void {
     for (const x of a) {
       this.serverLog.push(x);
-      switch (x.t) {
+      switch (x.kind) {
         case 'post':
           for (let i = 0; i < x.n; i++) this.serverRq.push(this.#nextRecvId++);
           break;
@@ -168,7 +169,7 @@ export class Harness {
   #client(a: ClientAction[]): void {
     for (const x of a) {
       this.clientLog.push(x);
-      switch (x.t) {
+      switch (x.kind) {
         case 'send':
           if (x.slot !== undefined) this.mem.fill(0, this.statusAddr + x.slot * FILE_SLOT_BYTES, this.statusAddr + (x.slot + 1) * FILE_SLOT_BYTES);
           this.c2s.push({ k: 'send', bytes: x.bytes, ...(x.data instanceof Uint8Array ? { data: x.data } : {}) });
@@ -182,7 +183,7 @@ export class Harness {
           if (sealOf(b) === x.id) {
             const copy = b.slice();
             b.fill(0);
-            this.client.statusBlock(x.slot, copy, false);
+            this.client.handleStatusBlock(x.slot, copy, false, this.now);
           }
           break;
         }
@@ -314,8 +315,8 @@ export class Harness {
   releaseFs(i = 0): void {
     const [w] = this.fsQueue.splice(i, 1);
     if (!w) return;
-    this.server.fsDone(w.token, w.result());
-    this.#server(this.server.take());
+    this.server.handleFsDone(w.token, w.result(), this.now);
+    this.#server(pollAll(this.server));
   }
 
   #deliverC2S(): void {
@@ -324,30 +325,30 @@ export class Harness {
     const recvId = this.serverRq.shift()!;
     const msg = it.data ? concat(it.bytes, it.data) : it.bytes;
     this.serverRecvBuf.set(recvId, msg);
-    this.server.receive(recvId, msg, this.now);
-    this.#server(this.server.take());
-    this.#client(this.client.take());
+    this.server.handleReceive(recvId, msg, this.now);
+    this.#server(pollAll(this.server));
+    this.#client(pollAll(this.client));
   }
 
   #deliverS2C(): void {
     const it = this.s2c.shift()!;
     if (it.k === 'write') {
       this.mem.set(it.bytes, it.addr);
-      this.server.writeDone(it.token);
-      this.#server(this.server.take());
+      this.server.handleWriteDone(it.token, this.now);
+      this.#server(pollAll(this.server));
     } else if (it.k === 'block') {
       this.mem.set(it.bytes, it.addr);
       if (it.imm !== undefined) {
         this.clientRq--;
         const at = this.statusAddr + it.imm * FILE_SLOT_BYTES;
-        this.client.statusBlock(it.imm, this.mem.slice(at, at + STATUS_BLOCK_LEN), true);
+        this.client.handleStatusBlock(it.imm, this.mem.slice(at, at + STATUS_BLOCK_LEN), true, this.now);
       }
     } else {
       this.clientRq--;
-      this.client.receive(it.bytes);
+      this.client.handleReceive(it.bytes, this.now);
     }
-    this.#client(this.client.take());
-    this.#server(this.server.take());
+    this.#client(pollAll(this.client));
+    this.#server(pollAll(this.server));
   }
 
   #poll(): void {
@@ -357,18 +358,18 @@ export class Harness {
       if (sealOf(b) === id) {
         const copy = b.slice();
         b.fill(0);
-        this.client.statusBlock(slot, copy, false);
+        this.client.handleStatusBlock(slot, copy, false, this.now);
       }
     }
-    this.#client(this.client.take());
-    this.#server(this.server.take());
+    this.#client(pollAll(this.client));
+    this.#server(pollAll(this.server));
   }
 
   /** Run until nothing moves (bounded). */
   pump(max = 100_000): number {
     let n = 0;
-    this.#client(this.client.take());
-    this.#server(this.server.take());
+    this.#client(pollAll(this.client));
+    this.#server(pollAll(this.server));
     while (n < max && this.step()) n++;
     return n;
   }
@@ -384,8 +385,8 @@ export class Harness {
 
   tick(ms: number): void {
     this.now += ms;
-    this.server.tick(this.now);
-    this.#server(this.server.take());
+    this.server.handleTimeout(this.now);
+    this.#server(pollAll(this.server));
   }
 
   /** Inject raw bytes as if the client QP had sent them (hostile client). */

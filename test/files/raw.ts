@@ -10,6 +10,7 @@ import { writeFields } from '../../src/files/layout.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
 import { type Negotiated, PipeClient } from '../../src/files/pipe.js';
 import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../../src/wire/files-spec.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 export interface Got {
   hdr: FileHeader;
@@ -23,15 +24,15 @@ export async function negotiate(port: number, token: string, transport: 'udp' | 
   const pc = new PipeClient({ token, providers: FileProvider[transport], random: (n) => new Uint8Array(randomBytes(n)) });
   const neg = await new Promise<Negotiated>((resolve, reject) => {
     const flush = (): void => {
-      for (const e of pc.take()) {
-        if (e.t === 'write') pipe.write(e.bytes);
-        else if (e.t === 'error') reject(Object.assign(new Error(e.message), { status: e.status }));
+      for (const e of pollAll(pc)) {
+        if (e.kind === 'write') pipe.write(e.bytes);
+        else if (e.kind === 'error') reject(Object.assign(new Error(e.message), { status: e.status }));
         else resolve(e.result);
       }
     };
     pipe.on('connect', flush);
     pipe.on('data', (b: Buffer) => {
-      pc.receive(new Uint8Array(b));
+      pc.handleReceive(new Uint8Array(b), 0);
       flush();
     });
     pipe.on('error', reject);

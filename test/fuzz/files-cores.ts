@@ -18,6 +18,7 @@ import { SessionTable } from '../../src/files/sessions.js';
 import { FILE_MAX_PATH, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FileFlag, FileOp, FilePipeType, FileStatus } from '../../src/wire/spec.js';
 import type { Gen } from './rng.js';
 import { edgeU16, edgeU32, edgeU8, mutate } from './surface.js';
+import { pollAll } from '../../src/core/sans-io.js';
 
 const random = (n: number): Uint8Array => new Uint8Array(randomBytes(n));
 const TOKEN = 'fuzz-token';
@@ -108,7 +109,7 @@ export class PipeSession {
       this.cls = 'tick';
       this.last = new Uint8Array(0);
       this.now += g.pick([1, 4999, 5000, 5001, 1e9]);
-      this.server.tick(this.now);
+      this.server.handleTimeout(this.now);
       return this.#drain();
     }
     if (chunk.length > 1 && g.chance(0.2)) {
@@ -118,13 +119,13 @@ export class PipeSession {
       this.cls += '/cut';
     }
     this.last = chunk;
-    this.server.receive(chunk, this.now);
+    this.server.handleReceive(chunk, this.now);
     return this.#drain();
   }
 
   #drain(): string | undefined {
-    for (const a of this.server.take()) {
-      if (a.t === 'close') {
+    for (const a of pollAll(this.server)) {
+      if (a.kind === 'close') {
         this.closed = a.reason;
         // The shell: the session dies with its pipe.
         if (this.server.session) this.sessions.close(this.server.session);
@@ -178,8 +179,8 @@ export class ConnSession {
     const keyId = this.sessions.mintKey(s, this.now)!;
     const c = new ClientConnection({ credits: 8, statusSlots: g.pick([8, 8, 8, 1, 255, 0]), receiveSize: 128 });
     c.start({ resumeKey: g.chance(0.97) ? s.resumeKey : random(24), keyId, kAuth: authKey(s.kSession, keyId), nonce: random(16), statusAddr: g.chance(0.9) ? 4096 : 0, statusRkey: g.chance(0.9) ? 0x1234 : 0 });
-    const send = c.take().find((a) => a.t === 'send');
-    if (!send || send.t !== 'send') throw new Error('the client core did not send its AuthenticateRequest');
+    const send = pollAll(c).find((a) => a.kind === 'send');
+    if (!send || send.kind !== 'send') throw new Error('the client core did not send its AuthenticateRequest');
     let b = send.bytes;
     this.cls = 'auth';
     if (g.chance(0.1)) {
@@ -199,17 +200,17 @@ export class ConnSession {
       return this.#drain() ?? 'longer than the receive buffer (the shell closes the connection)';
     }
     this.credits--;
-    this.conn.receive(recvId, b, this.now);
+    this.conn.handleReceive(recvId, b, this.now);
     return this.#drain();
   }
 
   #drain(): string | undefined {
-    for (const a of this.conn.take()) this.#act(a);
+    for (const a of pollAll(this.conn)) this.#act(a);
     return this.terminated;
   }
 
   #act(a: ServerAction): void {
-    switch (a.t) {
+    switch (a.kind) {
       case 'post':
         for (let i = 0; i < a.n; i++) this.recvQ.push(this.#nextRecv++);
         return;
@@ -325,8 +326,8 @@ export class ConnSession {
     else if (work.op === 'write') r = { status: FileStatus.Success, value: work.length };
     else r = { status: FileStatus.Success, value: 0 };
     this.last = new Uint8Array(0);
-    this.conn.fsDone(w.token, r);
-    if (g.chance(0.02)) this.conn.fsDone(w.token, r);
+    this.conn.handleFsDone(w.token, r, this.now);
+    if (g.chance(0.02)) this.conn.handleFsDone(w.token, r, this.now);
     return this.#drain();
   }
 
@@ -339,7 +340,7 @@ export class ConnSession {
     this.last = new Uint8Array(0);
     if (k < 80 && this.writes.length) {
       this.cls = 'write-done';
-      this.conn.writeDone(g.chance(0.95) ? this.writes.shift()! : edgeU32(g));
+      this.conn.handleWriteDone(g.chance(0.95) ? this.writes.shift()! : edgeU32(g), this.now);
       return this.#drain();
     }
     if (k < 88) {
@@ -351,7 +352,7 @@ export class ConnSession {
     if (k < 92) {
       this.cls = 'tick';
       this.now += g.pick([1, 4999, 5000, 1e9]);
-      this.conn.tick(this.now);
+      this.conn.handleTimeout(this.now);
       return this.#drain();
     }
     if (k < 97) {
