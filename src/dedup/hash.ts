@@ -39,9 +39,19 @@ export function xxhValue(b: Uint8Array, at = 0): bigint {
   return (dv.getBigUint64(8, true) << 64n) | dv.getBigUint64(0, true);
 }
 
-/** Map key of a 32-byte hash record (hex is cheap, and strings hash well in a Map). */
+/**
+ * Map key of a 32-byte hash record: its sixteen 16-bit words as one string of 16 code units.
+ * Every lookup and insert of a chunk makes one, so it is built from the bytes directly (a hex
+ * string costs a Buffer, twice the characters and twice the garbage).
+ */
 export function hashKey(b: Uint8Array, at = 0): string {
-  return Buffer.from(b.buffer, b.byteOffset + at, DEDUP_HASH_BYTES).toString('hex');
+  const o = at;
+  return String.fromCharCode(
+    b[o]! | (b[o + 1]! << 8), b[o + 2]! | (b[o + 3]! << 8), b[o + 4]! | (b[o + 5]! << 8), b[o + 6]! | (b[o + 7]! << 8),
+    b[o + 8]! | (b[o + 9]! << 8), b[o + 10]! | (b[o + 11]! << 8), b[o + 12]! | (b[o + 13]! << 8), b[o + 14]! | (b[o + 15]! << 8),
+    b[o + 16]! | (b[o + 17]! << 8), b[o + 18]! | (b[o + 19]! << 8), b[o + 20]! | (b[o + 21]! << 8), b[o + 22]! | (b[o + 23]! << 8),
+    b[o + 24]! | (b[o + 25]! << 8), b[o + 26]! | (b[o + 27]! << 8), b[o + 28]! | (b[o + 29]! << 8), b[o + 30]! | (b[o + 31]! << 8),
+  );
 }
 
 /** Scratch in the memory for xxh128Chunks' lengths and digests, grown on demand. */

@@ -244,7 +244,8 @@ export class DedupRecvCore {
       const idx = m.first + i;
       this.#lens.push(len);
       this.#offs.push(this.#sum);
-      const ref = o.store.get(o.scope, m.hashes, i * DEDUP_HASH_BYTES);
+      const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
+      const ref = o.store.getByKey(o.scope, key);
       if (ref && ref.len === len) {
         // Copied now, so nothing here depends on the chunk staying in the store.
         out.set(ref.view ?? u8.subarray(ref.addr, ref.addr + len), this.#sum);
@@ -252,7 +253,6 @@ export class DedupRecvCore {
         this.#stats.bytesFromStore += len;
         this.#assembled += len;
       } else {
-        const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
         const first = this.#firstByHash.get(key);
         if (first !== undefined && this.#lens[first] === len) {
           // Already requested in this transfer: not again; filled from the first when it lands.

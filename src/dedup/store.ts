@@ -96,6 +96,16 @@ export interface IngestOptions {
   reference?: boolean;
 }
 
+/**
+ * A basis still being read into `bytes` from its start: `progress` yields how many bytes are in
+ * so far (rising); when it ends, what is in is the basis (a file that shrank meanwhile is
+ * shorter). Returning it early (a fill stopped) lets the reader close what it reads from.
+ */
+export interface FillSource {
+  bytes: Uint8Array;
+  progress: AsyncIterable<number>;
+}
+
 /** Bytes of the basis chunked and hashed per step of an ingest (device scratch: this plus one maximum chunk). */
 const INGEST_STEP = 4 << 20;
 /**
@@ -116,11 +126,12 @@ export class ChunkStore {
   readonly budgetBytes: number;
   readonly maxEntries: number;
   readonly hasher: ChunkHasher;
-  /** Insertion order is recency order: a touched entry is deleted and set again. */
-  readonly #lru = new Map<string, Entry>();
+  /** Insertion order is recency order: a touched entry is deleted and added again. */
+  readonly #lru = new Set<Entry>();
   /** The stored copies by content (shared store only: an unshared entry owns its copy). */
   readonly #copies = new Map<string, Copy>();
-  readonly #scopes = new Map<string, number>();
+  /** Each scope's entries by hashKey of their record (a lookup builds no scope-prefixed string). */
+  readonly #scopes = new Map<string, Map<string, Entry>>();
   /** Fills in progress by scope (local work only: a peer cannot start one). */
   readonly #filling = new Map<string, { done: Promise<void>; stopped: boolean }>();
   /** The secret chunking keys are derived from (chunkKey). */
@@ -163,14 +174,25 @@ export class ChunkStore {
     return new Uint8Array(createHmac('sha256', this.#secret).update(KEY_LABEL).update(scope).digest());
   }
 
-  #id(scope: string, hash: Uint8Array, at: number): string {
+  #table(scope: string): Map<string, Entry> | undefined {
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
-    return `${scope}\u0000${hashKey(hash, at)}`;
+    return this.#scopes.get(scope);
+  }
+
+  #entry(scope: string, hash: Uint8Array, at: number): Entry | undefined {
+    return this.#table(scope)?.get(hashKey(hash, at));
+  }
+
+  #add(e: Entry): void {
+    let t = this.#scopes.get(e.scope);
+    if (!t) this.#scopes.set(e.scope, (t = new Map()));
+    t.set(e.key, e);
+    this.#lru.add(e);
   }
 
   /** Does `scope` hold the chunk with this 32-byte hash record (at `at` in `hash`)? Counts a hit or miss. */
   has(scope: string, hash: Uint8Array, at = 0): boolean {
-    const ok = this.#lru.has(this.#id(scope, hash, at));
+    const ok = this.#entry(scope, hash, at) !== undefined;
     if (ok) this.#s.hits++;
     else this.#s.misses++;
     return ok;
@@ -178,28 +200,32 @@ export class ChunkStore {
 
   /** The chunk's place in device memory, made most recently used; undefined if absent. Counts a hit or miss. */
   get(scope: string, hash: Uint8Array, at = 0): ChunkRef | undefined {
-    const id = this.#id(scope, hash, at);
-    const e = this.#lru.get(id);
+    return this.getByKey(scope, hashKey(hash, at));
+  }
+
+  /** get() by the hashKey of the record (a caller that needs the key itself makes it once). */
+  getByKey(scope: string, key: string): ChunkRef | undefined {
+    const e = this.#table(scope)?.get(key);
     if (!e) {
       this.#s.misses++;
       return undefined;
     }
     this.#s.hits++;
-    this.#lru.delete(id);
-    this.#lru.set(id, e);
+    this.#lru.delete(e);
+    this.#lru.add(e);
     return e;
   }
 
   /** Keep the chunk until unpin (a transfer told its peer it holds it). False if absent. */
   pin(scope: string, hash: Uint8Array, at = 0): boolean {
-    const e = this.#lru.get(this.#id(scope, hash, at));
+    const e = this.#entry(scope, hash, at);
     if (!e) return false;
     if (e.pins++ === 0) this.#pinned++;
     return true;
   }
 
   unpin(scope: string, hash: Uint8Array, at = 0): void {
-    const e = this.#lru.get(this.#id(scope, hash, at));
+    const e = this.#entry(scope, hash, at);
     if (e && e.pins > 0 && --e.pins === 0) this.#pinned--;
   }
 
@@ -224,8 +250,8 @@ export class ChunkStore {
     for (let i = 0; i < chunks.length; i++) {
       const { addr, len } = chunks[i]!;
       const rec = at + i * DEDUP_HASH_BYTES;
-      const id = this.#id(scope, hashes, rec);
-      if (this.#lru.has(id)) {
+      const key = hashKey(hashes, rec);
+      if (this.#table(scope)?.has(key)) {
         this.#s.duplicates++;
         held++;
         continue;
@@ -245,7 +271,7 @@ export class ChunkStore {
         continue;
       }
       copies.push([dst, addr, len]);
-      const ckey = `${hashKey(hashes, rec)}:${len}`;
+      const ckey = `${key}:${len}`;
       let copy = this.shared ? this.#copies.get(ckey) : undefined;
       if (copy) {
         spare.push(dst);
@@ -257,9 +283,7 @@ export class ChunkStore {
         this.#copyCount++;
       }
       copy.refs++;
-      const e: Entry = { scope, key: id, copy, addr: copy.addr, len, pins: 0 };
-      this.#lru.set(id, e);
-      this.#scopes.set(scope, (this.#scopes.get(scope) ?? 0) + 1);
+      this.#add({ scope, key, copy, addr: copy.addr, len, pins: 0 });
       this.#bytes += len;
       this.#s.inserts++;
       held++;
@@ -280,7 +304,7 @@ export class ChunkStore {
    */
   ingest(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions = {}): number {
     let held = 0;
-    for (const n of this.#ingestSteps(scope, bytes, cdc, o, INGEST_STEP)) held += n;
+    for (const n of this.#ingestSteps(scope, bytes, { avail: bytes.length, done: true }, cdc, o, INGEST_STEP)) held += n;
     return held;
   }
 
@@ -288,26 +312,39 @@ export class ChunkStore {
    * ingest() a step at a time, giving the event loop a turn between steps, for a basis that
    * arrives while a transfer is starting: until it settles, filling(scope) is a promise a
    * receiver of this scope waits on before it answers an OFFER (so the peer can chunk and hash
-   * meanwhile, and nothing is sent that the basis holds). `source` may still be being read (a
-   * promise; undefined or a failure: no basis). dropScope(scope) stops it. Resolves with the
-   * chunks the scope holds from it.
+   * meanwhile, and nothing is sent that the basis holds). `source` may still be being read: a
+   * promise of the whole (undefined or a failure: no basis), or a FillSource whose bytes are
+   * ingested as they are read. dropScope(scope) stops it. Resolves with the chunks the scope
+   * holds from it.
    */
-  fill(scope: string, source: Uint8Array | undefined | Promise<Uint8Array | undefined>, cdc: CdcOptions, o: IngestOptions = {}): Promise<number> {
+  fill(scope: string, source: Uint8Array | undefined | Promise<Uint8Array | undefined> | FillSource, cdc: CdcOptions, o: IngestOptions = {}): Promise<number> {
     if (typeof scope !== 'string') return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'scope must be a string'));
     const f = { done: Promise.resolve(), stopped: false };
     const run = (async (): Promise<number> => {
-      const bytes = await source;
+      const src = await source;
+      if (!src || f.stopped) return 0;
+      const whole = src instanceof Uint8Array;
+      const bytes = whole ? src : src.bytes;
+      const limit = { avail: whole ? bytes.length : 0, done: whole };
+      const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
+      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP);
       let held = 0;
-      if (!bytes || f.stopped) return 0;
-      const steps = this.#ingestSteps(scope, bytes, cdc, o, FILL_STEP);
       try {
         for (let r = steps.next(); !r.done; r = steps.next()) {
-          held += r.value;
-          await new Promise<void>((resolve) => setImmediate(resolve));
+          if (r.value >= 0) {
+            held += r.value;
+            await new Promise<void>((resolve) => setImmediate(resolve));
+          } else {
+            // The steps caught up with the read: wait for more of it.
+            const p = await progress!.next();
+            if (p.done) limit.done = true;
+            else limit.avail = Math.min(Math.max(limit.avail, p.value), bytes.length);
+          }
           if (f.stopped) break;
         }
       } finally {
         steps.return(0); // frees the scratch and chunker when stopped early
+        if (!limit.done) await progress?.return?.(); // the reader closes its file
       }
       return held;
     })().finally(() => {
@@ -324,10 +361,13 @@ export class ChunkStore {
   }
 
   /**
-   * The ingest's steps: each copies `stepBytes` into the scratch, chunks and hashes them
-   * there and inserts the chunks that ended in it, then yields how many the scope holds of them.
+   * The ingest's steps over bytes[0, limit.avail): each copies up to `stepBytes` into the
+   * scratch, chunks and hashes them there and inserts the chunks that ended in it, then yields
+   * how many the scope holds of them; -1 when it has caught up with limit.avail and limit.done
+   * is not yet set (the caller raises avail or sets done, then goes on). The stream of chunks is
+   * the same whatever the steps' sizes.
    */
-  *#ingestSteps(scope: string, bytes: Uint8Array, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
+  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
@@ -337,11 +377,19 @@ export class ChunkStore {
     try {
       let carry = 0; // bytes of the open chunk, at buf
       let base = 0; // offset in `bytes` of buf[0]
-      for (let at = 0; at < bytes.length; at += step) {
-        const n = Math.min(step, bytes.length - at);
-        this.mem.u8().set(bytes.subarray(at, at + n), buf + carry);
-        const lens = chunker.push(buf + carry, n);
-        if (at + n === bytes.length) chunker.finish(lens);
+      let at = 0;
+      for (;;) {
+        if (at >= limit.avail && !limit.done) {
+          yield -1;
+          continue;
+        }
+        const n = Math.min(step, limit.avail - at);
+        const last = limit.done && at + n >= limit.avail;
+        if (n === 0 && carry === 0) return 0;
+        if (n > 0) this.mem.u8().set(bytes.subarray(at, at + n), buf + carry);
+        const lens = n > 0 ? chunker.push(buf + carry, n) : [];
+        if (last) chunker.finish(lens);
+        at += n;
         const hashes = this.hasher.hashRun(buf, lens);
         let used = 0;
         let held: number;
@@ -360,8 +408,8 @@ export class ChunkStore {
         base += used;
         if (carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
         yield held;
+        if (last) return 0;
       }
-      return 0;
     } finally {
       chunker.free();
       this.mem.free(buf);
@@ -374,10 +422,10 @@ export class ChunkStore {
     let off = from;
     for (let i = 0; i < lens.length; i++) {
       const len = lens[i]!;
-      const id = this.#id(scope, hashes, i * DEDUP_HASH_BYTES);
+      const key = hashKey(hashes, i * DEDUP_HASH_BYTES);
       const at = off;
       off += len;
-      if (this.#lru.has(id)) {
+      if (this.#table(scope)?.has(key)) {
         this.#s.duplicates++;
         held++;
         continue;
@@ -386,8 +434,7 @@ export class ChunkStore {
         this.#s.refused++;
         continue;
       }
-      this.#lru.set(id, { scope, key: id, copy: undefined, addr: -1, len, view: bytes.subarray(at, at + len), pins: 0 });
-      this.#scopes.set(scope, (this.#scopes.get(scope) ?? 0) + 1);
+      this.#add({ scope, key, copy: undefined, addr: -1, len, view: bytes.subarray(at, at + len), pins: 0 });
       this.#referenced++;
       this.#referencedBytes += len;
       this.#s.inserts++;
@@ -423,8 +470,8 @@ export class ChunkStore {
     const f = this.#filling.get(s);
     if (f) f.stopped = true; // its next step would bring entries back
     let n = 0;
-    for (const e of [...this.#lru.values()]) {
-      if (e.scope === s && e.pins === 0) {
+    for (const e of [...(this.#scopes.get(s)?.values() ?? [])]) {
+      if (e.pins === 0) {
         this.#evict(e);
         n++;
       }
@@ -462,10 +509,10 @@ export class ChunkStore {
   }
 
   #evict(e: Entry, count = true): void {
-    this.#lru.delete(e.key);
-    const left = (this.#scopes.get(e.scope) ?? 1) - 1;
-    if (left === 0) this.#scopes.delete(e.scope);
-    else this.#scopes.set(e.scope, left);
+    this.#lru.delete(e);
+    const t = this.#scopes.get(e.scope);
+    t?.delete(e.key);
+    if (t?.size === 0) this.#scopes.delete(e.scope);
     if (e.pins > 0) this.#pinned--;
     if (!e.copy) {
       this.#referenced--;

@@ -32,6 +32,7 @@ import { connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
+import type { FillSource } from '../dedup/store.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { type Jail, JailFile } from './jail.js';
@@ -161,6 +162,32 @@ async function readWhole(f: JailFile): Promise<Uint8Array> {
   }
 }
 
+/** Bytes of a basis read per call while it is ingested (each piece is ingested as the next is read). */
+const BASIS_PIECE = 4 << 20;
+
+/**
+ * Read an opened file whole as a FillSource (at most the size it had when opened): the store
+ * ingests each piece while the next is read. The file is closed when the reading ends, fails or
+ * is abandoned.
+ */
+function readPieces(f: JailFile): FillSource {
+  const bytes = new Uint8Array(f.size);
+  async function* progress(): AsyncGenerator<number> {
+    try {
+      let at = 0;
+      while (at < bytes.length) {
+        const n = await f.read(bytes.subarray(at), Math.min(BASIS_PIECE, bytes.length - at), at);
+        if (n === 0) break; // it shrank meanwhile: what is there is the basis
+        at += n;
+        yield at;
+      }
+    } finally {
+      await f.close(false).catch(() => undefined);
+    }
+  }
+  return { bytes, progress: progress() };
+}
+
 /** Read a whole file through the jail (undefined: it does not exist). */
 async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<Uint8Array | { status: number; why: string } | undefined> {
   const f = await openWhole(jail, parts, maxBytes);
@@ -216,16 +243,16 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     }
     if (ctx.readOnly) return await reply({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
     // put: the file as it is now is the basis, under this transfer's own scope and key. It is
-    // read and ingested while the client already stages, chunks and hashes (store.fill: the
-    // receiver answers no OFFER until it is in). By reference: the read is this function's own
-    // copy, unchanged until the scope is dropped.
+    // read a piece at a time and each piece ingested while the next is read, as the client
+    // stages, chunks and hashes (store.fill: the receiver answers no OFFER until it is in). By
+    // reference: the read is this function's own copy, unchanged until the scope is dropped.
     const old = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
     if (old && !(old instanceof JailFile)) return await reply({ ok: false, ...old });
     scope = `files:${Buffer.from(randomBytes(12)).toString('hex')}`;
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
     // A basis that cannot be read costs bytes on the wire, not the put.
-    void dedupStoreOf(ch.pd).fill(scope, old && readWhole(old), { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
+    void dedupStoreOf(ch.pd).fill(scope, old && readPieces(old), { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');

@@ -9,6 +9,7 @@ import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { DedupReceiver, DedupSender, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
 import { decode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
+import { DeviceChunker } from '../../src/dedup/chunker.js';
 import { DedupKind } from '../../src/wire/spec.js';
 import { same } from './cores.js';
 
@@ -116,6 +117,89 @@ describe('a basis filled while the transfer starts', () => {
     expect(held).toBeLessThan(bytes.length / AVG);
     expect(store.stats()).toMatchObject({ entries: 0, referenced: 0 });
     expect(store.filling('p')).toBeUndefined();
+    store.close();
+  });
+
+  it('a basis read in pieces is ingested as it is read: the same entries as ingesting it whole, the reader closed at the end', async () => {
+    const bytes = new Uint8Array(randomBytes(7 << 20));
+    const whole = new ChunkStore(dm);
+    whole.ingest('p', bytes, { key: KEY, avg: AVG });
+    const store = new ChunkStore(dm);
+    const into = new Uint8Array(bytes.length);
+    const cuts = [1, 4096, 333_333, 3 << 20, 3 << 20, 5 << 20, bytes.length]; // uneven, one repeated
+    let closed = false;
+    let ingestedBeforeEnd = 0;
+    async function* progress(): AsyncGenerator<number> {
+      try {
+        for (const c of cuts) {
+          into.set(bytes.subarray(0, c), 0);
+          yield c;
+          for (let i = 0; i < 6; i++) await tick();
+          if (c < bytes.length) ingestedBeforeEnd = store.stats().entries;
+        }
+      } finally {
+        closed = true;
+      }
+    }
+    const held = await store.fill('p', { bytes: into, progress: progress() }, { key: KEY, avg: AVG }, { reference: true });
+    expect(ingestedBeforeEnd).toBeGreaterThan(0); // steps ran while the read went on
+    expect(held).toBe(whole.stats().entries);
+    expect(store.stats().entries).toBe(whole.stats().entries);
+    // The boundaries are those of the whole stream: every chunk of it is found.
+    const at = dm.alloc(bytes.length);
+    dm.u8().set(bytes, at);
+    const chunker = new DeviceChunker(dm, { key: KEY, avg: AVG });
+    const lens = chunker.chunkAll(at, bytes.length);
+    const recs = store.hasher.hashRun(at, lens);
+    expect(lens.every((_, i) => store.has('p', recs, i * 32))).toBe(true);
+    expect(store.stats().referencedBytes).toBe(bytes.length);
+    chunker.free();
+    dm.free(at);
+    expect(closed).toBe(true);
+    expect(store.filling('p')).toBeUndefined();
+    whole.close();
+    store.close();
+  });
+
+  it('a basis that shrinks while it is read: what was read is the basis', async () => {
+    const bytes = new Uint8Array(randomBytes(3 << 20));
+    const whole = new ChunkStore(dm);
+    whole.ingest('p', bytes.subarray(0, 2 << 20), { key: KEY, avg: AVG });
+    const store = new ChunkStore(dm);
+    const into = new Uint8Array(bytes.length);
+    async function* progress(): AsyncGenerator<number> {
+      into.set(bytes.subarray(0, 2 << 20));
+      yield 1 << 20;
+      yield 2 << 20; // then the read finds the end
+    }
+    const held = await store.fill('p', { bytes: into, progress: progress() }, { key: KEY, avg: AVG }, { reference: true });
+    expect(held).toBe(whole.stats().entries);
+    whole.close();
+    store.close();
+  });
+
+  it('dropScope stops a fill whose read is still going: the reader is told to stop', async () => {
+    const store = new ChunkStore(dm);
+    const into = new Uint8Array(randomBytes(8 << 20));
+    let closed = false;
+    let more!: () => void;
+    async function* progress(): AsyncGenerator<number> {
+      try {
+        yield 2 << 20;
+        await new Promise<void>((r) => (more = r));
+        yield 4 << 20;
+      } finally {
+        closed = true;
+      }
+    }
+    const filled = store.fill('p', { bytes: into, progress: progress() }, { key: KEY, avg: AVG }, { reference: true });
+    for (let i = 0; i < 10; i++) await tick();
+    expect(store.stats().entries).toBeGreaterThan(0);
+    store.dropScope('p');
+    more();
+    await filled;
+    expect(closed).toBe(true);
+    expect(store.stats()).toMatchObject({ entries: 0, referenced: 0 });
     store.close();
   });
 });
