@@ -1,7 +1,8 @@
 // QpLink: a connected rc QP as a dedup MessagePipe (Sends into posted receive buffers) plus an
 // RdmaWritePath (RDMA WRITE from a staging region of the sender's device memory into the
-// receiver's landing zone). Public verbs API only. One poller drains the QP's CQ and dispatches:
-// receive completions to the message handler, send and write completions to their promises.
+// receiver's landing zone). Public verbs API only. The one CQ loop (verbs/cq-driver.ts) drains
+// the QP's CQ; receive completions go to the message handler, send and write completions to
+// their promises.
 //
 //   const link = QpLink.open(qp, cq, pd);                  // qp from cm connect()/listen()
 //   const tx = new DedupSender({ pipe: link, rdma: link, mem: dedupMemoryOf(pd) });
@@ -12,6 +13,7 @@ import { Access, Opcode, WcOpcode, WcStatus, wcStatusName } from '../core/enums.
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
+import { driveCq } from '../verbs/cq-driver.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -159,18 +161,17 @@ export class QpLink implements MessagePipe, RdmaWritePath {
 
   // ---- completions
 
-  async #poll(): Promise<void> {
-    try {
-      while (!this.#closed) {
-        await this.cq.wait();
-        for (const wc of this.cq.poll(64)) this.#complete(wc);
-      }
-    } catch (e) {
-      if (!this.#closed) this.#fail(e as Error);
-    }
+  #poll(): Promise<void> {
+    return driveCq(this.cq, 64, {
+      onBatch: (wcs) => {
+        for (const wc of wcs) this.#complete(wc);
+      },
+      onEnd: (e) => this.#fail(e instanceof Error ? e : new SabreError(ErrorCode.Closed, String(e))),
+    });
   }
 
   #complete(wc: WorkCompletion): void {
+    if (this.#closed) return; // the CQ is the caller's: what completes after close is not ours to act on
     const id = Number(wc.wrId);
     const kind = id & 3;
     const n = id >> 2;
