@@ -17,7 +17,7 @@ import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
-import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvAction, type RecvStats, type SendAction, type SendResult } from './transfer.js';
+import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvStats, type SendResult } from './transfer.js';
 
 /** A reliable, ordered message pipe. */
 export interface MessagePipe {
@@ -87,7 +87,8 @@ export class DedupSender {
     });
     this.#hello.catch(() => undefined);
     o.pipe.onMessage((b) => {
-      this.#run(this.#core.onMessage(b));
+      this.#core.handleMessage(b, performance.now());
+      this.#run();
       const h = this.#core.hello;
       if (h) this.#helloResolve(h);
     });
@@ -125,36 +126,48 @@ export class DedupSender {
       if (lens.length === 0) return;
       const hashes = pool ? await hasher.hashRunOn(pool, chunkAt, lens) : hasher.hashRun(chunkAt, lens);
       for (const l of lens) chunkAt += l;
-      if (this.#pending) this.#run(this.#core.addChunks(lens, hashes));
+      if (!this.#pending) return;
+      this.#core.addChunks(lens, hashes);
+      this.#run();
     };
     chunker.finish(); // a fresh stream
     for (let at = 0; at < bytes.length; at += this.#step) {
       const len = Math.min(this.#step, bytes.length - at);
       await feed(pool ? await chunker.pushOn(pool, this.#src + at, len) : chunker.push(this.#src + at, len));
       if (!this.#pending) break; // failed meanwhile
-      if (at + this.#step < bytes.length) this.#run(this.#core.flush());
+      if (at + this.#step < bytes.length) {
+        this.#core.flush();
+        this.#run();
+      }
       // Let completions and messages in between steps: the manifest streams while it is built.
       await new Promise<void>((r) => setImmediate(r));
     }
     if (this.#pending) {
       await feed(chunker.finish());
-      if (this.#pending) this.#run(this.#core.endChunks());
+      if (this.#pending) {
+        this.#core.endChunks();
+        this.#run();
+      }
     }
     return done;
   }
 
-  #run(actions: SendAction[]): void {
-    for (const a of actions) {
-      switch (a.type) {
+  /** Carry out what the core has queued, in order. */
+  #run(): void {
+    for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
+      switch (a.kind) {
         case 'send':
           void Promise.resolve(this.#pipe.send(a.bytes)).catch((e) => this.#broken(e as Error));
           break;
-        case 'write':
+        case 'write': {
+          const slot = a.slot;
           this.#rdma
             .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey)
-            .then(() => this.#run(this.#core.onWriteDone(a.slot)))
-            .catch((e) => this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)))));
+            .then(() => this.#core.handleWriteDone(slot, performance.now()))
+            .catch((e) => this.#core.handleFailure(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now()))
+            .finally(() => this.#run());
           break;
+        }
         case 'done':
           this.#totals.addSent(a.result);
           this.#pending?.resolve(a.result);
@@ -172,7 +185,8 @@ export class DedupSender {
   #broken(e: Error): void {
     this.#error ??= e;
     this.#helloReject(e);
-    this.#run(this.#core.abort(e instanceof SabreError ? e : new SabreError(ErrorCode.Closed, e.message)));
+    this.#core.handleFailure(e instanceof SabreError ? e : new SabreError(ErrorCode.Closed, e.message), performance.now());
+    this.#run();
   }
 
   close(): void {
@@ -233,10 +247,12 @@ export class DedupReceiver implements AsyncIterable<Received> {
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
       this.#held = [];
-      this.#run(this.#core.abort(this.#closed as SabreError));
+      this.#core.handleFailure(this.#closed as SabreError, performance.now());
+      this.#run();
       for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
     });
-    this.#run(this.#core.start());
+    this.#core.start();
+    this.#run();
   }
 
   readonly #store: DedupReceiverInit['store'];
@@ -255,7 +271,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
   #onMessage(b: Uint8Array): void {
     if (this.#held.length === 0) {
       const filling = this.#store.filling(this.#scope);
-      if (!filling || filling === this.#gaveUp) return this.#run(this.#core.onMessage(b));
+      if (!filling || filling === this.#gaveUp) return this.#handle(b);
       void filling.then(() => this.#release());
     }
     this.#held.push(b);
@@ -269,7 +285,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     if (this.#shut) return;
     const held = this.#held;
     this.#held = [];
-    for (const m of held) this.#run(this.#core.onMessage(m));
+    for (const m of held) this.#handle(m);
   }
 
   /** Messages held so far while the basis fills (tests). */
@@ -303,9 +319,15 @@ export class DedupReceiver implements AsyncIterable<Received> {
     return this.#core;
   }
 
-  #run(actions: RecvAction[]): void {
-    for (const a of actions) {
-      switch (a.type) {
+  #handle(b: Uint8Array): void {
+    this.#core.handleMessage(b, performance.now());
+    this.#run();
+  }
+
+  /** Carry out what the core has queued, in order. */
+  #run(): void {
+    for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
+      switch (a.kind) {
         case 'send':
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
           break;

@@ -1,5 +1,5 @@
 // The receiver's core of the dedup transfer (M4; the protocol is described in ./transfer.ts): fed
-// the sender's messages, it answers each OFFER page with a NEED, arms a landing-zone slot's chunk
+// the sender's messages, it queues a NEED for each OFFER page, arms a landing-zone slot's chunk
 // map before the sender may write it, verifies every chunk of a ROUND before a byte of it is
 // used, and assembles the object from its store, the zone and chunks repeated inside the object.
 // Everything a page declares is checked against the receiver's limits before work or memory
@@ -11,6 +11,7 @@ import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
 import type { DedupMemory, RecvStats } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
 import type { ChunkStore } from './store.js';
+import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
 export interface LandingZone {
   /** Device address of the registered zone (slots × slotLen bytes) and its rkey. */
@@ -51,11 +52,12 @@ export interface DedupRecvOptions {
   keepReceived?: boolean;
 }
 
+/** What the receiver's shell carries out, in the order the core made them (pollAction). */
 export type RecvAction =
-  | { type: 'send'; bytes: Uint8Array }
+  | { kind: 'send'; bytes: Uint8Array }
   /** The object, assembled (its own memory: the receiver keeps no reference). */
-  | { type: 'delivered'; bytes: Uint8Array; stats: RecvStats }
-  | { type: 'failed'; error: SabreError };
+  | { kind: 'delivered'; bytes: Uint8Array; stats: RecvStats }
+  | { kind: 'failed'; error: SabreError };
 
 interface Armed {
   /** Manifest indices in the slot, in order. */
@@ -64,7 +66,13 @@ interface Armed {
   map: ChunkMap | undefined;
 }
 
-export class DedupRecvCore {
+/**
+ * The receiver's core, in the sans-I/O shape of src/core/sans-io.ts: start() queues the HELLO;
+ * handleMessage for each message of the sender, handleFailure when the pipe failed; after each,
+ * the shell polls pollAction() until undefined. No deadlines of its own.
+ */
+export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
+  readonly #actions = new Outbox<RecvAction>();
   readonly #o: Required<Omit<DedupRecvOptions, 'normalization'>> & { normalization: number };
   readonly #slotLen: number;
   readonly #maps: Array<ChunkMap | undefined> = [];
@@ -141,17 +149,32 @@ export class DedupRecvCore {
     return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0 };
   }
 
-  /** The HELLO to send first. */
-  start(): RecvAction[] {
+  /** The next action to carry out; undefined when there is none. */
+  pollAction(): RecvAction | undefined {
+    return this.#actions.poll();
+  }
+
+  pollTimeout(): number | undefined {
+    return undefined;
+  }
+
+  handleTimeout(_now: number): void {}
+
+  #enqueue(as: RecvAction[]): void {
+    for (const a of as) this.#actions.push(a);
+  }
+
+  /** Queue the HELLO, which goes first. */
+  start(): void {
     const o = this.#o;
-    return [{
-      type: 'send',
+    this.#actions.push({
+      kind: 'send',
       bytes: encode({
         kind: DedupKind.Hello, hashAlg: HASH_ALG[this.#hashAlg], normalization: o.normalization, avg: o.avg, min: o.min, max: o.max,
         zoneAddr: o.zone.addr, zoneRkey: o.zone.rkey, slotLen: this.#slotLen, slots: o.slots, maxEntries: o.maxEntries,
         maxChunks: o.maxChunks, seed: o.store.hasher.seed, key: o.key,
       }),
-    }];
+    });
   }
 
   /** The chunk map of slot s (the record the placement hook advances), once armed. */
@@ -169,7 +192,12 @@ export class DedupRecvCore {
     return this.#out?.length ?? 0;
   }
 
-  onMessage(bytes: Uint8Array): RecvAction[] {
+  /** A message of the sender. */
+  handleMessage(bytes: Uint8Array, _now: number): void {
+    this.#enqueue(this.#onMessage(bytes));
+  }
+
+  #onMessage(bytes: Uint8Array): RecvAction[] {
     let m: DedupMessage;
     try {
       m = decode(bytes);
@@ -194,10 +222,10 @@ export class DedupRecvCore {
   }
 
   /** The pipe failed: drop the transfer. */
-  abort(error: SabreError): RecvAction[] {
-    if (!this.#active) return [];
+  handleFailure(error: SabreError, _now: number): void {
+    if (!this.#active) return;
     this.#cleanup();
-    return [{ type: 'failed', error }];
+    this.#actions.push({ kind: 'failed', error });
   }
 
   /** Free the slot maps (the zone itself belongs to the shell). */
@@ -273,7 +301,7 @@ export class DedupRecvCore {
     if (m.last) this.#lastAnswered = true;
     this.#stats.chunks = this.#lens.length;
     this.#arm(); // before the NEED that lets the sender write
-    const need: RecvAction = { type: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
+    const need: RecvAction = { kind: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
     return [need, ...this.#maybeDone()];
   }
 
@@ -387,7 +415,7 @@ export class DedupRecvCore {
     this.#stats.rounds++;
     this.#granted.push(slot);
     this.#arm(); // before the GRANT that lets the sender write into it again
-    return [{ type: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#maybeDone()];
+    return [{ kind: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#maybeDone()];
   }
 
   #begin(xfer: number, total: number): void {
@@ -412,8 +440,8 @@ export class DedupRecvCore {
     const xfer = this.#xfer;
     this.#cleanup();
     return [
-      { type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status: DedupEndStatus.Ok, detail: 0, total: stats.total }) },
-      { type: 'delivered', bytes, stats },
+      { kind: 'send', bytes: encode({ kind: DedupKind.End, xfer, status: DedupEndStatus.Ok, detail: 0, total: stats.total }) },
+      { kind: 'delivered', bytes, stats },
     ];
   }
 
@@ -422,9 +450,9 @@ export class DedupRecvCore {
     const was = this.#active;
     this.#cleanup();
     const out: RecvAction[] = [];
-    if (tell) out.push({ type: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });
+    if (tell) out.push({ kind: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });
     const code = status === DedupEndStatus.TooLarge ? ErrorCode.LimitExceeded : ErrorCode.Malformed;
-    if (was || tell) out.push({ type: 'failed', error: new SabreError(code, `dedup: ${why}`) });
+    if (was || tell) out.push({ kind: 'failed', error: new SabreError(code, `dedup: ${why}`) });
     return out;
   }
 

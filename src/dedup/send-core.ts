@@ -1,5 +1,5 @@
 // The sender's core of the dedup transfer (M4; the protocol is described in ./transfer.ts): fed
-// the receiver's messages and its own write completions, it returns the OFFER pages, RDMA writes
+// the receiver's messages and its own write completions, it queues the OFFER pages, RDMA writes
 // and ROUNDs to carry out. It packs needed chunks into slots by the rule the receiver mirrors
 // (needed chunks in manifest order, a slot filled until the next chunk does not fit, a partial
 // slot only once the last NEED is out), and trusts nothing the receiver says about pages or
@@ -9,6 +9,7 @@ import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/dedup-spec.
 import { HASH_ALG } from './hash.js';
 import type { SendResult } from './types.js';
 import { decode, type DedupMessage, encode, type Hello } from './messages.js';
+import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
 /** One contiguous run of the object to write: object offset `off`, `len` bytes, to `remoteAddr` (zone rkey). */
 export interface WritePiece {
@@ -17,11 +18,12 @@ export interface WritePiece {
   remoteAddr: number;
 }
 
+/** What the sender's shell carries out, in the order the core made them (pollAction). */
 export type SendAction =
-  | { type: 'send'; bytes: Uint8Array }
-  | { type: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
-  | { type: 'done'; result: SendResult }
-  | { type: 'failed'; error: SabreError };
+  | { kind: 'send'; bytes: Uint8Array }
+  | { kind: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
+  | { kind: 'done'; result: SendResult }
+  | { kind: 'failed'; error: SabreError };
 
 const endError = (status: number, detail: number): SabreError =>
   new SabreError(
@@ -37,11 +39,15 @@ export interface DedupSendOptions {
 }
 
 /**
- * The sender's core. After the peer's HELLO (hello() tells the chunking parameters and key the
- * shell must chunk with), a transfer is begin(total), then addChunks(...) as the shell chunks and
- * hashes the object, then endChunks(); onWriteDone(slot) when a write action has completed.
+ * The sender's core, in the sans-I/O shape of src/core/sans-io.ts. After the peer's HELLO
+ * (hello tells the chunking parameters and key the shell must chunk with), a transfer is
+ * begin(total), then addChunks(...) as the shell chunks and hashes the object, then endChunks();
+ * handleMessage for each message of the receiver, handleWriteDone(slot) when a write action has
+ * completed, handleFailure when the pipe or a write failed. After each, the shell polls
+ * pollAction() until undefined. No deadlines of its own: the pipe's are the transfer's.
  */
-export class DedupSendCore {
+export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
+  readonly #actions = new Outbox<SendAction>();
   readonly #window: number;
   #hello: Hello | undefined;
   #xferNext = 1;
@@ -76,7 +82,27 @@ export class DedupSendCore {
     return this.#active;
   }
 
-  onMessage(bytes: Uint8Array): SendAction[] {
+  /** The next action to carry out; undefined when there is none. */
+  pollAction(): SendAction | undefined {
+    return this.#actions.poll();
+  }
+
+  pollTimeout(): number | undefined {
+    return undefined;
+  }
+
+  handleTimeout(_now: number): void {}
+
+  #enqueue(as: SendAction[]): void {
+    for (const a of as) this.#actions.push(a);
+  }
+
+  /** A message of the receiver. */
+  handleMessage(bytes: Uint8Array, _now: number): void {
+    this.#enqueue(this.#onMessage(bytes));
+  }
+
+  #onMessage(bytes: Uint8Array): SendAction[] {
     let m: DedupMessage;
     try {
       m = decode(bytes);
@@ -108,7 +134,7 @@ export class DedupSendCore {
         if (m.status !== DedupEndStatus.Ok) return this.#fail(endError(m.status, m.detail));
         const result: SendResult = { xfer: this.#xfer, total: this.#total, chunks: this.#lens.length, pages: this.#pagesSent, ...this.#stats };
         this.#reset();
-        return [{ type: 'done', result }];
+        return [{ kind: 'done', result }];
       }
       case DedupKind.Abort:
         return this.#fail(endError(m.status, 0));
@@ -128,7 +154,7 @@ export class DedupSendCore {
   }
 
   /** The next chunks of the object (lengths, and their 32-byte hash records end to end). */
-  addChunks(lens: ArrayLike<number>, hashes: Uint8Array): SendAction[] {
+  addChunks(lens: ArrayLike<number>, hashes: Uint8Array): void {
     if (!this.#active || this.#ended) throw new SabreError(ErrorCode.InvalidState, 'dedup: addChunks outside a transfer');
     const n0 = this.#lens.length;
     const need = (n0 + lens.length) * DEDUP_HASH_BYTES;
@@ -144,45 +170,44 @@ export class DedupSendCore {
       this.#offs.push(off);
       off += lens[i]!;
     }
-    return this.#offer();
+    this.#enqueue(this.#offer());
   }
 
-  endChunks(): SendAction[] {
+  endChunks(): void {
     if (!this.#active) throw new SabreError(ErrorCode.InvalidState, 'dedup: endChunks outside a transfer');
     const n = this.#lens.length;
     const sum = n ? this.#offs[n - 1]! + this.#lens[n - 1]! : 0;
     if (sum !== this.#total) throw new SabreError(ErrorCode.InvalidArgument, `dedup: chunks sum to ${sum}, the transfer said ${this.#total}`);
     this.#ended = true;
-    return this.#offer();
+    this.#enqueue(this.#offer());
   }
 
   /** The RDMA writes of a write action have completed (placed at the receiver): announce the round. */
-  onWriteDone(slot: number): SendAction[] {
+  handleWriteDone(slot: number, _now: number): void {
     const r = this.#inflight.get(slot);
-    if (!this.#active) return []; // the transfer failed while the write was out
+    if (!this.#active) return; // the transfer failed while the write was out
     if (!r || r.written) throw new SabreError(ErrorCode.InvalidState, `dedup: no write outstanding for slot ${slot}`);
     r.written = true;
     this.#stats.rounds++;
-    return [{ type: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) }];
+    this.#actions.push({ kind: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) });
   }
 
   /** The pipe or a write failed: the transfer is over. */
-  abort(error: SabreError): SendAction[] {
-    if (!this.#active) return [];
-    return this.#fail(error);
+  handleFailure(error: SabreError, _now: number): void {
+    if (this.#active) this.#enqueue(this.#fail(error));
   }
 
   /**
    * Offer the chunks added so far even if they do not fill a page (the shell calls it after each
    * chunking step, so the receiver answers and writes start while the rest is still being chunked).
    */
-  flush(): SendAction[] {
+  flush(): void {
     // Only when the receiver has nothing to answer: a partial page then starts its NEED (and the
     // writes) early; otherwise chunks accumulate into full pages. Every page is a message queued
     // behind the RDMA WRITEs already posted on the same QP (rc order), so many small pages would
     // make the manifest trail the data.
-    if (!this.#active || this.#pagesSent !== this.#pagesAnswered) return [];
-    return this.#offer(true);
+    if (!this.#active || this.#pagesSent !== this.#pagesAnswered) return;
+    this.#enqueue(this.#offer(true));
   }
 
   #offer(partial = false): SendAction[] {
@@ -195,7 +220,7 @@ export class DedupSendCore {
       const count = Math.min(avail, h.maxEntries);
       const first = this.#offered;
       out.push({
-        type: 'send',
+        kind: 'send',
         bytes: encode({
           kind: DedupKind.Offer, xfer: this.#xfer, total: this.#total, last: lastPage, chunks: lastPage ? first + count : 0, first, count,
           lens: Uint32Array.from(this.#lens.slice(first, first + count)),
@@ -253,7 +278,7 @@ export class DedupSendCore {
       this.#stats.chunksSent += j - this.#cursor;
       this.#stats.bytesSent += bytes;
       this.#cursor = j;
-      out.push({ type: 'write', slot, rkey: h.zoneRkey, pieces });
+      out.push({ kind: 'write', slot, rkey: h.zoneRkey, pieces });
     }
     return out;
   }
@@ -263,7 +288,7 @@ export class DedupSendCore {
     // After a failure both ends start the slot order afresh (the receiver does the same).
     this.#inflight.clear();
     if (this.#hello) this.#freeSlots = Array.from({ length: this.#hello.slots }, (_, i) => i);
-    return [{ type: 'failed', error }];
+    return [{ kind: 'failed', error }];
   }
 
   #reset(): void {

@@ -1,5 +1,7 @@
-// The dedup transfer (M4), LBFS pattern, as two sans-I/O cores: fed messages and completions,
-// they return actions (messages to send, RDMA writes to post, the result). The shells
+// The dedup transfer (M4), LBFS pattern, as two sans-I/O cores in the shape of
+// src/core/sans-io.ts: fed messages and completions (handleMessage, handleWriteDone,
+// handleFailure, each with the time), they queue actions tagged `kind` (messages to send, RDMA
+// writes to post, the result) that the shell takes with pollAction() until undefined. The shells
 // (src/dedup/endpoint.ts) carry them out over any reliable message pipe plus an RDMA write path;
 // tests drive the cores directly.
 //

@@ -10,6 +10,7 @@ import { decode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { DedupRecvCore, DedupSendCore, type RecvAction, type RecvStats, type SendAction, type SendResult } from '../../src/dedup/transfer.js';
 import type { SabreError } from '../../src/core/errors.js';
+import { pollAll, type PollsActions, type Tagged } from '../../src/core/sans-io.js';
 
 export const SLOTS = 3;
 export const SLOT_LEN = 256 * 1024;
@@ -66,17 +67,18 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
   const toRx: Uint8Array[] = [];
   const pushRx = (as: RecvAction[], sink: { got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; answers?: Uint8Array[] }): void => {
     for (const a of as) {
-      if (a.type === 'send') {
+      if (a.kind === 'send') {
         toTx.push(a.bytes);
         sink.answers?.push(a.bytes);
-      } else if (a.type === 'delivered') {
+      } else if (a.kind === 'delivered') {
         sink.got = a.bytes;
         sink.stats = a.stats;
       } else sink.rxError = a.error;
     }
   };
-  pushRx(rx.start(), {});
-  for (const m of toTx.splice(0)) tx.onMessage(m);
+  rx.start();
+  pushRx(pollAll(rx), {});
+  for (const m of toTx.splice(0)) tx.handleMessage(m, 0);
   return {
     tx, rx, store,
     send(bytes, opt = {}) {
@@ -88,29 +90,37 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
       const lens = opt.lens ?? chunker.chunkAll(src, bytes.length);
       const hasher = new ChunkHasher(dm, hashAlgName(h.hashAlg)!, h.seed);
       const hashes = hasher.hashRun(src, lens);
-      const writes: Array<Extract<SendAction, { type: 'write' }>> = [];
+      const writes: Array<Extract<SendAction, { kind: 'write' }>> = [];
       const pushTx = (as: SendAction[]): void => {
         for (const a of as) {
-          if (a.type === 'send') toRx.push(opt.tamper ? opt.tamper(a.bytes) : a.bytes);
-          else if (a.type === 'write') writes.push(a);
-          else if (a.type === 'done') out.result = a.result;
+          if (a.kind === 'send') toRx.push(opt.tamper ? opt.tamper(a.bytes) : a.bytes);
+          else if (a.kind === 'write') writes.push(a);
+          else if (a.kind === 'done') out.result = a.result;
           else out.error = a.error;
         }
       };
       tx.begin(bytes.length);
       // The manifest in three steps, as the shell streams it.
       const third = Math.max(1, Math.ceil(lens.length / 3));
-      for (let i = 0; i < lens.length; i += third) pushTx(tx.addChunks(lens.slice(i, i + third), hashes.subarray(i * 32, (i + third) * 32)));
-      pushTx(tx.endChunks());
+      for (let i = 0; i < lens.length; i += third) {
+        tx.addChunks(lens.slice(i, i + third), hashes.subarray(i * 32, (i + third) * 32));
+        pushTx(pollAll(tx));
+      }
+      tx.endChunks();
+      pushTx(pollAll(tx));
       const mtu = opt.mtu ?? 1400;
       for (let guard = 0; guard < 100_000 && (toRx.length || toTx.length || writes.length); guard++) {
         const m = toRx.shift();
         if (m) {
           out.msgs.push(decode(m).kind);
-          pushRx(rx.onMessage(m), out);
+          rx.handleMessage(m, 0);
+          pushRx(pollAll(rx), out);
         }
         const b = toTx.shift();
-        if (b) pushTx(tx.onMessage(b));
+        if (b) {
+          tx.handleMessage(b, 0);
+          pushTx(pollAll(tx));
+        }
         const w = writes.shift();
         if (w) {
           // RDMA WRITE placement: segments of `mtu`, reversed within each piece (out of order),
@@ -131,7 +141,8 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
               dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr, Math.min(mtu, p.len));
             }
           }
-          pushTx(tx.onWriteDone(w.slot));
+          tx.handleWriteDone(w.slot, 0);
+          pushTx(pollAll(tx));
         }
       }
       hasher.free();
@@ -140,4 +151,10 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
       return out;
     },
   };
+}
+
+/** Hand a core one message and take every action it queued for it. */
+export function feed<A extends Tagged>(core: PollsActions<A> & { handleMessage(b: Uint8Array, now: number): void }, b: Uint8Array): A[] {
+  core.handleMessage(b, 0);
+  return pollAll(core);
 }

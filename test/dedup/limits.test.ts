@@ -3,6 +3,7 @@
 // limits before it allocates anything for the object, and counts every transfer ended for going
 // past them in dev.stats().dedup.received.overLimit.
 import { beforeAll, describe, expect, it } from 'vitest';
+import { feed } from './cores.js';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { DedupReceiver } from '../../src/dedup/endpoint.js';
 import { decode, encode } from '../../src/dedup/messages.js';
@@ -30,14 +31,14 @@ const offer = (total: number, count: number, len: number, o: { last?: boolean; c
   });
 
 const ended = (as: RecvAction[]) => {
-  const end = as.find((a) => a.type === 'send');
-  return { status: end && (decode((end as { bytes: Uint8Array }).bytes) as { status?: number }).status, error: as.find((a) => a.type === 'failed') };
+  const end = as.find((a) => a.kind === 'send');
+  return { status: end && (decode((end as { bytes: Uint8Array }).bytes) as { status?: number }).status, error: as.find((a) => a.kind === 'failed') };
 };
 
 describe('dedup receiver limits, checked before anything is allocated', () => {
   it('refuses 256 MiB of one repeated chunk as the first page when its maximum is 1 MiB: no object allocated', () => {
     const rx = core({ maxTotal: 1 << 20 });
-    const r = ended(rx.onMessage(offer(256 << 20, 1024, 32768)));
+    const r = ended(feed(rx, offer(256 << 20, 1024, 32768)));
     expect(r.status).toBe(3);
     expect(r.error).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
     expect(rx.assemblyBytes).toBe(0);
@@ -46,25 +47,25 @@ describe('dedup receiver limits, checked before anything is allocated', () => {
   it('refuses a total that needs more chunks than maxChunks, even at the largest chunk, on its first page', () => {
     const rx = core({ maxChunks: 3 });
     // 4 * 32 KiB + 1 bytes cannot be cut into 3 chunks of at most 32 KiB.
-    const r = ended(rx.onMessage(offer(4 * 32768 + 1, 0, 32768)));
+    const r = ended(feed(rx, offer(4 * 32768 + 1, 0, 32768)));
     expect(r.status).toBe(3);
     expect(rx.assemblyBytes).toBe(0);
     // Within the limit the page is answered, and the object is allocated then.
     const ok = core({ maxChunks: 3 });
-    const a = ok.onMessage(offer(3 * 32768, 1, 32768));
-    expect(a.map((x) => x.type)).toEqual(['send']);
+    const a = feed(ok, offer(3 * 32768, 1, 32768));
+    expect(a.map((x) => x.kind)).toEqual(['send']);
     expect(ok.assemblyBytes).toBe(3 * 32768);
   });
 
   it('refuses a first page with more entries than maxEntries, or a last page whose count does not close it, before allocating', () => {
     const wide = core({ maxEntries: 4 });
-    expect(ended(wide.onMessage(offer(5 * 8192, 5, 8192, { last: true, chunks: 5 }))).status).toBe(3);
+    expect(ended(feed(wide, offer(5 * 8192, 5, 8192, { last: true, chunks: 5 }))).status).toBe(3);
     expect(wide.assemblyBytes).toBe(0);
     const liar = core({});
-    expect(ended(liar.onMessage(offer(2 * 8192, 2, 8192, { last: true, chunks: 9 }))).status).toBe(2);
+    expect(ended(feed(liar, offer(2 * 8192, 2, 8192, { last: true, chunks: 9 }))).status).toBe(2);
     expect(liar.assemblyBytes).toBe(0);
     // The receiver serves the next transfer.
-    expect(liar.onMessage(offer(8192, 1, 8192, { last: true, chunks: 1 })).map((x) => x.type)).toEqual(['send']);
+    expect(feed(liar, offer(8192, 1, 8192, { last: true, chunks: 1 })).map((x) => x.kind)).toEqual(['send']);
   });
 
   it('counts each refusal in dev.stats().dedup.received.overLimit', () => {

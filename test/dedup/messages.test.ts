@@ -3,6 +3,7 @@
 // and a receiver fed them answers with actions instead of throwing.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { feed } from './cores.js';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { decode, DedupMalformed, type DedupMessage, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
@@ -56,18 +57,18 @@ describe('dedup messages', () => {
         expect(e).toBeInstanceOf(DedupMalformed);
         malformed = true;
       }
-      const actions = rx.onMessage(b);
+      const actions = feed(rx, b);
       // Whatever the receiver answers is well formed: what it sends decodes, a failure is a SabreError.
       for (const a of actions) {
-        if (a.type === 'send') expect(() => decode(a.bytes)).not.toThrow();
-        else if (a.type === 'failed') expect(a.error).toBeInstanceOf(SabreError);
+        if (a.kind === 'send') expect(() => decode(a.bytes)).not.toThrow();
+        else if (a.kind === 'failed') expect(a.error).toBeInstanceOf(SabreError);
       }
       // Bytes that do not decode end the transfer: an End(Malformed) to the peer, then the failure.
       if (malformed) {
-        expect(actions.map((a) => a.type)).toEqual(['send', 'failed']);
+        expect(actions.map((a) => a.kind)).toEqual(['send', 'failed']);
         const [end, failed] = actions;
-        expect(end.type === 'send' && decode(end.bytes)).toMatchObject({ kind: DedupKind.End, status: DedupEndStatus.Malformed });
-        expect(failed.type === 'failed' && failed.error.code).toBe(ErrorCode.Malformed);
+        expect(end.kind === 'send' && decode(end.bytes)).toMatchObject({ kind: DedupKind.End, status: DedupEndStatus.Malformed });
+        expect(failed.kind === 'failed' && failed.error.code).toBe(ErrorCode.Malformed);
       }
     }), { numRuns: 3000 });
   });

@@ -8,6 +8,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { decode, type Hello } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
+import { pollAll } from '../../src/core/sans-io.js';
 import { DedupRecvCore } from '../../src/dedup/transfer.js';
 import type { DedupDeviceStats } from '../../src/dedup/stats.js';
 import { chunkLengths } from '../../src/kernels/cdc.js';
@@ -81,7 +82,8 @@ describe('a shared chunk store answers each peer only about its own chunks', () 
     // A receiver told no key sends its scope's in HELLO.
     const zone = { addr: dm.alloc(64 << 10), rkey: 0x1234, length: 64 << 10 };
     const rx = new DedupRecvCore({ mem: dm, store, scope: 'carol', zone, slots: 1, avg: 8192 });
-    const [hello] = rx.start();
+    rx.start();
+    const [hello] = pollAll(rx);
     expect((decode((hello as { bytes: Uint8Array }).bytes) as Hello).key).toEqual(store.chunkKey('carol'));
     rx.close();
     dm.free(zone.addr);

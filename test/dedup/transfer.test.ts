@@ -10,7 +10,7 @@ import { decode, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { ErrorCode } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
-import { harness as harnessOn, type HarnessOpts, KEY, same } from './cores.js';
+import { feed, harness as harnessOn, type HarnessOpts, KEY, same } from './cores.js';
 
 let dm: DeviceMemory;
 beforeAll(async () => {
@@ -122,14 +122,14 @@ describe('dedup transfer cores', () => {
     const tooMany = harness(new ChunkStore(dm), { maxEntries: 4 });
     // The sender obeys HELLO's maxEntries, so forge a page past it.
     const page = encode({ kind: DedupKind.Offer, xfer: 9, total: 5 * 8192, last: true, chunks: 5, first: 0, count: 5, lens: new Uint32Array(5).fill(8192), hashes: new Uint8Array(5 * 32) });
-    const r1 = tooMany.rx.onMessage(page);
-    expect(r1.find((x) => x.type === 'failed')).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
-    const end = r1.find((x) => x.type === 'send')!;
+    const r1 = feed(tooMany.rx, page);
+    expect(r1.find((x) => x.kind === 'failed')).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
+    const end = r1.find((x) => x.kind === 'send')!;
     expect(decode((end as { bytes: Uint8Array }).bytes)).toMatchObject({ kind: DedupKind.End, status: 3 });
 
     const big = harness(new ChunkStore(dm), { maxTotal: 1 << 20 });
-    const r2 = big.rx.onMessage(encode({ kind: DedupKind.Offer, xfer: 1, total: 2 << 20, last: false, chunks: 0, first: 0, count: 0, lens: new Uint32Array(0), hashes: new Uint8Array(0) }));
-    expect(r2.find((x) => x.type === 'failed')).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
+    const r2 = feed(big.rx, encode({ kind: DedupKind.Offer, xfer: 1, total: 2 << 20, last: false, chunks: 0, first: 0, count: 0, lens: new Uint32Array(0), hashes: new Uint8Array(0) }));
+    expect(r2.find((x) => x.kind === 'failed')).toMatchObject({ error: { code: ErrorCode.LimitExceeded } });
 
     // An honest sender whose object has more chunks than the receiver takes: refused, both sides.
     const few = harness(new ChunkStore(dm), { maxChunks: 3 });
@@ -139,14 +139,14 @@ describe('dedup transfer cores', () => {
     expect(r5.got).toBeUndefined();
 
     const liar = harness();
-    const r3 = liar.rx.onMessage(encode({ kind: DedupKind.Round, xfer: 1, slot: 0, first: 0, count: 1, bytes: 10 }));
-    expect(r3.find((x) => x.type === 'failed')).toMatchObject({ error: { code: ErrorCode.Malformed } });
+    const r3 = feed(liar.rx, encode({ kind: DedupKind.Round, xfer: 1, slot: 0, first: 0, count: 1, bytes: 10 }));
+    expect(r3.find((x) => x.kind === 'failed')).toMatchObject({ error: { code: ErrorCode.Malformed } });
     // Chunk lengths outside min..max, and bytes that are not a message at all.
-    const r4 = liar.rx.onMessage(encode({ kind: DedupKind.Offer, xfer: 2, total: 10, last: true, chunks: 2, first: 0, count: 2, lens: Uint32Array.of(5, 5), hashes: new Uint8Array(64) }));
-    expect(r4.find((x) => x.type === 'failed')).toMatchObject({ error: { code: ErrorCode.Malformed } });
-    expect(liar.rx.onMessage(new Uint8Array([2, 1, 0])).find((x) => x.type === 'failed')).toBeDefined();
+    const r4 = feed(liar.rx, encode({ kind: DedupKind.Offer, xfer: 2, total: 10, last: true, chunks: 2, first: 0, count: 2, lens: Uint32Array.of(5, 5), hashes: new Uint8Array(64) }));
+    expect(r4.find((x) => x.kind === 'failed')).toMatchObject({ error: { code: ErrorCode.Malformed } });
+    expect(feed(liar.rx, new Uint8Array([2, 1, 0])).find((x) => x.kind === 'failed')).toBeDefined();
     const truncated = encode({ kind: DedupKind.Offer, xfer: 3, total: 100, last: true, chunks: 1, first: 0, count: 1, lens: Uint32Array.of(100), hashes: new Uint8Array(32) });
-    expect(liar.rx.onMessage(truncated.subarray(0, truncated.length - 1)).find((x) => x.type === 'failed')).toBeDefined();
+    expect(feed(liar.rx, truncated.subarray(0, truncated.length - 1)).find((x) => x.kind === 'failed')).toBeDefined();
     // A receiver that failed a transfer still serves the next one.
     const ok = liar.send(new Uint8Array(randomBytes(100_000)));
     expect(ok.got?.length).toBe(100_000);
@@ -154,7 +154,7 @@ describe('dedup transfer cores', () => {
 
   it('the sender rejects a NEED that answers no page and a GRANT for a slot it does not hold out', () => {
     const h = harness();
-    expect(h.tx.onMessage(encode({ kind: DedupKind.Grant, xfer: 1, slot: 0 }))[0]).toMatchObject({ type: 'failed' });
-    expect(h.tx.onMessage(encode({ kind: DedupKind.Need, xfer: 1, first: 0, count: 1, bitmap: new Uint8Array(1) }))[0]).toMatchObject({ type: 'failed' });
+    expect(feed(h.tx, encode({ kind: DedupKind.Grant, xfer: 1, slot: 0 }))[0]).toMatchObject({ kind: 'failed' });
+    expect(feed(h.tx, encode({ kind: DedupKind.Need, xfer: 1, first: 0, count: 1, bitmap: new Uint8Array(1) }))[0]).toMatchObject({ kind: 'failed' });
   });
 });
