@@ -14,6 +14,7 @@ import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { FILE_SLOT_BYTES, FileStatus } from '../wire/files-spec.js';
+import { Lifecycle } from '../core/lifecycle.js';
 import { type ClientAction, type ClientConnection, type NegotiatedLimits, sealOf } from './client-core.js';
 import { type Body, STATUS_BLOCK_LEN } from './messages.js';
 import type { Negotiated, PipeClient } from './pipe.js';
@@ -105,7 +106,8 @@ export class ClientSession {
   readonly #scratch: MemoryRegion;
   readonly #opts: SessionOptions;
   readonly #waiting = new Map<number, Waiting>();
-  #closed = false;
+  /** end() once: every call gets the promise of the first (requests fail with ERR_FILE_CLOSED). */
+  readonly #life = new Lifecycle(() => new FileError(LocalCode.Closed, 'the client is closed'));
   #polling = false;
   #currentRecv = -1;
   readonly #dataBySend = new Map<number, number>();
@@ -129,7 +131,11 @@ export class ClientSession {
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#life.closing;
+  }
+
+  get #closed(): boolean {
+    return this.#life.closing;
   }
 
   /** The deadline of a negotiation (and of a dedup transfer's steps): the connect deadline. */
@@ -412,10 +418,12 @@ export class ClientSession {
   }
 
   /** Close the RDMA connection and the pipe (the server frees the session). */
-  async end(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.fail(new FileError(LocalCode.Closed, 'the client is closed'));
+  end(): Promise<void> {
+    return this.#life.close(() => this.#end());
+  }
+
+  async #end(): Promise<void> {
+    this.fail(this.#life.closedError() as FileError);
     this.#pipe.destroy();
     try {
       this.#qp.destroy();
@@ -423,5 +431,6 @@ export class ClientSession {
       // with the device
     }
     await this.dev.close();
+    this.#life.end();
   }
 }

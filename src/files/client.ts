@@ -357,7 +357,7 @@ export class FileClient {
   }
 
   /** Close the RDMA connection and the pipe (the server frees the session). */
-  async end(): Promise<void> {
-    await this.#s.end();
+  end(): Promise<void> {
+    return this.#s.end();
   }
 }

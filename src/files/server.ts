@@ -17,6 +17,7 @@
 // for, open files are closed (a Replace put is unlinked, never renamed into place), memory is
 // deregistered, the QP destroyed.
 import { peerDeadline } from '../core/deadline.js';
+import { Lifecycle } from '../core/lifecycle.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -155,7 +156,8 @@ export class FileServer {
   readonly #byQpn = new Map<Device, Map<number, Conn>>();
   readonly #preauth = new Map<Device, { mr: MemoryRegion; free: number[] }>();
   #net: net.Server | undefined;
-  #closed = false;
+  /** close() once: every call gets the promise of the first. */
+  readonly #life = new Lifecycle();
   #connectionsRefused = 0;
   readonly #maxConnections: number;
   readonly #limitsByDev = new Map<Device, ServerLimits>();
@@ -561,9 +563,16 @@ export class FileServer {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+  get #closed(): boolean {
+    return this.#life.closing;
+  }
+
+  /** Stop serving: listeners and pipes close, connections are torn down, then the devices close. */
+  close(): Promise<void> {
+    return this.#life.close(() => this.#close());
+  }
+
+  async #close(): Promise<void> {
     for (const l of this.#listeners) l.close();
     for (const l of this.#channelListeners) l.close();
     this.#pipes.close();
@@ -573,6 +582,7 @@ export class FileServer {
     for (let i = 0; i < 200 && this.#conns.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
     for (const c of [...this.#conns.values()]) this.#free(c);
     for (const d of Object.values(this.devices)) await d.close();
+    this.#life.end();
   }
 }
 

@@ -1,0 +1,40 @@
+// Closing the file service's objects (src/core/lifecycle.ts): close() / end() run once and every
+// call gets the same promise, settled only when the first has finished; what was pending fails
+// with the documented code (ERR_FILE_CLOSED on the client).
+import fs from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FileClient, serveFiles } from '../../src/index.js';
+import { tempDir } from './helpers.js';
+
+const TOKEN = 'lifecycle-token';
+
+describe('file service lifecycle', () => {
+  const dir = tempDir('lifecycle');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('server.close() twice: the same promise, resolved once the devices are closed', async () => {
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    const p1 = srv.close();
+    const p2 = srv.close();
+    expect(p2).toBe(p1);
+    await p2;
+    expect(Object.values(srv.devices).every((d) => d!.closed)).toBe(true);
+    expect(srv.close()).toBe(p1);
+  });
+
+  it('client.end() twice: the same promise; a request pending at end() and one after it fail with ERR_FILE_CLOSED', async () => {
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    try {
+      const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
+      const pending = c.list('');
+      const e1 = c.end();
+      const e2 = c.end();
+      expect(e2).toBe(e1);
+      await expect(pending).rejects.toMatchObject({ code: 'ERR_FILE_CLOSED' });
+      await e1;
+      await expect(c.list('')).rejects.toMatchObject({ code: 'ERR_FILE_CLOSED' });
+    } finally {
+      await srv.close();
+    }
+  });
+});
