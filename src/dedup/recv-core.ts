@@ -11,6 +11,7 @@ import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
 import type { DedupMemory, RecvStats } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
 import type { ChunkStore } from './store.js';
+import { giveBack, takeBuffer } from './buffers.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
 export interface LandingZone {
@@ -93,7 +94,8 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   /**
    * The object being assembled. Ordinary memory, not device memory: it is what the application
    * gets, so each byte is copied into it once — from the store (held chunks) or from the landing
-   * zone (received ones) — and device memory holds no object-sized buffer.
+   * zone (received ones) — and device memory holds no object-sized buffer. Taken from
+   * ./buffers.ts: a buffer a caller gave back has its pages already mapped.
    */
   #out: Uint8Array | undefined;
   #lens: number[] = [];
@@ -224,6 +226,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   /** The pipe failed: drop the transfer. */
   handleFailure(error: SabreError, _now: number): void {
     if (!this.#active) return;
+    giveBack(this.#out);
     this.#cleanup();
     this.#actions.push({ kind: 'failed', error });
   }
@@ -421,7 +424,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #begin(xfer: number, total: number): void {
     let out: Uint8Array;
     try {
-      out = new Uint8Array(total);
+      out = takeBuffer(total);
     } catch {
       throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${total} bytes`);
     }
@@ -448,6 +451,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #end(status: number, detail: number, why: string, tell = true): RecvAction[] {
     const xfer = this.#xfer;
     const was = this.#active;
+    giveBack(this.#out); // never delivered: nobody else holds it
     this.#cleanup();
     const out: RecvAction[] = [];
     if (tell) out.push({ kind: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });

@@ -33,6 +33,7 @@ import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
 import type { FillSource } from '../dedup/store.js';
+import { giveBack, takeBuffer } from '../dedup/buffers.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { type Jail, JailFile } from './jail.js';
@@ -149,7 +150,7 @@ async function openWhole(jail: Jail, parts: string[], maxBytes: number): Promise
 /** Read an opened file whole (at most the size it had when opened) and close it. */
 async function readWhole(f: JailFile): Promise<Uint8Array> {
   try {
-    const out = new Uint8Array(f.size);
+    const out = takeBuffer(f.size);
     let at = 0;
     while (at < out.length) {
       const n = await f.read(out.subarray(at), out.length - at, at);
@@ -171,7 +172,7 @@ const BASIS_PIECE = 4 << 20;
  * is abandoned.
  */
 function readPieces(f: JailFile): FillSource {
-  const bytes = new Uint8Array(f.size);
+  const bytes = takeBuffer(f.size);
   async function* progress(): AsyncGenerator<number> {
     try {
       let at = 0;
@@ -198,6 +199,9 @@ async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<U
 export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): Promise<void> {
   let session: Session | undefined;
   let scope: string | undefined;
+  let basis: Uint8Array | undefined;
+  let oldFile: JailFile | undefined;
+  let filled: Promise<number> = Promise.resolve(0);
   let proven = false;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
   // Few channels wait for their AUTH at once: the oldest makes room for a newer one.
@@ -239,6 +243,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       ctx.counters.dedupGets++;
       await reply({ ok: true, size: bytes.length });
       await ch.send(bytes, { dedup: true });
+      giveBack(bytes); // staged and sent: nothing reads it any more
       return;
     }
     if (ctx.readOnly) return await reply({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
@@ -252,7 +257,10 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
     // A basis that cannot be read costs bytes on the wire, not the put.
-    void dedupStoreOf(ch.pd).fill(scope, old && readPieces(old), { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
+    oldFile = old;
+    const source = old && readPieces(old);
+    basis = source?.bytes;
+    filled = dedupStoreOf(ch.pd).fill(scope, source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
@@ -273,6 +281,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       if (!committed) await f.close(false).catch(() => undefined);
     }
     ctx.counters.dedupPuts++;
+    giveBack(bytes); // in the file: the next transfer's object can use its pages
     await reply({ ok: true, bytes: bytes.length });
   } catch (e) {
     if (!proven) {
@@ -285,6 +294,15 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     ctx.pending.delete(ch);
     if (session) ctx.sessions.unbind(session, ch);
     if (scope) dedupStoreOf(ch.pd).dropScope(scope);
+    // The basis is the store's no more, and its read has stopped: its pages serve a later one
+    // (and its file is closed, even by a fill stopped before it read anything).
+    if (basis) {
+      const [b, f] = [basis, oldFile];
+      void filled.then(async () => {
+        await f?.close(false).catch(() => undefined);
+        giveBack(b);
+      });
+    }
     await ch.close().catch(() => undefined);
   }
 }
