@@ -156,8 +156,7 @@ export class FileServer {
   readonly #byQpn = new Map<Device, Map<number, Conn>>();
   readonly #preauth = new Map<Device, { mr: MemoryRegion; free: number[] }>();
   #net: net.Server | undefined;
-  /** close() once: every call gets the promise of the first. */
-  readonly #life = new Lifecycle();
+  readonly #life = new Lifecycle(); // close() once: every call gets the first one's promise
   #connectionsRefused = 0;
   readonly #maxConnections: number;
   readonly #limitsByDev = new Map<Device, ServerLimits>();
@@ -313,11 +312,11 @@ export class FileServer {
   #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair): void {
     const pre = this.#preauth.get(dev)!;
     // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
-    if (!this.#closed && this.#conns.size >= this.#maxConnections) {
+    if (!this.#life.closing && this.#conns.size >= this.#maxConnections) {
       const old = this.#admission.evictOne();
       if (old) this.#teardown(old);
     }
-    const slot = this.#closed ? undefined : pre.free.pop();
+    const slot = this.#life.closing ? undefined : pre.free.pop();
     if (slot === undefined || this.#conns.size >= this.#maxConnections) {
       if (slot !== undefined) pre.free.push(slot);
       this.#connectionsRefused++;
@@ -359,7 +358,7 @@ export class FileServer {
       // The device closed (the server's close); anything else leaves the connections unserved:
       // tear them down so their clients fail instead of waiting.
       onEnd: () => {
-        if (!this.#closed) for (const c of [...byQpn.values()]) this.#teardown(c);
+        if (!this.#life.closing) for (const c of [...byQpn.values()]) this.#teardown(c);
       },
     });
   }
@@ -563,26 +562,19 @@ export class FileServer {
     }
   }
 
-  get #closed(): boolean {
-    return this.#life.closing;
-  }
-
-  /** Stop serving: listeners and pipes close, connections are torn down, then the devices close. */
   close(): Promise<void> {
-    return this.#life.close(() => this.#close());
-  }
-
-  async #close(): Promise<void> {
-    for (const l of this.#listeners) l.close();
-    for (const l of this.#channelListeners) l.close();
-    this.#pipes.close();
-    await new Promise<void>((res) => (this.#net ? this.#net.close(() => res()) : res()));
-    for (const c of [...this.#conns.values()]) this.#teardown(c);
-    // Let file-system work drain (bounded): connections free themselves when it has.
-    for (let i = 0; i < 200 && this.#conns.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    for (const c of [...this.#conns.values()]) this.#free(c);
-    for (const d of Object.values(this.devices)) await d.close();
-    this.#life.end();
+    return this.#life.close(async () => {
+      for (const l of this.#listeners) l.close();
+      for (const l of this.#channelListeners) l.close();
+      this.#pipes.close();
+      await new Promise<void>((res) => (this.#net ? this.#net.close(() => res()) : res()));
+      for (const c of [...this.#conns.values()]) this.#teardown(c);
+      // Let file-system work drain (bounded): connections free themselves when it has.
+      for (let i = 0; i < 200 && this.#conns.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      for (const c of [...this.#conns.values()]) this.#free(c);
+      for (const d of Object.values(this.devices)) await d.close();
+      this.#life.end();
+    });
   }
 }
 
