@@ -14,6 +14,8 @@ const MAX_BUFFER = 256 << 20;
 const IDLE_MS = 5000;
 
 const kept: ArrayBuffer[] = [];
+/** Buffers takeBuffer handed out (a view of one may be shorter than the buffer). */
+const handedOut = new WeakSet<ArrayBuffer>();
 let idle: ReturnType<typeof setTimeout> | undefined;
 
 function dropLater(): void {
@@ -26,7 +28,11 @@ function dropLater(): void {
 export function takeBuffer(n: number): Uint8Array {
   let best = -1;
   for (let i = 0; i < kept.length; i++) if (kept[i]!.byteLength >= n && (best < 0 || kept[i]!.byteLength < kept[best]!.byteLength)) best = i;
-  if (best < 0) return new Uint8Array(n);
+  if (best < 0) {
+    const fresh = new Uint8Array(n);
+    handedOut.add(fresh.buffer);
+    return fresh;
+  }
   const [buf] = kept.splice(best, 1);
   dropLater();
   return new Uint8Array(buf!, 0, n);
@@ -34,11 +40,14 @@ export function takeBuffer(n: number): Uint8Array {
 
 /**
  * Keep the memory of `bytes` for a later take. The caller gives up every view of it: the next
- * taker overwrites it. Buffers that are not plain ArrayBuffers, or too large, are left to the GC.
+ * taker overwrites it. Only a buffer takeBuffer handed out, or one `bytes` covers whole (so
+ * nothing else lives in it, as in a pooled Buffer); not shared memory, not past MAX_BUFFER.
  */
 export function giveBack(bytes: Uint8Array | undefined): void {
   const buf = bytes?.buffer;
-  if (!(buf instanceof ArrayBuffer) || buf.byteLength === 0 || buf.byteLength > MAX_BUFFER || kept.includes(buf)) return;
+  if (!bytes || !(buf instanceof ArrayBuffer) || buf.byteLength === 0 || buf.byteLength > MAX_BUFFER || kept.includes(buf)) return;
+  if (!handedOut.has(buf) && (bytes.byteOffset !== 0 || bytes.byteLength !== buf.byteLength)) return;
+  handedOut.add(buf);
   if (kept.length >= MAX_KEPT) {
     // Keep the larger ones: they serve every smaller take as well.
     let small = 0;

@@ -361,19 +361,24 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array, path: stri
   }
 }
 
-/** get --dedup: the server's `path`, the local `basis` (the old copy, if any) the chunk source. */
+/**
+ * get --dedup: the server's `path`, the local `basis` (the old copy, if any) the chunk source.
+ * The call takes `basis` over: once the transfer has ended its memory is kept for a later
+ * transfer's object (dedup/buffers.ts), so the caller must not use it afterwards.
+ */
 export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Array | undefined): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
   const neg = await c.negotiate();
   const ch = await openDedupChannel(c);
   const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
   const store = dedupStoreOf(ch.pd);
+  let filled: Promise<number> = Promise.resolve(0);
   try {
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
     // Filled while the AUTH goes out and the server reads, stages and chunks (the receiver answers
     // no OFFER until it is in). By reference: the caller's copy of the local file, unchanged until
     // the scope is dropped.
-    if (basis?.length) void store.fill(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => undefined);
+    if (basis?.length) filled = store.fill(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
@@ -384,6 +389,8 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Arr
     return { bytes: r.value, stats: { basisBytes: basis?.length ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived } };
   } finally {
     store.dropScope(scope);
+    // Out of the store, and the fill has stopped reading it: the next object can use its pages.
+    if (basis?.length) void filled.then(() => giveBack(basis));
     await ch.close().catch(() => undefined);
   }
 }

@@ -39,7 +39,7 @@ describe('kept object buffers', () => {
     expect(keptBytes()).toBe(0);
   });
 
-  it('keeps at most two (the larger ones), ignores a second give-back and views of shared memory', () => {
+  it('keeps at most two (the larger ones); not a second give-back, shared memory, or part of a buffer it did not hand out', () => {
     drain();
     const [x, y, z] = [takeBuffer(1 << 20), takeBuffer(2 << 20), takeBuffer(3 << 20)];
     giveBack(x);
@@ -49,6 +49,12 @@ describe('kept object buffers', () => {
     expect(keptBytes()).toBe(5 << 20);
     giveBack(new Uint8Array(new SharedArrayBuffer(1 << 20)));
     expect(keptBytes()).toBe(5 << 20);
+    drain();
+    // A view of part of a buffer it did not hand out (a pooled Buffer's slab): not taken.
+    giveBack(new Uint8Array(new ArrayBuffer(8 << 20), 4096, 1 << 20));
+    expect(keptBytes()).toBe(0);
+    giveBack(new Uint8Array(new ArrayBuffer(8 << 20)));
+    expect(keptBytes()).toBe(8 << 20);
   });
 
   it('drops what it keeps after a few idle seconds', () => {
