@@ -167,26 +167,53 @@ async function readWhole(f: JailFile): Promise<Uint8Array> {
 const BASIS_PIECE = 4 << 20;
 
 /**
- * Read an opened file whole as a FillSource (at most the size it had when opened): the store
- * ingests each piece while the next is read. The file is closed when the reading ends, fails or
- * is abandoned.
+ * Read an opened file whole as a FillSource (at most the size it had when opened), a piece at a
+ * time and ahead of the store: the next piece is being read while the store ingests the last.
+ * The file is closed when the reading ends or fails, or once stop() has been called (its promise
+ * settles when no read is in flight any more: then `bytes` is the caller's again).
  */
-function readPieces(f: JailFile): FillSource {
+function readPieces(f: JailFile): { source: FillSource; stop(): Promise<void> } {
   const bytes = takeBuffer(f.size);
-  async function* progress(): AsyncGenerator<number> {
+  let at = 0;
+  let done = false;
+  let stopped = false;
+  let failed: unknown;
+  let wake: (() => void) | undefined;
+  const reading = (async () => {
     try {
-      let at = 0;
-      while (at < bytes.length) {
+      while (at < bytes.length && !stopped) {
         const n = await f.read(bytes.subarray(at), Math.min(BASIS_PIECE, bytes.length - at), at);
         if (n === 0) break; // it shrank meanwhile: what is there is the basis
         at += n;
-        yield at;
+        wake?.();
+      }
+    } catch (e) {
+      failed = e;
+    } finally {
+      done = true;
+      await f.close(false).catch(() => undefined);
+      wake?.();
+    }
+  })();
+  const stop = (): Promise<void> => {
+    stopped = true;
+    return reading;
+  };
+  async function* progress(): AsyncGenerator<number> {
+    let seen = 0;
+    try {
+      for (;;) {
+        if (at > seen) yield (seen = at);
+        else if (done) {
+          if (failed) throw failed;
+          return;
+        } else await new Promise<void>((r) => (wake = r));
       }
     } finally {
-      await f.close(false).catch(() => undefined);
+      await stop();
     }
   }
-  return { bytes, progress: progress() };
+  return { source: { bytes, progress: progress() }, stop };
 }
 
 /** Read a whole file through the jail (undefined: it does not exist). */
@@ -199,8 +226,7 @@ async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<U
 export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): Promise<void> {
   let session: Session | undefined;
   let scope: string | undefined;
-  let basis: Uint8Array | undefined;
-  let oldFile: JailFile | undefined;
+  let basisRead: ReturnType<typeof readPieces> | undefined;
   let filled: Promise<number> = Promise.resolve(0);
   let proven = false;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
@@ -257,10 +283,9 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
     // A basis that cannot be read costs bytes on the wire, not the put.
-    oldFile = old;
-    const source = old && readPieces(old);
-    basis = source?.bytes;
-    filled = dedupStoreOf(ch.pd).fill(scope, source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
+    const pieces = old && readPieces(old);
+    basisRead = pieces;
+    filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
@@ -294,14 +319,11 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     ctx.pending.delete(ch);
     if (session) ctx.sessions.unbind(session, ch);
     if (scope) dedupStoreOf(ch.pd).dropScope(scope);
-    // The basis is the store's no more, and its read has stopped: its pages serve a later one
-    // (and its file is closed, even by a fill stopped before it read anything).
-    if (basis) {
-      const [b, f] = [basis, oldFile];
-      void filled.then(async () => {
-        await f?.close(false).catch(() => undefined);
-        giveBack(b);
-      });
+    // The basis is the store's no more and its read has stopped (its file closed, even when the
+    // fill stopped before it looked): its pages serve a later transfer.
+    if (basisRead) {
+      const r = basisRead;
+      void filled.then(() => r.stop()).then(() => giveBack(r.source.bytes));
     }
     await ch.close().catch(() => undefined);
   }
