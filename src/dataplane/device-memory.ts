@@ -29,6 +29,15 @@ async function heapBaseOf(module: WebAssembly.Module): Promise<number> {
   return hb;
 }
 
+/** Where a device memory's arena allocations are made: here (Allocator) or by another thread. */
+export interface Arena {
+  alloc(length: number, align?: number): number;
+  free(addr: number): void;
+  sizeOf(addr: number): number | undefined;
+  stats(): AllocatorStats;
+  freeBlocks(): Array<[number, number]>;
+}
+
 export class DeviceMemory {
   readonly memory: WebAssembly.Memory;
   readonly module: WebAssembly.Module;
@@ -37,11 +46,13 @@ export class DeviceMemory {
   readonly map: MemoryMap;
   readonly regions: RegionTable;
   readonly maximumBytes: number;
-  readonly #arena: Allocator;
+  readonly #arena: Arena;
+  /** The arena is another thread's (attach): its allocations may have grown the memory. */
+  readonly #remote: boolean;
   #u8: Uint8Array;
   #dv: DataView;
 
-  private constructor(memory: WebAssembly.Memory, module: WebAssembly.Module, kernels: Kernels, map: MemoryMap, maximumPages: number) {
+  private constructor(memory: WebAssembly.Memory, module: WebAssembly.Module, kernels: Kernels, map: MemoryMap, maximumPages: number, arena?: Arena) {
     this.memory = memory;
     this.module = module;
     this.kernels = kernels;
@@ -52,7 +63,23 @@ export class DeviceMemory {
     this.#dv = new DataView(buf);
     byBuffer.set(buf, this);
     this.regions = new RegionTable(buf, map.tableBase, map.tableEntries);
-    this.#arena = new Allocator(map.arenaBase, buf.byteLength, (minEnd) => this.#grow(minEnd, maximumPages));
+    this.#remote = arena !== undefined;
+    this.#arena = arena ?? new Allocator(map.arenaBase, buf.byteLength, (minEnd) => this.#grow(minEnd, maximumPages));
+  }
+
+  /**
+   * The same device memory on another thread: its own kernel instance over the shared memory,
+   * the region table read and written in place, and arena allocations made by `arena` (the
+   * thread that owns the allocator: a NIC thread's device, seen from the application).
+   */
+  static async attach(memory: WebAssembly.Memory, module: WebAssembly.Module, map: MemoryMap, maximumBytes: number, arena: Arena): Promise<DeviceMemory> {
+    const kernels = await instantiateKernels(memory, module);
+    return new DeviceMemory(memory, module, kernels, map, Math.ceil(maximumBytes / PAGE), arena);
+  }
+
+  /** Views over the memory as it is now (another thread may have grown it). */
+  refresh(): void {
+    if (this.memory.buffer.byteLength !== this.#u8.length) this.#refresh();
   }
 
   static async create(opts: DeviceMemoryOptions = {}): Promise<DeviceMemory> {
@@ -100,7 +127,9 @@ export class DeviceMemory {
 
   /** Absolute address of `length` bytes, `align`-aligned (64 by default); grows the memory when needed. */
   alloc(length: number, align?: number): number {
-    return this.#arena.alloc(length, align);
+    const addr = this.#arena.alloc(length, align);
+    if (this.#remote && addr + length > this.#u8.length) this.#refresh();
+    return addr;
   }
 
   free(addr: number): void {

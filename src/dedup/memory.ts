@@ -1,9 +1,8 @@
 // A device's dedup memory (the DedupMemory of types.ts: a DeviceMemory) and its chunk stores.
 //
-// Reaching it from the public API only (dedup sits above verbs, DESIGN §2): a MemoryRegion's
-// `buffer` is a view into device memory, and DeviceMemory.of(view) names the memory it lies in.
-import { DeviceMemory } from '../dataplane/device-memory.js';
-import { Access } from '../core/enums.js';
+// The device hands it over itself (dev.dataPlane: the device memory as this thread reaches it —
+// the device's own, or, when its NIC runs on a thread, the same shared memory with this
+// thread's kernels and the NIC's allocator behind it).
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -18,12 +17,7 @@ export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
   const dev = pd.device;
   let m = cache.get(dev);
   if (m) return m;
-  const probe = pd.regMr(64, Access.LocalWrite);
-  try {
-    m = DeviceMemory.of(probe.buffer);
-  } finally {
-    probe.deregister();
-  }
+  m = dev.dataPlane;
   if (!m) throw new SabreError(ErrorCode.NotSupported, 'dedup: this device has no WebAssembly data plane memory');
   cache.set(dev, m);
   const mem = m;

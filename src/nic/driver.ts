@@ -61,6 +61,8 @@ export const realClock: NicClock = {
 export interface NicShell {
   /** Called inside the step that produced `ev`; may start another step (re-entrant). */
   onEvent(ev: NicEvent): void;
+  /** After each step's output went out (a NIC thread publishes QP state and completions here). */
+  afterStep?(): void;
 }
 
 export class NicDriver implements LinkEvents {
@@ -181,6 +183,7 @@ export class NicDriver implements LinkEvents {
     for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
     this.#engineAt = engine.pollTimeout() ?? Infinity;
     if (!this.#stopped) this.#arm(this.#clock.now());
+    this.#shell.afterStep?.();
   }
 
   #onEngineEvent(ev: EngineEvent): void {

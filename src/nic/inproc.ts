@@ -5,6 +5,7 @@ import type { TransportProvider } from './provider.js';
 
 export const inprocProvider: TransportProvider = {
   name: 'inproc',
+  threaded: false,
   limits: [],
   checkOptions: () => {},
   dataPlaneWorkers: () => 0,

@@ -28,6 +28,8 @@ export interface OpenedLink {
 
 export interface TransportProvider {
   readonly name: string;
+  /** Its link can run on a NIC thread (a socket transport); inproc hands frames by reference and stays inline. */
+  readonly threaded: boolean;
   /**
    * The integrity modes this transport can carry (the first settles nothing: each provider
    * defaults on its own); undefined: it has no wire, the option is ignored.

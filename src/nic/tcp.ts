@@ -10,6 +10,7 @@ const TCP_INTEGRITY = ['crc32c', 'none'] as const;
 export const tcpProvider: TransportProvider = {
   name: 'tcp',
   integrityModes: TCP_INTEGRITY,
+  threaded: true,
   limits: ['maxConnections', 'maxConnectionsPerHost', 'handshakeTimeoutMs', 'maxQueuedBytes'],
   checkOptions: (opts) => {
     checkHostPort(opts);

@@ -9,6 +9,7 @@ import { bindError, checkHostPort, type TransportProvider } from './provider.js'
 export const udpProvider: TransportProvider = {
   name: 'udp',
   integrityModes: INTEGRITY_MODES,
+  threaded: true,
   limits: ['maxContexts', 'maxContextsPerHost'],
   checkOptions: (opts) => {
     checkHostPort(opts);

@@ -105,6 +105,12 @@ export class EngineMemory {
   readonly stageBytes: number;
   count = 0;
   stageUsed = 0;
+  /**
+   * Told of every write into a region outside the device (the indirect path): a NIC thread
+   * writes into its shadow of such a region and has the application's thread copy the range
+   * into the caller's memory (M3's amended-metadata records).
+   */
+  onExtWrite: ((rec: MrRecord, addr: number, len: number) => void) | undefined;
   #snap = Buffer.allocUnsafeSlow(0);
   #snapOff = 0;
 
@@ -160,6 +166,11 @@ export class EngineMemory {
     if ((r.access & access) !== access) return PlaceStatus.Access;
     if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
     return PlaceStatus.Placed;
+  }
+
+  /** [addr, addr+len) of external region `rec` was just written. */
+  extWritten(rec: MrRecord, addr: number, len: number): void {
+    this.onExtWrite?.(rec, addr, len);
   }
 
   /** View of [addr, addr+len) of a region already checked. */

@@ -136,6 +136,7 @@ export function flushPlacement(e: EngineState): void {
           const src = mem.descSrc(i);
           rec.ext.set(u8!.subarray(src, src + dc.len), dc.to - rec.addr);
         }
+        mem.extWritten(rec, dc.to, dc.len);
         e.counters.indirectSegments++;
         e.counters.indirectBytes += dc.len;
       } else dc.seg.bad = PlaceStatus.InvalidStag;

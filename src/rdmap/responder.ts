@@ -143,6 +143,7 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       if (e.mem.lookup(p.rec.stag) === p.rec) {
         const dst = e.mem.view(p.rec, p.addr, 8);
         new DataView(dst.buffer, dst.byteOffset, 8).setBigUint64(0, v.value.value, true);
+        if (p.rec.ext) e.mem.extWritten(p.rec, p.addr, 8);
         w.status = WcStatus.Success;
         w.byteLen = 8;
       } else w.status = WcStatus.LocProtErr;
@@ -268,6 +269,8 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   const old = dv.getBigUint64(0, true);
   if (a.op === 'fetchAdd') dv.setBigUint64(0, (old + a.addOrSwap) & M64, true);
   else if (old === a.compare) dv.setBigUint64(0, a.addOrSwap, true);
+  const target = e.mem.lookup(a.stag)!;
+  if (target.ext) e.mem.extWritten(target, a.to, 8);
   const ssn = nextSsn(e, qp, flow);
   const f = ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,

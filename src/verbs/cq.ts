@@ -12,6 +12,7 @@
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
+import type { CqSource } from '../nic/port.js';
 import { Deque } from '../rdmap/deque.js';
 import { abortError } from './abort.js';
 import { isPromiseWrId, Wc, WorkRequestError } from './wc.js';
@@ -40,15 +41,24 @@ export class CompletionQueue implements CompletionSink {
   /** Work requests of promise helpers (qp.write …): their completions settle these instead of queueing. */
   readonly #promised = new Map<bigint, { resolve: (wc: WorkCompletion) => void; reject: (e: Error) => void }>();
   #closing = false;
+  /** Promise helpers flushed while the device closes: rejected at the end of its close. */
+  readonly #flushed: (() => void)[] = [];
   // One timer for all waiters, armed for the earliest deadline and left armed (unref'd while
   // nobody waits) when they resolve: a wait(timeoutMs) that is woken costs no timer insert and
   // clear — on a ping-pong those were a visible share of every hop.
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
+  /** A NIC thread's completion ring (undefined inline: the engine offers completions itself). */
+  #source: CqSource | undefined;
 
   /** @internal use Device.createCq */
   constructor(depth: number) {
     this.depth = depth;
+  }
+
+  /** @internal a thread port binds this CQ to its completion ring. */
+  bind(source: CqSource): void {
+    this.#source = source;
   }
 
   /** Completions waiting to be polled. */
@@ -75,7 +85,11 @@ export class CompletionQueue implements CompletionSink {
       if (p) {
         this.#promised.delete(wc.wrId);
         if (wc.status === 0) p.resolve(wc);
-        else p.reject(new WorkRequestError(wc, this.#closing));
+        // The device's close flushes are told when its close ends (close()), so a promise made
+        // before close and awaited after it is settled in the same turn as close() resolves.
+        else if (this.#closing) this.#flushed.push(() => p.reject(new WorkRequestError(wc, true)));
+        else p.reject(new WorkRequestError(wc, false));
+        this.#source?.took(1);
         return true;
       }
     }
@@ -93,6 +107,7 @@ export class CompletionQueue implements CompletionSink {
   /** Up to `max` completions, oldest first (possibly none). */
   poll(max = 16): WorkCompletion[] {
     if (!Number.isInteger(max) || max < 1) throw new SabreError(ErrorCode.InvalidArgument, 'poll(max): max must be a positive integer');
+    if (this.#source !== undefined && this.#q.length < max) this.#source.drain();
     const n = Math.min(max, this.count);
     if (n === 0) {
       // After close, what was queued (the flushes of the device's work) is still handed out.
@@ -103,6 +118,7 @@ export class CompletionQueue implements CompletionSink {
     // The returned array and its completions are the caller's: nothing here touches them again.
     const out: WorkCompletion[] = [];
     for (let i = 0; i < n; i++) out.push(this.#q.shift()!);
+    this.#source?.took(n);
     return out;
   }
 
@@ -112,6 +128,7 @@ export class CompletionQueue implements CompletionSink {
    * Aborted when `opts.signal` aborts (the waiter is removed; its timer goes with the last one).
    */
   wait(timeoutMs?: number, opts?: { signal?: AbortSignal }): Promise<void> {
+    if (this.count === 0 && !this.#closed) this.#source?.drain();
     if (this.count > 0) return Promise.resolve();
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'completion queue is closed'));
     if (this.#overrun) return Promise.reject(new SabreError(ErrorCode.InvalidState, 'completion queue overrun'));
@@ -227,6 +244,7 @@ export class CompletionQueue implements CompletionSink {
   close(): void {
     this.#closed = true;
     this.#closing = true;
+    for (const f of this.#flushed.splice(0)) f();
     for (const [, p] of this.#promised) p.reject(new SabreError(ErrorCode.Closed, 'device closed'));
     this.#promised.clear();
     if (this.#timer) clearTimeout(this.#timer);

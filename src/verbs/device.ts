@@ -9,14 +9,19 @@ import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest, TransportContextStats } from '../core/link.js';
-import type { AllocatorStats } from '../dataplane/allocator.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
-import { NicDriver, type NicEvent } from '../nic/driver.js';
+import type { AllocatorStats } from '../dataplane/allocator.js';
+import type { NicEvent } from '../nic/driver.js';
+import type { NicPort } from '../nic/port.js';
+import { InlinePort } from '../nic/inline-port.js';
+import { defaultWorkers, openPort } from '../nic/open.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
-import { RdmapEngine } from '../rdmap/engine.js';
-import { type DeviceCounters, EngineMemory } from '../rdmap/memory.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
-import type { EngineQp } from '../rdmap/state.js';
+import type { RdmapEngine } from '../rdmap/engine.js';
+import { type DeviceCounters, type EngineMemory, newCounters } from '../rdmap/memory.js';
+
+/** The engine's counter names: a stats source may not take one. */
+const COUNTER_NAMES = newCounters();
 import { CompletionQueue } from './cq.js';
 import { type DeviceEvent, eventStream, type EventStream } from './events.js';
 import { ProtectionDomain } from './pd.js';
@@ -35,11 +40,8 @@ interface ConnectWatch {
  */
 export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly address: DeviceAddress;
-  /** @internal */
-  readonly engine: RdmapEngine;
-  /** @internal */
-  readonly engineMemory: EngineMemory;
-  readonly #link: Link;
+  /** @internal the NIC: inline (workers: 0) or on its own thread. */
+  readonly nic: NicPort;
   readonly #cqs = new Set<CompletionQueue>();
   readonly #pds = new Set<ProtectionDomain>();
   readonly #statsSources = new Map<string, () => Record<string, unknown>>();
@@ -48,7 +50,6 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly #connectingTo = new Map<number, string>();
   /** Pending waits of objects built on this device (listeners, the CM agent): settled on close. */
   readonly #closeHooks = new Set<() => void>();
-  readonly #driver: NicDriver;
   #closing = false;
   #closeP: Promise<void> | undefined;
   /** The QueuePair objects by QPN, for their per-QP events. */
@@ -57,16 +58,16 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   #qpnNext = 1;
   #closed = false;
 
-  /** @internal use openDevice. `mss` caps the link's segment size (the smaller wins). */
-  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; bounds?: Partial<EngineBounds> } = {}) {
+  /**
+   * @internal use openDevice. A port, or (tests, tools) a device memory and a link of the
+   * caller's to run inline; `mss` caps the link's segment size (the smaller wins).
+   */
+  constructor(nic: NicPort | DeviceMemory, link?: Link, opts: { mss?: number; bounds?: Partial<EngineBounds> } = {}) {
     super();
-    this.engineMemory = new EngineMemory(mem);
-    this.engine = new RdmapEngine(this.engineMemory, {
-      mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true, ...(opts.bounds ? { bounds: opts.bounds } : {}),
-    });
-    this.#link = link;
-    this.address = link.address;
-    this.#driver = new NicDriver(this.engine, link, { onEvent: (ev) => this.#onEvent(ev) });
+    if (nic instanceof DeviceMemory) nic = new InlinePort(nic, link!, opts);
+    this.nic = nic;
+    this.address = nic.address;
+    nic.start((ev) => this.#onEvent(ev));
   }
 
   /**
@@ -74,12 +75,40 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * what each peer connection settled on is in stats().link (docs/integrity.md). inproc: undefined.
    */
   get integrity(): 'crc32c' | 'xxh3' | 'none' | undefined {
-    return this.#link.integrity;
+    return this.nic.integrity;
   }
 
   /** udp: the path MTU (largest datagram); tcp: the MULPDU; inproc: undefined. */
   get mtu(): number | undefined {
-    return this.#link.mtu;
+    return this.nic.mtu;
+  }
+
+  /** @internal the engine of an inline device (tests, tools); a NIC thread's is out of reach. */
+  get engine(): RdmapEngine {
+    return this.#inline().engine;
+  }
+
+  /** @internal the engine memory of an inline device (tests, tools). */
+  get engineMemory(): EngineMemory {
+    return this.#inline().memory;
+  }
+
+  /**
+   * @internal the device memory as this thread reaches it: features above verbs (dedup) keep
+   * tables in it and run the WASM kernels over it.
+   */
+  get dataPlane(): DeviceMemory {
+    return this.nic.dataPlane;
+  }
+
+  #inline(): InlinePort {
+    if (this.nic instanceof InlinePort) return this.nic;
+    throw new SabreError(ErrorCode.NotSupported, 'this device runs its NIC on a thread of its own (open it with workers: 0 to reach the engine)');
+  }
+
+  /** NIC threads running this device's data path: 0 when it runs on the opening thread (inline). */
+  get workers(): number {
+    return this.nic instanceof InlinePort ? 0 : 1;
   }
 
   get closed(): boolean {
@@ -100,6 +129,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     if (depth > 1 << 22) throw new SabreError(ErrorCode.LimitExceeded, `CQ depth ${depth} exceeds 4194304`);
     const cq = new CompletionQueue(depth);
     this.#cqs.add(cq);
+    this.nic.addCq(cq);
     return cq;
   }
 
@@ -108,11 +138,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * the link; and one key per stats source a feature registered (addStatsSource).
    */
   stats(): DeviceStats {
-    const link = this.#link.stats?.();
-    const linkContexts = this.#link.contextStats?.(LINK_CONTEXTS_SHOWN);
-    const out: DeviceStats = {
-      ...this.engine.counters, memory: this.engineMemory.dm.stats(), ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}),
-    };
+    const { counters, memory, link, linkContexts } = this.nic.stats(LINK_CONTEXTS_SHOWN);
+    const out: DeviceStats = { ...counters, memory, ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}) };
     for (const [name, fn] of this.#statsSources) out[name] = fn();
     return out;
   }
@@ -123,7 +150,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * a name that is already a key of dev.stats() is refused. Returns the unregister call.
    */
   addStatsSource(name: string, fn: () => Record<string, unknown>): () => void {
-    if (!/^[a-z][A-Za-z0-9]*$/.test(name) || name in this.engine.counters || name === 'memory' || name === 'link' || name === 'linkContexts' || this.#statsSources.has(name)) {
+    if (!/^[a-z][A-Za-z0-9]*$/.test(name) || name in COUNTER_NAMES || name === 'memory' || name === 'link' || name === 'linkContexts' || this.#statsSources.has(name)) {
       throw new SabreError(ErrorCode.InvalidArgument, `stats source name '${name}' is taken or not an identifier`);
     }
     this.#statsSources.set(name, fn);
@@ -156,9 +183,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     let n = 0;
     for (const pd of this.#pds) {
       for (const qp of pd.qps) {
-        const q = qp.engineQp;
-        if (q.state !== QpState.Rts) continue;
-        for (const w of q.sq) if (!w.done) n++;
+        const q = qp.port;
+        if (q.state === QpState.Rts) n += q.sqLength;
       }
     }
     return n;
@@ -174,15 +200,20 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     // A completion that arrived in the last turn still has its ACK to send: one more turn.
     if (drainMs > 0) await new Promise((r) => setImmediate(r));
     this.#closing = true;
-    const closed = (): SabreError => new SabreError(ErrorCode.Closed, 'device closed');
+    this.nic.closing();
     for (const cq of this.#cqs) cq.closing();
-    for (const qpn of [...this.#connecting.keys()]) this.failConnect(qpn, closed());
+    // Connects still waiting settle with ERR_CLOSED at the end (a QP's destroy finds none).
+    const connecting = [...this.#connecting.values()];
+    this.#connecting.clear();
+    this.#connectingTo.clear();
     for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
     this.#closed = true;
-    this.#driver.stop();
+    this.nic.stop();
     for (const hook of [...this.#closeHooks]) hook();
     this.#closeHooks.clear();
-    await this.#link.close();
+    await this.nic.close();
+    const closed = (): SabreError => new SabreError(ErrorCode.Closed, 'device closed');
+    for (const w of connecting) w.failed(closed());
     for (const cq of this.#cqs) cq.close();
   }
 
@@ -208,7 +239,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** @internal a CQ made for one QP (cm defaults) leaves with its QP. */
   dropCq(cq: CompletionQueue): void {
-    if (this.#cqs.delete(cq)) cq.close();
+    if (!this.#cqs.delete(cq)) return;
+    cq.close();
+    this.nic.dropCq(cq);
   }
 
   /** @internal */
@@ -233,24 +266,22 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** @internal */
   reachable(a: DeviceAddress): boolean {
-    return this.#link.reachable(a);
+    return this.nic.reachable(a);
   }
 
   /** @internal */
   memoryView(addr: number, length: number): Uint8Array {
-    return this.engineMemory.dm.u8().subarray(addr, addr + length);
+    return this.nic.view(addr, length);
   }
 
   /**
-   * @internal QueuePair.connect: bind rc QP `qp` to `rqpn` at `peer`. On a link without
+   * @internal QueuePair.connect: bind rc QP `qpn` to `rqpn` at `peer`. On a link without
    * connections the engines greet each other; a connection link (tcp) is asked for the QP's
    * connection and reports it up (or down).
    */
-  connectQp(qp: EngineQp, peer: DeviceAddress, rqpn: number): void {
+  connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number): void {
     this.#connectingTo.set(qp.qpn, addressKey(peer));
-    const conns = this.#link.connections;
-    this.run((now) => this.engine.connect(qp, peer, rqpn, now, conns === undefined));
-    conns?.openQp(qp.qpn, peer, rqpn);
+    qp.port.connect(peer, rqpn);
   }
 
   /** @internal QueuePair.connect waits for its QP's 'connected' (or 'qpError') event here. */
@@ -269,22 +300,17 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * handshake (tcp: the MPA private data). Otherwise the CM agent's reserved QP carries them.
    */
   get linkServices(): boolean {
-    return this.#link.connections !== undefined;
+    return this.nic.linkServices;
   }
 
   /** @internal src/cm on a linkServices device: route connects for `service` to `handler` (undefined stops). */
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
-    this.#link.connections!.listen(service, handler);
+    this.nic.listenService(service, handler);
   }
 
   /** @internal src/cm on a linkServices device: connect rc QP `qpn` to the listener for `service` at `to`. */
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
-    return this.#link.connections!.dial(qpn, to, service, privateData, timeoutMs);
-  }
-
-  /** @internal one driver step at the current time: `step` feeds the engine, the driver carries out what it asks for. */
-  run(step: (now: number) => void): void {
-    this.#driver.run(step);
+    return this.nic.dialService(qpn, to, service, privateData, timeoutMs);
   }
 
   #onEvent(ev: NicEvent): void {
@@ -375,16 +401,8 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   if (opts.keepaliveMs !== undefined && !(Number.isInteger(opts.keepaliveMs) && opts.keepaliveMs >= 0 && opts.keepaliveMs <= 3_600_000)) {
     throw new SabreError(ErrorCode.InvalidArgument, 'keepaliveMs must be an integer in 0..3600000');
   }
-  const workers = opts.workers ?? 0;
+  const workers = opts.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   if (opts.maxMr !== undefined && !(Number.isInteger(opts.maxMr) && opts.maxMr >= 1 && opts.maxMr < 1 << 24)) throw new SabreError(ErrorCode.InvalidArgument, 'maxMr must be an integer in 1..16777215');
-  const mem = await DeviceMemory.create({
-    ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
-    ...(opts.maxMr !== undefined ? { regionEntries: opts.maxMr + 1 } : {}),
-    maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
-    workerSlots: provider.dataPlaneWorkers(workers),
-  });
-  const { link, mss } = await provider.open(mem, opts, limits.link);
-  const segment = mss ?? opts.mss;
-  return new Device(mem, link, { ...(segment !== undefined ? { mss: segment } : {}), bounds: limits.engine });
+  return new Device(await openPort(provider, { ...opts, workers }, limits));
 }

@@ -3,7 +3,7 @@
 // by TypeScript (the indirect path) and get an address of sabre's own that never collides
 // with device memory. lkey === rkey (one STag, as in siw).
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { MrRecord } from '../rdmap/memory.js';
+import type { PortMr } from '../nic/port.js';
 import type { ProtectionDomain } from './pd.js';
 
 export class MemoryRegion {
@@ -16,12 +16,12 @@ export class MemoryRegion {
   /** True for regMr(Uint8Array): memory outside the device. */
   readonly external: boolean;
   /** @internal */
-  readonly rec: MrRecord;
+  readonly rec: PortMr;
   #valid = true;
   #release: () => void;
 
   /** @internal use ProtectionDomain.regMr */
-  constructor(pd: ProtectionDomain, rec: MrRecord, release: () => void) {
+  constructor(pd: ProtectionDomain, rec: PortMr, release: () => void) {
     this.pd = pd;
     this.rec = rec;
     this.addr = rec.addr;

@@ -40,40 +40,21 @@ export class ProtectionDomain {
     if ((access & (Access.RemoteWrite | Access.RemoteAtomic)) !== 0 && (access & Access.LocalWrite) === 0) {
       throw new SabreError(ErrorCode.InvalidArgument, 'RemoteWrite and RemoteAtomic need LocalWrite as well (as ibv_reg_mr)');
     }
-    const mem = this.device.engineMemory;
-    let mr: MemoryRegion;
+    const nic = this.device.nic;
+    let rec;
     if (lengthOrBuffer instanceof Uint8Array) {
-      const ext = lengthOrBuffer;
-      if (ext.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'cannot register an empty buffer');
-      const rec = mem.register({ length: ext.length, pd: this.handle, access, ext });
-      mr = new MemoryRegion(this, rec, () => {
-        mem.deregister(rec.stag);
-        this.mrs.delete(mr);
-      });
+      if (lengthOrBuffer.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'cannot register an empty buffer');
+      rec = nic.regExternal(lengthOrBuffer, this.handle, access);
     } else {
       const length = lengthOrBuffer;
       if (!Number.isInteger(length) || length <= 0) throw new SabreError(ErrorCode.InvalidArgument, `regMr length must be a positive integer (bytes), not ${String(length)}`);
       if (length > 0xffff_ffff) throw new SabreError(ErrorCode.InvalidArgument, `regMr length ${length} is more than one region holds (4 GiB - 1 bytes)`);
-      const addr = mem.dm.alloc(length, 64);
-      mem.dm.u8().fill(0, addr, addr + length);
-      let rec;
-      try {
-        rec = mem.register({ addr, length, pd: this.handle, access });
-      } catch (e) {
-        mem.dm.free(addr);
-        throw e;
-      }
-      mr = new MemoryRegion(this, rec, () => {
-        mem.deregister(rec.stag);
-        // Send work still queued names this memory: its frames are views of it (and udp may
-        // send them again). The memory returns to the device only once that work has left its
-        // send queue, so a region registered next cannot have its bytes sent under the old
-        // request (the local half of the deregister fence).
-        if (rec.busy) rec.onIdle = () => mem.dm.free(addr);
-        else mem.dm.free(addr);
-        this.mrs.delete(mr);
-      });
+      rec = nic.regDevice(length, this.handle, access);
     }
+    const mr: MemoryRegion = new MemoryRegion(this, rec, () => {
+      nic.deregister(rec);
+      this.mrs.delete(mr);
+    });
     this.mrs.add(mr);
     return mr;
   }

@@ -16,9 +16,10 @@ import { EventEmitter } from 'node:events';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
+import type { PortDest, PortPiece, PortQp } from '../nic/port.js';
 import { PlaceStatus } from '../rdmap/memory.js';
-import { rowForWr } from '../rdmap/opcodes.js';
-import { type EngineQp, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../rdmap/state.js';
+import { type OpcodeRow, rowForWr } from '../rdmap/opcodes.js';
+import type { QpCaps } from '../rdmap/state.js';
 import { abortError, checkSignal, onAbort } from './abort.js';
 import { AddressHandle } from './ah.js';
 import { checkPeerAddress, needsLookup, resolvePeerHost } from './peer-address.js';
@@ -37,12 +38,12 @@ const MAX_MSG = 0xffff_ffff;
  * The pieces of an empty scatter/gather list, shared: a receive posted with `sgList: []` (the
  * RdmaWriteWithImm pattern) then costs no list of its own. Frozen: nothing may add to it.
  */
-const NO_PIECES = Object.freeze([]) as unknown as Piece[];
+const NO_PIECES = Object.freeze([]) as unknown as PortPiece[];
 /**
  * Bytes a checked scatter/gather list covers (zero-length entries have no piece and add
  * nothing); a message is at most 2^32-1 bytes. Summed once, here, for every post.
  */
-const piecesTotal = (pieces: Piece[]): number => {
+const piecesTotal = (pieces: PortPiece[]): number => {
   let t = 0;
   // An index loop: for-of here was not optimised away (an iterator result per piece).
   for (let i = 0; i < pieces.length; i++) t += pieces[i]!.len;
@@ -71,8 +72,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   readonly sendCq: CompletionQueue;
   readonly recvCq: CompletionQueue;
   readonly caps: Readonly<QpCaps>;
-  /** @internal the engine's side of this QP */
-  readonly engineQp: EngineQp;
+  /** @internal the NIC's side of this QP */
+  readonly port: PortQp;
   #connecting?: Promise<void>;
   #destroyed = false;
   /** @internal a CQ made for this QP alone (cm's default): dropped when the QP is destroyed. */
@@ -106,14 +107,14 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     this.sendCq = init.sendCq;
     this.recvCq = init.recvCq;
     this.caps = Object.freeze(caps);
-    if (reserved && dev.engine.qps.has(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
+    if (reserved && dev.nic.hasQpn(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
     this.qpn = reserved ? reserved.qpn : dev.nextQpn();
-    this.engineQp = dev.engine.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
+    this.port = dev.nic.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
     dev.attachQp(this);
   }
 
   get state(): QpStateValue {
-    return this.engineQp.state;
+    return this.port.state;
   }
 
   /**
@@ -122,7 +123,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
    * Read-only; fixed for the life of the device.
    */
   get mss(): number {
-    return this.pd.device.engine.mss;
+    return this.pd.device.nic.mss;
   }
 
   /**
@@ -138,8 +139,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       checkPeerAddress(dev, peer.address, 'connect');
       checkSignal(peer.signal, 'connect');
       if (this.#connecting) throw new SabreError(ErrorCode.InvalidState, 'connect already called on this QP');
-      const q = this.engineQp;
-      if (q.state === QpState.Reset) q.state = QpState.Init;
+      const q = this.port;
+      if (q.state === QpState.Reset) q.init();
       if (q.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(q.state)}`);
       const timeoutMs = peer.timeoutMs ?? 10_000;
       const address = { ...peer.address };
@@ -172,14 +173,14 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
               reject(err ?? new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
             },
           });
-          dev.connectQp(q, address, peer.qpn);
+          dev.connectQp(this, address, peer.qpn);
         };
         // Abort: the wait ends, and the half-made connection with it (the QP goes to ERROR,
         // which closes a tcp connection; modify RESET then connect again to retry).
         dispose = onAbort(signal, () => {
           clearTimeout(timer);
           dev.unwatchConnect(this.qpn);
-          if (!this.#destroyed && !dev.closed && q.state !== QpState.Error) dev.run((now) => dev.engine.toError(q, now));
+          if (!this.#destroyed && !dev.closed && q.state !== QpState.Error) q.toError();
           reject(abortError(signal!, 'connect'));
         });
         if (start) {
@@ -206,21 +207,20 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     this.#live();
     const s = attr?.state;
     const dev = this.pd.device;
-    const q = this.engineQp;
+    const q = this.port;
     const cur = q.state;
     if (s === QpState.Error) {
-      dev.run((now) => dev.engine.toError(q, now));
+      q.toError();
     } else if (s === QpState.Reset) {
       if (cur !== QpState.Error && cur !== QpState.Reset && cur !== QpState.Init) {
         throw new SabreError(ErrorCode.InvalidState, `RESET is reachable from ERROR or INIT, not ${qpStateName(cur)}`);
       }
-      if (cur === QpState.Init && q.rq.length > 0) dev.run((now) => dev.engine.toError(q, now));
-      dev.engine.reset(q);
+      q.reset();
       dev.unwatchConnect(this.qpn);
       this.#connecting = undefined;
     } else if (s === QpState.Init) {
       if (cur !== QpState.Reset) throw new SabreError(ErrorCode.InvalidState, `INIT is reachable from RESET, not ${qpStateName(cur)}`);
-      q.state = QpState.Init;
+      q.init();
     } else {
       throw new SabreError(ErrorCode.InvalidArgument, `modify to ${qpStateName(s as number)} is done by connect()`);
     }
@@ -228,65 +228,66 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
 
   postRecv(wr: RecvWr | RecvWr[]): void {
     this.#live();
-    const q = this.engineQp;
+    const q = this.port;
     if (q.state === QpState.Reset) throw new SabreError(ErrorCode.InvalidState, 'postRecv on a RESET QP');
-    const dev = this.pd.device;
     if (!Array.isArray(wr)) {
       // One request, the usual call: no list to wrap it and none for the checked copy.
-      const c = this.#checkRecv(wr);
+      const pieces = this.#checkRecv(wr);
       this.#recvRoom(1);
-      dev.run((now) => dev.engine.postRecv(q, c, now));
+      q.postRecv(wr.wrId, pieces, piecesTotal(pieces));
       return;
     }
-    const checked: RecvWork[] = [];
+    // All checked before any is posted: a bad request in the list posts none.
+    const checked: PortPiece[][] = [];
     for (const r of wr) checked.push(this.#checkRecv(r));
+    const totals = checked.map(piecesTotal);
     this.#recvRoom(checked.length);
-    dev.run((now) => {
-      for (const c of checked) dev.engine.postRecv(q, c, now);
+    this.pd.device.nic.batch(() => {
+      for (let i = 0; i < checked.length; i++) q.postRecv(wr[i]!.wrId, checked[i]!, totals[i]!);
     });
   }
 
-  #checkRecv(r: RecvWr): RecvWork {
+  #checkRecv(r: RecvWr): PortPiece[] {
     if (!r || typeof r !== 'object') throw bad('postRecv needs a work request object');
     checkWrId(r.wrId);
-    const pieces = this.#sges(r.sgList, Access.LocalWrite);
-    const total = piecesTotal(pieces);
-    return { wrId: r.wrId, pieces, total, claimed: false };
+    return this.#sges(r.sgList, Access.LocalWrite);
   }
 
   #recvRoom(n: number): void {
-    this.#room(this.engineQp.rq.length + n, this.caps.maxRecvWr, 'receive', 'maxRecvWr');
+    this.#room(this.port.rqLength + n, this.caps.maxRecvWr, 'receive', 'maxRecvWr');
   }
 
   /** QueueFull past a queue's depth; a QP in ERROR takes any post (it completes flushed). */
   #room(wanted: number, max: number, queue: 'send' | 'receive', cap: 'maxSendWr' | 'maxRecvWr'): void {
-    if (this.engineQp.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${queue} queue full (${cap} ${max})`);
+    if (this.port.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${queue} queue full (${cap} ${max})`);
   }
 
   postSend(wr: SendWr | SendWr[]): void {
     this.#live();
-    const q = this.engineQp;
+    const q = this.port;
     if (q.state !== QpState.Rts && q.state !== QpState.Error) {
       throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(q.state)}`);
     }
-    const dev = this.pd.device;
     if (!Array.isArray(wr)) {
       // One request, the usual call: no list to wrap it and none for the checked copy.
       const c = this.#checkSend(wr);
       this.#sendRoom(1);
-      dev.run((now) => dev.engine.postSend(q, c, now));
+      q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
       return;
     }
-    const checked: SendWork[] = [];
+    const checked: CheckedSend[] = [];
     for (const w of wr) checked.push(this.#checkSend(w));
     this.#sendRoom(checked.length);
-    dev.run((now) => {
-      for (const c of checked) dev.engine.postSend(q, c, now);
+    this.pd.device.nic.batch(() => {
+      for (let i = 0; i < checked.length; i++) {
+        const c = checked[i]!;
+        q.postSend(wr[i]!, c.row, c.pieces, c.total, c.dest, c.inline);
+      }
     });
   }
 
   #sendRoom(n: number): void {
-    this.#room(this.engineQp.sq.length + n, this.caps.maxSendWr, 'send', 'maxSendWr');
+    this.#room(this.port.sqLength + n, this.caps.maxSendWr, 'send', 'maxSendWr');
   }
 
   // ---- promise helpers: one promise per work request, on top of postSend / postRecv ----------
@@ -342,9 +343,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (this.#destroyed) return;
     const dev = this.pd.device;
     dev.failConnect(this.qpn, new SabreError(ErrorCode.Closed, `QP ${this.qpn} destroyed while connecting`));
-    if (!dev.closed) dev.run((now) => dev.engine.close(this.engineQp, now));
     this.#destroyed = true;
-    dev.engine.destroyQp(this.engineQp);
+    this.port.destroy(!dev.closed);
     dev.detachQp(this);
     dev.unwatchConnect(this.qpn);
     this.pd.qps.delete(this);
@@ -357,12 +357,12 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   /** The checked pieces of a scatter/gather list (piecesTotal gives their bytes: no result object per call). */
-  #sges(sgList: Sge[] | undefined, access: number): Piece[] {
+  #sges(sgList: Sge[] | undefined, access: number): PortPiece[] {
     if (sgList === undefined || (Array.isArray(sgList) && sgList.length === 0)) return NO_PIECES;
     if (!Array.isArray(sgList)) throw bad('sgList must be an array of { addr, length, lkey }');
     if (sgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `sgList has ${sgList.length} entries, maxSge is ${this.caps.maxSge}`);
-    const mem = this.pd.device.engineMemory;
-    const pieces: Piece[] = [];
+    const mem = this.pd.device.nic;
+    const pieces: PortPiece[] = [];
     for (const s of sgList) {
       if (!s || !isAddr(s.addr) || !isU32(s.length) || !isU32(s.lkey)) throw bad('each sge needs integer addr, length and lkey');
       const st = mem.check(s.lkey, this.pd.handle, s.addr, s.length, access);
@@ -377,14 +377,13 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   /** Check a send work request against its opcode's row and copy what the engine needs from it. */
-  #checkSend(w: SendWr): SendWork {
+  #checkSend(w: SendWr): CheckedSend {
     if (!w || typeof w !== 'object') throw bad('postSend needs a work request object');
     checkWrId(w.wrId);
     const row = rowForWr(w.opcode);
     if (!row) throw bad(`unknown opcode ${String(w.opcode)}`);
     if (row.imm === w.opcode && !isU32(w.imm)) throw bad('…WithImm needs imm, a uint32');
-    const flow = this.engineQp.flow;
-    if (row.toStandardPeer === 'refuse' && flow && !flow.profile.extensions) {
+    if (row.toStandardPeer === 'refuse' && this.port.standardPeer) {
       // iWARP has no Send with immediate (RFC 7306 has Immediate Data only after a Write): a
       // standard peer would Terminate on sabre's opcode 12. As ibverbs providers for iWARP
       // (siw) refuse IBV_WR_SEND_WITH_IMM at post time, so does this.
@@ -395,11 +394,11 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     // Sinks (reads, the old value of an atomic) are written locally: they need LocalWrite.
     const pieces = this.#sges(w.sgList, row.source ? 0 : Access.LocalWrite);
     const total = piecesTotal(pieces);
-    let srd: { ah: AddressHandle; remoteQpn: number } | undefined;
+    let dest: PortDest | undefined;
     if (this.type === 'srd') {
       if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
       if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
-      srd = { ah: w.ah, remoteQpn: w.remoteQpn };
+      dest = { address: w.ah.address, key: w.ah.key, remoteQpn: w.remoteQpn };
     }
     if (row.remote === 'one') checkRemote(w);
     else if (row.remote === 'list') {
@@ -419,24 +418,30 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       if (typeof w.compareAdd !== 'bigint') throw bad('atomics need compareAdd (bigint)');
       if (row.wr[w.opcode] === WcOpcode.CmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
     }
-    // The copy: from here on nothing reads the caller's object. newSendWork reads the fields
-    // itself (remoteSgList only for 'list' rows, signaled defaulting to true as checked above):
-    // no intermediate object per work request.
-    const c = newSendWork(w, row, pieces, total);
-    if (srd) c.flow = this.pd.device.engine.srdFlow(this.engineQp, srd.ah.address, srd.remoteQpn, srd.ah.key);
+    // The port copies what it needs (the engine's work record, or a WQE) before postSend
+    // returns: from then on nothing reads the caller's object.
+    let inline: Uint8Array | undefined;
     if (row.source && total > 0 && total <= this.caps.maxInline) {
       // Inline: the bytes are taken now, so the caller may reuse the buffer when postSend returns.
-      const buf = new Uint8Array(total);
+      inline = new Uint8Array(total);
       let o = 0;
-      const mem = this.pd.device.engineMemory;
+      const dev = this.pd.device;
       for (const p of pieces) {
-        buf.set(mem.view(p.rec, p.addr, p.len), o);
+        inline.set(p.rec.ext ? p.rec.ext.subarray(p.addr - p.rec.addr, p.addr - p.rec.addr + p.len) : dev.memoryView(p.addr, p.len), o);
         o += p.len;
       }
-      c.inline = buf;
     }
-    return c;
+    return { row, pieces, total, dest, inline };
   }
+}
+
+/** A send work request checked against its opcode's row, with what the port needs of it. */
+interface CheckedSend {
+  row: OpcodeRow;
+  pieces: PortPiece[];
+  total: number;
+  dest: PortDest | undefined;
+  inline: Uint8Array | undefined;
 }
 
 function checkRemote(w: SendWr): void {

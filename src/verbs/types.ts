@@ -45,10 +45,13 @@ export interface OpenDeviceOptions {
   host?: string;
   port?: number;
   /**
-   * udp: data-plane worker threads (0..16, default 0: everything on the event loop). With
-   * integrity 'crc32c', the CRC32C of datagrams of 8 KiB and more, checked on receive and
-   * computed on transmit, runs on them in batches over the device memory (the XXH3-64 of the
-   * default 'xxh3' is cheaper inline). tcp and inproc accept it and run inline.
+   * Where the device's data path runs (udp and tcp; 0..16). 1 or more: on a NIC thread of its
+   * own (a worker thread owning the sockets, the transport, the RDMAP engine, placement and the
+   * timers), so one-sided writes, reads, atomics, acks and retransmissions go on while this
+   * thread is busy; work and completions cross in shared-memory rings. 0: inline, on this
+   * thread's event loop — the lowest round-trip latency where cores are few. inproc devices
+   * always run inline. Default: the SABRE_WORKERS environment variable if set, else 1.
+   * docs/nic.md says when to pick which.
    */
   workers?: number;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */

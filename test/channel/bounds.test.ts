@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { channelStats, connectChannel, listenChannels, type Channel } from '../../src/index.js';
 import { decodeValue, encodeValue, scanValue } from '../../src/channel/codec.js';
 import { rawListener, until } from './raw.js';
-import { udpDevices } from './devices.js';
+import { sendUntilRefused, udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
 const dev = udpDevices();
@@ -149,7 +149,7 @@ describe('channel limits against a peer', () => {
     const ok = [await connectChannel(a, b.address, { service: 23 }), await connectChannel(a, b.address, { service: 23 })];
     await l.accept(5000);
     await l.accept(5000);
-    const third = connectChannel(a, b.address, { service: 23 }).then((c) => c.send(pattern(10, 1)));
+    const third = sendUntilRefused(() => connectChannel(a, b.address, { service: 23 }), pattern(10, 1));
     await expect(third).rejects.toMatchObject({ code: 'ERR_CLOSED' });
     expect(channelStats(b)).toMatchObject({ peerCapRefused: 1, peers: 1 });
     await until(() => channelStats(b).channels === 2);

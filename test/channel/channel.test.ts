@@ -103,7 +103,10 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('channels over %s', (transport)
     let x = 7;
     const rnd = (): number => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32);
     const sent: Uint8Array[] = [];
-    const reader = take(s, 150);
+    const got: unknown[] = [];
+    const reader = (async () => {
+      for await (const m of s) if (got.push(m) === 150) break;
+    })();
     for (let round = 0; round < 5; round++) {
       const burst: Promise<void>[] = [];
       for (let i = 0; i < 30; i++) {
@@ -114,11 +117,14 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('channels over %s', (transport)
         burst.push(c.send(m));
       }
       await Promise.all(burst);
+      // A send completes once the peer's NIC has it, not once its application took it in:
+      // the round is over when the reader has every message of it.
+      await vi.waitFor(() => expect(got.length).toBe((round + 1) * 30), { timeout: 10_000, interval: 5 });
       // Idle until the receiver has shrunk back to phase 0 (a fixed 80 ms sleep was too short on
       // a loaded machine: the next round then started enlarged and counted one enlargement less).
       await vi.waitFor(() => expect(s.stats().phase).toBe(0), { timeout: 10_000, interval: 10 });
     }
-    const got = await reader;
+    await reader;
     sent.forEach((m, i) => same(got[i], m, `#${i}`));
     const st = s.stats();
     expect(st.enlargements).toBeGreaterThanOrEqual(5);

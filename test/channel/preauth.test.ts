@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { channelStats, connect, connectChannel, listenChannels, type DeviceAddress } from '../../src/index.js';
 import { RawEnd, until } from './raw.js';
-import { udpDevices } from './devices.js';
+import { sendUntilRefused, udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
 const dev = udpDevices();
@@ -89,7 +89,7 @@ describe('preauth listener: untrusted channels', () => {
     await connectChannel(a, b.address, { service: 34 });
     const s1 = await l.accept(5000);
     await l.accept(5000);
-    const third = connectChannel(a, b.address, { service: 34 }).then((c) => c.send(pattern(10, 1)));
+    const third = sendUntilRefused(() => connectChannel(a, b.address, { service: 34 }), pattern(10, 1));
     await expect(third).rejects.toMatchObject({ code: 'ERR_CLOSED' });
     expect(channelStats(b)).toMatchObject({ peerCapRefused: 1, untrusted: 2 });
     s1.authorize();

@@ -1,6 +1,7 @@
 // DESIGN.md §4, the public contract, checked the way an outside acceptance test would use it:
 // only `sabre`'s public entry point, the same program on every transport (two devices in this
-// process: inproc, and udp/tcp over real sockets on 127.0.0.1).
+// process: inproc, and udp/tcp over real sockets on 127.0.0.1), with the NIC inline
+// (`workers: 0`) and on a thread of its own (`workers: 1`).
 import { describe, expect, it } from 'vitest';
 import {
   Access, Opcode, openDevice, QpState, SabreError, WcOpcode, WcStatus,
@@ -10,8 +11,8 @@ import {
 const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite | Access.RemoteAtomic;
 type T = 'inproc' | 'udp' | 'tcp';
 
-async function dev(transport: T): Promise<Device> {
-  return openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+async function dev(transport: T, workers: number): Promise<Device> {
+  return openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
 }
 
 async function take(cq: CompletionQueue, n: number): Promise<WorkCompletion[]> {
@@ -36,9 +37,9 @@ interface Pair {
   pdB: ReturnType<Device['allocPd']>;
 }
 
-async function rcPair(transport: T): Promise<Pair> {
-  const a = await dev(transport);
-  const b = await dev(transport);
+async function rcPair(transport: T, workers: number): Promise<Pair> {
+  const a = await dev(transport, workers);
+  const b = await dev(transport, workers);
   const pdA = a.allocPd();
   const pdB = b.allocPd();
   const cqA = a.createCq({ depth: 256 });
@@ -63,9 +64,14 @@ function pattern(n: number, seed: number): Uint8Array {
   return u;
 }
 
-describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transport) => {
+const MODES = [
+  { transport: 'inproc', workers: 0 }, { transport: 'udp', workers: 0 }, { transport: 'tcp', workers: 0 },
+  { transport: 'udp', workers: 1 }, { transport: 'tcp', workers: 1 },
+] as const;
+
+describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ transport, workers }) => {
   it('dev.address is a plain JSON-safe object of the right shape', async () => {
-    const d = await dev(transport);
+    const d = await dev(transport, workers);
     try {
       expect(JSON.parse(JSON.stringify(d.address))).toEqual(d.address);
       expect(d.address.transport).toBe(transport);
@@ -79,7 +85,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('regMr: 64-byte aligned, buffer is the region, keys die at deregister (RemAccessErr, nothing written)', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(4096, Access.LocalWrite);
       const dst = p.pdB.regMr(4096, ALL);
@@ -112,7 +118,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('Send / SendWithImm land in posted receives in order; WriteWithImm consumes a receive with an empty sgList', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(8192, Access.LocalWrite);
       const dst = p.pdB.regMr(8192, ALL);
@@ -142,7 +148,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('RdmaRead with remoteSgList (uneven splits) and many reads outstanding up to maxSendWr', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const local = p.pdA.regMr(65536, Access.LocalWrite);
       const remote = p.pdB.regMr(65536, ALL);
@@ -178,7 +184,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('atomics act on 8-byte little-endian words; the old value lands in the sgList', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const local = p.pdA.regMr(64, Access.LocalWrite);
       const remote = p.pdB.regMr(64, ALL);
@@ -200,7 +206,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('a later write to the same bytes wins; cq.wait resolves at once when a completion is held', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(1 << 20, Access.LocalWrite);
       const dst = p.pdB.regMr(1 << 16, ALL);
@@ -223,7 +229,7 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
   });
 
   it('entering ERROR flushes outstanding and later work with WrFlushErr; misuse throws SabreError with a code', async () => {
-    const p = await rcPair(transport);
+    const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(4096, Access.LocalWrite);
       const dst = p.pdB.regMr(4096, Access.LocalWrite); // no remote access granted
@@ -266,8 +272,8 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('verbs contract on %s', (transp
 
   if (transport !== 'tcp') {
     it('srd: reliable, each message exactly once, addressed by AH + remote QPN (a JSON copy of the address works)', async () => {
-      const a = await dev(transport);
-      const b = await dev(transport);
+      const a = await dev(transport, workers);
+      const b = await dev(transport, workers);
       try {
         const pdA = a.allocPd();
         const pdB = b.allocPd();

@@ -51,7 +51,7 @@ describe('get / put pipeline over a real server', () => {
       expect([t.limits.rwDepth, t.limits.creditsMax, t.limits.maxWriteSize]).toEqual([4, 16, 1 << 20]);
       expect([u.pipeline.sinks, u.pipeline.writeBuffers]).toEqual([16, 16]);
       expect([t.pipeline.sinks, t.pipeline.writeBuffers]).toEqual([8, 8]);
-      const mss = srv.devices.udp!.engine.mss;
+      const mss = srv.devices.udp!.nic.mss;
       expect(u.pipeline.readChunk % mss).toBe(0);
       expect((u.pipeline.writeChunk + 32) % mss).toBe(0);
       expect(u.pipeline.readChunk).toBeLessThanOrEqual(u.limits.maxReadWriteSize);

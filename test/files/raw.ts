@@ -90,7 +90,7 @@ export class Raw {
     const sink = pd.regMr(4 << 20, Access.LocalWrite | Access.RemoteWrite);
     const cq = dev.createCq({ depth: 1024 });
     const qp = await connect(dev, { transport, host: '127.0.0.1', port: transport === 'udp' ? neg.udpPort : neg.tcpPort }, {
-      pd, service: FILE_SERVICE, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: 256, maxRecvWr: receives, maxSge: 2, maxInline: 512, rnrRetry: 2 },
+      pd, service: FILE_SERVICE, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: 256, maxRecvWr: receives, maxSge: 2, maxInline: 512, rnrRetry: 7 },
       setup: (q) => {
         for (let i = 0; i < receives; i++) q.postRecv({ wrId: i, sgList: [{ addr: recv.addr + i * 256, length: 256, lkey: recv.lkey }] });
       },

@@ -172,7 +172,8 @@ export async function runUdpCampaign(o: CampaignOptions): Promise<CampaignResult
   const pending = new Set<NodeJS.Timeout>();
 
   const integrity = o.integrity ?? (seed & 1 ? 'xxh3' : 'crc32c');
-  const V = await openDevice({ transport: 'udp', mtu: 1500, integrity });
+  // The victim runs inline (workers: 0): the campaign reads its engine's tables.
+  const V = await openDevice({ transport: 'udp', mtu: 1500, integrity, workers: 0 });
   const P = await openDevice({ transport: 'udp', mtu: 1500, integrity });
   const vAddr = V.address as unknown as { host: string; port: number };
   let relay: UdpRelay | undefined;

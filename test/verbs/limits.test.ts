@@ -25,7 +25,7 @@ describe('openDevice limits', () => {
     for (const transport of ['inproc', 'udp', 'tcp'] as const) {
       const dev = await openDevice({ transport, limits: { maxOooEntries: 77, maxSrdFlowsPerPeer: 5, maxIrd: 9 } });
       devs.push(dev);
-      expect(dev.engine.bounds).toMatchObject({ maxOooEntries: 77, maxSrdFlowsPerPeer: 5, maxIrd: 9, maxOooBytes: 4 << 20 });
+      expect(dev.nic.bounds).toMatchObject({ maxOooEntries: 77, maxSrdFlowsPerPeer: 5, maxIrd: 9, maxOooBytes: 4 << 20 });
     }
   });
 

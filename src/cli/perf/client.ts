@@ -83,7 +83,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
     publish('sabre:perf:run', () => ({ phase: 'start', role: 'client', test: o.test, transport: o.transport, connection: o.conn, sizes: o.sizes }));
     const responder = needsReceives(p) ? new Responder(side, p.kind === 'bw' ? p.rxDepth : 16) : undefined;
     if (!quiet) {
-      printHeader({ p, mtu: side.dev.mtu, workers: o.workers, local, remote, integrity: integrityOf(side.dev) }, out);
+      printHeader({ p, mtu: side.dev.mtu, workers: side.dev.workers, local, remote, integrity: integrityOf(side.dev) }, out);
       out(tableHead(p));
     }
     const results: Row[] = [];
@@ -128,7 +128,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
       mtu: side.dev.mtu,
       integrity: integrityOf(side.dev),
       inline: o.inline,
-      workers: o.workers,
+      workers: side.dev.workers,
       bidirectional: o.bidirectional,
       imm: o.imm,
       atomicType: o.verb === 'atomic' ? o.atomicType : undefined,

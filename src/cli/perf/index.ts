@@ -64,7 +64,7 @@ async function clientRole(o: PerfOptions, out: Out, progress: Progress, metrics:
   const main = fileURLToPath(new URL('../main.js', import.meta.url));
   const args = ['perf', o.test, '--server', '-p', '0', '--transport', o.transport, '--json', '--bind_source_ip', o.bindHost ?? '127.0.0.1'];
   if (o.mtu !== undefined) args.push('--mtu', String(o.mtu));
-  if (o.workers > 0) args.push('--workers', String(o.workers));
+  if (o.workers !== undefined) args.push('--workers', String(o.workers));
   if (o.integrity !== undefined) args.push('--integrity', o.integrity);
   const child: ChildProcess = fork(main, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const exited = new Promise<number>((r) => child.once('exit', (code) => r(code ?? 1)));

@@ -36,7 +36,8 @@ export interface PerfOptions {
   port: number;
   bindHost: string | undefined;
   mtu: number | undefined;
-  workers: number;
+  /** NIC threads per device; undefined: openDevice's default. */
+  workers: number | undefined;
   /** What this side's device asks for (docs/integrity.md); undefined: the transport's default. */
   integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
   bidirectional: boolean;
@@ -93,7 +94,7 @@ const FLAGS: readonly Flag[] = [
   { name: 'bind_source_ip', arg: '<ip>', help: 'bind the device and control socket to <ip> (default: the address the control connection uses)' },
   { name: 'transport', arg: '<udp|tcp|inproc>', help: 'sabre transport (default udp)' },
   { name: 'server', help: 'be the server side (perftest: run without HOST); serves one client, then exits' },
-  { name: 'workers', arg: '<n>', help: 'udp: data-plane worker threads per device for the CRC32C (default 0)' },
+  { name: 'workers', arg: '<n>', help: 'udp/tcp: NIC threads per device (default 1: the data path on a thread of its own; 0: inline on the main thread)' },
   { name: 'integrity', arg: '<crc32c|xxh3|none>', help: 'what this side asks for; the stronger wish of the two sides wins (udp: default xxh3; tcp: crc32c | none, MPA CRC on when either side asks; docs/integrity.md)' },
   { name: 'baseline', help: 'also run the same pattern without sabre in the same run (raw node:dgram ack-clocked, node:net, or Uint8Array.set) and print sabre÷baseline speed and CPU per GB' },
   { name: 'json', help: 'one JSON object on stdout instead of tables (rows are flat objects)' },
@@ -215,7 +216,7 @@ export function parsePerf(argv: string[]): PerfOptions {
     port: intOption('--port', v.port, 0, 65535) ?? 18515,
     bindHost: str(v.bind_source_ip),
     mtu: intOption('--mtu', v.mtu, 576, 65507),
-    workers: intOption('--workers', v.workers, 0, 16) ?? 0,
+    workers: intOption('--workers', v.workers, 0, 16),
     integrity: integrityOption(v.integrity, transport),
     bidirectional: v.bidirectional === true,
     noPeak: v.noPeak === true,

@@ -50,7 +50,7 @@ export function printHeader(h: HeaderInfo, out: Out): void {
   out(` Link type       : ${p.transport === 'inproc' ? 'Memory' : 'Ethernet'}`);
   if (p.verb !== 'read' && p.verb !== 'atomic') out(` Max inline data : ${p.inline}[B]`);
   if (p.verb === 'read' || p.verb === 'atomic') out(` Outstand reads  : ${p.outs ?? 16}`);
-  if (p.transport === 'udp') out(` DP workers      : ${h.workers}`);
+  if (p.transport !== 'inproc') out(` NIC threads     : ${h.workers}`);
   if (h.integrity !== undefined) out(` Integrity       : ${h.integrity}`);
   out(` rdma_cm QPs     : OFF`);
   out(` Data ex. method : ${p.transport === 'inproc' ? 'Direct' : 'Ethernet'}`);

@@ -135,7 +135,7 @@ function header(r: PerfReport): string {
   const rows: [string, unknown][] = [
     ['date', r.date], ['host', r.hostname], ['sabre', r.sabre], ['device', r.device], ['transport', r.transport], ['connection', r.connection.toUpperCase()],
     ['QPs', r.qps], ['TX depth', r.txDepth], ['CQ moderation', r.cqMod], ['MTU', r.mtu !== undefined ? `${r.mtu} B` : 'n/a'], ...(r.integrity ? [['integrity', r.integrity] as [string, unknown]] : []), ['max inline', `${r.inline} B`],
-    ['data-plane workers', r.workers], [r.durationS !== undefined ? 'duration per size' : 'iterations per size', r.durationS !== undefined ? `${r.durationS} s` : r.iters],
+    ['NIC threads', r.workers], [r.durationS !== undefined ? 'duration per size' : 'iterations per size', r.durationS !== undefined ? `${r.durationS} s` : r.iters],
     ['warm-up', r.warmUp ? 'yes' : 'no'], ['bidirectional', r.bidirectional ? 'yes' : 'no'], ['immediate data', r.imm ? 'yes' : 'no'],
     ...(r.atomicType ? [['atomic', r.atomicType] as [string, unknown]] : []),
     ['local', `QPN ${r.local.qps.map((q) => q.qpn).join(', ')}, RKey 0x${(r.local.rkey >>> 0).toString(16)}, ${JSON.stringify(r.local.address)}`],

@@ -108,7 +108,7 @@ export class PerfServer {
       this.failure = e;
     });
     if (!this.quiet) {
-      printHeader({ p, mtu: side.dev.mtu, workers: this.o.workers, local: side.info(), remote: peer, integrity: integrityOf(side.dev) }, this.out);
+      printHeader({ p, mtu: side.dev.mtu, workers: side.dev.workers, local: side.info(), remote: peer, integrity: integrityOf(side.dev) }, this.out);
       this.out(tableHead(p));
     }
     return null;

@@ -24,7 +24,7 @@ export interface SideParams extends PeerParams {
   /** Address to bind the device to (udp/tcp); what the peer will reach it at. */
   bindHost?: string;
   mtu?: number;
-  workers: number;
+  workers: number | undefined;
   integrity?: 'crc32c' | 'xxh3' | 'none' | undefined;
 }
 
@@ -64,7 +64,7 @@ export class PerfSide {
       transport: p.transport,
       ...(p.transport === 'inproc' ? {} : { host: p.bindHost ?? '127.0.0.1', port: 0 }),
       ...(p.mtu !== undefined ? { mtu: p.mtu } : {}),
-      ...(p.workers > 0 ? { workers: p.workers } : {}),
+      ...(p.workers !== undefined ? { workers: p.workers } : {}),
       ...(p.integrity !== undefined && p.transport !== 'inproc' ? { integrity: p.integrity } : {}),
     } as OpenDeviceOptions);
     try {

@@ -14,7 +14,8 @@ afterEach(async () => {
 
 describe('hole 3: srd flows of the CM QP under a flood of source QPNs', () => {
   it('300 srd QPs of one peer each send to the listener\'s CM QP: ≤ 64 flows kept, the rest refused, a real connect still works', async () => {
-    const server = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    // Inline (workers: 0): the test reads the CM QP's flow table in the engine.
+    const server = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
     const flood = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
     const client = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
     devs.push(server, flood, client);

@@ -1,4 +1,4 @@
-// The UDP data plane on worker threads (openDevice({ workers })), with integrity 'crc32c' (the
+// The UDP data plane on worker threads (a link opened with DataPlaneWorkers), with integrity 'crc32c' (the
 // workers only ever compute CRCs; docs/integrity.md): the CRC32C of large
 // datagrams is checked on receive and computed on transmit by real data-plane workers over the
 // device memory. Checked against an independent CRC32C (@node-rs/crc32), end to end over real
@@ -108,10 +108,15 @@ async function exercise(a: Device, b: Device) {
 
 describe('udp devices with data-plane workers', () => {
   for (const workers of [1, 2]) {
-    it(`moves writes, reads and sends byte-exact with workers: ${workers}, the CRCs done on the workers`, async () => {
-      const a = await openDevice({ transport: 'udp', workers, integrity: 'crc32c' });
+    it(`moves writes, reads and sends byte-exact with ${workers} data-plane workers, the CRCs done on the workers`, async () => {
+      const build = async (): Promise<Device> => {
+        const mem = await DeviceMemory.create({ maximumBytes: 1 << 30, workerSlots: workers });
+        const t = await UdpLink.open({ host: '127.0.0.1', port: 0, deviceMemory: mem, workers: await DataPlaneWorkers.start(mem, workers), integrity: 'crc32c' });
+        return new DeviceClass(mem, t, { mss: t.mss });
+      };
+      const a = await build();
       open.push(a);
-      const b = await openDevice({ transport: 'udp', workers, integrity: 'crc32c' });
+      const b = await build();
       open.push(b);
       await exercise(a, b);
       const sa = (a.stats() as unknown as { link: Record<string, number> }).link;
@@ -126,6 +131,17 @@ describe('udp devices with data-plane workers', () => {
       }
     }, 60_000);
   }
+
+  it('openDevice({ workers: 1 }) with integrity crc32c: the NIC thread moves writes, reads and sends byte-exact, its CRCs checked', async () => {
+    const a = await openDevice({ transport: 'udp', workers: 1, integrity: 'crc32c' });
+    open.push(a);
+    const b = await openDevice({ transport: 'udp', workers: 1, integrity: 'crc32c' });
+    open.push(b);
+    await exercise(a, b);
+    const sb = (b.stats() as unknown as { link: Record<string, number> }).link;
+    expect(sb.contextsCrc32c).toBe(1);
+    expect(sb.badCrc).toBe(0);
+  }, 60_000);
 
   it('drops datagrams the workers find corrupt (counted, never placed) and still completes every byte', async () => {
     // Built from its parts as openDevice does, plus a receive hook that flips a byte in ~3% of

@@ -1,0 +1,314 @@
+// The software NIC on a thread of its own against the inline NIC (openDevice `workers: 1` vs
+// `workers: 0`) and raw sockets, between two processes on 127.0.0.1, udp and tcp, same run:
+//   1. 64 KiB RdmaWrite goodput with 32 in flight: MB/s; the main-thread event-loop utilization
+//      (performance.eventLoopUtilization) of the target (which only has a region registered)
+//      and of the requester (which keeps the 32 in flight); CPU per GB (user + system of both
+//      processes, all threads). Raw baseline: node:dgram ack-clocked (udp) or node:net (tcp),
+//      the same bytes, with its own CPU per GB.
+//   2. 64 B RdmaWriteWithImm round trip (p50, µs) for both modes, and a raw ping-pong.
+// Both processes keep freed heap mapped as sabre's links do (src/core/heap-reuse.ts), so the
+// raw baselines are at their best.
+// A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
+// Run: npm run build:ts && node bench/nic-offload.bench.mjs
+//   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000;
+//    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2)
+import dgram from 'node:dgram';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { forkPeer, isPeer, pong, servePeer } from './lib/peer.mjs';
+import { RawDgramSink, sendRawDgram } from '../dist/cli/baseline/raw-dgram.js';
+import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
+import { Access, Opcode, openDevice } from '../dist/index.js';
+
+await keepFreedHeapMapped();
+
+const BYTES = Number(process.env.NIC_BYTES ?? 256 << 20);
+const RTTS = Number(process.env.NIC_RTTS ?? 2000);
+const REPS = Number(process.env.NIC_REPS ?? 2);
+const TRANSPORTS = (process.env.NIC_TRANSPORTS ?? 'udp,tcp').split(',');
+const MSG = 64 << 10;
+const DEPTH = 32;
+const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead;
+
+const cpuSecs = (u) => (u.user + u.system) / 1e6;
+
+async function side(transport, workers) {
+  const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers });
+  const pd = dev.allocPd();
+  const mr = pd.regMr(4 << 20, ALL);
+  const cq = dev.createCq({ depth: 4096 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 1024, maxRecvWr: 1024, maxSge: 1, timeoutMs: 60_000 });
+  return { dev, pd, mr, cq, qp };
+}
+
+if (isPeer) {
+  let s;
+  let elu0;
+  let cpu0;
+  let server;
+  let sink;
+  servePeer({
+    async open({ transport, workers }) {
+      s = await side(transport, workers);
+      return { address: s.dev.address, qpn: s.qp.qpn, addr: s.mr.addr, rkey: s.mr.rkey };
+    },
+    async connect({ address, qpn, peerAddr, peerRkey }) {
+      s.peerAddr = peerAddr;
+      s.peerRkey = peerRkey;
+      await s.qp.connect({ address, qpn, timeoutMs: 20_000 });
+    },
+    pong({ n }) {
+      pong(s, n, Opcode);
+    },
+    measure() {
+      elu0 = performance.eventLoopUtilization();
+      cpu0 = process.cpuUsage();
+    },
+    measured() {
+      return { elu: performance.eventLoopUtilization(elu0).utilization, cpu: cpuSecs(process.cpuUsage(cpu0)) };
+    },
+    async close() {
+      await s.dev.close();
+      s = undefined;
+    },
+    async dgramSink() {
+      sink = await RawDgramSink.open('127.0.0.1');
+      return { port: sink.port, rcvbuf: sink.rcvbuf };
+    },
+    async dgramSinkClose() {
+      const st = sink.stats();
+      await sink.close();
+      return st;
+    },
+    async dgramEcho() {
+      server = dgram.createSocket('udp4');
+      server.on('message', (m, r) => server.send(m, r.port, r.address));
+      await new Promise((r) => server.bind(0, '127.0.0.1', r));
+      return server.address().port;
+    },
+    async netServer({ mode }) {
+      server = net.createServer({ noDelay: true }, (c) => {
+        let got = 0;
+        let next = DEPTH * MSG;
+        c.on('data', (b) => {
+          if (mode === 'echo') return void c.write(b);
+          got += b.length;
+          while (got >= next) {
+            const r = Buffer.alloc(8);
+            r.writeDoubleBE(next);
+            c.write(r);
+            next += DEPTH * MSG;
+          }
+        });
+        c.on('error', () => {});
+      });
+      await new Promise((r) => server.listen(0, '127.0.0.1', r));
+      return server.address().port;
+    },
+    stopServer() {
+      server?.close();
+      server = undefined;
+    },
+    exit() {
+      setImmediate(() => process.exit(0));
+    },
+  });
+} else {
+  const { call } = forkPeer(fileURLToPath(import.meta.url));
+
+  async function pair(transport, workers) {
+    const t = await call('open', { transport, workers });
+    const s = await side(transport, workers);
+    await Promise.all([s.qp.connect({ address: t.address, qpn: t.qpn, timeoutMs: 20_000 }), call('connect', { address: s.dev.address, qpn: s.qp.qpn, peerAddr: s.mr.addr, peerRkey: s.mr.rkey })]);
+    return { s, t };
+  }
+
+  /** 64 KiB writes, DEPTH in flight, until `bytes` are placed. */
+  async function goodput(transport, workers, bytes = BYTES) {
+    const { s, t } = await pair(transport, workers);
+    const n = Math.ceil(bytes / MSG);
+    const wr = { wrId: 0, opcode: Opcode.RdmaWrite, sgList: [{ addr: s.mr.addr, length: MSG, lkey: s.mr.lkey }], remoteAddr: t.addr, rkey: t.rkey };
+    const run = async (count) => {
+      let posted = 0;
+      let done = 0;
+      for (; posted < Math.min(DEPTH, count); posted++) s.qp.postSend(wr);
+      while (done < count) {
+        await s.cq.wait(30_000);
+        for (const wc of s.cq.poll(64)) {
+          if (wc.status !== 0) throw new Error(`write failed: ${wc.status}`);
+          done++;
+          if (posted < count) {
+            s.qp.postSend(wr);
+            posted++;
+          }
+        }
+      }
+    };
+    await run(Math.min(n, 256));
+    await call('measure');
+    const elu0 = performance.eventLoopUtilization();
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await run(n);
+    const secs = (performance.now() - t0) / 1000;
+    const reqElu = performance.eventLoopUtilization(elu0).utilization;
+    const far = await call('measured');
+    const cpu = cpuSecs(process.cpuUsage(c0)) + far.cpu;
+    await s.dev.close();
+    await call('close');
+    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / ((n * MSG) / 1e9) };
+  }
+
+  async function rawUdp(bytes = BYTES) {
+    const { port, rcvbuf } = await call('dgramSink');
+    await call('measure');
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    const size = 64000;
+    const r = await sendRawDgram({ host: '127.0.0.1', port, rcvbuf, size, messages: Math.ceil(bytes / size) });
+    const secs = (r.completed[r.acked - 1] - t0) / 1000;
+    const far = await call('measured');
+    const st = await call('dgramSinkClose');
+    return { mbps: st.bytes / secs / 1e6, cpuPerGB: (cpuSecs(process.cpuUsage(c0)) + far.cpu) / (st.bytes / 1e9), tgtElu: far.elu };
+  }
+
+  async function rawTcp(bytes = BYTES) {
+    const port = await call('netServer', { mode: 'sink' });
+    const sock = net.connect({ host: '127.0.0.1', port, noDelay: true });
+    await new Promise((r) => sock.once('connect', r));
+    const buf = Buffer.alloc(MSG, 0x5a);
+    const n = Math.ceil(bytes / MSG);
+    await call('measure');
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await new Promise((resolve) => {
+      let sent = 0;
+      let acked = 0;
+      let pending = Buffer.alloc(0);
+      const pump = () => {
+        while (sent < n && sent * MSG - acked < DEPTH * MSG) {
+          sock.write(buf);
+          sent++;
+        }
+      };
+      sock.on('data', (b) => {
+        pending = Buffer.concat([pending, b]);
+        while (pending.length >= 8) {
+          acked = pending.readDoubleBE(0);
+          pending = pending.subarray(8);
+        }
+        if (acked >= n * MSG - (n * MSG) % (DEPTH * MSG)) resolve();
+        else pump();
+      });
+      pump();
+    });
+    const secs = (performance.now() - t0) / 1000;
+    const far = await call('measured');
+    sock.destroy();
+    await call('stopServer');
+    return { mbps: (n * MSG) / secs / 1e6, cpuPerGB: (cpuSecs(process.cpuUsage(c0)) + far.cpu) / ((n * MSG) / 1e9), tgtElu: far.elu };
+  }
+
+  /** p50 of RTTS 64 B RdmaWriteWithImm round trips. */
+  async function rtt(transport, workers) {
+    const { s, t } = await pair(transport, workers);
+    const warm = 200;
+    await call('pong', { n: RTTS + warm });
+    const times = [];
+    let r = 0;
+    for (let i = 0; i < Math.min(RTTS + warm, 64); i++) s.qp.postRecv({ wrId: i, sgList: [] });
+    let posted = Math.min(RTTS + warm, 64);
+    for (let i = 0; i < RTTS + warm; i++) {
+      const t0 = performance.now();
+      s.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: s.mr.addr, length: 64, lkey: s.mr.lkey }], remoteAddr: t.addr, rkey: t.rkey });
+      for (let got = false; !got; ) {
+        await s.cq.wait(30_000);
+        for (const wc of s.cq.poll(64)) {
+          if (wc.imm !== undefined) {
+            got = true;
+            if (posted < RTTS + warm) s.qp.postRecv({ wrId: posted++, sgList: [] });
+          }
+        }
+      }
+      if (i >= warm) times.push(performance.now() - t0);
+      r++;
+    }
+    await s.dev.close();
+    await call('close');
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)] * 1000;
+  }
+
+  async function rawRtt(transport) {
+    const times = [];
+    if (transport === 'udp') {
+      const port = await call('dgramEcho');
+      const c = dgram.createSocket('udp4');
+      await new Promise((r) => c.bind(0, '127.0.0.1', r));
+      const buf = Buffer.alloc(64);
+      for (let i = 0; i < RTTS + 200; i++) {
+        const t0 = performance.now();
+        await new Promise((r) => {
+          c.once('message', r);
+          c.send(buf, port, '127.0.0.1');
+        });
+        if (i >= 200) times.push(performance.now() - t0);
+      }
+      c.close();
+    } else {
+      const port = await call('netServer', { mode: 'echo' });
+      const c = net.connect({ host: '127.0.0.1', port, noDelay: true });
+      await new Promise((r) => c.once('connect', r));
+      const buf = Buffer.alloc(64);
+      for (let i = 0; i < RTTS + 200; i++) {
+        const t0 = performance.now();
+        let got = 0;
+        await new Promise((r) => {
+          const on = (b) => {
+            got += b.length;
+            if (got >= 64) {
+              c.off('data', on);
+              r();
+            }
+          };
+          c.on('data', on);
+          c.write(buf);
+        });
+        if (i >= 200) times.push(performance.now() - t0);
+      }
+      c.destroy();
+    }
+    await call('stopServer');
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)] * 1000;
+  }
+
+  const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`# nic-offload: ${BYTES >> 20} MiB per goodput case, ${DEPTH} × 64 KiB in flight, ${RTTS} round trips, ${REPS} alternations`);
+  for (const transport of TRANSPORTS) {
+    const rows = { raw: [], inline: [], thread: [] };
+    for (let rep = 0; rep < REPS; rep++) {
+      rows.raw.push(transport === 'udp' ? await rawUdp() : await rawTcp());
+      rows.inline.push(await goodput(transport, 0));
+      rows.thread.push(await goodput(transport, 1));
+    }
+    const raw = med(rows.raw.map((r) => r.mbps));
+    const rawCpu = med(rows.raw.map((r) => r.cpuPerGB));
+    const inl = rows.inline;
+    console.log(`${transport} raw ${transport === 'udp' ? 'node:dgram' : 'node:net'}: ${raw.toFixed(0)} MB/s, CPU ${rawCpu.toFixed(2)} s/GB`);
+    for (const [name, rs] of [['workers: 0', rows.inline], ['workers: 1', rows.thread]]) {
+      const mbps = med(rs.map((r) => r.mbps));
+      const cpu = med(rs.map((r) => r.cpuPerGB));
+      console.log(
+        `${transport} ${name}: ${mbps.toFixed(0)} MB/s (${(mbps / raw).toFixed(2)}× raw, ${(mbps / med(inl.map((r) => r.mbps))).toFixed(2)}× workers: 0), ` +
+          `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}`,
+      );
+    }
+    const rr = await rawRtt(transport);
+    const r0 = await rtt(transport, 0);
+    const r1 = await rtt(transport, 1);
+    console.log(`${transport} 64 B WriteWithImm round trip p50: raw ${rr.toFixed(1)} µs, workers: 0 ${r0.toFixed(1)} µs (${(r0 / rr).toFixed(2)}× raw), workers: 1 ${r1.toFixed(1)} µs (${(r1 / rr).toFixed(2)}× raw, ${(r1 / r0).toFixed(2)}× workers: 0)`);
+  }
+  await call('exit');
+}

@@ -1,0 +1,233 @@
+// The inline port: the driver, the RDMAP engine and the link run on the calling thread
+// (openDevice `workers: 0`, and inproc devices). Every verb is one driver step, at once.
+import type { DeviceAddress } from '../core/address.js';
+import { QpState } from '../core/enums.js';
+import type { Link, ServiceRequest } from '../core/link.js';
+import type { DeviceMemory } from '../dataplane/device-memory.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
+import { RdmapEngine } from '../rdmap/engine.js';
+import { EngineMemory, type MrRecord } from '../rdmap/memory.js';
+import type { OpcodeRow } from '../rdmap/opcodes.js';
+import { type EngineQp, newSendWork, type Piece, type QpCaps } from '../rdmap/state.js';
+import { NicDriver, type NicEvent } from './driver.js';
+import type { NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
+
+class InlineQp implements PortQp {
+  readonly qpn: number;
+  readonly #port: InlinePort;
+  readonly q: EngineQp;
+
+  constructor(port: InlinePort, q: EngineQp) {
+    this.#port = port;
+    this.q = q;
+    this.qpn = q.qpn;
+  }
+
+  get state() {
+    return this.q.state;
+  }
+
+  get sqLength(): number {
+    return this.q.sq.length;
+  }
+
+  get rqLength(): number {
+    return this.q.rq.length;
+  }
+
+  get standardPeer(): boolean {
+    const flow = this.q.flow;
+    return flow !== undefined && !flow.profile.extensions;
+  }
+
+  init(): void {
+    this.q.state = QpState.Init;
+  }
+
+  connect(peer: DeviceAddress, rqpn: number): void {
+    const p = this.#port;
+    const conns = p.link.connections;
+    p.driver.run((now) => p.engine.connect(this.q, peer, rqpn, now, conns === undefined));
+    conns?.openQp(this.qpn, peer, rqpn);
+  }
+
+  toError(): void {
+    const p = this.#port;
+    p.driver.run((now) => p.engine.toError(this.q, now));
+  }
+
+  reset(): void {
+    const p = this.#port;
+    if (this.q.state === QpState.Init && this.q.rq.length > 0) this.toError();
+    p.engine.reset(this.q);
+  }
+
+  postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
+    const p = this.#port;
+    // The inline port's regions are the engine's own records (lookup hands them out).
+    const c = newSendWork(w, row, pieces as Piece[], total);
+    if (dest) c.flow = p.engine.srdFlow(this.q, dest.address, dest.remoteQpn, dest.key);
+    if (inline) c.inline = inline;
+    if (p.batchNow >= 0) p.engine.postSend(this.q, c, p.batchNow);
+    else p.driver.run((now) => p.engine.postSend(this.q, c, now));
+  }
+
+  postRecv(wrId: number | bigint, pieces: PortPiece[], total: number): void {
+    const p = this.#port;
+    const r = { wrId, pieces: pieces as Piece[], total, claimed: false };
+    if (p.batchNow >= 0) p.engine.postRecv(this.q, r, p.batchNow);
+    else p.driver.run((now) => p.engine.postRecv(this.q, r, now));
+  }
+
+  destroy(deviceOpen: boolean): void {
+    const p = this.#port;
+    if (deviceOpen) p.driver.run((now) => p.engine.close(this.q, now));
+    p.engine.destroyQp(this.q);
+  }
+}
+
+export class InlinePort implements NicPort {
+  readonly engine: RdmapEngine;
+  readonly memory: EngineMemory;
+  readonly link: Link;
+  readonly driver: NicDriver;
+  readonly #onEvent: { fn: (ev: NicEvent) => void; after?: () => void } = { fn: () => {} };
+  /** The time of the batch step running now (batch()), or -1: posts then join that one step. */
+  batchNow = -1;
+
+  constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; bounds?: Partial<EngineBounds> } = {}) {
+    this.memory = new EngineMemory(mem);
+    this.engine = new RdmapEngine(this.memory, {
+      mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true, ...(opts.bounds ? { bounds: opts.bounds } : {}),
+    });
+    this.link = link;
+    const sink = this.#onEvent;
+    this.driver = new NicDriver(this.engine, link, { onEvent: (ev) => sink.fn(ev), afterStep: () => sink.after?.() });
+  }
+
+  get dataPlane(): DeviceMemory {
+    return this.memory.dm;
+  }
+
+  get address(): DeviceAddress {
+    return this.link.address;
+  }
+
+  get mtu(): number | undefined {
+    return this.link.mtu;
+  }
+
+  get integrity(): 'crc32c' | 'xxh3' | 'none' | undefined {
+    return this.link.integrity;
+  }
+
+  get mss(): number {
+    return this.engine.mss;
+  }
+
+  get bounds(): EngineBounds {
+    return this.engine.bounds;
+  }
+
+  get linkServices(): boolean {
+    return this.link.connections !== undefined;
+  }
+
+  batch(fn: () => void): void {
+    if (this.batchNow >= 0) return fn();
+    this.driver.run((now) => {
+      this.batchNow = now;
+      try {
+        fn();
+      } finally {
+        this.batchNow = -1;
+      }
+    });
+  }
+
+  start(onEvent: (ev: NicEvent) => void, afterStep?: () => void): void {
+    this.#onEvent.fn = onEvent;
+    if (afterStep) this.#onEvent.after = afterStep;
+  }
+
+  stats(contextsShown: number): PortStats {
+    const link = this.link.stats?.();
+    const linkContexts = this.link.contextStats?.(contextsShown);
+    return { counters: this.engine.counters, memory: this.memory.dm.stats(), ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}) };
+  }
+
+  reachable(a: DeviceAddress): boolean {
+    return this.link.reachable(a);
+  }
+
+  view(addr: number, length: number): Uint8Array {
+    return this.memory.dm.u8().subarray(addr, addr + length);
+  }
+
+  regDevice(length: number, pd: number, access: number): PortMr {
+    const dm = this.memory.dm;
+    const addr = dm.alloc(length, 64);
+    dm.u8().fill(0, addr, addr + length);
+    try {
+      return this.memory.register({ addr, length, pd, access });
+    } catch (e) {
+      dm.free(addr);
+      throw e;
+    }
+  }
+
+  regExternal(buf: Uint8Array, pd: number, access: number): PortMr {
+    return this.memory.register({ length: buf.length, pd, access, ext: buf });
+  }
+
+  deregister(mr: PortMr): void {
+    const rec = mr as MrRecord;
+    this.memory.deregister(rec.stag);
+    if (rec.ext) return;
+    // Send work still queued names this memory: its frames are views of it (and udp may send
+    // them again). The memory returns to the device only once that work has left its send
+    // queue, so a region registered next cannot have its bytes sent under the old request
+    // (the local half of the deregister fence).
+    const dm = this.memory.dm;
+    if (rec.busy) rec.onIdle = () => dm.free(rec.addr);
+    else dm.free(rec.addr);
+  }
+
+  lookup(stag: number): PortMr | undefined {
+    return this.memory.lookup(stag);
+  }
+
+  check(stag: number, pd: number, addr: number, len: number, access: number): number {
+    return this.memory.check(stag, pd, addr, len, access);
+  }
+
+  addCq(_cq: PortCq): void {}
+
+  dropCq(_cq: PortCq): void {}
+
+  hasQpn(qpn: number): boolean {
+    return this.engine.qps.has(qpn);
+  }
+
+  createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp {
+    return new InlineQp(this, this.engine.createQp(qpn, type, pd, caps, sendCq, recvCq, reportSource));
+  }
+
+  listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
+    this.link.connections!.listen(service, handler);
+  }
+
+  dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
+    return this.link.connections!.dial(qpn, to, service, privateData, timeoutMs);
+  }
+
+  closing(): void {}
+
+  stop(): void {
+    this.driver.stop();
+  }
+
+  async close(): Promise<void> {
+    await this.link.close();
+  }
+}

@@ -1,0 +1,54 @@
+// Opening a device's NIC: the device memory, the provider's link, and the port the verbs
+// layer talks to — inline on the calling thread (`workers: 0`, and inproc), or a NIC thread.
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { DeviceMemory } from '../dataplane/device-memory.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
+import { InlinePort } from './inline-port.js';
+import { ThreadPort } from './thread-port.js';
+import type { NicPort } from './port.js';
+import type { ProviderOptions, TransportProvider } from './provider.js';
+
+/** openDevice's options, checked, as the NIC reads them. */
+export interface PortOptions extends ProviderOptions {
+  memoryBytes?: number;
+  maximumMemoryBytes?: number;
+  maxMr?: number;
+}
+
+/** The memory, link and engine of one device on this thread. */
+export async function openInline(provider: TransportProvider, opts: PortOptions, limits: { engine: Partial<EngineBounds>; link: Record<string, number> }): Promise<InlinePort> {
+  const mem = await DeviceMemory.create({
+    ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
+    ...(opts.maxMr !== undefined ? { regionEntries: opts.maxMr + 1 } : {}),
+    maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
+    workerSlots: provider.dataPlaneWorkers(opts.workers ?? 0),
+  });
+  const { link, mss } = await provider.open(mem, opts, limits.link);
+  const segment = mss ?? opts.mss;
+  return new InlinePort(mem, link, { ...(segment !== undefined ? { mss: segment } : {}), bounds: limits.engine });
+}
+
+/** openDevice's `workers` when the caller names none: SABRE_WORKERS (0..16) if set, else DEFAULT_WORKERS. */
+export function defaultWorkers(): number {
+  const env = process.env['SABRE_WORKERS'];
+  if (env !== undefined && env !== '') {
+    const n = Number(env);
+    if (Number.isInteger(n) && n >= 0 && n <= 16) return n;
+    throw new SabreError(ErrorCode.InvalidArgument, `SABRE_WORKERS must be an integer in 0..16, not '${env}'`);
+  }
+  return DEFAULT_WORKERS;
+}
+
+/** A NIC thread per udp / tcp device unless asked otherwise. */
+export const DEFAULT_WORKERS = 1;
+
+/**
+ * `workers` ≥ 1: the NIC runs on a thread of its own (where the provider has a wire; inproc
+ * devices hand frames by reference and stay on the calling thread). `workers: 0`: inline.
+ */
+export async function openPort(provider: TransportProvider, opts: PortOptions, limits: { engine: Partial<EngineBounds>; link: Record<string, number> }): Promise<NicPort> {
+  const workers = opts.workers ?? 0;
+  if (workers === 0 || !provider.threaded) return openInline(provider, opts, limits);
+  const { workers: _, ...rest } = opts;
+  return ThreadPort.open(provider.name, rest as Record<string, unknown>, limits as { engine: Record<string, number>; link: Record<string, number> });
+}

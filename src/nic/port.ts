@@ -1,0 +1,143 @@
+// The port: what the verbs objects on the application's thread ask of the NIC, whichever
+// thread the NIC runs on. Two implementations: the inline port (./inline-port.ts), where the
+// driver, the engine and the link run on the calling thread (openDevice `workers: 0`), and
+// the thread port (./thread-port.ts), where they run on a NIC worker thread and work requests
+// and completions cross in shared-memory rings (DESIGN.md §8). Everything here is checked
+// already: the verbs layer validates arguments before it calls a port.
+import type { DeviceAddress } from '../core/address.js';
+import type { OpcodeValue, QpStateValue } from '../core/enums.js';
+import type { ServiceRequest, TransportContextStats } from '../core/link.js';
+import type { CompletionSink } from '../core/work.js';
+import type { AllocatorStats } from '../dataplane/allocator.js';
+import type { DeviceMemory } from '../dataplane/device-memory.js';
+import type { OpcodeRow } from '../rdmap/opcodes.js';
+import type { DeviceCounters } from '../rdmap/memory.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
+import type { QpCaps } from '../rdmap/state.js';
+import type { NicEvent } from './driver.js';
+
+/** A registered region as the port keeps it: the keys' facts the post-time checks read. */
+export interface PortMr {
+  readonly stag: number;
+  readonly addr: number;
+  readonly length: number;
+  readonly pd: number;
+  readonly access: number;
+  /** Memory outside the device (a region over the caller's Uint8Array). */
+  readonly ext?: Uint8Array;
+}
+
+/** A checked local segment. */
+export interface PortPiece {
+  rec: PortMr;
+  addr: number;
+  len: number;
+}
+
+/** A checked send work request: the verbs SendWr fields, its opcode row, its segments. */
+export interface PortSend {
+  readonly wrId: number | bigint;
+  readonly opcode: OpcodeValue;
+  /** Default true. */
+  readonly signaled?: boolean;
+  readonly imm?: number;
+  readonly remoteAddr?: number;
+  readonly rkey?: number;
+  readonly remoteSgList?: readonly { addr: number; length: number; rkey: number }[];
+  readonly compareAdd?: bigint;
+  readonly swap?: bigint;
+}
+
+/** srd: where a send goes (an address handle and the remote QPN). */
+export interface PortDest {
+  address: DeviceAddress;
+  key: string;
+  remoteQpn: number;
+}
+
+export interface PortQp {
+  readonly qpn: number;
+  readonly state: QpStateValue;
+  /** Send work requests not yet out of the send queue (posted, not completed or flushed). */
+  readonly sqLength: number;
+  /** Receives posted and not yet consumed. */
+  readonly rqLength: number;
+  /** Connected to a peer that speaks no sabre extension (a standard iWARP peer). */
+  readonly standardPeer: boolean;
+  /** RESET → INIT. */
+  init(): void;
+  connect(peer: DeviceAddress, rqpn: number): void;
+  toError(): void;
+  /** ERROR/INIT → RESET. */
+  reset(): void;
+  postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void;
+  postRecv(wrId: number | bigint, pieces: PortPiece[], total: number): void;
+  /** Destroy: a connected rc QP tells a sabre peer, outstanding work flushes, the QPN leaves. */
+  destroy(deviceOpen: boolean): void;
+}
+
+/** The device's counters and what the port's link and memory report. */
+export interface PortStats {
+  counters: DeviceCounters;
+  memory: AllocatorStats;
+  link?: Record<string, number>;
+  linkContexts?: TransportContextStats[];
+}
+
+/**
+ * Where a CQ's completions come from when the NIC runs on another thread: `drain` takes what
+ * the completion ring holds into the CQs (poll and wait call it first), `took` tells the NIC
+ * how many the application has taken (the room a CQ has again).
+ */
+export interface CqSource {
+  drain(): void;
+  took(n: number): void;
+}
+
+/** A completion queue as a port sees it: the engine offers completions to it. */
+export interface PortCq extends CompletionSink {
+  readonly depth: number;
+  /** A thread port binds the CQ to its completion ring. */
+  bind?(source: CqSource, id: number): void;
+}
+
+export interface NicPort {
+  readonly address: DeviceAddress;
+  readonly mtu: number | undefined;
+  readonly integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
+  /** The largest DDP segment of an untagged message. */
+  readonly mss: number;
+  readonly bounds: EngineBounds;
+  /** The link carries rdma_cm-style exchanges in its connection handshake (tcp). */
+  readonly linkServices: boolean;
+  /** Posts made inside `fn` go to the NIC together (one driver step, one doorbell). */
+  batch(fn: () => void): void;
+  /** Where the NIC's events go (called once, by the device). */
+  start(onEvent: (ev: NicEvent) => void): void;
+  stats(contextsShown: number): PortStats;
+  reachable(a: DeviceAddress): boolean;
+  /** The device memory as this thread reaches it (features above verbs run kernels over it). */
+  readonly dataPlane: DeviceMemory;
+  /** A view of device memory (rebuilt if the memory has grown). */
+  view(addr: number, length: number): Uint8Array;
+  /** A region carved out of device memory, zeroed. */
+  regDevice(length: number, pd: number, access: number): PortMr;
+  /** A region over memory outside the device. */
+  regExternal(buf: Uint8Array, pd: number, access: number): PortMr;
+  /** The keys stop working now; device memory returns once no queued send names it. */
+  deregister(mr: PortMr): void;
+  lookup(stag: number): PortMr | undefined;
+  /** The placement checks for a local segment (PlaceStatus). */
+  check(stag: number, pd: number, addr: number, len: number, access: number): number;
+  addCq(cq: PortCq): void;
+  dropCq(cq: PortCq): void;
+  hasQpn(qpn: number): boolean;
+  createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp;
+  listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void;
+  dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }>;
+  /** The device starts closing: its QPs are destroyed next, then stop() and close(). */
+  closing(): void;
+  /** No more events; the link stays open until close(). */
+  stop(): void;
+  close(): Promise<void>;
+}

@@ -1,0 +1,32 @@
+// A NIC thread (a worker_threads Worker): opens the device's memory and link here, runs the
+// driver on this thread's event loop, and serves the application's thread (./thread-nic.ts).
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { openInline } from './open.js';
+import { providerFor } from './providers.js';
+import { NicThread } from './thread-nic.js';
+import { type NicReady, type NicThreadInit, toWireError } from './thread-proto.js';
+
+const init = workerData as NicThreadInit & { buffers: MessagePort };
+const up = parentPort!;
+
+try {
+  const provider = providerFor(init.transport);
+  // The data-plane workers of the inline mode are not started under a NIC thread.
+  const port = await openInline(provider, { ...init.opts, transport: init.transport, workers: 0 }, init.limits);
+  // Closed by the application's 'close' request (thread-nic.ts): the ports go, the thread ends.
+  new NicThread(port, init, init.buffers, (m) => up.postMessage(m), () => {
+    init.buffers.close();
+    up.close();
+  });
+  const link = port.link;
+  const ready: NicReady = {
+    kind: 'ready', memory: port.memory.dm.memory, module: port.memory.dm.module, map: { ...port.memory.dm.map }, maximumBytes: port.memory.dm.maximumBytes, address: { ...port.address }, mss: port.mss,
+    bounds: { ...port.bounds }, linkServices: port.linkServices,
+    ...(link.mtu !== undefined ? { mtu: link.mtu } : {}), ...(link.integrity !== undefined ? { integrity: link.integrity } : {}),
+  };
+  up.postMessage(ready);
+} catch (e) {
+  up.postMessage({ kind: 'failed', error: toWireError(e) } satisfies NicReady);
+  init.buffers.close();
+  up.close();
+}

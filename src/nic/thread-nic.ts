@@ -1,0 +1,362 @@
+// The NIC thread's side of a device: the inline port (driver, engine, link, device memory) run
+// on this thread, fed from the WQE ring and the slow-path mailbox, reporting into the CQE ring,
+// the control table and messages (DESIGN.md §8). Acks, retransmissions, keepalives, read
+// responses and atomics happen here while the application's thread does other work.
+//
+// Order: every mailbox request first takes what the WQE ring holds (a modify or a deregister
+// comes after the posts made before it), and every step ends by committing its completions
+// before it publishes the queues' retired counts, so an application that reads a count and
+// then drains the CQE ring has seen every completion of the work that count retired.
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
+import { Packr } from 'msgpackr';
+import type { DeviceAddress } from '../core/address.js';
+import { addressKey } from '../core/address.js';
+import type { ServiceRequest } from '../core/link.js';
+import type { WorkCompletion } from '../core/work.js';
+import type { MrRecord } from '../rdmap/memory.js';
+import { rowForWr } from '../rdmap/opcodes.js';
+import type { QpCaps } from '../rdmap/state.js';
+import type { NicEvent } from './driver.js';
+import type { InlinePort } from './inline-port.js';
+import { MailboxServer } from './mailbox.js';
+import type { PortCq, PortDest, PortPiece, PortQp } from './port.js';
+import { RecordRing } from './ring.js';
+import { CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
+import { type Cqe, readRecvWqe, readSendWqe, recordKind, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
+
+const packr = new Packr({ useRecords: false });
+
+interface QpEntry {
+  pq: PortQp;
+  slot: number;
+  /** Send / receive WQEs handed to the engine (their tokens are these counts at the time). */
+  sqTaken: number;
+  rqTaken: number;
+}
+
+/** A CQ as the engine sees it on this thread: completions become CQE records. */
+class RingCq implements PortCq {
+  readonly depth: number;
+  readonly #nic: NicThread;
+  readonly id: number;
+  readonly slot: number;
+  produced = 0;
+
+  constructor(nic: NicThread, id: number, slot: number, depth: number) {
+    this.#nic = nic;
+    this.id = id;
+    this.slot = slot;
+    this.depth = depth;
+  }
+
+  offer(wc: WorkCompletion & { src?: unknown }): boolean {
+    // Full when the application has not yet taken `depth` of what was produced (ibverbs' overrun).
+    if (this.produced - Atomics.load(this.#nic.control, CQ_BASE + this.slot) >= this.depth) return false;
+    this.produced++;
+    const c: Cqe = { cq: this.id, token: Number(wc.wrId), qpn: wc.qpn, status: wc.status, opcode: wc.opcode, byteLen: wc.byteLen };
+    if (wc.imm !== undefined) c.imm = wc.imm;
+    if (wc.srcQpn !== undefined) c.srcQpn = wc.srcQpn;
+    if (wc.src !== undefined) c.src = packr.pack(wc.src);
+    this.#nic.putCqe(c);
+    return true;
+  }
+}
+
+export class NicThread {
+  readonly port: InlinePort;
+  readonly control: Int32Array;
+  readonly #wqe: RecordRing;
+  readonly #cqe: RecordRing;
+  readonly #mailbox: MailboxServer;
+  readonly #buffers: MessagePort;
+  readonly #post: (msg: unknown) => void;
+  readonly #qps = new Map<number, QpEntry>();
+  readonly #cqs = new Map<number, RingCq>();
+  readonly #ahs = new Map<number, PortDest & { remoteQpn: number }>();
+  /** External regions over memory the application keeps (non-shared): placed here, copied there. */
+  readonly #shadowed = new Set<number>();
+  /** CQEs that found the ring full, in order, ahead of anything later. */
+  readonly #overflow: Cqe[] = [];
+  readonly #services = new Map<number, ServiceRequest>();
+  #serviceNext = 1;
+  #stopped = false;
+  #waiting = false;
+
+  readonly #onClosed: () => void;
+
+  constructor(port: InlinePort, init: NicThreadInit, buffers: MessagePort, post: (msg: unknown) => void, onClosed: () => void) {
+    this.#onClosed = onClosed;
+    this.port = port;
+    this.control = new Int32Array(init.control);
+    this.#wqe = RecordRing.attach(init.wqe);
+    this.#cqe = RecordRing.attach(init.cqe);
+    this.#buffers = buffers;
+    this.#post = post;
+    port.memory.onExtWrite = (rec, addr, len) => {
+      if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
+    };
+    port.start((ev) => this.#onEvent(ev), () => this.#afterStep());
+    this.#mailbox = new MailboxServer(init.mailbox, (op: string, a: any) => this.#call(op, a));
+    this.#mailbox.start();
+    this.#watchWqes();
+  }
+
+  // ---- the WQE ring -------------------------------------------------------------------------
+
+  #watchWqes(): void {
+    if (this.#stopped || this.#waiting) return;
+    const w = this.#wqe.waitForRecords();
+    if (w === undefined) {
+      this.#takeWqes();
+      // More may come while this turn ends: look again from the event loop, not recursively.
+      setImmediate(() => this.#watchWqes());
+      return;
+    }
+    this.#waiting = true;
+    void w.then(() => {
+      this.#waiting = false;
+      this.#takeWqes();
+      this.#watchWqes();
+    });
+  }
+
+  /** Everything the WQE ring holds, in one driver step. */
+  #takeWqes(): void {
+    if (this.#stopped || this.#wqe.peek() < 0) return;
+    this.port.batch(() => {
+      const ring = this.#wqe;
+      for (let off = ring.peek(); off >= 0; off = ring.peek()) {
+        const kind = recordKind(ring.dv, off);
+        if (kind === WQE_KIND_SEND) this.#postSend(ring, off);
+        else if (kind === WQE_KIND_RECV) this.#postRecv(ring, off);
+        ring.advance();
+      }
+    });
+  }
+
+  #pieces(sges: readonly { addr: number; length: number; lkey: number }[]): { pieces: PortPiece[]; total: number } {
+    const pieces: PortPiece[] = [];
+    let total = 0;
+    for (const s of sges) {
+      // Checked by the application when posted; a deregister since then waited for this WQE.
+      const rec = this.port.memory.lookup(s.lkey)!;
+      pieces.push({ rec, addr: s.addr, len: s.length });
+      total += s.length;
+    }
+    return { pieces, total };
+  }
+
+  #postSend(ring: RecordRing, off: number): void {
+    const w = readSendWqe(ring.dv, off);
+    const e = this.#qps.get(w.qpn);
+    if (!e) return;
+    e.sqTaken++;
+    const { pieces, total } = this.#pieces(w.sges);
+    const dest = w.ah !== undefined ? this.#ahs.get(w.ah) : undefined;
+    const wr = {
+      wrId: w.token, opcode: w.opcode as never, signaled: w.signaled,
+      ...(w.imm !== undefined ? { imm: w.imm } : {}), ...(w.remoteAddr !== undefined ? { remoteAddr: w.remoteAddr } : {}),
+      ...(w.rkey !== undefined ? { rkey: w.rkey } : {}), ...(w.remoteSges ? { remoteSgList: w.remoteSges } : {}),
+      ...(w.compareAdd !== undefined ? { compareAdd: w.compareAdd } : {}), ...(w.swap !== undefined ? { swap: w.swap } : {}),
+    };
+    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest ? { ...dest, remoteQpn: w.remoteQpn ?? 0 } : undefined, w.inline ? w.inline.slice() : undefined);
+  }
+
+  #postRecv(ring: RecordRing, off: number): void {
+    const r = readRecvWqe(ring.dv, off);
+    const e = this.#qps.get(r.qpn);
+    if (!e) return;
+    e.rqTaken++;
+    const { pieces, total } = this.#pieces(r.sges);
+    e.pq.postRecv(r.token, pieces, total);
+  }
+
+  // ---- the CQE ring and the control table ---------------------------------------------------
+
+  putCqe(c: Cqe): void {
+    if (this.#overflow.length > 0 || !writeCqe(this.#cqe, c)) {
+      this.#overflow.push(c);
+      this.#waitForRoom();
+    }
+  }
+
+  #waitForRoom(): void {
+    const w = this.#cqe.waitForSpace();
+    if (w === undefined) {
+      setImmediate(() => this.#afterStep());
+      return;
+    }
+    void w.then(() => this.#afterStep());
+  }
+
+  #afterStep(): void {
+    let i = 0;
+    while (i < this.#overflow.length && writeCqe(this.#cqe, this.#overflow[i]!)) i++;
+    if (i > 0) this.#overflow.splice(0, i);
+    this.#cqe.commit();
+    // Retired counts only when no completion waits outside the ring (see the file comment).
+    const publish = this.#overflow.length === 0;
+    const ctl = this.control;
+    for (const e of this.#qps.values()) {
+      const b = e.slot * QP_WORDS;
+      Atomics.store(ctl, b + QpWord.state, e.pq.state);
+      if (publish) {
+        Atomics.store(ctl, b + QpWord.sqRetired, e.sqTaken - e.pq.sqLength);
+        Atomics.store(ctl, b + QpWord.rqRetired, e.rqTaken - e.pq.rqLength);
+      }
+      Atomics.store(ctl, b + QpWord.flags, e.pq.standardPeer ? QP_FLAG_STANDARD_PEER : 0);
+    }
+    this.#cqe.ringDoorbell();
+    if (!publish) this.#waitForRoom();
+  }
+
+  // ---- events -------------------------------------------------------------------------------
+
+  #onEvent(ev: NicEvent): void {
+    // The completions of the step come before the event that follows them.
+    this.#afterStep();
+    switch (ev.kind) {
+      case 'cqError':
+        this.#post({ kind: 'event', ev: { kind: 'cqError', cq: (ev.cq as RingCq).id } });
+        return;
+      case 'connectFailed':
+        this.#post({ kind: 'event', ev: { kind: 'connectFailed', qpn: ev.qpn, error: toWireError(ev.error) } });
+        return;
+      default:
+        this.#post({ kind: 'event', ev });
+    }
+  }
+
+  // ---- the slow path ------------------------------------------------------------------------
+
+  #call(op: string, a: any): unknown {
+    this.#takeWqes();
+    try {
+      return this.#op(op, a);
+    } finally {
+      this.#afterStep();
+    }
+  }
+
+  #op(op: string, a: any): unknown {
+    const port = this.port;
+    switch (op) {
+      case 'createCq':
+        this.#cqs.set(a.id, new RingCq(this, a.id, a.slot, a.depth));
+        return null;
+      case 'dropCq':
+        this.#cqs.delete(a.id);
+        return null;
+      case 'createQp': {
+        const pq = port.createQp(a.qpn, a.type, a.pd, a.caps as QpCaps, this.#cqs.get(a.sendCq)!, this.#cqs.get(a.recvCq)!, a.reportSource);
+        this.#qps.set(a.qpn, { pq, slot: a.slot, sqTaken: 0, rqTaken: 0 });
+        return null;
+      }
+      case 'qp': {
+        const e = this.#qps.get(a.qpn)!;
+        if (a.act === 'init') e.pq.init();
+        else if (a.act === 'connect') e.pq.connect(a.peer as DeviceAddress, a.rqpn);
+        else if (a.act === 'toError') e.pq.toError();
+        else if (a.act === 'reset') {
+          e.pq.reset();
+          e.sqTaken = 0;
+          e.rqTaken = 0;
+        } else if (a.act === 'destroy') {
+          e.pq.destroy(a.deviceOpen);
+          this.#qps.delete(a.qpn);
+          const b = e.slot * QP_WORDS;
+          Atomics.store(this.control, b + QpWord.state, e.pq.state);
+        }
+        return null;
+      }
+      case 'regDevice': {
+        const r = port.regDevice(a.length, a.pd, a.access);
+        return { stag: r.stag, addr: r.addr };
+      }
+      case 'regExternal': {
+        const msg = receiveMessageOnPort(this.#buffers)?.message as { buf: Uint8Array } | undefined;
+        if (!msg) throw new Error('the region\'s memory did not arrive');
+        const r = port.regExternal(msg.buf, a.pd, a.access);
+        if (a.shadow) this.#shadowed.add(r.stag);
+        return { stag: r.stag, addr: r.addr };
+      }
+      case 'dereg': {
+        const rec = port.lookup(a.stag) as MrRecord | undefined;
+        if (rec) port.deregister(rec);
+        this.#shadowed.delete(a.stag);
+        return null;
+      }
+      case 'ah':
+        this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address), remoteQpn: 0 });
+        return null;
+      case 'stats':
+        return port.stats(a.contexts);
+      case 'reachable':
+        return port.reachable(a.address);
+      case 'listen':
+        port.listenService(a.service, a.on ? (r) => this.#serviceRequest(r) : undefined);
+        return null;
+      case 'svcAccept': {
+        const r = this.#services.get(a.id);
+        this.#services.delete(a.id);
+        if (!r) throw new Error('no such service request');
+        r.accept(a.qpn, a.privateData).then(
+          () => this.#post({ kind: 'svcAccepted', id: a.id }),
+          (e: unknown) => this.#post({ kind: 'svcAccepted', id: a.id, error: toWireError(e) }),
+        );
+        return null;
+      }
+      case 'svcReject':
+        this.#services.get(a.id)?.reject(a.reason);
+        this.#services.delete(a.id);
+        return null;
+      case 'dial':
+        port.dialService(a.qpn, a.to, a.service, a.privateData, a.timeoutMs).then(
+          (v) => this.#post({ kind: 'dialed', id: a.id, value: v }),
+          (e: unknown) => this.#post({ kind: 'dialed', id: a.id, error: toWireError(e) }),
+        );
+        return null;
+      case 'stop':
+        this.#stopped = true;
+        port.stop();
+        return null;
+      case 'drain':
+        return null;
+      case 'close':
+        // Answered once the link is closed: the application's close ends in one turn.
+        return this.close().then(() => null);
+      // The application's arena allocations (features above verbs keep their tables in device memory).
+      case 'alloc':
+        return port.memory.dm.alloc(a.length, a.align);
+      case 'free':
+        port.memory.dm.free(a.addr);
+        return null;
+      case 'sizeOf':
+        return port.memory.dm.sizeOf(a.addr) ?? null;
+      case 'memStats':
+        return port.memory.dm.stats();
+      case 'freeBlocks':
+        return port.memory.dm.freeBlocks();
+      default:
+        throw new Error(`unknown request ${op}`);
+    }
+  }
+
+  #serviceRequest(r: ServiceRequest): void {
+    const id = this.#serviceNext++;
+    this.#services.set(id, r);
+    this.#post({ kind: 'serviceRequest', id, service: r.service, remoteQpn: r.remoteQpn, privateData: r.privateData, from: r.from });
+  }
+
+  /** Close the link and stop serving: the thread may end. */
+  async close(): Promise<void> {
+    this.#stopped = true;
+    this.port.stop();
+    await this.port.close();
+    this.#afterStep();
+    // The reply to the close request still goes out; then nothing holds this thread.
+    this.#mailbox.stop();
+    this.#wqe.wakeAll();
+    this.#onClosed();
+  }
+}

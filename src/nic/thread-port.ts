@@ -1,0 +1,594 @@
+// The thread port: the application's side of a device whose NIC runs on a worker thread
+// (./thread-main.ts). Posts become WQE records in a shared ring and a doorbell; completions
+// come back as CQE records the CQs take when polled or woken; QP state and queue occupancy are
+// words of a shared control table; the slow path (registration, createQp, modify, stats) is a
+// synchronous mailbox call, as uverbs' command path is a system call (DESIGN.md §8).
+//
+// Only a token crosses for a work request id: the application keeps the ids (as mlx5's
+// providers keep wr_id arrays in user space), so any number or bigint comes back as given.
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { Packr } from 'msgpackr';
+import type { DeviceAddress } from '../core/address.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import type { QpStateValue } from '../core/enums.js';
+import type { ServiceRequest } from '../core/link.js';
+import type { WrId } from '../core/work.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
+import { PlaceStatus } from '../rdmap/memory.js';
+import type { OpcodeRow } from '../rdmap/opcodes.js';
+import type { QpCaps } from '../rdmap/state.js';
+import type { NicEvent } from './driver.js';
+import type { AllocatorStats } from '../dataplane/allocator.js';
+import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
+import { createMailbox, MailboxClient } from './mailbox.js';
+import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
+import { RecordRing } from './ring.js';
+import {
+  CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_SLOTS, QP_WORDS, QpWord,
+  type WireError, WQE_RING_BYTES,
+} from './thread-proto.js';
+import { readCqe, writeRecvWqe, writeSendWqe } from './wqe.js';
+
+const packr = new Packr({ useRecords: false });
+
+/** What a closed device's memory reports: nothing allocated, nothing free. */
+const CLOSED_ARENA: AllocatorStats = { used: 0, free: 0, capacity: 0, largestFree: 0, grows: 0 };
+
+/** Under vitest this module runs from src/ (TypeScript): the thread loads the dist/ build. */
+function threadScript(): string {
+  const here = new URL(import.meta.url);
+  return fileURLToPath(here.pathname.endsWith('.ts') ? new URL('../../dist/nic/thread-main.js', here) : new URL('./thread-main.js', here));
+}
+
+interface ThreadMr extends PortMr {
+  /** The NIC's copy of a region over non-shared memory: sources are copied in at post, placements out at drain. */
+  readonly shadow?: Uint8Array;
+}
+
+class ThreadQp implements PortQp {
+  readonly qpn: number;
+  readonly slot: number;
+  readonly #port: ThreadPort;
+  readonly maxSendWr: number;
+  sqPosted = 0;
+  rqPosted = 0;
+  /** Send work request ids by token (the send sequence number); receive ids likewise. */
+  readonly sends = new Map<number, WrId>();
+  readonly recvs = new Map<number, WrId>();
+  destroyed = false;
+
+  constructor(port: ThreadPort, qpn: number, slot: number, maxSendWr: number) {
+    this.#port = port;
+    this.qpn = qpn;
+    this.slot = slot;
+    this.maxSendWr = maxSendWr;
+  }
+
+  #word(w: number): number {
+    return Atomics.load(this.#port.control, this.slot * QP_WORDS + w);
+  }
+
+  get state(): QpStateValue {
+    return this.#word(QpWord.state) as QpStateValue;
+  }
+
+  get sqLength(): number {
+    return this.sqPosted - this.#word(QpWord.sqRetired);
+  }
+
+  get rqLength(): number {
+    return this.rqPosted - this.#word(QpWord.rqRetired);
+  }
+
+  get standardPeer(): boolean {
+    return (this.#word(QpWord.flags) & QP_FLAG_STANDARD_PEER) !== 0;
+  }
+
+  #act(act: string, more: Record<string, unknown> = {}): void {
+    this.#port.call('qp', { qpn: this.qpn, act, ...more });
+  }
+
+  init(): void {
+    this.#act('init');
+  }
+
+  connect(peer: DeviceAddress, rqpn: number): void {
+    this.#act('connect', { peer, rqpn });
+  }
+
+  toError(): void {
+    this.#act('toError');
+  }
+
+  reset(): void {
+    this.#act('reset');
+    this.#port.drain();
+    this.sqPosted = 0;
+    this.rqPosted = 0;
+    this.sends.clear();
+    this.recvs.clear();
+  }
+
+  postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
+    void row;
+    void total;
+    const port = this.#port;
+    const token = this.sqPosted >>> 0;
+    for (const p of pieces) {
+      const shadow = (p.rec as ThreadMr).shadow;
+      if (shadow) shadow.set(p.rec.ext!.subarray(p.addr - p.rec.addr, p.addr - p.rec.addr + p.len), p.addr - p.rec.addr);
+    }
+    const wqe = {
+      qpn: this.qpn, token, opcode: w.opcode, signaled: w.signaled ?? true, sges: pieces.map((p) => ({ addr: p.addr, length: p.len, lkey: p.rec.stag })),
+      ...(w.imm !== undefined ? { imm: w.imm } : {}), ...(w.remoteAddr !== undefined ? { remoteAddr: w.remoteAddr } : {}),
+      ...(w.rkey !== undefined ? { rkey: w.rkey } : {}), ...(w.remoteSgList !== undefined ? { remoteSges: w.remoteSgList } : {}),
+      ...(w.compareAdd !== undefined ? { compareAdd: w.compareAdd } : {}), ...(w.swap !== undefined ? { swap: w.swap } : {}),
+      ...(dest ? { ah: port.ahId(dest), remoteQpn: dest.remoteQpn } : {}), ...(inline ? { inline } : {}),
+    };
+    port.post((ring) => writeSendWqe(ring, wqe));
+    this.sends.set(token, w.wrId);
+    this.sqPosted++;
+    if (this.sends.size > 2 * this.maxSendWr + 64) port.trimLater(this);
+  }
+
+  postRecv(wrId: number | bigint, pieces: PortPiece[], _total: number): void {
+    const token = this.rqPosted >>> 0;
+    this.#port.post((ring) => writeRecvWqe(ring, { qpn: this.qpn, token, sges: pieces.map((p) => ({ addr: p.addr, length: p.len, lkey: p.rec.stag })) }));
+    this.recvs.set(token, wrId);
+    this.rqPosted++;
+  }
+
+  destroy(deviceOpen: boolean): void {
+    this.#act('destroy', { deviceOpen });
+    this.destroyed = true;
+    // The device's close takes the flushes at its end, as the inline NIC hands them over.
+    if (this.#port.isClosing) return;
+    // The flushes of its work are in the ring now: taken while the ids are still known.
+    this.#port.drain();
+    this.#port.forget(this);
+  }
+}
+
+interface CqEntry {
+  cq: PortCq;
+  slot: number;
+}
+
+export class ThreadPort implements NicPort {
+  readonly control: Int32Array;
+  readonly address: DeviceAddress;
+  readonly mtu: number | undefined;
+  readonly integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
+  readonly mss: number;
+  readonly bounds: EngineBounds;
+  readonly linkServices: boolean;
+  readonly #worker: Worker;
+  readonly dataPlane: DeviceMemory;
+  readonly #wqe: RecordRing;
+  readonly #cqe: RecordRing;
+  readonly #mailbox: MailboxClient;
+  readonly #buffers: MessagePort;
+  #onEvent: (ev: NicEvent) => void = () => {};
+  readonly #mrs = new Map<number, ThreadMr>();
+  readonly #qps = new Map<number, ThreadQp>();
+  readonly #cqs = new Map<number, CqEntry>();
+  readonly #ahs = new Map<string, number>();
+  readonly #freeQpSlots: number[] = [];
+  #qpSlotNext = 0;
+  readonly #freeCqSlots: number[] = [];
+  #cqSlotNext = 0;
+  #cqIdNext = 1;
+  readonly #trim = new Set<ThreadQp>();
+  #batching = false;
+  #pending = false;
+  #watching = false;
+  #closed = false;
+  #closing = false;
+  readonly #services = new Map<number, (r: ServiceRequest) => void>();
+  readonly #waits = new Map<string, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  #waitNext = 1;
+  #closedP: Promise<void> | undefined;
+
+  readonly #arenaGone: { yes: boolean };
+
+  private constructor(worker: Worker, ready: Extract<NicReady, { kind: 'ready' }>, dataPlane: DeviceMemory, control: SharedArrayBuffer, wqe: RecordRing, cqe: RecordRing, mailbox: MailboxClient, buffers: MessagePort, arenaGone: { yes: boolean }) {
+    this.#arenaGone = arenaGone;
+    this.#worker = worker;
+    this.control = new Int32Array(control);
+    this.dataPlane = dataPlane;
+    this.address = Object.freeze({ ...ready.address }) as unknown as DeviceAddress;
+    this.mtu = ready.mtu;
+    this.integrity = ready.integrity;
+    this.mss = ready.mss;
+    this.bounds = Object.freeze({ ...ready.bounds }) as unknown as EngineBounds;
+    this.linkServices = ready.linkServices;
+    this.#wqe = wqe;
+    this.#cqe = cqe;
+    this.#mailbox = mailbox;
+    this.#buffers = buffers;
+    worker.on('message', (m: { kind: string }) => this.#onMessage(m));
+    this.#watch();
+  }
+
+  /** Start a NIC thread for `transport` and wait until its link is open (or failed to). */
+  static async open(transport: string, opts: Record<string, unknown>, limits: { engine: Record<string, number>; link: Record<string, number> }): Promise<ThreadPort> {
+    const control = new SharedArrayBuffer(CONTROL_BYTES);
+    const wqe = RecordRing.create(WQE_RING_BYTES);
+    const cqe = RecordRing.create(CQE_RING_BYTES);
+    const mailbox = createMailbox();
+    const { port1, port2 } = new MessageChannel();
+    const init: NicThreadInit & { buffers: MessagePort } = { transport, opts, limits, control, wqe: wqe.sab, cqe: cqe.sab, mailbox, buffers: port2 };
+    // The thread inherits this process's node flags, except those only a main script may carry
+    // (`node --input-type=module -e …` would refuse to start a worker from a file).
+    const execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
+    const worker = new Worker(threadScript(), { workerData: init, transferList: [port2], execArgv });
+    let onMessage!: (m: NicReady) => void;
+    let onError!: (e: Error) => void;
+    let onExit!: (code: number) => void;
+    const ready = await new Promise<NicReady>((resolve, reject) => {
+      onMessage = resolve;
+      onError = reject;
+      onExit = (code) => reject(new SabreError(ErrorCode.InvalidState, `the NIC thread exited (${code}) before its link opened`));
+      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+    }).finally(() => {
+      // Only these: the Worker keeps listeners of its own (its port's ref count follows them).
+      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+    });
+    if (ready.kind === 'failed') {
+      port1.close();
+      await worker.terminate();
+      throw fromWireError(ready.error);
+    }
+    const client = new MailboxClient(mailbox);
+    // The NIC thread owns the allocator. Once it is gone, so is the memory: a free is nothing
+    // to do (features release their tables as they close, possibly after the device).
+    const gone = { yes: false };
+    const ask = (op: string, a: Record<string, unknown>): unknown => {
+      if (gone.yes) throw new SabreError(ErrorCode.Closed, 'device is closed');
+      return client.call(op, a);
+    };
+    const arena: Arena = {
+      alloc: (length, align) => ask('alloc', { length, align }) as number,
+      free: (addr) => void (gone.yes ? undefined : ask('free', { addr })),
+      sizeOf: (addr) => (gone.yes ? undefined : ((ask('sizeOf', { addr }) as number | null) ?? undefined)),
+      stats: () => (gone.yes ? { ...CLOSED_ARENA } : (ask('memStats', {}) as AllocatorStats)),
+      freeBlocks: () => (gone.yes ? [] : (ask('freeBlocks', {}) as Array<[number, number]>)),
+    };
+    const dataPlane = await DeviceMemory.attach(ready.memory, ready.module, ready.map, ready.maximumBytes, arena);
+    return new ThreadPort(worker, ready, dataPlane, control, wqe, cqe, client, port1, gone);
+  }
+
+  /** @internal a slow-path request, answered by the NIC thread before this returns. */
+  call(op: string, args: Record<string, unknown> = {}): any {
+    if (this.#closed) throw new SabreError(ErrorCode.Closed, 'device is closed');
+    return this.#mailbox.call(op, args);
+  }
+
+  // ---- posting ------------------------------------------------------------------------------
+
+  /** Write one WQE (`write` returns false when the ring is full: the NIC takes what it holds, once). */
+  post(write: (ring: RecordRing) => boolean): void {
+    if (!write(this.#wqe)) {
+      this.#wqe.commit();
+      this.call('drain');
+      if (!write(this.#wqe)) throw new SabreError(ErrorCode.QueueFull, 'the NIC\'s work queue ring is full');
+    }
+    if (this.#batching) {
+      this.#pending = true;
+      return;
+    }
+    this.#wqe.commit();
+    this.#wqe.ringDoorbell();
+  }
+
+  batch(fn: () => void): void {
+    if (this.#batching) return fn();
+    this.#batching = true;
+    try {
+      fn();
+    } finally {
+      this.#batching = false;
+      if (this.#pending) {
+        this.#pending = false;
+        this.#wqe.commit();
+        this.#wqe.ringDoorbell();
+      }
+    }
+  }
+
+  /** @internal the address handle id of `dest`, told to the NIC once. */
+  ahId(dest: PortDest): number {
+    let id = this.#ahs.get(dest.key);
+    if (id === undefined) {
+      id = this.#ahs.size + 1;
+      this.call('ah', { id, address: dest.address });
+      this.#ahs.set(dest.key, id);
+    }
+    return id;
+  }
+
+  /** @internal a QP whose id tables grew past their queue: trimmed at the next drain. */
+  trimLater(qp: ThreadQp): void {
+    this.#trim.add(qp);
+  }
+
+  /** @internal */
+  forget(qp: ThreadQp): void {
+    this.#qps.delete(qp.qpn);
+    this.#trim.delete(qp);
+    this.#freeQpSlots.push(qp.slot);
+  }
+
+  // ---- completions --------------------------------------------------------------------------
+
+  /** Take every CQE record into its CQ (and every placement record into its region). */
+  drain(): void {
+    // While the device closes, its flushes wait for the end of close (see closing()).
+    if (this.#closing) return;
+    // Retired counts read before the drain: every completion of the work they retired is in
+    // the ring by then (the NIC commits completions before it publishes counts).
+    let retired: Map<ThreadQp, number> | undefined;
+    if (this.#trim.size > 0) {
+      retired = new Map();
+      for (const qp of this.#trim) retired.set(qp, Atomics.load(this.control, qp.slot * QP_WORDS + QpWord.sqRetired));
+    }
+    const ring = this.#cqe;
+    for (let off = ring.peek(); off >= 0; off = ring.peek()) {
+      const c = readCqe(ring.dv, off);
+      ring.advance();
+      if (c.cq === PLACE_RECORD_CQ) {
+        const mr = this.#mrs.get(c.token);
+        if (mr?.shadow) mr.ext!.set(mr.shadow.subarray(c.qpn, c.qpn + c.byteLen), c.qpn);
+        continue;
+      }
+      const entry = this.#cqs.get(c.cq);
+      const qp = this.#qps.get(c.qpn);
+      let wrId: WrId | undefined;
+      if (qp) {
+        const ids = (c.opcode & 128) !== 0 ? qp.recvs : qp.sends;
+        wrId = ids.get(c.token);
+        ids.delete(c.token);
+      }
+      if (!entry || wrId === undefined) continue;
+      const wc: Record<string, unknown> = { wrId, status: c.status, opcode: c.opcode, byteLen: c.byteLen, qpn: c.qpn };
+      if (c.imm !== undefined) wc['imm'] = c.imm;
+      if (c.srcQpn !== undefined) wc['srcQpn'] = c.srcQpn;
+      if (c.src !== undefined) wc['src'] = packr.unpack(c.src);
+      entry.cq.offer(wc as never);
+    }
+    if (retired) {
+      for (const [qp, r] of retired) {
+        // Tokens below the retired count are done; an unsignaled success has no completion.
+        for (const t of qp.sends.keys()) if (((r - t) | 0) > 0) qp.sends.delete(t);
+        this.#trim.delete(qp);
+      }
+    }
+  }
+
+  #watch(): void {
+    // A closing device takes its completions at the end of close(): nothing to watch for.
+    if (this.#watching || this.#closed || this.#closing) return;
+    const w = this.#cqe.waitForRecords();
+    if (w === undefined) {
+      this.drain();
+      // Records came in while draining: look again next turn (never a microtask loop).
+      setImmediate(() => this.#watch());
+      return;
+    }
+    this.#watching = true;
+    void w.then(() => {
+      this.#watching = false;
+      this.drain();
+      this.#watch();
+    });
+  }
+
+  // ---- messages from the NIC thread ---------------------------------------------------------
+
+  #onMessage(m: any): void {
+    this.drain();
+    switch (m.kind) {
+      case 'event': {
+        const ev = m.ev;
+        if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq)?.cq as never });
+        else if (ev.kind === 'connectFailed') this.#onEvent({ kind: 'connectFailed', qpn: ev.qpn, error: fromWireError(ev.error) });
+        else this.#onEvent(ev);
+        return;
+      }
+      case 'serviceRequest': {
+        const handler = this.#services.get(m.service);
+        if (!handler) {
+          this.call('svcReject', { id: m.id, reason: 'no listener' });
+          return;
+        }
+        handler({
+          service: m.service, remoteQpn: m.remoteQpn, privateData: m.privateData, from: m.from,
+          accept: (qpn: number, privateData?: Uint8Array) => {
+            const p = this.#wait(m.id, 's');
+            this.call('svcAccept', { id: m.id, qpn, privateData });
+            return p;
+          },
+          reject: (reason: string) => this.call('svcReject', { id: m.id, reason }),
+        });
+        return;
+      }
+      case 'svcAccepted':
+      case 'dialed': {
+        const key = m.kind === 'svcAccepted' ? `s${m.id}` : `d${m.id}`;
+        const w = this.#waits.get(key);
+        this.#waits.delete(key);
+        if (m.error) w?.reject(fromWireError(m.error as WireError));
+        else w?.resolve(m.value);
+        return;
+      }
+    }
+  }
+
+  #wait(id: number, prefix: string): Promise<any> {
+    return new Promise((resolve, reject) => this.#waits.set(`${prefix}${id}`, { resolve, reject }));
+  }
+
+  // ---- NicPort ------------------------------------------------------------------------------
+
+  start(onEvent: (ev: NicEvent) => void): void {
+    this.#onEvent = onEvent;
+  }
+
+  stats(contextsShown: number): PortStats {
+    return this.call('stats', { contexts: contextsShown }) as PortStats;
+  }
+
+  reachable(a: DeviceAddress): boolean {
+    if (this.#closed) return false;
+    return this.call('reachable', { address: a }) as boolean;
+  }
+
+  view(addr: number, length: number): Uint8Array {
+    const dm = this.dataPlane;
+    if (addr + length > dm.u8().length) dm.refresh();
+    return dm.u8().subarray(addr, addr + length);
+  }
+
+  regDevice(length: number, pd: number, access: number): PortMr {
+    const r = this.call('regDevice', { length, pd, access }) as { stag: number; addr: number };
+    const mr: ThreadMr = { stag: r.stag, addr: r.addr, length, pd, access };
+    this.#mrs.set(r.stag, mr);
+    return mr;
+  }
+
+  regExternal(buf: Uint8Array, pd: number, access: number): PortMr {
+    // Shared memory the NIC thread reaches itself; other memory it reaches through a shadow.
+    const shared = buf.buffer instanceof SharedArrayBuffer;
+    const shadow = shared ? undefined : new Uint8Array(new SharedArrayBuffer(buf.length));
+    shadow?.set(buf);
+    this.#buffers.postMessage({ buf: shadow ?? buf });
+    const r = this.call('regExternal', { pd, access, shadow: !shared }) as { stag: number; addr: number };
+    const mr: ThreadMr = { stag: r.stag, addr: r.addr, length: buf.length, pd, access, ext: buf, ...(shadow ? { shadow } : {}) };
+    this.#mrs.set(r.stag, mr);
+    return mr;
+  }
+
+  deregister(mr: PortMr): void {
+    this.#mrs.delete(mr.stag);
+    if (!this.#closed) this.call('dereg', { stag: mr.stag });
+  }
+
+  lookup(stag: number): PortMr | undefined {
+    return this.#mrs.get(stag);
+  }
+
+  check(stag: number, pd: number, addr: number, len: number, access: number): number {
+    const r = this.#mrs.get(stag);
+    if (!r) return PlaceStatus.InvalidStag;
+    if (r.pd !== pd) return PlaceStatus.PdMismatch;
+    if ((r.access & access) !== access) return PlaceStatus.Access;
+    if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
+    return PlaceStatus.Placed;
+  }
+
+  addCq(cq: PortCq): void {
+    const slot = this.#freeCqSlots.pop() ?? this.#cqSlotNext++;
+    if (slot >= CQ_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${CQ_SLOTS} CQs`);
+    Atomics.store(this.control, CQ_BASE + slot, 0);
+    const id = this.#cqIdNext++;
+    this.call('createCq', { id, slot, depth: cq.depth });
+    this.#cqs.set(id, { cq, slot });
+    const control = this.control;
+    const source: CqSource = {
+      drain: () => this.drain(),
+      took: (n) => Atomics.add(control, CQ_BASE + slot, n),
+    };
+    cq.bind?.(source, id);
+  }
+
+  dropCq(cq: PortCq): void {
+    for (const [id, e] of this.#cqs) {
+      if (e.cq !== cq) continue;
+      this.#cqs.delete(id);
+      this.#freeCqSlots.push(e.slot);
+      if (!this.#closed) this.call('dropCq', { id });
+    }
+  }
+
+  hasQpn(qpn: number): boolean {
+    return this.#qps.has(qpn);
+  }
+
+  createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp {
+    const slot = this.#freeQpSlots.pop() ?? this.#qpSlotNext++;
+    if (slot >= QP_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${QP_SLOTS} QPs`);
+    this.call('createQp', { qpn, slot, type, pd, caps, sendCq: this.#cqId(sendCq), recvCq: this.#cqId(recvCq), reportSource });
+    const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr);
+    this.#qps.set(qpn, qp);
+    return qp;
+  }
+
+  #cqId(cq: PortCq): number {
+    for (const [id, e] of this.#cqs) if (e.cq === cq) return id;
+    throw new SabreError(ErrorCode.InvalidArgument, 'a CQ of another device');
+  }
+
+  listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
+    if (handler) this.#services.set(service, handler);
+    else this.#services.delete(service);
+    // A listener closed with its device: the NIC thread is gone already.
+    if (handler === undefined && this.#closed) return;
+    this.call('listen', { service, on: handler !== undefined });
+  }
+
+  dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
+    const id = this.#waitNext++;
+    const p = this.#wait(id, 'd');
+    try {
+      this.call('dial', { id, qpn, to, service, privateData, timeoutMs });
+    } catch (e) {
+      this.#waits.delete(`d${id}`);
+      return Promise.reject(e);
+    }
+    return p;
+  }
+
+  /** @internal */
+  get isClosing(): boolean {
+    return this.#closing;
+  }
+
+  closing(): void {
+    this.#closing = true;
+  }
+
+  stop(): void {
+    if (!this.#closed) this.call('stop');
+  }
+
+  close(): Promise<void> {
+    this.#closedP ??= this.#close();
+    return this.#closedP;
+  }
+
+  async #close(): Promise<void> {
+    // One synchronous call: the NIC thread closes its link before it answers, so this close
+    // ends in the same turn it began — promises it settles are settled in the turn close()
+    // resolves in, as inline. The thread then ends by itself.
+    try {
+      this.#mailbox.call('close', {}, 10_000);
+    } catch {
+      // A thread that does not answer is ended below.
+    }
+    this.#closed = true;
+    this.#arenaGone.yes = true;
+    this.#closing = false;
+    this.drain();
+    this.#qps.clear();
+    this.#buffers.close();
+    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, 'device closed'));
+    this.#waits.clear();
+    // Never kept alive by a thread that is ending; one that hangs is stopped.
+    this.#worker.unref();
+    const hung = setTimeout(() => void this.#worker.terminate(), 5_000);
+    hung.unref();
+    this.#worker.once('exit', () => clearTimeout(hung));
+  }
+
+}
