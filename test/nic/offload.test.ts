@@ -63,24 +63,32 @@ async function writeFor(qp: import('../../src/index.js').QueuePair, src: { addr:
   return windows;
 }
 
+/**
+ * A target with `workers` NIC threads, connected to a requester here (inline), writing 64 KiB
+ * 8 deep for 4 s; after 1 s the target blocks its main thread for 2.5 s. Completions per 100 ms.
+ */
+async function blockedTarget(transport: 'udp' | 'tcp', workers: number): Promise<number[]> {
+  far = startTarget(transport, workers);
+  const info = JSON.parse(await far.next(30_000, 'its start')) as { address: never; qpn: number; addr: number; rkey: number };
+  dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 0 });
+  const pd = dev.allocPd();
+  const src = pd.regMr(65536, Access.LocalWrite);
+  const cq = dev.createCq({ depth: 256 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 64, maxRecvWr: 4, maxSge: 1, timeoutMs: 30_000 });
+  far.send(JSON.stringify({ address: dev.address, qpn: qp.qpn }));
+  await qp.connect({ address: info.address, qpn: info.qpn, timeoutMs: 20_000 });
+  expect(await far.next(20_000, 'connected')).toBe('connected');
+  const writing = writeFor(qp, src, { addr: info.addr, rkey: info.rkey }, 4000, 8);
+  await new Promise((r) => setTimeout(r, 1000));
+  far.send('block 2500');
+  const windows = await writing;
+  expect(await far.next(10_000, 'the block')).toBe('blocked');
+  return windows;
+}
+
 describe.each(['udp', 'tcp'] as const)('a target whose main thread is blocked (%s)', (transport) => {
   it('keeps serving one-sided writes with its NIC on a thread (workers: 1): the writes go on completing through the 2.5 s block', { timeout: 60_000 }, async () => {
-    far = startTarget(transport, 1);
-    const info = JSON.parse(await far.next(30_000, 'its start')) as { address: never; qpn: number; addr: number; rkey: number };
-    dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 0 });
-    const pd = dev.allocPd();
-    const src = pd.regMr(65536, Access.LocalWrite);
-    const cq = dev.createCq({ depth: 256 });
-    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 64, maxRecvWr: 4, maxSge: 1, timeoutMs: 30_000 });
-    far.send(JSON.stringify({ address: dev.address, qpn: qp.qpn }));
-    await qp.connect({ address: info.address, qpn: info.qpn, timeoutMs: 20_000 });
-    expect(await far.next(20_000, 'connected')).toBe('connected');
-    // A second of writes, then the target blocks its main thread 2.5 s while the writes go on.
-    const writing = writeFor(qp, src, { addr: info.addr, rkey: info.rkey }, 4000, 8);
-    await new Promise((r) => setTimeout(r, 1000));
-    far.send('block 2500');
-    const windows = await writing;
-    expect(await far.next(10_000, 'the block')).toBe('blocked');
+    const windows = await blockedTarget(transport, 1);
     const before = windows.slice(2, 9);
     // The block starts at ~1.0 s (give the command 0.2 s to arrive) and ends at ~3.5 s.
     const during = windows.slice(13, 33);
@@ -91,22 +99,7 @@ describe.each(['udp', 'tcp'] as const)('a target whose main thread is blocked (%
   });
 
   it('inline (workers: 0), the same target stops serving while blocked: the writes stall (what the NIC thread is for)', { timeout: 60_000 }, async () => {
-    far = startTarget(transport, 0);
-    const info = JSON.parse(await far.next(30_000, 'its start')) as { address: never; qpn: number; addr: number; rkey: number };
-    dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 0 });
-    const pd = dev.allocPd();
-    const src = pd.regMr(65536, Access.LocalWrite);
-    const cq = dev.createCq({ depth: 256 });
-    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 64, maxRecvWr: 4, maxSge: 1, timeoutMs: 30_000 });
-    far.send(JSON.stringify({ address: dev.address, qpn: qp.qpn }));
-    await qp.connect({ address: info.address, qpn: info.qpn, timeoutMs: 20_000 });
-    expect(await far.next(20_000, 'connected')).toBe('connected');
-    const writing = writeFor(qp, src, { addr: info.addr, rkey: info.rkey }, 4000, 8);
-    await new Promise((r) => setTimeout(r, 1000));
-    far.send('block 2500');
-    const windows = await writing;
-    expect(await far.next(10_000, 'the block')).toBe('blocked');
-    const during = windows.slice(15, 33);
+    const during = (await blockedTarget(transport, 0)).slice(15, 33);
     expect(during.filter((n) => n === 0).length).toBeGreaterThan(during.length / 2);
   });
 });
