@@ -14,9 +14,11 @@
 // what an application exchanging QP info out of band would do. srd is reliable (each message
 // exactly once), so the exchange needs no retransmission of its own; a timeout bounds a
 // connect to a device nobody answers on.
-import { addressKey, type DeviceAddress } from '../core/address.js';
+//
+// The exchange itself is the sans-I/O core ./core.ts; this shell owns the QP, its receive
+// slots, the one timer, the listeners' handlers and the promises of requests.
+import type { DeviceAddress } from '../core/address.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
-import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
@@ -25,15 +27,11 @@ import type { QueuePair } from '../verbs/qp.js';
 import { driveCq } from '../verbs/cq-driver.js';
 import { CM_QPN } from '../verbs/reserved.js';
 import type { SourcedCompletion } from '../verbs/types.js';
+import { CM_MESSAGE_BYTES, CmCore } from './core.js';
 
 /** Receive slots (one message each) kept posted on the CM QP. */
 const SLOTS = 32;
-const SLOT_BYTES = 1024;
-
-export type CmMessage =
-  | { t: 'req'; id: number; service: number; qpn: number; pd?: string }
-  | { t: 'rep'; id: number; qpn: number; pd?: string }
-  | { t: 'rej'; id: number; reason: string };
+const SLOT_BYTES = CM_MESSAGE_BYTES;
 
 export interface CmRequest {
   service: number;
@@ -45,23 +43,20 @@ export interface CmRequest {
   reject(reason: string): void;
 }
 
-const enc = new TextEncoder();
-const dec = new TextDecoder();
-export const b64 = (b: Uint8Array | undefined): string | undefined => (b && b.length ? Buffer.from(b).toString('base64') : undefined);
-export const unb64 = (s: unknown): Uint8Array | undefined => (typeof s === 'string' ? new Uint8Array(Buffer.from(s, 'base64')) : undefined);
+type Settle = { resolve: (v: { qpn: number; privateData: Uint8Array | undefined }) => void; reject: (e: Error) => void };
 
 export class CmAgent {
   readonly dev: Device;
+  readonly #core = new CmCore();
   readonly #pd: ProtectionDomain;
   readonly #cq: CompletionQueue;
   readonly #qp: QueuePair;
   /** SLOTS receive slots, then one send slot (Sends are inlined: the slot is free again at once). */
   readonly #mr: MemoryRegion;
-  readonly #services = new Map<number, (r: CmRequest) => void>();
-  readonly #pending = new Map<number, { to: string; resolve: (m: CmMessage) => void; reject: (e: Error) => void }>();
-  #nextId = 1;
-  /** Messages that did not parse or named nothing we know. */
-  dropped = 0;
+  readonly #handlers = new Map<number, (r: CmRequest) => void>();
+  readonly #settles = new Map<number, Settle>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = Infinity;
 
   constructor(dev: Device) {
     this.dev = dev;
@@ -73,64 +68,101 @@ export class CmAgent {
     for (let i = 0; i < SLOTS; i++) this.#post(i);
     void this.#run();
     // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.
-    dev.onClose(() => {
-      for (const p of [...this.#pending.values()]) p.reject(new SabreError(ErrorCode.Closed, 'device closed'));
-    });
+    dev.onClose(() => this.#step((now) => this.#core.handleClose(now)));
     // udp: a REQ to a port where nothing answers is lost for good when the link's retries run
     // out (path-lost); the request fails then with ERR_UNREACHABLE, not at its timeout.
     dev.on('event', (ev) => {
-      if (ev.type !== 'path-lost') return;
-      const key = addressKey(ev.peer);
-      for (const p of [...this.#pending.values()]) {
-        if (p.to === key) p.reject(new SabreError(ErrorCode.Unreachable, `no answer from ${JSON.stringify(ev.peer)} (the link's retries ran out)`));
-      }
+      if (ev.type === 'path-lost') this.#step((now) => this.#core.handlePeerLost(ev.peer, now));
     });
   }
 
+  /** Messages that did not parse or named nothing we know. */
+  get dropped(): number {
+    return this.#core.dropped;
+  }
+
   listen(service: number, handler: ((r: CmRequest) => void) | undefined): void {
-    if (handler) {
-      if (this.#services.has(service)) throw new SabreError(ErrorCode.InvalidState, `service ${service} already has a listener on this device`);
-      this.#services.set(service, handler);
-    } else this.#services.delete(service);
+    this.#core.listen(service, handler !== undefined);
+    if (handler) this.#handlers.set(service, handler);
+    else this.#handlers.delete(service);
   }
 
   /** Send REQ and wait for REP or REJ. */
   request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
-    const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new SabreError(ErrorCode.Timeout, `no answer from service ${service} at ${JSON.stringify(to)} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pending.set(id, {
-        to: addressKey(to),
-        reject: (e) => {
-          clearTimeout(t);
-          this.#pending.delete(id);
-          reject(e);
-        },
-        resolve: (m) => {
-          clearTimeout(t);
-          this.#pending.delete(id);
-          if (m.t === 'rep') resolve({ qpn: m.qpn, privateData: unb64(m.pd) });
-          else if (m.t === 'rej') reject(new SabreError(ErrorCode.Unreachable, `service ${service} at ${JSON.stringify(to)} rejected the connection: ${m.reason}`));
-        },
-      });
-      const pd = b64(privateData);
       try {
-        this.#send(to, { t: 'req', id, service, qpn, ...(pd ? { pd } : {}) }, id);
+        this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now), { resolve, reject }));
       } catch (e) {
-        clearTimeout(t);
-        this.#pending.delete(id);
         reject(e);
       }
     });
   }
 
+  /** Feed the core, then carry out what it asks, in order. */
+  #step(input: (now: number) => void): void {
+    input(performance.now());
+    for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
+      switch (a.kind) {
+        case 'send':
+          try {
+            this.#send(a.to, a.bytes, a.req);
+          } catch (e) {
+            // A request whose REQ cannot be posted fails now (the device closed under it).
+            if (a.req !== undefined) {
+              this.#core.cancel(a.req);
+              this.#take(a.req)?.reject(e as Error);
+            }
+          }
+          break;
+        case 'settled': {
+          const s = this.#take(a.id);
+          if (a.error) s?.reject(a.error);
+          else if (a.value) s?.resolve(a.value);
+          break;
+        }
+        case 'request': {
+          const h = this.#handlers.get(a.service);
+          let answered = false;
+          const answer = (f: () => void): void => {
+            if (answered) return;
+            answered = true;
+            this.#step(f);
+          };
+          h?.({
+            service: a.service, qpn: a.qpn, from: a.from, privateData: a.privateData,
+            reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
+            reject: (reason) => answer(() => this.#core.reject(a.from, a.id, reason)),
+          });
+          break;
+        }
+      }
+    }
+    this.#arm();
+  }
+
+  #take(id: number): Settle | undefined {
+    const s = this.#settles.get(id);
+    this.#settles.delete(id);
+    return s;
+  }
+
+  /** One timer, at the core's earliest deadline (a connect waiting for its answer keeps the process alive, as a socket would). */
+  #arm(): void {
+    const at = this.#core.pollTimeout() ?? Infinity;
+    if (at === this.#timerAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === Infinity) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      this.#step((now) => this.#core.handleTimeout(now));
+    }, Math.max(0, at - performance.now()));
+  }
+
   /** `req`: the request id a REQ belongs to — its send completes (signaled) only when it fails. */
-  #send(to: DeviceAddress, m: CmMessage, req?: number): void {
-    const bytes = enc.encode(JSON.stringify(m));
-    if (bytes.length > SLOT_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `CM message of ${bytes.length} bytes exceeds ${SLOT_BYTES} (private data too long)`);
+  #send(to: DeviceAddress, bytes: Uint8Array, req?: number): void {
     const at = SLOTS * SLOT_BYTES;
     this.#mr.buffer.set(bytes, at);
     this.#qp.postSend({
@@ -156,58 +188,16 @@ export class CmAgent {
   #onWc(wc: SourcedCompletion): void {
     // A REQ the peer device refused at once: nothing serves its CM QPN (it never listened).
     if (wc.opcode === WcOpcode.Send && wc.status === WcStatus.RemInvReqErr) {
-      this.#pending.get(Number(wc.wrId))?.reject(new SabreError(ErrorCode.Unreachable, 'no listener at the peer device (nothing serves its CM QP)'));
+      this.#step((now) => this.#core.handleRefused(Number(wc.wrId), now));
+      return;
     }
     if (wc.opcode !== WcOpcode.Recv || wc.status !== WcStatus.Success) return;
     const slot = Number(wc.wrId);
     const at = slot * SLOT_BYTES;
-    let m: CmMessage | undefined;
-    try {
-      m = JSON.parse(dec.decode(this.#mr.buffer.subarray(at, at + wc.byteLen))) as CmMessage;
-    } catch {
-      m = undefined;
-    }
+    // Copied out before the slot is posted again.
+    const bytes = this.#mr.buffer.slice(at, at + wc.byteLen);
     if (!this.dev.closed) this.#post(slot);
-    if (m && wc.src) this.#dispatch(m, wc.src);
-    else this.dropped++;
-  }
-
-  #dispatch(m: CmMessage, from: DeviceAddress): void {
-    if (!m || typeof m !== 'object' || typeof m.id !== 'number') {
-      this.dropped++;
-      return;
-    }
-    if (m.t === 'rep' || m.t === 'rej') {
-      const p = this.#pending.get(m.id);
-      if (p && (m.t === 'rej' || Number.isInteger(m.qpn))) p.resolve(m);
-      else this.dropped++;
-      return;
-    }
-    if (m.t !== 'req' || !Number.isInteger(m.qpn)) {
-      this.dropped++;
-      return;
-    }
-    const service = Number.isInteger(m.service) ? m.service : 0;
-    const h = this.#services.get(service);
-    if (!h) {
-      this.#send(from, { t: 'rej', id: m.id, reason: `no listener for service ${service}` });
-      return;
-    }
-    let answered = false;
-    h({
-      service, qpn: m.qpn, from, privateData: unb64(m.pd),
-      reply: (qpn, privateData) => {
-        if (answered) return;
-        answered = true;
-        const pd = b64(privateData);
-        this.#send(from, { t: 'rep', id: m.id, qpn, ...(pd ? { pd } : {}) });
-      },
-      reject: (reason) => {
-        if (answered) return;
-        answered = true;
-        this.#send(from, { t: 'rej', id: m.id, reason });
-      },
-    });
+    this.#step((now) => this.#core.handleMessage(bytes, wc.src, now));
   }
 }
 

@@ -1,0 +1,159 @@
+// The CM exchange as a sans-I/O core (src/core/sans-io.ts): REQ / REP / REJ between two
+// devices' CM QPs (the wire format and its reasons are in ./agent.ts, the shell that owns the
+// QP, the timers' clock and the listeners' handlers). In: a message received and where it came
+// from, a REQ of ours the peer device refused, a peer lost for good, the device closing, the
+// time. Out, one at a time: a message to send, a request for a listener, a request of ours
+// settled.
+import { addressKey, type DeviceAddress } from '../core/address.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
+import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
+
+/** At most this many bytes of JSON per message (one receive slot). */
+export const CM_MESSAGE_BYTES = 1024;
+
+export type CmMessage =
+  | { t: 'req'; id: number; service: number; qpn: number; pd?: string }
+  | { t: 'rep'; id: number; qpn: number; pd?: string }
+  | { t: 'rej'; id: number; reason: string };
+
+export type CmAction =
+  /** Send `bytes` to the CM QP at `to`; `req`: the id of our REQ it carries (its failure is ours to hear). */
+  | { kind: 'send'; to: DeviceAddress; bytes: Uint8Array; req?: number }
+  /** A REQ for the listener of `service`: answer with reply() or reject() and the same `id` and `from`. */
+  | { kind: 'request'; id: number; service: number; qpn: number; from: DeviceAddress; privateData: Uint8Array | undefined }
+  /** Our request `id` ended: the peer's QP and private data, or why not. */
+  | { kind: 'settled'; id: number; value?: { qpn: number; privateData: Uint8Array | undefined }; error?: SabreError };
+
+interface Pending {
+  to: string;
+  service: number;
+  where: string;
+  deadline: number;
+  timeoutMs: number;
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+export const b64 = (b: Uint8Array | undefined): string | undefined => (b && b.length ? Buffer.from(b).toString('base64') : undefined);
+export const unb64 = (s: unknown): Uint8Array | undefined => (typeof s === 'string' ? new Uint8Array(Buffer.from(s, 'base64')) : undefined);
+
+export class CmCore implements PollsActions<CmAction>, HasTimeout {
+  readonly #out = new Outbox<CmAction>();
+  readonly #services = new Set<number>();
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  /** Messages that did not parse or named nothing we know. */
+  dropped = 0;
+
+  pollAction(): CmAction | undefined {
+    return this.#out.poll();
+  }
+
+  /** Route REQs for `service` to the shell (`on` false stops). */
+  listen(service: number, on: boolean): void {
+    if (on) {
+      if (this.#services.has(service)) throw new SabreError(ErrorCode.InvalidState, `service ${service} already has a listener on this device`);
+      this.#services.add(service);
+    } else this.#services.delete(service);
+  }
+
+  /** Ask the listener of `service` at `to` for a connection to our rc QP `qpn`; returns the request id (settled later). */
+  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number): number {
+    const pd = b64(privateData);
+    const bytes = encode({ t: 'req', id: this.#nextId, service, qpn, ...(pd ? { pd } : {}) });
+    const id = this.#nextId++;
+    this.#pending.set(id, { to: addressKey(to), service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
+    this.#out.push({ kind: 'send', to, bytes, req: id });
+    return id;
+  }
+
+  /** The listener's answer to REQ `id` from `from`. */
+  reply(from: DeviceAddress, id: number, qpn: number, privateData: Uint8Array | undefined): void {
+    const pd = b64(privateData);
+    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rep', id, qpn, ...(pd ? { pd } : {}) }) });
+  }
+
+  reject(from: DeviceAddress, id: number, reason: string): void {
+    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id, reason }) });
+  }
+
+  /** A message arrived from `from` (as the link observed it). */
+  handleMessage(bytes: Uint8Array, from: DeviceAddress | undefined, _now: number): void {
+    let m: CmMessage | undefined;
+    try {
+      m = JSON.parse(dec.decode(bytes)) as CmMessage;
+    } catch {
+      m = undefined;
+    }
+    if (!m || typeof m !== 'object' || typeof m.id !== 'number' || !from) {
+      this.dropped++;
+      return;
+    }
+    if (m.t === 'rep' || m.t === 'rej') {
+      const p = this.#pending.get(m.id);
+      if (!p || (m.t === 'rep' && !Number.isInteger(m.qpn))) {
+        this.dropped++;
+        return;
+      }
+      if (m.t === 'rep') this.#settle(m.id, { value: { qpn: m.qpn, privateData: unb64(m.pd) } });
+      else this.#settle(m.id, { error: new SabreError(ErrorCode.Unreachable, `service ${p.service} at ${p.where} rejected the connection: ${String(m.reason)}`) });
+      return;
+    }
+    if (m.t !== 'req' || !Number.isInteger(m.qpn)) {
+      this.dropped++;
+      return;
+    }
+    const service = Number.isInteger(m.service) ? m.service : 0;
+    if (!this.#services.has(service)) {
+      this.reject(from, m.id, `no listener for service ${service}`);
+      return;
+    }
+    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, privateData: unb64(m.pd) });
+  }
+
+  /** Our request `id` ends without an answer (its REQ could not be posted): no output. */
+  cancel(id: number): void {
+    this.#pending.delete(id);
+  }
+
+  /** The peer device refused our REQ `id` at once: nothing serves its CM QPN (it never listened). */
+  handleRefused(id: number, _now: number): void {
+    if (this.#pending.has(id)) this.#settle(id, { error: new SabreError(ErrorCode.Unreachable, 'no listener at the peer device (nothing serves its CM QP)') });
+  }
+
+  /** udp: the link's retries to `peer` ran out: requests to it fail now, not at their timeout. */
+  handlePeerLost(peer: DeviceAddress, _now: number): void {
+    const key = addressKey(peer);
+    for (const [id, p] of [...this.#pending]) {
+      if (p.to === key) this.#settle(id, { error: new SabreError(ErrorCode.Unreachable, `no answer from ${p.where} (the link's retries ran out)`) });
+    }
+  }
+
+  /** The device closes: every request still waiting settles with ERR_CLOSED. */
+  handleClose(_now: number): void {
+    for (const id of [...this.#pending.keys()]) this.#settle(id, { error: new SabreError(ErrorCode.Closed, 'device closed') });
+  }
+
+  pollTimeout(): number | undefined {
+    let at: number | undefined;
+    for (const p of this.#pending.values()) if (at === undefined || p.deadline < at) at = p.deadline;
+    return at;
+  }
+
+  handleTimeout(now: number): void {
+    for (const [id, p] of [...this.#pending]) {
+      if (p.deadline <= now) this.#settle(id, { error: new SabreError(ErrorCode.Timeout, `no answer from service ${p.service} at ${p.where} within ${p.timeoutMs} ms`) });
+    }
+  }
+
+  #settle(id: number, r: { value?: { qpn: number; privateData: Uint8Array | undefined }; error?: SabreError }): void {
+    this.#pending.delete(id);
+    this.#out.push({ kind: 'settled', id, ...r });
+  }
+}
+
+function encode(m: CmMessage): Uint8Array {
+  const bytes = enc.encode(JSON.stringify(m));
+  if (bytes.length > CM_MESSAGE_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `CM message of ${bytes.length} bytes exceeds ${CM_MESSAGE_BYTES} (private data too long)`);
+  return bytes;
+}

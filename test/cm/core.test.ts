@@ -1,0 +1,84 @@
+// The CM exchange's sans-I/O core (src/cm/core.ts), driven with a virtual clock and no QP: what
+// it sends, what it hands a listener, how each way a request can end settles it.
+import { describe, expect, it } from 'vitest';
+import { type CmAction, CmCore } from '../../src/cm/core.js';
+import type { DeviceAddress } from '../../src/core/address.js';
+
+const A: DeviceAddress = { transport: 'udp', host: '127.0.0.1', port: 1111 } as DeviceAddress;
+const B: DeviceAddress = { transport: 'udp', host: '127.0.0.1', port: 2222 } as DeviceAddress;
+const dec = new TextDecoder();
+const enc = new TextEncoder();
+
+function drain(c: CmCore): CmAction[] {
+  const out: CmAction[] = [];
+  for (let a = c.pollAction(); a !== undefined; a = c.pollAction()) out.push(a);
+  return out;
+}
+const json = (a: CmAction): unknown => (a.kind === 'send' ? JSON.parse(dec.decode(a.bytes)) : undefined);
+
+describe('CmCore', () => {
+  it('a request sends a REQ and settles with the REP that names it', () => {
+    const c = new CmCore();
+    const id = c.request(B, 7, 3, new Uint8Array([1, 2]), 1000, 0);
+    const [send] = drain(c);
+    expect(send).toMatchObject({ kind: 'send', to: B, req: id });
+    expect(json(send!)).toEqual({ t: 'req', id, service: 7, qpn: 3, pd: 'AQI=' });
+    c.handleMessage(enc.encode(JSON.stringify({ t: 'rep', id: id + 1, qpn: 9 })), B, 1);
+    expect(drain(c)).toEqual([]);
+    expect(c.dropped).toBe(1);
+    c.handleMessage(enc.encode(JSON.stringify({ t: 'rep', id, qpn: 9 })), B, 2);
+    expect(drain(c)).toEqual([{ kind: 'settled', id, value: { qpn: 9, privateData: undefined } }]);
+    expect(c.pollTimeout()).toBeUndefined();
+  });
+
+  it('a REQ for a listened service goes to the listener, whose reply is a REP to where it came from; others get a REJ', () => {
+    const c = new CmCore();
+    c.listen(5, true);
+    expect(() => c.listen(5, true)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_STATE' }));
+    c.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 4, service: 5, qpn: 12 })), A, 0);
+    const [req] = drain(c);
+    expect(req).toEqual({ kind: 'request', id: 4, service: 5, qpn: 12, from: A, privateData: undefined });
+    c.reply(A, 4, 13, undefined);
+    expect(drain(c).map(json)).toEqual([{ t: 'rep', id: 4, qpn: 13 }]);
+    c.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 5, service: 6, qpn: 12 })), A, 0);
+    const [rej] = drain(c);
+    expect(rej).toMatchObject({ kind: 'send', to: A });
+    expect(json(rej!)).toEqual({ t: 'rej', id: 5, reason: 'no listener for service 6' });
+  });
+
+  it('a REJ, a refusal, a lost peer, a timeout and a close each settle with their own code', () => {
+    const c = new CmCore();
+    const r1 = c.request(B, 1, 1, undefined, 1000, 0);
+    const r2 = c.request(B, 1, 2, undefined, 1000, 0);
+    const r3 = c.request(A, 1, 3, undefined, 1000, 0);
+    const r4 = c.request(A, 1, 4, undefined, 500, 0);
+    const r5 = c.request(A, 1, 5, undefined, 1000, 0);
+    drain(c);
+    c.handleMessage(enc.encode(JSON.stringify({ t: 'rej', id: r1, reason: 'full' })), B, 1);
+    c.handleRefused(r2, 1);
+    c.handlePeerLost(B, 1);
+    expect(c.pollTimeout()).toBe(500);
+    c.handleTimeout(499);
+    expect(drain(c).map((a) => (a.kind === 'settled' ? [a.id, a.error?.code] : a.kind))).toEqual([[r1, 'ERR_UNREACHABLE'], [r2, 'ERR_UNREACHABLE']]);
+    c.handleTimeout(500);
+    expect(drain(c).map((a) => (a.kind === 'settled' ? [a.id, a.error?.code] : a.kind))).toEqual([[r4, 'ERR_TIMEOUT']]);
+    c.handlePeerLost(A, 600);
+    c.handleClose(600);
+    expect(drain(c).map((a) => (a.kind === 'settled' ? [a.id, a.error?.code] : a.kind))).toEqual([[r3, 'ERR_UNREACHABLE'], [r5, 'ERR_UNREACHABLE']]);
+    expect(c.pollTimeout()).toBeUndefined();
+    const r6 = c.request(A, 1, 6, undefined, 1000, 700);
+    drain(c);
+    c.handleClose(701);
+    expect(drain(c)).toEqual([expect.objectContaining({ kind: 'settled', id: r6, error: expect.objectContaining({ code: 'ERR_CLOSED' }) })]);
+  });
+
+  it('bytes that are not a message, or name nothing, are dropped and counted; private data past one slot is refused before anything waits', () => {
+    const c = new CmCore();
+    for (const b of ['{', '7', '{"t":"req","id":1,"service":1}', '{"t":"what","id":1}']) c.handleMessage(enc.encode(b), A, 0);
+    c.handleMessage(enc.encode('{"t":"req","id":1,"service":1,"qpn":1}'), undefined, 0);
+    expect(c.dropped).toBe(5);
+    expect(() => c.request(B, 1, 1, new Uint8Array(2000), 1000, 0)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }));
+    expect(drain(c)).toEqual([]);
+    expect(c.pollTimeout()).toBeUndefined();
+  });
+});
