@@ -1,6 +1,7 @@
 // The provider registry: openDevice's transport lookup, the option checks each transport owns,
 // and the one table of who enforces each limit (every key of DeviceLimits has an owner).
 import { describe, expect, it } from 'vitest';
+import { code } from './error-code.js';
 import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { providerFor, registerProvider, splitLimits } from '../../src/nic/providers.js';
 import type { DeviceLimits } from '../../src/verbs/types.js';
@@ -12,14 +13,6 @@ const EVERY_LIMIT: Record<keyof DeviceLimits, number> = {
   maxConnections: 1, maxConnectionsPerHost: 1, handshakeTimeoutMs: 1, maxQueuedBytes: 1,
 };
 
-const code = (f: () => unknown): string | undefined => {
-  try {
-    f();
-  } catch (e) {
-    return e instanceof SabreError ? e.code : 'not a SabreError';
-  }
-  return undefined;
-};
 
 describe('transport providers', () => {
   it('finds inproc, udp and tcp; an unknown transport is ERR_INVALID_ARGUMENT; a name registers once', () => {

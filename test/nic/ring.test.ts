@@ -5,19 +5,12 @@
 // happen thousands of times, and check every record's order and bytes.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
+import { code } from './error-code.js';
 import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { RECORD_PREFIX_BYTES, RecordRing, recordBytes } from '../../src/nic/ring.js';
 
 const ringUrl = new URL('../../dist/nic/ring.js', import.meta.url).href;
 
-const code = (f: () => unknown): string | undefined => {
-  try {
-    f();
-  } catch (e) {
-    return e instanceof SabreError ? e.code : 'not a SabreError';
-  }
-  return undefined;
-};
 
 /** Record i: length i % 203 (0 included), byte k = (i + k * 7) & 0xff; first 4 bytes (if room) = i. */
 const lenOf = (i: number): number => (i * 37) % 203;

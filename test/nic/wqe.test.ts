@@ -3,6 +3,7 @@
 // order across wraps, a full ring writes nothing, the codec's bytes sit at the spec's offsets,
 // and readers refilling a kept object give the same answers as fresh ones.
 import { describe, expect, it } from 'vitest';
+import { code } from './error-code.js';
 import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { Opcode, WcOpcode, WcStatus } from '../../src/core/enums.js';
 import { RecordRing } from '../../src/nic/ring.js';
@@ -196,14 +197,6 @@ describe('NIC ring records', () => {
   });
 
   it('limits: more than 65535 SGEs, or a record the ring can never hold, throw ERR_LIMIT_EXCEEDED', () => {
-    const code = (f: () => unknown): string | undefined => {
-      try {
-        f();
-      } catch (e) {
-        return e instanceof SabreError ? e.code : 'not a SabreError';
-      }
-      return undefined;
-    };
     const big = RecordRing.create(4 << 20);
     const sges = Array.from({ length: 65536 }, () => ({ addr: 0, length: 1, lkey: 1 }));
     expect(code(() => writeSendWqe(big, { qpn: 1, token: 1, opcode: Opcode.Send, signaled: true, sges }))).toBe(ErrorCode.LimitExceeded);
