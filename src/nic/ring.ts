@@ -85,8 +85,6 @@ export class RecordRing {
   // #tailSeen caches the consumer's tail and is reloaded only when the ring looks full.
   #head: number;
   #committed: number;
-  /** The head the doorbell last announced. */
-  #rung = 0;
   #tailSeen: number;
   // Consumer: #tail is released to the producer at every advance(); #headSeen caches head.
   #tail: number;
@@ -187,11 +185,7 @@ export class RecordRing {
    * the consumer is busy. Call after the last commit of a batch.
    */
   ringDoorbell(): boolean {
-    // Nothing published since the last ring: a sleeper has nothing new to see (a driver that
-    // rings after every step would otherwise wake an idle consumer for nothing).
-    if (this.#committed === this.#rung) return false;
     if (Atomics.load(this.#hdr, HEAD_SLEEP) === 0) return false;
-    this.#rung = this.#committed;
     Atomics.notify(this.#hdr, HEAD);
     return true;
   }
