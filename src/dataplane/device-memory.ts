@@ -15,8 +15,6 @@ export interface DeviceMemoryOptions extends MemoryMapOptions {
 }
 
 const heapBases = new WeakMap<WebAssembly.Module, number>();
-/** The device memory behind each SharedArrayBuffer object u8() has handed out (see DeviceMemory.of). */
-const byBuffer = new WeakMap<object, DeviceMemory>();
 
 /** __heap_base of the module, from a throwaway instance over a two-page memory. */
 async function heapBaseOf(module: WebAssembly.Module): Promise<number> {
@@ -61,7 +59,6 @@ export class DeviceMemory {
     const buf = memory.buffer as unknown as SharedArrayBuffer;
     this.#u8 = new Uint8Array(buf);
     this.#dv = new DataView(buf);
-    byBuffer.set(buf, this);
     this.regions = new RegionTable(buf, map.tableBase, map.tableEntries);
     this.#remote = arena !== undefined;
     this.#arena = arena ?? new Allocator(map.arenaBase, buf.byteLength, (minEnd) => this.#grow(minEnd, maximumPages));
@@ -110,6 +107,7 @@ export class DeviceMemory {
    * Whether a view lies in device memory is asked of this view's buffer, never of
    * memory.buffer: V8 hands out a new SharedArrayBuffer object for an unchanged shared memory
    * whenever another shared memory in the isolate grows (same bytes, another identity).
+   * Features above verbs reach it through the device (dev.dataPlane), not through a view.
    */
   u8(): Uint8Array {
     return this.#u8;
@@ -154,16 +152,6 @@ export class DeviceMemory {
     const buf = this.memory.buffer as unknown as SharedArrayBuffer;
     this.#u8 = new Uint8Array(buf);
     this.#dv = new DataView(buf);
-    byBuffer.set(buf, this);
-  }
-
-  /**
-   * The device memory a view lies in (a MemoryRegion's `buffer`, a slice of u8()), or undefined
-   * for any other memory. Features above verbs (dedup) reach the data plane of a device this way,
-   * from the public MemoryRegion, without touching the engine.
-   */
-  static of(view: Uint8Array): DeviceMemory | undefined {
-    return byBuffer.get(view.buffer);
   }
 
   /** Grow so the memory ends at or past minEnd; at least 1/8 more to keep growth rare. */

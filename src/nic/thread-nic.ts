@@ -72,7 +72,7 @@ export class NicThread {
   readonly #post: (msg: unknown) => void;
   readonly #qps = new Map<number, QpEntry>();
   readonly #cqs = new Map<number, RingCq>();
-  readonly #ahs = new Map<number, PortDest & { remoteQpn: number }>();
+  readonly #ahs = new Map<number, Omit<PortDest, 'remoteQpn'>>();
   /** External regions over memory the application keeps (non-shared): placed here, copied there. */
   readonly #shadowed = new Set<number>();
   /** CQEs that found the ring full, in order, ahead of anything later. */
@@ -287,7 +287,7 @@ export class NicThread {
         return null;
       }
       case 'ah':
-        this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address), remoteQpn: 0 });
+        this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
         return port.stats(a.contexts);

@@ -56,7 +56,6 @@ class ThreadQp implements PortQp {
   /** Send work request ids by token (the send sequence number); receive ids likewise. */
   readonly sends = new Map<number, WrId>();
   readonly recvs = new Map<number, WrId>();
-  destroyed = false;
 
   constructor(port: ThreadPort, qpn: number, slot: number, maxSendWr: number) {
     this.#port = port;
@@ -141,7 +140,6 @@ class ThreadQp implements PortQp {
 
   destroy(deviceOpen: boolean): void {
     this.#act('destroy', { deviceOpen });
-    this.destroyed = true;
     // The device's close takes the flushes at its end, as the inline NIC hands them over.
     if (this.#port.isClosing) return;
     // The flushes of its work are in the ring now: taken while the ids are still known.
