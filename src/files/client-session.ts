@@ -21,6 +21,7 @@ import type { Negotiated, PipeClient } from './pipe.js';
 import { LeasePool } from './pool.js';
 import type { Provider } from './server.js';
 import { FileError, LocalCode, statusCode } from './status.js';
+import { copyBytes } from '../core/bytes.js';
 
 /** Sends up to this size go inline from one scratch buffer (the QP's maxInline). */
 export const MAX_INLINE = 512;
@@ -251,7 +252,7 @@ export class ClientSession {
         this.#core.handleReceive(this.#recv.buffer.subarray(at, at + wc.byteLen), now);
       } else {
         const slot = wc.imm ?? -1;
-        if (slot >= 0 && slot < this.#core.statusSlots) this.#core.handleStatusBlock(slot, this.#slot(slot).slice(), true, now);
+        if (slot >= 0 && slot < this.#core.statusSlots) this.#core.handleStatusBlock(slot, copyBytes(this.#slot(slot)), true, now);
         else this.#core.handleReceive(new Uint8Array(0), now);
       }
       this.#run();
@@ -267,7 +268,7 @@ export class ClientSession {
 
   /** A polled block is read exactly once: the slot is cleared as it is handed over (its grant counts once). */
   #consumeBlock(slot: number, b: Uint8Array): void {
-    const copy = b.slice();
+    const copy = copyBytes(b);
     b.fill(0);
     this.#core.handleStatusBlock(slot, copy, false, performance.now());
   }

@@ -24,6 +24,7 @@ import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from
 import { bytesAt, readFields, writeFields } from './layout.js';
 import type { RandomBytes, Session, SessionTable } from './sessions.js';
 import { statusText } from './status.js';
+import { copyBytes } from '../core/bytes.js';
 
 const HDR = FILE_PIPE_HDR.size;
 
@@ -221,7 +222,7 @@ export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
     switch (this.state) {
       case 'hello':
         if (f.type !== FilePipeType.Hello || f.body.length !== FILE_PIPE_NONCE.size) return this.#malformed('expected Hello');
-        this.#nc = f.body.slice();
+        this.#nc = copyBytes(f.body);
         this.#ns = this.#random(FILE_NONCE_LEN);
         this.#write(FilePipeType.Challenge, this.#ns);
         this.state = 'proof';
@@ -366,7 +367,7 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
     switch (this.state) {
       case 'challenge':
         if (f.type !== FilePipeType.Challenge || f.body.length !== FILE_PIPE_NONCE.size) return this.#fail(FileStatus.Malformed, 'expected Challenge');
-        this.#ns = f.body.slice();
+        this.#ns = copyBytes(f.body);
         this.#write(FilePipeType.Proof, pipeClientProof(this.#token, this.#nc, this.#ns));
         this.state = 'welcome';
         return;

@@ -23,6 +23,7 @@ import type { PortCq, PortDest, PortPiece, PortQp } from './port.js';
 import { RecordRing } from './ring.js';
 import { CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
 import { type Cqe, readRecvWqe, readSendWqe, recordKind, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
+import { copyBytes } from '../core/bytes.js';
 
 const packr = new Packr({ useRecords: false });
 
@@ -159,7 +160,7 @@ export class NicThread {
       ...(w.rkey !== undefined ? { rkey: w.rkey } : {}), ...(w.remoteSges ? { remoteSgList: w.remoteSges } : {}),
       ...(w.compareAdd !== undefined ? { compareAdd: w.compareAdd } : {}), ...(w.swap !== undefined ? { swap: w.swap } : {}),
     };
-    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest ? { ...dest, remoteQpn: w.remoteQpn ?? 0 } : undefined, w.inline ? w.inline.slice() : undefined);
+    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest ? { ...dest, remoteQpn: w.remoteQpn ?? 0 } : undefined, w.inline ? copyBytes(w.inline) : undefined);
   }
 
   #postRecv(ring: RecordRing, off: number): void {

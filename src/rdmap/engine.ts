@@ -38,6 +38,7 @@ import {
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
 import { EngineQp, EngineState, Flow, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
+import { copyBytes } from '../core/bytes.js';
 
 export type { OutItem } from './state.js';
 
@@ -285,8 +286,8 @@ export class RdmapEngine {
       const m = e.borrowed[i]!;
       e.borrowed[i] = undefined;
       if (m.heldEntries === 0) continue;
-      if (m.hdr) m.hdr = m.hdr.slice();
-      if (m.ctl) m.ctl = m.ctl.slice();
+      if (m.hdr) m.hdr = copyBytes(m.hdr);
+      if (m.ctl) m.ctl = copyBytes(m.ctl);
     }
     e.borrowedCount = 0;
   }

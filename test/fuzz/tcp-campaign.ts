@@ -11,7 +11,7 @@
 // The real connection is only re-cut, never altered (an on-path attacker who alters an MPA
 // stream with a recomputed CRC breaks that connection by design: the victim pair shows it).
 import net from 'node:net';
-import { Access, connect, listen, openDevice, Opcode, QpState, type CmListener, type Device, type QueuePair } from '../../src/index.js';
+import { Access, connect, ErrorCode, listen, openDevice, Opcode, QpState, type CmListener, type Device, type QueuePair } from '../../src/index.js';
 import type { Targets } from './ddp.js';
 import { InputRing, Monitor, STALL_MS } from './monitor.js';
 import { DEFAULT_HEAP_BOUND, delta, sumOf, top, type CampaignOptions, type CampaignResult } from './report.js';
@@ -75,6 +75,8 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
   const listeners: CmListener[] = [];
   const open = new Set<net.Socket>();
   let result: CampaignResult | undefined;
+  // Ends every loop below; set in finally too, so a run that throws does not leave them looping.
+  let stop = false;
   mon.start();
   try {
     // The path: learns STags from every tagged FPDU (T bit) it carries; mutates the victim pair.
@@ -169,15 +171,16 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
     // Accepted attacker / victim QPs are kept until V fails them, then destroyed (bounded by the backlog).
     const accepted = new Set<QueuePair>();
     let acceptedTotal = 0;
-    let stop = false;
     const acceptLoop = async (l: CmListener): Promise<void> => {
       while (!stop) {
         try {
           const qp = await l.accept(500);
           accepted.add(qp);
           acceptedTotal++;
-        } catch {
-          // timeout: look again
+        } catch (e) {
+          // A timeout: look again. A closed listener (the run failed and its finally closes
+          // them) rejects at once: looping on it would spin in microtasks and hide the failure.
+          if ((e as { code?: string }).code === ErrorCode.Closed) return;
         }
         for (const qp of accepted) if (qp.state === QpState.Error) {
           accepted.delete(qp);
@@ -417,6 +420,7 @@ export async function runTcpCampaign(o: CampaignOptions): Promise<CampaignResult
       extra: { worstStallIndex: mon.worstStall.index, worstStallGcMs: mon.worstStall.gcMs, maxGcMs: Math.round(mon.maxGcMs), sessions, acceptedSessions, refusedSessions, victims, acceptedQps: acceptedTotal, pathInputs, proxyConnections: proxy.connections },
     };
   } finally {
+    stop = true;
     mon.stop();
     for (const s of open) s.destroy();
     for (const l of listeners) l.close();

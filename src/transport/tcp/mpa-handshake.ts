@@ -22,6 +22,7 @@ import { MPA_KEY_REP, MPA_KEY_REQ, MPA_MAX_PRIVATE_DATA, MPA_REQ_REP, MPA_V2_IRD
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
 import { TERM } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
+import { copyBytes } from '../../core/bytes.js';
 
 export type MpaRole = 'initiator' | 'responder';
 
@@ -164,7 +165,9 @@ export class MpaHandshake {
       if (chunk.length === 0) return [];
       return this.#fail(fault(TERM.invalidReqResp, 'EARLY_DATA', 'peer sent data after its MPA Request before our Reply'));
     }
-    this.#buf = this.#buf.length ? concat(this.#buf, chunk) : chunk.slice();
+    // A copy, never a view: reads land in the socket's one spare Buffer (whose slice() would
+    // alias it), and the next read overwrites it.
+    this.#buf = this.#buf.length ? concat(this.#buf, chunk) : copyBytes(chunk);
     const key = this.role === 'initiator' ? KEY_REP : KEY_REQ;
     const other = this.role === 'initiator' ? KEY_REQ : KEY_REP;
     const n = Math.min(this.#buf.length, KEY_LEN);
@@ -312,7 +315,7 @@ export class MpaHandshake {
         role: 'initiator', revision: f.revision, enhanced, crc: f.crc, markersTx: f.markers, markersRx: sent.markers,
         ird: this.#ird, ord, rtr, peerPrivateData: ulp,
       },
-      leftover: leftover.slice(),
+      leftover: copyBytes(leftover),
     }];
   }
 

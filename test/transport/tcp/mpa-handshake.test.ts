@@ -82,6 +82,20 @@ describe('handshake state machine', () => {
     expect(a.state).toBe('done');
   });
 
+  it('reads that land in one reused Buffer (the socket\'s spare read buffer): each chunk is kept, not aliased', () => {
+    const { a, b } = pair();
+    const rep = sent(b.accept());
+    // Buffer#slice does not copy: a handshake that keeps it keeps the socket's next read instead.
+    const spare = Buffer.alloc(64);
+    let evA: MpaEvent[] = [];
+    for (const [from, to] of [[0, 3], [3, 10], [10, rep.length]] as const) {
+      spare.set(rep.subarray(from, to));
+      evA = evA.concat(a.receive(spare.subarray(0, to - from), 2));
+      spare.fill(0x20);
+    }
+    expect(evA).toEqual([expect.objectContaining({ type: 'established' })]);
+  });
+
   it('leftover: bytes after the reply in the same read', () => {
     const { a, b } = pair();
     const rep = sent(b.accept());
