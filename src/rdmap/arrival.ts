@@ -15,7 +15,7 @@ import { failMsg, placeInto, placeTagged } from './placement.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
-import { hasRoom, newMessageBytes, settle } from './budget.js';
+import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
 import { recvFor } from './receives.js';
 import type { EngineQp, EngineState, Flow } from './state.js';
 
@@ -65,6 +65,20 @@ export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
   e.touch(flow, qp);
 }
 
+/**
+ * srd: ssn 1 while the message the flow waits for was refused for want of a receive and nothing
+ * of it came since: its sender ran out of RNR retries, failed that message and its flow, and
+ * starts again at 1 (requester.ts srdFlowFailed). Without this the flow would wait for the
+ * refused message for ever, taking every new one for a stale copy. The one case it misreads is
+ * a live sender repeating ssn 1 (its ack lost) while a later message waits refused: that
+ * message is delivered twice — far rarer than the wedge this ends.
+ */
+function gaveUp(flow: Flow, ssn: number): boolean {
+  if (ssn !== 1) return false;
+  const m = flow.pending.get(flow.expected);
+  return m !== undefined && m.seen && m.got === 0 && m.recv === undefined && rowOf(m.opcode)?.arrive === 'receive';
+}
+
 export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame): void {
   const env = f.env;
   const qp = e.qps.get(env.dstQpn);
@@ -79,8 +93,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     return;
   }
   flow.lastHeard = e.now;
-  if (qp.type === 'srd' && env.ssn < flow.expected && flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs) {
-    // The sender restarted the flow at ssn 1 after it was quiescent (bounds.ts): a new epoch.
+  if (qp.type === 'srd' && env.ssn < flow.expected && (flow.pending.size === 0 ? e.now - flow.lastSegIn >= e.bounds.srdIdleMs : gaveUp(flow, env.ssn))) {
+    // The sender restarted the flow at ssn 1 after it was quiescent (bounds.ts), or after the
+    // message we wait for ran out of RNR retries: a new epoch.
+    for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
+    releaseFlow(qp, flow);
     flow.expected = 1;
     e.counters.srdEpochs++;
   }

@@ -19,7 +19,7 @@ import {
   decodeTerminate, encodeAtomicResponse, encodeReadComplete, encodeTerminate, Qn, RdmapOpcode, type ReadVEntry,
 } from '../wire/rdmap.js';
 import { isPeerClosed, statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
-import { recvFor } from './receives.js';
+import { recvFor, recvForExpected } from './receives.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
@@ -46,7 +46,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
     const recv = row?.recv;
     if (recv?.at === 'completion' && complete) {
       // Nothing was placed: the receive is claimed now.
-      const r = recvFor(qp, m);
+      const r = recvForExpected(qp, m);
       if (r === null) {
         failMsg(m, m.hdr ?? NO_HDR, 0, TERM.invalidMsn);
         continue;
@@ -56,7 +56,9 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         return;
       }
     } else if (recv && !complete && m.rnrArmed) {
-      // Segments were dropped for want of a receive: they come again after the requester's RNR timer.
+      // Segments were dropped for want of a receive: they come again after the requester's RNR
+      // timer, and find the receive claimed for them now if one can be had.
+      if (!m.recv) recvForExpected(qp, m);
       nakRnr(e, qp, flow, m);
       return;
     }
