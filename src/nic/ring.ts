@@ -33,7 +33,8 @@
 // (the producer can move at most `capacity` bytes past an empty ring's tail).
 //   consumer: store(headSleep, 1); h = load(head); if h != tail → store(headSleep, 0), consume;
 //             else waitAsync(head, h) … store(headSleep, 0)
-//   producer: commit() = store(head); ringDoorbell() = if load(headSleep) → notify(head)
+//   producer: commit() = store(head); ringDoorbell() = if something was committed since the
+//             last notify and load(headSleep) → notify(head)
 // Either the producer's load sees the flag (and notifies), or the consumer's load sees the new
 // head (and does not sleep); a notify between the consumer's check and its wait is not lost,
 // since the wait compares head with h inside the futex. A consumer that is busy leaves the
@@ -85,6 +86,8 @@ export class RecordRing {
   // #tailSeen caches the consumer's tail and is reloaded only when the ring looks full.
   #head: number;
   #committed: number;
+  /** The head the doorbell last announced. */
+  #rung = 0;
   #tailSeen: number;
   // Consumer: #tail is released to the producer at every advance(); #headSeen caches head.
   #tail: number;
@@ -185,7 +188,11 @@ export class RecordRing {
    * the consumer is busy. Call after the last commit of a batch.
    */
   ringDoorbell(): boolean {
+    // Nothing published since the last ring: a sleeper has nothing new to see (a driver that
+    // rings after every step would otherwise wake an idle consumer for nothing).
+    if (this.#committed === this.#rung) return false;
     if (Atomics.load(this.#hdr, HEAD_SLEEP) === 0) return false;
+    this.#rung = this.#committed;
     Atomics.notify(this.#hdr, HEAD);
     return true;
   }
