@@ -191,6 +191,11 @@ export class CmAgent {
       this.#step((now) => this.#core.handleRefused(Number(wc.wrId), now));
       return;
     }
+    // A REQ the peer's CM had no receive for, through every RNR retry: it goes again.
+    if (wc.opcode === WcOpcode.Send && wc.status === WcStatus.RnrRetryExcErr) {
+      this.#step((now) => this.#core.handleBusy(Number(wc.wrId), now));
+      return;
+    }
     if (wc.opcode !== WcOpcode.Recv || wc.status !== WcStatus.Success) return;
     const slot = Number(wc.wrId);
     const at = slot * SLOT_BYTES;

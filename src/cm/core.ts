@@ -26,12 +26,18 @@ export type CmAction =
 
 interface Pending {
   to: string;
+  dest: DeviceAddress;
+  /** The REQ, kept to send again when the peer's CM had no receive for it (handleBusy). */
+  bytes: Uint8Array;
+  resent: number;
   service: number;
   where: string;
   deadline: number;
   timeoutMs: number;
 }
 
+/** Times a REQ is sent again after the peer's CM had no receive for it. */
+const MAX_RESENDS = 8;
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 export const b64 = (b: Uint8Array | undefined): string | undefined => (b && b.length ? Buffer.from(b).toString('base64') : undefined);
@@ -62,7 +68,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     const pd = b64(privateData);
     const bytes = encode({ t: 'req', id: this.#nextId, service, qpn, ...(pd ? { pd } : {}) });
     const id = this.#nextId++;
-    this.#pending.set(id, { to: addressKey(to), service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
+    this.#pending.set(id, { to: addressKey(to), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
     return id;
   }
@@ -119,6 +125,18 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   /** The peer device refused our REQ `id` at once: nothing serves its CM QPN (it never listened). */
   handleRefused(id: number, _now: number): void {
     if (this.#pending.has(id)) this.#settle(id, { error: new SabreError(ErrorCode.Unreachable, 'no listener at the peer device (nothing serves its CM QP)') });
+  }
+
+  /**
+   * Our REQ `id` found no receive at the peer's CM QP through every RNR retry (a burst of
+   * requests there): it never arrived, so it goes again while the request has time — at most
+   * MAX_RESENDS times; each try waits out the RNR retries first, so this never spins.
+   */
+  handleBusy(id: number, now: number): void {
+    const p = this.#pending.get(id);
+    if (!p || now >= p.deadline || p.resent >= MAX_RESENDS) return;
+    p.resent++;
+    this.#out.push({ kind: 'send', to: p.dest, bytes: p.bytes, req: id });
   }
 
   /** udp: the link's retries to `peer` ran out: requests to it fail now, not at their timeout. */

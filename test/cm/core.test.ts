@@ -72,6 +72,26 @@ describe('CmCore', () => {
     expect(drain(c)).toEqual([expect.objectContaining({ kind: 'settled', id: r6, error: expect.objectContaining({ code: 'ERR_CLOSED' }) })]);
   });
 
+  it('a REQ the peer\'s CM had no receive for (its RNR retries ran out) goes again while the request has time, at most 8 times; then the timeout settles it', () => {
+    const c = new CmCore();
+    const id = c.request(B, 7, 3, undefined, 1000, 0);
+    const [first] = drain(c);
+    c.handleBusy(id, 100);
+    const again = drain(c);
+    expect(again).toEqual([{ kind: 'send', to: B, bytes: (first as { bytes: Uint8Array }).bytes, req: id }]);
+    for (let i = 0; i < 10; i++) c.handleBusy(id, 200 + i);
+    expect(drain(c)).toHaveLength(7);
+    c.handleBusy(id + 1, 300);
+    expect(drain(c)).toEqual([]);
+    c.handleTimeout(1000);
+    expect(drain(c)).toEqual([expect.objectContaining({ kind: 'settled', id, error: expect.objectContaining({ code: 'ERR_TIMEOUT' }) })]);
+    // Past its deadline a busy REQ is not sent again.
+    const id2 = c.request(B, 7, 3, undefined, 100, 2000);
+    drain(c);
+    c.handleBusy(id2, 2100);
+    expect(drain(c)).toEqual([]);
+  });
+
   it('bytes that are not a message, or name nothing, are dropped and counted; private data past one slot is refused before anything waits', () => {
     const c = new CmCore();
     for (const b of ['{', '7', '{"t":"req","id":1,"service":1}', '{"t":"what","id":1}']) c.handleMessage(enc.encode(b), A, 0);
