@@ -48,6 +48,7 @@ export interface ConnectOptions {
   via?: { host: string; port: number };
   /** udp device options (openDevice's). */
   mtu?: number;
+  /** NIC threads of the client's device (openDevice's `workers`; 0 runs it inline). */
   workers?: number;
   /** Cut get/put/read/write at whole segments of the device's mss (fitToSegments). Default true; false: at the negotiated maxima. */
   segmentFit?: boolean;
@@ -159,7 +160,7 @@ export async function openSession(target: string | { host: string; port: number 
   try {
     dev = transport === 'inproc' ? await openDevice({ transport: 'inproc' })
       : await openDevice({
-        transport, host: localHost, port: 0, ...(opts.mtu ? { mtu: opts.mtu } : {}), ...(opts.workers ? { workers: opts.workers } : {}),
+        transport, host: localHost, port: 0, ...(opts.mtu ? { mtu: opts.mtu } : {}), ...(opts.workers !== undefined ? { workers: opts.workers } : {}),
         // tcp has MPA's CRC or nothing: 'xxh3' leaves it at its default.
         ...(opts.integrity && !(transport === 'tcp' && opts.integrity === 'xxh3') ? { integrity: opts.integrity } : {}),
       });

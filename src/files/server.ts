@@ -84,6 +84,7 @@ export interface ServeOptions {
   minTokenLength?: number;
   /** udp device options (openDevice's). */
   mtu?: number;
+  /** NIC threads of the udp and tcp devices (openDevice's `workers`; 0 runs them inline). */
   workers?: number;
   /**
    * The devices' integrity check (openDevice's): udp 'xxh3' (default), 'crc32c' or 'none'; tcp
@@ -221,13 +222,13 @@ export class FileServer {
       if (t === 'inproc') dev = await openDevice({ transport: 'inproc' });
       else if (t === 'udp') {
         const o = {
-          transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...(this.#opts.workers ? { workers: this.#opts.workers } : {}),
+          transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...(this.#opts.workers !== undefined ? { workers: this.#opts.workers } : {}),
           ...(this.#opts.integrity ? { integrity: this.#opts.integrity } : {}),
         };
         dev = await openDevice({ ...o, port }).catch((e) => (fixed ? Promise.reject(e) : openDevice({ ...o, port: 0 })));
       } else {
         const integrity = this.#opts.integrity === 'xxh3' ? undefined : this.#opts.integrity;
-        dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0, ...(integrity ? { integrity } : {}) });
+        dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0, ...(integrity ? { integrity } : {}), ...(this.#opts.workers !== undefined ? { workers: this.#opts.workers } : {}) });
       }
       this.devices[t] = dev;
       this.#limitsByDev.set(dev, this.limitsFor(t));

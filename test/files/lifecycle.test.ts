@@ -22,6 +22,28 @@ describe('file service lifecycle', () => {
     expect(srv.close()).toBe(p1);
   });
 
+  it('workers reaches the server\'s udp and tcp devices (0 inline, 1 a NIC thread), and a client with either reads', async () => {
+    fs.writeFileSync(`${dir}/w.txt`, 'w');
+    for (const workers of [0, 1]) {
+      const srv = await serveFiles(dir, { token: TOKEN, transports: ['udp', 'tcp'], workers });
+      try {
+        expect([srv.devices.udp!.workers, srv.devices.tcp!.workers]).toEqual([workers, workers]);
+        for (const transport of ['udp', 'tcp'] as const) {
+          const c = await FileClient.connect(srv.address, { token: TOKEN, transport, workers });
+          try {
+            const f = await c.open('w.txt');
+            expect(Buffer.from(await c.read(f, 0, 1)).toString()).toBe('w');
+            await c.close(f);
+          } finally {
+            await c.end();
+          }
+        }
+      } finally {
+        await srv.close();
+      }
+    }
+  });
+
   it('client.end() twice: the same promise; a request pending at end() and one after it fail with ERR_FILE_CLOSED', async () => {
     const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
     try {
