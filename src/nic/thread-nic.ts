@@ -19,10 +19,10 @@ import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { InlinePort } from './inline-port.js';
 import { MailboxServer } from './mailbox.js';
-import type { PortCq, PortDest, PortPiece, PortQp } from './port.js';
+import type { PortCq, PortDest, PortPiece, PortQp, PortSend } from './port.js';
 import { RecordRing } from './ring.js';
 import { CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
-import { type Cqe, readRecvWqe, readSendWqe, recordKind, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
+import { type Cqe, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
 import { copyBytes } from '../core/bytes.js';
 
 const packr = new Packr({ useRecords: false });
@@ -74,6 +74,9 @@ export class NicThread {
   readonly #qps = new Map<number, QpEntry>();
   readonly #cqs = new Map<number, RingCq>();
   readonly #ahs = new Map<number, Omit<PortDest, 'remoteQpn'>>();
+  /** The WQE being taken, decoded in place of a new object per record. */
+  readonly #sendIn: SendWqe = { qpn: 0, token: 0, opcode: 0, signaled: false, sges: [] };
+  readonly #recvIn: RecvWqe = { qpn: 0, token: 0, sges: [] };
   /** External regions over memory the application keeps (non-shared): placed here, copied there. */
   readonly #shadowed = new Set<number>();
   /** CQEs that found the ring full, in order, ahead of anything later. */
@@ -148,23 +151,26 @@ export class NicThread {
   }
 
   #postSend(ring: RecordRing, off: number): void {
-    const w = readSendWqe(ring.dv, off);
+    // Decoded into one reused record: the engine copies what it keeps (newSendWork).
+    const w = readSendWqe(ring.dv, off, this.#sendIn);
     const e = this.#qps.get(w.qpn);
     if (!e) return;
     e.sqTaken++;
     const { pieces, total } = this.#pieces(w.sges);
-    const dest = w.ah !== undefined ? this.#ahs.get(w.ah) : undefined;
-    const wr = {
-      wrId: w.token, opcode: w.opcode as never, signaled: w.signaled,
-      ...(w.imm !== undefined ? { imm: w.imm } : {}), ...(w.remoteAddr !== undefined ? { remoteAddr: w.remoteAddr } : {}),
-      ...(w.rkey !== undefined ? { rkey: w.rkey } : {}), ...(w.remoteSges ? { remoteSgList: w.remoteSges } : {}),
-      ...(w.compareAdd !== undefined ? { compareAdd: w.compareAdd } : {}), ...(w.swap !== undefined ? { swap: w.swap } : {}),
+    let dest: PortDest | undefined;
+    if (w.ah !== undefined) {
+      const ah = this.#ahs.get(w.ah);
+      if (ah) dest = { address: ah.address, key: ah.key, remoteQpn: w.remoteQpn ?? 0 };
+    }
+    const wr: PortSend = {
+      wrId: w.token, opcode: w.opcode as never, signaled: w.signaled, imm: w.imm, remoteAddr: w.remoteAddr, rkey: w.rkey,
+      remoteSgList: w.remoteSges, compareAdd: w.compareAdd, swap: w.swap,
     };
-    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest ? { ...dest, remoteQpn: w.remoteQpn ?? 0 } : undefined, w.inline ? copyBytes(w.inline) : undefined);
+    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest, w.inline ? copyBytes(w.inline) : undefined);
   }
 
   #postRecv(ring: RecordRing, off: number): void {
-    const r = readRecvWqe(ring.dv, off);
+    const r = readRecvWqe(ring.dv, off, this.#recvIn);
     const e = this.#qps.get(r.qpn);
     if (!e) return;
     e.rqTaken++;

@@ -11,24 +11,23 @@ import { fileURLToPath } from 'node:url';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { QpStateValue } from '../core/enums.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WrId } from '../core/work.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import { PlaceStatus } from '../rdmap/memory.js';
-import type { OpcodeRow } from '../rdmap/opcodes.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient } from './mailbox.js';
-import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
+import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
 import {
-  CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_SLOTS, QP_WORDS, QpWord,
+  CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
   type WireError, WQE_RING_BYTES,
 } from './thread-proto.js';
-import { readCqe, writeRecvWqe, writeSendWqe } from './wqe.js';
+import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
+import { readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
 
@@ -41,119 +40,12 @@ function threadScript(): string {
   return fileURLToPath(here.pathname.endsWith('.ts') ? new URL('../../dist/nic/thread-main.js', here) : new URL('./thread-main.js', here));
 }
 
-interface ThreadMr extends PortMr {
-  /** The NIC's copy of a region over non-shared memory: sources are copied in at post, placements out at drain. */
-  readonly shadow?: Uint8Array;
-}
-
-class ThreadQp implements PortQp {
-  readonly qpn: number;
-  readonly slot: number;
-  readonly #port: ThreadPort;
-  readonly maxSendWr: number;
-  sqPosted = 0;
-  rqPosted = 0;
-  /** Send work request ids by token (the send sequence number); receive ids likewise. */
-  readonly sends = new Map<number, WrId>();
-  readonly recvs = new Map<number, WrId>();
-
-  constructor(port: ThreadPort, qpn: number, slot: number, maxSendWr: number) {
-    this.#port = port;
-    this.qpn = qpn;
-    this.slot = slot;
-    this.maxSendWr = maxSendWr;
-  }
-
-  #word(w: number): number {
-    return Atomics.load(this.#port.control, this.slot * QP_WORDS + w);
-  }
-
-  get state(): QpStateValue {
-    return this.#word(QpWord.state) as QpStateValue;
-  }
-
-  get sqLength(): number {
-    return this.sqPosted - this.#word(QpWord.sqRetired);
-  }
-
-  get rqLength(): number {
-    return this.rqPosted - this.#word(QpWord.rqRetired);
-  }
-
-  get standardPeer(): boolean {
-    return (this.#word(QpWord.flags) & QP_FLAG_STANDARD_PEER) !== 0;
-  }
-
-  #act(act: string, more: Record<string, unknown> = {}): void {
-    this.#port.call('qp', { qpn: this.qpn, act, ...more });
-  }
-
-  init(): void {
-    this.#act('init');
-  }
-
-  connect(peer: DeviceAddress, rqpn: number): void {
-    this.#act('connect', { peer, rqpn });
-  }
-
-  toError(): void {
-    this.#act('toError');
-  }
-
-  reset(): void {
-    this.#act('reset');
-    this.#port.drain();
-    this.sqPosted = 0;
-    this.rqPosted = 0;
-    this.sends.clear();
-    this.recvs.clear();
-  }
-
-  postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
-    void row;
-    void total;
-    const port = this.#port;
-    const token = this.sqPosted >>> 0;
-    for (const p of pieces) {
-      const shadow = (p.rec as ThreadMr).shadow;
-      if (shadow) shadow.set(p.rec.ext!.subarray(p.addr - p.rec.addr, p.addr - p.rec.addr + p.len), p.addr - p.rec.addr);
-    }
-    const wqe = {
-      qpn: this.qpn, token, opcode: w.opcode, signaled: w.signaled ?? true, sges: pieces.map((p) => ({ addr: p.addr, length: p.len, lkey: p.rec.stag })),
-      ...(w.imm !== undefined ? { imm: w.imm } : {}), ...(w.remoteAddr !== undefined ? { remoteAddr: w.remoteAddr } : {}),
-      ...(w.rkey !== undefined ? { rkey: w.rkey } : {}), ...(w.remoteSgList !== undefined ? { remoteSges: w.remoteSgList } : {}),
-      ...(w.compareAdd !== undefined ? { compareAdd: w.compareAdd } : {}), ...(w.swap !== undefined ? { swap: w.swap } : {}),
-      ...(dest ? { ah: port.ahId(dest), remoteQpn: dest.remoteQpn } : {}), ...(inline ? { inline } : {}),
-    };
-    port.post((ring) => writeSendWqe(ring, wqe));
-    this.sends.set(token, w.wrId);
-    this.sqPosted++;
-    if (this.sends.size > 2 * this.maxSendWr + 64) port.trimLater(this);
-  }
-
-  postRecv(wrId: number | bigint, pieces: PortPiece[], _total: number): void {
-    const token = this.rqPosted >>> 0;
-    this.#port.post((ring) => writeRecvWqe(ring, { qpn: this.qpn, token, sges: pieces.map((p) => ({ addr: p.addr, length: p.len, lkey: p.rec.stag })) }));
-    this.recvs.set(token, wrId);
-    this.rqPosted++;
-  }
-
-  destroy(deviceOpen: boolean): void {
-    this.#act('destroy', { deviceOpen });
-    // The device's close takes the flushes at its end, as the inline NIC hands them over.
-    if (this.#port.isClosing) return;
-    // The flushes of its work are in the ring now: taken while the ids are still known.
-    this.#port.drain();
-    this.#port.forget(this);
-  }
-}
-
 interface CqEntry {
   cq: PortCq;
   slot: number;
 }
 
-export class ThreadPort implements NicPort {
+export class ThreadPort implements NicPort, QpHost {
   readonly control: Int32Array;
   readonly address: DeviceAddress;
   readonly mtu: number | undefined;
@@ -265,12 +157,16 @@ export class ThreadPort implements NicPort {
 
   // ---- posting ------------------------------------------------------------------------------
 
+  /** The send and receive WQEs being posted, refilled for each (ThreadQp). */
+  readonly sendOut: SendWqe = { qpn: 0, token: 0, opcode: 0, signaled: true, sges: [] };
+  readonly recvOut: RecvWqe = { qpn: 0, token: 0, sges: [] };
+
   /** Write one WQE (`write` returns false when the ring is full: the NIC takes what it holds, once). */
-  post(write: (ring: RecordRing) => boolean): void {
-    if (!write(this.#wqe)) {
+  post<W>(write: (ring: RecordRing, w: W) => boolean, w: W): void {
+    if (!write(this.#wqe, w)) {
       this.#wqe.commit();
       this.call('drain');
-      if (!write(this.#wqe)) throw new SabreError(ErrorCode.QueueFull, 'the NIC\'s work queue ring is full');
+      if (!write(this.#wqe, w)) throw new SabreError(ErrorCode.QueueFull, 'the NIC\'s work queue ring is full');
     }
     if (this.#batching) {
       this.#pending = true;

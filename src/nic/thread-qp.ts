@@ -1,0 +1,159 @@
+// The application's side of one QP whose NIC runs on a worker thread: a post writes one WQE
+// record into the device's ring (./thread-port.ts rings the doorbell), keeps the work request
+// id under a token, and reads the QP's state and retired counts from the shared control table.
+import type { DeviceAddress } from '../core/address.js';
+import type { QpStateValue } from '../core/enums.js';
+import type { WrId } from '../core/work.js';
+import type { OpcodeRow } from '../rdmap/opcodes.js';
+import type { PortDest, PortMr, PortPiece, PortQp, PortSend } from './port.js';
+import type { RecordRing } from './ring.js';
+import { QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord } from './thread-proto.js';
+import { type RecvWqe, type SendWqe, type WqeSge, writeRecvWqe, writeSendWqe } from './wqe.js';
+
+/** What a ThreadQp needs of its device's port (ThreadPort). */
+export interface QpHost {
+  readonly control: Int32Array;
+  readonly isClosing: boolean;
+  /** The send and receive WQEs being posted, refilled for each. */
+  readonly sendOut: SendWqe;
+  readonly recvOut: RecvWqe;
+  call(op: string, args?: Record<string, unknown>): any;
+  post<W>(write: (ring: RecordRing, w: W) => boolean, w: W): void;
+  drain(): void;
+  ahId(dest: PortDest): number;
+  trimLater(qp: ThreadQp): void;
+  forget(qp: ThreadQp): void;
+}
+
+/** The SGEs of a WQE from the checked pieces, reusing the list's objects. */
+function fillSges(sges: WqeSge[], pieces: readonly PortPiece[]): void {
+  for (let i = 0; i < pieces.length; i++) {
+    const p = pieces[i]!;
+    const g = (sges[i] ??= { addr: 0, length: 0, lkey: 0 });
+    g.addr = p.addr;
+    g.length = p.len;
+    g.lkey = p.rec.stag;
+  }
+  sges.length = pieces.length;
+}
+
+
+export interface ThreadMr extends PortMr {
+  /** The NIC's copy of a region over non-shared memory: sources are copied in at post, placements out at drain. */
+  readonly shadow?: Uint8Array;
+}
+
+export class ThreadQp implements PortQp {
+  readonly qpn: number;
+  readonly slot: number;
+  readonly #port: QpHost;
+  readonly maxSendWr: number;
+  sqPosted = 0;
+  rqPosted = 0;
+  /** Send work request ids by token (the send sequence number); receive ids likewise. */
+  readonly sends = new Map<number, WrId>();
+  readonly recvs = new Map<number, WrId>();
+
+  constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number) {
+    this.#port = port;
+    this.qpn = qpn;
+    this.slot = slot;
+    this.maxSendWr = maxSendWr;
+  }
+
+  #word(w: number): number {
+    return Atomics.load(this.#port.control, this.slot * QP_WORDS + w);
+  }
+
+  get state(): QpStateValue {
+    return this.#word(QpWord.state) as QpStateValue;
+  }
+
+  get sqLength(): number {
+    return this.sqPosted - this.#word(QpWord.sqRetired);
+  }
+
+  get rqLength(): number {
+    return this.rqPosted - this.#word(QpWord.rqRetired);
+  }
+
+  get standardPeer(): boolean {
+    return (this.#word(QpWord.flags) & QP_FLAG_STANDARD_PEER) !== 0;
+  }
+
+  #act(act: string, more: Record<string, unknown> = {}): void {
+    this.#port.call('qp', { qpn: this.qpn, act, ...more });
+  }
+
+  init(): void {
+    this.#act('init');
+  }
+
+  connect(peer: DeviceAddress, rqpn: number): void {
+    this.#act('connect', { peer, rqpn });
+  }
+
+  toError(): void {
+    this.#act('toError');
+  }
+
+  reset(): void {
+    this.#act('reset');
+    this.#port.drain();
+    this.sqPosted = 0;
+    this.rqPosted = 0;
+    this.sends.clear();
+    this.recvs.clear();
+  }
+
+  postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
+    void row;
+    void total;
+    const port = this.#port;
+    const token = this.sqPosted >>> 0;
+    for (const p of pieces) {
+      const shadow = (p.rec as ThreadMr).shadow;
+      if (shadow) shadow.set(p.rec.ext!.subarray(p.addr - p.rec.addr, p.addr - p.rec.addr + p.len), p.addr - p.rec.addr);
+    }
+    // One record the port reuses, written into the ring at once: no object per work request.
+    const q = port.sendOut;
+    q.qpn = this.qpn;
+    q.token = token;
+    q.opcode = w.opcode;
+    q.signaled = w.signaled ?? true;
+    q.imm = w.imm;
+    q.remoteAddr = w.remoteAddr;
+    q.rkey = w.rkey;
+    q.remoteSges = w.remoteSgList;
+    q.compareAdd = w.compareAdd;
+    q.swap = w.swap;
+    q.ah = dest ? port.ahId(dest) : undefined;
+    q.remoteQpn = dest?.remoteQpn;
+    q.inline = inline;
+    fillSges(q.sges as WqeSge[], pieces);
+    port.post(writeSendWqe, q);
+    this.sends.set(token, w.wrId);
+    this.sqPosted++;
+    if (this.sends.size > 2 * this.maxSendWr + 64) port.trimLater(this);
+  }
+
+  postRecv(wrId: number | bigint, pieces: PortPiece[], _total: number): void {
+    const token = this.rqPosted >>> 0;
+    const q = this.#port.recvOut;
+    q.qpn = this.qpn;
+    q.token = token;
+    fillSges(q.sges as WqeSge[], pieces);
+    this.#port.post(writeRecvWqe, q);
+    this.recvs.set(token, wrId);
+    this.rqPosted++;
+  }
+
+  destroy(deviceOpen: boolean): void {
+    this.#act('destroy', { deviceOpen });
+    // The device's close takes the flushes at its end, as the inline NIC hands them over.
+    if (this.#port.isClosing) return;
+    // The flushes of its work are in the ring now: taken while the ids are still known.
+    this.#port.drain();
+    this.#port.forget(this);
+  }
+}
