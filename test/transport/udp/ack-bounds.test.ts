@@ -25,24 +25,28 @@ const W = 64;
 function snapshot(c: TransportContext): unknown {
   const o = c as unknown as Record<string, unknown>;
   const out: Record<string, unknown> = {};
+  for (const k of ['lastActivity', 'state']) out[k] = o[k];
+  // The sending half (./sender.ts), its congestion window and RTT estimate (./congestion.ts),
+  // and the receive half (./receiver.ts).
+  const tx = o.tx as Record<string, unknown>;
   for (const k of [
     'sndUna', 'sndNxt', 'pipe', 'fack', 'haveFack', 'retxHead', 'peerRightEdge',
-    'peerRwnd', 'peerCum', 'rtoDeadline', 'ptoDeadline', 'probes', 'retries', 'lastActivity', 'state',
-  ]) out[k] = o[k];
-  // The congestion window and RTT estimate (./congestion.ts), and the receive half (./receiver.ts).
-  const cc = o.cc as Record<string, unknown>;
+    'peerRwnd', 'peerCum', 'rtoDeadline', 'ptoDeadline', 'probes', 'retries',
+  ]) out[k] = tx[k];
+  const cc = tx.cc as Record<string, unknown>;
   for (const k of ['cwnd', 'ssthresh', 'inRecovery', 'recoveryPoint', 'srtt', 'rttvar', 'rto']) out[k] = cc[k];
   const rx = o.rx as Record<string, unknown>;
   for (const k of ['rcvNxt', 'pending', 'ackNow', 'ackDeadline', 'tsRecent']) out[`rx.${k}`] = rx[k];
   // Every key must exist: a renamed field would otherwise compare undefined with undefined.
   for (const [k, v] of Object.entries(out)) if (v === undefined) throw new Error(`snapshot: no field ${k}`);
-  out.slotFlags = Array.from(o.slotFlags as Uint8Array);
-  out.retx = [...(o.retx as number[])];
+  out.slotFlags = Array.from(tx.slotFlags as Uint8Array);
+  out.retx = [...(tx.retx as number[])];
   out.acked = [...c.acked];
   return out;
 }
 
-const field = (c: TransportContext, k: string) => (c as unknown as Record<string, number>)[k]!;
+/** A field of the sending half (./sender.ts). */
+const field = (c: TransportContext, k: string) => (c as unknown as { tx: Record<string, number> }).tx[k]!;
 
 /** The acceptable range, written independently of the code under test (BigInt-free modular arithmetic). */
 function oracle(sndUna: number, sndNxt: number, cum: number, sack: SackBlock[]): boolean {
