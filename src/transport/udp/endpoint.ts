@@ -4,40 +4,26 @@
 // in either direction, found by our context id once the peer has learnt it (so replies through
 // a relay, or from another of the peer's sockets, still land) and by source address before.
 //
-// Nothing a datagram says is trusted with state or work before it is proven (the threat
-// model is docs/resource-bounds.md's). An off-path attacker can send anything from any
-// source address but sees nothing sent to others, so:
-// - A first contact gets a COOKIE and nothing else: no context, no delivery, no memory (as
-//   SYN cookies, QUIC's Retry, SCTP's INIT-ACK). A context is created only when the
-//   initiator echoes the cookie — it can receive at the address it claims. The COOKIE is
-//   never longer than the datagram it answers (a first contact carries a zero cookie block
-//   as padding), so answering spoofed sources amplifies nothing.
-// - A new context id from a known address ("the peer restarted") is such a first contact:
-//   the live context is failed only when the new incarnation echoes its cookie.
-// - After the handshake a datagram must name our context id and its own (64 random bits an
-//   off-path attacker would have to guess), as SCTP's verification tag.
-// - A RESET must echo both ids; one that also carries the peer's reset token (HMAC of its
-//   device secret and its context id, learnt at setup, as QUIC's stateless reset token) says
-//   the peer dropped our context but is the same device: we start a fresh stream and resend
-//   what it did not ack. Without the token the peer is a new incarnation (its secret changed):
-//   what we had in flight to it is failed.
-// - RESETs answer datagrams for contexts we do not have: rate-limited per device and per
-//   destination host, never for a RESET or COOKIE.
-// - Contexts the peers create are capped per source host and per device; an idle one is
-//   reclaimed (never one with data in flight or an ACK owed).
-// Everything refused is a counted drop (stats()).
+// Nothing a datagram says is trusted with state or work before it is proven: a context is
+// made only by a cookie handshake; after it a datagram must name our context id and its own
+// (64 random bits an off-path attacker would have to guess, as SCTP's verification tag);
+// RESETs are proven and rate-limited (./handshake.ts says how and why). Contexts the peers
+// create are capped per source host and per device; an idle one is reclaimed (never one with
+// data in flight or an ACK owed). Everything refused is a counted drop (stats()).
 //
-// This file is the receive dispatch, the handshake (cookies, resets, restarts) and the poll;
-// the context table with its caps and reclaim is ./contexts.ts, datagram framing (header,
-// payload, trailer) ./framing.ts, and the shapes it takes and gives ./endpoint-types.ts.
+// This file is the receive dispatch (which checks a datagram passes, and whose it is), send,
+// and the poll that collects every context's output and events; the handshake (cookies,
+// resets, restarts, the integrity settled) is ./handshake.ts, the context table with its caps
+// and reclaim ./contexts.ts, datagram framing (header, payload, trailer) ./framing.ts, and the
+// shapes it takes and gives ./endpoint-types.ts.
 import { randomInt } from 'node:crypto';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { TransportContextStats } from '../../core/link.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
 import { ownXxh3 } from '../../kernels/xxh3-64.js';
 import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
-import { UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, openUdpDatagram, type UdpHdr } from '../../wire/udp.js';
-import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, settleIntegrity, type IntegrityMode } from './integrity.js';
+import { UdpType, UDP_HDR_LEN, openUdpDatagram } from '../../wire/udp.js';
+import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, type IntegrityMode } from './integrity.js';
 import { MAX_SACK_BLOCKS, RxVerdict, type FailReason, type TxDatagram, type TxPayload } from './context-options.js';
 import type { TransportContext } from './context.js';
 import { addrKey, addTotals, ContextTable, type ContextTotals, type Entry } from './contexts.js';
@@ -47,17 +33,14 @@ export type {
   Crc32cFn, Delivery, EndpointCounters, EndpointOptions, Failure, OutDatagram, PeerAddress, PollResult, Xxh3Hasher,
 } from './endpoint-types.js';
 export type { ContextTotals } from './contexts.js';
-import { DeviceSecret, ZERO_COOKIE, sameMac } from './cookie.js';
-import { HostBuckets, TokenBucket } from './rate-limit.js';
+export { COOKIE_DATAGRAM_LEN, RESET_DATAGRAM_LEN } from './handshake.js';
+import { DeviceSecret } from './cookie.js';
 import { DatagramFramer } from './framing.js';
+import { Handshake } from './handshake.js';
 
 const SACK_ROOM = 4 + 8 * MAX_SACK_BLOCKS;
 /** What a handshake may add to a header: our cookie echo, reset token and integrity wish. */
 const HANDSHAKE_ROOM = UDP_COOKIE.size + UDP_TOKEN.size + UDP_INTEG.size;
-export const COOKIE_DATAGRAM_LEN = UDP_HDR_LEN + UDP_COOKIE.size + UDP_TRAILER_LEN;
-export const RESET_DATAGRAM_LEN = UDP_HDR_LEN + UDP_TOKEN.size + UDP_TRAILER_LEN;
-/** QUIC's anti-amplification factor (RFC 9000 §8): never answer with more than 3x what came. */
-const AMPLIFICATION = 3;
 
 function defaultRandomId(): number {
   return randomInt(1, 0x1_0000_0000);
@@ -66,10 +49,6 @@ function defaultRandomId(): number {
 /** Default receive credit: about 4 MiB of datagrams (a common kernel socket-buffer cap). */
 export function defaultCredit(mtu: number): number {
   return Math.max(16, Math.min(512, Math.floor((4 << 20) / mtu)));
-}
-
-function tsNow(nowMs: number): number {
-  return Math.floor(nowMs * 1000) >>> 0 || 1;
 }
 
 export class UdpEndpoint {
@@ -85,9 +64,7 @@ export class UdpEndpoint {
   };
   private readonly table: ContextTable;
   private byPeer = new WeakMap<PeerAddress, Entry>();
-  private readonly secret: DeviceSecret;
-  private readonly deviceResets: TokenBucket;
-  private readonly hostResets: HostBuckets;
+  private readonly handshake: Handshake;
   private nextPayloadId = 1;
   private rr = 0;
   private closed = false;
@@ -130,17 +107,16 @@ export class UdpEndpoint {
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
     const o = this.opts;
-    this.secret = new DeviceSecret(o.secret);
-    this.table = new ContextTable(this.opts, this.counters, this.secret);
+    const secret = new DeviceSecret(o.secret);
+    this.table = new ContextTable(this.opts, this.counters, secret);
     this.framer = new DatagramFramer(this.opts, this.counters);
-    this.deviceResets = new TokenBucket(o.resetRate, o.resetBurst);
-    this.hostResets = new HostBuckets(o.resetRatePerHost, o.resetBurstPerHost, o.maxTrackedHosts);
     const crc = o.crc32c;
     this.crcCheck = (buf, off, len) => crc(buf.subarray(off, off + len), 0);
     const xxh3 = o.xxh3;
     this.xxh3Check = (buf, off, end) => xxh3.check(off === 0 && end === buf.length ? buf : buf.subarray(off, end));
     checkIntegrityMode(o.integrity);
     this.integrity = integrityCode(o.integrity);
+    this.handshake = new Handshake(this.opts, this.counters, this.table, secret, this.framer, this.integrity, (e, reason) => this.drainFailures(e, reason));
   }
 
   /** The integrity settled with `peer` (undefined: no context, or the handshake is not done). */
@@ -177,7 +153,7 @@ export class UdpEndpoint {
     const by = [0, 0, 0];
     for (const e of this.table.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
     return {
-      ...this.counters, ...r, contexts: this.table.byId.size, hostsWithContexts: this.table.hosts.size, resetHosts: this.hostResets.size, retiredIds: this.table.retired.size,
+      ...this.counters, ...r, contexts: this.table.byId.size, hostsWithContexts: this.table.hosts.size, resetHosts: this.handshake.resetHosts, retiredIds: this.table.retired.size,
       contextsCrc32c: by[UdpIntegrity.Crc32c]!, contextsXxh3: by[UdpIntegrity.Xxh3]!, contextsNone: by[UdpIntegrity.None]!,
     };
   }
@@ -272,11 +248,11 @@ export class UdpEndpoint {
       return;
     }
     if (h.type === UdpType.Reset) {
-      this.onReset(h, now);
+      this.handshake.onReset(h, now);
       return;
     }
     if (h.type === UdpType.Cookie) {
-      this.onCookie(h, now);
+      this.handshake.onCookie(h, now);
       return;
     }
     let e: Entry | undefined;
@@ -286,20 +262,11 @@ export class UdpEndpoint {
         // We lost (reclaimed, or restarted without) the context the peer still uses.
         c.unknownContext++;
         if (this.table.retired.has(h.srcCtx)) c.stale++;
-        else this.sendReset(from, h, buf.length, now);
+        else this.handshake.sendReset(from, h, buf.length, now, this.out);
         return;
       }
       if (e.ctx.peerId === 0) {
-        // The first answer from a context the peer keeps for us: it names our id (only someone
-        // who saw our datagrams knows it) and brings its reset token.
-        if (h.token === undefined) {
-          c.unvalidated++;
-          return;
-        }
-        // It settled from both wishes as we do now: its trailer must say the same.
-        const settled = settleIntegrity(this.integrity, h.integ, c, kind);
-        if (settled === undefined) return;
-        this.establish(e, h.srcCtx, h.token, now, h.tsEcr, settled);
+        if (!this.handshake.firstAnswer(e, h, kind, now)) return;
       } else if (e.ctx.peerId !== h.srcCtx) {
         c.stale++;
         return;
@@ -312,30 +279,7 @@ export class UdpEndpoint {
       // A peer we know sends with dstCtx 0 until it has learnt our id: that is fine. Anything
       // else is a first contact (or a restart claim) and must bring back a cookie of ours.
       if (e === undefined || e.ctx.peerId !== h.srcCtx) {
-        if (this.table.retired.has(h.srcCtx)) {
-          c.stale++;
-          return;
-        }
-        if (h.type !== UdpType.Data) {
-          c.unvalidated++;
-          return;
-        }
-        const k = h.cookie === undefined ? 'none' : this.secret.checkCookie(h.cookie, from.host, from.port, h.srcCtx, now, this.opts.cookieLifetimeMs);
-        if (k !== 'ok') {
-          if (k === 'bad') c.cookiesFailed++;
-          else if (k === 'expired') c.cookiesExpired++;
-          if (e !== undefined && e.ctx.peerId !== 0) c.restartClaims++;
-          this.sendCookie(from, h, buf.length, now);
-          return;
-        }
-        if (h.token === undefined) {
-          c.unvalidated++;
-          return;
-        }
-        const integ = settleIntegrity(this.integrity, h.integ, c);
-        if (integ === undefined) return;
-        c.cookiesValidated++;
-        e = this.admit(e, from, h, h.token, now, integ);
+        e = this.handshake.firstContact(e, from, h, buf.length, now, this.out);
         if (e === undefined) return;
       }
     }
@@ -430,12 +374,12 @@ export class UdpEndpoint {
     return d;
   }
 
-  /** Fail everything outstanding and forget every context. */
   /** The device closes: every ACK owed goes in the next poll, not at its delayed-ACK deadline. */
   ackOwed(): void {
     for (const e of this.table.byId.values()) if (e.ctx.state === 'open' && e.ctx.rx.ackDue()) e.ctx.rx.ackNow = true;
   }
 
+  /** Fail everything outstanding and forget every context. */
   close(): PollResult {
     for (const e of [...this.table.byId.values()]) {
       e.ctx.fail('closed');
@@ -457,137 +401,11 @@ export class UdpEndpoint {
     e.ctx.failed.length = 0;
   }
 
-  // ---------------------------------------------------------------- handshake
-
-  /** The peer keeps a context for us: learn its id and reset token; what waited goes now. */
-  private establish(e: Entry, peerId: number, token: Uint8Array, now: number, tsEcr: number, integ: number): void {
-    e.ctx.peerId = peerId;
-    e.peerToken = token;
-    e.integ = integ;
-    e.cookie = undefined;
-    if (e.ctx.probing) e.ctx.validated(now, tsEcr);
-  }
-
-  /**
-   * A validated first contact (its cookie came back from the address it was sent to): a new
-   * context, or ours if we were contacting it at the same time, or — the live context has
-   * another peer id — the proof that the peer restarted: only now is the old one failed.
-   * `integ`: what its wish and ours settle (a refused wish never gets here).
-   */
-  private admit(e: Entry | undefined, from: PeerAddress, h: UdpHdr, token: Uint8Array, now: number, integ: number): Entry | undefined {
-    if (e === undefined) {
-      if (!this.table.room(from.host, now)) return undefined;
-      const n = this.table.create({ host: from.host, port: from.port }, h.srcCtx, now, true);
-      n.peerToken = token;
-      n.integ = integ;
-      return n;
-    }
-    if (e.ctx.peerId === 0) {
-      this.establish(e, h.srcCtx, token, now, 0, integ);
-      return e;
-    }
-    this.counters.peerRestarts++;
-    this.table.renew(e, 'fail', h.srcCtx, now);
-    e.peerToken = token;
-    e.integ = integ;
-    this.drainFailures(e, 'peer-reset');
-    return e;
-  }
-
-  private onCookie(h: UdpHdr, now: number): void {
-    const e = this.table.byId.get(h.dstCtx);
-    // Only a context of ours that contacted a peer and has not heard from it waits for one;
-    // the COOKIE names our id, which only someone who saw our datagram knows.
-    if (e === undefined || e.ctx.peerId !== 0 || h.cookie === undefined || h.cookie.time === 0) {
-      this.counters.cookiesIgnored++;
-      return;
-    }
-    this.counters.cookiesReceived++;
-    e.cookie = h.cookie;
-    e.ctx.validated(now, h.tsEcr);
-  }
-
-  private onReset(h: UdpHdr, now: number): void {
-    const e = h.dstCtx !== 0 ? this.table.byId.get(h.dstCtx) : undefined;
-    if (e === undefined) {
-      this.counters.unknownContext++;
-      return;
-    }
-    // RFC 5961's lesson: a reset must prove it saw the connection. Ours echoes both random
-    // context ids; an off-path sender would have to guess 64 bits.
-    if (e.ctx.peerId === 0 || e.ctx.peerId !== h.srcCtx) {
-      this.counters.resetsInvalid++;
-      return;
-    }
-    if (h.token !== undefined && e.peerToken !== undefined && sameMac(h.token, e.peerToken)) {
-      // The same device (its secret made the token) dropped our context while idle: it cannot
-      // have delivered anything it did not ack (see reclaimIdle), so start a fresh stream and
-      // send again what it has not acknowledged.
-      this.counters.resetsReceived++;
-      this.table.renew(e, 'requeue', 0, now);
-    } else {
-      // A device that cannot make its token has a new secret: a new incarnation, whose engine
-      // forgot everything. What we had in flight to the old one is lost.
-      this.counters.peerRestarts++;
-      this.table.renew(e, 'fail', 0, now);
-      this.drainFailures(e, 'peer-reset');
-    }
-  }
-
-  /** Answer a first contact (no state kept): never longer than the datagram it answers. */
-  private sendCookie(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number): void {
-    if (triggerLen < COOKIE_DATAGRAM_LEN) {
-      this.counters.amplificationRefused++;
-      return;
-    }
-    const cookie = this.secret.cookie(to.host, to.port, h.srcCtx, now);
-    const m = cookie.mac;
-    const hdr: UdpHdr = {
-      type: UdpType.Cookie, ackReq: false, retx: false, window: 0,
-      // Not a context (we keep none): any nonzero value; this one is as unpredictable as the mac.
-      srcCtx: ((m[0]! << 24) | (m[1]! << 16) | (m[2]! << 8) | m[3]!) >>> 0 || 1,
-      dstCtx: h.srcCtx, psn: 0, ackPsn: 0, tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], cookie,
-    };
-    this.counters.cookiesSent++;
-    this.out.push(this.framer.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
-  }
-
-  /** Tell the sender we lost the context it names: rate-limited, at most 3x the trigger. */
-  private sendReset(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number): void {
-    if (RESET_DATAGRAM_LEN > AMPLIFICATION * triggerLen) {
-      this.counters.amplificationRefused++;
-      return;
-    }
-    if (!this.hostResets.take(to.host, now)) {
-      this.counters.resetsSuppressed++;
-      return;
-    }
-    if (!this.deviceResets.take(now)) {
-      this.counters.resetsSuppressed++;
-      return;
-    }
-    const hdr: UdpHdr = {
-      type: UdpType.Reset, ackReq: false, retx: false, window: 0, srcCtx: h.dstCtx, dstCtx: h.srcCtx, psn: 0, ackPsn: 0,
-      tsVal: tsNow(now), tsEcr: h.tsVal, dstQpn: 0, srcQpn: 0, sack: [], token: this.secret.token(h.dstCtx),
-    };
-    this.counters.resetsSent++;
-    this.out.push(this.framer.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
-  }
-
   // ---------------------------------------------------------------- framing
 
   private emit(e: Entry, d: TxDatagram): void {
     const h = d.hdr;
-    if (h.dstCtx === 0) {
-      // First contact: the cookie block — zeros until the peer gave us a cookie, so that the
-      // COOKIE answering this datagram is never longer than it — and, with a cookie, our token.
-      h.cookie = e.cookie ?? ZERO_COOKIE;
-      if (e.cookie !== undefined) h.token = e.token;
-    } else if (!e.peerKnowsUs) {
-      h.token = e.token;
-    }
-    // The handshake datagrams (those with our cookie echo or token) carry our wish.
-    if (h.dstCtx === 0 || h.token !== undefined) h.integ = this.integrity;
+    this.handshake.decorate(e, h);
     // Until the peer has learnt our id it finds us by source address: use the first socket.
     const path = this.opts.paths > 1 && h.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
     this.out.push(this.framer.frame(e.peer, h, d.payload, path, h.dstCtx === 0 ? UdpIntegrity.Crc32c : e.integ ?? UdpIntegrity.Crc32c));
