@@ -46,6 +46,11 @@ function defaultRandomId(): number {
   return randomInt(1, 0x1_0000_0000);
 }
 
+/** Largest payload one datagram of `mtu` bytes carries: room is kept for the handshake blocks, SACK blocks and the longest trailer. */
+export function maxPayloadFor(mtu: number): number {
+  return mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_MAX;
+}
+
 /** Default receive credit: about 4 MiB of datagrams (a common kernel socket-buffer cap). */
 export function defaultCredit(mtu: number): number {
   return Math.max(16, Math.min(512, Math.floor((4 << 20) / mtu)));
@@ -103,7 +108,7 @@ export class UdpEndpoint {
       ...opts,
       context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context, ...(opts.keepPeer === undefined ? { keepaliveMs: 0 } : {}) },
     };
-    this.maxPayload = mtu - UDP_HDR_LEN - HANDSHAKE_ROOM - SACK_ROOM - UDP_TRAILER_MAX;
+    this.maxPayload = maxPayloadFor(mtu);
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
     const o = this.opts;

@@ -27,7 +27,7 @@ import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Link, LinkEvents, Outbound, TransportContextStats } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import type { PeerAddress } from './endpoint.js';
+import { maxPayloadFor } from './endpoint.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { XXH3_STATE_BYTES, Xxh3Parts, type Xxh3Memory } from '../../kernels/xxh3-64.js';
 import { ENV_SEG_LEN } from './frame-codec.js';
@@ -114,20 +114,21 @@ export class UdpLink implements Link {
   get integrity(): IntegrityMode {
     return this.udp.endpoint.opts.integrity;
   }
-  readonly counters: UdpLinkCounters = {
-    badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
-  };
+  readonly counters: UdpLinkCounters;
   /** The datagram layer (endpoint counters, contexts) — for stats and tests. */
-  udp!: UdpSockets;
-  #core!: UdpCore;
+  readonly udp: UdpSockets;
+  readonly #core: UdpCore;
   #events?: LinkEvents;
   #closed = false;
   #rx?: DeviceRxArea;
   #offload?: CrcOffload;
 
-  private constructor(address: UdpDeviceAddress, mss: number) {
+  private constructor(address: UdpDeviceAddress, mss: number, udp: UdpSockets, core: UdpCore, counters: UdpLinkCounters) {
     this.address = address;
     this.mss = mss;
+    this.udp = udp;
+    this.#core = core;
+    this.counters = counters;
   }
 
   static async open(opts: UdpLinkOptions = {}): Promise<UdpLink> {
@@ -147,28 +148,29 @@ export class UdpLink implements Link {
     // With workers, the batch a worker checks and the one being processed keep their areas while a third fills.
     const spare = dm && rx && workers ? [0, 1].map(() => new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes)) : undefined;
     const offload = dm && workers ? new CrcOffload(dm, workers, { ...(offloadMinBytes !== undefined ? { minBytes: offloadMinBytes } : {}) }) : undefined;
-    let udp: UdpSockets;
+    const counters: UdpLinkCounters = {
+      badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
+    };
+    let udp: UdpSockets | undefined;
+    // The core hands the sockets payloads and releases only inside their flushes (seal, and
+    // the deliveries' step): after they are open.
+    const core = new UdpCore(maxPayloadFor(mtu), {
+      send: (peer, payload, dst, src) => udp!.send(peer, payload, dst, src),
+      release: (ctx, n) => udp!.release(ctx, n),
+    }, counters);
     try {
       udp = await UdpSockets.open(
         {
           ...sockOpts, mtu, manualRelease: true, deferAnswers: true, ...(crc32c ? { crc32c } : {}), ...(xxh3 ? { xxh3 } : {}), ...(rx ? { rxArea: rx } : {}),
           ...(spare ? { rxSpareAreas: spare } : {}), ...(offload ? { offload } : {}),
           // An idle context probes its peer only while the device keeps it (connected rc QPs).
-          keepPeer: (p: PeerAddress) => (self ? self.#core.keepsPeer(p) : false),
+          keepPeer: (p) => core.keepsPeer(p),
         },
         {
-          onDelivery: (d) => {
-            if (self) self.#core.delivery(d);
-          },
-          onFailed: (f) => {
-            if (self) self.#core.failed(f);
-          },
-          onDeliveriesDone: () => {
-            if (self) self.#core.deliveriesDone();
-          },
-          onBeforePoll: () => {
-            if (self) self.#core.seal();
-          },
+          onDelivery: (d) => core.delivery(d),
+          onFailed: (f) => core.failed(f),
+          onDeliveriesDone: () => core.deliveriesDone(),
+          onBeforePoll: () => core.seal(),
           // The driver's one timer covers the endpoint's deadlines (Link.pollTimeout).
           onTimerChanged: () => {
             if (self) self.#timerChanged();
@@ -182,13 +184,7 @@ export class UdpLink implements Link {
     const mss = udp.endpoint.maxPayload - ENV_SEG_LEN - UNTAGGED_HDR_LEN;
     // A plain, frozen, JSON-safe object: exactly what a peer passes back to reach us.
     const address = Object.freeze({ transport: 'udp' as const, host: udp.address.host, port: udp.address.port });
-    self = new UdpLink(address, mss);
-    self.udp = udp;
-    // Inside a flush (the only place seal() runs) a send leaves with it; a release due now schedules one.
-    self.#core = new UdpCore(udp.endpoint.maxPayload, {
-      send: (peer, payload, dst, src) => udp.send(peer, payload, dst, src),
-      release: (ctx, n) => udp.release(ctx, n),
-    }, self.counters);
+    self = new UdpLink(address, mss, udp, core, counters);
     if (rx) self.#rx = rx;
     if (offload) self.#offload = offload;
     return self;
@@ -209,7 +205,7 @@ export class UdpLink implements Link {
 
   /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
   get busy(): boolean {
-    return this.udp.endpoint.busy;
+    return this.udp.busy;
   }
 
   stats(): Record<string, number> {

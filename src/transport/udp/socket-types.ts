@@ -71,7 +71,7 @@ export interface UdpHandlers {
   /**
    * The owner keeps the timer (one per device, src/nic/driver.ts): after every flush the
    * endpoint's deadline may have moved; the owner reads pollTimeout() and calls
-   * handleTimeout() when it is due. Without it the shell arms a timer of its own.
+   * handleTimeout() when it is due. Without it ./standalone-timer.ts does that.
    */
   onTimerChanged?: () => void;
 }

@@ -1,9 +1,9 @@
 // The node:dgram shell around the sans-I/O endpoint: binds one or more sockets, feeds every
 // datagram to the endpoint, flushes once per event-loop turn (libuv hands up to 32 datagrams
 // per socket per wake-up, so one flush covers a batch), sends with a gathering send
-// (header, payload, trailer: no copy of the payload). The endpoint's deadlines are the owner's
-// timer (the NIC driver's one timer) or, standalone, the shell's own. Several sockets stripe
-// outgoing datagrams (multipath).
+// (header, payload, trailer: no copy of the payload). The shell keeps no timer: the endpoint's
+// deadlines are its owner's (the NIC driver's one timer, through the udp link), or, for a bare
+// shell, ./standalone-timer.ts's. Several sockets stripe outgoing datagrams (multipath).
 import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
@@ -17,6 +17,7 @@ import { udpTrailerKind } from '../../wire/udp.js';
 import { noteReceived } from '../../core/heap-reuse.js';
 import { UdpEndpoint, type Delivery, type OutDatagram, type PeerAddress } from './endpoint.js';
 import type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
+import { standaloneTimer } from './standalone-timer.js';
 
 /**
  * node:dgram resolves the destination of every send through `lookup`, and dns.lookup answers
@@ -71,8 +72,8 @@ export class UdpSockets {
   /** Absolute index below which every queued datagram has its CRC. */
   private txReady = 0;
   private txBusy = false;
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = Infinity;
+  /** After every flush (the deadline may have moved): the owner re-arms its timer. */
+  private readonly timerChanged: () => void;
   /** A flush is queued for the check phase (after this turn's datagrams are read). */
   private flushScheduled = false;
   /** A flush is queued as a microtask (output the owner produced outside a flush). */
@@ -104,6 +105,7 @@ export class UdpSockets {
     this.address = address;
     this.rxAreas = rxAreas;
     this.rxHeld = rxAreas.map(() => false);
+    this.timerChanged = handlers.onTimerChanged ?? standaloneTimer(this, () => performance.now());
     const rxOffload = offload !== undefined && rxAreas.length >= 3 ? offload : undefined;
     const maxDatagram = endpoint.opts.maxDatagram;
     for (const s of sockets) {
@@ -239,8 +241,8 @@ export class UdpSockets {
     const r = this.endpoint.close();
     if (r.failed.length > 0) this.handlers.onFailed?.(r.failed);
     this.closed = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
+    // Nothing is due any more (pollTimeout): the owner's timer stops.
+    this.timerChanged();
     await Promise.all(this.sockets.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   }
 
@@ -396,20 +398,24 @@ export class UdpSockets {
     // after every delivery: in a ping-pong that was a check-phase flush with nothing to send,
     // one more trip through epoll per hop.
     if (r.more || this.releaseDue) this.scheduleFlush();
-    if (h.onTimerChanged !== undefined) h.onTimerChanged();
-    else this.armTimer(now);
+    this.timerChanged();
   }
 
-  /** When handleTimeout is next due (Infinity: nothing is). */
+  /** When handleTimeout is next due (Infinity: nothing is, or the shell is closed). */
   pollTimeout(): number {
-    return this.endpoint.nextDeadline();
+    return this.closed ? Infinity : this.endpoint.nextDeadline();
+  }
+
+  /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
+  get busy(): boolean {
+    return this.endpoint.busy;
   }
 
   /** The owner's timer fired (onTimerChanged): retransmit, probe, reclaim what is due. */
   handleTimeout(now: number): void {
     if (this.closed) return;
     if (this.endpoint.nextDeadline() > now) {
-      this.handlers.onTimerChanged?.();
+      this.timerChanged();
       return;
     }
     this.endpoint.tick(now);
@@ -512,41 +518,4 @@ export class UdpSockets {
       this.txKick();
     });
   }
-
-  // The shell's own timer, when no owner keeps one (onTimerChanged). Left armed when the endpoint's deadline moves later (it re-checks when it
-  // fires), cleared when nothing is due at all: a timer left running through idle periods woke
-  // the sleeping process every millisecond or so during a ping-pong (~0.4 wake-ups per round
-  // trip), dearer than a timer-list insert and removal per round trip.
-  private armTimer(now: number): void {
-    const at = this.endpoint.nextDeadline();
-    if (at === Infinity) {
-      if (this.timer !== undefined) clearTimeout(this.timer);
-      this.timer = undefined;
-      this.timerAt = Infinity;
-      return;
-    }
-    if (this.timer !== undefined && this.timerAt <= at) {
-      // Only outstanding work keeps the process alive; idle reclaim does not.
-      if (this.endpoint.busy) this.timer.ref();
-      else this.timer.unref();
-      return;
-    }
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timerAt = at;
-    this.timer = setTimeout(this.onTimer, Math.max(0, at - now));
-    if (!this.endpoint.busy) this.timer.unref();
-  }
-
-  private onTimer = (): void => {
-    this.timer = undefined;
-    this.timerAt = Infinity;
-    if (this.closed) return;
-    const now = performance.now();
-    if (this.endpoint.nextDeadline() > now) {
-      this.armTimer(now);
-      return;
-    }
-    this.endpoint.tick(now);
-    this.flush(true);
-  };
 }
