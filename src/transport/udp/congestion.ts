@@ -1,5 +1,5 @@
 // The sender's congestion control and round-trip estimate of a transport context
-// (./context.ts): a window in packets (slow start, AIMD, halve on loss once per recovery
+// (./sender.ts): a window in packets (slow start, AIMD, halve on loss once per recovery
 // episode, collapse to the minimum on RTO), and the RTO from timestamp RTT samples (RFC 6298)
 // with exponential backoff; the tail-loss probe timeout is two smoothed RTTs.
 import { psnDiff, type ContextOptions } from './context-options.js';

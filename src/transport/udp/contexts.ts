@@ -19,7 +19,7 @@ export function addrKey(a: PeerAddress): string {
 
 /**
  * Context counters summed over the device's contexts, live and dropped, and the context counter
- * each sums: the DATA datagrams a context refused after the endpoint's checks (context.ts
+ * each sums: the DATA datagrams a context refused after the endpoint's checks (receiver.ts
  * onData); DATA datagrams sent again (after an RTO, a fast retransmit or a tail-loss probe);
  * packets SACK showed lost and resent before the RTO; tail-loss probes and RTO expiries (the
  * context's `probes` and `timeouts`); keepalive probes sent and answered.
