@@ -191,8 +191,9 @@ export class CmAgent {
       this.#step((now) => this.#core.handleRefused(Number(wc.wrId), now));
       return;
     }
-    // A REQ the peer's CM had no receive for, through every RNR retry: it goes again.
-    if (wc.opcode === WcOpcode.Send && wc.status === WcStatus.RnrRetryExcErr) {
+    // A REQ the peer's CM had no receive for through every RNR retry, or one flushed behind
+    // such a REQ when its flow failed: it goes again.
+    if (wc.opcode === WcOpcode.Send && (wc.status === WcStatus.RnrRetryExcErr || wc.status === WcStatus.WrFlushErr)) {
       this.#step((now) => this.#core.handleBusy(Number(wc.wrId), now));
       return;
     }

@@ -129,8 +129,9 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
 
   /**
    * Our REQ `id` found no receive at the peer's CM QP through every RNR retry (a burst of
-   * requests there): it never arrived, so it goes again while the request has time — at most
-   * MAX_RESENDS times; each try waits out the RNR retries first, so this never spins.
+   * requests there), or was flushed when that failed its flow: it goes again while the request
+   * has time — at most MAX_RESENDS times. (A flushed REQ may have arrived after all: the peer
+   * then sees it twice, and our request settles on the first answer; the other is dropped.)
    */
   handleBusy(id: number, now: number): void {
     const p = this.#pending.get(id);
