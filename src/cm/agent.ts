@@ -29,8 +29,11 @@ import { CM_QPN } from '../verbs/reserved.js';
 import type { SourcedCompletion } from '../verbs/types.js';
 import { CM_MESSAGE_BYTES, CmCore } from './core.js';
 
-/** Receive slots (one message each) kept posted on the CM QP. */
-const SLOTS = 32;
+/**
+ * Receive slots (one message each) kept posted on the CM QP: enough for a burst of connects
+ * from many peers at once (a burst past them is refused by RNR and retried, which costs time).
+ */
+const SLOTS = 128;
 const SLOT_BYTES = CM_MESSAGE_BYTES;
 
 export interface CmRequest {
