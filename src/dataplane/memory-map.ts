@@ -13,6 +13,9 @@ import { RING_HEADER_BYTES } from './ring.js';
 
 export const LINE = 64;
 
+/** Region table entries when the device names none (openDevice's maxMr default is one less). */
+export const DEFAULT_REGION_ENTRIES = 1 << 16;
+
 export interface MemoryMapOptions {
   /** How many workers the device may start (each gets scratch and two rings). Default 4. */
   workerSlots?: number;
@@ -22,7 +25,11 @@ export interface MemoryMapOptions {
   ringSlots?: number;
   /** Bytes per ring slot (power of two, ≥ 16). Default 32. */
   ringSlotBytes?: number;
-  /** Region table entries (entry 0 is never used). Default 4096; at most 2^24. */
+  /**
+   * Region table entries (entry 0 is never used). Default 65536 (2 MiB of address space: an
+   * entry's page becomes resident only once a region uses it), enough for 32,767 idle channels
+   * at two regions each; at most 2^24.
+   */
   regionEntries?: number;
 }
 
@@ -50,7 +57,7 @@ export function planMemoryMap(heapBase: number, o: MemoryMapOptions = {}): Memor
   const scratchBytes = alignUp(o.scratchBytes ?? 64 * 1024, LINE);
   const ringSlots = o.ringSlots ?? 1024;
   const ringSlotBytes = o.ringSlotBytes ?? 32;
-  const tableEntries = o.regionEntries ?? 4096;
+  const tableEntries = o.regionEntries ?? DEFAULT_REGION_ENTRIES;
   if (!Number.isInteger(workerSlots) || workerSlots < 0 || workerSlots > 256) throw new RangeError('workerSlots must be 0..256');
   if (!isPow2(ringSlots)) throw new RangeError('ringSlots must be a power of two');
   if (!isPow2(ringSlotBytes) || ringSlotBytes < 16) throw new RangeError('ringSlotBytes must be a power of two ≥ 16');

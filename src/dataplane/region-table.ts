@@ -43,26 +43,35 @@ export class RegionTable {
   readonly capacity: number;
   readonly #w: Int32Array;
   readonly #keys: Uint8Array;
+  /** Indices freed since, reused first (most recently freed on top). */
   readonly #freeList: number[] = [];
+  /** Lowest index never handed out: indices above it cost nothing until the table reaches them. */
+  #fresh = 1;
   readonly #inUse: Uint8Array;
 
-  /** `buffer` must cover the table (it sits below the arena, so the initial buffer does). */
+  /**
+   * `buffer` must cover the table (it sits below the arena, so the initial buffer does) and the
+   * table's bytes must be zero or live entries: a device memory's are zero when it is made, and
+   * a thread attaching to it must not wipe the entries the owner wrote. Not clearing them here
+   * also leaves the pages of entries never used untouched, so a large table costs address
+   * space, not resident memory.
+   */
   constructor(buffer: SharedArrayBuffer, base: number, capacity: number) {
     this.base = base;
     this.capacity = capacity;
     this.#w = new Int32Array(buffer, base, capacity * (ENTRY_BYTES / 4));
-    this.#w.fill(0);
     // Random starting key bytes: a peer cannot predict the STag of a fresh registration.
     this.#keys = new Uint8Array(randomBytes(capacity));
     this.#inUse = new Uint8Array(capacity);
-    // Pop from the end: lowest indices first (keeps the hot part of the table small).
-    for (let i = capacity - 1; i >= 1; i--) this.#freeList.push(i);
   }
 
-  /** A free index (≥ 1). Throws NoMemory when the table is full. */
+  /** A free index (≥ 1): a freed one, else the lowest never used (keeps the hot part of the table small). Throws NoMemory when the table is full. */
   allocIndex(): number {
-    const i = this.#freeList.pop();
-    if (i === undefined) throw new SabreError(ErrorCode.NoMemory, `region table full (${this.capacity - 1} regions)`);
+    let i = this.#freeList.pop();
+    if (i === undefined) {
+      if (this.#fresh >= this.capacity) throw new SabreError(ErrorCode.NoMemory, `region table full (${this.capacity - 1} regions)`);
+      i = this.#fresh++;
+    }
     this.#inUse[i] = 1;
     return i;
   }

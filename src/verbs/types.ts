@@ -56,7 +56,7 @@ export interface OpenDeviceOptions {
   workers?: number;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
   memoryBytes?: number;
-  /** Memory regions registered at once (ibv_device_attr.max_mr), 1..2^24-1. Default 4095. */
+  /** Memory regions registered at once (ibv_device_attr.max_mr), 1..2^24-1. Default 65535. */
   maxMr?: number;
   maximumMemoryBytes?: number;
   /** Largest DDP segment payload this device sends (inproc default 64 KiB; udp: what fits the MTU, at most). */
