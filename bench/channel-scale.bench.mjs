@@ -66,7 +66,8 @@ if (process.argv.includes('--peer')) {
       return { ...(await measure(dev)), accepted: chans.length, acceptError };
     },
     async close() {
-      for (const ch of chans.splice(0)) await ch.close();
+      const all = chans.splice(0);
+      for (let i = 0; i < all.length; i += BATCH) await Promise.all(all.slice(i, i + BATCH).map((c) => c.close().catch(() => {})));
       listener.close();
       await dev.close();
       return true;
@@ -123,7 +124,7 @@ if (process.argv.includes('--peer')) {
   console.log(`channel-scale ${TRANSPORT}: N=${N} warm-up=${WARMUP} opened=${chans.length}${failure ? ` STOPPED: ${failure}` : ''}${theirsB.acceptError ? ` (listener: ${theirsB.acceptError})` : ''}`);
   console.log(`open: warm-up ${(warm.ms / Math.max(1, warm.opened)).toFixed(2)} ms/ch, then ${rest.opened} in ${(rest.ms / 1000).toFixed(1)} s (${(rest.ms / Math.max(1, rest.opened)).toFixed(2)} ms/ch)`);
   console.table([side(mineA, mineB, 'dialer'), side(theirsA, theirsB, 'listener')]);
-  for (const c of chans) await c.close().catch(() => {});
+  for (let i = 0; i < chans.length; i += BATCH) await Promise.all(chans.slice(i, i + BATCH).map((c) => c.close().catch(() => {})));
   await call('close').catch(() => {});
   await dev.close();
   await call('exit').catch(() => {});
