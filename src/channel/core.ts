@@ -1,7 +1,7 @@
 // The sans-I/O channel protocol core: one end of a channel, fed with completions and a clock
 // (handle*), its actions pulled with pollAction (./ports.ts; the shape: src/core/sans-io.ts). It owns both halves — this end as receiver (./inbound.ts) and
 // as sender (./outbound.ts) — and what they share: the fixed region (HELLO receive buffer,
-// mailbox, send scratch), the control messages and their credits, the receive count, the
+// mailbox, send scratch, phase 0's first slots), the control messages and their credits, the receive count, the
 // lifecycle (HELLO → open → close / fail → teardown).
 //
 // Control messages are RDMA-written into the peer's mailbox, one credit per slot; the credits
@@ -42,6 +42,8 @@ export interface CoreStats extends InboundStats, OutboundStats {
 }
 
 const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
+/** Phase 0's slots start on a cache line of their own in the fixed region. */
+const SLOTS_ALIGN = 64;
 
 export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   readonly o: ResolvedOptions;
@@ -80,7 +82,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   #limitRefusals = 0;
 
   /**
-   * Registers the fixed region and the phase-0 slots and asks for the first receives (the HELLO
+   * Registers the fixed region (phase-0 slots included) and asks for the first receives (the HELLO
    * buffer first): poll the actions and post them before the QP connects. Throws RangeError
    * when the device has no memory for them.
    */
@@ -94,16 +96,15 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const scratchLen = Math.max(CHAN_HELLO_BUF, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
     this.#mboxOff = CHAN_HELLO_BUF;
     const scratchOff = CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
-    const fixed = ports.reg(scratchOff + scratchLen, 'fixed');
+    // Phase 0's slots follow in the same region (same access): an idle channel end holds one
+    // region, not two — one registration, one region table entry, one NIC call to open.
+    const slotsOff = Math.ceil((scratchOff + scratchLen) / SLOTS_ALIGN) * SLOTS_ALIGN;
+    const p0 = o.ladder[0]!;
+    const fixed = ports.reg(slotsOff + p0.slots * p0.slotSize, 'fixed');
     if (!fixed) throw new RangeError('no device memory for the channel');
     this.fixed = fixed;
     this.scratch = { region: fixed, off: scratchOff, len: scratchLen };
-    try {
-      this.inb = new Inbound(this, now);
-    } catch (e) {
-      ports.dereg(fixed);
-      throw e;
-    }
+    this.inb = new Inbound(this, now, { region: fixed, off: slotsOff });
     this.out = new Outbound(this);
     const n = this.#want();
     this.#posted = n;

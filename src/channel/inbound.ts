@@ -24,6 +24,10 @@ export interface RxEpoch {
   epoch: number;
   phase: number;
   region: Region;
+  /** Where the slots start in region (phase 0's first slots share the fixed region). */
+  off: number;
+  /** The region is the core's fixed region: the epoch does not deregister it. */
+  shared: boolean;
   slots: number;
   slotSize: number;
   /** Slot the next data message must name. */
@@ -65,6 +69,8 @@ export interface InboundStats {
 
 export class Inbound {
   readonly #l: Link;
+  /** Phase 0's slots in the fixed region: every phase-0 epoch uses them (one is live at a time). */
+  readonly #slots0: { region: Region; off: number };
   cur: RxEpoch;
   /** Granted, not yet fenced by SWITCH. */
   pending: RxEpoch | undefined;
@@ -95,12 +101,12 @@ export class Inbound {
   /** The head of the read queue is waiting for budget (counted once per wait). */
   #waitingBudget = false;
 
-  constructor(l: Link, now: number) {
+  /** `slots0`: where the first epoch's slots (phase 0's) lie, in the core's fixed region. */
+  constructor(l: Link, now: number, slots0: { region: Region; off: number }) {
     this.#l = l;
+    this.#slots0 = slots0;
     const p0 = l.o.ladder[0]!;
-    const region = l.ports.reg(p0.slots * p0.slotSize, 'eager');
-    if (!region) throw new RangeError('no device memory for the phase-0 slots');
-    this.cur = { epoch: 0, phase: 0, region, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: 0 };
+    this.cur = { epoch: 0, phase: 0, region: slots0.region, off: slots0.off, shared: true, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: 0 };
     this.#lastDataAt = now;
   }
 
@@ -110,15 +116,25 @@ export class Inbound {
   }
 
   get registeredBytes(): number {
-    let n = this.cur.region.length + (this.pending?.region.length ?? 0);
+    let n = this.#own(this.cur) + (this.pending ? this.#own(this.pending) : 0);
     for (const r of this.#reads) n += r.sink.length;
     return n;
+  }
+
+  /** Bytes an epoch registered itself (the fixed region's are the core's). */
+  #own(e: RxEpoch): number {
+    return e.shared ? 0 : e.region.length;
+  }
+
+  /** Deregister an epoch's slots, unless they are the fixed region's. */
+  #release(e: RxEpoch): void {
+    if (!e.shared) this.#l.ports.dereg(e.region);
   }
 
   /** The epoch-0 grant for HELLO. */
   helloGrant(): Grant {
     const c = this.cur;
-    return { epoch: c.epoch, slots: c.slots, slotSize: c.slotSize, addr: c.region.addr, rkey: c.region.rkey, phase: c.phase };
+    return { epoch: c.epoch, slots: c.slots, slotSize: c.slotSize, addr: c.region.addr + c.off, rkey: c.region.rkey, phase: c.phase };
   }
 
   // ---- credits owed to the sender -----------------------------------------------------------
@@ -165,7 +181,7 @@ export class Inbound {
     if (f.slot !== e.next) return l.fail('protocol', `data message in slot ${f.slot}, the next slot is ${e.next}`);
     if (byteLen > e.slotSize) return l.fail('protocol', `data message of ${byteLen} bytes in ${e.slotSize}-byte slots`);
     if (e.received + 1 > e.reported + e.slots) return l.fail('protocol', 'data message without a slot credit');
-    const bytes = l.ports.read(e.region, f.slot * e.slotSize, byteLen);
+    const bytes = l.ports.read(e.region, e.off + f.slot * e.slotSize, byteLen);
     let msgs: { bytes: Uint8Array; value: boolean }[];
     if (f.packed) {
       const r = unpackRecords(bytes);
@@ -275,7 +291,10 @@ export class Inbound {
       const slotSize = Math.min(ph.slotSize, Math.max(l.preauthMax, p0.slotSize));
       ph = { slotSize, slots: Math.max(1, Math.min(ph.slots, Math.floor((p0.slots * p0.slotSize) / slotSize))) };
     }
-    const region = l.ports.reg(ph.slots * ph.slotSize, 'eager');
+    // Back to phase 0 (a shrink): its slots in the fixed region, free since the last phase-0
+    // epoch was fenced — no registration, so a shrink can never fail for want of memory.
+    const shared = p === 0;
+    const region = shared ? this.#slots0.region : l.ports.reg(ph.slots * ph.slotSize, 'eager');
     if (!region) {
       if (asked) {
         // No memory for bigger slots: say so, and the sender sends those messages by rendezvous.
@@ -285,10 +304,11 @@ export class Inbound {
       return;
     }
     const epoch = (this.cur.epoch + 1) % CHAN_EPOCH_MOD;
-    this.pending = { epoch, phase: p, region, slots: ph.slots, slotSize: ph.slotSize, next: 0, received: 0, reported: 0 };
+    const off = shared ? this.#slots0.off : 0;
+    this.pending = { epoch, phase: p, region, off, shared, slots: ph.slots, slotSize: ph.slotSize, next: 0, received: 0, reported: 0 };
     // Receives for the new slots go in before the GRANT can be read (actions run in order).
     l.refill();
-    const grant: Grant = { epoch, slots: ph.slots, slotSize: ph.slotSize, addr: region.addr, rkey: region.rkey, phase: p };
+    const grant: Grant = { epoch, slots: ph.slots, slotSize: ph.slotSize, addr: region.addr + off, rkey: region.rkey, phase: p };
     l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant }) });
     this.#grantDeadline = now + l.o.timeoutMs;
   }
@@ -301,7 +321,7 @@ export class Inbound {
       return l.fail('protocol', `SWITCH says ${count} messages were written in epoch ${this.cur.epoch}, ${this.cur.received} arrived`);
     }
     const old = this.cur;
-    l.ports.dereg(old.region);
+    this.#release(old);
     this.cur = next;
     this.pending = undefined;
     this.#grantDeadline = Infinity;
@@ -430,8 +450,8 @@ export class Inbound {
 
   releaseMemory(): void {
     const d = this.#l.ports;
-    d.dereg(this.cur.region);
-    if (this.pending) d.dereg(this.pending.region);
+    this.#release(this.cur);
+    if (this.pending) this.#release(this.pending);
     this.pending = undefined;
     for (const r of this.#reads) d.dereg(r.sink);
     this.#reads.length = 0;

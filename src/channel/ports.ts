@@ -14,8 +14,9 @@ export interface Region {
 }
 
 /**
- * fixed: the HELLO receive buffer, the mailbox and the send scratch (LocalWrite | RemoteWrite);
- * eager: one phase's receive slots (LocalWrite | RemoteWrite);
+ * fixed: the HELLO receive buffer, the mailbox, the send scratch and the first epoch's (phase 0)
+ *   receive slots (LocalWrite | RemoteWrite);
+ * eager: the receive slots of a later epoch (LocalWrite | RemoteWrite);
  * stage: send staging for writes larger than the scratch (LocalWrite);
  * sink: where a rendezvous READ lands (LocalWrite);
  * source: the bytes of an offered rendezvous message (RemoteRead).

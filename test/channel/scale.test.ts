@@ -1,7 +1,8 @@
 // Many idle channels on devices opened with default options (udp on 127.0.0.1, a NIC thread
-// each): more than the region table of the old default (4095 regions: 2047 channels at two
-// regions per end) could hold, every one of them still carrying a message; and a device whose
-// memory has grown to maximumMemoryBytes refusing the next channel with ERR_NO_MEMORY.
+// each): more than a default device held before (a 4095-region table, two regions per idle
+// channel end: 2047 channels, then ERR_NO_MEMORY), the first and the last still carrying a
+// message; and a device whose memory has grown to maximumMemoryBytes refusing the next channel
+// with ERR_NO_MEMORY.
 import { describe, expect, it } from 'vitest';
 import { channelStats, connectChannel, listenChannels, type Channel } from '../../src/index.js';
 import { udpDevices } from './devices.js';
@@ -27,8 +28,12 @@ describe('channels at scale, default device options', () => {
     await taking;
     expect(channelStats(a).channels).toBe(MANY);
     expect(channelStats(b).channels).toBe(MANY);
-    // Every end holds only its idle footprint: the fixed region and phase 0's slots.
+    // Every end holds only its idle footprint: one region, the fixed one with phase 0's slots in
+    // it; and the default region table has room for 10,000 such channels, not just these.
     expect(channelStats(a).registeredBytes / MANY).toBeLessThanOrEqual(2048);
+    expect(dialed[0]!.pd.mrs.size).toBe(1);
+    expect(accepted[MANY - 1]!.pd.mrs.size).toBe(1);
+    expect(a.dataPlane.regions.capacity - 1).toBeGreaterThanOrEqual(10_000 + 64);
     // The first and the last channel opened both carry a message (send resolves once it is placed at the peer).
     await dialed[0]!.send('first');
     await dialed[MANY - 1]!.send('last');
