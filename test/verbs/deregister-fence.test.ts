@@ -54,7 +54,9 @@ describe('hole 5: deregister fences read responses', () => {
     expect(again.addr).toBe(addr);
     again.buffer.fill(MARKER);
     raw.s.resume();
-    await until('every answer', () => raw.received().length >= 16 * SIZE, 30_000);
+    // Every answer's payload, not only as many raw bytes (headers and CRCs come on top).
+    const payload = (): number => parseFpdus(raw.received().subarray(replyLength(raw.received()))).reduce((n, f) => n + f.payload.length, 0);
+    await until('every answer', () => raw.received().length >= 16 * SIZE && payload() >= 16 * SIZE, 30_000);
     const fp = parseFpdus(raw.received().subarray(replyLength(raw.received())));
     let bytes = 0;
     let marker = 0;
@@ -124,9 +126,9 @@ describe('hole 5: deregister fences read responses', () => {
 // turn; udp keeps them for retransmission). The memory must not be handed to the next regMr
 // until that work has left its send queue, or the new region's bytes go out under the old
 // request.
-describe.each(['udp', 'tcp', 'inproc'] as const)('deregister with send work outstanding (%s)', (transport) => {
+describe.each([['udp', 0], ['udp', 1], ['tcp', 0], ['tcp', 1], ['inproc', 0]] as const)('deregister with send work outstanding (%s, workers: %i)', (transport, workers) => {
   it('a Write and a Send posted, the source deregistered, its memory asked for again and overwritten: the peer gets the original bytes', async () => {
-    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
     const a = await open();
     const b = await open();
     cleanup.push(() => a.close(), () => b.close());
@@ -162,7 +164,9 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('deregister with send work outs
     expect(rx.buffer.indexOf(MARKER)).toBe(-1);
     expect(dst.buffer.every((x) => x === ORIGINAL)).toBe(true);
     // The memory was held while the work was queued; once it left, the next region may have it.
-    expect(reused).toBe(false);
+    // Inline nothing has left in the turn that posted; a NIC thread may have sent it all before
+    // the deregister reached it (then the bytes above are what shows the fence held).
+    if (workers === 0) expect(reused).toBe(false);
     const third = pa.regMr(SIZE, Access.LocalWrite);
     expect(third.addr).toBe(addr);
   });
