@@ -16,7 +16,8 @@ import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
-import { recvFor } from './receives.js';
+import { recvFor, recvForExpected } from './receives.js';
+import { refuse, taken, turnRefused } from './srd-refusal.js';
 import type { EngineQp, EngineState, Flow } from './state.js';
 
 /**
@@ -66,17 +67,14 @@ export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
 }
 
 /**
- * srd: ssn 1 while the message the flow waits for was refused for want of a receive and nothing
- * of it came since: its sender ran out of RNR retries, failed that message and its flow, and
- * starts again at 1 (requester.ts srdFlowFailed). Without this the flow would wait for the
- * refused message for ever, taking every new one for a stale copy. The one case it misreads is
- * a live sender repeating ssn 1 (its ack lost) while a later message waits refused: that
- * message is delivered twice — far rarer than the wedge this ends.
+ * srd: ssn 1 while the message the flow waits for was refused for want of a receive: its
+ * sender ran out of RNR retries, failed it and the flow, and starts again at 1
+ * (requester.ts srdFlowFailed). We hold nothing of that flow's but ssns (srd-refusal.ts), so
+ * the restart is a new epoch; without this the flow would wait for the refused message for
+ * ever, taking every new one for a stale copy.
  */
 function gaveUp(flow: Flow, ssn: number): boolean {
-  if (ssn !== 1) return false;
-  const m = flow.pending.get(flow.expected);
-  return m !== undefined && m.seen && m.got === 0 && m.recv === undefined && rowOf(m.opcode)?.arrive === 'receive';
+  return ssn === 1 && turnRefused(flow);
 }
 
 export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame): void {
@@ -93,11 +91,12 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     return;
   }
   flow.lastHeard = e.now;
-  if (qp.type === 'srd' && env.ssn < flow.expected && (flow.pending.size === 0 ? e.now - flow.lastSegIn >= e.bounds.srdIdleMs : gaveUp(flow, env.ssn))) {
+  if (qp.type === 'srd' && env.ssn < flow.expected && ((flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs) || gaveUp(flow, env.ssn))) {
     // The sender restarted the flow at ssn 1 after it was quiescent (bounds.ts), or after the
     // message we wait for ran out of RNR retries: a new epoch.
     for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
     releaseFlow(qp, flow);
+    flow.asked = undefined;
     flow.expected = 1;
     e.counters.srdEpochs++;
   }
@@ -129,6 +128,12 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   }
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
+  if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow)) {
+    // The flow's turn was refused: a later message is asked for again in its turn.
+    refuse(qp, flow, env.ssn);
+    touch(e, qp, flow);
+    return;
+  }
   let m = flow.pending.get(env.ssn);
   // The out-of-order budget (bounds.ts), before any work for this segment: a new message
   // record, a new range of a message with gaps, a control payload kept until it is next.
@@ -153,6 +158,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     };
     flow.pending.set(env.ssn, m);
     settle(qp, m);
+    if (qp.type === 'srd') taken(flow, env.ssn);
   }
   if (m.fail) return;
   if (!h) {
@@ -205,10 +211,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!, WcStatus.LocProtErr);
       return;
     case 'receive': {
-      const r = recvFor(qp, m);
+      const r = qp.type === 'srd' && env.ssn === flow.expected ? recvForExpected(qp, m) : recvFor(qp, m);
       if (r === null) return failMsg(m, hdr, plen, TERM.invalidMsn);
       if (r === undefined) {
-        m.rnrArmed = true;
+        if (qp.type === 'srd') refuse(qp, flow, env.ssn);
+        else m.rnrArmed = true;
         return;
       }
       if ((m.msgLen >= 0 ? m.msgLen : env.off + plen) > r.total) return failMsg(m, hdr, plen, TERM.messageTooLong, WcStatus.LocLenErr);

@@ -20,6 +20,7 @@ import {
 } from '../wire/rdmap.js';
 import { isPeerClosed, statusForTerm, TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
 import { recvFor, recvForExpected } from './receives.js';
+import { askNow, refuse } from './srd-refusal.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
@@ -36,7 +37,10 @@ const NO_HDR = new Uint8Array(0);
 export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
   for (;;) {
     const m = flow.pending.get(flow.expected);
-    if (!m) return;
+    if (!m) {
+      if (qp.type === 'srd') askAgain(e, qp, flow);
+      return;
+    }
     if (m.fail) {
       fatal(e, qp, flow, m);
       return;
@@ -52,13 +56,14 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         continue;
       }
       if (!r) {
-        if (m.rnrArmed) nakRnr(e, qp, flow, m);
+        if (qp.type === 'srd') {
+          refuse(qp, flow, flow.expected);
+          askAgain(e, qp, flow);
+        } else if (m.rnrArmed) nakRnr(e, qp, flow, m);
         return;
       }
     } else if (recv && !complete && m.rnrArmed) {
-      // Segments were dropped for want of a receive: they come again after the requester's RNR
-      // timer, and find the receive claimed for them now if one can be had.
-      if (!m.recv) recvForExpected(qp, m);
+      // Segments were dropped for want of a receive: they come again after the requester's RNR timer.
       nakRnr(e, qp, flow, m);
       return;
     }
@@ -89,6 +94,14 @@ function nakRnr(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
   }
   e.counters.rnrNaksSent++;
   emit(e, qp, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: m.ssn });
+}
+
+/** srd: the flow's turn was refused (srd-refusal.ts): ask for it again, once per refusal. */
+function askAgain(e: EngineState, qp: EngineQp, flow: Flow): void {
+  const ssn = askNow(flow);
+  if (ssn === undefined) return;
+  e.counters.rnrNaksSent++;
+  emit(e, qp, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn });
 }
 
 function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {

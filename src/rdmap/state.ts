@@ -140,6 +140,11 @@ export class Flow {
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();
+  /**
+   * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
+   * RNR NAK asking for it again went out): srd-refusal.ts. At most SSN_WINDOW entries.
+   */
+  asked: Map<number, boolean> | undefined = undefined;
   needAck = false;
   /** On EngineState's touched list of this receive step (touch()). */
   touched = false;

@@ -51,11 +51,44 @@ describe('srd receives and out-of-order messages', () => {
     expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[102, WcStatus.Success]]);
     expect([...b.bytes(dst, 32, 16)]).toEqual(new Array(16).fill(0x33));
   });
-  // Open: a sender that fails an srd flow (RNR retries run out) starts again at ssn 1 while the
-  // receiver still holds that flow's later messages. When the message it waited for was ssn 1,
-  // the new ssn 2 is taken for a copy of the old one and the old bytes complete in its place
-  // (rnrRetry 0, sends 1..3 over two receives arriving 2, 3, 1, then two new sends: the second
-  // completes with the old message 2's bytes). Needs the receiver to keep no state for a
-  // refused message but its ssn, or the restart to be told on the wire.
-  it.todo('a sender\'s restart at ssn 1 after it failed the flow never completes a stale message of the old epoch');
+  it('a sender that gives up on a refused message restarts its flow at ssn 1: the new messages land, never an old one\'s bytes in their place', async () => {
+    const h = new Harness({ seed: 6, reorder: 0 });
+    const a = await h.node(64);
+    const b = await h.node(64);
+    // No RNR retries: the first refusal fails the message and the flow (the rest flushed).
+    const qa = a.eng.createQp(1, 'srd', 1, caps({ rnrRetry: 0 }), a.cq, a.cq);
+    const qb = b.eng.createQp(1, 'srd', 1, caps(), b.cq, b.cq);
+    const src = a.regMr(5 * 16);
+    const dst = b.regMr(3 * 16);
+    for (let i = 0; i < 5; i++) a.bytes(src, i * 16, 16).fill(0x11 * (i + 1));
+    b.eng.postRecv(qb, recv(100, [piece(b, dst, 0, 16)]), h.now);
+    const send = (i: number): void => {
+      const w = wr({ wrId: i, opcode: Opcode.Send }, [piece(a, src, i * 16, 16)]);
+      w.flow = a.eng.srdFlow(qa, b.addr, qb.qpn);
+      a.eng.postSend(qa, w, h.now);
+    };
+    for (let i = 0; i < 3; i++) send(i);
+    const out = a.eng.pollTransmit();
+    const seg = (i: number): Inbound => ({ from: a.addr, frame: out[i]!.frame });
+    // Message 2 takes the one receive, 3 finds none, then 1 comes.
+    b.eng.handleFrames([seg(1)], h.now);
+    b.eng.handleFrames([seg(2)], h.now);
+    b.eng.handleFrames([seg(0)], h.now);
+    h.run();
+    const failed = a.cq.take();
+    expect(failed.filter((c) => c.status !== WcStatus.Success).length).toBeGreaterThan(0);
+    const before = b.cq.take();
+    // The sender starts again at ssn 1 with two new messages; two receives are posted.
+    b.eng.postRecv(qb, recv(101, [piece(b, dst, 16, 16)]), h.now);
+    b.eng.postRecv(qb, recv(102, [piece(b, dst, 32, 16)]), h.now);
+    send(3);
+    send(4);
+    h.run();
+    expect(a.cq.take().map((c) => [c.wrId, c.status])).toEqual([[3, WcStatus.Success], [4, WcStatus.Success]]);
+    const at = new Map([[100, 0], [101, 16], [102, 32]]);
+    const landed = b.cq.take().map((c) => b.bytes(dst, at.get(Number(c.wrId))!, 1)[0]);
+    // Whatever of the old epoch completed before, the new epoch's two messages land as sent.
+    expect(landed).toEqual([0x44, 0x55]);
+    expect(before.length + landed.length).toBeLessThanOrEqual(3);
+  });
 });
