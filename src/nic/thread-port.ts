@@ -35,6 +35,28 @@ const packr = new Packr({ useRecords: false });
 const CLOSED_ARENA: AllocatorStats = { used: 0, free: 0, capacity: 0, largestFree: 0, grows: 0 };
 
 /** Under vitest this module runs from src/ (TypeScript): the thread loads the dist/ build. */
+/**
+ * The NIC thread's Worker. It inherits this process's node flags, except those a Worker refuses:
+ * only a main script's (`--input-type`, which would refuse to start a worker from a file), and
+ * V8 and per-process ones (`--max-old-space-size`, `--expose-gc`, `--stack-size` …: Node throws
+ * ERR_WORKER_INVALID_EXEC_ARGV and names them; a Worker's heap has limits of its own). A
+ * process started with any of those must still open devices.
+ */
+function startNicWorker(script: string, o: { workerData: unknown; transferList: MessagePort[] }): Worker {
+  let execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return new Worker(script, { ...o, execArgv });
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || attempt === 2) throw e;
+      const named = /flags: (.*)$/.exec(String((e as Error).message))?.[1]?.split(', ') ?? [];
+      // Left out by name; if the message names none we know, the thread takes no flags at all.
+      const kept = execArgv.filter((a) => !named.includes(a));
+      execArgv = attempt === 0 && kept.length < execArgv.length ? kept : [];
+    }
+  }
+}
+
 function threadScript(): string {
   const here = new URL(import.meta.url);
   return fileURLToPath(here.pathname.endsWith('.ts') ? new URL('../../dist/nic/thread-main.js', here) : new URL('./thread-main.js', here));
@@ -109,10 +131,7 @@ export class ThreadPort implements NicPort, QpHost {
     const mailbox = createMailbox();
     const { port1, port2 } = new MessageChannel();
     const init: NicThreadInit & { buffers: MessagePort } = { transport, opts, limits, control, wqe: wqe.sab, cqe: cqe.sab, mailbox, buffers: port2 };
-    // The thread inherits this process's node flags, except those only a main script may carry
-    // (`node --input-type=module -e …` would refuse to start a worker from a file).
-    const execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
-    const worker = new Worker(threadScript(), { workerData: init, transferList: [port2], execArgv });
+    const worker = startNicWorker(threadScript(), { workerData: init, transferList: [port2] });
     let onMessage!: (m: NicReady) => void;
     let onError!: (e: Error) => void;
     let onExit!: (code: number) => void;
