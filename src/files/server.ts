@@ -217,18 +217,16 @@ export class FileServer {
     const port = (server.address() as net.AddressInfo).port;
     this.address = { host, port };
     const fixed = (this.#opts.port ?? 0) !== 0;
+    const nic = this.#opts.workers !== undefined ? { workers: this.#opts.workers } : {};
     for (const t of want) {
       let dev: Device;
       if (t === 'inproc') dev = await openDevice({ transport: 'inproc' });
       else if (t === 'udp') {
-        const o = {
-          transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...(this.#opts.workers !== undefined ? { workers: this.#opts.workers } : {}),
-          ...(this.#opts.integrity ? { integrity: this.#opts.integrity } : {}),
-        };
+        const o = { transport: 'udp' as const, host, ...(this.#opts.mtu ? { mtu: this.#opts.mtu } : {}), ...nic, ...(this.#opts.integrity ? { integrity: this.#opts.integrity } : {}) };
         dev = await openDevice({ ...o, port }).catch((e) => (fixed ? Promise.reject(e) : openDevice({ ...o, port: 0 })));
       } else {
         const integrity = this.#opts.integrity === 'xxh3' ? undefined : this.#opts.integrity;
-        dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0, ...(integrity ? { integrity } : {}), ...(this.#opts.workers !== undefined ? { workers: this.#opts.workers } : {}) });
+        dev = await openDevice({ transport: 'tcp', host, port: fixed ? port + 1 : 0, ...(integrity ? { integrity } : {}), ...nic });
       }
       this.devices[t] = dev;
       this.#limitsByDev.set(dev, this.limitsFor(t));
