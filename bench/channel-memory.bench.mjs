@@ -14,6 +14,7 @@
 //   CHAN_MEM_N (default 10000), CHAN_MEM_STATIC (1000), CHAN_MEM_TRANSPORT (udp | tcp; default udp;
 //   tcp fits CHAN_MEM_N=1000 CHAN_MEM_STATIC=500: each connection's 512 KiB deframer lives in device memory)
 import { fileURLToPath } from 'node:url';
+import { settle } from './lib/gc.mjs';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
 
@@ -23,13 +24,6 @@ const TRANSPORT = process.env.CHAN_MEM_TRANSPORT ?? 'udp';
 const STATIC = [{ slotSize: 32768, slots: 8 }];
 const SHRINK_MS = 1500;
 
-const gc = globalThis.gc ?? (() => {});
-async function settle() {
-  for (let i = 0; i < 4; i++) {
-    gc();
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function measure(dev) {
   await settle();

@@ -11,8 +11,7 @@
 //   CHAN_SCALE_N (default 10000), CHAN_SCALE_WARMUP (500), CHAN_SCALE_TRANSPORT (udp | tcp; udp),
 //   CHAN_SCALE_DEADLINE_MS (240000)
 import { fileURLToPath } from 'node:url';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { settle } from './lib/gc.mjs';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
 
@@ -22,15 +21,6 @@ const TRANSPORT = process.env.CHAN_SCALE_TRANSPORT ?? 'udp';
 const DEADLINE_MS = Number(process.env.CHAN_SCALE_DEADLINE_MS ?? 240_000);
 const BATCH = 32;
 
-// Not --expose-gc on the command line: a NIC thread's Worker refuses that execArgv.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc');
-async function settle() {
-  for (let i = 0; i < 4; i++) {
-    gc();
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function measure(dev) {
   await settle();
