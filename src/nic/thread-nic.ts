@@ -33,6 +33,10 @@ interface QpEntry {
   /** Send / receive WQEs handed to the engine (their tokens are these counts at the time). */
   sqTaken: number;
   rqTaken: number;
+  /** On the list of QPs whose words the next publish writes (#dirty). */
+  dirty: boolean;
+  /** Destroyed: its slot may be another QP's next, so its words are never written again. */
+  gone?: boolean;
 }
 
 /** A CQ as the engine sees it on this thread: completions become CQE records. */
@@ -72,6 +76,8 @@ export class NicThread {
   readonly #buffers: MessagePort;
   readonly #post: (msg: unknown) => void;
   readonly #qps = new Map<number, QpEntry>();
+  /** QPs whose control words may be stale: only these are written after a step (not every QP). */
+  readonly #dirty: QpEntry[] = [];
   readonly #cqs = new Map<number, RingCq>();
   readonly #ahs = new Map<number, Omit<PortDest, 'remoteQpn'>>();
   /** The WQE being taken, decoded in place of a new object per record. */
@@ -99,6 +105,7 @@ export class NicThread {
     port.memory.onExtWrite = (rec, addr, len) => {
       if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
     };
+    port.engine.trackChanges();
     port.start((ev) => this.#onEvent(ev), () => this.#afterStep());
     this.#mailbox = new MailboxServer(init.mailbox, (op: string, a: any) => this.#call(op, a));
     this.#mailbox.start();
@@ -203,18 +210,36 @@ export class NicThread {
     this.#cqe.commit();
     // Retired counts only when no completion waits outside the ring (see the file comment).
     const publish = this.#overflow.length === 0;
+    this.port.engine.takeChanged(this.#markQp);
     const ctl = this.control;
-    for (const e of this.#qps.values()) {
+    const dirty = this.#dirty;
+    for (let i = 0; i < dirty.length; i++) {
+      const e = dirty[i]!;
+      if (e.gone) continue;
       const b = e.slot * QP_WORDS;
       Atomics.store(ctl, b + QpWord.state, e.pq.state);
       if (publish) {
         Atomics.store(ctl, b + QpWord.sqRetired, e.sqTaken - e.pq.sqLength);
         Atomics.store(ctl, b + QpWord.rqRetired, e.rqTaken - e.pq.rqLength);
+        e.dirty = false;
       }
       Atomics.store(ctl, b + QpWord.flags, e.pq.standardPeer ? QP_FLAG_STANDARD_PEER : 0);
     }
+    // Unpublished retired counts keep their QPs listed until the ring has room again.
+    if (publish) dirty.length = 0;
     this.#cqe.ringDoorbell();
     if (!publish) this.#waitForRoom();
+  }
+
+  readonly #markQp = (qp: { qpn: number }): void => {
+    const e = this.#qps.get(qp.qpn);
+    if (e) this.#mark(e);
+  };
+
+  #mark(e: QpEntry): void {
+    if (e.dirty) return;
+    e.dirty = true;
+    this.#dirty.push(e);
   }
 
   // ---- events -------------------------------------------------------------------------------
@@ -256,11 +281,15 @@ export class NicThread {
         return null;
       case 'createQp': {
         const pq = port.createQp(a.qpn, a.type, a.pd, a.caps as QpCaps, this.#cqs.get(a.sendCq)!, this.#cqs.get(a.recvCq)!, a.reportSource);
-        this.#qps.set(a.qpn, { pq, slot: a.slot, sqTaken: 0, rqTaken: 0 });
+        const e: QpEntry = { pq, slot: a.slot, sqTaken: 0, rqTaken: 0, dirty: false };
+        this.#qps.set(a.qpn, e);
+        this.#mark(e);
         return null;
       }
       case 'qp': {
         const e = this.#qps.get(a.qpn)!;
+        // Its words are written after this request (init changes the state outside the engine).
+        this.#mark(e);
         if (a.act === 'init') e.pq.init();
         else if (a.act === 'connect') e.pq.connect(a.peer as DeviceAddress, a.rqpn);
         else if (a.act === 'toError') e.pq.toError();
@@ -271,6 +300,7 @@ export class NicThread {
         } else if (a.act === 'destroy') {
           e.pq.destroy(a.deviceOpen);
           this.#qps.delete(a.qpn);
+          e.gone = true;
           const b = e.slot * QP_WORDS;
           Atomics.store(this.control, b + QpWord.state, e.pq.state);
         }

@@ -19,6 +19,7 @@ export function complete(e: EngineState, cq: CompletionSink, wc: WorkCompletion)
 export function drainSq(e: EngineState, qp: EngineQp): void {
   while (qp.sq.length > 0 && qp.sq.at(0)!.done) {
     const w = qp.sq.shift()!;
+    e.changed(qp);
     if (qp.tx > 0) qp.tx--;
     if (!w.inline) releasePieces(w.pieces);
     if (w.signaled || w.status !== WcStatus.Success) {
@@ -44,6 +45,7 @@ export function finish(w: SendWork, status: WcStatusValue, byteLen: number): voi
 export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true, cause?: 'closed'): void {
   if (qp.state === QpState.Error) return;
   qp.state = QpState.Error;
+  e.changed(qp);
   for (const w of qp.sq) {
     if (w.done) continue;
     w.done = true;

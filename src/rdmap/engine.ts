@@ -124,6 +124,7 @@ export class RdmapEngine {
     qp.flow = flow;
     qp.flows.set(flowKey(flow.peerKey, rqpn), flow);
     qp.state = QpState.Rtr;
+    e.changed(qp);
     if (greet) emit(e, qp, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: false });
   }
 
@@ -147,6 +148,7 @@ export class RdmapEngine {
   /** ERROR → RESET: forget the peer and every counter; the QP can be connected afresh. */
   reset(qp: EngineQp): void {
     qp.state = QpState.Reset;
+    this.#e.changed(qp);
     qp.flow = undefined;
     qp.flows.clear();
     qp.peerFlows.clear();
@@ -181,6 +183,7 @@ export class RdmapEngine {
   postRecv(qp: EngineQp, r: RecvWork, now: number): void {
     const e = this.#e;
     e.now = now;
+    e.changed(qp);
     if (qp.state === QpState.Error) {
       complete(e, qp.recvCq, { wrId: r.wrId, status: WcStatus.WrFlushErr, opcode: WcOpcode.Recv, byteLen: 0, qpn: qp.qpn });
       return;
@@ -192,6 +195,7 @@ export class RdmapEngine {
   postSend(qp: EngineQp, w: SendWork, now: number): void {
     const e = this.#e;
     e.now = now;
+    e.changed(qp);
     qp.sq.push(w);
     if (!w.inline) holdPieces(w.pieces);
     if (qp.state === QpState.Error) {
@@ -347,6 +351,22 @@ export class RdmapEngine {
     return o;
   }
 
+  /** From now on list the QPs whose state or queue lengths change, for takeChanged. */
+  trackChanges(): void {
+    this.#e.trackChanges = true;
+  }
+
+  /** Visit each QP changed since the last call once; the list is then empty. */
+  takeChanged(visit: (qp: EngineQp) => void): void {
+    const list = this.#e.changedQps;
+    for (let i = 0; i < list.length; i++) {
+      const qp = list[i]!;
+      qp.changed = false;
+      visit(qp);
+    }
+    list.length = 0;
+  }
+
   pollEvent(): EngineEvent | undefined {
     return this.#e.events.shift();
   }
@@ -370,6 +390,7 @@ export class RdmapEngine {
 
   #established(qp: EngineQp): void {
     qp.state = QpState.Rts;
+    this.#e.changed(qp);
     this.#e.events.push({ kind: 'connected', qpn: qp.qpn });
     pump(this.#e, qp);
   }

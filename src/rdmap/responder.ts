@@ -185,6 +185,8 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
 }
 
 function recvComplete(e: EngineState, qp: EngineQp, flow: Flow, wc: WorkCompletion): void {
+  // Its receive left the queue (takeRecv, or a failed message's).
+  e.changed(qp);
   if (qp.type === 'srd') {
     wc.srcQpn = flow.rqpn;
     if (qp.reportSource) (wc as WorkCompletion & { src?: unknown }).src = flow.peer;

@@ -210,6 +210,8 @@ export class EngineQp {
   /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
   readonly peerFlows = new Map<string, number>();
   evictRetryAt = 0;
+  /** On EngineState's changed list (changed()). */
+  changed = false;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
     this.qpn = qpn;
     this.type = type;
@@ -308,6 +310,20 @@ export class EngineState {
   readonly keys = new WeakMap<DeviceAddress, string>();
 
   readonly bounds: EngineBounds;
+
+  /**
+   * QPs whose state or queue lengths changed since the owner last took the list
+   * (RdmapEngine.takeChanged): a shell that mirrors them elsewhere visits these, not every QP.
+   */
+  readonly changedQps: EngineQp[] = [];
+  /** Kept only for an owner that takes it (a list nobody empties would hold destroyed QPs). */
+  trackChanges = false;
+
+  changed(qp: EngineQp): void {
+    if (qp.changed || !this.trackChanges) return;
+    qp.changed = true;
+    this.changedQps.push(qp);
+  }
 
   /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
   touch(flow: Flow, qp: EngineQp): void {
