@@ -259,9 +259,15 @@ export class ThreadPort implements NicPort, QpHost {
       const qp = this.#qps.get(c.qpn);
       let wrId: WrId | undefined;
       if (qp) {
-        const ids = (c.opcode & 128) !== 0 ? qp.recvs : qp.sends;
-        wrId = ids.get(c.token);
-        ids.delete(c.token);
+        if ((c.opcode & 128) !== 0) {
+          wrId = qp.recvs.get(c.token);
+          qp.recvs.delete(c.token);
+          qp.sawRecv();
+        } else {
+          wrId = qp.sends.get(c.token);
+          qp.sends.delete(c.token);
+          qp.sawSend(c.token);
+        }
       }
       if (!entry || wrId === undefined) continue;
       const wc: Record<string, unknown> = { wrId, status: c.status, opcode: c.opcode, byteLen: c.byteLen, qpn: c.qpn };
@@ -322,7 +328,7 @@ export class ThreadPort implements NicPort, QpHost {
             this.call('svcAccept', { id: m.id, qpn, privateData });
             return p;
           },
-          reject: (reason: string) => this.call('svcReject', { id: m.id, reason }),
+          reject: (reason: string, busy?: boolean) => this.call('svcReject', { id: m.id, reason, busy: busy === true }),
         });
         return;
       }

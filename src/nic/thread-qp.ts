@@ -25,6 +25,11 @@ export interface QpHost {
   forget(qp: ThreadQp): void;
 }
 
+/** The later of two wrapping int32 counts. */
+function later(a: number, b: number): number {
+  return ((b - a) | 0) > 0 ? b : a;
+}
+
 /** The SGEs of a WQE from the checked pieces, reusing the list's objects. */
 function fillSges(sges: WqeSge[], pieces: readonly PortPiece[]): void {
   for (let i = 0; i < pieces.length; i++) {
@@ -50,6 +55,14 @@ export class ThreadQp implements PortQp {
   readonly maxSendWr: number;
   sqPosted = 0;
   rqPosted = 0;
+  /**
+   * Retirements the application has seen in completions: a send's completion retires it and
+   * every send before it (the send queue drains in order), each receive completion one receive.
+   * The NIC publishes its retired counts just after it commits the completions, so a completion
+   * polled in between must not leave its queue looking full (a repost would be refused).
+   */
+  sqSeen = 0;
+  rqSeen = 0;
   /** Send work request ids by token (the send sequence number); receive ids likewise. */
   readonly sends = new Map<number, WrId>();
   readonly recvs = new Map<number, WrId>();
@@ -69,12 +82,26 @@ export class ThreadQp implements PortQp {
     return this.#word(QpWord.state) as QpStateValue;
   }
 
+  // Counts are int32 words that wrap: differences are taken modulo 2^32, and what was seen
+  // catches up with the word at every look (each post looks), so the two never drift 2^31 apart.
   get sqLength(): number {
-    return this.sqPosted - this.#word(QpWord.sqRetired);
+    this.sqSeen = later(this.#word(QpWord.sqRetired), this.sqSeen);
+    return (this.sqPosted - this.sqSeen) | 0;
   }
 
   get rqLength(): number {
-    return this.rqPosted - this.#word(QpWord.rqRetired);
+    this.rqSeen = later(this.#word(QpWord.rqRetired), this.rqSeen);
+    return (this.rqPosted - this.rqSeen) | 0;
+  }
+
+  /** A send completion with `token` was taken. */
+  sawSend(token: number): void {
+    this.sqSeen = later(this.sqSeen, (token + 1) | 0);
+  }
+
+  /** A receive completion was taken. */
+  sawRecv(): void {
+    this.rqSeen = (this.rqSeen + 1) | 0;
   }
 
   get standardPeer(): boolean {
@@ -102,6 +129,8 @@ export class ThreadQp implements PortQp {
     this.#port.drain();
     this.sqPosted = 0;
     this.rqPosted = 0;
+    this.sqSeen = 0;
+    this.rqSeen = 0;
     this.sends.clear();
     this.recvs.clear();
   }
