@@ -43,7 +43,8 @@ export interface CmRequest {
   from: DeviceAddress;
   privateData: Uint8Array | undefined;
   reply(qpn: number, privateData?: Uint8Array): void;
-  reject(reason: string): void;
+  /** `busy`: no room now (backlog full); the requester tries again within its deadline. */
+  reject(reason: string, busy?: boolean): void;
 }
 
 type Settle = { resolve: (v: { qpn: number; privateData: Uint8Array | undefined }) => void; reject: (e: Error) => void };
@@ -134,7 +135,7 @@ export class CmAgent {
           h?.({
             service: a.service, qpn: a.qpn, from: a.from, privateData: a.privateData,
             reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
-            reject: (reason) => answer(() => this.#core.reject(a.from, a.id, reason)),
+            reject: (reason, busy) => answer(() => this.#core.reject(a.from, a.id, reason, busy)),
           });
           break;
         }

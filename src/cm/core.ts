@@ -5,7 +5,7 @@
 // time. Out, one at a time: a message to send, a request for a listener, a request of ours
 // settled.
 import { addressKey, type DeviceAddress } from '../core/address.js';
-import { ErrorCode, SabreError } from '../core/errors.js';
+import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
 
 /** At most this many bytes of JSON per message (one receive slot). */
@@ -14,7 +14,7 @@ export const CM_MESSAGE_BYTES = 1024;
 export type CmMessage =
   | { t: 'req'; id: number; service: number; qpn: number; pd?: string }
   | { t: 'rep'; id: number; qpn: number; pd?: string }
-  | { t: 'rej'; id: number; reason: string };
+  | { t: 'rej'; id: number; reason: string; busy?: boolean };
 
 export type CmAction =
   /** Send `bytes` to the CM QP at `to`; `req`: the id of our REQ it carries (its failure is ours to hear). */
@@ -79,8 +79,9 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rep', id, qpn, ...(pd ? { pd } : {}) }) });
   }
 
-  reject(from: DeviceAddress, id: number, reason: string): void {
-    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id, reason }) });
+  /** `busy`: the listener has no room now (its backlog is full); the requester may ask again. */
+  reject(from: DeviceAddress, id: number, reason: string, busy = false): void {
+    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id, reason, ...(busy ? { busy: true } : {}) }) });
   }
 
   /** A message arrived from `from` (as the link observed it). */
@@ -102,7 +103,10 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
         return;
       }
       if (m.t === 'rep') this.#settle(m.id, { value: { qpn: m.qpn, privateData: unb64(m.pd) } });
-      else this.#settle(m.id, { error: new SabreError(ErrorCode.Unreachable, `service ${p.service} at ${p.where} rejected the connection: ${String(m.reason)}`) });
+      else {
+        const msg = `service ${p.service} at ${p.where} rejected the connection: ${String(m.reason)}`;
+        this.#settle(m.id, { error: m.busy === true ? listenerBusyError(msg) : new SabreError(ErrorCode.Unreachable, msg) });
+      }
       return;
     }
     if (m.t !== 'req' || !Number.isInteger(m.qpn)) {

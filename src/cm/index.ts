@@ -18,7 +18,7 @@
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
 import type { DeviceAddress } from '../core/address.js';
-import { ErrorCode, SabreError } from '../core/errors.js';
+import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
 import { AcceptQueue } from '../verbs/accept-queue.js';
@@ -203,7 +203,8 @@ export class CmListener implements AsyncIterable<QueuePair> {
 
   #onService(r: ServiceRequest): void {
     if (this.#full()) {
-      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full');
+      // A full backlog refuses for now only (busy): the dialer asks again, as a SYN is resent.
+      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full', !this.#queue.closed);
       return;
     }
     let qp: QueuePair;
@@ -228,7 +229,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
 
   #onDatagram(r: CmRequest): void {
     if (this.#full()) {
-      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full');
+      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full', !this.#queue.closed);
       return;
     }
     let qp: QueuePair;
@@ -259,7 +260,8 @@ export function listen(dev: Device, opts: CmListenOptions = {}): CmListener {
  * Connect a new rc QP to the listener for `opts.service` at `address`; resolves when it can
  * send. Rejects with ERR_INVALID_ARGUMENT (malformed address), ERR_UNREACHABLE (no route, a
  * host that does not resolve, the listener rejected), ERR_REFUSED (tcp: nothing listens at the
- * port), ERR_TIMEOUT, ERR_ABORTED, ERR_CLOSED (the device closed meanwhile).
+ * port), ERR_TIMEOUT (also: the listener's backlog stayed full — a full backlog is asked again
+ * until the deadline), ERR_ABORTED, ERR_CLOSED (the device closed meanwhile).
  */
 export async function connect(dev: Device, address: DeviceAddress, opts: CmConnectOptions = {}): Promise<QueuePair> {
   dev.assertOpen();
@@ -273,7 +275,50 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   checkSignal(signal, 'connect');
   if (signal?.aborted) throw abortError(signal, 'connect');
   await resolvePeerHost(address, 'connect');
+  const deadline = performance.now() + timeoutMs;
+  // A listener whose backlog is full refuses for now (busy): ask again after a pause that
+  // grows, until the deadline — many clients connecting at once all get in as it accepts.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await connectOnce(dev, address, service, opts, Math.max(0, deadline - performance.now()));
+    } catch (e) {
+      if (!isListenerBusy(e)) throw e;
+      const pause = busyPause(attempt);
+      if (performance.now() + pause >= deadline) {
+        throw new SabreError(ErrorCode.Timeout, `service ${service} at ${JSON.stringify(address)} had no room for a connection within ${timeoutMs} ms (its backlog stayed full)`, { cause: e });
+      }
+      await pauseFor(dev, pause, signal);
+    }
+  }
+}
+
+/** Pause before asking a busy listener again: 5 ms doubling to 200 ms, jittered so a crowd spreads out. */
+function busyPause(attempt: number): number {
+  return Math.min(200, 5 * 2 ** attempt) * (0.5 + Math.random());
+}
+
+/** Wait `ms`; rejects at once when `signal` aborts (ERR_ABORTED) or the device closes (ERR_CLOSED). */
+function pauseFor(dev: Device, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let unhookClose = (): void => {};
+    let dispose = (): void => {};
+    const done = (err?: Error): void => {
+      clearTimeout(t);
+      unhookClose();
+      dispose();
+      if (err) reject(err);
+      else resolve();
+    };
+    const t = setTimeout(() => done(), ms);
+    unhookClose = dev.onClose(() => done(new SabreError(ErrorCode.Closed, 'device closed')));
+    dispose = onAbort(signal, () => done(abortError(signal!, 'connect')));
+  });
+}
+
+async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, timeoutMs: number): Promise<QueuePair> {
   dev.assertOpen();
+  const signal = opts.signal;
+  if (signal?.aborted) throw abortError(signal, 'connect');
   const qp = newQp(dev, opts);
   let dispose = (): void => {};
   try {

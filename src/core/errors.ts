@@ -57,3 +57,21 @@ export class SabreError extends Error {
     this.code = code;
   }
 }
+
+const LISTENER_BUSY = 'ListenerBusy';
+
+/**
+ * A listener refused a connect for want of room (its backlog full of connections the
+ * application has not accepted yet), as a listening socket drops a SYN: the dialer tries again
+ * within its deadline (cm connect), so this never reaches the application unless it dials a
+ * service itself. The mark is the cause's name, which survives the NIC thread's boundary.
+ */
+export function listenerBusyError(message: string): SabreError {
+  const cause = new Error('the listener\'s backlog is full');
+  cause.name = LISTENER_BUSY;
+  return new SabreError(ErrorCode.Unreachable, message, { cause });
+}
+
+export function isListenerBusy(e: unknown): boolean {
+  return e instanceof SabreError && (e.cause as { name?: unknown } | undefined)?.name === LISTENER_BUSY;
+}

@@ -97,7 +97,8 @@ export interface ServiceRequest {
   readonly from: DeviceAddress;
   /** Bind the connection to local QP `qpn`; resolves when it is established. */
   accept(qpn: number, privateData?: Uint8Array): Promise<void>;
-  reject(reason: string): void;
+  /** `busy`: refused for want of room, not for good — the initiator tries again (listenerBusyError). */
+  reject(reason: string, busy?: boolean): void;
 }
 
 /** What a connection-oriented link (tcp) does for rc QPs: one connection per QP pair. */

@@ -344,7 +344,7 @@ export class NicThread {
         return null;
       }
       case 'svcReject':
-        this.#services.get(a.id)?.reject(a.reason);
+        this.#services.get(a.id)?.reject(a.reason, a.busy === true);
         this.#services.delete(a.id);
         return null;
       case 'dial':

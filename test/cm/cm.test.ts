@@ -1,6 +1,6 @@
 // rdma_cm-like listen / accept / connect on every transport: the QPs come back connected (no
 // out-of-band QPN exchange), private data travels both ways, traffic flows both ways with
-// bytes compared, a missing service is rejected, a full backlog is rejected.
+// bytes compared, a missing service is rejected, a full backlog is asked again until its deadline.
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   Access, connect, connectionInfo, listen, openDevice, Opcode, QpState, WcStatus,
@@ -106,13 +106,52 @@ describe.each(['tcp', 'udp', 'inproc'] as const)('cm over %s', (transport) => {
     expect(c.pd.qps.size).toBe(0);
   });
 
-  it('backlog full: further connects are rejected', async () => {
+  it('backlog full: a further connect waits for room and ends with ERR_TIMEOUT at its deadline, its QPs gone', async () => {
     const s = await side(transport);
     const c = await side(transport);
     const l = listen(s.dev, { pd: s.pd, qpInit: s.qpInit, backlog: 1 });
     await connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit });
-    await expect(connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: 3000 })).rejects.toMatchObject({ message: expect.stringMatching(/backlog full/) });
+    const t0 = performance.now();
+    const err = await connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: 800 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_TIMEOUT', message: expect.stringMatching(/backlog stayed full/) });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(500);
+    // Only the connected QP is left of the attempts.
+    expect(c.pd.qps.size).toBe(1);
     const qp = await l.accept(1000);
     expect(qp.state).toBe(QpState.Rts);
+  });
+
+  it('backlog full: a connect gets in once the application accepts (a crowd of 40 through a backlog of 4)', async () => {
+    const s = await side(transport);
+    const c = await side(transport);
+    const l = listen(s.dev, { pd: s.pd, qpInit: s.qpInit, backlog: 4 });
+    const accepted: unknown[] = [];
+    const acceptor = (async () => {
+      // A slow acceptor: the backlog stays full most of the time.
+      while (accepted.length < 40) {
+        accepted.push(await l.accept(20_000));
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const qps = await Promise.all(Array.from({ length: 40 }, () => connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: 20_000 })));
+    await acceptor;
+    expect(qps.every((q) => q.state === QpState.Rts)).toBe(true);
+    expect(accepted).toHaveLength(40);
+    expect(c.pd.qps.size).toBe(40);
+  });
+
+  it('backlog full: an abort while waiting for room ends the connect at once with ERR_ABORTED', async () => {
+    const s = await side(transport);
+    const c = await side(transport);
+    listen(s.dev, { pd: s.pd, qpInit: s.qpInit, backlog: 1 });
+    await connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit });
+    const ac = new AbortController();
+    const p = connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: 10_000, signal: ac.signal }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = performance.now();
+    ac.abort();
+    expect(await p).toMatchObject({ code: 'ERR_ABORTED' });
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(c.pd.qps.size).toBe(1);
   });
 });

@@ -259,8 +259,8 @@ export class MpaConnection extends EventEmitter {
     this.#run(this.#hs.accept(privateData));
   }
 
-  reject(reason: string): void {
-    this.#run(this.#hs.reject(reason));
+  reject(reason: string, busy = false): void {
+    this.#run(this.#hs.reject(reason, undefined, busy));
   }
 
   /**

@@ -72,7 +72,8 @@ export interface IncomingRequest {
   readonly userData: Uint8Array | undefined;
   /** Accept with our QPN (and private data for the peer); resolves when the connection is established. */
   accept(localQpn: number, userData?: Uint8Array): Promise<MpaConnection>;
-  reject(reason: string): void;
+  /** `busy`: no room now, the initiator may try again (the sabre block's BUSY flag). */
+  reject(reason: string, busy?: boolean): void;
   /**
    * A sabre connect for a QPN whose local connectQp has not been called yet: hold it (bounded,
    * like an unhandled request) until it is. False when it cannot be parked.
@@ -375,8 +376,8 @@ export class MpaConnector {
             : userData);
         });
       },
-      reject(reason: string): void {
-        c.reject(reason);
+      reject(reason: string, busy?: boolean): void {
+        c.reject(reason, busy);
       },
       park(): boolean {
         if (!sabre || sabre.responderQpn === 0) return false;

@@ -1,7 +1,7 @@
 // What a failed MPA connection reports: the Terminate it sent or would send (a code of the one
 // Terminate table, src/wire/terminate.ts) with a stable machine-readable name and a reason
 // for logs and rejected promises.
-import { ErrorCode, SabreError } from '../../core/errors.js';
+import { ErrorCode, listenerBusyError, SabreError } from '../../core/errors.js';
 import type { TermCode } from '../../wire/terminate.js';
 
 export interface TcpFault extends TermCode {
@@ -22,6 +22,7 @@ export function fault(term: TermCode, code: string, reason: string, cause?: Erro
  * otherwise; the system error, if any, as `cause`.
  */
 export function faultError(f: TcpFault, message: string): SabreError {
+  if (f.code === 'BUSY') return listenerBusyError(message);
   if (f.code === 'NO_MEMORY') return new SabreError(ErrorCode.NoMemory, message, f.cause ? { cause: f.cause } : undefined);
   const refused = (f.cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED';
   return new SabreError(refused ? ErrorCode.Refused : ErrorCode.Unreachable, message, f.cause ? { cause: f.cause } : undefined);

@@ -520,7 +520,7 @@ export class TcpLink implements Link, QpConnections {
         const conn = await r.accept(qpn, privateData);
         if (!this.#adopt(qpn, remoteQpn, conn)) throw new SabreError(ErrorCode.Closed, 'QP went away while accepting');
       },
-      reject: (reason) => r.reject(reason),
+      reject: (reason, busy) => r.reject(reason, busy),
     });
   }
 }

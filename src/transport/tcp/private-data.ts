@@ -5,7 +5,8 @@
 //   u16 blockLen   bytes that follow (>= 4)
 //   u8  version    1
 //   u8  kind       1 CONNECT (QPN pairing), 2 REJECT (reason)
-//   u16 reserved   0
+//   u16 flags      0 on CONNECT; on REJECT 0x0001 BUSY: the listener has no room now (its
+//                  backlog is full), the initiator may try again — a refusal for good has 0
 //   kind 1: u32 initiatorQpn, u32 responderQpn, u32 nonce (random per device; breaks crossings)
 //           [u32 service, then the application's private data] — present on rdma_cm-style
 //           connects (src/cm): responderQpn 0 = "any QP of the listener on this service"
@@ -15,6 +16,8 @@
 
 export const SABRE_PD_VERSION = 1;
 export const SabrePdKind = { Connect: 1, Reject: 2 } as const;
+/** REJECT flags: no room now, try again (older peers send 0 and ignore it). */
+export const SABRE_PD_REJECT_BUSY = 0x0001;
 
 export interface SabreConnectInfo {
   kind: 'connect';
@@ -29,6 +32,8 @@ export interface SabreConnectInfo {
 export interface SabreRejectInfo {
   kind: 'reject';
   reason: string;
+  /** The listener had no room now (SABRE_PD_REJECT_BUSY). */
+  busy?: boolean;
 }
 
 export type SabrePrivateData = SabreConnectInfo | SabreRejectInfo;
@@ -67,7 +72,7 @@ export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
   dv.setUint16(0, out.length - 2);
   out[2] = SABRE_PD_VERSION;
   out[3] = pd.kind === 'connect' ? SabrePdKind.Connect : SabrePdKind.Reject;
-  dv.setUint16(4, 0);
+  dv.setUint16(4, pd.kind === 'reject' && pd.busy ? SABRE_PD_REJECT_BUSY : 0);
   out.set(body, HDR);
   return out;
 }
@@ -88,6 +93,10 @@ export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
     }
     return info;
   }
-  if (b[3] === SabrePdKind.Reject) return { kind: 'reject', reason: utf8d.decode(body) };
+  if (b[3] === SabrePdKind.Reject) {
+    const info: SabreRejectInfo = { kind: 'reject', reason: utf8d.decode(body) };
+    if ((((b[4]! << 8) | b[5]!) & SABRE_PD_REJECT_BUSY) !== 0) info.busy = true;
+    return info;
+  }
   return undefined;
 }

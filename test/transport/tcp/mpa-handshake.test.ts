@@ -160,6 +160,18 @@ describe('handshake state machine', () => {
     expect(a.receive(rep, 1)).toEqual([expect.objectContaining({ type: 'failed', rejected: true, fault: expect.objectContaining({ code: 'REJECTED', reason: 'no QP 42 here' }) })]);
   });
 
+  it('a busy reject (backlog full) carries the sabre block\'s BUSY flag and surfaces as BUSY, a plain one as REJECTED', () => {
+    const { a, b } = pair();
+    const rep = sent(b.reject('backlog full', undefined, true));
+    expect(a.receive(rep, 1)).toEqual([expect.objectContaining({ type: 'failed', rejected: true, fault: expect.objectContaining({ code: 'BUSY', reason: 'backlog full' }) })]);
+    const block = encodeSabrePd({ kind: 'reject', reason: 'full', busy: true });
+    expect([block[4], block[5]]).toEqual([0x00, 0x01]);
+    expect(decodeSabrePd(block)).toEqual({ kind: 'reject', reason: 'full', busy: true });
+    const plain = encodeSabrePd({ kind: 'reject', reason: 'no' });
+    expect([plain[4], plain[5]]).toEqual([0x00, 0x00]);
+    expect(decodeSabrePd(plain)).toEqual({ kind: 'reject', reason: 'no' });
+  });
+
   it('peer-to-peer: a Write RTR is agreed; a peer offering only other RTR types is rejected (LLP ecode 7)', () => {
     const { a, b } = pair({ p2p: true });
     const evs = b.accept();
