@@ -46,11 +46,18 @@ const VERBS_KNOT = {
 const verbsFile = (names) => `^src/verbs/(${names.join('|')})[.]ts$`;
 const VERBS_OBJECTS = verbsFile(Object.keys(VERBS_KNOT));
 
-/** The features' protocol specs in src/wire/ (dedup-spec.ts, channel-spec.ts, files-spec.ts). */
+/**
+ * The features' protocol specs in src/wire/ (dedup-spec.ts, channel-spec.ts, files-spec.ts) and
+ * the accessors scripts/gen-wire.mjs generates from each (dedup-fields.gen.ts, …).
+ */
 const featureSpec = (names) => `^src/wire/(${names.join('|')})-spec[.]ts$`;
+const featureFields = (names) => `^src/wire/(${names.join('|')})-fields[.]gen[.]ts$`;
 /** The features above cm, bottom to top: each may import those before it, never those after. */
 const FEATURES = ['dedup', 'channel', 'files'];
 const FEATURE_SPEC = featureSpec(FEATURES);
+const FEATURE_FIELDS = featureFields(FEATURES);
+/** Every generated TypeScript file (src/wire/*.gen.ts). */
+const GENERATED = '^src/wire/[a-z-]*[.]gen[.]ts$';
 
 module.exports = {
   forbidden: [
@@ -102,14 +109,28 @@ module.exports = {
       comment: `${f} sits below ${FEATURES.slice(i + 1).join(' and ')}: neither its modules nor its spec import theirs.`,
       severity: 'error',
       from: { path: [`^src/${f}/`, featureSpec([f])] },
-      to: { path: [`^src/(${FEATURES.slice(i + 1).join('|')})/`, featureSpec(FEATURES.slice(i + 1))] },
+      to: { path: [`^src/(${FEATURES.slice(i + 1).join('|')})/`, featureSpec(FEATURES.slice(i + 1)), featureFields(FEATURES.slice(i + 1))] },
     })),
     {
       name: 'rdma-layers-no-feature-specs',
       comment: 'wire by layer: the RDMA layers (core … cm) and their wire files never read a feature\'s protocol. spec.ts re-exports the feature specs only for importers not yet moved to them.',
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/(channel|files|dedup|cli)/', '^src/index[.]ts$', FEATURE_SPEC, '^src/wire/spec[.]ts$'] },
-      to: { path: FEATURE_SPEC },
+      to: { path: [FEATURE_SPEC, FEATURE_FIELDS] },
+    },
+    {
+      name: 'generated-imports-codec-only',
+      comment: 'the generated accessors (src/wire/*.gen.ts) import nothing but the byte helpers of wire/codec.ts: never a spec, so a stale generated file still compiles and `npm run gen` (which compiles, then generates) can always run.',
+      severity: 'error',
+      from: { path: GENERATED },
+      to: { path: '^src/', pathNot: '^src/wire/codec[.]ts$' },
+    },
+    {
+      name: 'specs-not-from-generated',
+      comment: 'the specs are what the generator reads (compiled to dist/wire/): one that imported a file generated from them would need itself to be built first.',
+      severity: 'error',
+      from: { path: '^src/wire/([a-z-]*spec|layout)[.]ts$' },
+      to: { path: GENERATED },
     },
     {
       name: 'feature-specs-import-layouts-only',

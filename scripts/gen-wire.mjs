@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Generates assembly/wire.gen.ts and docs/wire.md from the wire specs (src/wire/spec.ts and the
-// features' src/wire/*-spec.ts, compiled to dist/wire/ by `npm run gen`). One source of truth:
-// the AS packet path and the docs never carry a hand-kept copy of an offset.
+// Generates assembly/wire.gen.ts, the TypeScript accessors (src/wire/*fields.gen.ts) and
+// docs/wire.md from the wire specs (src/wire/spec.ts and the features' src/wire/*-spec.ts,
+// compiled to dist/wire/ by `npm run gen`). One source of truth: the AS packet path, the TS
+// codecs and the docs never carry a hand-kept copy of an offset.
 //
 //   node scripts/gen-wire.mjs [outDir]     (default: the repository root)
 //
@@ -126,6 +127,118 @@ function genAs() {
   }
   o.push('');
   return o.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// TypeScript
+
+/**
+ * The TS accessors, one file per spec so that a layer imports only its own protocol's (the
+ * RDMA layers never see a feature's layouts; dependency-cruiser checks it). The files import
+ * nothing but src/wire/codec.ts: never a spec, so a stale generated file still compiles and
+ * `npm run gen` can always run.
+ */
+const TS_FILES = [
+  { rel: 'src/wire/fields.gen.ts', from: 'src/wire/spec.ts (with udp-spec.ts, dataplane-spec.ts, nic-spec.ts)', layouts: spec.LAYOUTS },
+  { rel: 'src/wire/dedup-fields.gen.ts', from: 'src/wire/dedup-spec.ts', layouts: spec.DEDUP_LAYOUTS },
+  { rel: 'src/wire/channel-fields.gen.ts', from: 'src/wire/channel-spec.ts', layouts: spec.CHAN_LAYOUTS },
+  { rel: 'src/wire/files-fields.gen.ts', from: 'src/wire/files-spec.ts', layouts: spec.FILE_LAYOUTS },
+];
+
+/** `o + n`, or `o` at offset 0. */
+function at(n) {
+  return n === 0 ? 'o' : `o + ${n}`;
+}
+
+/**
+ * Big-endian layouts (the wires) are read from a Uint8Array with the shift helpers of codec.ts;
+ * a u64 as a number is -1 when it is not a safe integer (a peer's bytes are refused, never
+ * rounded). Little-endian layouts (records in device memory, shared with the kernels) go
+ * through the caller's DataView; a u64 as a number is read as written.
+ */
+function tsAccessors(l, fname, f, used) {
+  const fn = pascal(`${l.name}${pascal(fname)}`);
+  const n = f.offset;
+  const out = [];
+  const fun = (name, params, ret, body) => out.push(`export function ${name}(${params}): ${ret} { ${body} }`);
+  if (l.byteOrder === 'big-endian') {
+    const B = 'b: Uint8Array, o: number';
+    if (f.type === 'u8') {
+      fun(`get${fn}`, B, 'number', `return b[${at(n)}]!;`);
+      fun(`set${fn}`, `${B}, v: number`, 'void', `b[${at(n)}] = v;`);
+    } else if (f.type === 'u64') {
+      used.add('rdSafe64').add('wrSafe64').add('rdBig64').add('wrBig64');
+      fun(`get${fn}`, B, 'number', `return rdSafe64(b, ${at(n)});`);
+      fun(`set${fn}`, `${B}, v: number`, 'void', `wrSafe64(b, ${at(n)}, v);`);
+      fun(`get${fn}Big`, B, 'bigint', `return rdBig64(b, ${at(n)});`);
+      fun(`set${fn}Big`, `${B}, v: bigint`, 'void', `wrBig64(b, ${at(n)}, v);`);
+    } else {
+      // The shifts of codec.ts's rd16/rd32/wr16/wr32, written out: an accessor that called
+      // them measured slower still than one that does not (bench/wire-codec.bench.mjs).
+      const k = WIDTH[f.type];
+      const bytes = Array.from({ length: k }, (_, i) => ({ at: at(n + i), shift: 8 * (k - 1 - i) }));
+      const rd = bytes.map((x) => (x.shift ? `(b[${x.at}]! << ${x.shift})` : `b[${x.at}]!`)).join(' | ');
+      fun(`get${fn}`, B, 'number', k === 4 ? `return (${rd}) >>> 0;` : `return ${rd};`);
+      fun(`set${fn}`, `${B}, v: number`, 'void', bytes.map((x) => `b[${x.at}] = ${x.shift ? `v >>> ${x.shift}` : 'v'};`).join(' '));
+    }
+    return out;
+  }
+  const D = 'dv: DataView, o: number';
+  if (f.type === 'u64') {
+    fun(`get${fn}`, D, 'number', `return dv.getUint32(${at(n)}, true) + dv.getUint32(${at(n + 4)}, true) * 0x1_0000_0000;`);
+    fun(`set${fn}`, `${D}, v: number`, 'void', `dv.setUint32(${at(n)}, v >>> 0, true); dv.setUint32(${at(n + 4)}, Math.floor(v / 0x1_0000_0000) >>> 0, true);`);
+    fun(`get${fn}Big`, D, 'bigint', `return dv.getBigUint64(${at(n)}, true);`);
+    fun(`set${fn}Big`, `${D}, v: bigint`, 'void', `dv.setBigUint64(${at(n)}, v, true);`);
+  } else {
+    const T = { u8: 'Uint8', u16: 'Uint16', u32: 'Uint32' }[f.type];
+    const le = f.type === 'u8' ? '' : ', true';
+    fun(`get${fn}`, D, 'number', `return dv.get${T}(${at(n)}${le});`);
+    fun(`set${fn}`, `${D}, v: number`, 'void', `dv.set${T}(${at(n)}, v${le});`);
+  }
+  return out;
+}
+
+function genTs(file) {
+  const o = [];
+  const used = new Set();
+  for (const l of file.layouts) {
+    const P = snake(l.name);
+    o.push('');
+    o.push(`// ${l.title} — ${l.ref}, ${l.byteOrder}`);
+    o.push(`export const ${P}_SIZE = ${l.size};`);
+    for (const [fname, f] of fieldsOf(l)) {
+      const F = `${P}_${snake(fname)}`;
+      o.push(`export const ${F}_OFF = ${f.offset};`);
+      if (f.type === 'bytes') o.push(`export const ${F}_LEN = ${f.size};`);
+      for (const [bname, b] of Object.entries(f.bits ?? {})) {
+        const m = b.mask >>> 0;
+        o.push(`export const ${F}_${snake(bname)} = ${hex(m, f.size * 2)};`);
+        // A value wider than one bit is read as (field & mask) >>> shift.
+        if ((m & (m - 1)) !== 0) o.push(`export const ${F}_${snake(bname)}_SHIFT = ${31 - Math.clz32(m & -m)};`);
+      }
+    }
+    for (const [fname, f] of fieldsOf(l)) if (f.type !== 'bytes') o.push(...tsAccessors(l, fname, f, used));
+  }
+  // Names are built from layout and field names: two that meet (a layout udpEnvSeg beside a
+  // field seg of udpEnv) must fail here, not as a duplicate export somewhere downstream.
+  const names = new Map();
+  for (const line of o) {
+    const m = /^export (?:const|function) (\w+)/.exec(line);
+    if (!m) continue;
+    if (names.has(m[1])) throw new Error(`${file.rel}: ${m[1]} is generated twice`);
+    names.set(m[1], true);
+  }
+  const helpers = [...used].sort();
+  const head = [
+    `// GENERATED by scripts/gen-wire.mjs from ${file.from} — do not edit; run \`npm run gen\`.`,
+    '// Per layout: its size, each field\'s offset (and length, for byte fields), each bit field\'s',
+    '// mask (and shift, when wider than a bit), and a reader and writer per numeric field at',
+    '// o + offset. Big-endian layouts read a Uint8Array by shifts, as codec.ts does (a u64 number',
+    '// is -1 when it is not a safe integer); little-endian ones (device-memory records) the',
+    '// caller\'s DataView.',
+  ];
+  if (helpers.length) head.push(`import { ${helpers.join(', ')} } from './codec.js';`);
+  return head.join('\n') + '\n' + o.join('\n') + '\n';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,4 +432,5 @@ function write(rel, text) {
 }
 
 write('assembly/wire.gen.ts', genAs());
+for (const f of TS_FILES) write(f.rel, genTs(f));
 write('docs/wire.md', genMd());

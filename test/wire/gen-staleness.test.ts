@@ -1,5 +1,6 @@
 // Generated files must be what the generator makes from the current spec: a stale
-// assembly/wire.gen.ts or docs/wire.md (spec edited, `npm run gen` forgotten) fails here.
+// assembly/wire.gen.ts, TypeScript accessor file or docs/wire.md (spec edited, `npm run gen`
+// forgotten) fails here.
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -7,9 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '../..');
-const GENERATED = ['assembly/wire.gen.ts', 'docs/wire.md'];
+const GENERATED = [
+  'assembly/wire.gen.ts', 'docs/wire.md',
+  'src/wire/fields.gen.ts', 'src/wire/dedup-fields.gen.ts', 'src/wire/channel-fields.gen.ts', 'src/wire/files-fields.gen.ts',
+];
 /** The specs the generator reads: the RDMA layers' and each feature's. */
-const SPECS = ['spec', 'layout', 'udp-spec', 'dataplane-spec', 'dedup-spec', 'channel-spec', 'files-spec'];
+const SPECS = ['spec', 'layout', 'udp-spec', 'dataplane-spec', 'nic-spec', 'dedup-spec', 'channel-spec', 'files-spec'];
 
 describe('generated wire files', () => {
   it.each(SPECS)('the generator reads a compiled %s at least as new as its source', (name) => {
