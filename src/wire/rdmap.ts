@@ -1,20 +1,31 @@
 // DDP segment headers and RDMAP payloads (RFC 5040/5041, RFC 7306, sabre extensions).
-// All multi-byte fields are big-endian on the wire. Every offset comes from ./spec.ts.
+// All multi-byte fields are big-endian on the wire. Every offset and mask comes from ./spec.ts,
+// through the accessors scripts/gen-wire.mjs generates from it (./fields.gen.ts).
 //
 // Encoders write into a caller's buffer at an offset and return the bytes written; they throw
 // SabreError(InvalidArgument) only when given a value that cannot be encoded (our bug).
 // Decoders never throw: malformed input yields { ok: false, error: <stable code> }.
+import { AtomicOp, DDP_VERSION, OPCODES, QN, RDMAP_VERSION, READ_V_MAX_ENTRIES, TERM_RDMAP_HDR_LEN, TERM_SEGLEN_LEN } from './spec.js';
+import { badWindow, checkSafeTo, fail, need, rd32, rdSafe64, wr32, wrSafe64, type WireResult } from './codec.js';
+import * as W from './fields.gen.js';
 import {
-  ATOMIC_OP_MASK, ATOMIC_REQUEST, ATOMIC_RESPONSE, AtomicOp, DDP_DV_MASK, DDP_L, DDP_T, DDP_VERSION,
-  IMMEDIATE_DATA, OPCODES, QN, RDMAP_OPCODE_MASK, RDMAP_RV_MASK, RDMAP_RV_SHIFT, RDMAP_VERSION,
-  READ_COMPLETE, READ_REQUEST, READ_REQUEST_V, READ_V_ENTRY, READ_V_MAX_ENTRIES, TAGGED, TERM_D,
-  TERM_ECODE_SHIFT, TERM_ETYPE_SHIFT, TERM_LAYER_SHIFT, TERM_M, TERM_R, TERM_RDMAP_HDR_LEN,
-  TERM_SEGLEN_LEN, TERMINATE, UNTAGGED,
-} from './spec.js';
-import {
-  badWindow, checkSafeTo, fail, need, rd16, rd32, rdBig64, rdSafe64, wr16, wr32, wrBig64, wrSafe64,
-  type WireResult,
-} from './codec.js';
+  ATOMIC_REQUEST_OPCODE_ATOMIC_OP, ATOMIC_REQUEST_SIZE, ATOMIC_RESPONSE_SIZE, DDP_CTRL_DDP_DV, DDP_CTRL_DDP_L, DDP_CTRL_DDP_T,
+  DDP_CTRL_RDMAP_OPCODE, DDP_CTRL_RDMAP_RV, DDP_CTRL_RDMAP_RV_SHIFT, IMMEDIATE_DATA_SIZE, READ_COMPLETE_SIZE, READ_REQUEST_SIZE,
+  READ_REQUEST_V_SIZE, READ_VENTRY_SIZE, TAGGED_SIZE, TERMINATE_CONTROL_D, TERMINATE_CONTROL_ECODE,
+  TERMINATE_CONTROL_ECODE_SHIFT, TERMINATE_CONTROL_ETYPE, TERMINATE_CONTROL_ETYPE_SHIFT, TERMINATE_CONTROL_LAYER,
+  TERMINATE_CONTROL_LAYER_SHIFT, TERMINATE_CONTROL_M, TERMINATE_CONTROL_R, TERMINATE_SIZE, UNTAGGED_SIZE,
+  getAtomicRequestAddOrSwapBig, getAtomicRequestAddOrSwapMaskBig, getAtomicRequestCompareBig, getAtomicRequestCompareMaskBig,
+  getAtomicRequestOpcode, getAtomicRequestReqId, getAtomicRequestStag, getAtomicRequestTo, getAtomicResponseReqId,
+  getAtomicResponseValueBig, getDdpCtrlDdp, getDdpCtrlRdmap, getImmediateDataImm, getImmediateDataLen, getReadCompleteImm,
+  getReadCompleteLen, getReadRequestSinkStag, getReadRequestSinkTo, getReadRequestSize, getReadRequestSrcStag,
+  getReadRequestSrcTo, getReadRequestVNSink, getReadRequestVNSrc, getReadRequestVTotalLen, getReadVEntryLen,
+  getReadVEntryStag, getReadVEntryTo, getTerminateControl, setAtomicRequestAddOrSwapBig, setAtomicRequestAddOrSwapMaskBig, setAtomicRequestCompareBig,
+  setAtomicRequestCompareMaskBig, setAtomicRequestOpcode, setAtomicRequestReqId, setAtomicRequestStag, setAtomicRequestTo,
+  setAtomicResponseReqId, setAtomicResponseValueBig, setImmediateDataImm, setImmediateDataLen, setReadCompleteImm,
+  setReadCompleteLen, setReadRequestSinkStag, setReadRequestSinkTo, setReadRequestSize, setReadRequestSrcStag,
+  setReadRequestSrcTo, setReadRequestVNSink, setReadRequestVNSrc, setReadRequestVTotalLen, setReadVEntryLen,
+  setReadVEntryStag, setReadVEntryTo, setTerminateControl,
+} from './fields.gen.js';
 import { SabreError, ErrorCode } from '../core/errors.js';
 import type { DdpHdr } from '../core/frame.js';
 
@@ -32,8 +43,8 @@ export const RdmapOpcode = {
 /** DDP untagged queue numbers (IANA registry from RFC 7306; see spec.ts). */
 export const Qn = QN;
 
-export const TAGGED_HDR_LEN = TAGGED.size;
-export const UNTAGGED_HDR_LEN = UNTAGGED.size;
+export const TAGGED_HDR_LEN = TAGGED_SIZE;
+export const UNTAGGED_HDR_LEN = UNTAGGED_SIZE;
 
 export type { DdpHdr, TaggedHdr, UntaggedHdr } from '../core/frame.js';
 
@@ -58,16 +69,28 @@ export function isSabreExtension(op: number): boolean {
   return OPCODE_SABRE[op] === true;
 }
 
-const T_DDP = TAGGED.fields.ddpCtrl.offset;
-const T_RDMAP = TAGGED.fields.rdmapCtrl.offset;
-const T_STAG = TAGGED.fields.stag.offset;
-const T_TO = TAGGED.fields.to.offset;
-const U_ULP = UNTAGGED.fields.ulp.offset;
-const U_QN = UNTAGGED.fields.qn.offset;
-const U_MSN = UNTAGGED.fields.msn.offset;
-const U_MO = UNTAGGED.fields.mo.offset;
-const DV_BITS = DDP_VERSION & DDP_DV_MASK;
-const RV_BITS = (RDMAP_VERSION << RDMAP_RV_SHIFT) & RDMAP_RV_MASK;
+const DV_BITS = DDP_VERSION & DDP_CTRL_DDP_DV;
+const RV_BITS = (RDMAP_VERSION << DDP_CTRL_RDMAP_RV_SHIFT) & DDP_CTRL_RDMAP_RV;
+
+// The DDP header, once a segment: its offsets and bits as this module's own consts, read with
+// codec.ts's helpers. V8 folds a module's own consts into optimised code but loads an imported
+// binding at every use, and the generated accessors cost a call-target check each; both measured
+// slower here (bench/wire-codec.bench.mjs). The colder payloads below use the accessors.
+const H_DDP = W.DDP_CTRL_DDP_OFF;
+const H_RDMAP = W.DDP_CTRL_RDMAP_OFF;
+const F_T = W.DDP_CTRL_DDP_T;
+const F_L = W.DDP_CTRL_DDP_L;
+const M_DV = W.DDP_CTRL_DDP_DV;
+const M_RV = W.DDP_CTRL_RDMAP_RV;
+const M_OPCODE = W.DDP_CTRL_RDMAP_OPCODE;
+const T_SIZE = W.TAGGED_SIZE;
+const T_STAG = W.TAGGED_STAG_OFF;
+const T_TO = W.TAGGED_TO_OFF;
+const U_SIZE = W.UNTAGGED_SIZE;
+const U_ULP = W.UNTAGGED_ULP_OFF;
+const U_QN = W.UNTAGGED_QN_OFF;
+const U_MSN = W.UNTAGGED_MSN_OFF;
+const U_MO = W.UNTAGGED_MO_OFF;
 
 export function encodeDdp(h: DdpHdr, buf: Uint8Array, off: number): number {
   const op = h.opcode;
@@ -75,48 +98,48 @@ export function encodeDdp(h: DdpHdr, buf: Uint8Array, off: number): number {
     throw new SabreError(ErrorCode.InvalidArgument, `opcode ${op} is not a ${h.tagged ? 'tagged' : 'untagged'} RDMAP opcode`);
   }
   if (h.tagged) {
-    need(buf, off, TAGGED.size);
+    need(buf, off, T_SIZE);
     checkSafeTo(h.to, 'TO');
-    buf[off + T_DDP] = DDP_T | (h.last ? DDP_L : 0) | DV_BITS;
-    buf[off + T_RDMAP] = RV_BITS | op;
+    buf[off + H_DDP] = F_T | (h.last ? F_L : 0) | DV_BITS;
+    buf[off + H_RDMAP] = RV_BITS | op;
     wr32(buf, off + T_STAG, h.stag);
     wrSafe64(buf, off + T_TO, h.to);
-    return TAGGED.size;
+    return T_SIZE;
   }
-  need(buf, off, UNTAGGED.size);
-  buf[off + T_DDP] = (h.last ? DDP_L : 0) | DV_BITS;
-  buf[off + T_RDMAP] = RV_BITS | op;
+  need(buf, off, U_SIZE);
+  buf[off + H_DDP] = (h.last ? F_L : 0) | DV_BITS;
+  buf[off + H_RDMAP] = RV_BITS | op;
   wr32(buf, off + U_ULP, h.ulp);
   wr32(buf, off + U_QN, h.qn);
   wr32(buf, off + U_MSN, h.msn);
   wr32(buf, off + U_MO, h.mo);
-  return UNTAGGED.size;
+  return U_SIZE;
 }
 
 export function decodeDdp(buf: Uint8Array, off: number, end: number): WireResult<DdpHdr> {
   if (badWindow(buf, off, end) || end - off < 2) return fail('TRUNCATED');
-  const c0 = buf[off + T_DDP]!;
-  const c1 = buf[off + T_RDMAP]!;
-  if ((c0 & DDP_DV_MASK) !== DV_BITS) return fail('BAD_DDP_VERSION');
-  if ((c1 & RDMAP_RV_MASK) !== RV_BITS) return fail('BAD_RDMAP_VERSION');
-  const opcode = c1 & RDMAP_OPCODE_MASK;
-  const tagged = (c0 & DDP_T) !== 0;
+  const c0 = buf[off + H_DDP]!;
+  const c1 = buf[off + H_RDMAP]!;
+  if ((c0 & M_DV) !== DV_BITS) return fail('BAD_DDP_VERSION');
+  if ((c1 & M_RV) !== RV_BITS) return fail('BAD_RDMAP_VERSION');
+  const opcode = c1 & M_OPCODE;
+  const tagged = (c0 & F_T) !== 0;
   if (opcode >= N_OPCODES || OPCODE_TAGGED[opcode] !== tagged) return fail('BAD_OPCODE');
-  const last = (c0 & DDP_L) !== 0;
+  const last = (c0 & F_L) !== 0;
   if (tagged) {
-    if (end - off < TAGGED.size) return fail('TRUNCATED');
+    if (end - off < T_SIZE) return fail('TRUNCATED');
     const to = rdSafe64(buf, off + T_TO);
     if (to < 0) return fail('TO_RANGE');
-    return { ok: true, value: { tagged: true, last, opcode, stag: rd32(buf, off + T_STAG), to }, length: TAGGED.size };
+    return { ok: true, value: { tagged: true, last, opcode, stag: rd32(buf, off + T_STAG), to }, length: T_SIZE };
   }
-  if (end - off < UNTAGGED.size) return fail('TRUNCATED');
+  if (end - off < U_SIZE) return fail('TRUNCATED');
   return {
     ok: true,
     value: {
       tagged: false, last, opcode,
       ulp: rd32(buf, off + U_ULP), qn: rd32(buf, off + U_QN), msn: rd32(buf, off + U_MSN), mo: rd32(buf, off + U_MO),
     },
-    length: UNTAGGED.size,
+    length: U_SIZE,
   };
 }
 
@@ -125,32 +148,30 @@ export function decodeDdp(buf: Uint8Array, off: number, end: number): WireResult
 
 export interface ReadRequest { sinkStag: number; sinkTo: number; size: number; srcStag: number; srcTo: number }
 
-const RR = READ_REQUEST.fields;
-
 export function encodeReadRequest(v: ReadRequest, buf: Uint8Array, off: number): number {
-  need(buf, off, READ_REQUEST.size);
+  need(buf, off, READ_REQUEST_SIZE);
   checkSafeTo(v.sinkTo, 'sinkTo');
   checkSafeTo(v.srcTo, 'srcTo');
-  wr32(buf, off + RR.sinkStag.offset, v.sinkStag);
-  wrSafe64(buf, off + RR.sinkTo.offset, v.sinkTo);
-  wr32(buf, off + RR.size.offset, v.size);
-  wr32(buf, off + RR.srcStag.offset, v.srcStag);
-  wrSafe64(buf, off + RR.srcTo.offset, v.srcTo);
-  return READ_REQUEST.size;
+  setReadRequestSinkStag(buf, off, v.sinkStag);
+  setReadRequestSinkTo(buf, off, v.sinkTo);
+  setReadRequestSize(buf, off, v.size);
+  setReadRequestSrcStag(buf, off, v.srcStag);
+  setReadRequestSrcTo(buf, off, v.srcTo);
+  return READ_REQUEST_SIZE;
 }
 
 export function decodeReadRequest(buf: Uint8Array, off: number, end: number): WireResult<ReadRequest> {
-  if (badWindow(buf, off, end) || end - off < READ_REQUEST.size) return fail('TRUNCATED');
-  const sinkTo = rdSafe64(buf, off + RR.sinkTo.offset);
-  const srcTo = rdSafe64(buf, off + RR.srcTo.offset);
+  if (badWindow(buf, off, end) || end - off < READ_REQUEST_SIZE) return fail('TRUNCATED');
+  const sinkTo = getReadRequestSinkTo(buf, off);
+  const srcTo = getReadRequestSrcTo(buf, off);
   if (sinkTo < 0 || srcTo < 0) return fail('TO_RANGE');
   return {
     ok: true,
     value: {
-      sinkStag: rd32(buf, off + RR.sinkStag.offset), sinkTo, size: rd32(buf, off + RR.size.offset),
-      srcStag: rd32(buf, off + RR.srcStag.offset), srcTo,
+      sinkStag: getReadRequestSinkStag(buf, off), sinkTo, size: getReadRequestSize(buf, off),
+      srcStag: getReadRequestSrcStag(buf, off), srcTo,
     },
-    length: READ_REQUEST.size,
+    length: READ_REQUEST_SIZE,
   };
 }
 
@@ -160,11 +181,8 @@ export function decodeReadRequest(buf: Uint8Array, off: number, end: number): Wi
 export interface ReadVEntry { stag: number; to: number; len: number }
 export interface ReadRequestV { srcs: ReadVEntry[]; sinks: ReadVEntry[] }
 
-const RV = READ_REQUEST_V.fields;
-const VE = READ_V_ENTRY.fields;
-
 export function readRequestVLength(v: ReadRequestV): number {
-  return READ_REQUEST_V.size + (v.srcs.length + v.sinks.length) * READ_V_ENTRY.size;
+  return READ_REQUEST_V_SIZE + (v.srcs.length + v.sinks.length) * READ_VENTRY_SIZE;
 }
 
 function sumLen(es: readonly ReadVEntry[]): number {
@@ -184,36 +202,36 @@ export function encodeReadRequestV(v: ReadRequestV, buf: Uint8Array, off: number
   }
   const len = readRequestVLength(v);
   need(buf, off, len);
-  wr16(buf, off + RV.nSrc.offset, n);
-  wr16(buf, off + RV.nSink.offset, m);
-  wr32(buf, off + RV.totalLen.offset, total);
-  let p = off + READ_REQUEST_V.size;
+  setReadRequestVNSrc(buf, off, n);
+  setReadRequestVNSink(buf, off, m);
+  setReadRequestVTotalLen(buf, off, total);
+  let p = off + READ_REQUEST_V_SIZE;
   for (const e of v.srcs.concat(v.sinks)) {
     checkSafeTo(e.to, 'entry TO');
-    wr32(buf, p + VE.stag.offset, e.stag);
-    wrSafe64(buf, p + VE.to.offset, e.to);
-    wr32(buf, p + VE.len.offset, e.len);
-    p += READ_V_ENTRY.size;
+    setReadVEntryStag(buf, p, e.stag);
+    setReadVEntryTo(buf, p, e.to);
+    setReadVEntryLen(buf, p, e.len);
+    p += READ_VENTRY_SIZE;
   }
   return len;
 }
 
 export function decodeReadRequestV(buf: Uint8Array, off: number, end: number): WireResult<ReadRequestV> {
-  if (badWindow(buf, off, end) || end - off < READ_REQUEST_V.size) return fail('TRUNCATED');
-  const n = rd16(buf, off + RV.nSrc.offset);
-  const m = rd16(buf, off + RV.nSink.offset);
-  const total = rd32(buf, off + RV.totalLen.offset);
+  if (badWindow(buf, off, end) || end - off < READ_REQUEST_V_SIZE) return fail('TRUNCATED');
+  const n = getReadRequestVNSrc(buf, off);
+  const m = getReadRequestVNSink(buf, off);
+  const total = getReadRequestVTotalLen(buf, off);
   if (n < 1 || m < 1 || n > READ_V_MAX_ENTRIES || m > READ_V_MAX_ENTRIES) return fail('BAD_COUNT');
-  const len = READ_REQUEST_V.size + (n + m) * READ_V_ENTRY.size;
+  const len = READ_REQUEST_V_SIZE + (n + m) * READ_VENTRY_SIZE;
   if (end - off < len) return fail('TRUNCATED');
   const srcs: ReadVEntry[] = [];
   const sinks: ReadVEntry[] = [];
   let sSrc = 0, sSink = 0;
-  let p = off + READ_REQUEST_V.size;
-  for (let i = 0; i < n + m; i++, p += READ_V_ENTRY.size) {
-    const to = rdSafe64(buf, p + VE.to.offset);
+  let p = off + READ_REQUEST_V_SIZE;
+  for (let i = 0; i < n + m; i++, p += READ_VENTRY_SIZE) {
+    const to = getReadVEntryTo(buf, p);
     if (to < 0) return fail('TO_RANGE');
-    const e = { stag: rd32(buf, p + VE.stag.offset), to, len: rd32(buf, p + VE.len.offset) };
+    const e = { stag: getReadVEntryStag(buf, p), to, len: getReadVEntryLen(buf, p) };
     if (i < n) { srcs.push(e); sSrc += e.len; } else { sinks.push(e); sSink += e.len; }
   }
   if (sSrc !== total || sSink !== total) return fail('BAD_LENGTH');
@@ -226,33 +244,25 @@ export function decodeReadRequestV(buf: Uint8Array, off: number, end: number): W
 export interface ReadComplete { imm: number; len: number }
 export interface ImmediateData { imm: number; len: number }
 
-function encodePair(layout: typeof READ_COMPLETE | typeof IMMEDIATE_DATA, v: { imm: number; len: number }, buf: Uint8Array, off: number): number {
-  need(buf, off, layout.size);
-  wr32(buf, off + layout.fields.imm.offset, v.imm);
-  wr32(buf, off + layout.fields.len.offset, v.len);
-  return layout.size;
-}
-
-function decodePair(layout: typeof READ_COMPLETE | typeof IMMEDIATE_DATA, buf: Uint8Array, off: number, end: number): WireResult<{ imm: number; len: number }> {
-  if (badWindow(buf, off, end) || end - off < layout.size) return fail('TRUNCATED');
-  return {
-    ok: true,
-    value: { imm: rd32(buf, off + layout.fields.imm.offset), len: rd32(buf, off + layout.fields.len.offset) },
-    length: layout.size,
-  };
-}
-
 export function encodeReadComplete(v: ReadComplete, buf: Uint8Array, off: number): number {
-  return encodePair(READ_COMPLETE, v, buf, off);
+  need(buf, off, READ_COMPLETE_SIZE);
+  setReadCompleteImm(buf, off, v.imm);
+  setReadCompleteLen(buf, off, v.len);
+  return READ_COMPLETE_SIZE;
 }
 export function decodeReadComplete(buf: Uint8Array, off: number, end: number): WireResult<ReadComplete> {
-  return decodePair(READ_COMPLETE, buf, off, end);
+  if (badWindow(buf, off, end) || end - off < READ_COMPLETE_SIZE) return fail('TRUNCATED');
+  return { ok: true, value: { imm: getReadCompleteImm(buf, off), len: getReadCompleteLen(buf, off) }, length: READ_COMPLETE_SIZE };
 }
 export function encodeImmediateData(v: ImmediateData, buf: Uint8Array, off: number): number {
-  return encodePair(IMMEDIATE_DATA, v, buf, off);
+  need(buf, off, IMMEDIATE_DATA_SIZE);
+  setImmediateDataImm(buf, off, v.imm);
+  setImmediateDataLen(buf, off, v.len);
+  return IMMEDIATE_DATA_SIZE;
 }
 export function decodeImmediateData(buf: Uint8Array, off: number, end: number): WireResult<ImmediateData> {
-  return decodePair(IMMEDIATE_DATA, buf, off, end);
+  if (badWindow(buf, off, end) || end - off < IMMEDIATE_DATA_SIZE) return fail('TRUNCATED');
+  return { ok: true, value: { imm: getImmediateDataImm(buf, off), len: getImmediateDataLen(buf, off) }, length: IMMEDIATE_DATA_SIZE };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,60 +286,57 @@ export interface AtomicRequest {
 
 export interface AtomicResponse { reqId: number; value: bigint }
 
-const AQ = ATOMIC_REQUEST.fields;
-const AR = ATOMIC_RESPONSE.fields;
-
 export function encodeAtomicRequest(v: AtomicRequest, buf: Uint8Array, off: number): number {
-  need(buf, off, ATOMIC_REQUEST.size);
+  need(buf, off, ATOMIC_REQUEST_SIZE);
   checkSafeTo(v.to, 'atomic TO');
   let code: number;
   if (v.op === 'fetchAdd') code = AtomicOp.FetchAdd;
   else if (v.op === 'cmpSwap') code = AtomicOp.CmpSwap;
   else throw new SabreError(ErrorCode.InvalidArgument, `unknown atomic op ${String(v.op)}`);
-  wr32(buf, off + AQ.opcode.offset, code);
-  wr32(buf, off + AQ.reqId.offset, v.reqId);
-  wr32(buf, off + AQ.stag.offset, v.stag);
-  wrSafe64(buf, off + AQ.to.offset, v.to);
-  wrBig64(buf, off + AQ.addOrSwap.offset, v.addOrSwap);
-  wrBig64(buf, off + AQ.addOrSwapMask.offset, v.addOrSwapMask);
-  wrBig64(buf, off + AQ.compare.offset, v.compare);
-  wrBig64(buf, off + AQ.compareMask.offset, v.compareMask);
-  return ATOMIC_REQUEST.size;
+  setAtomicRequestOpcode(buf, off, code);
+  setAtomicRequestReqId(buf, off, v.reqId);
+  setAtomicRequestStag(buf, off, v.stag);
+  setAtomicRequestTo(buf, off, v.to);
+  setAtomicRequestAddOrSwapBig(buf, off, v.addOrSwap);
+  setAtomicRequestAddOrSwapMaskBig(buf, off, v.addOrSwapMask);
+  setAtomicRequestCompareBig(buf, off, v.compare);
+  setAtomicRequestCompareMaskBig(buf, off, v.compareMask);
+  return ATOMIC_REQUEST_SIZE;
 }
 
 export function decodeAtomicRequest(buf: Uint8Array, off: number, end: number): WireResult<AtomicRequest> {
-  if (badWindow(buf, off, end) || end - off < ATOMIC_REQUEST.size) return fail('TRUNCATED');
-  const code = rd32(buf, off + AQ.opcode.offset) & ATOMIC_OP_MASK;
+  if (badWindow(buf, off, end) || end - off < ATOMIC_REQUEST_SIZE) return fail('TRUNCATED');
+  const code = getAtomicRequestOpcode(buf, off) & ATOMIC_REQUEST_OPCODE_ATOMIC_OP;
   let op: AtomicOpName;
   if (code === AtomicOp.FetchAdd) op = 'fetchAdd';
   else if (code === AtomicOp.CmpSwap) op = 'cmpSwap';
   else return fail('BAD_ATOMIC_OP');
-  const to = rdSafe64(buf, off + AQ.to.offset);
+  const to = getAtomicRequestTo(buf, off);
   if (to < 0) return fail('TO_RANGE');
   return {
     ok: true,
     value: {
-      op, reqId: rd32(buf, off + AQ.reqId.offset), stag: rd32(buf, off + AQ.stag.offset), to,
-      addOrSwap: rdBig64(buf, off + AQ.addOrSwap.offset), addOrSwapMask: rdBig64(buf, off + AQ.addOrSwapMask.offset),
-      compare: rdBig64(buf, off + AQ.compare.offset), compareMask: rdBig64(buf, off + AQ.compareMask.offset),
+      op, reqId: getAtomicRequestReqId(buf, off), stag: getAtomicRequestStag(buf, off), to,
+      addOrSwap: getAtomicRequestAddOrSwapBig(buf, off), addOrSwapMask: getAtomicRequestAddOrSwapMaskBig(buf, off),
+      compare: getAtomicRequestCompareBig(buf, off), compareMask: getAtomicRequestCompareMaskBig(buf, off),
     },
-    length: ATOMIC_REQUEST.size,
+    length: ATOMIC_REQUEST_SIZE,
   };
 }
 
 export function encodeAtomicResponse(v: AtomicResponse, buf: Uint8Array, off: number): number {
-  need(buf, off, ATOMIC_RESPONSE.size);
-  wr32(buf, off + AR.reqId.offset, v.reqId);
-  wrBig64(buf, off + AR.value.offset, v.value);
-  return ATOMIC_RESPONSE.size;
+  need(buf, off, ATOMIC_RESPONSE_SIZE);
+  setAtomicResponseReqId(buf, off, v.reqId);
+  setAtomicResponseValueBig(buf, off, v.value);
+  return ATOMIC_RESPONSE_SIZE;
 }
 
 export function decodeAtomicResponse(buf: Uint8Array, off: number, end: number): WireResult<AtomicResponse> {
-  if (badWindow(buf, off, end) || end - off < ATOMIC_RESPONSE.size) return fail('TRUNCATED');
+  if (badWindow(buf, off, end) || end - off < ATOMIC_RESPONSE_SIZE) return fail('TRUNCATED');
   return {
     ok: true,
-    value: { reqId: rd32(buf, off + AR.reqId.offset), value: rdBig64(buf, off + AR.value.offset) },
-    length: ATOMIC_RESPONSE.size,
+    value: { reqId: getAtomicResponseReqId(buf, off), value: getAtomicResponseValueBig(buf, off) },
+    length: ATOMIC_RESPONSE_SIZE,
   };
 }
 
@@ -350,12 +357,10 @@ export interface Terminate {
   hdrCopy?: Uint8Array;
 }
 
-const TERM_CTRL = TERMINATE.fields.control.offset;
-
 /** Bytes the D/R flags promise after the control word, given the copied DDP control byte. */
 function copyLength(d: boolean, r: boolean, copiedDdpCtrl: number): number {
   let n = 0;
-  if (d) n += TERM_SEGLEN_LEN + ((copiedDdpCtrl & DDP_T) !== 0 ? TAGGED.size : UNTAGGED.size);
+  if (d) n += TERM_SEGLEN_LEN + ((copiedDdpCtrl & DDP_CTRL_DDP_T) !== 0 ? TAGGED_SIZE : UNTAGGED_SIZE);
   if (r) n += TERM_RDMAP_HDR_LEN;
   return n;
 }
@@ -366,27 +371,30 @@ export function encodeTerminate(v: Terminate, buf: Uint8Array, off: number): num
   if (copy.length !== copyLength(d, r, copy[TERM_SEGLEN_LEN] ?? 0)) {
     throw new SabreError(ErrorCode.InvalidArgument, `Terminate hdrCopy of ${copy.length} bytes does not match the D/R flags`);
   }
-  const len = TERMINATE.size + copy.length;
+  const len = TERMINATE_SIZE + copy.length;
   need(buf, off, len);
   const ctrl =
-    ((v.layer & 0xf) << TERM_LAYER_SHIFT) | ((v.etype & 0xf) << TERM_ETYPE_SHIFT) | ((v.ecode & 0xff) << TERM_ECODE_SHIFT) |
-    (v.m ? TERM_M : 0) | (d ? TERM_D : 0) | (r ? TERM_R : 0);
-  wr32(buf, off + TERM_CTRL, ctrl >>> 0);
-  buf.set(copy, off + TERMINATE.size);
+    ((v.layer << TERMINATE_CONTROL_LAYER_SHIFT) & TERMINATE_CONTROL_LAYER) | ((v.etype << TERMINATE_CONTROL_ETYPE_SHIFT) & TERMINATE_CONTROL_ETYPE) |
+    ((v.ecode << TERMINATE_CONTROL_ECODE_SHIFT) & TERMINATE_CONTROL_ECODE) |
+    (v.m ? TERMINATE_CONTROL_M : 0) | (d ? TERMINATE_CONTROL_D : 0) | (r ? TERMINATE_CONTROL_R : 0);
+  setTerminateControl(buf, off, ctrl >>> 0);
+  buf.set(copy, off + TERMINATE_SIZE);
   return len;
 }
 
 export function decodeTerminate(buf: Uint8Array, off: number, end: number): WireResult<Terminate> {
-  if (badWindow(buf, off, end) || end - off < TERMINATE.size) return fail('TRUNCATED');
-  const ctrl = rd32(buf, off + TERM_CTRL);
-  const m = (ctrl & TERM_M) !== 0, d = (ctrl & TERM_D) !== 0, r = (ctrl & TERM_R) !== 0;
-  const at = off + TERMINATE.size;
+  if (badWindow(buf, off, end) || end - off < TERMINATE_SIZE) return fail('TRUNCATED');
+  const ctrl = getTerminateControl(buf, off);
+  const m = (ctrl & TERMINATE_CONTROL_M) !== 0, d = (ctrl & TERMINATE_CONTROL_D) !== 0, r = (ctrl & TERMINATE_CONTROL_R) !== 0;
+  const at = off + TERMINATE_SIZE;
   if (d && end - at < TERM_SEGLEN_LEN + 1) return fail('TRUNCATED');
   const n = copyLength(d, r, d ? buf[at + TERM_SEGLEN_LEN]! : 0);
   if (end - at < n) return fail('TRUNCATED');
   const value: Terminate = {
-    layer: ctrl >>> TERM_LAYER_SHIFT, etype: (ctrl >>> TERM_ETYPE_SHIFT) & 0xf, ecode: (ctrl >>> TERM_ECODE_SHIFT) & 0xff, m, d, r,
+    layer: (ctrl & TERMINATE_CONTROL_LAYER) >>> TERMINATE_CONTROL_LAYER_SHIFT,
+    etype: (ctrl & TERMINATE_CONTROL_ETYPE) >>> TERMINATE_CONTROL_ETYPE_SHIFT,
+    ecode: (ctrl & TERMINATE_CONTROL_ECODE) >>> TERMINATE_CONTROL_ECODE_SHIFT, m, d, r,
   };
   if (n > 0) value.hdrCopy = buf.slice(at, at + n);
-  return { ok: true, value, length: TERMINATE.size + n };
+  return { ok: true, value, length: TERMINATE_SIZE + n };
 }

@@ -3,9 +3,9 @@
 // The features above the verbs keep their protocols in their own specs (dedup-spec.ts,
 // channel-spec.ts, files-spec.ts), written in the same vocabulary (layout.ts).
 //
-// Layouts are data: the TypeScript codecs read their offsets from here, scripts/gen-wire.mjs
-// turns the same data into AssemblyScript constants/readers (assembly/wire.gen.ts) and into
-// the byte diagrams of docs/wire.md. Change a number here, run `npm run gen`, and every
+// Layouts are data: scripts/gen-wire.mjs turns them into the TypeScript constants/accessors the
+// codecs use (src/wire/fields.gen.ts), into AssemblyScript constants/readers
+// (assembly/wire.gen.ts) and into the byte diagrams of docs/wire.md. Change a number here, run `npm run gen`, and every
 // consumer follows; test/wire/gen-staleness.test.ts fails if a generated file was not
 // regenerated.
 //

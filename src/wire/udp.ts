@@ -6,11 +6,16 @@
 // The trailer kind bits are not part of UdpHdr: the framer sets them (setUdpTrailer) and
 // openUdpDatagram reports them, since which kind is acceptable is the transport's call
 // (docs/integrity.md).
+import { UDP_CRC_LEN, UDP_MAX_SACK, UDP_TRAILER_LENS, UDP_VERSION, UdpIntegrity, UdpType } from './spec.js';
+import { badWindow, fail, need, rd16, rd32, rd32le, wr16, wr32, wr32le, type WireResult } from './codec.js';
+import * as W from './fields.gen.js';
 import {
-  UDP_COOKIE, UDP_CRC_LEN, UDP_HDR, UDP_INTEG, UDP_MAX_SACK, UDP_SACK, UDP_SACK_BLOCK, UDP_TOKEN, UDP_TRAILER_LENS,
-  UDP_TRAILER_MASK, UDP_TRAILER_SHIFT, UDP_TYPE_MASK, UDP_VER_SHIFT, UDP_VERSION, UdpFlag, UdpIntegrity, UdpType,
-} from './spec.js';
-import { badWindow, fail, need, rd32, rd32le, wr16, wr32, wr32le, rd16, type WireResult } from './codec.js';
+  UDP_COOKIE_MAC_LEN, UDP_COOKIE_MAC_OFF, UDP_COOKIE_SIZE, UDP_HDR_SIZE, UDP_HDR_VER_TYPE_VER_SHIFT, UDP_INTEG_RSVD_LEN,
+  UDP_INTEG_RSVD_OFF, UDP_INTEG_SIZE, UDP_SACK_BLOCK_SIZE, UDP_SACK_RSVD_LEN, UDP_SACK_RSVD_OFF, UDP_SACK_SIZE,
+  UDP_TOKEN_SIZE, UDP_TOKEN_TOKEN_LEN, UDP_TOKEN_TOKEN_OFF, getUdpCookieTime, getUdpIntegWish,
+  getUdpSackBlockEnd, getUdpSackBlockStart, getUdpSackCount, setUdpCookieTime, setUdpIntegWish,
+  setUdpSackBlockEnd, setUdpSackBlockStart, setUdpSackCount,
+} from './fields.gen.js';
 import type { Crc32c } from './mpa.js';
 import { SabreError, ErrorCode } from '../core/errors.js';
 
@@ -47,25 +52,45 @@ export interface UdpHdr {
   integ?: number | undefined;
 }
 
-const H = UDP_HDR.fields;
-const S = UDP_SACK.fields;
-const B = UDP_SACK_BLOCK.fields;
-const C = UDP_COOKIE.fields;
-const T = UDP_TOKEN.fields;
-
-export const UDP_HDR_LEN = UDP_HDR.size;
+export const UDP_HDR_LEN = UDP_HDR_SIZE;
 export const UDP_TRAILER_LEN = UDP_CRC_LEN;
 
-const I = UDP_INTEG.fields;
+// The fixed header, once a datagram: its offsets and bits as this module's own consts, read with
+// codec.ts's helpers. V8 folds a module's own consts into optimised code but loads an imported
+// binding at every use, and the generated accessors cost a call-target check each; both measured
+// slower here (bench/wire-codec.bench.mjs). The rarer blocks after it use the accessors.
+const H_SIZE = W.UDP_HDR_SIZE;
+const H_VER_TYPE_OFF = W.UDP_HDR_VER_TYPE_OFF;
+const H_VER_TYPE_VER = W.UDP_HDR_VER_TYPE_VER;
+const H_VER_TYPE_TYPE = W.UDP_HDR_VER_TYPE_TYPE;
+const H_FLAGS_OFF = W.UDP_HDR_FLAGS_OFF;
+const H_FLAGS_SACK = W.UDP_HDR_FLAGS_SACK;
+const H_FLAGS_ACK_REQ = W.UDP_HDR_FLAGS_ACK_REQ;
+const H_FLAGS_RETX = W.UDP_HDR_FLAGS_RETX;
+const H_FLAGS_COOKIE = W.UDP_HDR_FLAGS_COOKIE;
+const H_FLAGS_TOKEN = W.UDP_HDR_FLAGS_TOKEN;
+const H_FLAGS_INTEG = W.UDP_HDR_FLAGS_INTEG;
+const H_WINDOW_OFF = W.UDP_HDR_WINDOW_OFF;
+const H_SRC_CTX_OFF = W.UDP_HDR_SRC_CTX_OFF;
+const H_DST_CTX_OFF = W.UDP_HDR_DST_CTX_OFF;
+const H_PSN_OFF = W.UDP_HDR_PSN_OFF;
+const H_ACK_PSN_OFF = W.UDP_HDR_ACK_PSN_OFF;
+const H_TS_VAL_OFF = W.UDP_HDR_TS_VAL_OFF;
+const H_TS_ECR_OFF = W.UDP_HDR_TS_ECR_OFF;
+const H_DST_QPN_OFF = W.UDP_HDR_DST_QPN_OFF;
+const H_SRC_QPN_OFF = W.UDP_HDR_SRC_QPN_OFF;
+const H_FLAGS_TRAILER = W.UDP_HDR_FLAGS_TRAILER;
+const H_FLAGS_TRAILER_SHIFT = W.UDP_HDR_FLAGS_TRAILER_SHIFT;
+const VER_BITS = (UDP_VERSION << UDP_HDR_VER_TYPE_VER_SHIFT) & H_VER_TYPE_VER;
 
 function isIntegrity(c: number): boolean {
   return c === UdpIntegrity.Crc32c || c === UdpIntegrity.Xxh3 || c === UdpIntegrity.None;
 }
 
 export function udpHeaderLength(h: Pick<UdpHdr, 'sack' | 'cookie' | 'token' | 'integ'>): number {
-  return UDP_HDR.size + (h.cookie !== undefined ? UDP_COOKIE.size : 0) + (h.token !== undefined ? UDP_TOKEN.size : 0)
-    + (h.integ !== undefined ? UDP_INTEG.size : 0)
-    + (h.sack.length > 0 ? UDP_SACK.size + h.sack.length * UDP_SACK_BLOCK.size : 0);
+  return H_SIZE + (h.cookie !== undefined ? UDP_COOKIE_SIZE : 0) + (h.token !== undefined ? UDP_TOKEN_SIZE : 0)
+    + (h.integ !== undefined ? UDP_INTEG_SIZE : 0)
+    + (h.sack.length > 0 ? UDP_SACK_SIZE + h.sack.length * UDP_SACK_BLOCK_SIZE : 0);
 }
 
 function isType(t: number): boolean {
@@ -76,100 +101,100 @@ export function encodeUdpHdr(h: UdpHdr, buf: Uint8Array, off: number): number {
   const nSack = h.sack.length;
   if (nSack > UDP_MAX_SACK) throw new SabreError(ErrorCode.InvalidArgument, `at most ${UDP_MAX_SACK} SACK blocks, got ${nSack}`);
   if (!isType(h.type)) throw new SabreError(ErrorCode.InvalidArgument, `unknown UDP datagram type ${String(h.type)}`);
-  if (h.cookie !== undefined && h.cookie.mac.length !== C.mac.size) throw new SabreError(ErrorCode.InvalidArgument, `cookie mac must be ${C.mac.size} bytes`);
-  if (h.token !== undefined && h.token.length !== T.token.size) throw new SabreError(ErrorCode.InvalidArgument, `token must be ${T.token.size} bytes`);
+  if (h.cookie !== undefined && h.cookie.mac.length !== UDP_COOKIE_MAC_LEN) throw new SabreError(ErrorCode.InvalidArgument, `cookie mac must be ${UDP_COOKIE_MAC_LEN} bytes`);
+  if (h.token !== undefined && h.token.length !== UDP_TOKEN_TOKEN_LEN) throw new SabreError(ErrorCode.InvalidArgument, `token must be ${UDP_TOKEN_TOKEN_LEN} bytes`);
   if (h.integ !== undefined && !isIntegrity(h.integ)) throw new SabreError(ErrorCode.InvalidArgument, `unknown integrity code ${String(h.integ)}`);
   const len = udpHeaderLength(h);
   need(buf, off, len);
-  buf[off + H.verType.offset] = (UDP_VERSION << UDP_VER_SHIFT) | h.type;
-  buf[off + H.flags.offset] = (nSack > 0 ? UdpFlag.Sack : 0) | (h.ackReq ? UdpFlag.AckReq : 0) | (h.retx ? UdpFlag.Retx : 0)
-    | (h.cookie !== undefined ? UdpFlag.Cookie : 0) | (h.token !== undefined ? UdpFlag.Token : 0) | (h.integ !== undefined ? UdpFlag.Integ : 0);
-  wr16(buf, off + H.window.offset, h.window);
-  wr32(buf, off + H.srcCtx.offset, h.srcCtx);
-  wr32(buf, off + H.dstCtx.offset, h.dstCtx);
-  wr32(buf, off + H.psn.offset, h.psn);
-  wr32(buf, off + H.ackPsn.offset, h.ackPsn);
-  wr32(buf, off + H.tsVal.offset, h.tsVal);
-  wr32(buf, off + H.tsEcr.offset, h.tsEcr);
-  wr32(buf, off + H.dstQpn.offset, h.dstQpn);
-  wr32(buf, off + H.srcQpn.offset, h.srcQpn);
-  let x = off + UDP_HDR.size;
+  buf[off + H_VER_TYPE_OFF] = VER_BITS | h.type;
+  buf[off + H_FLAGS_OFF] = (nSack > 0 ? H_FLAGS_SACK : 0) | (h.ackReq ? H_FLAGS_ACK_REQ : 0) | (h.retx ? H_FLAGS_RETX : 0)
+    | (h.cookie !== undefined ? H_FLAGS_COOKIE : 0) | (h.token !== undefined ? H_FLAGS_TOKEN : 0)
+    | (h.integ !== undefined ? H_FLAGS_INTEG : 0);
+  wr16(buf, off + H_WINDOW_OFF, h.window);
+  wr32(buf, off + H_SRC_CTX_OFF, h.srcCtx);
+  wr32(buf, off + H_DST_CTX_OFF, h.dstCtx);
+  wr32(buf, off + H_PSN_OFF, h.psn);
+  wr32(buf, off + H_ACK_PSN_OFF, h.ackPsn);
+  wr32(buf, off + H_TS_VAL_OFF, h.tsVal);
+  wr32(buf, off + H_TS_ECR_OFF, h.tsEcr);
+  wr32(buf, off + H_DST_QPN_OFF, h.dstQpn);
+  wr32(buf, off + H_SRC_QPN_OFF, h.srcQpn);
+  let x = off + H_SIZE;
   if (h.cookie !== undefined) {
-    wr32(buf, x + C.time.offset, h.cookie.time);
-    buf.set(h.cookie.mac, x + C.mac.offset);
-    x += UDP_COOKIE.size;
+    setUdpCookieTime(buf, x, h.cookie.time);
+    buf.set(h.cookie.mac, x + UDP_COOKIE_MAC_OFF);
+    x += UDP_COOKIE_SIZE;
   }
   if (h.token !== undefined) {
-    buf.set(h.token, x + T.token.offset);
-    x += UDP_TOKEN.size;
+    buf.set(h.token, x + UDP_TOKEN_TOKEN_OFF);
+    x += UDP_TOKEN_SIZE;
   }
   if (h.integ !== undefined) {
-    buf[x + I.wish.offset] = h.integ;
-    buf.fill(0, x + I.rsvd.offset, x + I.rsvd.offset + I.rsvd.size);
-    x += UDP_INTEG.size;
+    setUdpIntegWish(buf, x, h.integ);
+    buf.fill(0, x + UDP_INTEG_RSVD_OFF, x + UDP_INTEG_RSVD_OFF + UDP_INTEG_RSVD_LEN);
+    x += UDP_INTEG_SIZE;
   }
   if (nSack > 0) {
-    const s = x;
-    buf[s + S.count.offset] = nSack;
-    buf.fill(0, s + S.rsvd.offset, s + S.rsvd.offset + S.rsvd.size);
-    let p = s + UDP_SACK.size;
+    setUdpSackCount(buf, x, nSack);
+    buf.fill(0, x + UDP_SACK_RSVD_OFF, x + UDP_SACK_RSVD_OFF + UDP_SACK_RSVD_LEN);
+    let p = x + UDP_SACK_SIZE;
     for (const blk of h.sack) {
-      wr32(buf, p + B.start.offset, blk.start);
-      wr32(buf, p + B.end.offset, blk.end);
-      p += UDP_SACK_BLOCK.size;
+      setUdpSackBlockStart(buf, p, blk.start);
+      setUdpSackBlockEnd(buf, p, blk.end);
+      p += UDP_SACK_BLOCK_SIZE;
     }
   }
   return len;
 }
 
 export function decodeUdpHdr(buf: Uint8Array, off: number, end: number): WireResult<UdpHdr> {
-  if (badWindow(buf, off, end) || end - off < UDP_HDR.size) return fail('TRUNCATED');
-  const vt = buf[off + H.verType.offset]!;
-  if (vt >>> UDP_VER_SHIFT !== UDP_VERSION) return fail('BAD_UDP_VERSION');
-  const type = vt & UDP_TYPE_MASK;
+  if (badWindow(buf, off, end) || end - off < H_SIZE) return fail('TRUNCATED');
+  const vt = buf[off + H_VER_TYPE_OFF]!;
+  if ((vt & H_VER_TYPE_VER) !== VER_BITS) return fail('BAD_UDP_VERSION');
+  const type = vt & H_VER_TYPE_TYPE;
   if (!isType(type)) return fail('BAD_UDP_TYPE');
-  const flags = buf[off + H.flags.offset]!;
+  const flags = buf[off + H_FLAGS_OFF]!;
   const sack: SackBlock[] = [];
-  let len = UDP_HDR.size;
+  let len = H_SIZE;
   // The blocks are copied out (they are rare: handshake datagrams and RESETs only).
   let cookie: UdpCookie | undefined;
   let token: Uint8Array | undefined;
-  if (flags & UdpFlag.Cookie) {
-    if (end - off < len + UDP_COOKIE.size) return fail('TRUNCATED');
+  if (flags & H_FLAGS_COOKIE) {
+    if (end - off < len + UDP_COOKIE_SIZE) return fail('TRUNCATED');
     const p = off + len;
-    cookie = { time: rd32(buf, p + C.time.offset), mac: buf.slice(p + C.mac.offset, p + C.mac.offset + C.mac.size) };
-    len += UDP_COOKIE.size;
+    cookie = { time: getUdpCookieTime(buf, p), mac: buf.slice(p + UDP_COOKIE_MAC_OFF, p + UDP_COOKIE_MAC_OFF + UDP_COOKIE_MAC_LEN) };
+    len += UDP_COOKIE_SIZE;
   }
-  if (flags & UdpFlag.Token) {
-    if (end - off < len + UDP_TOKEN.size) return fail('TRUNCATED');
-    const p = off + len + T.token.offset;
-    token = buf.slice(p, p + T.token.size);
-    len += UDP_TOKEN.size;
+  if (flags & H_FLAGS_TOKEN) {
+    if (end - off < len + UDP_TOKEN_SIZE) return fail('TRUNCATED');
+    const p = off + len + UDP_TOKEN_TOKEN_OFF;
+    token = buf.slice(p, p + UDP_TOKEN_TOKEN_LEN);
+    len += UDP_TOKEN_SIZE;
   }
   let integ: number | undefined;
-  if (flags & UdpFlag.Integ) {
-    if (end - off < len + UDP_INTEG.size) return fail('TRUNCATED');
-    integ = buf[off + len + I.wish.offset]!;
+  if (flags & H_FLAGS_INTEG) {
+    if (end - off < len + UDP_INTEG_SIZE) return fail('TRUNCATED');
+    integ = getUdpIntegWish(buf, off + len);
     if (!isIntegrity(integ)) return fail('BAD_INTEG');
-    len += UDP_INTEG.size;
+    len += UDP_INTEG_SIZE;
   }
-  if (flags & UdpFlag.Sack) {
-    if (end - off < len + UDP_SACK.size) return fail('TRUNCATED');
-    const n = buf[off + len + S.count.offset]!;
+  if (flags & H_FLAGS_SACK) {
+    if (end - off < len + UDP_SACK_SIZE) return fail('TRUNCATED');
+    const n = getUdpSackCount(buf, off + len);
     if (n < 1 || n > UDP_MAX_SACK) return fail('BAD_COUNT');
-    let p = off + len + UDP_SACK.size;
-    len += UDP_SACK.size + n * UDP_SACK_BLOCK.size;
+    let p = off + len + UDP_SACK_SIZE;
+    len += UDP_SACK_SIZE + n * UDP_SACK_BLOCK_SIZE;
     if (end - off < len) return fail('TRUNCATED');
-    for (let i = 0; i < n; i++, p += UDP_SACK_BLOCK.size) sack.push({ start: rd32(buf, p + B.start.offset), end: rd32(buf, p + B.end.offset) });
+    for (let i = 0; i < n; i++, p += UDP_SACK_BLOCK_SIZE) sack.push({ start: getUdpSackBlockStart(buf, p), end: getUdpSackBlockEnd(buf, p) });
   }
   // Reserved flag bits are ignored on receipt, like every reserved field here.
   return {
     ok: true,
     value: {
-      type: type as UdpTypeValue, ackReq: (flags & UdpFlag.AckReq) !== 0, retx: (flags & UdpFlag.Retx) !== 0,
-      window: rd16(buf, off + H.window.offset), srcCtx: rd32(buf, off + H.srcCtx.offset), dstCtx: rd32(buf, off + H.dstCtx.offset),
-      psn: rd32(buf, off + H.psn.offset), ackPsn: rd32(buf, off + H.ackPsn.offset), tsVal: rd32(buf, off + H.tsVal.offset),
-      tsEcr: rd32(buf, off + H.tsEcr.offset), dstQpn: rd32(buf, off + H.dstQpn.offset), srcQpn: rd32(buf, off + H.srcQpn.offset),
+      type: type as UdpTypeValue, ackReq: (flags & H_FLAGS_ACK_REQ) !== 0, retx: (flags & H_FLAGS_RETX) !== 0,
+      window: rd16(buf, off + H_WINDOW_OFF), srcCtx: rd32(buf, off + H_SRC_CTX_OFF), dstCtx: rd32(buf, off + H_DST_CTX_OFF),
+      psn: rd32(buf, off + H_PSN_OFF), ackPsn: rd32(buf, off + H_ACK_PSN_OFF), tsVal: rd32(buf, off + H_TS_VAL_OFF),
+      tsEcr: rd32(buf, off + H_TS_ECR_OFF), dstQpn: rd32(buf, off + H_DST_QPN_OFF), srcQpn: rd32(buf, off + H_SRC_QPN_OFF),
       sack, cookie, token, integ,
     },
     length: len,
@@ -188,13 +213,13 @@ export interface UdpDatagram { hdr: UdpHdr; segOff: number; segEnd: number; trai
 
 /** Set the trailer kind (a UdpIntegrity code) of the header encoded at buf[off]. */
 export function setUdpTrailer(buf: Uint8Array, off: number, kind: number): void {
-  const f = off + UDP_HDR.fields.flags.offset;
-  buf[f] = (buf[f]! & ~UDP_TRAILER_MASK) | (kind << UDP_TRAILER_SHIFT);
+  const f = off + H_FLAGS_OFF;
+  buf[f] = (buf[f]! & ~H_FLAGS_TRAILER) | (kind << H_FLAGS_TRAILER_SHIFT);
 }
 
 /** The trailer kind a datagram's flags name (3: reserved). Reads one byte; checks nothing. */
 export function udpTrailerKind(buf: Uint8Array, off = 0): number {
-  return (buf[off + UDP_HDR.fields.flags.offset]! & UDP_TRAILER_MASK) >>> UDP_TRAILER_SHIFT;
+  return (buf[off + H_FLAGS_OFF]! & H_FLAGS_TRAILER) >>> H_FLAGS_TRAILER_SHIFT;
 }
 
 /** Whether buf[off, end - 8) hashes (XXH3-64) to the 8 bytes (LSB first) ending at `end`. */
@@ -207,11 +232,11 @@ export type Xxh3Check = (buf: Uint8Array, off: number, end: number) => boolean;
  * (`trailer` in the result); without `xxh3` an XXH3-64 trailer cannot be checked: BAD_HASH.
  */
 export function openUdpDatagram(buf: Uint8Array, off: number, end: number, crc32c: Crc32c, xxh3?: Xxh3Check): WireResult<UdpDatagram> {
-  if (badWindow(buf, off, end) || end - off < UDP_HDR.size) return fail('TRUNCATED');
+  if (badWindow(buf, off, end) || end - off < H_SIZE) return fail('TRUNCATED');
   const kind = udpTrailerKind(buf, off);
   if (kind >= UDP_TRAILER_LENS.length) return fail('BAD_TRAILER');
   const crcAt = end - UDP_TRAILER_LENS[kind]!;
-  if (crcAt - off < UDP_HDR.size) return fail('TRUNCATED');
+  if (crcAt - off < H_SIZE) return fail('TRUNCATED');
   if (kind === UdpIntegrity.Crc32c) {
     if (crc32c(buf, off, crcAt - off) >>> 0 !== rd32le(buf, crcAt)) return fail('BAD_CRC');
   } else if (kind === UdpIntegrity.Xxh3) {
