@@ -12,6 +12,7 @@ import { ErrorCode, SabreError } from '../../core/errors.js';
 import { job } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
+import { DDP_CTRL_DDP_T, DDP_CTRL_RDMAP_OPCODE, getDdpCtrlDdp, getDdpCtrlRdmap } from '../../wire/fields.gen.js';
 import { defaultEmss, FpduDeframer, FpduFramer, mulpdu, type FramingMemory, type RxUlpdu, type TxSink } from './fpdu.js';
 import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type MpaResult } from './mpa-handshake.js';
 import { TERM, type TermCode } from '../../wire/terminate.js';
@@ -396,7 +397,8 @@ export class MpaConnection extends EventEmitter {
   #onUlpdus(batch: RxUlpdu[], u8: Uint8Array): void {
     if (this.#state === 'rtr') {
       const first = batch[0]!;
-      const isRtr = first.len === TAGGED_HDR_LEN && (u8[first.ptr]! & 0x80) !== 0 && (u8[first.ptr + 1]! & 0x0f) === RdmapOpcode.RdmaWrite;
+      const isRtr = first.len === TAGGED_HDR_LEN && (getDdpCtrlDdp(u8, first.ptr) & DDP_CTRL_DDP_T) !== 0
+        && (getDdpCtrlRdmap(u8, first.ptr) & DDP_CTRL_RDMAP_OPCODE) === RdmapOpcode.RdmaWrite;
       if (!isRtr) {
         this.terminate(TERM.noMatchingRtr, 'first FPDU after a peer-to-peer setup was not the agreed zero-length RDMA Write');
         return;

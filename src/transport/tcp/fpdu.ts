@@ -18,9 +18,10 @@
 import { crc32c as crc32cPlain } from '../../kernels/crc32c.js';
 import { crc32cIn } from '../../kernels/crc32c-any.js';
 import { CRC32C_SHORT_MAX, crc32cShort } from '../../kernels/crc32c-short.js';
-import { MPA_CRC_LEN, MPA_HDR_LEN, MPA_MARKER_INTERVAL, MPA_MARKER } from '../../wire/spec.js';
+import { MPA_CRC_LEN, MPA_MARKER_INTERVAL } from '../../wire/spec.js';
 import { SabreError, ErrorCode } from '../../core/errors.js';
-import { wr32le } from '../../wire/codec.js';
+import { rd16, wr16, wr32le } from '../../wire/codec.js';
+import * as W from '../../wire/fields.gen.js';
 import { fpduLength, fpduPadLength as padLength } from '../../wire/mpa.js';
 import { CRC_DESC_BYTES, crcDescLen, crcDescOut, crcDescPtr, writeCrcDesc } from '../../dataplane/descriptors.js';
 import { TERM } from '../../wire/terminate.js';
@@ -40,7 +41,14 @@ export interface FramingMemory {
 }
 
 export const MARKER_INTERVAL = MPA_MARKER_INTERVAL;
-export const MARKER_LEN = MPA_MARKER.size;
+export const MARKER_LEN = W.MPA_MARKER_SIZE;
+// The FPDU header and marker fields as this module's own consts: V8 folds those into optimised
+// code but loads an imported binding at every use.
+/** Bytes of the FPDU header (the ULPDU Length field) in front of the ULPDU. */
+const HDR = W.MPA_FPDU_SIZE;
+const LEN_AT = W.MPA_FPDU_ULPDU_LEN_OFF;
+const M_RSVD = W.MPA_MARKER_RSVD_OFF;
+const M_PTR = W.MPA_MARKER_FPDU_PTR_OFF;
 export const MAX_ULPDU = 0xffff;
 /** FPDUs per crc32cBatch call on receive. */
 const CRC_BATCH = 128;
@@ -69,10 +77,8 @@ export { fpduLength } from '../../wire/mpa.js';
 
 
 function wrMarker(b: Uint8Array, o: number, fpduPtr: number): void {
-  b[o] = 0;
-  b[o + 1] = 0;
-  b[o + 2] = fpduPtr >>> 8;
-  b[o + 3] = fpduPtr & 0xff;
+  wr16(b, o + M_RSVD, 0);
+  wr16(b, o + M_PTR, fpduPtr);
 }
 
 /**
@@ -152,10 +158,9 @@ export class FpduFramer {
     if (ulpduLen <= 2048) {
       const off = tx.small(total);
       const b = tx.buf;
-      b[off] = ulpduLen >>> 8;
-      b[off + 1] = ulpduLen & 0xff;
-      b.set(hdr, off + 2);
-      let o = off + 2 + hdr.length;
+      wr16(b, off + LEN_AT, ulpduLen);
+      b.set(hdr, off + HDR);
+      let o = off + HDR + hdr.length;
       for (const p of payload) {
         b.set(p, o);
         o += p.length;
@@ -165,12 +170,11 @@ export class FpduFramer {
       b.writeUInt32LE(crcOn ? crcRange(b, off, o, 0) : 0, o);
       return total;
     }
-    const ho = tx.small(2 + hdr.length);
+    const ho = tx.small(HDR + hdr.length);
     const h = tx.buf;
-    h[ho] = ulpduLen >>> 8;
-    h[ho + 1] = ulpduLen & 0xff;
-    h.set(hdr, ho + 2);
-    let crc = crcOn ? crcRange(h, ho, ho + 2 + hdr.length, 0) : 0;
+    wr16(h, ho + LEN_AT, ulpduLen);
+    h.set(hdr, ho + HDR);
+    let crc = crcOn ? crcRange(h, ho, ho + HDR + hdr.length, 0) : 0;
     const dp = this.#dp;
     for (const p of payload) {
       if (p.length === 0) continue;
@@ -192,10 +196,9 @@ export class FpduFramer {
     if (ulpduLen <= 2048) {
       const total = fpduLength(ulpduLen);
       const b = Buffer.allocUnsafe(total);
-      b[0] = ulpduLen >>> 8;
-      b[1] = ulpduLen & 0xff;
-      b.set(hdr, 2);
-      let o = 2 + hdr.length;
+      wr16(b, LEN_AT, ulpduLen);
+      b.set(hdr, HDR);
+      let o = HDR + hdr.length;
       for (const p of payload) {
         b.set(p, o);
         o += p.length;
@@ -208,10 +211,9 @@ export class FpduFramer {
       this.streamPos += total;
       return total;
     }
-    const head = Buffer.allocUnsafe(2 + hdr.length);
-    head[0] = ulpduLen >>> 8;
-    head[1] = ulpduLen & 0xff;
-    head.set(hdr, 2);
+    const head = Buffer.allocUnsafe(HDR + hdr.length);
+    wr16(head, LEN_AT, ulpduLen);
+    head.set(hdr, HDR);
     const tail = Buffer.alloc(pad + MPA_CRC_LEN);
     out.push(head);
     let crc = 0;
@@ -258,9 +260,8 @@ export class FpduFramer {
         o += take;
       }
     };
-    const lenField = new Uint8Array(2);
-    lenField[0] = ulpduLen >>> 8;
-    lenField[1] = ulpduLen & 0xff;
+    const lenField = new Uint8Array(HDR);
+    wr16(lenField, LEN_AT, ulpduLen);
     data(lenField);
     data(hdr);
     for (const p of payload) data(p);
@@ -445,7 +446,7 @@ export class FpduDeframer {
         const avail = this.#end - at0;
         if (avail < 2) break;
         const at = base + at0;
-        const ulen = (u8[at]! << 8) | u8[at + 1]!;
+        const ulen = rd16(u8, at + LEN_AT);
         if (ulen > this.#maxUlpdu) {
           if (n === 0) return fault(TERM.fpduStart, 'LENGTH', `ULPDU length ${ulen} exceeds ${this.#maxUlpdu}`);
           break; // check the FPDUs before it first
@@ -465,7 +466,7 @@ export class FpduDeframer {
         const got = crcDescOut(dv, d);
         const wire = dv.getUint32(at + len, true);
         if (got !== wire) return fault(TERM.crc, 'CRC', `FPDU CRC32C mismatch: wire ${hex(wire)}, computed ${hex(got)}`);
-        batch.push({ ptr: at + MPA_HDR_LEN, len: (u8[at]! << 8) | u8[at + 1]! });
+        batch.push({ ptr: at + HDR, len: rd16(u8, at + LEN_AT) });
         this.#start += len + MPA_CRC_LEN;
         this.#pos += len + MPA_CRC_LEN;
       }
@@ -476,7 +477,7 @@ export class FpduDeframer {
     const avail = this.#end - this.#start;
     if (avail < 2) return false;
     const at = base + this.#start;
-    const ulen = (u8[at]! << 8) | u8[at + 1]!;
+    const ulen = rd16(u8, at + LEN_AT);
     if (ulen > this.#maxUlpdu) {
       this.#fail(fault(TERM.fpduStart, 'LENGTH', `ULPDU length ${ulen} exceeds ${this.#maxUlpdu}`));
       return false;
@@ -484,7 +485,7 @@ export class FpduDeframer {
     const total = fpduLength(ulen);
     if (avail < total) return false;
     if (this.#crc && !this.#checkCrc(u8, at, total - MPA_CRC_LEN)) return false;
-    batch.push({ ptr: at + MPA_HDR_LEN, len: ulen });
+    batch.push({ ptr: at + HDR, len: ulen });
     this.#start += total;
     this.#pos += total;
     return true;
@@ -512,10 +513,10 @@ export class FpduDeframer {
       }
       lead = MARKER_LEN;
     }
-    if (avail < lead + 2) return false;
+    if (avail < lead + HDR) return false;
     const headerPos = pos + lead;
     const h = at + lead;
-    const ulen = (u8[h]! << 8) | u8[h + 1]!;
+    const ulen = rd16(u8, h + LEN_AT);
     if (ulen > this.#maxUlpdu) {
       this.#fail(fault(TERM.fpduStart, 'LENGTH', `ULPDU length ${ulen} exceeds ${this.#maxUlpdu}`));
       return false;
@@ -540,8 +541,8 @@ export class FpduDeframer {
     }
     if (this.#crc && !this.#checkCrc(u8, at, raw - MPA_CRC_LEN)) return false;
     // Close the marker gaps inside the ULPDU so it is contiguous for placement.
-    const ulpduStart = h + MPA_HDR_LEN;
-    const ulpduStreamStart = headerPos + MPA_HDR_LEN;
+    const ulpduStart = h + HDR;
+    const ulpduStreamStart = headerPos + HDR;
     let write = ulpduStart;
     let streamAt = ulpduStreamStart;
     let left = ulen;
@@ -566,7 +567,7 @@ export class FpduDeframer {
 }
 
 function markerPtr(u8: Uint8Array, at: number): number {
-  return (u8[at + 2]! << 8) | u8[at + 3]!;
+  return rd16(u8, at + M_PTR);
 }
 
 function firstMarkerAtOrAfter(p: number): number {

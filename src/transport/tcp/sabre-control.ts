@@ -1,29 +1,28 @@
 // sabre's control message on a TCP stream (RDMAP opcode 15, see SABRE_CONTROL in
 // src/wire/spec.ts): the engine's ack, RNR and sequence notes between two sabre peers, as one
 // untagged DDP segment (QN 0, MSN 0, MO 0, L) so the stream stays well-formed iWARP.
-import { rd32, wr32 } from '../../wire/codec.js';
 import { encodeDdp, RdmapOpcode } from '../../wire/rdmap.js';
-import { QN, SABRE_CONTROL, SabreControlKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
+import { QN, SabreControlKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
+import { SABRE_CONTROL_SIZE, getSabreControlKind, getSabreControlSsn, setSabreControlKind, setSabreControlSsn } from '../../wire/fields.gen.js';
 
 export { SabreControlKind };
 
-const F = SABRE_CONTROL.fields;
-export const SABRE_CONTROL_ULPDU = UNTAGGED_HDR_LEN + SABRE_CONTROL.size;
+export const SABRE_CONTROL_ULPDU = UNTAGGED_HDR_LEN + SABRE_CONTROL_SIZE;
 
 /** The whole ULPDU (DDP header + payload): one buffer, framed as one FPDU. */
 export function encodeSabreControl(kind: number, ssn: number): Uint8Array {
   const b = new Uint8Array(SABRE_CONTROL_ULPDU);
   encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.SabreControl, ulp: 0, qn: QN.Send, msn: 0, mo: 0 }, b, 0);
   const o = UNTAGGED_HDR_LEN;
-  b[o + F.kind.offset] = kind;
-  wr32(b, o + F.ssn.offset, ssn);
+  setSabreControlKind(b, o, kind);
+  setSabreControlSsn(b, o, ssn);
   return b;
 }
 
 /** Decode the payload after the DDP header; undefined when it is not a control we know. */
 export function decodeSabreControl(u8: Uint8Array, at: number, len: number): { kind: number; ssn: number } | undefined {
-  if (len < SABRE_CONTROL.size) return undefined;
-  const kind = u8[at + F.kind.offset]!;
+  if (len < SABRE_CONTROL_SIZE) return undefined;
+  const kind = getSabreControlKind(u8, at);
   if (kind !== SabreControlKind.Ack && kind !== SabreControlKind.Rnr && kind !== SabreControlKind.Seq) return undefined;
-  return { kind, ssn: rd32(u8, at + F.ssn.offset) };
+  return { kind, ssn: getSabreControlSsn(u8, at) };
 }

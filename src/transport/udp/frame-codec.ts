@@ -7,16 +7,32 @@
 // Decoding never throws: anything malformed is `undefined`, which the transport counts as a
 // dropped frame. The decoded segment's hdr and payload are views into the datagram (no copy);
 // the engine stages the payload into device memory when it places it.
-import { DDP_T, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG, UdpEnvFlag, UdpEnvKind, UNTAGGED_HDR_LEN } from '../../wire/spec.js';
-import { rd32, wr32 } from '../../wire/codec.js';
+import { UdpEnvFlag, UdpEnvKind } from '../../wire/spec.js';
+import { rd16, rd32, wr16, wr32 } from '../../wire/codec.js';
+import * as W from '../../wire/fields.gen.js';
 import { carriesData } from '../../wire/rdmap.js';
 import type { Frame, SegFrame } from '../../core/frame.js';
 
-const E = UDP_ENV.fields;
-const S = UDP_ENV_SEG.fields;
+// Offsets and bits as this module's own consts: V8 folds those into optimised code but loads an
+// imported binding at every use (bench/wire-codec.bench.mjs).
+const E_KIND = W.UDP_ENV_KIND_OFF;
+const E_FLAGS = W.UDP_ENV_FLAGS_OFF;
+const E_LEN = W.UDP_ENV_LEN_OFF;
+const E_SSN = W.UDP_ENV_SSN_OFF;
+const E_SIZE = W.UDP_ENV_SIZE;
+const S_MSG_LEN = W.UDP_ENV_SEG_MSG_LEN_OFF;
+const S_OFF = W.UDP_ENV_SEG_OFF_OFF;
+const S_ACK = W.UDP_ENV_SEG_ACK_OFF;
+const S_SIZE = W.UDP_ENV_SEG_SIZE;
+const DDP_CTRL = W.DDP_CTRL_DDP_OFF;
+const RDMAP_CTRL = W.DDP_CTRL_RDMAP_OFF;
+const DDP_T = W.DDP_CTRL_DDP_T;
+const OPCODE = W.DDP_CTRL_RDMAP_OPCODE;
+const TAGGED_LEN = W.TAGGED_SIZE;
+const UNTAGGED_LEN = W.UNTAGGED_SIZE;
 /** Bytes in front of the DDP segment of a seg frame. */
-export const ENV_SEG_LEN = UDP_ENV.size + UDP_ENV_SEG.size;
-export const ENV_CTL_LEN = UDP_ENV.size;
+export const ENV_SEG_LEN = E_SIZE + S_SIZE;
+export const ENV_CTL_LEN = E_SIZE;
 
 /** Bytes the payload of `f` takes. */
 export function frameLength(f: Frame): number {
@@ -35,16 +51,15 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
   switch (f.kind) {
     case 'seg': {
       const env = f.env;
-      buf[off + E.kind.offset] = UdpEnvKind.Seg;
-      buf[off + E.flags.offset] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
-      buf[off + E.len.offset] = 0;
-      buf[off + E.len.offset + 1] = 0;
-      wr32(buf, off + E.ssn.offset, env.ssn);
-      const s = off + UDP_ENV.size;
-      wr32(buf, s + S.msgLen.offset, env.msgLen);
-      wr32(buf, s + S.off.offset, env.off);
-      wr32(buf, s + S.ack.offset, env.ack ?? 0);
-      let p = s + UDP_ENV_SEG.size;
+      buf[off + E_KIND] = UdpEnvKind.Seg;
+      buf[off + E_FLAGS] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
+      wr16(buf, off + E_LEN, 0);
+      wr32(buf, off + E_SSN, env.ssn);
+      const s = off + E_SIZE;
+      wr32(buf, s + S_MSG_LEN, env.msgLen);
+      wr32(buf, s + S_OFF, env.off);
+      wr32(buf, s + S_ACK, env.ack ?? 0);
+      let p = s + S_SIZE;
       buf.set(f.hdr, p);
       p += f.hdr.length;
       for (const v of f.payload) {
@@ -56,11 +71,10 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
     case 'ack':
     case 'rnr':
     case 'hello':
-      buf[off + E.kind.offset] = f.kind === 'ack' ? UdpEnvKind.Ack : f.kind === 'rnr' ? UdpEnvKind.Rnr : UdpEnvKind.Hello;
-      buf[off + E.flags.offset] = f.kind === 'hello' && f.reply ? UdpEnvFlag.Reply : 0;
-      buf[off + E.len.offset] = 0;
-      buf[off + E.len.offset + 1] = 0;
-      wr32(buf, off + E.ssn.offset, f.kind === 'hello' ? 0 : f.ssn);
+      buf[off + E_KIND] = f.kind === 'ack' ? UdpEnvKind.Ack : f.kind === 'rnr' ? UdpEnvKind.Rnr : UdpEnvKind.Hello;
+      buf[off + E_FLAGS] = f.kind === 'hello' && f.reply ? UdpEnvFlag.Reply : 0;
+      wr16(buf, off + E_LEN, 0);
+      wr32(buf, off + E_SSN, f.kind === 'hello' ? 0 : f.ssn);
       return ENV_CTL_LEN;
   }
 }
@@ -78,23 +92,23 @@ export function frameBytes(f: Frame): Uint8Array {
  */
 export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Frame | undefined {
   if (!(p instanceof Uint8Array) || p.length < ENV_CTL_LEN || dstQpn === 0 || srcQpn === 0) return undefined;
-  const kind = p[E.kind.offset]!;
-  const flags = p[E.flags.offset]!;
-  const ssn = rd32(p, E.ssn.offset);
+  const kind = p[E_KIND]!;
+  const flags = p[E_FLAGS]!;
+  const ssn = rd32(p, E_SSN);
   switch (kind) {
     case UdpEnvKind.Seg: {
       // Envelope + at least the DDP control byte pair; the engine's decodeDdp judges the rest.
       if (p.length < ENV_SEG_LEN + 2) return undefined;
-      const s = UDP_ENV.size;
+      const s = E_SIZE;
       const env: SegFrame['env'] = {
-        srcQpn, dstQpn, ssn, msgLen: rd32(p, s + S.msgLen.offset), off: rd32(p, s + S.off.offset),
+        srcQpn, dstQpn, ssn, msgLen: rd32(p, s + S_MSG_LEN), off: rd32(p, s + S_OFF),
       };
-      if (flags & UdpEnvFlag.AckPresent) env.ack = rd32(p, s + S.ack.offset);
+      if (flags & UdpEnvFlag.AckPresent) env.ack = rd32(p, s + S_ACK);
       // Data segments: the DDP header alone in hdr, the data as one payload view (what the
       // engine stages). Control segments carry their RDMAP payload inside hdr (ctlFrame's shape).
-      const tagged = (p[ENV_SEG_LEN]! & DDP_T) !== 0;
-      const hlen = tagged ? TAGGED_HDR_LEN : UNTAGGED_HDR_LEN;
-      const data = tagged || carriesData(p[ENV_SEG_LEN + 1]! & 0x0f);
+      const tagged = (p[ENV_SEG_LEN + DDP_CTRL]! & DDP_T) !== 0;
+      const hlen = tagged ? TAGGED_LEN : UNTAGGED_LEN;
+      const data = tagged || carriesData(p[ENV_SEG_LEN + RDMAP_CTRL]! & OPCODE);
       if (!data || p.length < ENV_SEG_LEN + hlen) return { kind: 'seg', env, hdr: p.subarray(ENV_SEG_LEN), payload: [] };
       const cut = ENV_SEG_LEN + hlen;
       return { kind: 'seg', env, hdr: p.subarray(ENV_SEG_LEN, cut), payload: cut < p.length ? [p.subarray(cut)] : [] };
@@ -121,7 +135,7 @@ export function decodeFrames(p: Uint8Array, dstQpn: number, srcQpn: number, out:
   const n = p.length;
   while (at < n) {
     if (n - at < ENV_CTL_LEN) return bad + 1;
-    const len = (p[at + E.len.offset]! << 8) | p[at + E.len.offset + 1]!;
+    const len = rd16(p, at + E_LEN);
     if (len !== 0 && (len < ENV_CTL_LEN || len > n - at)) return bad + 1;
     const end = len === 0 ? n : at + len;
     const f = decodeFrame(at === 0 && end === n ? p : p.subarray(at, end), dstQpn, srcQpn);

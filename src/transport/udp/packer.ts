@@ -17,8 +17,8 @@
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
 import type { Frame, SegFrame } from '../../core/frame.js';
 import { ViewCursor } from '../../core/gather.js';
-import { rdSafe64, wr32, wrSafe64 } from '../../wire/codec.js';
-import { DDP_L, DDP_T, TAGGED, TAGGED_HDR_LEN, UDP_ENV, UDP_ENV_SEG } from '../../wire/spec.js';
+import { rdSafe64, wr16, wr32, wrSafe64 } from '../../wire/codec.js';
+import * as W from '../../wire/fields.gen.js';
 import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
 import { ByteSlab } from './slab.js';
 
@@ -26,9 +26,14 @@ import { ByteSlab } from './slab.js';
 const GATHER_MIN = 1024;
 /** A tagged segment is cut to fill a payload only if at least this much data fits in the room left. */
 const MIN_CUT = 4096;
-const LEN_OFF = UDP_ENV.fields.len.offset;
-const TO_OFF = TAGGED.fields.to.offset;
-const SEG_OFF_OFF = UDP_ENV.size + UDP_ENV_SEG.fields.off.offset;
+// Offsets as this module's own consts (V8 folds those into optimised code, not imported ones).
+const LEN_OFF = W.UDP_ENV_LEN_OFF;
+const SEG_OFF_OFF = W.UDP_ENV_SIZE + W.UDP_ENV_SEG_OFF_OFF;
+const DDP_CTRL = W.TAGGED_DDP_CTRL_OFF;
+const TO_OFF = W.TAGGED_TO_OFF;
+const TAGGED_LEN = W.TAGGED_SIZE;
+const DDP_T = W.DDP_CTRL_DDP_T;
+const DDP_L = W.DDP_CTRL_DDP_L;
 
 export type EmitPayload = (payload: Uint8Array | Uint8Array[], dstQpn: number, srcQpn: number) => void;
 
@@ -68,7 +73,7 @@ export class FramePacker {
       const head = ENV_SEG_LEN + f.hdr.length;
       let data = 0;
       for (const v of f.payload) data += v.length;
-      const cuttable = data > 0 && f.hdr.length === TAGGED_HDR_LEN && (f.hdr[0]! & DDP_T) !== 0;
+      const cuttable = data > 0 && f.hdr.length === TAGGED_LEN && (f.hdr[DDP_CTRL]! & DDP_T) !== 0;
       if (!cuttable) {
         if (this.#size + head + data > room) this.#emit(emit);
         this.#push(f, 0, data, head + data);
@@ -137,8 +142,7 @@ export class FramePacker {
         // This frame's length (envelope included) chains to the next one; the last stays 0.
         let len = p - at;
         if (f.kind === 'seg' && this.#dataLen[k]! >= GATHER_MIN) len += this.#dataLen[k]!;
-        buf[at + LEN_OFF] = len >>> 8;
-        buf[at + LEN_OFF + 1] = len;
+        wr16(buf, at + LEN_OFF, len);
       }
     }
     if (p > cut) parts.push(buf.subarray(cut, p));
@@ -166,7 +170,7 @@ function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8A
   // Cut piece of a tagged segment (the only kind cut).
   wr32(buf, off + SEG_OFF_OFF, f.env.off + dataOff);
   const h = off + ENV_SEG_LEN;
-  if (dataOff + dataLen < total) buf[h] = buf[h]! & ~DDP_L;
+  if (dataOff + dataLen < total) buf[h + DDP_CTRL] = buf[h + DDP_CTRL]! & ~DDP_L;
   // TO < 2^53 (spec MAX_SAFE_TO): a safe integer, carried across the 32-bit word boundary.
   wrSafe64(buf, h + TO_OFF, rdSafe64(buf, h + TO_OFF) + dataOff);
   return ENV_SEG_LEN + f.hdr.length;
