@@ -1,15 +1,14 @@
 // The channel's bytes: the immediate of every write it posts, and the control messages
 // (chanHdr + a body of fixed length per type). Offsets, masks and lengths all come from the
-// channel spec (src/wire/channel-spec.ts); docs/wire.md shows them byte by byte.
+// channel spec (src/wire/channel-spec.ts), through the accessors generated from it
+// (src/wire/channel-fields.gen.ts); docs/wire.md shows them byte by byte.
 //
 // Decoders never throw and check structure only (exact length, known type, head/tail flags,
 // addresses below 2^53); whether a field names something this side granted is the core's
 // check, against its own state.
-import { badWindow, rd16, rd32, rdSafe64, wr16, wr32, wrSafe64 } from '../wire/codec.js';
-import {
-  CHAN_CLOSE, CHAN_DONE, CHAN_RECORD, CHAN_ENLARGE, CHAN_GRANT, CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_HELLO, CHAN_IMM,
-  CHAN_OFFER, CHAN_SWITCH, CHAN_TYPES, ChanFlag, ChanType,
-} from '../wire/channel-spec.js';
+import { badWindow } from '../wire/codec.js';
+import { CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_TYPES, ChanFlag, ChanType } from '../wire/channel-spec.js';
+import * as W from '../wire/channel-fields.gen.js';
 
 export { ChanFlag, ChanType };
 
@@ -19,16 +18,16 @@ export { ChanFlag, ChanType };
  */
 export const CLOSE_ABORT = ChanFlag.Abort;
 
-const IMM = CHAN_IMM.fields.imm.bits!;
-const K = IMM.K.mask >>> 0;
-const P = IMM.P.mask >>> 0;
-const EPOCH = IMM.Epoch.mask >>> 0;
-const V = IMM.V.mask >>> 0;
-const SLOT = IMM.Slot.mask >>> 0;
-const SEQ = IMM.Seq.mask >>> 0;
-const shiftOf = (mask: number): number => 31 - Math.clz32(mask & -mask);
-const EPOCH_SHIFT = shiftOf(EPOCH);
-const SLOT_SHIFT = shiftOf(SLOT);
+// chanImm's bits as this module's own consts (every write's immediate goes through them; V8
+// folds a module's own consts, not imported ones).
+const K = W.CHAN_IMM_IMM_K;
+const P = W.CHAN_IMM_IMM_P;
+const EPOCH = W.CHAN_IMM_IMM_EPOCH;
+const V = W.CHAN_IMM_IMM_V;
+const SLOT = W.CHAN_IMM_IMM_SLOT;
+const SEQ = W.CHAN_IMM_IMM_SEQ;
+const EPOCH_SHIFT = W.CHAN_IMM_IMM_EPOCH_SHIFT;
+const SLOT_SHIFT = W.CHAN_IMM_IMM_SLOT_SHIFT;
 
 export interface ImmFields {
   ctrl: boolean;
@@ -106,39 +105,35 @@ export const CTRL_LEN: ReadonlyMap<number, number> = new Map(
 );
 export const MAX_CTRL_LEN = Math.max(...CTRL_LEN.values());
 
-const H = CHAN_HDR.fields;
-const HE = CHAN_HELLO.fields;
-const G = CHAN_GRANT.fields;
-const EN = CHAN_ENLARGE.fields;
-const SW = CHAN_SWITCH.fields;
-const OF = CHAN_OFFER.fields;
-const DN = CHAN_DONE.fields;
-const CL = CHAN_CLOSE.fields;
-const B = CHAN_HDR.size;
+const B = W.CHAN_HDR_SIZE;
 
 function writeGrant(b: Uint8Array, o: number, g: Grant | undefined): void {
-  b[o + G.head.offset] = CHAN_GRANT_HEAD;
-  b[o + G.tail.offset] = CHAN_GRANT_TAIL;
+  W.setChanGrantHead(b, o, CHAN_GRANT_HEAD);
+  W.setChanGrantTail(b, o, CHAN_GRANT_TAIL);
   if (!g) return;
-  b[o + G.epoch.offset] = g.epoch;
-  wr16(b, o + G.slots.offset, g.slots);
-  wr32(b, o + G.slotSize.offset, g.slotSize);
-  wrSafe64(b, o + G.addr.offset, g.addr);
-  wr32(b, o + G.rkey.offset, g.rkey);
-  b[o + G.phase.offset] = g.phase;
+  W.setChanGrantEpoch(b, o, g.epoch);
+  W.setChanGrantSlots(b, o, g.slots);
+  W.setChanGrantSlotSize(b, o, g.slotSize);
+  W.setChanGrantAddr(b, o, g.addr);
+  W.setChanGrantRkey(b, o, g.rkey);
+  W.setChanGrantPhase(b, o, g.phase);
+}
+
+function grantFramed(b: Uint8Array, o: number): boolean {
+  return W.getChanGrantHead(b, o) === CHAN_GRANT_HEAD && W.getChanGrantTail(b, o) === CHAN_GRANT_TAIL;
 }
 
 function readGrant(b: Uint8Array, o: number): Grant | string {
-  if (b[o + G.head.offset] !== CHAN_GRANT_HEAD || b[o + G.tail.offset] !== CHAN_GRANT_TAIL) return 'GRANT_FRAMING';
-  const addr = rdSafe64(b, o + G.addr.offset);
+  if (!grantFramed(b, o)) return 'GRANT_FRAMING';
+  const addr = W.getChanGrantAddr(b, o);
   if (addr < 0) return 'ADDR_RANGE';
   return {
-    epoch: b[o + G.epoch.offset]!,
-    slots: rd16(b, o + G.slots.offset),
-    slotSize: rd32(b, o + G.slotSize.offset),
+    epoch: W.getChanGrantEpoch(b, o),
+    slots: W.getChanGrantSlots(b, o),
+    slotSize: W.getChanGrantSlotSize(b, o),
     addr,
-    rkey: rd32(b, o + G.rkey.offset),
-    phase: b[o + G.phase.offset]!,
+    rkey: W.getChanGrantRkey(b, o),
+    phase: W.getChanGrantPhase(b, o),
   };
 }
 
@@ -151,49 +146,49 @@ export function encodeCtrl(m: CtrlMsg): Uint8Array {
   if (m.type === ChanType.Offer && m.value) flags |= ChanFlag.Value;
   if (m.type === ChanType.Grant && !m.grant) flags |= ChanFlag.Deny;
   if (m.type === ChanType.Close && m.abort) flags |= CLOSE_ABORT;
-  b[H.type.offset] = m.type;
-  b[H.flags.offset] = flags;
-  b[H.ctrlCredits.offset] = h.ctrlCredits;
-  b[H.epoch.offset] = h.epoch;
-  wr16(b, H.slotCredits.offset, h.slotCredits);
-  wr16(b, H.consumed.offset, h.consumed);
+  W.setChanHdrType(b, 0, m.type);
+  W.setChanHdrFlags(b, 0, flags);
+  W.setChanHdrCtrlCredits(b, 0, h.ctrlCredits);
+  W.setChanHdrEpoch(b, 0, h.epoch);
+  W.setChanHdrSlotCredits(b, 0, h.slotCredits);
+  W.setChanHdrConsumed(b, 0, h.consumed);
   switch (m.type) {
     case ChanType.Hello: {
       const x = m.hello;
-      b[B + HE.version.offset] = x.version;
-      b[B + HE.ctrlSlots.offset] = x.ctrlSlots;
-      wr16(b, B + HE.window.offset, x.window);
-      wr32(b, B + HE.maxEager.offset, x.maxEager);
-      wr32(b, B + HE.maxMessage.offset, x.maxMessage);
-      wr32(b, B + HE.mboxRkey.offset, x.mboxRkey);
-      wrSafe64(b, B + HE.mboxAddr.offset, x.mboxAddr);
-      writeGrant(b, B + CHAN_HELLO.size, m.grant);
+      W.setChanHelloVersion(b, B, x.version);
+      W.setChanHelloCtrlSlots(b, B, x.ctrlSlots);
+      W.setChanHelloWindow(b, B, x.window);
+      W.setChanHelloMaxEager(b, B, x.maxEager);
+      W.setChanHelloMaxMessage(b, B, x.maxMessage);
+      W.setChanHelloMboxRkey(b, B, x.mboxRkey);
+      W.setChanHelloMboxAddr(b, B, x.mboxAddr);
+      writeGrant(b, B + W.CHAN_HELLO_SIZE, m.grant);
       break;
     }
     case ChanType.Credit:
       break;
     case ChanType.Enlarge:
-      wr32(b, B + EN.need.offset, m.need);
-      b[B + EN.epoch.offset] = m.epoch;
+      W.setChanEnlargeNeed(b, B, m.need);
+      W.setChanEnlargeEpoch(b, B, m.epoch);
       break;
     case ChanType.Grant:
       writeGrant(b, B, m.grant);
       break;
     case ChanType.Switch:
-      b[B + SW.epoch.offset] = m.epoch;
-      wr32(b, B + SW.count.offset, m.count);
+      W.setChanSwitchEpoch(b, B, m.epoch);
+      W.setChanSwitchCount(b, B, m.count);
       break;
     case ChanType.Offer:
-      wr16(b, B + OF.seq.offset, m.seq);
-      wr32(b, B + OF.length.offset, m.length);
-      wr32(b, B + OF.rkey.offset, m.rkey);
-      wrSafe64(b, B + OF.addr.offset, m.addr);
+      W.setChanOfferSeq(b, B, m.seq);
+      W.setChanOfferLength(b, B, m.length);
+      W.setChanOfferRkey(b, B, m.rkey);
+      W.setChanOfferAddr(b, B, m.addr);
       break;
     case ChanType.Done:
-      wr16(b, B + DN.seq.offset, m.seq);
+      W.setChanDoneSeq(b, B, m.seq);
       break;
     case ChanType.Close:
-      wr16(b, B + CL.next.offset, m.next);
+      W.setChanCloseNext(b, B, m.next);
       break;
   }
   return b;
@@ -204,34 +199,34 @@ export type CtrlResult = { ok: true; msg: CtrlMsg } | { ok: false; error: string
 /** Decode [off, end) of b. Errors are stable strings: SHORT, BAD_TYPE, BAD_LENGTH, GRANT_FRAMING, ADDR_RANGE. */
 export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
   if (badWindow(b, off, end) || end - off < B) return { ok: false, error: 'SHORT' };
-  const type = b[off + H.type.offset]!;
+  const type = W.getChanHdrType(b, off);
   const want = CTRL_LEN.get(type);
   if (want === undefined) return { ok: false, error: 'BAD_TYPE' };
   if (end - off !== want) return { ok: false, error: 'BAD_LENGTH' };
   const hdr: Hdr = {
-    flags: b[off + H.flags.offset]!,
-    ctrlCredits: b[off + H.ctrlCredits.offset]!,
-    epoch: b[off + H.epoch.offset]!,
-    slotCredits: rd16(b, off + H.slotCredits.offset),
-    consumed: rd16(b, off + H.consumed.offset),
+    flags: W.getChanHdrFlags(b, off),
+    ctrlCredits: W.getChanHdrCtrlCredits(b, off),
+    epoch: W.getChanHdrEpoch(b, off),
+    slotCredits: W.getChanHdrSlotCredits(b, off),
+    consumed: W.getChanHdrConsumed(b, off),
   };
   const o = off + B;
   let body: Body;
   switch (type) {
     case ChanType.Hello: {
-      const mboxAddr = rdSafe64(b, o + HE.mboxAddr.offset);
+      const mboxAddr = W.getChanHelloMboxAddr(b, o);
       if (mboxAddr < 0) return { ok: false, error: 'ADDR_RANGE' };
-      const grant = readGrant(b, o + CHAN_HELLO.size);
+      const grant = readGrant(b, o + W.CHAN_HELLO_SIZE);
       if (typeof grant === 'string') return { ok: false, error: grant };
       body = {
         type,
         hello: {
-          version: b[o + HE.version.offset]!,
-          ctrlSlots: b[o + HE.ctrlSlots.offset]!,
-          window: rd16(b, o + HE.window.offset),
-          maxEager: rd32(b, o + HE.maxEager.offset),
-          maxMessage: rd32(b, o + HE.maxMessage.offset),
-          mboxRkey: rd32(b, o + HE.mboxRkey.offset),
+          version: W.getChanHelloVersion(b, o),
+          ctrlSlots: W.getChanHelloCtrlSlots(b, o),
+          window: W.getChanHelloWindow(b, o),
+          maxEager: W.getChanHelloMaxEager(b, o),
+          maxMessage: W.getChanHelloMaxMessage(b, o),
+          mboxRkey: W.getChanHelloMboxRkey(b, o),
           mboxAddr,
         },
         grant,
@@ -242,11 +237,11 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
       body = { type };
       break;
     case ChanType.Enlarge:
-      body = { type, need: rd32(b, o + EN.need.offset), epoch: b[o + EN.epoch.offset]! };
+      body = { type, need: W.getChanEnlargeNeed(b, o), epoch: W.getChanEnlargeEpoch(b, o) };
       break;
     case ChanType.Grant: {
       if (hdr.flags & ChanFlag.Deny) {
-        if (b[o + G.head.offset] !== CHAN_GRANT_HEAD || b[o + G.tail.offset] !== CHAN_GRANT_TAIL) return { ok: false, error: 'GRANT_FRAMING' };
+        if (!grantFramed(b, o)) return { ok: false, error: 'GRANT_FRAMING' };
         body = { type, grant: undefined };
         break;
       }
@@ -256,22 +251,22 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
       break;
     }
     case ChanType.Switch:
-      body = { type, epoch: b[o + SW.epoch.offset]!, count: rd32(b, o + SW.count.offset) };
+      body = { type, epoch: W.getChanSwitchEpoch(b, o), count: W.getChanSwitchCount(b, o) };
       break;
     case ChanType.Offer: {
-      const addr = rdSafe64(b, o + OF.addr.offset);
+      const addr = W.getChanOfferAddr(b, o);
       if (addr < 0) return { ok: false, error: 'ADDR_RANGE' };
       body = {
-        type, seq: rd16(b, o + OF.seq.offset), length: rd32(b, o + OF.length.offset), rkey: rd32(b, o + OF.rkey.offset), addr,
+        type, seq: W.getChanOfferSeq(b, o), length: W.getChanOfferLength(b, o), rkey: W.getChanOfferRkey(b, o), addr,
         value: (hdr.flags & ChanFlag.Value) !== 0,
       };
       break;
     }
     case ChanType.Done:
-      body = { type, seq: rd16(b, o + DN.seq.offset) };
+      body = { type, seq: W.getChanDoneSeq(b, o) };
       break;
     case ChanType.Close:
-      body = { type, next: rd16(b, o + CL.next.offset), ...((hdr.flags & CLOSE_ABORT) !== 0 ? { abort: true } : {}) };
+      body = { type, next: W.getChanCloseNext(b, o), ...((hdr.flags & CLOSE_ABORT) !== 0 ? { abort: true } : {}) };
       break;
     default:
       return { ok: false, error: 'BAD_TYPE' };
@@ -281,10 +276,9 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
 
 // ---- packed records ---------------------------------------------------------------------
 
-const R = CHAN_RECORD.fields;
-export const RECORD_HDR = CHAN_RECORD.size;
+export const RECORD_HDR = W.CHAN_RECORD_SIZE;
 export const RECORD_MAX = 0xffff;
-const RECORD_V = R.flags.bits!.V.mask;
+const RECORD_V = W.CHAN_RECORD_FLAGS_V;
 
 /** Several messages as one slot's bytes (each at most RECORD_MAX bytes). */
 export function packRecords(msgs: readonly { bytes: Uint8Array; value: boolean }[]): Uint8Array {
@@ -293,8 +287,8 @@ export function packRecords(msgs: readonly { bytes: Uint8Array; value: boolean }
   const out = new Uint8Array(n);
   let o = 0;
   for (const m of msgs) {
-    out[o + R.flags.offset] = m.value ? RECORD_V : 0;
-    wr16(out, o + R.len.offset, m.bytes.length);
+    W.setChanRecordFlags(out, o, m.value ? RECORD_V : 0);
+    W.setChanRecordLen(out, o, m.bytes.length);
     out.set(m.bytes, o + RECORD_HDR);
     o += RECORD_HDR + m.bytes.length;
   }
@@ -307,9 +301,9 @@ export function unpackRecords(b: Uint8Array): { bytes: Uint8Array; value: boolea
   let o = 0;
   while (o < b.length) {
     if (b.length - o < RECORD_HDR) return 'RECORD_TRUNCATED';
-    const len = rd16(b, o + R.len.offset);
+    const len = W.getChanRecordLen(b, o);
     if (b.length - o - RECORD_HDR < len) return 'RECORD_TRUNCATED';
-    out.push({ bytes: b.subarray(o + RECORD_HDR, o + RECORD_HDR + len), value: (b[o + R.flags.offset]! & RECORD_V) !== 0 });
+    out.push({ bytes: b.subarray(o + RECORD_HDR, o + RECORD_HDR + len), value: (W.getChanRecordFlags(b, o) & RECORD_V) !== 0 });
     o += RECORD_HDR + len;
   }
   if (out.length === 0) return 'RECORD_EMPTY';

@@ -5,6 +5,7 @@
 import { Piscina } from 'piscina';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DeviceMemory } from './device-memory.js';
+import { CRC_DESC_BYTES, crcDescOut, writeCrcDesc } from './descriptors.js';
 import type { PoolTask } from './pool-task.js';
 import { workerScript } from './worker-url.js';
 
@@ -47,22 +48,19 @@ export class KernelPool {
    */
   async crc32cChunks(ptr: number, len: number, chunk: number): Promise<Uint32Array> {
     const pieces = Math.ceil(len / chunk);
-    const descs = this.#dm.alloc(pieces * 16);
+    const descs = this.#dm.alloc(pieces * CRC_DESC_BYTES);
     try {
       const dv = this.#dm.dataView();
       for (let k = 0; k < pieces; k++) {
-        const d = descs + k * 16;
-        dv.setUint32(d, ptr + k * chunk, true);
-        dv.setUint32(d + 4, Math.min(chunk, len - k * chunk), true);
-        dv.setUint32(d + 8, 0, true);
+        writeCrcDesc(dv, descs + k * CRC_DESC_BYTES, ptr + k * chunk, Math.min(chunk, len - k * chunk), 0);
       }
       const per = Math.ceil(pieces / Math.max(1, this.threads));
       const tasks: Promise<unknown>[] = [];
-      for (let k = 0; k < pieces; k += per) tasks.push(this.run('crc32cBatch', [descs + k * 16, Math.min(per, pieces - k)]));
+      for (let k = 0; k < pieces; k += per) tasks.push(this.run('crc32cBatch', [descs + k * CRC_DESC_BYTES, Math.min(per, pieces - k)]));
       await Promise.all(tasks);
       const out = new Uint32Array(pieces);
       const v = this.#dm.dataView();
-      for (let k = 0; k < pieces; k++) out[k] = v.getUint32(descs + k * 16 + 12, true);
+      for (let k = 0; k < pieces; k++) out[k] = crcDescOut(v, descs + k * CRC_DESC_BYTES);
       return out;
     } finally {
       this.#dm.free(descs);

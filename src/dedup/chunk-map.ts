@@ -10,6 +10,7 @@
 import {
   DEDUP_CHUNK, DEDUP_HASH_DESC, DEDUP_MAP_HDR, DEDUP_MAP_MAGIC, DedupArmStatus, DedupChunkFlag, DedupChunkStatus,
 } from '../wire/dedup-spec.js';
+import { setDedupHashDescLen, setDedupHashDescMap, setDedupHashDescRsvd, setDedupHashDescTo } from '../wire/dedup-fields.gen.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { DedupMemory } from './types.js';
 
@@ -116,10 +117,10 @@ export class ChunkMap {
       const n = Math.min(DESC_BATCH, segs.length - i);
       for (let j = 0; j < n; j++) {
         const d = this.#desc + j * DESC;
-        dv.setUint32(d, this.addr, true);
-        dv.setUint32(d + 4, segs[i + j]![0], true);
-        dv.setUint32(d + 8, segs[i + j]![1], true);
-        dv.setUint32(d + 12, 0, true);
+        setDedupHashDescMap(dv, d, this.addr);
+        setDedupHashDescTo(dv, d, segs[i + j]![0]);
+        setDedupHashDescLen(dv, d, segs[i + j]![1]);
+        setDedupHashDescRsvd(dv, d, 0);
       }
       done += this.mem.kernels.chunkHashBatch(this.#desc, n) >>> 0;
     }

@@ -35,6 +35,7 @@ import { dedupTotals } from './stats.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { type CdcOptions } from '../kernels/cdc.js';
 import { DEDUP_COPY_DESC } from '../wire/dedup-spec.js';
+import { setDedupCopyDescDst, setDedupCopyDescLen, setDedupCopyDescRsvd, setDedupCopyDescSrc } from '../wire/dedup-fields.gen.js';
 import { DeviceChunker } from './chunker.js';
 import { ChunkHasher, DEDUP_HASH_BYTES, type HashAlgName, hashKey } from './hash.js';
 import type { ChunkStoreStats, DedupMemory } from './types.js';
@@ -453,10 +454,10 @@ export class ChunkStore {
       for (let j = 0; j < n; j++) {
         const [dst, src, len] = copies[i + j]!;
         const d = this.#copyDesc + j * COPY;
-        dv.setUint32(d, dst, true);
-        dv.setUint32(d + 4, src, true);
-        dv.setUint32(d + 8, len, true);
-        dv.setUint32(d + 12, 0, true);
+        setDedupCopyDescDst(dv, d, dst);
+        setDedupCopyDescSrc(dv, d, src);
+        setDedupCopyDescLen(dv, d, len);
+        setDedupCopyDescRsvd(dv, d, 0);
       }
       const done = this.mem.kernels.copyBatch(this.#copyDesc, n) >>> 0;
       if (done !== n) throw new SabreError(ErrorCode.InvalidArgument, 'dedup copy outside device memory');
