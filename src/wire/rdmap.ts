@@ -9,14 +9,14 @@ import { AtomicOp, DDP_VERSION, OPCODES, QN, RDMAP_VERSION, READ_V_MAX_ENTRIES, 
 import { badWindow, checkSafeTo, fail, need, rd32, rdSafe64, wr32, wrSafe64, type WireResult } from './codec.js';
 import * as W from './fields.gen.js';
 import {
-  ATOMIC_REQUEST_OPCODE_ATOMIC_OP, ATOMIC_REQUEST_SIZE, ATOMIC_RESPONSE_SIZE, DDP_CTRL_DDP_DV, DDP_CTRL_DDP_L, DDP_CTRL_DDP_T,
-  DDP_CTRL_RDMAP_OPCODE, DDP_CTRL_RDMAP_RV, DDP_CTRL_RDMAP_RV_SHIFT, IMMEDIATE_DATA_SIZE, READ_COMPLETE_SIZE, READ_REQUEST_SIZE,
+  ATOMIC_REQUEST_OPCODE_ATOMIC_OP, ATOMIC_REQUEST_SIZE, ATOMIC_RESPONSE_SIZE, DDP_CTRL_DDP_DV, DDP_CTRL_DDP_T,
+  DDP_CTRL_RDMAP_RV, DDP_CTRL_RDMAP_RV_SHIFT, IMMEDIATE_DATA_SIZE, READ_COMPLETE_SIZE, READ_REQUEST_SIZE,
   READ_REQUEST_V_SIZE, READ_VENTRY_SIZE, TAGGED_SIZE, TERMINATE_CONTROL_D, TERMINATE_CONTROL_ECODE,
   TERMINATE_CONTROL_ECODE_SHIFT, TERMINATE_CONTROL_ETYPE, TERMINATE_CONTROL_ETYPE_SHIFT, TERMINATE_CONTROL_LAYER,
   TERMINATE_CONTROL_LAYER_SHIFT, TERMINATE_CONTROL_M, TERMINATE_CONTROL_R, TERMINATE_SIZE, UNTAGGED_SIZE,
   getAtomicRequestAddOrSwapBig, getAtomicRequestAddOrSwapMaskBig, getAtomicRequestCompareBig, getAtomicRequestCompareMaskBig,
   getAtomicRequestOpcode, getAtomicRequestReqId, getAtomicRequestStag, getAtomicRequestTo, getAtomicResponseReqId,
-  getAtomicResponseValueBig, getDdpCtrlDdp, getDdpCtrlRdmap, getImmediateDataImm, getImmediateDataLen, getReadCompleteImm,
+  getAtomicResponseValueBig, getImmediateDataImm, getImmediateDataLen, getReadCompleteImm,
   getReadCompleteLen, getReadRequestSinkStag, getReadRequestSinkTo, getReadRequestSize, getReadRequestSrcStag,
   getReadRequestSrcTo, getReadRequestVNSink, getReadRequestVNSrc, getReadRequestVTotalLen, getReadVEntryLen,
   getReadVEntryStag, getReadVEntryTo, getTerminateControl, setAtomicRequestAddOrSwapBig, setAtomicRequestAddOrSwapMaskBig, setAtomicRequestCompareBig,
