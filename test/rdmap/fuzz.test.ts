@@ -1,30 +1,38 @@
-// Bad input at the engine boundary: random and mutated segments never throw, never write
-// outside a granted region, and end as counted drops or Terminates.
+// Bad input at the engine boundary: random and mutated segments, handed to a whole driver as its
+// link would deliver them (test/sim), never throw, never write outside a granted region, and end
+// as counted drops or Terminates. The network runs between inputs, so what the victim answers
+// reaches its peer and the peer's answers come back.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Frame, SegFrame } from '../../src/core/frame.js';
+import type { Outbound } from '../../src/core/link.js';
 import { Opcode, QpState } from '../../src/core/enums.js';
 import { decodeDdp, decodeReadComplete, encodeDdp, encodeReadRequest, Qn, RdmapOpcode, UNTAGGED_HDR_LEN } from '../../src/wire/rdmap.js';
-import { Harness, piece, recv, wr } from './harness.js';
+import { lossy } from '../sim/net.js';
+import { Sim } from '../sim/sim.js';
+import { piece, recv, wr } from '../sim/work.js';
 
 async function setup(seed: number) {
-  const h = new Harness({ seed });
-  const a = await h.node(64);
-  const b = await h.node(64);
-  const [qa, qb] = h.connect(a, b);
+  const sim = new Sim(seed, lossy);
+  const a = await sim.node({ mss: 64 });
+  const b = await sim.node({ mss: 64 });
+  const [qa, qb] = sim.connect(a, b);
   const src = a.regMr(4096);
   const dst = b.regMr(4096);
   const sink = a.regMr(4096);
-  // Capture a realistic corpus of frames A sends.
+  // Capture a realistic corpus of frames A sends (they go on to b as well).
   const corpus: SegFrame[] = [];
-  for (let i = 0; i < 4; i++) b.eng.postRecv(qb, recv(i, [piece(b, dst, 1024 * i, 512)]), h.now);
-  a.eng.postSend(qa, wr({ wrId: 1, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + 100, rkey: dst.stag }, [piece(a, src, 0, 200)]), h.now);
-  a.eng.postSend(qa, wr({ wrId: 2, opcode: Opcode.Send }, [piece(a, src, 0, 150)]), h.now);
-  a.eng.postSend(qa, wr({ wrId: 3, opcode: Opcode.RdmaRead, remoteSgList: [{ addr: dst.addr, length: 100, rkey: dst.stag }] }, [piece(a, sink, 0, 100)]), h.now);
-  a.eng.postSend(qa, wr({ wrId: 4, opcode: Opcode.AtomicCmpSwap, remoteAddr: dst.addr + 8, rkey: dst.stag, compareAdd: 0n, swap: 5n }, [piece(a, sink, 512, 8)]), h.now);
-  a.eng.postSend(qa, wr({ wrId: 5, opcode: Opcode.RdmaWriteWithImm, imm: 9, remoteAddr: dst.addr, rkey: dst.stag }, [piece(a, src, 0, 10)]), h.now);
-  for (const o of a.eng.outbox) if (o.frame.kind === 'seg') corpus.push(o.frame);
-  return { h, a, b, qa, qb, src, dst, sink, corpus };
+  a.link.tap = (out) => {
+    for (const o of out) if (o.frame.kind === 'seg') corpus.push(o.frame);
+  };
+  for (let i = 0; i < 4; i++) b.postRecv(qb, recv(i, [piece(dst, 1024 * i, 512)]));
+  a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + 100, rkey: dst.stag }, [piece(src, 0, 200)]));
+  a.post(qa, wr({ wrId: 2, opcode: Opcode.Send }, [piece(src, 0, 150)]));
+  a.post(qa, wr({ wrId: 3, opcode: Opcode.RdmaRead, remoteSgList: [{ addr: dst.addr, length: 100, rkey: dst.stag }] }, [piece(sink, 0, 100)]));
+  a.post(qa, wr({ wrId: 4, opcode: Opcode.AtomicCmpSwap, remoteAddr: dst.addr + 8, rkey: dst.stag, compareAdd: 0n, swap: 5n }, [piece(sink, 512, 8)]));
+  a.post(qa, wr({ wrId: 5, opcode: Opcode.RdmaWriteWithImm, imm: 9, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 10)]));
+  a.link.tap = undefined;
+  return { sim, a, b, qa, qb, src, dst, sink, corpus };
 }
 
 const flatten = (f: SegFrame): Uint8Array => {
@@ -38,7 +46,7 @@ const flatten = (f: SegFrame): Uint8Array => {
 
 describe('fuzzing the responder', () => {
   it('mutated and random segments: no throw, no write outside granted regions', async () => {
-    const { h, a, b, dst, corpus } = await setup(1);
+    const { sim, a, b, dst, corpus } = await setup(1);
     const dm = b.mem.dm;
     const em = b.mem;
     const outside = (i: number): boolean =>
@@ -64,30 +72,32 @@ describe('fuzzing the responder', () => {
           const ctl = d.ok && !d.value.tagged && d.value.opcode !== RdmapOpcode.Send && d.value.opcode !== RdmapOpcode.SendWithImm;
           const frame: Frame = {
             kind: 'seg',
-            env: { srcQpn: 1, dstQpn: 1, ssn: Math.max(0, b.eng.qps.get(1)!.flow!.expected + ssnDelta), msgLen, off: off < 0 ? 0 : off },
+            env: { srcQpn: 1, dstQpn: 1, ssn: Math.max(0, b.engine.qps.get(1)!.flow!.expected + ssnDelta), msgLen, off: off < 0 ? 0 : off },
             hdr: ctl ? bytes : bytes.subarray(0, hl),
             payload: ctl ? [] : [bytes.subarray(hl)],
           };
           fed++;
-          expect(() => b.eng.handleFrames([{ from: a.addr, frame }], h.now)).not.toThrow();
+          expect(() => b.inject(a.addr, [frame])).not.toThrow();
           // Frames of other kinds and to other QPs as well.
-          expect(() => b.eng.handleFrames([
+          expect(() => b.driver.frames([
             { from: a.addr, frame: { kind: 'ack', srcQpn: 1, dstQpn: 1, ssn: msgLen } },
             { from: a.addr, frame: { kind: 'rnr', srcQpn: 1, dstQpn: 1, ssn: msgLen } },
             { from: { transport: 'x' }, frame: { ...frame, env: { ...frame.env, dstQpn: 77 } } },
             { from: a.addr, frame: { kind: 'bogus' } as never },
-          ], h.now)).not.toThrow();
-          b.eng.pollTransmit();
+          ])).not.toThrow();
+          // What b answered crosses the network; what a answers comes back.
+          sim.advance(0.2);
           // Keep fuzzing a live QP: replace one that a Terminate put in ERROR.
-          const q = b.eng.qps.get(1)!;
+          const q = b.engine.qps.get(1)!;
           if (q.state === QpState.Error) {
             resets++;
-            b.eng.destroyQp(q);
-            const nq = b.eng.createQp(1, 'rc', 1, q.caps, b.cq, b.cq);
-            b.eng.connect(nq, a.addr, 1, h.now);
-            nq.state = QpState.Rts;
-            for (let i = 0; i < 4; i++) b.eng.postRecv(nq, recv(i, [piece(b, dst, 1024 * i, 512)]), h.now);
-            b.eng.pollTransmit();
+            b.driver.run((now) => {
+              b.engine.destroyQp(q);
+              const nq = b.engine.createQp(1, 'rc', 1, q.caps, b.cq, b.cq);
+              b.engine.connect(nq, a.addr, 1, now);
+              nq.state = QpState.Rts;
+              for (let i = 0; i < 4; i++) b.engine.postRecv(nq, recv(i, [piece(dst, 1024 * i, 512)]), now);
+            });
           }
         },
       ),
@@ -98,26 +108,29 @@ describe('fuzzing the responder', () => {
     let bad = -1;
     for (let i = 0; i < before.length; i++) if (now[i] !== before[i] && outside(i)) { bad = i; break; }
     expect(bad).toBe(-1);
-    const c = b.eng.counters;
+    const c = b.engine.counters;
     expect(c.drops).toBeGreaterThan(0);
     expect(c.terminatesSent).toBeGreaterThan(10);
     expect(resets).toBeGreaterThan(10);
     // It ends in ERROR after the first protocol violation (a Terminate), or stays usable.
-    expect([QpState.Rts, QpState.Error]).toContain(b.eng.qps.get(1)!.state);
+    expect([QpState.Rts, QpState.Error]).toContain(b.engine.qps.get(1)!.state);
   });
 
   it('a standard RFC 5040 ReadRequest is answered with tagged ReadResponse writes and a ReadComplete', async () => {
-    const { h, a, b, dst, sink } = await setup(2);
-    h.run();
+    const { sim, a, b, dst, sink } = await setup(2);
+    sim.settle();
     a.cq.take();
     b.cq.take();
     for (let i = 0; i < 300; i++) b.bytes(dst, i, 1)[0] = (i * 5) & 0xff;
-    const flow = b.eng.qps.get(1)!.flow!;
+    const flow = b.engine.qps.get(1)!.flow!;
     const hdr = new Uint8Array(UNTAGGED_HDR_LEN + 28);
     encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.ReadRequest, ulp: 0, qn: Qn.ReadRequest, msn: 77, mo: 0 }, hdr, 0);
     encodeReadRequest({ sinkStag: sink.stag, sinkTo: sink.addr + 1000, size: 300, srcStag: dst.stag, srcTo: dst.addr }, hdr, UNTAGGED_HDR_LEN);
-    b.eng.handleFrames([{ from: a.addr, frame: { kind: 'seg', env: { srcQpn: 1, dstQpn: 1, ssn: flow.expected, msgLen: 28, off: 0 }, hdr, payload: [] } }], h.now);
-    const out = b.eng.pollTransmit().map((o) => o.frame).filter((f): f is SegFrame => f.kind === 'seg');
+    const sent: Outbound[] = [];
+    b.link.tap = (o) => void sent.push(...o);
+    b.inject(a.addr, [{ kind: 'seg', env: { srcQpn: 1, dstQpn: 1, ssn: flow.expected, msgLen: 28, off: 0 }, hdr, payload: [] }]);
+    const out = sent.map((o) => o.frame).filter((f): f is SegFrame => f.kind === 'seg');
+    expect(out.length).toBeGreaterThan(1);
     const got = new Uint8Array(300);
     let rc: { imm: number; len: number } | undefined;
     for (const f of out) {

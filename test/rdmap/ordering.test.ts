@@ -1,24 +1,50 @@
-// RC ordering over a reordering link, deterministically (virtual clock, seeded link), across
-// many seeds with fast-check: later writes to the same bytes win, sends consume receives in
-// order, reads see every earlier write, and the final memory equals a sequential model.
+// RC ordering through the whole driver over a network that drops, duplicates, corrupts and
+// reorders datagrams (test/sim: virtual clock, seeded impairments), across many seeds with
+// fast-check: later writes to the same bytes win, sends consume receives in order, reads see
+// every earlier write, and the final memory equals a sequential model. Small datagrams cut each
+// message into several, so the reordering reaches inside messages as well as between them.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Opcode, WcOpcode, WcStatus } from '../../src/core/enums.js';
-import { Harness, piece, recv, wr } from './harness.js';
+import { instant, lossy } from '../sim/net.js';
+import { Sim } from '../sim/sim.js';
+import { piece, recv, wr } from '../sim/work.js';
 
 const WINDOW = 512;
 
-describe('rc ordering over a reordering link', () => {
+/** What the runs of one property did to their datagrams: checked to be more than nothing. */
+const seen = { reordered: 0, dropped: 0, duplicated: 0 };
+
+/** Two nodes whose datagrams carry at most a few segments of `mss` bytes. */
+async function pair(seed: number, mss: number, mtu = 200) {
+  const sim = new Sim(seed, lossy);
+  const a = await sim.node({ mtu, mss });
+  const b = await sim.node({ mtu, mss });
+  return { sim, a, b };
+}
+
+function tally(sim: Sim): void {
+  seen.reordered += sim.net.stats.reordered;
+  seen.dropped += sim.net.stats.dropped;
+  seen.duplicated += sim.net.stats.duplicated;
+}
+
+function impaired(): void {
+  expect(seen.reordered).toBeGreaterThan(0);
+  expect(seen.dropped).toBeGreaterThan(0);
+  expect(seen.duplicated).toBeGreaterThan(0);
+  seen.reordered = seen.dropped = seen.duplicated = 0;
+}
+
+describe('rc ordering through the driver over an impaired network', () => {
   it('overlapping writes take effect in posting order (many seeds)', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 2 ** 31 }),
         fc.array(fc.record({ off: fc.nat(WINDOW - 1), len: fc.integer({ min: 1, max: 300 }), byte: fc.integer({ min: 1, max: 255 }) }), { minLength: 2, maxLength: 25 }),
         async (seed, writes) => {
-          const h = new Harness({ seed });
-          const a = await h.node(32);
-          const b = await h.node(32);
-          const [qa] = h.connect(a, b);
+          const { sim, a, b } = await pair(seed, 32);
+          const [qa] = sim.connect(a, b);
           const src = a.regMr(64 * 1024);
           const dst = b.regMr(WINDOW + 300);
           const model = new Uint8Array(dst.length);
@@ -28,9 +54,10 @@ describe('rc ordering over a reordering link', () => {
             // Vary the bytes inside a write too, so a misplaced segment shows.
             for (let j = 0; j < w.len; j += 7) a.bytes(src, so + j, 1)[0] = (w.byte + j) & 0xff;
             model.set(a.bytes(src, so, w.len), w.off);
-            a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + w.off, rkey: dst.stag }, [piece(a, src, so, w.len)]), h.now);
+            a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + w.off, rkey: dst.stag }, [piece(src, so, w.len)]));
           });
-          h.run();
+          sim.settle();
+          tally(sim);
           const wcs = a.cq.take();
           expect(wcs.map((w) => [w.wrId, w.status])).toEqual(writes.map((_, i) => [i, WcStatus.Success]));
           expect(Buffer.from(b.bytes(dst)).equals(Buffer.from(model))).toBe(true);
@@ -38,26 +65,26 @@ describe('rc ordering over a reordering link', () => {
       ),
       { numRuns: 120 },
     );
+    impaired();
   });
 
   it('sends match posted receives in order and land intact (many seeds)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 }), fc.array(fc.integer({ min: 0, max: 400 }), { minLength: 1, maxLength: 30 }), async (seed, lens) => {
-        const h = new Harness({ seed, maxBatch: 12 });
-        const a = await h.node(48);
-        const b = await h.node(48);
-        const [qa, qb] = h.connect(a, b);
+        const { sim, a, b } = await pair(seed, 48);
+        const [qa, qb] = sim.connect(a, b);
         const src = a.regMr(lens.length * 512);
         const dst = b.regMr(lens.length * 512);
         lens.forEach((len, i) => {
           const s = a.bytes(src, i * 512, 512);
           for (let j = 0; j < 512; j++) s[j] = (i * 31 + j * 7) & 0xff;
           // Each receive has two pieces so segments get cut along the scatter list.
-          b.eng.postRecv(qb, recv(i, [piece(b, dst, i * 512, 100), piece(b, dst, i * 512 + 100, 412)]), h.now);
+          b.postRecv(qb, recv(i, [piece(dst, i * 512, 100), piece(dst, i * 512 + 100, 412)]));
           const imm = i % 2 === 0 ? Opcode.Send : Opcode.SendWithImm;
-          a.eng.postSend(qa, wr({ wrId: i, opcode: imm, imm: i + 1000 }, len ? [piece(a, src, i * 512, len)] : []), h.now);
+          a.post(qa, wr({ wrId: i, opcode: imm, imm: i + 1000 }, len ? [piece(src, i * 512, len)] : []));
         });
-        h.run();
+        sim.settle();
+        tally(sim);
         const r = b.cq.take();
         expect(r.map((w) => [w.wrId, w.status, w.opcode, w.byteLen, w.imm])).toEqual(
           lens.map((len, i) => [i, WcStatus.Success, WcOpcode.Recv, len, i % 2 ? i + 1000 : undefined]),
@@ -69,6 +96,7 @@ describe('rc ordering over a reordering link', () => {
       }),
       { numRuns: 80 },
     );
+    impaired();
   });
 
   it('mixed writes, vectored reads and atomics equal a sequential model (many seeds)', async () => {
@@ -84,10 +112,9 @@ describe('rc ordering over a reordering link', () => {
           { minLength: 1, maxLength: 20 },
         ),
         async (seed, ops) => {
-          const h = new Harness({ seed });
-          const a = await h.node(40);
-          const b = await h.node(40);
-          const [qa] = h.connect(a, b);
+          // A vectored Read Request is one control message, never cut: up to 4 + 4 SGEs fit mtu 300.
+          const { sim, a, b } = await pair(seed, 40, 300);
+          const [qa] = sim.connect(a, b);
           const src = a.regMr(256 * 1024);
           const sink = a.regMr(256 * 1024);
           const dst = b.regMr(512);
@@ -101,7 +128,7 @@ describe('rc ordering over a reordering link', () => {
               const s = a.bytes(src, base, op.len);
               for (let j = 0; j < op.len; j++) s[j] = (i * 13 + j) & 0xff;
               model.set(s, op.off);
-              a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + op.off, rkey: dst.stag }, [piece(a, src, base, op.len)]), h.now);
+              a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + op.off, rkey: dst.stag }, [piece(src, base, op.len)]));
             } else if (op.t === 'r') {
               const total = op.parts.reduce((s, p) => s + p.len, 0);
               const want = new Uint8Array(total);
@@ -113,7 +140,7 @@ describe('rc ordering over a reordering link', () => {
               let at = base;
               for (let k = 0; k < op.sinks; k++) {
                 const n = k === op.sinks - 1 ? left : Math.floor(left / 2);
-                if (n > 0) pieces.push(piece(a, sink, at, n));
+                if (n > 0) pieces.push(piece(sink, at, n));
                 at += n + 3;
                 left -= n;
               }
@@ -125,15 +152,16 @@ describe('rc ordering over a reordering link', () => {
                 for (const p of parts) { out.push({ at: p.at, bytes: want.slice(got, got + p.n) }); got += p.n; }
                 return out;
               })());
-              a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteSgList: op.parts.map((p) => ({ addr: dst.addr + p.off, length: p.len, rkey: dst.stag })) }, pieces), h.now);
+              a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteSgList: op.parts.map((p) => ({ addr: dst.addr + p.off, length: p.len, rkey: dst.stag })) }, pieces));
             } else {
               const old = mdv.getBigUint64(op.word * 8, true);
               mdv.setBigUint64(op.word * 8, (old + op.add) & ((1n << 64n) - 1n), true);
               expectOld.push({ at: base, v: old });
-              a.eng.postSend(qa, wr({ wrId: i, opcode: Opcode.AtomicFetchAdd, remoteAddr: dst.addr + op.word * 8, rkey: dst.stag, compareAdd: op.add }, [piece(a, sink, base, 8)]), h.now);
+              a.post(qa, wr({ wrId: i, opcode: Opcode.AtomicFetchAdd, remoteAddr: dst.addr + op.word * 8, rkey: dst.stag, compareAdd: op.add }, [piece(sink, base, 8)]));
             }
           });
-          h.run();
+          sim.settle();
+          tally(sim);
           const wcs = a.cq.take();
           expect(wcs.map((w) => [w.wrId, w.status])).toEqual(ops.map((_, i) => [i, WcStatus.Success]));
           expect(Buffer.from(b.bytes(dst)).equals(Buffer.from(model))).toBe(true);
@@ -143,33 +171,37 @@ describe('rc ordering over a reordering link', () => {
       ),
       { numRuns: 80 },
     );
+    impaired();
   });
 
   it('RNR under the virtual clock: exact retry count, then success when a receive appears', async () => {
-    const h = new Harness({ seed: 7 });
-    const a = await h.node(64);
-    const b = await h.node(64);
-    const [qa, qb] = h.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
+    // No time on the wire: the retries' spacing is the RNR timeout and nothing else.
+    const sim = new Sim(7, instant);
+    const a = await sim.node();
+    const b = await sim.node();
+    const [qa, qb] = sim.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
     const src = a.regMr(1024);
     const dst = b.regMr(1024);
-    a.eng.postSend(qa, wr({ wrId: 1, opcode: Opcode.Send }, [piece(a, src, 0, 300)]), h.now);
-    // Deliver without letting timers fire: exactly one NAK.
-    h.collect();
-    while (h.inflight.length) { h.step(); h.collect(); }
-    expect(b.eng.counters.rnrNaksSent).toBe(1);
-    expect(a.eng.pollTimeout()).toBe(h.now + 10);
-    b.eng.postRecv(qb, recv(5, [piece(b, dst, 0, 1024)]), h.now);
-    h.run();
-    expect(a.eng.counters.rnrRetries).toBe(1);
+    const t = sim.now;
+    a.post(qa, wr({ wrId: 1, opcode: Opcode.Send }, [piece(src, 0, 300)]));
+    // Everything due now, and no timer: exactly one NAK, and the retry armed 10 ms out.
+    sim.advance(0);
+    expect(b.engine.counters.rnrNaksSent).toBe(1);
+    expect(a.engine.pollTimeout()).toBe(t + 10);
+    b.postRecv(qb, recv(5, [piece(dst, 0, 1024)]));
+    expect(sim.run(() => b.cq.wcs.length > 0)).toBe(true);
+    expect(sim.now).toBe(t + 10);
+    sim.settle();
+    expect(a.engine.counters.rnrRetries).toBe(1);
     expect(b.cq.take()).toMatchObject([{ wrId: 5, status: WcStatus.Success, byteLen: 300 }]);
-    expect(h.now).toBe(10);
     // Now without a receive at all: 5 retries 10 ms apart, then RnrRetryExcErr.
     a.cq.take();
-    const t0 = h.now;
-    a.eng.postSend(qa, wr({ wrId: 2, opcode: Opcode.Send }, [piece(a, src, 0, 10)]), h.now);
-    h.run();
+    const t0 = sim.now;
+    a.post(qa, wr({ wrId: 2, opcode: Opcode.Send }, [piece(src, 0, 10)]));
+    expect(sim.run(() => a.cq.wcs.length > 0)).toBe(true);
+    expect(sim.now - t0).toBe(50);
+    sim.settle();
     expect(a.cq.take()).toMatchObject([{ wrId: 2, status: WcStatus.RnrRetryExcErr }]);
-    expect(a.eng.counters.rnrRetries).toBe(1 + 5);
-    expect(h.now - t0).toBe(50);
+    expect(a.engine.counters.rnrRetries).toBe(1 + 5);
   });
 });

@@ -3,16 +3,20 @@
 // one peer QP (a Write to an STag that is not granted, a Terminate) must drop that flow alone:
 // a Terminate back to it, its work failed, and the QP still RTS for every other peer. Found by
 // the udp fuzz campaign once it had an srd pair (docs/fuzzing.md): a validated attacker's frame
-// at V's srd QP put it in ERROR and failed the real peer's messages. Sans-I/O engine, frames
-// built as the hostile peer would send them.
+// at V's srd QP put it in ERROR and failed the real peer's messages. Whole drivers over a lossy
+// simulated network (test/sim); the hostile frames are built by hand and handed to the
+// victim's driver as its link would deliver them.
 import { describe, expect, it } from 'vitest';
 import type { DeviceAddress } from '../../src/core/address.js';
 import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
-import type { Inbound, SegFrame } from '../../src/core/frame.js';
+import type { SegFrame } from '../../src/core/frame.js';
+import type { Outbound } from '../../src/core/link.js';
 import { ctlFrame, dataFrames } from '../../src/rdmap/segmenter.js';
 import { decodeDdp, encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
 import { TERM } from '../../src/wire/terminate.js';
-import { caps, Harness, piece, srdWriter, wr } from './harness.js';
+import { lossy } from '../sim/net.js';
+import { Sim, srdWriter } from '../sim/sim.js';
+import { piece, wr } from '../sim/work.js';
 
 function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
   const out: SegFrame[] = [];
@@ -27,40 +31,40 @@ const terminate = (src: number, dst: number, ssn: number): SegFrame => ctlFrame(
 
 describe('srd: a protocol error drops the sender\'s flow, not the QP', () => {
   it('a Write to an ungranted STag and a Terminate from a hostile peer: Terminate back, that flow dropped, the QP RTS and a good peer\'s work and messages unaffected', async () => {
-    const h = new Harness({ seed: 31 });
-    const a = await h.node(64);
-    const b = await h.node(64);
-    const qa = a.eng.createQp(1, 'srd', 1, caps(), a.cq, a.cq);
-    const qb = b.eng.createQp(1, 'srd', 1, caps(), b.cq, b.cq);
+    const sim = new Sim(31, lossy);
+    const a = await sim.node();
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd');
+    const qb = b.qp(1, 'srd');
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
     const back = b.regMr(4096);
-    const send = srdWriter(h, a, qa, src, b, qb, dst);
+    const send = srdWriter(sim, a, qa, src, b, qb, dst);
     send(1, 0x11);
     expect(a.cq.take().map((w) => w.status)).toEqual([WcStatus.Success]);
-    // The hostile peer: a node of the harness (so what b answers it has somewhere to go) with no QPs.
-    const x = await h.node(64);
+    // The hostile peer: a node of the simulation (so what b answers it has somewhere to go) with no QPs.
+    const x = await sim.node();
     const bad: DeviceAddress = x.addr;
-    const feed = (frames: SegFrame[]): void => b.eng.handleFrames(frames.map((frame): Inbound => ({ from: bad, frame })), h.now);
+    const feed = (frames: SegFrame[]): void => b.inject(bad, frames);
+    const sent: Outbound[] = [];
+    b.link.tap = (out) => void sent.push(...out);
 
     // 1. A Write to an STag b never granted, from the hostile peer's QP 7.
     feed(write(7, qb.qpn, 1, 0xdead00, 0, 8));
-    const out = b.eng.pollTransmit().filter((o) => o.to === bad && o.frame.kind === 'seg');
+    const out = sent.filter((o) => o.to === bad && o.frame.kind === 'seg');
     const ops = out.map((o) => (o.frame.kind === 'seg' ? decodeDdp(o.frame.hdr, 0, o.frame.hdr.length) : undefined)).map((d) => (d?.ok ? d.value.opcode : -1));
     expect(ops).toContain(RdmapOpcode.Terminate);
     expect(qb.state).toBe(QpState.Rts);
-    expect(b.eng.counters.srdFlowsFailed).toBe(1);
-    expect(b.eng.srdFlowCount(qb, bad)).toBe(0);
+    expect(b.engine.counters.srdFlowsFailed).toBe(1);
+    expect(b.engine.srdFlowCount(qb, bad)).toBe(0);
 
     // 2. A Terminate from another of its QPs, while b has a Write of its own in flight to a.
-    const w = wr({ wrId: 50, opcode: Opcode.RdmaWrite, remoteAddr: src.addr + 1024, rkey: src.stag }, [piece(b, back, 0, 16)]);
-    w.flow = b.eng.srdFlow(qb, a.addr, qa.qpn);
-    b.eng.postSend(qb, w, h.now);
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 50, opcode: Opcode.RdmaWrite, remoteAddr: src.addr + 1024, rkey: src.stag }, [piece(back, 0, 16)]));
     feed(write(8, qb.qpn, 1, dst.stag, dst.addr + 512, 8));
     feed([terminate(8, qb.qpn, 2)]);
     expect(qb.state).toBe(QpState.Rts);
-    expect(b.eng.counters.srdFlowsFailed).toBe(2);
-    h.run();
+    expect(b.engine.counters.srdFlowsFailed).toBe(2);
+    sim.settle();
     expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[50, WcStatus.Success]]);
 
     // The good peer's traffic goes on.
