@@ -8,7 +8,7 @@
 // Bounded: at most `maxClients` upstream sockets, at most `maxHeld` datagrams held back for
 // reordering (each released after `reorderMs` at the latest), and close() frees everything.
 import dgram from 'node:dgram';
-import { rng } from './transport/udp/sim.js';
+import { rng } from './sim/random.js';
 
 export interface RelayImpairment {
   /** Probability that a datagram is dropped. */

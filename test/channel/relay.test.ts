@@ -113,13 +113,13 @@ describe('channels through a lossy udp relay', () => {
   });
 
   it('every threshold ± 1, 64 KiB and 1–16 MiB in bursts; shrinks between bursts, and bursts sent while a shrink is under way', async () => {
-    // The relay's impairment is the udp simulator's seeded generator (test/transport/udp/sim.ts
-    // rng) on real sockets: a channel needs a whole device, which the sans-I/O SimNet does not
-    // drive. Even rounds start at phase 0 (the shrink finished); odd rounds are sent while the
-    // receiver has granted the shrink and the partition holds its GRANT back, so the burst's
-    // writes (old epoch) and the GRANT cross on the wire when it heals. The idle time is long
-    // enough that a burst's last acknowledgements (retransmitted through the loss) come back
-    // before the shrink starts, so the race rounds can partition the link ahead of it.
+    // The relay's impairment is the simulation's seeded generator (test/sim/random.ts rng) on real
+    // sockets: a channel needs a whole verbs device, and the simulation drives NIC drivers without
+    // the device above them. Even rounds start at phase 0 (the shrink finished); odd rounds are
+    // sent while the receiver has granted the shrink and the partition holds its GRANT back, so
+    // the burst's writes (old epoch) and the GRANT cross on the wire when it heals. The idle time
+    // is long enough that a burst's last acknowledgements (retransmitted through the loss) come
+    // back before the shrink starts, so the race rounds can partition the link ahead of it.
     const shrinkAfterMs = 250;
     const { c, s, r } = await throughRelay({ drop: 0.02, dup: 0.02, corrupt: 0.01, reorder: 0.03, reorderMs: 4, seed: 23 }, { shrinkAfterMs, timeoutMs: 20_000 });
     const THRESHOLDS = [256, 4096, 32768]; // DEFAULT_LADDER's slot sizes

@@ -14,7 +14,7 @@ import { SessionTable } from '../../src/files/sessions.js';
 import { authKey, sessionKey } from '../../src/files/auth.js';
 import { RESERVE } from '../../src/files/credits.js';
 import { FILE_SLOT_BYTES, FileAccess, FileStatus } from '../../src/wire/files-spec.js';
-import { rng } from '../transport/udp/sim.js';
+import { rng } from '../sim/random.js';
 import { pollAll } from '../../src/core/sans-io.js';
 
 export interface Done {

@@ -16,7 +16,7 @@ import { RxVerdict, type TxDatagram } from '../../../src/transport/udp/context-o
 import { TransportContext } from '../../../src/transport/udp/context.js';
 import { UdpEndpoint, type OutDatagram } from '../../../src/transport/udp/endpoint.js';
 import { UdpType, type SackBlock, type UdpHdr } from '../../../src/wire/udp.js';
-import { makePayload, payloadIndex, rng, seededIds } from './sim.js';
+import { makePayload, payloadIndex, rng, seededIds } from '../../sim/random.js';
 import { seal, ZERO_COOKIE } from './raw-peer.js';
 
 const W = 64;

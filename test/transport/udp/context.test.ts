@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { TxDatagram } from '../../../src/transport/udp/context-options.js';
 import { TransportContext } from '../../../src/transport/udp/context.js';
 import { UdpType } from '../../../src/wire/udp.js';
-import { makePayload, payloadIndex } from './sim.js';
+import { makePayload, payloadIndex } from '../../sim/random.js';
 
 function pair(opts: ConstructorParameters<typeof TransportContext>[2] = {}) {
   const a = new TransportContext(0x1111, 0, opts, 0x2222);

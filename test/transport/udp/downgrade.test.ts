@@ -15,7 +15,7 @@ import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 import { UDP_COOKIE, UDP_HDR, UDP_INTEG, UDP_TOKEN, UDP_TRAILER_LENS, UdpFlag, UdpIntegrity } from '../../../src/wire/spec.js';
 import { udpTrailerKind } from '../../../src/wire/udp.js';
-import { seededIds } from './sim.js';
+import { seededIds } from '../../sim/random.js';
 
 type Mode = 'crc32c' | 'xxh3' | 'none';
 const A = { host: '10.0.0.1', port: 1 };

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { UdpEndpoint, COOKIE_DATAGRAM_LEN, type EndpointOptions, type OutDatagram, type PeerAddress, type PollResult } from '../../../src/transport/udp/endpoint.js';
 import { UdpIntegrity } from '../../../src/wire/spec.js';
 import { UdpType, decodeUdpHdr, type UdpHdr } from '../../../src/wire/udp.js';
-import { makePayload, payloadIndex, seededIds } from './sim.js';
+import { makePayload, payloadIndex, seededIds } from '../../sim/random.js';
 import { seal, ZERO_COOKIE } from './raw-peer.js';
 
 const A = { host: '10.0.0.1', port: 1 };

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
 import { UdpEndpoint, type OutDatagram } from '../../../src/transport/udp/endpoint.js';
 import { UdpType, encodeUdpHdr, udpHeaderLength, type UdpHdr } from '../../../src/wire/udp.js';
-import { makePayload, seededIds } from './sim.js';
+import { makePayload, seededIds } from '../../sim/random.js';
 
 const A = { host: '10.0.0.1', port: 1 };
 const B = { host: '10.0.0.2', port: 2 };

@@ -11,7 +11,7 @@ import { UdpEndpoint, type OutDatagram } from '../../../src/transport/udp/endpoi
 import { UdpIntegrity } from '../../../src/wire/spec.js';
 import { setUdpTrailer, udpTrailerKind } from '../../../src/wire/udp.js';
 import { take } from '../../verbs/helpers.js';
-import { seededIds } from './sim.js';
+import { seededIds } from '../../sim/random.js';
 
 type Mode = 'crc32c' | 'xxh3' | 'none';
 const MODES: Mode[] = ['none', 'crc32c', 'xxh3'];

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { UdpEndpoint, type EndpointOptions, type PeerAddress } from '../../../src/transport/udp/endpoint.js';
 import { UdpType, decodeUdpHdr } from '../../../src/wire/udp.js';
-import { makePayload, seededIds } from './sim.js';
+import { makePayload, seededIds } from '../../sim/random.js';
 import { seal } from './raw-peer.js';
 
 const A = { host: '10.0.0.1', port: 1 };

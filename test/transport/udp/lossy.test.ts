@@ -1,9 +1,13 @@
 // The sans-I/O transport between two endpoints over a seeded lossy network: every payload is
 // delivered exactly once with its bytes intact, every send is acked, nothing fails, and once
-// the traffic stops every context is reclaimed and no timer is left.
+// the traffic stops every context is reclaimed and no timer is left. Bare endpoints on the
+// network the whole-driver simulation uses (test/sim/net.ts), on purpose: exactly-once delivery
+// and context reclaim are the transport's promises, and an engine above it would mask a
+// duplicate or an idle context kept alive by its own traffic.
 import { describe, expect, it } from 'vitest';
 import { crc32c as nodeCrc32c } from '@node-rs/crc32';
-import { SimNet, clean, makePayload, payloadIndex, sameBytes, seededIds, type Impairment } from './sim.js';
+import { SimNet, clean, type Impairment } from '../../sim/net.js';
+import { makePayload, payloadIndex, sameBytes, seededIds } from '../../sim/random.js';
 import type { PollResult } from '../../../src/transport/udp/endpoint.js';
 
 interface Flow {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UdpSockets } from '../../../src/transport/udp/socket.js';
 import type { Failure } from '../../../src/transport/udp/endpoint.js';
-import { makePayload, payloadIndex, sameBytes } from './sim.js';
+import { makePayload, payloadIndex, sameBytes } from '../../sim/random.js';
 
 const CHILD = fileURLToPath(new URL('./peer-child.mjs', import.meta.url));
 

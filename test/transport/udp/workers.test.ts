@@ -12,7 +12,7 @@ import { Access, Opcode, WcStatus, openDevice, type Device } from '../../../src/
 import { CrcOffload } from '../../../src/transport/udp/crc-offload.js';
 import { UdpLink } from '../../../src/transport/udp/link.js';
 import { Device as DeviceClass } from '../../../src/verbs/device.js';
-import { rng } from './sim.js';
+import { rng } from '../../sim/random.js';
 
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
 const open: Array<{ close(): Promise<void> }> = [];
