@@ -14,7 +14,7 @@ async function run(seed: number, imp: Impairment) {
   const sim = new Sim(seed, imp);
   const a = await sim.node();
   const b = await sim.node();
-  const [qa, qb] = sim.connect(a, b);
+  const [qa, qb] = await sim.connect(a, b);
 
   const r = rng(seed ^ 0x5eed);
   const src = a.regMr(256 << 10);
@@ -41,7 +41,7 @@ async function run(seed: number, imp: Impairment) {
     }
   }
   const want = WRITES + SENDS;
-  expect(sim.run(() => a.cq.wcs.length >= want && b.cq.wcs.length >= SENDS)).toBe(true);
+  expect(await sim.run(() => a.cq.wcs.length >= want && b.cq.wcs.length >= SENDS)).toBe(true);
 
   // Every work request completed with Success, in posting order (rc).
   expect(a.cq.wcs.map((w) => w.status)).toEqual(Array(want).fill(WcStatus.Success));

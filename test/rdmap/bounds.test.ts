@@ -57,7 +57,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     const sim = new Sim(11, clean);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 256 } });
-    const [qa, qb] = sim.connect(a, b);
+    const [qa, qb] = await sim.connect(a, b);
     const out = sent(b);
     const dst = b.regMr(1 << 16);
     let most = 0;
@@ -70,7 +70,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     expect(b.engine.counters.oooRefused).toBe(1);
     expect(terminates(out)).toEqual([TERM.outOfOrderLimit]);
     // The Terminate crosses the network: the peer's QP ends too.
-    sim.settle();
+    await sim.settle();
     expect(qa.state).toBe(QpState.Error);
   });
 
@@ -78,7 +78,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     const sim = new Sim(12, clean);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxOooBytes: 256 << 10 } });
-    const [qa, qb] = sim.connect(a, b);
+    const [qa, qb] = await sim.connect(a, b);
     const out = sent(b);
     const srcs = Array.from({ length: 1024 }, () => ({ stag: 1, to: 0, len: 1 }));
     const v = { srcs, sinks: [{ stag: 1, to: 0, len: 1024 }] };
@@ -92,7 +92,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     expect(qb.state).toBe(QpState.Error);
     expect(terminates(out)).toEqual([TERM.outOfOrderLimit]);
     // The Terminate crosses the network: the peer's QP ends too.
-    sim.settle();
+    await sim.settle();
     expect(qa.state).toBe(QpState.Error);
   });
 
@@ -100,7 +100,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     const sim = new Sim(13, clean);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 1024 } });
-    const [qa, qb] = sim.connect(a, b);
+    const [qa, qb] = await sim.connect(a, b);
     const out = sent(b);
     const dst = b.regMr(1 << 20);
     // In order: 100 000 one-byte segments of one message whose length is not known yet.
@@ -123,7 +123,7 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     expect(qb.state).toBe(QpState.Error);
     expect(terminates(out)).toEqual([TERM.outOfOrderLimit]);
     // The Terminate crosses the network: the peer's QP ends too.
-    sim.settle();
+    await sim.settle();
     expect(qa.state).toBe(QpState.Error);
   });
 
@@ -131,14 +131,14 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     const sim = new Sim(14, lossy);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 4096 } });
-    const [qa] = sim.connect(a, b, { maxSendWr: 4096 });
+    const [qa] = await sim.connect(a, b, { maxSendWr: 4096 });
     const src = a.regMr(1 << 16);
     const dst = b.regMr(1 << 16);
     for (let i = 0; i < 2000; i++) {
       const op = i % 10 === 0 ? Opcode.RdmaRead : Opcode.RdmaWrite;
       a.post(qa, wr({ wrId: i, opcode: op, remoteAddr: dst.addr + (i % 64) * 512, rkey: dst.stag }, [piece(src, (i % 64) * 512, 300)]));
     }
-    sim.settle();
+    await sim.settle();
     const wcs = a.cq.take();
     expect(wcs.length).toBe(2000);
     expect(wcs.every((w) => w.status === WcStatus.Success)).toBe(true);
@@ -187,11 +187,11 @@ describe('hole 3: srd flows per QP are capped; idle ones are evicted, and flows 
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
     const send = srdWriter(sim, a, qa, src, b, qb, dst);
-    for (let i = 0; i < 5; i++) send(i, i + 1);
+    for (let i = 0; i < 5; i++) await send(i, i + 1);
     expect(a.cq.take().every((w) => w.status === WcStatus.Success)).toBe(true);
     expect(b.bytes(dst, 0, 1)[0]).toBe(5);
     // Time passes; 15 other peers fill the table, then one more needs room: a's idle flow goes.
-    sim.advance(2500);
+    await sim.advance(2500);
     for (let i = 0; i < 16; i++) {
       b.inject(ghost(`o${i}`), write(3, 1, 1, dst.stag, dst.addr + 64, 8));
     }
@@ -199,12 +199,12 @@ describe('hole 3: srd flows per QP are capped; idle ones are evicted, and flows 
     expect(b.engine.counters.srdFlowsEvicted).toBe(1);
     expect(b.engine.srdFlowCount(qb, a.addr)).toBe(0);
     // While the table is full of fresh flows, a new one is refused (and a's write times out)…
-    send(98, 0x41);
+    await send(98, 0x41);
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[98, WcStatus.RetryExcErr]]);
     expect(b.engine.counters.srdFlowsRefused).toBeGreaterThan(0);
     // …once they are idle too, a's next write evicts one and starts a new epoch at ssn 1: delivered.
-    sim.advance(2500);
-    send(99, 0x42);
+    await sim.advance(2500);
+    await send(99, 0x42);
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[99, WcStatus.Success]]);
     expect(b.bytes(dst, 0, 1)[0]).toBe(0x42);
   });
@@ -217,17 +217,17 @@ describe('hole 3: srd flows per QP are capped; idle ones are evicted, and flows 
     const qb = b.qp(1, 'srd');
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
-    const burst = (base: number): void => {
+    const burst = async (base: number): Promise<void> => {
       for (let i = 0; i < 20; i++) {
         a.bytes(src, i * 8, 8).fill(base + i);
         a.postTo(qa, b.addr, qb.qpn, wr({ wrId: base + i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + i * 8, rkey: dst.stag }, [piece(src, i * 8, 8)]));
       }
-      sim.settle();
+      await sim.settle();
     };
-    burst(10);
+    await burst(10);
     expect(a.cq.take().every((w) => w.status === WcStatus.Success)).toBe(true);
-    sim.advance(1500);
-    burst(100);
+    await sim.advance(1500);
+    await burst(100);
     const wcs = a.cq.take();
     expect(wcs.length).toBe(20);
     expect(wcs.every((w) => w.status === WcStatus.Success)).toBe(true);
@@ -273,7 +273,7 @@ describe('hole 6 on the engine (udp, inproc): the IRD counts reads answered unti
     const sim = new Sim(31, clean);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxIrd: 32 } });
-    const [, qb] = sim.connect(a, b);
+    const [, qb] = await sim.connect(a, b);
     const out = sent(b);
     const src = b.regMr(4096);
     let answered = 0;
@@ -297,13 +297,13 @@ describe('hole 6 on the engine (udp, inproc): the IRD counts reads answered unti
     const sim = new Sim(32, lossy);
     const a = await sim.node({ mss: 64 });
     const b = await sim.node({ mss: 64, bounds: { maxIrd: 4 } });
-    const [qa] = sim.connect(a, b, { maxRdAtomic: 4, maxSendWr: 4096 });
+    const [qa] = await sim.connect(a, b, { maxRdAtomic: 4, maxSendWr: 4096 });
     const src = b.regMr(1 << 16);
     const dst = a.regMr(1 << 16);
     for (let i = 0; i < 1000; i++) {
       a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: src.addr + (i % 64) * 256, rkey: src.stag }, [piece(dst, (i % 64) * 256, 200)]));
     }
-    sim.settle();
+    await sim.settle();
     const wcs = a.cq.take();
     expect(wcs.length).toBe(1000);
     expect(wcs.every((w) => w.status === WcStatus.Success)).toBe(true);
@@ -316,18 +316,18 @@ describe('answers in flight are bounded in bytes (they are copies: the deregiste
     const sim = new Sim(41, reordering);
     const a = await sim.node({ mtu: 9000 });
     const b = await sim.node({ mtu: 9000, bounds: { maxAnswerBytes: 1 << 20 } });
-    const [qa, qb] = sim.connect(a, b, { maxRdAtomic: 8 });
+    const [qa, qb] = await sim.connect(a, b, { maxRdAtomic: 8 });
     const src = b.regMr(4 << 20);
     const dst = a.regMr(4 << 20);
     for (let i = 0; i < src.length; i += 4096) b.bytes(src, i, 1)[0] = (i >> 12) & 0xff;
     for (let i = 0; i < 8; i++) a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: src.addr + i * (512 << 10), rkey: src.stag }, [piece(dst, i * (512 << 10), 512 << 10)]));
     let most = 0;
-    const done = sim.run(() => {
+    const done = await sim.run(() => {
       most = Math.max(most, qb.flow!.answerBytes);
       return a.cq.wcs.length >= 8;
     }, { steps: 100_000 });
     expect(done).toBe(true);
-    sim.settle();
+    await sim.settle();
     const wcs = a.cq.take();
     expect(wcs.map((w) => w.status)).toEqual(new Array(8).fill(WcStatus.Success));
     expect(most).toBeLessThanOrEqual(1 << 20);

@@ -16,7 +16,7 @@ async function setup(seed: number) {
   const sim = new Sim(seed, lossy);
   const a = await sim.node({ mss: 64 });
   const b = await sim.node({ mss: 64 });
-  const [qa, qb] = sim.connect(a, b);
+  const [qa, qb] = await sim.connect(a, b);
   const src = a.regMr(4096);
   const dst = b.regMr(4096);
   const sink = a.regMr(4096);
@@ -55,7 +55,7 @@ describe('fuzzing the responder', () => {
     let fed = 0;
     let resets = 0;
     await fc.assert(
-      fc.property(
+      fc.asyncProperty(
         fc.nat(corpus.length - 1),
         fc.array(fc.tuple(fc.nat(80), fc.integer({ min: 0, max: 255 })), { maxLength: 6 }),
         fc.integer({ min: -2, max: 40 }),
@@ -63,7 +63,7 @@ describe('fuzzing the responder', () => {
         fc.integer({ min: -1, max: 300 }),
         fc.uint8Array({ maxLength: 200 }),
         fc.boolean(),
-        (ci, flips, ssnDelta, msgLen, off, junk, useJunk) => {
+        async (ci, flips, ssnDelta, msgLen, off, junk, useJunk) => {
           const base = corpus[ci]!;
           const bytes = useJunk ? junk : flatten(base);
           for (const [at, v] of flips) if (at < bytes.length) bytes[at] = v;
@@ -86,7 +86,7 @@ describe('fuzzing the responder', () => {
             { from: a.addr, frame: { kind: 'bogus' } as never },
           ])).not.toThrow();
           // What b answered crosses the network; what a answers comes back.
-          sim.advance(0.2);
+          await sim.advance(0.2);
           // Keep fuzzing a live QP: replace one that a Terminate put in ERROR.
           const q = b.engine.qps.get(1)!;
           if (q.state === QpState.Error) {
@@ -118,7 +118,7 @@ describe('fuzzing the responder', () => {
 
   it('a standard RFC 5040 ReadRequest is answered with tagged ReadResponse writes and a ReadComplete', async () => {
     const { sim, a, b, dst, sink } = await setup(2);
-    sim.settle();
+    await sim.settle();
     a.cq.take();
     b.cq.take();
     for (let i = 0; i < 300; i++) b.bytes(dst, i, 1)[0] = (i * 5) & 0xff;

@@ -44,7 +44,7 @@ describe('rc ordering through the driver over an impaired network', () => {
         fc.array(fc.record({ off: fc.nat(WINDOW - 1), len: fc.integer({ min: 1, max: 300 }), byte: fc.integer({ min: 1, max: 255 }) }), { minLength: 2, maxLength: 25 }),
         async (seed, writes) => {
           const { sim, a, b } = await pair(seed, 32);
-          const [qa] = sim.connect(a, b);
+          const [qa] = await sim.connect(a, b);
           const src = a.regMr(64 * 1024);
           const dst = b.regMr(WINDOW + 300);
           const model = new Uint8Array(dst.length);
@@ -56,7 +56,7 @@ describe('rc ordering through the driver over an impaired network', () => {
             model.set(a.bytes(src, so, w.len), w.off);
             a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + w.off, rkey: dst.stag }, [piece(src, so, w.len)]));
           });
-          sim.settle();
+          await sim.settle();
           tally(sim);
           const wcs = a.cq.take();
           expect(wcs.map((w) => [w.wrId, w.status])).toEqual(writes.map((_, i) => [i, WcStatus.Success]));
@@ -72,7 +72,7 @@ describe('rc ordering through the driver over an impaired network', () => {
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 }), fc.array(fc.integer({ min: 0, max: 400 }), { minLength: 1, maxLength: 30 }), async (seed, lens) => {
         const { sim, a, b } = await pair(seed, 48);
-        const [qa, qb] = sim.connect(a, b);
+        const [qa, qb] = await sim.connect(a, b);
         const src = a.regMr(lens.length * 512);
         const dst = b.regMr(lens.length * 512);
         lens.forEach((len, i) => {
@@ -83,7 +83,7 @@ describe('rc ordering through the driver over an impaired network', () => {
           const imm = i % 2 === 0 ? Opcode.Send : Opcode.SendWithImm;
           a.post(qa, wr({ wrId: i, opcode: imm, imm: i + 1000 }, len ? [piece(src, i * 512, len)] : []));
         });
-        sim.settle();
+        await sim.settle();
         tally(sim);
         const r = b.cq.take();
         expect(r.map((w) => [w.wrId, w.status, w.opcode, w.byteLen, w.imm])).toEqual(
@@ -114,7 +114,7 @@ describe('rc ordering through the driver over an impaired network', () => {
         async (seed, ops) => {
           // A vectored Read Request is one control message, never cut: up to 4 + 4 SGEs fit mtu 300.
           const { sim, a, b } = await pair(seed, 40, 300);
-          const [qa] = sim.connect(a, b);
+          const [qa] = await sim.connect(a, b);
           const src = a.regMr(256 * 1024);
           const sink = a.regMr(256 * 1024);
           const dst = b.regMr(512);
@@ -160,7 +160,7 @@ describe('rc ordering through the driver over an impaired network', () => {
               a.post(qa, wr({ wrId: i, opcode: Opcode.AtomicFetchAdd, remoteAddr: dst.addr + op.word * 8, rkey: dst.stag, compareAdd: op.add }, [piece(sink, base, 8)]));
             }
           });
-          sim.settle();
+          await sim.settle();
           tally(sim);
           const wcs = a.cq.take();
           expect(wcs.map((w) => [w.wrId, w.status])).toEqual(ops.map((_, i) => [i, WcStatus.Success]));
@@ -179,28 +179,28 @@ describe('rc ordering through the driver over an impaired network', () => {
     const sim = new Sim(7, instant);
     const a = await sim.node();
     const b = await sim.node();
-    const [qa, qb] = sim.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
+    const [qa, qb] = await sim.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
     const src = a.regMr(1024);
     const dst = b.regMr(1024);
     const t = sim.now;
     a.post(qa, wr({ wrId: 1, opcode: Opcode.Send }, [piece(src, 0, 300)]));
     // Everything due now, and no timer: exactly one NAK, and the retry armed 10 ms out.
-    sim.advance(0);
+    await sim.advance(0);
     expect(b.engine.counters.rnrNaksSent).toBe(1);
     expect(a.engine.pollTimeout()).toBe(t + 10);
     b.postRecv(qb, recv(5, [piece(dst, 0, 1024)]));
-    expect(sim.run(() => b.cq.wcs.length > 0)).toBe(true);
+    expect(await sim.run(() => b.cq.wcs.length > 0)).toBe(true);
     expect(sim.now).toBe(t + 10);
-    sim.settle();
+    await sim.settle();
     expect(a.engine.counters.rnrRetries).toBe(1);
     expect(b.cq.take()).toMatchObject([{ wrId: 5, status: WcStatus.Success, byteLen: 300 }]);
     // Now without a receive at all: 5 retries 10 ms apart, then RnrRetryExcErr.
     a.cq.take();
     const t0 = sim.now;
     a.post(qa, wr({ wrId: 2, opcode: Opcode.Send }, [piece(src, 0, 10)]));
-    expect(sim.run(() => a.cq.wcs.length > 0)).toBe(true);
+    expect(await sim.run(() => a.cq.wcs.length > 0)).toBe(true);
     expect(sim.now - t0).toBe(50);
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take()).toMatchObject([{ wrId: 2, status: WcStatus.RnrRetryExcErr }]);
     expect(a.engine.counters.rnrRetries).toBe(1 + 5);
   });

@@ -40,7 +40,7 @@ describe('srd: a protocol error drops the sender\'s flow, not the QP', () => {
     const dst = b.regMr(4096);
     const back = b.regMr(4096);
     const send = srdWriter(sim, a, qa, src, b, qb, dst);
-    send(1, 0x11);
+    await send(1, 0x11);
     expect(a.cq.take().map((w) => w.status)).toEqual([WcStatus.Success]);
     // The hostile peer: a node of the simulation (so what b answers it has somewhere to go) with no QPs.
     const x = await sim.node();
@@ -64,11 +64,11 @@ describe('srd: a protocol error drops the sender\'s flow, not the QP', () => {
     feed([terminate(8, qb.qpn, 2)]);
     expect(qb.state).toBe(QpState.Rts);
     expect(b.engine.counters.srdFlowsFailed).toBe(2);
-    sim.settle();
+    await sim.settle();
     expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[50, WcStatus.Success]]);
 
     // The good peer's traffic goes on.
-    send(2, 0x22);
+    await send(2, 0x22);
     expect(a.cq.take().map((c) => c.status)).toEqual([WcStatus.Success]);
     expect(b.bytes(dst, 0, 1)[0]).toBe(0x22);
     expect(qa.state).toBe(QpState.Rts);

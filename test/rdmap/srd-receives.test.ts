@@ -41,7 +41,7 @@ describe('srd receives and out-of-order messages', () => {
     expect(out).toHaveLength(3);
     b.inject(a.addr, [out[1]!, out[2]!]);
     b.inject(a.addr, [out[0]!]);
-    sim.settle();
+    await sim.settle();
     // Messages 1 and 2 completed, in order, into the two receives (srd binds a receive when a
     // message arrives, not in posting order); 3 waits for a receive.
     const at = new Map([[100, 0], [101, 16], [102, 32]]);
@@ -53,7 +53,7 @@ describe('srd receives and out-of-order messages', () => {
     // The QPs go on: a receive posted, the next send lands in it.
     b.postRecv(qb, recv(102, [piece(dst, 32, 16)]));
     a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 3, opcode: Opcode.Send }, [piece(src, 32, 16)]));
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take().map((c) => [c.wrId, c.status])).toEqual([[3, WcStatus.Success]]);
     expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[102, WcStatus.Success]]);
     expect([...b.bytes(dst, 32, 16)]).toEqual(new Array(16).fill(0x33));
@@ -78,7 +78,7 @@ describe('srd receives and out-of-order messages', () => {
     b.inject(a.addr, [out[1]!]);
     b.inject(a.addr, [out[2]!]);
     b.inject(a.addr, [out[0]!]);
-    sim.settle();
+    await sim.settle();
     const failed = a.cq.take();
     expect(failed.filter((c) => c.status !== WcStatus.Success).length).toBeGreaterThan(0);
     const before = b.cq.take();
@@ -87,7 +87,7 @@ describe('srd receives and out-of-order messages', () => {
     b.postRecv(qb, recv(102, [piece(dst, 32, 16)]));
     send(3);
     send(4);
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take().map((c) => [c.wrId, c.status])).toEqual([[3, WcStatus.Success], [4, WcStatus.Success]]);
     const at = new Map([[100, 0], [101, 16], [102, 32]]);
     const landed = b.cq.take().map((c) => b.bytes(dst, at.get(Number(c.wrId))!, 1)[0]);

@@ -14,7 +14,7 @@ describe('requester watchdog', () => {
     const sim = new Sim(1, instant);
     const a = await sim.node();
     const b = await sim.node();
-    const [qa, qb] = sim.connect(a, b, { timeoutMs: 500 });
+    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 500 });
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
     // The responder's QP disappears (its process lost it): frames to it are dropped, nothing answers.
@@ -22,9 +22,9 @@ describe('requester watchdog', () => {
     const t0 = sim.now;
     a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaRead, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
     a.post(qa, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + 1024, rkey: dst.stag }, [piece(src, 128, 64)]));
-    expect(sim.run(() => a.cq.wcs.length > 0)).toBe(true);
+    expect(await sim.run(() => a.cq.wcs.length > 0)).toBe(true);
     expect(sim.now - t0).toBe(500);
-    sim.settle();
+    await sim.settle();
     const wcs = a.cq.take();
     expect(wcs.map((w) => [w.wrId, w.status])).toEqual([
       [1, WcStatus.RetryExcErr],
@@ -44,13 +44,13 @@ describe('requester watchdog', () => {
     const dst = b.regMr(4096);
     const t0 = sim.now;
     a.postTo(qa, b.addr, 99, wr({ wrId: 'ghost' as never, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 32)]));
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([['ghost', WcStatus.RetryExcErr]]);
     expect(sim.now - t0).toBeGreaterThanOrEqual(300);
     expect(qa.state).toBe(QpState.Rts);
     a.bytes(src, 0, 32).fill(7);
     a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 'live' as never, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 32)]));
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([['live', WcStatus.Success]]);
     expect([...b.bytes(dst, 0, 32)]).toEqual(new Array(32).fill(7));
   });
@@ -59,18 +59,18 @@ describe('requester watchdog', () => {
     const sim = new Sim(3, clean);
     const a = await sim.node();
     const b = await sim.node();
-    const [qa, qb] = sim.connect(a, b, { timeoutMs: 50, rnrTimeoutMs: 20, rnrRetry: 20 });
+    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 50, rnrTimeoutMs: 20, rnrRetry: 20 });
     const src = a.regMr(4096);
     // A Send with no receive posted: the responder answers RNR every 20 ms (it is alive), for
     // 200 ms of virtual time — four times the watchdog's 50 ms — before a receive appears.
     a.post(qa, wr({ wrId: 1, opcode: Opcode.Send }, [piece(src, 0, 16)]));
-    sim.advance(200);
+    await sim.advance(200);
     expect(a.cq.take()).toEqual([]);
     expect(a.engine.counters.timeouts).toBe(0);
     expect(b.engine.counters.rnrNaksSent).toBeGreaterThan(5);
     const dst = b.regMr(64);
     b.postRecv(qb, { wrId: 9, pieces: [piece(dst, 0, 64)], total: 64, claimed: false });
-    sim.settle();
+    await sim.settle();
     expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.Success]]);
     expect(a.engine.pollTimeout()).toBeUndefined();
     expect(qa.state).toBe(QpState.Rts);

@@ -63,12 +63,24 @@ class SimUdpLink implements Link {
   tap: ((out: readonly Outbound[]) => void) | undefined;
   /** While set, frames are kept here instead of sent (a test delivers them in its own order). */
   held: Outbound[] | undefined;
+  /**
+   * Payloads the endpoint refused: the core reports each such peer lost in a microtask, which
+   * the simulation lets run before its next step, as the event loop would after a flush.
+   */
+  refused = 0;
 
   constructor(readonly address: DeviceAddress, private readonly node: NetNode, now: () => number) {
     const ep = node.ep;
     this.mss = ep.maxPayload - ENV_SEG_LEN - UNTAGGED_HDR_LEN;
     this.core = new UdpCore(ep.maxPayload, {
-      send: (peer, payload, dst, src) => void ep.send(peer, payload, now(), dst, src),
+      send: (peer, payload, dst, src) => {
+        try {
+          ep.send(peer, payload, now(), dst, src);
+        } catch (err) {
+          this.refused++;
+          throw err;
+        }
+      },
       release: (ctx, n) => void ep.release(ctx, n),
     });
     // As the socket shell's flush: the deliveries first (one engine step), then what is queued.
