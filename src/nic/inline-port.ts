@@ -98,7 +98,7 @@ export class InlinePort implements NicPort {
   constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; bounds?: Partial<EngineBounds> } = {}) {
     this.memory = new EngineMemory(mem);
     this.engine = new RdmapEngine(this.memory, {
-      mss: Math.min(opts.mss ?? link.mss, link.mss), linkCutsTagged: link.cutsTagged === true, ...(opts.bounds ? { bounds: opts.bounds } : {}),
+      mss: Math.min(opts.mss ?? link.mss, link.mss), maxControl: link.mss, linkCutsTagged: link.cutsTagged === true, ...(opts.bounds ? { bounds: opts.bounds } : {}),
     });
     this.link = link;
     const sink = this.#onEvent;
@@ -123,6 +123,10 @@ export class InlinePort implements NicPort {
 
   get mss(): number {
     return this.engine.mss;
+  }
+
+  get maxControl(): number {
+    return this.engine.maxControl;
   }
 
   get bounds(): EngineBounds {

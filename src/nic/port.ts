@@ -107,6 +107,8 @@ export interface NicPort {
   readonly integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
   /** The largest DDP segment of an untagged message. */
   readonly mss: number;
+  /** The largest control message (never cut: a Read Request) one segment carries. */
+  readonly maxControl: number;
   readonly bounds: EngineBounds;
   /** The link carries rdma_cm-style exchanges in its connection handshake (tcp). */
   readonly linkServices: boolean;

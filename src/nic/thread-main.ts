@@ -20,7 +20,7 @@ try {
   });
   const link = port.link;
   const ready: NicReady = {
-    kind: 'ready', memory: port.memory.dm.memory, module: port.memory.dm.module, map: { ...port.memory.dm.map }, maximumBytes: port.memory.dm.maximumBytes, address: { ...port.address }, mss: port.mss,
+    kind: 'ready', memory: port.memory.dm.memory, module: port.memory.dm.module, map: { ...port.memory.dm.map }, maximumBytes: port.memory.dm.maximumBytes, address: { ...port.address }, mss: port.mss, maxControl: port.maxControl,
     bounds: { ...port.bounds }, linkServices: port.linkServices,
     ...(link.mtu !== undefined ? { mtu: link.mtu } : {}), ...(link.integrity !== undefined ? { integrity: link.integrity } : {}),
   };

@@ -73,6 +73,7 @@ export class ThreadPort implements NicPort, QpHost {
   readonly mtu: number | undefined;
   readonly integrity: 'crc32c' | 'xxh3' | 'none' | undefined;
   readonly mss: number;
+  readonly maxControl: number;
   readonly bounds: EngineBounds;
   readonly linkServices: boolean;
   readonly #worker: Worker;
@@ -113,6 +114,7 @@ export class ThreadPort implements NicPort, QpHost {
     this.mtu = ready.mtu;
     this.integrity = ready.integrity;
     this.mss = ready.mss;
+    this.maxControl = ready.maxControl;
     this.bounds = Object.freeze({ ...ready.bounds }) as unknown as EngineBounds;
     this.linkServices = ready.linkServices;
     this.#wqe = wqe;

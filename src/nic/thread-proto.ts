@@ -79,6 +79,7 @@ export type NicReady =
       mtu?: number;
       integrity?: 'crc32c' | 'xxh3' | 'none';
       mss: number;
+      maxControl: number;
       bounds: Record<string, number>;
       linkServices: boolean;
     }

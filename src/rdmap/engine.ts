@@ -63,6 +63,11 @@ export interface EngineOptions {
   mss?: number;
   /** Tagged segments are cut by the link (Link.cutsTagged): the engine leaves tagged messages whole. */
   linkCutsTagged?: boolean;
+  /**
+   * The largest control message (a Read Request, say: never cut) the link carries in one
+   * segment — its own mss, which `mss` may be set below. Default: `mss`.
+   */
+  maxControl?: number;
   /** What one peer can make a QP hold (bounds.ts; defaults DEFAULT_BOUNDS). */
   bounds?: Partial<EngineBounds>;
 }
@@ -73,6 +78,12 @@ export class RdmapEngine {
   constructor(mem: EngineMemory, opts: EngineOptions = {}) {
     const mss = opts.mss ?? 65536;
     this.#e = new EngineState(mem, mss, opts.linkCutsTagged ? 0xffff_ffff : mss, opts.bounds);
+    this.#e.maxControl = Math.max(mss, opts.maxControl ?? mss);
+  }
+
+  /** The largest control message one segment carries (EngineOptions.maxControl). */
+  get maxControl(): number {
+    return this.#e.maxControl;
   }
 
   get mem(): EngineMemory {

@@ -247,6 +247,10 @@ function readEnds(w: SendWork): { srcs: ReadVEntry[]; sinks: ReadVEntry[] } {
 /** M1: one ReadRequestV naming sources and sinks; the responder writes the sinks and says ReadComplete. */
 function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
   const v = readEnds(w);
+  // One control message, never cut across segments: one that does not fit a segment fails its
+  // own work (a local length error, as ibverbs reports a request past the device's limits)
+  // instead of reaching the link, which cannot carry it and would give the whole peer up.
+  if (readRequestVLength(v) > e.maxControl) return qpError(e, qp, w, WcStatus.LocLenErr);
   const msn = flow.reqMsn++;
   const ssn = nextSsn(e, qp, flow);
   const f = ctlFrame({

@@ -275,6 +275,8 @@ export class EngineState {
   /** Largest payload of an untagged segment, and of a tagged one (a link that cuts tagged segments itself takes them whole). */
   readonly mss: number;
   readonly taggedMss: number;
+  /** The largest control message the link carries in one segment (EngineOptions.maxControl). */
+  maxControl: number;
   /** Frames to hand to the link, in order. */
   outbox: OutItem[] = [];
   readonly events: EngineEvent[] = [];
@@ -337,6 +339,7 @@ export class EngineState {
     this.mem = mem;
     this.mss = mss;
     this.taggedMss = taggedMss;
+    this.maxControl = mss;
     this.bounds = { ...DEFAULT_BOUNDS, ...bounds };
   }
 }

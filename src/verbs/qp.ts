@@ -18,6 +18,7 @@ import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } fro
 import type { Sge, WorkCompletion } from '../core/work.js';
 import type { PortDest, PortPiece, PortQp } from '../nic/port.js';
 import { PlaceStatus } from '../rdmap/memory.js';
+import { readRequestVBytes } from '../wire/rdmap.js';
 import { type OpcodeRow, rowForWr } from '../rdmap/opcodes.js';
 import type { QpCaps } from '../rdmap/state.js';
 import { abortError, checkSignal, onAbort } from './abort.js';
@@ -412,6 +413,13 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
         }
         if (sum !== total) throw bad(`remoteSgList covers ${sum} bytes but sgList ${total}`);
       } else checkRemote(w);
+      // A sabre peer gets one ReadRequestV naming every source and sink, in one segment (a
+      // standard peer gets one RFC Read Request per piece): past that it is refused here.
+      const bytes = readRequestVBytes(w.remoteSgList?.length ?? 1, Math.max(1, pieces.length));
+      const max = this.pd.device.nic.maxControl;
+      if (!this.port.standardPeer && bytes > max) {
+        throw new SabreError(ErrorCode.LimitExceeded, `this read names ${(w.remoteSgList?.length ?? 1) + Math.max(1, pieces.length)} sources and sinks, ${bytes} bytes of Read Request; one segment carries at most ${max} here: use fewer entries or several reads`);
+      }
     } else if (row.remote === 'word') {
       checkRemote(w);
       if (pieces.length !== 1 || total !== 8) throw bad('atomics need one 8-byte sge for the old value');

@@ -182,7 +182,12 @@ export interface ReadVEntry { stag: number; to: number; len: number }
 export interface ReadRequestV { srcs: ReadVEntry[]; sinks: ReadVEntry[] }
 
 export function readRequestVLength(v: ReadRequestV): number {
-  return READ_REQUEST_V_SIZE + (v.srcs.length + v.sinks.length) * READ_VENTRY_SIZE;
+  return readRequestVBytes(v.srcs.length, v.sinks.length);
+}
+
+/** The body of a ReadRequestV naming `srcs` sources and `sinks` sinks. */
+export function readRequestVBytes(srcs: number, sinks: number): number {
+  return READ_REQUEST_V_SIZE + (srcs + sinks) * READ_VENTRY_SIZE;
 }
 
 function sumLen(es: readonly ReadVEntry[]): number {

@@ -4,8 +4,8 @@
 // it to the endpoint and reports the whole peer lost, so every QP connected to that peer fails,
 // not only the one whose work could not be carried. Whole drivers in test/sim, MTU 1472.
 //
-// Marked it.fails: it passes while the fault is there. The fix (the request refused or carried,
-// the failure kept to its own work or QP) turns it into a plain `it`.
+// The engine now fails such a read alone (a local length error: its QP goes to ERROR, as a
+// completion error does in ibverbs); verbs refuses it at post before that (test/verbs/read-request-size).
 import { describe, expect, it } from 'vitest';
 import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
 import { clean } from '../sim/net.js';
@@ -13,7 +13,7 @@ import { Sim } from '../sim/sim.js';
 import { piece, wr } from '../sim/work.js';
 
 describe('a work request the link cannot carry', () => {
-  it.fails('a Read Request larger than a datagram fails that work alone: another QP to the same peer keeps working', async () => {
+  it('a Read Request larger than a datagram fails that work alone: another QP to the same peer keeps working', async () => {
     const sim = new Sim(1, clean);
     const a = await sim.node({ mtu: 1472 });
     const b = await sim.node({ mtu: 1472 });

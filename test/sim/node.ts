@@ -152,7 +152,7 @@ export class SimNode {
     });
     this.ep = node.ep;
     this.link = link = new SimUdpLink(this.addr, node, () => net.now);
-    this.engine = new RdmapEngine(this.mem, { mss: Math.min(o.mss ?? Infinity, link.mss), linkCutsTagged: true, bounds: o.bounds });
+    this.engine = new RdmapEngine(this.mem, { mss: Math.min(o.mss ?? Infinity, link.mss), maxControl: link.mss, linkCutsTagged: true, bounds: o.bounds });
     const clock = new SimClock(net);
     node.deadline = () => clock.at;
     node.onTime = (now) => clock.due(now);
