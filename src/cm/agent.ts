@@ -35,6 +35,15 @@ import { CM_MESSAGE_BYTES, CmCore } from './core.js';
  */
 const SLOTS = 128;
 const SLOT_BYTES = CM_MESSAGE_BYTES;
+/**
+ * A REQ past the slots waits in the sender's RNR retries until this device's application
+ * thread has handled earlier ones and posted their slots again — which, with the NIC on a
+ * thread of its own, can take far longer than an ordinary QP's 7 × 1 ms (a listener making a
+ * QP per accepted REQ). Patience of about the default connect deadline; the request's own
+ * deadline still bounds each connect.
+ */
+const RNR_RETRY = 1000;
+const RNR_TIMEOUT_MS = 10;
 
 export interface CmRequest {
   service: number;
@@ -68,7 +77,10 @@ export class CmAgent {
     this.#mr = this.#pd.regMr((SLOTS + 1) * SLOT_BYTES, Access.LocalWrite);
     // Deep enough that failed Sends (unsignaled, but errors complete) never overrun it between polls.
     this.#cq = dev.createCq({ depth: 4096 });
-    this.#qp = this.#pd.createCmQp({ sendCq: this.#cq, recvCq: this.#cq, maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES });
+    this.#qp = this.#pd.createCmQp({
+      sendCq: this.#cq, recvCq: this.#cq, maxSendWr: 1 << 16, maxRecvWr: SLOTS, maxSge: 1, maxInline: SLOT_BYTES,
+      rnrRetry: RNR_RETRY, rnrTimeoutMs: RNR_TIMEOUT_MS,
+    });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
     void this.#run();
     // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.

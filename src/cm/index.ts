@@ -280,7 +280,7 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   // grows, until the deadline — many clients connecting at once all get in as it accepts.
   for (let attempt = 0; ; attempt++) {
     try {
-      return await connectOnce(dev, address, service, opts, Math.max(0, deadline - performance.now()));
+      return await connectOnce(dev, address, service, opts, Math.max(0, Math.ceil(deadline - performance.now())));
     } catch (e) {
       if (!isListenerBusy(e)) throw e;
       const pause = busyPause(attempt);

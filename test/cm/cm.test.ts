@@ -39,6 +39,31 @@ async function side(transport: 'tcp' | 'udp' | 'inproc') {
 const te = new TextEncoder();
 const td = new TextDecoder();
 
+describe('cm over udp: a burst past the CM QP\'s receive slots', () => {
+  it('200 connects at once to a listener that spends 2 ms on each (the CM keeps 128 receives posted) all connect, its NIC on a thread of its own', async () => {
+    const s = await side('udp');
+    const c = await side('udp');
+    // Each accepted connection costs the listener's thread 2 ms (a service setting up state):
+    // REQs past the 128 posted receives wait in RNR retries until their slots come back.
+    const busy = (): void => {
+      const until = performance.now() + 2;
+      while (performance.now() < until);
+    };
+    const l = listen(s.dev, { pd: s.pd, qpInit: { ...s.qpInit, maxSendWr: 4, maxRecvWr: 4 }, backlog: 256, setup: busy });
+    let accepted = 0;
+    const acceptor = (async () => {
+      while (accepted < 200) {
+        await l.accept(20_000);
+        accepted++;
+      }
+    })();
+    const rs = await Promise.allSettled(Array.from({ length: 200 }, () => connect(c.dev, s.dev.address, { pd: c.pd, qpInit: { ...c.qpInit, maxSendWr: 4, maxRecvWr: 4 }, timeoutMs: 20_000 })));
+    expect(rs.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)).slice(0, 3)).toEqual([]);
+    await acceptor;
+    expect(accepted).toBe(200);
+  }, 30_000);
+});
+
 describe.each(['tcp', 'udp', 'inproc'] as const)('cm over %s', (transport) => {
   it('listen / accept / connect: connected QPs, private data both ways, traffic both ways', async () => {
     const s = await side(transport);
