@@ -2,17 +2,10 @@
 // same seed gives the same numbers, the same index the same bytes, so a run can be replayed and
 // a misplaced or mixed-up payload is seen for what it is.
 
-/** mulberry32: a float in [0, 1) per call. */
-export function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../fuzz/rng.js';
+
+/** mulberry32 (the fuzzer's generator): a float in [0, 1) per call. */
+export const rng = mulberry32;
 
 /** Seeded 32-bit ids in [1, 2^32): the endpoints' context ids and cookies, replayable. */
 export function seededIds(seed: number): () => number {
