@@ -58,10 +58,18 @@ class RingCq implements PortCq {
     // Full when the application has not yet taken `depth` of what was produced (ibverbs' overrun).
     if (this.produced - Atomics.load(this.#nic.control, CQ_BASE + this.slot) >= this.depth) return false;
     this.produced++;
-    const c: Cqe = { cq: this.id, token: Number(wc.wrId), qpn: wc.qpn, status: wc.status, opcode: wc.opcode, byteLen: wc.byteLen };
-    if (wc.imm !== undefined) c.imm = wc.imm;
-    if (wc.srcQpn !== undefined) c.srcQpn = wc.srcQpn;
-    if (wc.src !== undefined) c.src = packr.pack(wc.src);
+    // One record for every completion, written into the ring at once (putCqe copies it only
+    // when the ring is full).
+    const c = this.#nic.cqeOut;
+    c.cq = this.id;
+    c.token = Number(wc.wrId);
+    c.qpn = wc.qpn;
+    c.status = wc.status;
+    c.opcode = wc.opcode;
+    c.byteLen = wc.byteLen;
+    c.imm = wc.imm;
+    c.srcQpn = wc.srcQpn;
+    c.src = wc.src !== undefined ? packr.pack(wc.src) : undefined;
     this.#nic.putCqe(c);
     return true;
   }
@@ -187,9 +195,13 @@ export class NicThread {
 
   // ---- the CQE ring and the control table ---------------------------------------------------
 
+  /** The CQE a completion is written from (RingCq.offer), reused. */
+  readonly cqeOut: Cqe = { cq: 0, token: 0, qpn: 0, status: 0, opcode: 0, byteLen: 0, imm: undefined, srcQpn: undefined, src: undefined };
+
   putCqe(c: Cqe): void {
     if (this.#overflow.length > 0 || !writeCqe(this.#cqe, c)) {
-      this.#overflow.push(c);
+      // Kept past this call: a copy (the caller's record is reused).
+      this.#overflow.push({ ...c });
       this.#waitForRoom();
     }
   }

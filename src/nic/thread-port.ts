@@ -27,7 +27,7 @@ import {
   type WireError, WQE_RING_BYTES,
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
-import { readCqe, type RecvWqe, type SendWqe } from './wqe.js';
+import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
 
@@ -96,6 +96,8 @@ export class ThreadPort implements NicPort, QpHost {
   #batching = false;
   #pending = false;
   #watching = false;
+  /** The CQE being taken, decoded in place of a new object per record. */
+  readonly #cqeIn: Cqe = { cq: 0, token: 0, qpn: 0, status: 0, opcode: 0, byteLen: 0 };
   #closed = false;
   #closing = false;
   readonly #services = new Map<number, (r: ServiceRequest) => void>();
@@ -250,7 +252,7 @@ export class ThreadPort implements NicPort, QpHost {
     }
     const ring = this.#cqe;
     for (let off = ring.peek(); off >= 0; off = ring.peek()) {
-      const c = readCqe(ring.dv, off);
+      const c = readCqe(ring.dv, off, this.#cqeIn);
       ring.advance();
       if (c.cq === PLACE_RECORD_CQ) {
         const mr = this.#mrs.get(c.token);
@@ -298,12 +300,15 @@ export class ThreadPort implements NicPort, QpHost {
       return;
     }
     this.#watching = true;
-    void w.then(() => {
-      this.#watching = false;
-      this.drain();
-      this.#watch();
-    });
+    void w.then(this.#woken);
   }
+
+  /** The completion ring's doorbell rang: one closure for every wake, not one per wait. */
+  readonly #woken = (): void => {
+    this.#watching = false;
+    this.drain();
+    this.#watch();
+  };
 
   // ---- messages from the NIC thread ---------------------------------------------------------
 
