@@ -20,6 +20,7 @@ import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } f
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
 import { faultError, type TcpFault } from './fault.js';
+import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
 export interface TcpAddress {
   readonly transport: 'tcp';
@@ -296,12 +297,12 @@ export class MpaConnector {
     const onHost = this.#perHost.get(host) ?? 0;
     if (this.#accepted >= (this.#opts.maxConnections ?? 1024)) {
       this.counters.connectionsRefused++;
-      s0.destroy();
+      refuseAtOnce(s0, 'too many connections to this device (maxConnections)');
       return;
     }
     if (onHost >= (this.#opts.maxConnectionsPerHost ?? 128)) {
       this.counters.connectionsRefusedHost++;
-      s0.destroy();
+      refuseAtOnce(s0, 'too many connections from your host (maxConnectionsPerHost)');
       return;
     }
     this.#accepted++;
@@ -404,4 +405,26 @@ export class MpaConnector {
     });
     return true;
   }
+}
+
+/** How long a refused socket may stay open for its reject to be read. */
+const REFUSED_LINGER_MS = 250;
+
+/**
+ * Refuse an accepted socket past a cap, before anything is allocated for it: an MPA Reply with
+ * Reject and the reason in sabre's block, written without reading the Request (the initiator
+ * reads the reply after sending its request either way), so the dialer fails with that reason
+ * instead of a bare reset. What the peer sends is read and dropped (closing over unread bytes
+ * would reset the connection, and the reply with it); the socket goes after a short linger.
+ */
+function refuseAtOnce(s: net.Socket, reason: string): void {
+  const f: MpaFrame = { reply: true, markers: false, crc: false, reject: true, enhanced: false, revision: 1, privateData: encodeSabrePd({ kind: 'reject', reason }) };
+  const bytes = new Uint8Array(mpaFrameLength(f));
+  encodeMpaFrame(f, bytes, 0);
+  const t = setTimeout(() => s.destroy(), REFUSED_LINGER_MS);
+  t.unref();
+  s.once('close', () => clearTimeout(t));
+  s.on('error', () => s.destroy());
+  s.resume();
+  s.end(bytes);
 }

@@ -4,7 +4,7 @@
 // the socket could not take without bound; hole 7 kept every connection a host opened.
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
-import { Access, listen } from '../../../src/index.js';
+import { Access, connect, listen, openDevice } from '../../../src/index.js';
 import { TcpLink, type TcpLinkOptions } from '../../../src/transport/tcp/link.js';
 import { Device } from '../../../src/verbs/device.js';
 import { rawConnect, readRequest, type RawPeer } from './raw-mpa.js';
@@ -105,6 +105,24 @@ describe('tcp under attack: real sockets, a live device', () => {
     expect(stats(dev).segmentsIn).toBe(40);
     expect(stats(dev).readsRefused).toBe(0);
   }, 60_000);
+
+  it('a sabre dialer past a connection cap is told why (MPA reject with the reason), not reset', async () => {
+    const { dev } = await device({ maxConnectionsPerHost: 3 });
+    const pd = dev.allocPd();
+    const cq = dev.createCq({ depth: 64 });
+    const qpInit = { sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 };
+    listen(dev, { pd, qpInit, service: 9 });
+    const client = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
+    cleanup.push(() => client.close());
+    const cpd = client.allocPd();
+    const ccq = client.createCq({ depth: 64 });
+    const rs = await Promise.allSettled(Array.from({ length: 5 }, () => connect(client, dev.address, { pd: cpd, service: 9, qpInit: { ...qpInit, sendCq: ccq, recvCq: ccq }, timeoutMs: 5000 })));
+    const failed = rs.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as { code: string; message: string });
+    expect(rs.length - failed.length).toBe(3);
+    expect(failed).toHaveLength(2);
+    for (const e of failed) expect(e).toMatchObject({ code: 'ERR_UNREACHABLE', message: expect.stringMatching(/too many connections from your host \(maxConnectionsPerHost\)/) });
+    expect(stats(dev).connectionsRefusedHost).toBe(2);
+  });
 
   it('hole 7: one host opening 300 connections gets maxConnectionsPerHost (50); the device cap (80) holds for all; a silent one is dropped at the handshake timeout', async () => {
     const { dev, port } = await device({ maxConnections: 80, maxConnectionsPerHost: 50, handshakeTimeoutMs: 500 });
