@@ -8,7 +8,7 @@ import { Access, openDevice, QpState, WcStatus } from '../../src/index.js';
 
 describe('completion ring overflow (NIC thread)', () => {
   it('30,000 flushed receives: all arrive once, in order, each with its own wrId', async () => {
-    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
     try {
       expect(dev.workers).toBe(1);
       const pd = dev.allocPd();

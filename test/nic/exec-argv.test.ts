@@ -32,7 +32,10 @@ console.log(JSON.stringify(out));
 
 function run(flags: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...flags, '--input-type=module', '-e', SCRIPT], { timeout: 30_000 }, (err, stdout, stderr) => {
+    // The default NIC thread is what is tested: not whatever SABRE_WORKERS this run was given.
+    const env = { ...process.env };
+    delete env['SABRE_WORKERS'];
+    execFile(process.execPath, [...flags, '--input-type=module', '-e', SCRIPT], { timeout: 30_000, env }, (err, stdout, stderr) => {
       resolve({ stdout, stderr, code: err ? ((err as { code?: number }).code ?? 1) : 0 });
     });
   });

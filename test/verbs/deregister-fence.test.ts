@@ -166,9 +166,13 @@ describe.each([['udp', 0], ['udp', 1], ['tcp', 0], ['tcp', 1], ['inproc', 0]] as
     // The memory was held while the work was queued; once it left, the next region may have it.
     // Inline nothing has left in the turn that posted; a NIC thread may have sent it all before
     // the deregister reached it (then the bytes above are what shows the fence held).
-    if (workers === 0) expect(reused).toBe(false);
-    const third = pa.regMr(SIZE, Access.LocalWrite);
-    expect(third.addr).toBe(addr);
+    // Which block the allocator hands out next is only certain inline: with a NIC thread, the
+    // link's own lazily made buffers may take the freed block first.
+    if (workers === 0) {
+      expect(reused).toBe(false);
+      const third = pa.regMr(SIZE, Access.LocalWrite);
+      expect(third.addr).toBe(addr);
+    }
   });
 });
 

@@ -2,7 +2,8 @@
 // completed MPA through a listener, whose QP the application accepted, then went idle. The
 // peers are two loopback hosts (127.0.0.1, 127.0.0.2) in a child process (so their sockets are
 // not in the heap measured), each trying 16 more connections than the per-host cap (128): the
-// device holds 256, refuses 32. Heap (JS heap + array buffers outside device memory, after GC)
+// device holds 256, refuses 32 (each refusal an MPA Reply with Reject naming the cap). Heap
+// (JS heap + array buffers outside device memory, after GC)
 // per held connection is measured and bounded; device memory per connection is the receive
 // staging (512 KiB) and nothing else. Measured here: ≈ 16 KB of heap each (the connection,
 // its socket, the accepted QP); 81 KB before the transmit slab (64 KiB) was made on first use.
@@ -26,23 +27,24 @@ const EXTRA = 16;
 /** The bound asserted (and documented): heap per held connection. */
 const HEAP_PER_CONNECTION = 32 * 1024;
 
-/** Peers in a child: `PER_HOST + EXTRA` connections from each host, each sends the MPA Request; prints how many got a Reply. */
+/** Peers in a child: `PER_HOST + EXTRA` connections from each host, each sends the MPA Request; prints how many got a Reply, how many a Reject, how many were closed unanswered. */
 const PEERS = `
 const net = require('node:net');
 const port = Number(process.env.PORT), n = Number(process.env.N), req = Buffer.from(process.env.REQ, 'hex');
 const socks = [];
-let replied = 0, closed = 0, done = 0;
+let replied = 0, rejected = 0, closed = 0, done = 0;
 const total = 2 * n;
-const settle = () => { if (++done === total) process.stdout.write('replied ' + replied + ' closed ' + closed + '\\n'); };
+const settle = () => { if (++done === total) process.stdout.write('replied ' + replied + ' rejected ' + rejected + ' closed ' + closed + '\\n'); };
 for (const host of ['127.0.0.1', '127.0.0.2']) {
   for (let i = 0; i < n; i++) {
     const s = net.connect({ host: '127.0.0.1', port, localAddress: host });
     socks.push(s);
-    let got = 0, settled = false;
+    let got = 0, settled = false, first = Buffer.alloc(0);
     const once = (f) => { if (!settled) { settled = true; f(); settle(); } };
     s.on('error', () => {});
     s.on('connect', () => s.write(req));
-    s.on('data', (d) => { got += d.length; if (got >= 20) once(() => replied++); });
+    // A Reply with R (byte 16, 0x20): refused at the cap, told why.
+    s.on('data', (d) => { got += d.length; if (first.length < 20) first = Buffer.concat([first, d]); if (got >= 20) once(() => (first[16] & 0x20 ? rejected++ : replied++)); });
     s.on('close', () => once(() => closed++));
   }
 }
@@ -96,7 +98,7 @@ describe('tcp: memory per held connection', () => {
     });
     const end = Date.now() + 20_000;
     while (held.length < 2 * PER_HOST && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-    expect(line).toBe(`replied ${2 * PER_HOST} closed ${2 * EXTRA}`);
+    expect(line).toBe(`replied ${2 * PER_HOST} rejected ${2 * EXTRA} closed 0`);
     expect(held.length).toBe(2 * PER_HOST);
     expect(link().endpointConnections).toBe(2 * PER_HOST);
     expect(link().connectionsRefusedHost).toBe(2 * EXTRA);
