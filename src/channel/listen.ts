@@ -11,7 +11,7 @@ import { type CmListener, connect, connectionInfo, listen } from '../cm/index.js
 import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Device } from '../verbs/device.js';
-import { AcceptQueue } from '../verbs/accept-queue.js';
+import { Listener } from '../verbs/listener.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import { Channel } from './channel.js';
@@ -49,12 +49,14 @@ export interface ChannelConnectOptions extends ChannelOptions {
   connectTimeoutMs?: number;
 }
 
-export class ChannelListener implements AsyncIterable<Channel> {
-  readonly device: Device;
+/** Channels of one service, in the order their HELLOs arrived: accept(), for-await, close() (../verbs/listener.ts). */
+export class ChannelListener extends Listener<Channel> {
   readonly service: number;
   readonly #cm: CmListener;
+  /** Made in cm's setup hook, their QPs not yet connected. */
   readonly #made = new Map<QueuePair, Channel>();
-  readonly #queue = new AcceptQueue<Channel>('channel');
+  /** Connected, waiting for the peer's HELLO: nobody else would end them if it never comes. */
+  readonly #hello = new Set<Channel>();
   readonly #backlog: number;
   readonly #maxPerPeer: number;
   readonly #preauthMax: number;
@@ -65,7 +67,7 @@ export class ChannelListener implements AsyncIterable<Channel> {
   constructor(dev: Device, opts: ChannelListenOptions = {}) {
     const o = resolveOptions(opts);
     const hub = hubOf(dev);
-    this.device = dev;
+    super(dev, 'channel');
     this.#backlog = opts.backlog ?? 128;
     if (!Number.isInteger(this.#backlog) || this.#backlog < 1) throw new SabreError(ErrorCode.InvalidArgument, 'backlog must be a positive integer');
     this.#maxPerPeer = posInt(opts.maxChannelsPerPeer, 'maxChannelsPerPeer', 64);
@@ -99,7 +101,22 @@ export class ChannelListener implements AsyncIterable<Channel> {
       },
     });
     this.service = this.#cm.service;
-    void this.#acceptLoop();
+    this.watchDevice();
+    // cm's listener ends when this one closes or the device does: either way, this one is done.
+    void this.#acceptLoop().finally(() => this.close());
+  }
+
+  /** cm's listener goes (with its service and unaccepted QPs); channels not yet handed over end. */
+  protected release(): void {
+    this.#cm.close();
+    for (const ch of [...this.#made.values(), ...this.#hello]) ch.abort('listener closed');
+    this.#made.clear();
+    this.#hello.clear();
+  }
+
+  /** A channel never accepted is closed: its peer's iteration ends. */
+  protected dispose(ch: Channel): void {
+    void ch.close();
   }
 
   async #acceptLoop(): Promise<void> {
@@ -113,8 +130,14 @@ export class ChannelListener implements AsyncIterable<Channel> {
       ch.onTeardown = undefined;
       ch.peerKey = peerKeyOf(qp);
       ch.start();
+      this.#hello.add(ch);
       ch.connected.then(
         () => {
+          this.#hello.delete(ch);
+          if (this.closing) {
+            this.dispose(ch);
+            return;
+          }
           // Counted once the HELLOs crossed, so a channel past the cap can tell its peer why.
           try {
             hubOf(this.device).admit(ch, this.#preauthMax > 0, this.#maxPerPeer, this.#preauthPerPeer);
@@ -124,37 +147,18 @@ export class ChannelListener implements AsyncIterable<Channel> {
           }
           this.#deliver(ch);
         },
-        () => undefined, // it failed before the peer's HELLO: already torn down
+        // It failed before the peer's HELLO: already torn down.
+        () => void this.#hello.delete(ch),
       );
     }
   }
 
   #deliver(ch: Channel): void {
-    if (this.#queue.closed || this.#queue.size >= this.#backlog) {
+    if (this.ready >= this.#backlog) {
       void ch.close();
       return;
     }
-    this.#queue.offer(ch);
-  }
-
-  /**
-   * The next channel (in the order their HELLOs arrived). Rejects with ERR_TIMEOUT after
-   * `timeoutMs`, ERR_ABORTED when `signal` aborts, ERR_CLOSED when the listener closes.
-   */
-  accept(timeoutMs?: number, opts: { signal?: AbortSignal } = {}): Promise<Channel> {
-    return this.#queue.accept(timeoutMs, opts);
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<Channel> {
-    return this.#queue[Symbol.asyncIterator]();
-  }
-
-  /** Stop accepting; channels not yet taken are closed. Channels already taken stay open. */
-  close(): void {
-    if (this.#queue.closed) return;
-    this.#cm.close();
-    for (const ch of this.#made.values()) ch.abort('listener closed');
-    this.#queue.close((ch) => void ch.close());
+    this.offer(ch);
   }
 }
 

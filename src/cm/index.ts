@@ -21,9 +21,9 @@ import type { DeviceAddress } from '../core/address.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
-import { AcceptQueue } from '../verbs/accept-queue.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import type { Device } from '../verbs/device.js';
+import { Listener } from '../verbs/listener.js';
 import { checkPeerAddress, resolvePeerHost } from '../verbs/peer-address.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -135,21 +135,19 @@ function asClosed(dev: Device, e: unknown): unknown {
   return e;
 }
 
-export class CmListener implements AsyncIterable<QueuePair> {
-  readonly device: Device;
+/** Connected QPs of one service, in connection order: accept(), for-await, close() (../verbs/listener.ts). */
+export class CmListener extends Listener<QueuePair> {
   readonly service: number;
   readonly #opts: CmListenOptions;
   readonly #backlog: number;
-  readonly #queue = new AcceptQueue<QueuePair>('connection');
   #inflight = 0;
   readonly #stop: () => void;
-  readonly #unhook: () => void;
 
   /** @internal use listen() */
   constructor(dev: Device, opts: CmListenOptions = {}) {
     dev.assertOpen();
     if (opts === null || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'listen options must be an object');
-    this.device = dev;
+    super(dev, 'connection');
     this.service = serviceOf(opts.service);
     this.#opts = opts;
     const backlog = opts.backlog ?? 16;
@@ -163,48 +161,33 @@ export class CmListener implements AsyncIterable<QueuePair> {
       agent.listen(this.service, (r) => this.#onDatagram(r));
       this.#stop = () => agent.listen(this.service, undefined);
     }
-    // The device closing closes the listener: a pending accept() rejects with ERR_CLOSED.
-    this.#unhook = dev.onClose(() => this.close());
+    this.watchDevice();
   }
 
-  /**
-   * The next connected QP (in connection order). Rejects with ERR_TIMEOUT after `timeoutMs`,
-   * ERR_ABORTED when `signal` aborts, ERR_CLOSED when the listener or its device closes.
-   */
-  accept(timeoutMs?: number, opts: { signal?: AbortSignal } = {}): Promise<QueuePair> {
-    return this.#queue.accept(timeoutMs, opts);
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<QueuePair> {
-    return this.#queue[Symbol.asyncIterator]();
-  }
-
-  /** Stop accepting; connected QPs not yet accepted are destroyed. */
-  close(): void {
-    if (this.#queue.closed) return;
-    this.#unhook();
+  /** The service goes (a closed device has already let go of it). */
+  protected release(): void {
     if (!this.device.closed) this.#stop();
-    this.#queue.close((qp) => qp.destroy());
+  }
+
+  /** A connected QP never accepted is destroyed: its peer learns the connection is gone. */
+  protected dispose(qp: QueuePair): void {
+    qp.destroy();
   }
 
   #full(): boolean {
-    return this.#queue.closed || this.#queue.size + this.#inflight >= this.#backlog;
+    return this.closing || this.ready + this.#inflight >= this.#backlog;
   }
 
   #deliver(qp: QueuePair, info: CmConnectionInfo): void {
     this.#inflight--;
-    if (this.#queue.closed) {
-      qp.destroy();
-      return;
-    }
-    infos.set(qp, info);
-    this.#queue.offer(qp);
+    if (!this.closing) infos.set(qp, info);
+    this.offer(qp);
   }
 
   #onService(r: ServiceRequest): void {
     if (this.#full()) {
       // A full backlog refuses for now only (busy): the dialer asks again, as a SYN is resent.
-      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full', !this.#queue.closed);
+      r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
     let qp: QueuePair;
@@ -229,7 +212,7 @@ export class CmListener implements AsyncIterable<QueuePair> {
 
   #onDatagram(r: CmRequest): void {
     if (this.#full()) {
-      r.reject(this.#queue.closed ? 'listener closed' : 'backlog full', !this.#queue.closed);
+      r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
     let qp: QueuePair;

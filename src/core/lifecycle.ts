@@ -100,3 +100,18 @@ export class Lifecycle {
     this.#onEnd = undefined;
   }
 }
+
+/**
+ * An iteration over `next` (a listener's accept, a receiver's next) that ends when the object
+ * closes: ERR_CLOSED ends it as done, any other error throws out of the for-await.
+ */
+export async function* untilClosed<T>(next: () => Promise<T>): AsyncGenerator<T, void, undefined> {
+  for (;;) {
+    try {
+      yield await next();
+    } catch (e) {
+      if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
+      throw e;
+    }
+  }
+}

@@ -10,6 +10,7 @@
 // src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
 // WRITE into the receiver's landing zone).
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { untilClosed } from '../core/lifecycle.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
@@ -303,15 +304,8 @@ export class DedupReceiver implements AsyncIterable<Received> {
     return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<Received> {
-    for (;;) {
-      try {
-        yield await this.next();
-      } catch (e) {
-        if (e instanceof SabreError && e.code === ErrorCode.Closed) return;
-        throw e;
-      }
-    }
+  [Symbol.asyncIterator](): AsyncIterator<Received> {
+    return untilClosed(() => this.next());
   }
 
   /** The chunk map of a landing-zone slot (for the placement hook and tests). */
