@@ -375,6 +375,9 @@ export class DedupReceiver implements AsyncIterable<Received> {
   }
 
   close(): void {
+    // The pipe is the caller's and may stay open: what waits on this receiver ends with it.
+    this.#closed ??= new SabreError(ErrorCode.Closed, 'dedup: the receiver is closed');
+    for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
     // Unhook before the directory is freed; a zone already deregistered (its index maybe
     // reused by another region) has a zeroed word already and is left alone.
     this.#shut = true;
