@@ -1,7 +1,8 @@
 // Idle channels at scale, default options, two processes on 127.0.0.1: this process (the dialer)
 // opens channels to a forked listener process. A warm-up batch is opened first (the hub, its CQ,
 // the first growth of every table), then the rest up to N; each side reports its marginal RSS
-// per channel — (RSS at N − RSS after warm-up) / (N − warm-up), after a full GC — the bytes the
+// per channel — (RSS at N − RSS after warm-up) / (N − warm-up), after a full GC of both the main
+// thread and the NIC thread — its main-thread heap and NIC-thread heap the same way, the bytes the
 // channels registered, the device memory's capacity and use, and how long the opening took.
 // Both devices are opened with nothing but transport / host / port: no memory or maxMr options;
 // the listener's maxChannelsPerPeer is N.
@@ -11,7 +12,7 @@
 //   CHAN_SCALE_N (default 10000), CHAN_SCALE_WARMUP (500), CHAN_SCALE_TRANSPORT (udp | tcp; udp),
 //   CHAN_SCALE_DEADLINE_MS (240000)
 import { fileURLToPath } from 'node:url';
-import { settle } from './lib/gc.mjs';
+import { settleDevice } from './lib/gc.mjs';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
 
@@ -23,11 +24,13 @@ const BATCH = 32;
 
 
 async function measure(dev) {
-  await settle();
+  // Both isolates settled (this thread's and the NIC thread's) before RSS is read: a NIC heap
+  // left uncollected would count garbage as channel memory, differently run to run.
+  const nicHeap = await settleDevice(dev);
   const m = process.memoryUsage();
   const c = channelStats(dev);
   const mem = dev.stats().memory;
-  return { rss: m.rss, heap: m.heapUsed, registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
+  return { rss: m.rss, heap: m.heapUsed, nicHeap: nicHeap ?? 0, registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
 }
 
 const devOpts = () => ({ transport: TRANSPORT, host: '127.0.0.1', port: 0 });
@@ -106,6 +109,7 @@ if (process.argv.includes('--peer')) {
     channels: b.channels,
     'marginal RSS/ch KiB': k > 0 ? kib((b.rss - a.rss) / k) : '-',
     'marginal heap/ch KiB': k > 0 ? kib((b.heap - a.heap) / k) : '-',
+    'marginal NIC heap/ch KiB': k > 0 ? kib((b.nicHeap - a.nicHeap) / k) : '-',
     'registered/ch B': b.channels ? Math.round(b.registered / b.channels) : '-',
     'device used/ch B': k > 0 ? Math.round((b.deviceUsed - a.deviceUsed) / k) : '-',
     'device MiB (used/capacity)': `${mib(b.deviceUsed)}/${mib(b.deviceCapacity)}`,

@@ -13,3 +13,20 @@ export async function settle() {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/**
+ * settle() for this thread and, when `dev` runs its NIC on a thread of its own, for that
+ * thread's heap too (an internal request of the device's port: the NIC thread collects when
+ * --expose-gc is set, which importing this file does process-wide). Returns the NIC thread's
+ * used heap bytes after the last collection, or undefined for an inline device.
+ */
+export async function settleDevice(dev) {
+  const nic = dev.workers > 0 && typeof dev.nic?.call === 'function' ? dev.nic : undefined;
+  let used;
+  for (let i = 0; i < 4; i++) {
+    gc();
+    if (nic) used = nic.call('heap', { gc: true }).used;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return used;
+}

@@ -7,6 +7,8 @@
 // comes after the posts made before it), and every step ends by committing its completions
 // before it publishes the queues' retired counts, so an application that reads a count and
 // then drains the CQE ring has seen every completion of the work that count retired.
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
@@ -73,6 +75,25 @@ class RingCq implements PortCq {
     this.#nic.putCqe(c);
     return true;
   }
+}
+
+/**
+ * This thread's V8 heap, for the memory benches (reached through the device's port, not public
+ * API): with `gc`, a full collection first — only when the process allows one (the benches set
+ * --expose-gc at run time, a process-wide flag a new context picks up); otherwise none is run
+ * and `collected` says so, rather than the library changing V8's flags itself.
+ */
+function heapReading(gc: boolean): { used: number; total: number; external: number; collected: boolean } {
+  let collected = false;
+  if (gc) {
+    const fn = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as (() => void) | undefined;
+    if (fn) {
+      fn();
+      collected = true;
+    }
+  }
+  const h = v8.getHeapStatistics();
+  return { used: h.used_heap_size, total: h.total_heap_size, external: h.external_memory, collected };
 }
 
 export class NicThread {
@@ -371,6 +392,8 @@ export class NicThread {
         return null;
       case 'drain':
         return null;
+      case 'heap':
+        return heapReading(a.gc === true);
       case 'close':
         // Answered once the link is closed: the application's close ends in one turn.
         return this.close().then(() => null);
