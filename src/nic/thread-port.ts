@@ -264,12 +264,10 @@ export class ThreadPort implements NicPort, QpHost {
       let wrId: WrId | undefined;
       if (qp) {
         if ((c.opcode & 128) !== 0) {
-          wrId = qp.recvs.get(c.token);
-          qp.recvs.delete(c.token);
+          wrId = qp.recvs.take(c.token);
           qp.sawRecv();
         } else {
-          wrId = qp.sends.get(c.token);
-          qp.sends.delete(c.token);
+          wrId = qp.sends.takeThrough(c.token);
           qp.sawSend(c.token);
         }
       }
@@ -283,7 +281,7 @@ export class ThreadPort implements NicPort, QpHost {
     if (retired) {
       for (const [qp, r] of retired) {
         // Tokens below the retired count are done; an unsignaled success has no completion.
-        for (const t of qp.sends.keys()) if (((r - t) | 0) > 0) qp.sends.delete(t);
+        qp.sends.dropBefore(r);
         this.#trim.delete(qp);
       }
     }

@@ -3,12 +3,12 @@
 // id under a token, and reads the QP's state and retired counts from the shared control table.
 import type { DeviceAddress } from '../core/address.js';
 import type { QpStateValue } from '../core/enums.js';
-import type { WrId } from '../core/work.js';
 import type { OpcodeRow } from '../rdmap/opcodes.js';
 import type { PortDest, PortMr, PortPiece, PortQp, PortSend } from './port.js';
 import type { RecordRing } from './ring.js';
 import { QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord } from './thread-proto.js';
 import { type RecvWqe, type SendWqe, type WqeSge, writeRecvWqe, writeSendWqe } from './wqe.js';
+import { WrIdWindow } from './wr-ids.js';
 
 /** What a ThreadQp needs of its device's port (ThreadPort). */
 export interface QpHost {
@@ -64,8 +64,8 @@ export class ThreadQp implements PortQp {
   sqSeen = 0;
   rqSeen = 0;
   /** Send work request ids by token (the send sequence number); receive ids likewise. */
-  readonly sends = new Map<number, WrId>();
-  readonly recvs = new Map<number, WrId>();
+  readonly sends = new WrIdWindow();
+  readonly recvs = new WrIdWindow();
 
   constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number) {
     this.#port = port;
@@ -161,9 +161,10 @@ export class ThreadQp implements PortQp {
     q.inline = inline;
     fillSges(q.sges as WqeSge[], pieces);
     port.post(writeSendWqe, q);
-    this.sends.set(token, w.wrId);
+    this.sends.put(token, w.wrId);
     this.sqPosted++;
-    if (this.sends.size > 2 * this.maxSendWr + 64) port.trimLater(this);
+    // Unsignaled sends never complete: past this many held, the NIC's retired count drops them.
+    if (this.sends.span > 2 * this.maxSendWr + 64) port.trimLater(this);
   }
 
   postRecv(wrId: number | bigint, pieces: PortPiece[], _total: number): void {
@@ -173,7 +174,7 @@ export class ThreadQp implements PortQp {
     q.token = token;
     fillSges(q.sges as WqeSge[], pieces);
     this.#port.post(writeRecvWqe, q);
-    this.recvs.set(token, wrId);
+    this.recvs.put(token, wrId);
     this.rqPosted++;
   }
 
