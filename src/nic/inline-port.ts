@@ -8,7 +8,7 @@ import type { EngineBounds } from '../rdmap/bounds.js';
 import { RdmapEngine } from '../rdmap/engine.js';
 import { EngineMemory, type MrRecord } from '../rdmap/memory.js';
 import type { OpcodeRow } from '../rdmap/opcodes.js';
-import { type EngineQp, newSendWork, type Piece, type QpCaps } from '../rdmap/state.js';
+import { type EngineQp, newRecvWork, newSendWork, type Piece, type QpCaps } from '../rdmap/state.js';
 import { NicDriver, type NicEvent } from './driver.js';
 import type { NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
 
@@ -74,7 +74,7 @@ class InlineQp implements PortQp {
 
   postRecv(wrId: number | bigint, pieces: PortPiece[], total: number): void {
     const p = this.#port;
-    const r = { wrId, pieces: pieces as Piece[], total, claimed: false };
+    const r = newRecvWork(wrId, pieces as Piece[], total);
     if (p.batchNow >= 0) p.engine.postRecv(this.q, r, p.batchNow);
     else p.driver.run((now) => p.engine.postRecv(this.q, r, now));
   }

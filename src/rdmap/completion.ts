@@ -51,7 +51,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     w.done = true;
     w.status = w === failing && status !== undefined ? status : WcStatus.WrFlushErr;
   }
-  for (const f of qp.flows.values()) {
+  for (const f of qp.allFlows()) {
     f.inflight.clear();
     f.reads.clear();
     f.atomics.clear();

@@ -34,10 +34,10 @@ import type { EngineEvent } from './events.js';
 import { holdPieces, type DeviceCounters, type EngineMemory } from './memory.js';
 import { flushPlacement } from './placement.js';
 import {
-  applyHandoffs, emit, findFlow, flowKey, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
+  applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
-import { EngineQp, EngineState, Flow, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
+import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
 import { copyBytes } from '../core/bytes.js';
 
 export type { OutItem } from './state.js';
@@ -133,7 +133,6 @@ export class RdmapEngine {
     e.now = now;
     const flow = new Flow(peer, addressKey(peer), rqpn, now);
     qp.flow = flow;
-    qp.flows.set(flowKey(flow.peerKey, rqpn), flow);
     qp.state = QpState.Rtr;
     e.changed(qp);
     if (greet) emit(e, qp, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: false });
@@ -161,8 +160,8 @@ export class RdmapEngine {
     qp.state = QpState.Reset;
     this.#e.changed(qp);
     qp.flow = undefined;
-    qp.flows.clear();
-    qp.peerFlows.clear();
+    qp.flows = noEntries();
+    qp.peerFlows = noEntries();
     qp.oooEntries = 0;
     qp.oooBytes = 0;
     qp.sq.clear();

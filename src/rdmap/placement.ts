@@ -12,17 +12,15 @@
 // failures mark the message for a Terminate.
 import { Access, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { SegFrame } from '../core/frame.js';
-import { GatherCursor } from '../core/gather.js';
 import { PlaceStatus } from '../dataplane/descriptors.js';
 import { PLACE_SRC_CALLER } from '../wire/spec.js';
 import { decodeDdp } from '../wire/rdmap.js';
 import { TERM, termForPlaceStatus, type TermCode } from '../wire/terminate.js';
 import { settle } from './budget.js';
-import type { EngineQp, EngineState, Flow, InMessage, Piece, RecvWork, SegmentPlacement } from './state.js';
+import { type EngineQp, type EngineState, type Flow, type InMessage, type RecvWork, recvSpans, type SegmentPlacement } from './state.js';
 
 /** Descriptors per place() call (the engine memory's batch area). */
 const MAX_DESCS = 1024;
-const pieceLength = (p: Piece): number => p.len;
 
 /** Mark message `m` failed (once): it is Terminated when it is next in order. */
 export function failMsg(m: InMessage, hdr: Uint8Array, plen: number, term: TermCode, local?: WcStatusValue): void {
@@ -91,10 +89,7 @@ export function placeTagged(e: EngineState, qp: EngineQp, flow: Flow, m: InMessa
 /** An untagged data segment into receive `r`, cut along its scatter list: one descriptor per piece it touches. */
 export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, r: RecvWork, plen: number): void {
   const off = f.env.off;
-  const spans: { p: Piece; at: number; n: number }[] = [];
-  const cur = new GatherCursor(r.pieces, pieceLength);
-  cur.skip(off);
-  cur.take(plen, (p, at, n) => spans.push({ p, at, n }));
+  const spans = recvSpans(r, off, plen);
   const src = stage(e, f, plen, Math.max(1, spans.length), -1);
   const seg: SegmentPlacement = { qp, flow, m, off, len: plen, remaining: spans.length, bad: 0, recvLocal: true, local: undefined };
   if (spans.length === 0) {

@@ -33,8 +33,8 @@ export function srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key = a
   let f = qp.flows.get(k);
   if (!f) {
     f = new Flow(peer, key, rqpn, now);
-    qp.flows.set(k, f);
-    qp.peerFlows.set(key, (qp.peerFlows.get(key) ?? 0) + 1);
+    qp.ownFlows().set(k, f);
+    qp.ownPeerFlows().set(key, (qp.peerFlows.get(key) ?? 0) + 1);
   }
   return f;
 }
@@ -78,7 +78,7 @@ function dropFlow(qp: EngineQp, k: string, f: Flow): void {
   qp.flows.delete(k);
   releaseFlow(qp, f);
   const n = (qp.peerFlows.get(f.peerKey) ?? 1) - 1;
-  if (n > 0) qp.peerFlows.set(f.peerKey, n);
+  if (n > 0) qp.ownPeerFlows().set(f.peerKey, n);
   else qp.peerFlows.delete(f.peerKey);
 }
 
@@ -260,7 +260,7 @@ function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
     // their answers acked (its IRD), and the ack of the last answer must not trail the next request.
     ack: flow.expected - 1,
   });
-  flow.reads.set(msn, w);
+  flow.ownReads().set(msn, w);
   qp.rdAtomic++;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
   emit(e, qp, flow, f);
@@ -298,7 +298,7 @@ function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): v
       bodyLen: 28, body: (b, o) => encodeReadRequest(r, b, o),
     }));
   }
-  flow.reads.set(key, w);
+  flow.ownReads().set(key, w);
   qp.rdAtomic++;
 }
 
@@ -314,7 +314,7 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
       compare: fetchAdd ? 0n : BigInt.asUintN(64, w.compareAdd), compareMask: M64,
     }, b, o),
   });
-  flow.atomics.set(msn, w);
+  flow.ownAtomics().set(msn, w);
   qp.rdAtomic++;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
   emit(e, qp, flow, f);

@@ -3,6 +3,7 @@
 // remote qpn) it talks to. Plain data: the engine's parts (requester.ts, responder.ts,
 // arrival.ts, placement.ts, completion.ts) act on it with functions; engine.ts owns it.
 import type { DeviceAddress } from '../core/address.js';
+import { GatherCursor } from '../core/gather.js';
 import { QpState, WcStatus, type OpcodeValue, type QpStateValue, type WcOpcodeValue, type WcStatusValue } from '../core/enums.js';
 import type { Frame } from '../core/frame.js';
 import { SABRE_PEER, type PeerProfile } from '../core/peer.js';
@@ -69,10 +70,53 @@ export interface SendWork {
 /** A posted receive. */
 export interface RecvWork {
   wrId: WrId;
-  pieces: Piece[];
+  /**
+   * Its scatter list; one segment is kept as the piece itself, not a list of one (newRecvWork):
+   * an idle QP keeps a dozen receives posted, and a list of one is 56 bytes each.
+   */
+  pieces: Piece[] | Piece;
   total: number;
   /** srd: a message claimed it. */
   claimed: boolean;
+}
+
+/** The engine's record of a checked receive. */
+export function newRecvWork(wrId: WrId, pieces: Piece[], total: number): RecvWork {
+  return { wrId, pieces: pieces.length === 1 ? pieces[0]! : pieces, total, claimed: false };
+}
+
+/** The spans of receive `r` that its bytes [off, off + n) land in, in order. */
+export function recvSpans(r: RecvWork, off: number, n: number): { p: Piece; at: number; n: number }[] {
+  if (!Array.isArray(r.pieces)) {
+    const p = r.pieces;
+    return off < p.len && n > 0 ? [{ p, at: off, n: Math.min(n, p.len - off) }] : [];
+  }
+  const spans: { p: Piece; at: number; n: number }[] = [];
+  const cur = new GatherCursor(r.pieces, pieceLength);
+  cur.skip(off);
+  cur.take(n, (p, at, k) => spans.push({ p, at, n: k }));
+  return spans;
+}
+
+const pieceLength = (p: Piece): number => p.len;
+
+/**
+ * The table of a flow or QP map nothing was put in yet: one shared empty Map stands in until
+ * the first write (the owner's own…() replaces it), so an idle QP carries no table of its
+ * own for what it never uses (an empty Map is about 180 bytes: an idle rc QP had six). It
+ * refuses set(): a write that skipped own…() would land in every flow's table at once.
+ */
+const NO_ENTRIES = new Map<never, never>();
+Object.defineProperty(NO_ENTRIES, 'set', {
+  value: () => {
+    throw new Error('internal: write to the shared empty table (own…() first)');
+  },
+});
+// clear() on an empty Map still allocates a fresh table; this one has nothing to clear.
+Object.defineProperty(NO_ENTRIES, 'clear', { value: () => {} });
+
+export function noEntries<K, V>(): Map<K, V> {
+  return NO_ENTRIES as unknown as Map<K, V>;
 }
 
 /** A message sent and not yet acknowledged. */
@@ -132,8 +176,9 @@ export class Flow {
   reqMsn = 1;
   respMsn = 1;
   termMsn = 1;
-  readonly reads = new Map<number, SendWork>();
-  readonly atomics = new Map<number, SendWork>();
+  /** Reads and atomics of ours awaiting their response, by MSN (written through ownReads / ownAtomics). */
+  reads: Map<number, SendWork> = noEntries();
+  atomics: Map<number, SendWork> = noEntries();
   /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd), and their bytes (maxAnswerBytes). */
   readsIn = 0;
   answerBytes = 0;
@@ -159,6 +204,14 @@ export class Flow {
     this.rqpn = rqpn;
     this.lastSegIn = now;
     this.lastOut = now;
+  }
+
+  ownReads(): Map<number, SendWork> {
+    return this.reads === NO_ENTRIES ? (this.reads = new Map()) : this.reads;
+  }
+
+  ownAtomics(): Map<number, SendWork> {
+    return this.atomics === NO_ENTRIES ? (this.atomics = new Map()) : this.atomics;
   }
 
   /** Requests out: unacknowledged messages, reads or atomics awaiting their response. */
@@ -187,9 +240,10 @@ export class EngineQp {
   readonly sendCq: CompletionSink;
   readonly recvCq: CompletionSink;
   state: QpStateValue;
-  /** rc: the connected flow. */
+  /** rc: the connected flow (not in `flows`). */
   flow?: Flow;
-  readonly flows = new Map<string, Flow>();
+  /** srd: its flows by flowKey (written through ownFlows). */
+  flows: Map<string, Flow> = noEntries();
   readonly sq = new Deque<SendWork>();
   /** Index in sq of the next WR to transmit. */
   tx = 0;
@@ -208,7 +262,7 @@ export class EngineQp {
   oooEntries = 0;
   oooBytes = 0;
   /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
-  readonly peerFlows = new Map<string, number>();
+  peerFlows: Map<string, number> = noEntries();
   evictRetryAt = 0;
   /** On EngineState's changed list (changed()). */
   changed = false;
@@ -221,6 +275,19 @@ export class EngineQp {
     this.recvCq = recvCq;
     this.state = type === 'srd' ? QpState.Rts : QpState.Init;
     this.reportSource = reportSource;
+  }
+
+  ownFlows(): Map<string, Flow> {
+    return this.flows === NO_ENTRIES ? (this.flows = new Map()) : this.flows;
+  }
+
+  ownPeerFlows(): Map<string, number> {
+    return this.peerFlows === NO_ENTRIES ? (this.peerFlows = new Map()) : this.peerFlows;
+  }
+
+  /** Every flow: rc's one, or srd's table. */
+  allFlows(): Iterable<Flow> {
+    return this.type === 'rc' ? (this.flow ? [this.flow] : []) : this.flows.values();
   }
 
   /** RTR or RTS: frames may flow. */

@@ -5,7 +5,7 @@ import { Access } from '../../src/core/enums.js';
 import type { WorkCompletion } from '../../src/core/work.js';
 import type { MrRecord } from '../../src/rdmap/memory.js';
 import { rowForWr } from '../../src/rdmap/opcodes.js';
-import { newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../../src/rdmap/state.js';
+import { newRecvWork, newSendWork, type Piece, type QpCaps, type RecvWork, type SendWork } from '../../src/rdmap/state.js';
 import type { SendWr } from '../../src/verbs/types.js';
 
 export const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
@@ -39,4 +39,5 @@ export function wr(w: SendWr, pieces: Piece[]): SendWork {
   return newSendWork(w, rowForWr(w.opcode)!, pieces, total);
 }
 
-export const recv = (wrId: number, pieces: Piece[]): RecvWork => ({ wrId, pieces, total: pieces.reduce((s, p) => s + p.len, 0), claimed: false });
+/** A receive as the verbs layer hands it over (one segment kept as the piece itself: newRecvWork). */
+export const recv = (wrId: number, pieces: Piece[]): RecvWork => newRecvWork(wrId, pieces, pieces.reduce((s, p) => s + p.len, 0));
