@@ -71,8 +71,9 @@ export interface SendWork {
 export interface RecvWork {
   wrId: WrId;
   /**
-   * Its scatter list; one segment is kept as the piece itself, not a list of one (newRecvWork):
-   * an idle QP keeps a dozen receives posted, and a list of one is 56 bytes each.
+   * Its scatter list; one segment is kept as the piece itself, not a list of one, and no
+   * segment as one shared empty list (newRecvWork): an idle QP keeps a dozen receives posted,
+   * most of them empty (a channel's notifications), and a list of its own is 32-56 bytes each.
    */
   pieces: Piece[] | Piece;
   total: number;
@@ -80,9 +81,12 @@ export interface RecvWork {
   claimed: boolean;
 }
 
+/** The scatter list of every receive posted without one (zero-length receives): shared, never written. */
+const NO_PIECES: Piece[] = [];
+
 /** The engine's record of a checked receive. */
 export function newRecvWork(wrId: WrId, pieces: Piece[], total: number): RecvWork {
-  return { wrId, pieces: pieces.length === 1 ? pieces[0]! : pieces, total, claimed: false };
+  return { wrId, pieces: pieces.length === 1 ? pieces[0]! : pieces.length === 0 ? NO_PIECES : pieces, total, claimed: false };
 }
 
 /** The spans of receive `r` that its bytes [off, off + n) land in, in order. */

@@ -97,7 +97,9 @@ describe('idle QP state', () => {
     const one = piece(dst, 100, 6000);
     const r1 = recv(1, [one]);
     expect(r1.pieces).toBe(one);
+    // Receives without a segment share one empty list.
     expect(newRecvWork(9, [], 0).pieces).toEqual([]);
+    expect(newRecvWork(9, [], 0).pieces).toBe(newRecvWork(10, [], 0).pieces);
     b.postRecv(qb, r1);
     b.postRecv(qb, recv(2, [piece(dst, 8000, 1000), piece(dst, 12000, 4000)]));
     b.postRecv(qb, recv(3, []));
