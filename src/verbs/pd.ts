@@ -2,6 +2,7 @@
 // same PD as the QP it arrives on (the region table stores the PD; the kernel compares it).
 import { Access } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { SmallSet } from '../core/small-set.js';
 import type { DeviceAddress } from '../core/address.js';
 import { AddressHandle } from './ah.js';
 import type { Device } from './device.js';
@@ -17,10 +18,10 @@ export class ProtectionDomain {
   readonly device: Device;
   /** @internal nonzero handle stored in the region table. */
   readonly handle: number;
+  /** @internal (a channel's PD holds one of each: no Set until a second) */
+  readonly mrs = new SmallSet<MemoryRegion>();
   /** @internal */
-  readonly mrs = new Set<MemoryRegion>();
-  /** @internal */
-  readonly qps = new Set<QueuePair>();
+  readonly qps = new SmallSet<QueuePair>();
 
   /** @internal use Device.allocPd */
   constructor(device: Device, handle: number) {
