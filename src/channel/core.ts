@@ -73,7 +73,8 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   #peerMbox: { addr: number; rkey: number; slots: number } | undefined;
   #peerMboxNext = 0;
   ctrlCredits = 0;
-  readonly #ctrlQ: CtrlEntry[] = [];
+  /** Control messages waiting for a credit; made on the first (an idle channel has credit). */
+  #ctrlQ: CtrlEntry[] | undefined;
   #posted = 0;
   #ctrlSent = 0;
   #creditOnly = 0;
@@ -154,8 +155,9 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   }
 
   queueCtrl(e: CtrlEntry, front = false): void {
-    if (front) this.#ctrlQ.unshift(e);
-    else this.#ctrlQ.push(e);
+    const q = (this.#ctrlQ ??= []);
+    if (front) q.unshift(e);
+    else q.push(e);
   }
 
   #want(): number {
@@ -189,7 +191,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
 
   #teardown(): void {
     this.#torn = true;
-    this.#ctrlQ.length = 0;
+    this.#ctrlQ = undefined;
     this.#actions.push({ kind: 'teardown' });
   }
 
@@ -452,9 +454,9 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
         });
       }
       let posted = false;
-      while (!this.#torn && this.#ctrlQ.length > 0) {
+      for (let q = this.#ctrlQ; !this.#torn && q !== undefined && q.length > 0; q = this.#ctrlQ) {
         if (!(this.ctrlCredits >= 2 || (this.ctrlCredits === 1 && this.#carriesCredit()))) break;
-        const e = this.#ctrlQ.shift()!;
+        const e = q.shift()!;
         const body = e.make();
         if (!body) continue;
         const wrId = this.#postCtrl(body);
@@ -474,7 +476,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   handleBatchEnd(now: number): void {
     if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
     this.#pump(now);
-    if (this.#torn || this.#ctrlQ.length > 0 || this.ctrlCredits < 1) return;
+    if (this.#torn || (this.#ctrlQ?.length ?? 0) > 0 || this.ctrlCredits < 1) return;
     const owedCtrl = this.#ctrlReceived - this.#ctrlReported;
     if (owedCtrl >= Math.ceil(this.o.ctrlSlots / 2) || this.inb.creditDue) {
       this.#creditOnly++;

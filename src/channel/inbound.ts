@@ -85,10 +85,10 @@ export class Inbound {
   /** `consumed` as last reported to the sender. */
   #reported = 0;
   bufferedBytes = 0;
-  /** Offers waiting for a read, by seq (kept sorted: the oldest is read first). */
-  readonly #readQ: number[] = [];
+  /** Offers waiting for a read, by seq (kept sorted: the oldest is read first). Made on the first OFFER, as #reads on the first read: an idle channel holds neither. */
+  #readQ: number[] | undefined;
   /** Rendezvous reads in flight (at most maxReads). */
-  readonly #reads: { wrId: number; seq: number; sink: Region }[] = [];
+  #reads: { wrId: number; seq: number; sink: Region }[] | undefined;
   /** Seq after the last message (peer CLOSE). */
   endAt: number | undefined;
   #enlargements = 0;
@@ -117,7 +117,7 @@ export class Inbound {
 
   get registeredBytes(): number {
     let n = this.#own(this.cur) + (this.pending ? this.#own(this.pending) : 0);
-    for (const r of this.#reads) n += r.sink.length;
+    for (const r of this.#reads ?? []) n += r.sink.length;
     return n;
   }
 
@@ -342,21 +342,26 @@ export class Inbound {
     if (l.preauthMax > 0) return l.refuse(`an OFFER (rendezvous, ${length} bytes) before authorization`);
     if (length > l.o.maxMessage) return l.fail('protocol', `OFFER of ${length} bytes, more than maxMessage ${l.o.maxMessage}`);
     (this.#inbox ??= new Map()).set(seq, { state: 'offered', value, len: length, addr, rkey });
-    let i = this.#readQ.length;
-    while (i > 0 && this.#readQ[i - 1]! > seq) i--;
-    this.#readQ.splice(i, 0, seq);
+    const q = (this.#readQ ??= []);
+    let i = q.length;
+    while (i > 0 && q[i - 1]! > seq) i--;
+    q.splice(i, 0, seq);
     this.pumpReads();
   }
 
   pumpReads(): void {
     const l = this.#l;
-    while (l.live && this.#reads.length < l.o.maxReads && this.#readQ.length > 0) {
-      const seq = this.#readQ[0]!;
+    const q = this.#readQ;
+    if (q === undefined) return;
+    const reads = (this.#reads ??= []);
+    // (releaseMemory drops the lists: a teardown during the loop ends it.)
+    while (l.live && this.#readQ === q && reads.length < l.o.maxReads && q.length > 0) {
+      const seq = q[0]!;
       const e = this.#inbox!.get(seq)!;
       // The message the application waits for is always read; others wait for room.
       if (seq !== this.consumed && this.bufferedBytes + e.len > l.o.maxBufferedBytes) return;
       if (e.len === 0) {
-        this.#readQ.shift();
+        q.shift();
         this.#ready(seq, e, new Uint8Array(0));
         continue;
       }
@@ -372,25 +377,26 @@ export class Inbound {
       const sink = l.ports.reg(e.len, 'sink');
       if (!sink) {
         l.ports.releaseRendezvous?.(e.len);
-        if (seq === this.consumed && this.#reads.length === 0) l.fail('memory', `no device memory for a ${e.len}-byte rendezvous message`);
+        if (seq === this.consumed && reads.length === 0) l.fail('memory', `no device memory for a ${e.len}-byte rendezvous message`);
         return;
       }
       e.held = hold !== undefined;
-      this.#readQ.shift();
+      q.shift();
       e.state = 'reading';
       this.bufferedBytes += e.len;
       const wrId = l.newWr(WrKind.Read);
-      this.#reads.push({ wrId, seq, sink });
+      reads.push({ wrId, seq, sink });
       l.emit({ kind: 'read', wrId, local: { region: sink, off: 0, len: e.len }, remoteAddr: e.addr!, rkey: e.rkey! });
     }
   }
 
   onReadDone(wrId: number, r: Outcome): void {
     const l = this.#l;
-    const i = this.#reads.findIndex((x) => x.wrId === wrId);
+    const reads = this.#reads;
+    const i = reads ? reads.findIndex((x) => x.wrId === wrId) : -1;
     if (i < 0) return;
-    const rd = this.#reads[i]!;
-    this.#reads.splice(i, 1);
+    const rd = reads![i]!;
+    reads!.splice(i, 1);
     const e = this.#inbox!.get(rd.seq)!;
     if (!r.ok) {
       l.ports.dereg(rd.sink);
@@ -453,9 +459,9 @@ export class Inbound {
     this.#release(this.cur);
     if (this.pending) this.#release(this.pending);
     this.pending = undefined;
-    for (const r of this.#reads) d.dereg(r.sink);
-    this.#reads.length = 0;
-    this.#readQ.length = 0;
+    for (const r of this.#reads ?? []) d.dereg(r.sink);
+    this.#reads = undefined;
+    this.#readQ = undefined;
     for (const e of this.#inbox?.values() ?? []) {
       if (e.held) d.releaseRendezvous?.(e.len);
       e.held = false;
@@ -476,7 +482,7 @@ export class Inbound {
       rendezvousReceived: this.#rendezvousReceived,
       buffered: this.buffered,
       bufferedBytes: this.bufferedBytes,
-      readsInFlight: this.#reads.length,
+      readsInFlight: this.#reads?.length ?? 0,
       rendezvousWaits: this.#rendezvousWaits,
     };
   }

@@ -105,11 +105,12 @@ export class Outbound {
   /** The peer refused to enlarge: send what does not fit by rendezvous until the next GRANT. */
   #denied = false;
   readonly #queue: OutMsg[] = [];
-  /** Data writes awaiting their completion, in posting order (completions come in that order). */
-  readonly #writes: WriteRec[] = [];
+  /** Data writes awaiting their completion, in posting order (completions come in that order); made on the first. */
+  #writes: WriteRec[] | undefined;
   /** Rendezvous messages offered and not yet DONE (at most MAX_OFFERS). */
   readonly #offers: OfferRec[] = [];
-  readonly #retired: TxEpoch[] = [];
+  /** Epochs replaced while writes into their staging were in flight; made on the first (an idle channel has none). */
+  #retired: TxEpoch[] | undefined;
   nextSeq = 0;
   peerConsumed = 0;
   #messagesSent = 0;
@@ -128,12 +129,12 @@ export class Outbound {
 
   /** Sends accepted and not yet placed. */
   get outstanding(): number {
-    return this.#queue.length + this.#writes.length + this.#offers.length;
+    return this.#queue.length + (this.#writes?.length ?? 0) + this.#offers.length;
   }
 
   get registeredBytes(): number {
     let n = this.tx?.stage?.length ?? 0;
-    for (const t of this.#retired) n += t.stage?.length ?? 0;
+    for (const t of this.#retired ?? []) n += t.stage?.length ?? 0;
     for (const o of this.#offers) n += o.region.length;
     return n;
   }
@@ -266,7 +267,7 @@ export class Outbound {
     t.next = (slot + 1) % t.slots;
     t.written++;
     const wrId = l.newWr(WrKind.Data);
-    this.#writes.push({ wrId, seq: first.seq, count: n, tx: t, slot, staged, len: msgLen });
+    (this.#writes ??= []).push({ wrId, seq: first.seq, count: n, tx: t, slot, staged, len: msgLen });
     l.emit({
       kind: 'write', wrId, local, ...(inline ? { bytes: inline } : {}),
       remoteAddr: t.addr + slot * t.slotSize, rkey: t.rkey, imm: dataImm(t.epoch, !packed && first.value, slot, first.seq % CHAN_SEQ_MOD, packed),
@@ -280,7 +281,7 @@ export class Outbound {
     const len = m.bytes.length;
     const region = l.ports.reg(len, 'source');
     if (!region) {
-      if (this.#offers.length === 0 && this.#writes.length === 0) l.fail('memory', `no device memory to expose a ${len}-byte message`);
+      if (this.#offers.length === 0 && (this.#writes?.length ?? 0) === 0) l.fail('memory', `no device memory to expose a ${len}-byte message`);
       return false;
     }
     l.ports.write(region, 0, m.bytes);
@@ -353,10 +354,12 @@ export class Outbound {
   onWriteDone(wrId: number, r: Outcome, now: number): void {
     const l = this.#l;
     // Completions of one send queue come in posting order: this is nearly always the head.
-    const i = this.#writes[0]?.wrId === wrId ? 0 : this.#writes.findIndex((x) => x.wrId === wrId);
+    const writes = this.#writes;
+    if (writes === undefined) return;
+    const i = writes[0]?.wrId === wrId ? 0 : writes.findIndex((x) => x.wrId === wrId);
     if (i < 0) return;
-    const w = this.#writes[i]!;
-    this.#writes.splice(i, 1);
+    const w = writes[i]!;
+    writes.splice(i, 1);
     if (w.staged) {
       if (w.tx.busy) w.tx.busy[w.slot % w.tx.stageSlots] = 0;
       w.tx.busyCount--;
@@ -401,17 +404,19 @@ export class Outbound {
     this.#denied = false;
     if (this.#enlarge && useSize >= this.#enlarge.need) this.#enlarge = undefined;
     if (old?.stage) {
-      this.#retired.push(old);
+      (this.#retired ??= []).push(old);
       this.#sweepRetired();
     }
   }
 
   #sweepRetired(): void {
-    for (let i = this.#retired.length - 1; i >= 0; i--) {
-      const t = this.#retired[i]!;
+    const retired = this.#retired;
+    if (retired === undefined) return;
+    for (let i = retired.length - 1; i >= 0; i--) {
+      const t = retired[i]!;
       if (t.busyCount > 0) continue;
       this.#l.ports.dereg(t.stage!);
-      this.#retired.splice(i, 1);
+      retired.splice(i, 1);
     }
   }
 
@@ -452,12 +457,12 @@ export class Outbound {
     const d = this.#l.ports;
     if (this.tx?.stage) d.dereg(this.tx.stage);
     if (this.tx) this.tx.stage = undefined;
-    for (const t of this.#retired) d.dereg(t.stage!);
-    this.#retired.length = 0;
+    for (const t of this.#retired ?? []) d.dereg(t.stage!);
+    this.#retired = undefined;
     for (const o of this.#offers) d.dereg(o.region);
     this.#offers.length = 0;
     this.#queue.length = 0;
-    this.#writes.length = 0;
+    this.#writes = undefined;
   }
 
   stats(): OutboundStats {
@@ -472,7 +477,7 @@ export class Outbound {
       enlargeRequests: this.#enlargeRequests,
       packedWrites: this.#packedWrites,
       queued: this.#queue.length,
-      inFlight: this.#writes.length + this.#offers.length,
+      inFlight: (this.#writes?.length ?? 0) + this.#offers.length,
     };
   }
 }
