@@ -4,6 +4,9 @@
 // per channel — (RSS at N − RSS after warm-up) / (N − warm-up), after a full GC of both the main
 // thread and the NIC thread — its main-thread heap and NIC-thread heap the same way, the bytes the
 // channels registered, the device memory's capacity and use, and how long the opening took.
+// The young generations of both threads grow while channels are opened (V8 sizes them by the
+// allocation rate) and do not shrink on a forced GC: their growth is reported, and the marginal
+// RSS less it, since it is what the opening allocated, not what the channels hold.
 // Both devices are opened with nothing but transport / host / port: no memory or maxMr options;
 // the listener's maxChannelsPerPeer is N.
 // Bounded: it stops at the first channel that fails to open (and says why: the count it reached
@@ -12,7 +15,7 @@
 //   CHAN_SCALE_N (default 10000), CHAN_SCALE_WARMUP (500), CHAN_SCALE_TRANSPORT (udp | tcp; udp),
 //   CHAN_SCALE_DEADLINE_MS (240000)
 import { fileURLToPath } from 'node:url';
-import { settleDevice } from './lib/gc.mjs';
+import { settleDevice, youngBytes } from './lib/gc.mjs';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
 
@@ -26,11 +29,11 @@ const BATCH = 32;
 async function measure(dev) {
   // Both isolates settled (this thread's and the NIC thread's) before RSS is read: a NIC heap
   // left uncollected would count garbage as channel memory, differently run to run.
-  const nicHeap = await settleDevice(dev);
+  const nic = await settleDevice(dev);
   const m = process.memoryUsage();
   const c = channelStats(dev);
   const mem = dev.stats().memory;
-  return { rss: m.rss, heap: m.heapUsed, nicHeap: nicHeap ?? 0, registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
+  return { rss: m.rss, heap: m.heapUsed, nicHeap: nic?.used ?? 0, young: youngBytes() + (nic?.young ?? 0), registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
 }
 
 const devOpts = () => ({ transport: TRANSPORT, host: '127.0.0.1', port: 0 });
@@ -110,6 +113,8 @@ if (process.argv.includes('--peer')) {
     'marginal RSS/ch KiB': k > 0 ? kib((b.rss - a.rss) / k) : '-',
     'marginal heap/ch KiB': k > 0 ? kib((b.heap - a.heap) / k) : '-',
     'marginal NIC heap/ch KiB': k > 0 ? kib((b.nicHeap - a.nicHeap) / k) : '-',
+    'young gen growth/ch KiB': k > 0 ? kib((b.young - a.young) / k) : '-',
+    'RSS less young/ch KiB': k > 0 ? kib((b.rss - a.rss - (b.young - a.young)) / k) : '-',
     'registered/ch B': b.channels ? Math.round(b.registered / b.channels) : '-',
     'device used/ch B': k > 0 ? Math.round((b.deviceUsed - a.deviceUsed) / k) : '-',
     'device MiB (used/capacity)': `${mib(b.deviceUsed)}/${mib(b.deviceCapacity)}`,

@@ -18,15 +18,21 @@ export async function settle() {
  * settle() for this thread and, when `dev` runs its NIC on a thread of its own, for that
  * thread's heap too (an internal request of the device's port: the NIC thread collects when
  * --expose-gc is set, which importing this file does process-wide). Returns the NIC thread's
- * used heap bytes after the last collection, or undefined for an inline device.
+ * heap reading after the last collection ({ used, total, young, … }: thread-nic.ts), or
+ * undefined for an inline device.
  */
 export async function settleDevice(dev) {
   const nic = dev.workers > 0 && typeof dev.nic?.call === 'function' ? dev.nic : undefined;
-  let used;
+  let reading;
   for (let i = 0; i < 4; i++) {
     gc();
-    if (nic) used = nic.call('heap', { gc: true }).used;
+    if (nic) reading = nic.call('heap', { gc: true });
     await new Promise((r) => setTimeout(r, 50));
   }
-  return used;
+  return reading;
+}
+
+/** This thread's young generation, committed bytes (it grows with the allocation rate, not with what is held). */
+export function youngBytes() {
+  return v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
 }

@@ -81,9 +81,10 @@ class RingCq implements PortCq {
  * This thread's V8 heap, for the memory benches (reached through the device's port, not public
  * API): with `gc`, a full collection first — only when the process allows one (the benches set
  * --expose-gc at run time, a process-wide flag a new context picks up); otherwise none is run
- * and `collected` says so, rather than the library changing V8's flags itself.
+ * and `collected` says so, rather than the library changing V8's flags itself. `young`: the
+ * young generation's committed bytes, which grow with the allocation rate, not with what is held.
  */
-function heapReading(gc: boolean): { used: number; total: number; external: number; collected: boolean } {
+function heapReading(gc: boolean): { used: number; total: number; external: number; young: number; collected: boolean } {
   let collected = false;
   if (gc) {
     const fn = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as (() => void) | undefined;
@@ -93,7 +94,8 @@ function heapReading(gc: boolean): { used: number; total: number; external: numb
     }
   }
   const h = v8.getHeapStatistics();
-  return { used: h.used_heap_size, total: h.total_heap_size, external: h.external_memory, collected };
+  const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
+  return { used: h.used_heap_size, total: h.total_heap_size, external: h.external_memory, young, collected };
 }
 
 export class NicThread {

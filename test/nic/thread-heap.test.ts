@@ -6,12 +6,14 @@ import { openDevice } from '../../src/index.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
 
 describe('NIC thread heap reading', () => {
-  it('answers used / total heap bytes, collecting first only when asked', { timeout: 30_000 }, async () => {
+  it('answers used / total / young-generation heap bytes, collecting first only when asked', { timeout: 30_000 }, async () => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
     try {
       const port = dev.nic as ThreadPort;
-      const plain = port.call('heap', {}) as { used: number; total: number; external: number; collected: boolean };
+      const plain = port.call('heap', {}) as { used: number; total: number; external: number; young: number; collected: boolean };
       expect(plain.collected).toBe(false);
+      expect(plain.young).toBeGreaterThan(0);
+      expect(plain.total).toBeGreaterThanOrEqual(plain.young);
       expect(plain.used).toBeGreaterThan(0);
       expect(plain.total).toBeGreaterThanOrEqual(plain.used);
       const asked = port.call('heap', { gc: true }) as { collected: boolean; used: number };
