@@ -65,11 +65,11 @@ export class Lifecycle {
     const promise = new Promise<T>((resolve, reject) => {
       const s: Settle<T> = {
         resolve: (v) => {
-          this.#owed?.delete(s as Settle<never>);
+          this.#forget(s as Settle<never>);
           resolve(v);
         },
         reject: (e) => {
-          this.#owed?.delete(s as Settle<never>);
+          this.#forget(s as Settle<never>);
           reject(e);
         },
       };
@@ -78,6 +78,12 @@ export class Lifecycle {
     if (this.#ended) settle.reject(this.#closedError());
     else (this.#owed ??= new Set()).add(settle as Settle<never>);
     return { promise, settle };
+  }
+
+  /** The last owed promise settled drops the Set too: an object that owed one at its start (a channel's connect) holds none idle. */
+  #forget(s: Settle<never>): void {
+    const owed = this.#owed;
+    if (owed?.delete(s) && owed.size === 0) this.#owed = undefined;
   }
 
   /** Reject every owed promise with `err` (the object failed; it may still be ending). */

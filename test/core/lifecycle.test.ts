@@ -6,6 +6,19 @@ import { Lifecycle } from '../../src/core/lifecycle.js';
 import { Outbox } from '../../src/core/sans-io.js';
 
 describe('Lifecycle', () => {
+  it('owes again after every owed promise settled (the empty table is dropped): a later one still rejects at end()', async () => {
+    const l = new Lifecycle();
+    const first = l.owe<number>();
+    first.settle.resolve(1);
+    expect(await first.promise).toBe(1);
+    const second = l.owe<void>();
+    const third = l.owe<void>();
+    third.settle.resolve();
+    l.end(new SabreError('ERR_CLOSED' as never, 'gone'));
+    await expect(second.promise).rejects.toThrow('gone');
+    await third.promise;
+  });
+
   it('close runs its work once and every call returns the same promise, resolved at end()', async () => {
     const l = new Lifecycle();
     let runs = 0;
