@@ -18,10 +18,9 @@ export class MemoryRegion {
   /** @internal */
   readonly rec: PortMr;
   #valid = true;
-  #release: () => void;
 
   /** @internal use ProtectionDomain.regMr */
-  constructor(pd: ProtectionDomain, rec: PortMr, release: () => void) {
+  constructor(pd: ProtectionDomain, rec: PortMr) {
     this.pd = pd;
     this.rec = rec;
     this.addr = rec.addr;
@@ -30,7 +29,6 @@ export class MemoryRegion {
     this.rkey = rec.stag;
     this.access = rec.access;
     this.external = rec.ext !== undefined;
-    this.#release = release;
   }
 
   /** A view of the region's bytes (rebuilt if the device memory has grown since). */
@@ -48,6 +46,6 @@ export class MemoryRegion {
   deregister(): void {
     if (!this.#valid) throw new SabreError(ErrorCode.InvalidState, 'memory region already deregistered');
     this.#valid = false;
-    this.#release();
+    this.pd.releaseMr(this);
   }
 }

@@ -52,12 +52,15 @@ export class ProtectionDomain {
       if (length > 0xffff_ffff) throw new SabreError(ErrorCode.InvalidArgument, `regMr length ${length} is more than one region holds (4 GiB - 1 bytes)`);
       rec = nic.regDevice(length, this.handle, access);
     }
-    const mr: MemoryRegion = new MemoryRegion(this, rec, () => {
-      nic.deregister(rec);
-      this.mrs.delete(mr);
-    });
+    const mr = new MemoryRegion(this, rec);
     this.mrs.add(mr);
     return mr;
+  }
+
+  /** @internal a region's deregister(): a method here rather than a closure per region (each channel end holds one). */
+  releaseMr(mr: MemoryRegion): void {
+    this.device.nic.deregister(mr.rec);
+    this.mrs.delete(mr);
   }
 
   createQp(init: QpInit): QueuePair {
