@@ -39,6 +39,8 @@ interface QpEntry {
   dirty: boolean;
   /** Destroyed: its slot may be another QP's next, so its words are never written again. */
   gone?: boolean;
+  /** Connected: the key of its peer in NicThread.#peers. */
+  peerKey: string | undefined;
 }
 
 /** A CQ as the engine sees it on this thread: completions become CQE records. */
@@ -119,6 +121,12 @@ export class NicThread {
   /** CQEs that found the ring full, in order, ahead of anything later. */
   readonly #overflow: Cqe[] = [];
   readonly #services = new Map<number, ServiceRequest>();
+  /**
+   * One address object per peer for every QP connected to it, counted by those QPs: each
+   * connect brings its own copy from the application's thread, and the engine's flow keeps
+   * the address and its key string (about 170 bytes per idle QP, thousands to one peer).
+   */
+  readonly #peers = new Map<string, { address: DeviceAddress; refs: number }>();
   #serviceNext = 1;
   #stopped = false;
   #waiting = false;
@@ -316,7 +324,7 @@ export class NicThread {
         return null;
       case 'createQp': {
         const pq = port.createQp(a.qpn, a.type, a.pd, a.caps as QpCaps, this.#cqs.get(a.sendCq)!, this.#cqs.get(a.recvCq)!, a.reportSource);
-        const e: QpEntry = { pq, slot: a.slot, sqTaken: 0, rqTaken: 0, dirty: false };
+        const e: QpEntry = { pq, slot: a.slot, sqTaken: 0, rqTaken: 0, dirty: false, peerKey: undefined };
         this.#qps.set(a.qpn, e);
         this.#mark(e);
         return null;
@@ -326,14 +334,16 @@ export class NicThread {
         // Its words are written after this request (init changes the state outside the engine).
         this.#mark(e);
         if (a.act === 'init') e.pq.init();
-        else if (a.act === 'connect') e.pq.connect(a.peer as DeviceAddress, a.rqpn);
+        else if (a.act === 'connect') e.pq.connect(this.#peerFor(e, a.peer as DeviceAddress), a.rqpn);
         else if (a.act === 'toError') e.pq.toError();
         else if (a.act === 'reset') {
           e.pq.reset();
+          this.#unpeer(e);
           e.sqTaken = 0;
           e.rqTaken = 0;
         } else if (a.act === 'destroy') {
           e.pq.destroy(a.deviceOpen);
+          this.#unpeer(e);
           this.#qps.delete(a.qpn);
           e.gone = true;
           const b = e.slot * QP_WORDS;
@@ -414,6 +424,23 @@ export class NicThread {
       default:
         throw new Error(`unknown request ${op}`);
     }
+  }
+
+  #peerFor(e: QpEntry, address: DeviceAddress): DeviceAddress {
+    this.#unpeer(e);
+    const key = addressKey(address);
+    let p = this.#peers.get(key);
+    if (p === undefined) this.#peers.set(key, (p = { address, refs: 0 }));
+    p.refs++;
+    e.peerKey = key;
+    return p.address;
+  }
+
+  #unpeer(e: QpEntry): void {
+    if (e.peerKey === undefined) return;
+    const p = this.#peers.get(e.peerKey);
+    if (p !== undefined && --p.refs === 0) this.#peers.delete(e.peerKey);
+    e.peerKey = undefined;
   }
 
   #serviceRequest(r: ServiceRequest): void {

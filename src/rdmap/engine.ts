@@ -131,7 +131,10 @@ export class RdmapEngine {
   connect(qp: EngineQp, peer: DeviceAddress, rqpn: number, now: number, greet = true): void {
     const e = this.#e;
     e.now = now;
-    const flow = new Flow(peer, addressKey(peer), rqpn, now);
+    // One key string per address object: QPs connected to one peer through one object share it.
+    let key = e.keys.get(peer);
+    if (key === undefined) e.keys.set(peer, (key = addressKey(peer)));
+    const flow = new Flow(peer, key, rqpn, now);
     qp.flow = flow;
     qp.state = QpState.Rtr;
     e.changed(qp);
