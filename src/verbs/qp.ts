@@ -415,10 +415,11 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       } else checkRemote(w);
       // A sabre peer gets one ReadRequestV naming every source and sink, in one segment (a
       // standard peer gets one RFC Read Request per piece): past that it is refused here.
-      const bytes = readRequestVBytes(w.remoteSgList?.length ?? 1, Math.max(1, pieces.length));
+      const srcs = w.remoteSgList?.length ?? 1;
+      const bytes = readRequestVBytes(srcs, pieces.length);
       const max = this.pd.device.nic.maxControl;
       if (!this.port.standardPeer && bytes > max) {
-        throw new SabreError(ErrorCode.LimitExceeded, `this read names ${(w.remoteSgList?.length ?? 1) + Math.max(1, pieces.length)} sources and sinks, ${bytes} bytes of Read Request; one segment carries at most ${max} here: use fewer entries or several reads`);
+        throw new SabreError(ErrorCode.LimitExceeded, `this read names ${srcs} sources and ${pieces.length} sinks, ${bytes} bytes of Read Request; one segment carries at most ${max} here: use fewer entries or several reads`);
       }
     } else if (row.remote === 'word') {
       checkRemote(w);

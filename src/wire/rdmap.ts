@@ -185,9 +185,9 @@ export function readRequestVLength(v: ReadRequestV): number {
   return readRequestVBytes(v.srcs.length, v.sinks.length);
 }
 
-/** The body of a ReadRequestV naming `srcs` sources and `sinks` sinks. */
+/** The body of a ReadRequestV naming `srcs` sources and `sinks` sinks (a read of nothing still names one of each). */
 export function readRequestVBytes(srcs: number, sinks: number): number {
-  return READ_REQUEST_V_SIZE + (srcs + sinks) * READ_VENTRY_SIZE;
+  return READ_REQUEST_V_SIZE + (Math.max(1, srcs) + Math.max(1, sinks)) * READ_VENTRY_SIZE;
 }
 
 function sumLen(es: readonly ReadVEntry[]): number {
