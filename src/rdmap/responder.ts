@@ -62,8 +62,9 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         } else if (m.rnrArmed) nakRnr(e, qp, flow, m);
         return;
       }
-    } else if (recv && !complete && m.rnrArmed) {
-      // Segments were dropped for want of a receive: they come again after the requester's RNR timer.
+    } else if (recv && m.rnrArmed && (!complete || recvFor(qp, m) === undefined)) {
+      // Segments were dropped for want of a receive: they come again after the requester's RNR
+      // timer. A zero-length Send is complete with nothing placed: it too waits for its receive.
       nakRnr(e, qp, flow, m);
       return;
     }

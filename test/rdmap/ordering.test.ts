@@ -204,4 +204,19 @@ describe('rc ordering through the driver over an impaired network', () => {
     expect(a.cq.take()).toMatchObject([{ wrId: 2, status: WcStatus.RnrRetryExcErr }]);
     expect(a.engine.counters.rnrRetries).toBe(1 + 5);
   });
+
+  it('a zero-length Send before its receive is NAKed RNR like any other, then takes the receive posted later', async () => {
+    const sim = new Sim(8, instant);
+    const a = await sim.node();
+    const b = await sim.node();
+    const [qa, qb] = await sim.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
+    a.post(qa, wr({ wrId: 1, opcode: Opcode.Send }, []));
+    await sim.advance(0);
+    expect(b.engine.counters.rnrNaksSent).toBe(1);
+    expect(b.engine.counters.terminatesSent).toBe(0);
+    b.postRecv(qb, recv(6, []));
+    await sim.settle();
+    expect(b.cq.take()).toMatchObject([{ wrId: 6, status: WcStatus.Success, byteLen: 0 }]);
+    expect(a.cq.take()).toMatchObject([{ wrId: 1, status: WcStatus.Success }]);
+  });
 });
