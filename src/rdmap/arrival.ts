@@ -12,6 +12,7 @@ import { TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, placeInto, placeTagged } from './placement.js';
+import { placeWriteAfter } from './write-order.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
@@ -154,9 +155,10 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     m = {
       ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Offsets(), seen: false, opcode: h ? h.opcode : -1,
       // ackHint always present (undefined without an ack): one shape, and no spread object per message.
-      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ackHint: env.ack,
+      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ackHint: env.ack, stag: 0, toBase: -1,
     };
     flow.pending.set(env.ssn, m);
+    if (env.ssn > flow.newest) flow.newest = env.ssn;
     settle(qp, m);
     if (qp.type === 'srd') taken(flow, env.ssn);
   }
@@ -198,7 +200,14 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   if (!h.tagged && row.arrive !== 'refused' && h.qn !== row.qn) return failMsg(m, hdr, plen, TERM.invalidQn);
   switch (row.arrive) {
     case 'tagged':
-      if (h.tagged) placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
+      if (!h.tagged) return;
+      if (m.toBase < 0) {
+        m.stag = h.stag;
+        m.toBase = h.to - env.off;
+      }
+      // rc: a late segment of an earlier write must not undo what later writes placed.
+      if (qp.type === 'rc' && env.ssn < flow.newest) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
+      else placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
       return;
     case 'readResponse':
       if (!h.tagged) return;

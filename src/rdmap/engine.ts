@@ -175,6 +175,8 @@ export class RdmapEngine {
     qp.ordLimit = Infinity;
     qp.fenceLo = Infinity;
     qp.fenceHi = -Infinity;
+    qp.fenceRaLo = Infinity;
+    qp.fenceRaHi = -Infinity;
   }
 
   /** srd: the flow a work request to (peer, rqpn) uses. */

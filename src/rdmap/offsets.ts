@@ -70,6 +70,13 @@ export class Offsets {
     }
   }
 
+  /** Each range held, [start, end), in order. */
+  forEach(f: (start: number, end: number) => void): void {
+    const r = this.#more;
+    if (r) for (let i = 0; i < r.length; i += 2) f(r[i]!, r[i + 1]!);
+    else if (this.#s >= 0) f(this.#s, this.#e);
+  }
+
   /** Index of the last range whose start is <= off, or -2. */
   #find(r: number[], off: number): number {
     let lo = 0;

@@ -80,16 +80,43 @@ function copyParts(parts: Uint8Array[], dst: Uint8Array, at: number): void {
  */
 export function placeTagged(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number, local?: WcStatusValue): void {
   if (f.hdr.length !== m.hdrLen) return failMsg(m, f.hdr, plen, TERM.invalidRequest);
+  afterCallerCopies(e, to, plen);
   const src = stage(e, f, plen, 1, to);
+  if (src === PLACE_SRC_CALLER) {
+    if (to < e.callerLo) e.callerLo = to;
+    if (to + plen > e.callerHi) e.callerHi = to + plen;
+  }
   const seg: SegmentPlacement = { qp, flow, m, off: f.env.off, len: plen, remaining: 1, bad: 0, recvLocal: false, local };
   e.mem.addDesc(src, plen, stag, qp.pd, to, access, e.descs.length);
   e.descs.push({ seg, stag, to, len: plen, parts: src === PLACE_SRC_CALLER ? f.payload : undefined });
+}
+
+/**
+ * A tagged segment placed only at the pieces of [to, to + plen) in `pieces` ([start, end, …] in
+ * TO space, sorted, disjoint): the rest is not written (write-order.ts), yet the whole segment
+ * counts as arrived. The payload goes through device memory (staged if it lies outside), so
+ * each piece is a plain descriptor at its offset into it.
+ */
+export function placeTaggedPieces(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number, pieces: number[]): void {
+  if (f.hdr.length !== m.hdrLen) return failMsg(m, f.hdr, plen, TERM.invalidRequest);
+  const n = pieces.length >> 1;
+  const seg: SegmentPlacement = { qp, flow, m, off: f.env.off, len: plen, remaining: n, bad: 0, recvLocal: false, local: undefined };
+  if (n === 0) return segDone(seg);
+  afterCallerCopies(e, to, plen);
+  const src = stage(e, f, plen, n, -1);
+  for (let i = 0; i < pieces.length; i += 2) {
+    const at = pieces[i]!;
+    const len = pieces[i + 1]! - at;
+    e.mem.addDesc(src + (at - to), len, stag, qp.pd, at, access, e.descs.length);
+    e.descs.push({ seg, stag, to: at, len, parts: undefined });
+  }
 }
 
 /** An untagged data segment into receive `r`, cut along its scatter list: one descriptor per piece it touches. */
 export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, r: RecvWork, plen: number): void {
   const off = f.env.off;
   const spans = recvSpans(r, off, plen);
+  for (const { p, at, n } of spans) afterCallerCopies(e, p.addr + at, n);
   const src = stage(e, f, plen, Math.max(1, spans.length), -1);
   const seg: SegmentPlacement = { qp, flow, m, off, len: plen, remaining: spans.length, bad: 0, recvLocal: true, local: undefined };
   if (spans.length === 0) {
@@ -102,6 +129,15 @@ export function placeInto(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage
     e.descs.push({ seg, stag: p.rec.stag, to: p.addr + at, len: n, parts: undefined });
     s += n;
   }
+}
+
+/**
+ * Bytes [to, to + len) are about to be placed by the kernel: if a caller copy of this batch
+ * (run after the kernel's copies) lands there too, place the batch first, so that the bytes end
+ * as the segments' order says.
+ */
+function afterCallerCopies(e: EngineState, to: number, len: number): void {
+  if (to < e.callerHi && to + len > e.callerLo) flushPlacement(e);
 }
 
 /** One place() call for the batch; then the amended records are consumed (M3). */
@@ -140,6 +176,8 @@ export function flushPlacement(e: EngineState): void {
   }
   // A step that placed nothing (acks, control messages only) keeps its empty list: no new one.
   if (e.descs.length > 0) e.descs = [];
+  e.callerLo = Infinity;
+  e.callerHi = -Infinity;
   mem.reset();
 }
 

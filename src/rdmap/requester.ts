@@ -2,9 +2,13 @@
 // fence and the read/atomic depth), acks and RNR NAKs come back, and the watchdog notices a peer
 // that stopped answering. Builds follow the opcode table's `build` (opcodes.ts).
 //
-// rc fence: a Write, Read or atomic whose remote range overlaps an earlier operation of the same
-// QP that is not yet complete waits until it is (one round trip, only when ranges overlap), so a
-// later write to the same bytes wins even when the link reorders segments.
+// rc fence: a Read or atomic whose remote range overlaps an earlier unfinished operation of the
+// same QP, or a Write overlapping an earlier unfinished Read or atomic, waits until that one is
+// complete (one round trip, only when ranges overlap): a read sees every earlier write, and a
+// write never changes what an earlier read or atomic returns. Writes after writes do not wait:
+// a stream of writes to one buffer would go one per round trip. The responder keeps "a later
+// write to the same bytes wins" instead, when the link reorders segments (arrival.ts clips an
+// earlier write's late segment around what later writes placed).
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { Frame, SegFrame } from '../core/frame.js';
@@ -140,9 +144,10 @@ export function pump(e: EngineState, qp: EngineQp): void {
 }
 
 /**
- * An earlier, unfinished operation touches the same remote bytes (read/read excepted). A
- * bounding box of the remote ranges in flight answers the common case (streams of writes to
- * fresh addresses) without scanning; a scan also re-tightens the box.
+ * An earlier, unfinished operation touches the same remote bytes in a way that orders them: not
+ * read after read, not write after write (the responder orders those, see above). Bounding boxes
+ * of the remote ranges in flight answer the common cases without scanning: all of them, and
+ * those of reads and atomics only (all a write can wait for); a scan also re-tightens both.
  */
 function fenced(qp: EngineQp, w: SendWork): boolean {
   let lo = Infinity;
@@ -152,30 +157,46 @@ function fenced(qp: EngineQp, w: SendWork): boolean {
     lo = Math.min(lo, b.addr);
     hi = Math.max(hi, b.addr + b.len);
   }
-  if (hi <= qp.fenceLo || lo >= qp.fenceHi) return false;
+  const write = w.kind === WrKind.Write;
+  if (write ? hi <= qp.fenceRaLo || lo >= qp.fenceRaHi : hi <= qp.fenceLo || lo >= qp.fenceHi) return false;
   let nlo = Infinity;
   let nhi = -Infinity;
-  for (let i = 0; i < qp.tx; i++) {
+  let rlo = Infinity;
+  let rhi = -Infinity;
+  let hit = false;
+  for (let i = 0; i < qp.tx && !hit; i++) {
     const x = qp.sq.at(i)!;
     if (x.done || !x.ranges) continue;
+    const xWrite = x.kind === WrKind.Write;
     for (const a of x.ranges) {
       if (a.len === 0) continue;
       if (a.addr < nlo) nlo = a.addr;
       if (a.addr + a.len > nhi) nhi = a.addr + a.len;
-      if (x.kind === WrKind.Read && w.kind === WrKind.Read) continue;
-      for (const b of w.ranges!) if (a.addr < b.addr + b.len && b.addr < a.addr + a.len) return true;
+      if (!xWrite) {
+        if (a.addr < rlo) rlo = a.addr;
+        if (a.addr + a.len > rhi) rhi = a.addr + a.len;
+      }
+      if ((x.kind === WrKind.Read && w.kind === WrKind.Read) || (xWrite && write)) continue;
+      for (const b of w.ranges!) if (a.addr < b.addr + b.len && b.addr < a.addr + a.len) hit = true;
     }
   }
+  if (hit) return true;
   qp.fenceLo = nlo;
   qp.fenceHi = nhi;
+  qp.fenceRaLo = rlo;
+  qp.fenceRaHi = rhi;
   return false;
 }
 
 function widenFence(qp: EngineQp, w: SendWork): void {
+  const write = w.kind === WrKind.Write;
   for (const b of w.ranges!) {
     if (b.len === 0) continue;
     if (b.addr < qp.fenceLo) qp.fenceLo = b.addr;
     if (b.addr + b.len > qp.fenceHi) qp.fenceHi = b.addr + b.len;
+    if (write) continue;
+    if (b.addr < qp.fenceRaLo) qp.fenceRaLo = b.addr;
+    if (b.addr + b.len > qp.fenceRaHi) qp.fenceRaHi = b.addr + b.len;
   }
 }
 

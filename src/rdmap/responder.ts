@@ -325,7 +325,7 @@ function rfcReadResponse(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage)
 export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: TermCode, hdr: Uint8Array, plen: number): void {
   fatal(e, qp, flow, {
     ssn: flow.expected, msgLen: 0, got: 0, offs: new Offsets(), seen: false, opcode: -1, msn: 0, ulp: 0, hdr, hdrLen: hdr.length,
-    segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, fail: { term },
+    segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, stag: 0, toBase: -1, fail: { term },
   });
 }
 

@@ -164,6 +164,9 @@ export interface InMessage {
   /** What this message is charged against its QP's out-of-order budget (budget.ts). */
   held: number;
   heldEntries: number;
+  /** A Write: its STag and the TO of its offset 0 (-1 until a segment names them): write-order.ts. */
+  stag: number;
+  toBase: number;
 }
 
 export class Flow {
@@ -189,6 +192,8 @@ export class Flow {
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();
+  /** rc: the highest ssn a pending message was made for (a segment below it arrived late: write-order.ts). */
+  newest = 0;
   /**
    * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
    * RNR NAK asking for it again went out): srd-refusal.ts. At most SSN_WINDOW entries.
@@ -260,6 +265,9 @@ export class EngineQp {
   /** Bounding box of remote ranges possibly in flight (rc fence fast path). */
   fenceLo = Infinity;
   fenceHi = -Infinity;
+  /** The same, of the reads and atomics alone (what a write is fenced by). */
+  fenceRaLo = Infinity;
+  fenceRaHi = -Infinity;
   /** srd receive completions carry the sender's address (`src`): the reserved CM QP asks for it. */
   readonly reportSource: boolean;
   /** Out-of-order state held for all flows (budget.ts), in entries and bytes. */
@@ -355,6 +363,12 @@ export class EngineState {
   now = 0;
   // one receive step
   descs: PlaceTarget[] = [];
+  /**
+   * Where this batch's caller copies go (a box over their targets): those copies run after the
+   * kernel's, so a later segment landing there flushes the batch first (placement.ts).
+   */
+  callerLo = Infinity;
+  callerHi = -Infinity;
   /**
    * Flows (with their QPs) that need their in-order step at the end of this receive step, in
    * the order first touched; Flow.touched marks membership. Lists rather than a Map: a Map's
