@@ -4,6 +4,7 @@
 // rings instead.
 import { Piscina } from 'piscina';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { Lifecycle } from '../core/lifecycle.js';
 import type { DeviceMemory } from './device-memory.js';
 import { CRC_DESC_BYTES, crcDescOut, writeCrcDesc } from './descriptors.js';
 import type { PoolTask } from './pool-task.js';
@@ -17,7 +18,8 @@ export interface KernelPoolOptions {
 export class KernelPool {
   readonly #pool: Piscina;
   readonly #dm: DeviceMemory;
-  #closed = false;
+  /** Tasks are owed promises: close() rejects the ones still running with ERR_CLOSED, not piscina's own error. */
+  readonly #life = new Lifecycle(() => new SabreError(ErrorCode.Closed, 'kernel pool is closed'));
 
   constructor(dm: DeviceMemory, opts: KernelPoolOptions = {}) {
     const threads = opts.threads ?? 2;
@@ -37,9 +39,11 @@ export class KernelPool {
 
   /** Call kernel `fn` with `args` on a pool thread. */
   run(fn: string, args: Array<number | bigint>): Promise<unknown> {
-    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'kernel pool is closed'));
+    if (this.#life.closing) return Promise.reject(this.#life.closedError());
     const t: PoolTask = { fn, args };
-    return this.#pool.run(t);
+    const { promise, settle } = this.#life.owe<unknown>();
+    this.#pool.run(t).then(settle.resolve, settle.reject);
+    return promise;
   }
 
   /**
@@ -67,9 +71,12 @@ export class KernelPool {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#pool.destroy();
+  /** Stop the threads; tasks still running reject with ERR_CLOSED. Every call returns the first call's promise. */
+  close(): Promise<void> {
+    return this.#life.close(async () => {
+      // Owed tasks settle first, so piscina's termination error never reaches a caller.
+      this.#life.end();
+      await this.#pool.destroy();
+    });
   }
 }

@@ -5,16 +5,12 @@
 // Atomics.waitAsync, resolves them as completions arrive.
 import { Worker } from 'node:worker_threads';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { Lifecycle, type Settle } from '../core/lifecycle.js';
 import type { DeviceMemory } from './device-memory.js';
 import { type Job, JobOp, type JobResult } from './jobs.js';
 import { Ring } from './ring.js';
 import type { WorkerInit } from './worker-main.js';
 import { workerScript } from './worker-url.js';
-
-interface Pending {
-  resolve(r: JobResult): void;
-  reject(e: unknown): void;
-}
 
 interface Lane {
   worker: Worker;
@@ -28,11 +24,12 @@ const claimed = new WeakMap<DeviceMemory, boolean>();
 export class DataPlaneWorkers {
   readonly size: number;
   readonly #lanes: Lane[];
-  readonly #pending = new Map<number, Pending>();
+  /** Job id → its result's promise, owed by #life: close() and a failed worker settle them all. */
+  readonly #pending = new Map<number, Settle<JobResult>>();
   readonly #dm: DeviceMemory;
   #nextId = 1;
   #rr = 0;
-  #closed = false;
+  readonly #life = new Lifecycle(() => new SabreError(ErrorCode.Closed, 'worker data plane is closed'));
   readonly #pumps: Promise<void>[];
 
   private constructor(dm: DeviceMemory, lanes: Lane[]) {
@@ -92,7 +89,7 @@ export class DataPlaneWorkers {
     for (const [i, l] of lanes.entries()) {
       l.worker.on('error', (e) => self.#failAll(e));
       l.worker.once('exit', (code) => {
-        if (!self.#closed) self.#failAll(new SabreError(ErrorCode.InvalidState, `data-plane worker ${i} exited unexpectedly (${code})`));
+        if (!self.#life.closing) self.#failAll(new SabreError(ErrorCode.InvalidState, `data-plane worker ${i} exited unexpectedly (${code})`));
       });
     }
     return self;
@@ -105,16 +102,24 @@ export class DataPlaneWorkers {
 
   /** Run jobs on one worker; they are published together (one ring store, one wake-up). */
   async submitBatch(jobs: readonly Job[], worker?: number): Promise<JobResult[]> {
-    if (this.#closed) throw new SabreError(ErrorCode.Closed, 'worker data plane is closed');
+    if (this.#life.closing) throw this.#life.closedError();
     const lane = this.#lanes[worker ?? this.#rr++ % this.size];
     if (!lane) throw new SabreError(ErrorCode.InvalidArgument, `no worker ${worker}`);
+    return this.#post(lane, jobs);
+  }
+
+  async #post(lane: Lane, jobs: readonly Job[]): Promise<JobResult[]> {
     const results: Promise<JobResult>[] = [];
     let k = 0;
     while (k < jobs.length) {
       let room = lane.req.reserve(jobs.length - k);
       if (room === 0) {
         await lane.req.waitWritableAsync(1);
-        if (this.#closed) throw new SabreError(ErrorCode.Closed, 'worker data plane is closed');
+        if (this.#life.closing) {
+          // The jobs already published are owed and reject at the close: nobody awaits them now.
+          void Promise.all(results).catch(() => {});
+          throw this.#life.closedError();
+        }
         continue;
       }
       const w = lane.req.u32;
@@ -127,7 +132,9 @@ export class DataPlaneWorkers {
         w[o + 1] = id;
         const a = job.args ?? [];
         for (let x = 0; x < 6; x++) w[o + 2 + x] = a[x] ?? 0;
-        results.push(new Promise<JobResult>((resolve, reject) => this.#pending.set(id, { resolve, reject })));
+        const { promise, settle } = this.#life.owe<JobResult>();
+        this.#pending.set(id, settle);
+        results.push(promise);
       }
       lane.req.publish(room);
       k += room;
@@ -135,11 +142,16 @@ export class DataPlaneWorkers {
     return Promise.all(results);
   }
 
-  /** Stop every worker (a Stop job, so in-flight work finishes), wait for them to exit. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    const stops = this.#lanes.map((l, i) => this.submit({ op: JobOp.Stop }, i).catch(() => undefined));
-    this.#closed = true;
+  /**
+   * Stop every worker (a Stop job, so in-flight work finishes), wait for them to exit; a job still
+   * unanswered then rejects with ERR_CLOSED. Every call returns the first call's promise.
+   */
+  close(): Promise<void> {
+    return this.#life.close(() => this.#stop());
+  }
+
+  async #stop(): Promise<void> {
+    const stops = this.#lanes.map((l) => this.#post(l, [{ op: JobOp.Stop }]).catch(() => undefined));
     await Promise.race([Promise.all(stops), new Promise((r) => setTimeout(r, 5000).unref())]);
     for (const l of this.#lanes) l.cpl.wakeAll();
     await Promise.all(
@@ -150,7 +162,8 @@ export class DataPlaneWorkers {
       }),
     );
     await Promise.all(this.#pumps);
-    this.#failAll(new SabreError(ErrorCode.Closed, 'worker data plane closed'));
+    this.#pending.clear();
+    this.#life.end();
     claimed.delete(this.#dm);
   }
 
@@ -160,9 +173,10 @@ export class DataPlaneWorkers {
     for (;;) {
       const n = c.available();
       if (n === 0) {
-        if (this.#closed && this.#pending.size === 0) return;
-        await c.waitReadableAsync(this.#closed ? 50 : Infinity);
-        if (this.#closed && c.available() === 0) return;
+        const closing = this.#life.closing;
+        if (closing && this.#pending.size === 0) return;
+        await c.waitReadableAsync(closing ? 50 : Infinity);
+        if (this.#life.closing && c.available() === 0) return;
         continue;
       }
       for (let j = 0; j < n; j++) {
@@ -179,7 +193,7 @@ export class DataPlaneWorkers {
   }
 
   #failAll(e: unknown): void {
-    for (const p of this.#pending.values()) p.reject(e);
     this.#pending.clear();
+    this.#life.rejectAll(e instanceof Error ? e : new Error(String(e)));
   }
 }

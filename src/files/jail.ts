@@ -92,7 +92,8 @@ export class JailFile {
   readonly size: number;
   readonly #replace: Replacing | undefined;
   readonly #fsync: boolean;
-  #closed = false;
+  /** The first close's work: a second close (a request's and the connection's teardown) shares it. */
+  #closing: Promise<number> | undefined;
 
   constructor(fd: number, size: number, replace: Replacing | undefined, fsyncOnClose: boolean) {
     this.fd = fd;
@@ -125,10 +126,16 @@ export class JailFile {
     return put;
   }
 
-  /** Close; a Replace file reaches its name only when `commit`. Returns a status. */
-  async close(commit: boolean): Promise<number> {
-    if (this.#closed) return FileStatus.Success;
-    this.#closed = true;
+  /**
+   * Close; a Replace file reaches its name only when `commit`. Returns a status. Every call
+   * returns the first call's promise (its `commit` decides): a later one must not report the
+   * file closed before the first has renamed or unlinked it.
+   */
+  close(commit: boolean): Promise<number> {
+    return (this.#closing ??= this.#close(commit));
+  }
+
+  async #close(commit: boolean): Promise<number> {
     const r = this.#replace;
     if (!r) {
       await close(this.fd).catch(() => {});

@@ -3,6 +3,7 @@
 // owns devices can too.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Lifecycle } from '../core/lifecycle.js';
 import type { Device } from '../verbs/device.js';
 import { publish } from './diagnostics.js';
 import { SabreMetrics } from './registry.js';
@@ -11,6 +12,7 @@ export interface MetricsServer {
   readonly metrics: SabreMetrics;
   readonly port: number;
   readonly url: string;
+  /** Stop serving (open connections are cut); every call returns the first call's promise. */
   close(): Promise<void>;
 }
 
@@ -50,14 +52,17 @@ export async function startMetricsServer(what: readonly Device[] | SabreMetrics,
     server.listen(port, host, () => resolve());
   });
   const bound = (server.address() as AddressInfo).port;
+  // A second server.close() would call back at once with "not running": the caller would go on
+  // while the first close still waits for the socket, so every close shares the first one's end.
+  const life = new Lifecycle();
   return {
     metrics,
     port: bound,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`,
     close: () =>
-      new Promise<void>((r) => {
+      life.close(() => {
         server.closeAllConnections();
-        server.close(() => r());
+        server.close(() => life.end());
       }),
   };
 }

@@ -4,6 +4,7 @@
 // so the model is exact. Counters go to a shared Float64Array so the main thread can show a
 // live progress line.
 import { Access, openDevice, Opcode, WcOpcode, WcStatus } from '../../index.js';
+import { Reaper } from './reaper.js';
 import { Rng } from './rng.js';
 
 export interface StressTask {
@@ -31,47 +32,6 @@ export interface StressResult {
 
 const RESERVOIR = 4096;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
-
-interface Wc {
-  wrId: number | bigint;
-  status: number;
-  opcode: number;
-  byteLen: number;
-}
-
-/** Routes completions from a CQ to the promise of the operation that posted them. */
-class Reaper {
-  private waiters = new Map<number, (wc: Wc) => void>();
-  private stopped = false;
-  private loop: Promise<void>;
-  constructor(private cq: { poll(n: number): Wc[]; wait(ms?: number): Promise<void> }) {
-    this.loop = this.run();
-  }
-  expect(wrId: number): Promise<Wc> {
-    return new Promise((r) => this.waiters.set(wrId, r));
-  }
-  private async run(): Promise<void> {
-    while (!this.stopped) {
-      try {
-        await this.cq.wait(100);
-      } catch {
-        /* timeout: look at the stop flag */
-      }
-      for (const wc of this.cq.poll(256)) {
-        const id = Number(wc.wrId);
-        const w = this.waiters.get(id);
-        if (w) {
-          this.waiters.delete(id);
-          w(wc);
-        }
-      }
-    }
-  }
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.loop;
-  }
-}
 
 export default async function stressTask(t: StressTask): Promise<StressResult> {
   const rng = new Rng(t.seed);
@@ -110,8 +70,8 @@ export default async function stressTask(t: StressTask): Promise<StressResult> {
   await Promise.all(
     qpA.flatMap((a, i) => [a.connect({ address: devB.address, qpn: qpB[i]!.qpn }), qpB[i]!.connect({ address: devA.address, qpn: a.qpn })]),
   );
-  const reapA = new Reaper(cqA as never);
-  const reapB = new Reaper(cqB as never);
+  const reapA = new Reaper(cqA);
+  const reapB = new Reaper(cqB);
   let nextWr = 1;
   let budget = t.ops;
   let injected = !t.injectFault;
