@@ -102,6 +102,8 @@ function genAs() {
 
   for (const l of AS_LAYOUTS) {
     const P = snake(l.name);
+    const float = fieldsOf(l).find(([, f]) => f.type === 'f64');
+    if (float) throw new Error(`${l.name}.${float[0]}: f64 fields are for host layouts (HOST_LAYOUTS), which the data plane does not read`);
     o.push('');
     o.push(`// ${l.title} — ${l.ref}, ${l.byteOrder}`);
     c(`${P}_SIZE`, l.size);
@@ -140,6 +142,7 @@ function genAs() {
  */
 const TS_FILES = [
   { rel: 'src/wire/fields.gen.ts', from: 'src/wire/spec.ts (with udp-spec.ts, dataplane-spec.ts, nic-spec.ts)', layouts: spec.LAYOUTS },
+  { rel: 'src/wire/host-fields.gen.ts', from: 'the HOST_LAYOUTS of src/wire/spec.ts (tcp-spec.ts, inproc-spec.ts, dataplane-spec.ts)', layouts: spec.HOST_LAYOUTS },
   { rel: 'src/wire/dedup-fields.gen.ts', from: 'src/wire/dedup-spec.ts', layouts: spec.DEDUP_LAYOUTS },
   { rel: 'src/wire/channel-fields.gen.ts', from: 'src/wire/channel-spec.ts', layouts: spec.CHAN_LAYOUTS },
   { rel: 'src/wire/files-fields.gen.ts', from: 'src/wire/files-spec.ts', layouts: spec.FILE_LAYOUTS },
@@ -162,6 +165,7 @@ function tsAccessors(l, fname, f, used) {
   const out = [];
   const fun = (name, params, ret, body) => out.push(`export function ${name}(${params}): ${ret} { ${body} }`);
   if (l.byteOrder === 'big-endian') {
+    if (f.type === 'f64') throw new Error(`${l.name}.${fname}: an f64 field needs a little-endian (host) layout`);
     const B = 'b: Uint8Array, o: number';
     if (f.type === 'u8') {
       fun(`get${fn}`, B, 'number', `return b[${at(n)}]!;`);
@@ -184,7 +188,10 @@ function tsAccessors(l, fname, f, used) {
     return out;
   }
   const D = 'dv: DataView, o: number';
-  if (f.type === 'u64') {
+  if (f.type === 'f64') {
+    fun(`get${fn}`, D, 'number', `return dv.getFloat64(${at(n)}, true);`);
+    fun(`set${fn}`, `${D}, v: number`, 'void', `dv.setFloat64(${at(n)}, v, true);`);
+  } else if (f.type === 'u64') {
     fun(`get${fn}`, D, 'number', `return dv.getUint32(${at(n)}, true) + dv.getUint32(${at(n + 4)}, true) * 0x1_0000_0000;`);
     fun(`set${fn}`, `${D}, v: number`, 'void', `dv.setUint32(${at(n)}, v >>> 0, true); dv.setUint32(${at(n + 4)}, Math.floor(v / 0x1_0000_0000) >>> 0, true);`);
     fun(`get${fn}Big`, D, 'bigint', `return dv.getBigUint64(${at(n)}, true);`);
@@ -393,9 +400,9 @@ function codeTable(rows) {
 
 function genMd() {
   const tmpl = readFileSync(join(root, 'src/wire/wire-doc.md.tmpl'), 'utf8');
-  // The file service's layouts (spec.FILE_LAYOUTS) are documented here but never parsed by the
-  // data plane, so they stay out of assembly/wire.gen.ts.
-  const docLayouts = [...AS_LAYOUTS, ...spec.FILE_LAYOUTS];
+  // The host layouts (spec.HOST_LAYOUTS) and the file service's (spec.FILE_LAYOUTS) are
+  // documented here but never parsed by the data plane, so they stay out of assembly/wire.gen.ts.
+  const docLayouts = [...AS_LAYOUTS, ...spec.HOST_LAYOUTS, ...spec.FILE_LAYOUTS];
   const byName = new Map(docLayouts.map((l) => [l.name, l]));
   const used = new Set();
   const out = tmpl.replace(/\{\{(\w+)(?::(\w+))?\}\}/g, (m, kind, arg) => {

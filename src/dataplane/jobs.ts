@@ -1,9 +1,23 @@
 // Data-plane jobs: what a worker does with one request-ring slot. The same function runs
 // inline (tests, single-threaded devices) and in workers, so both give identical results.
-//
-// Request slot (u32 words): w0 op, w1 id, w2..w7 args a0..a5.
-// Completion slot (u32 words): w0 id, w1 status, w2 result, w3 op.
+// The slots' layouts (jobReq, jobCpl) are in src/wire/dataplane-spec.ts; the rings are read as
+// u32 words, so the fields are exported here as word indices.
+import * as H from '../wire/host-fields.gen.js';
 import type { Kernels } from './wasm.js';
+
+/** Words of a request slot, and each field's word index. */
+export const REQ_WORDS = H.JOB_REQ_SIZE >>> 2;
+export const REQ_OP = H.JOB_REQ_OP_OFF >>> 2;
+export const REQ_ID = H.JOB_REQ_ID_OFF >>> 2;
+/** The first argument's word; a0 … a5 follow it. */
+export const REQ_ARGS = H.JOB_REQ_A0_OFF >>> 2;
+export const REQ_MAX_ARGS = (H.JOB_REQ_SIZE - H.JOB_REQ_A0_OFF) >>> 2;
+/** Words of a completion slot, and each field's word index. */
+export const CPL_WORDS = H.JOB_CPL_SIZE >>> 2;
+export const CPL_ID = H.JOB_CPL_ID_OFF >>> 2;
+export const CPL_STATUS = H.JOB_CPL_STATUS_OFF >>> 2;
+export const CPL_RESULT = H.JOB_CPL_RESULT_OFF >>> 2;
+export const CPL_OP = H.JOB_CPL_OP_OFF >>> 2;
 
 export const JobOp = {
   Nop: 0,
@@ -41,9 +55,6 @@ export interface JobResult {
   result: number;
 }
 
-export const REQ_WORDS = 8;
-export const CPL_WORDS = 4;
-
 type Fn = (...a: number[]) => unknown;
 
 /** Kernels looked up by name, so a build without a given kernel still runs the others. */
@@ -54,12 +65,13 @@ export function kernelFn(kernels: Kernels, name: string): Fn | undefined {
 
 /** Execute one job; `w` holds the request words at `o`. */
 export function runJob(kernels: Kernels, w: ArrayLike<number>, o: number): JobResult {
-  const op = w[o]!;
-  const a0 = w[o + 2]!;
-  const a1 = w[o + 3]!;
-  const a2 = w[o + 4]!;
-  const a3 = w[o + 5]!;
-  const a4 = w[o + 6]!;
+  const op = w[o + REQ_OP]!;
+  const a = o + REQ_ARGS;
+  const a0 = w[a]!;
+  const a1 = w[a + 1]!;
+  const a2 = w[a + 2]!;
+  const a3 = w[a + 3]!;
+  const a4 = w[a + 4]!;
   try {
     switch (op) {
       case JobOp.Nop:

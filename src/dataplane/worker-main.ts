@@ -3,7 +3,7 @@
 // drained in batches: one look at the ring, every ready job run, completions published with
 // one store, request slots released with one store.
 import { parentPort, workerData } from 'node:worker_threads';
-import { JobOp, runJob } from './jobs.js';
+import { CPL_ID, CPL_OP, CPL_RESULT, CPL_STATUS, JobOp, REQ_ID, REQ_OP, runJob } from './jobs.js';
 import { Ring } from './ring.js';
 import { instantiateKernels } from './wasm.js';
 
@@ -42,13 +42,13 @@ while (!stop) {
     }
     for (let j = 0; j < room; j++) {
       const o = req.peekWord(j); // relative to the tail, which advances with every release below
-      const op = rw[o]!;
+      const op = rw[o + REQ_OP]!;
       const r = runJob(kernels, rw, o);
       const c = cpl.wordOf(j);
-      cw[c] = rw[o + 1]!;
-      cw[c + 1] = r.status;
-      cw[c + 2] = r.result;
-      cw[c + 3] = op;
+      cw[c + CPL_ID] = rw[o + REQ_ID]!;
+      cw[c + CPL_STATUS] = r.status;
+      cw[c + CPL_RESULT] = r.result;
+      cw[c + CPL_OP] = op;
       if (op === JobOp.Stop) {
         stop = true;
         room = j + 1;

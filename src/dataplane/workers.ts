@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Lifecycle, type Settle } from '../core/lifecycle.js';
 import type { DeviceMemory } from './device-memory.js';
-import { type Job, JobOp, type JobResult } from './jobs.js';
+import { CPL_ID, CPL_RESULT, CPL_STATUS, type Job, JobOp, type JobResult, REQ_ARGS, REQ_ID, REQ_MAX_ARGS, REQ_OP } from './jobs.js';
 import { Ring } from './ring.js';
 import type { WorkerInit } from './worker-main.js';
 import { workerScript } from './worker-url.js';
@@ -128,10 +128,10 @@ export class DataPlaneWorkers {
         const o = lane.req.wordOf(j);
         const id = this.#nextId;
         this.#nextId = (this.#nextId % 0x7fff_ffff) + 1;
-        w[o] = job.op;
-        w[o + 1] = id;
+        w[o + REQ_OP] = job.op;
+        w[o + REQ_ID] = id;
         const a = job.args ?? [];
-        for (let x = 0; x < 6; x++) w[o + 2 + x] = a[x] ?? 0;
+        for (let x = 0; x < REQ_MAX_ARGS; x++) w[o + REQ_ARGS + x] = a[x] ?? 0;
         const { promise, settle } = this.#life.owe<JobResult>();
         this.#pending.set(id, settle);
         results.push(promise);
@@ -181,11 +181,11 @@ export class DataPlaneWorkers {
       }
       for (let j = 0; j < n; j++) {
         const o = c.peekWord(j);
-        const id = w[o]!;
+        const id = w[o + CPL_ID]!;
         const p = this.#pending.get(id);
         if (p) {
           this.#pending.delete(id);
-          p.resolve({ status: w[o + 1]!, result: w[o + 2]! });
+          p.resolve({ status: w[o + CPL_STATUS]!, result: w[o + CPL_RESULT]! });
         }
       }
       c.release(n);

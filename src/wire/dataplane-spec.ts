@@ -96,6 +96,42 @@ export const CRC_BATCH_DESC = layout({
   },
 });
 
+// The worker data plane's ring slots (src/dataplane/workers.ts posts, worker-main.ts answers):
+// read by TypeScript on both sides, never by the kernels, so spec.ts lists them in HOST_LAYOUTS.
+export const JOB_REQ = layout({
+  name: 'jobReq',
+  title: 'Data-plane job: one request-ring slot (event loop → worker)',
+  size: 32,
+  ref: 'sabre data plane',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    op: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'JobOp (src/dataplane/jobs.ts): which kernel runs' },
+    id: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'the submitter\'s id of the job (1 … 2^31-1), echoed in the completion' },
+    a0: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'first argument (per JobOp: a pointer into device memory, usually)' },
+    a1: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'second argument' },
+    a2: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'third argument' },
+    a3: { offset: 20, size: 4, type: 'u32', ref: 'sabre', meaning: 'fourth argument' },
+    a4: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'fifth argument' },
+    a5: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'sixth argument' },
+  },
+});
+
+export const JOB_CPL = layout({
+  name: 'jobCpl',
+  title: 'Data-plane job completion: one completion-ring slot (worker → event loop)',
+  size: 16,
+  ref: 'sabre data plane',
+  byteOrder: 'little-endian',
+  sabre: true,
+  fields: {
+    id: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'the job\'s id' },
+    status: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'JobStatus: 0 ok, 1 unsupported, 2 the kernel trapped' },
+    result: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'the kernel\'s result (per JobOp)' },
+    op: { offset: 12, size: 4, type: 'u32', ref: 'sabre', meaning: 'the job\'s JobOp' },
+  },
+});
+
 /** Statuses place() writes into PLACE_OUT.status; checks run in this order. */
 export const PlaceStatus = {
   Placed: 0,

@@ -4,7 +4,8 @@
 // data-plane records) and each feature's spec (dedup-spec.ts, channel-spec.ts, files-spec.ts)
 // are written in it.
 
-export type FieldType = 'u8' | 'u16' | 'u32' | 'u64' | 'bytes';
+/** f64: a JS number as written (host records only: the data plane and the wires read integers). */
+export type FieldType = 'u8' | 'u16' | 'u32' | 'u64' | 'f64' | 'bytes';
 
 export interface BitSpec {
   /** Mask within the containing field (already positioned, e.g. 0x80 for the top bit of a u8). */
@@ -41,7 +42,7 @@ export function layout<F extends string>(l: LayoutSpec<F>): LayoutSpec<F> {
   const sorted = Object.entries<FieldSpec>(l.fields).sort((a, b) => a[1].offset - b[1].offset);
   for (const [name, f] of sorted) {
     if (f.offset < end) throw new Error(`wire spec ${l.name}.${name} overlaps the previous field`);
-    const width = { u8: 1, u16: 2, u32: 4, u64: 8, bytes: f.size }[f.type];
+    const width = { u8: 1, u16: 2, u32: 4, u64: 8, f64: 8, bytes: f.size }[f.type];
     if (width !== f.size) throw new Error(`wire spec ${l.name}.${name}: size ${f.size} does not fit ${f.type}`);
     end = f.offset + f.size;
   }

@@ -1,5 +1,7 @@
 // The single source of truth for every byte sabre's RDMA layers put on a wire or share with the
-// data plane: the RFC layouts (DDP, RDMAP, MPA), sabre's udp transport and the data-plane records.
+// data plane: the RFC layouts (DDP, RDMAP, MPA), sabre's udp transport and the data-plane records;
+// and the records only TypeScript reads (HOST_LAYOUTS: the tcp transport's private-data block,
+// the inproc bridge, the data-plane job slots).
 // The features above the verbs keep their protocols in their own specs (dedup-spec.ts,
 // channel-spec.ts, files-spec.ts), written in the same vocabulary (layout.ts).
 //
@@ -19,13 +21,17 @@
 
 export type { BitSpec, FieldSpec, FieldType, LayoutSpec } from './layout.js';
 import { layout, type LayoutSpec } from './layout.js';
-import { CRC_BATCH_DESC, PLACE_DESC, PLACE_OUT, REGION_ENTRY, SG_DESC } from './dataplane-spec.js';
+import { CRC_BATCH_DESC, JOB_CPL, JOB_REQ, PLACE_DESC, PLACE_OUT, REGION_ENTRY, SG_DESC } from './dataplane-spec.js';
+import { INPROC_LAYOUTS } from './inproc-spec.js';
 import { NIC_LAYOUTS } from './nic-spec.js';
+import { TCP_LAYOUTS } from './tcp-spec.js';
 import { UDP_COOKIE, UDP_ENV, UDP_ENV_SEG, UDP_HDR, UDP_INTEG, UDP_SACK, UDP_SACK_BLOCK, UDP_TOKEN } from './udp-spec.js';
 
 export * from './udp-spec.js';
 export * from './dataplane-spec.js';
 export * from './nic-spec.js';
+export * from './tcp-spec.js';
+export * from './inproc-spec.js';
 
 // The features' specs, re-exported for importers not yet moved to them (src/dedup/, tests,
 // benchmarks). The RDMA layers below the features import nothing of them.
@@ -488,3 +494,11 @@ export const LAYOUTS: readonly LayoutSpec[] = [
   REGION_ENTRY, PLACE_DESC, PLACE_OUT, SG_DESC, CRC_BATCH_DESC,
   ...NIC_LAYOUTS,
 ];
+
+/**
+ * Layouts only TypeScript reads, on both ends: sabre's block in the tcp transport's MPA private
+ * data, the inproc bridge's records, the data-plane workers' job slots. scripts/gen-wire.mjs
+ * generates their accessors (fields.gen.ts) and documents them, and leaves them out of
+ * assembly/wire.gen.ts: the kernels never see them.
+ */
+export const HOST_LAYOUTS: readonly LayoutSpec[] = [...TCP_LAYOUTS, ...INPROC_LAYOUTS, JOB_REQ, JOB_CPL];

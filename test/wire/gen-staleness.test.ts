@@ -10,10 +10,11 @@ import { join } from 'node:path';
 const root = join(import.meta.dirname, '../..');
 const GENERATED = [
   'assembly/wire.gen.ts', 'docs/wire.md',
-  'src/wire/fields.gen.ts', 'src/wire/dedup-fields.gen.ts', 'src/wire/channel-fields.gen.ts', 'src/wire/files-fields.gen.ts',
+  'src/wire/fields.gen.ts', 'src/wire/host-fields.gen.ts', 'src/wire/dedup-fields.gen.ts', 'src/wire/channel-fields.gen.ts',
+  'src/wire/files-fields.gen.ts',
 ];
 /** The specs the generator reads: the RDMA layers' and each feature's. */
-const SPECS = ['spec', 'layout', 'udp-spec', 'dataplane-spec', 'nic-spec', 'dedup-spec', 'channel-spec', 'files-spec'];
+const SPECS = ['spec', 'layout', 'udp-spec', 'dataplane-spec', 'nic-spec', 'tcp-spec', 'inproc-spec', 'dedup-spec', 'channel-spec', 'files-spec'];
 
 describe('generated wire files', () => {
   it.each(SPECS)('the generator reads a compiled %s at least as new as its source', (name) => {

@@ -9,18 +9,48 @@
 //
 // Frames are serialised into the ring (header, envelope, payload bytes) and copied out again on
 // the other side: a device in another thread lives in another WebAssembly.Memory, so a copy
-// is the wire. One record per send() call (a batch of frames to one device).
+// is the wire. One record per send() call (a batch of frames to one device). The ring header,
+// slot, record and frame layouts are in src/wire/inproc-spec.ts.
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { DeviceAddress } from '../../core/address.js';
 import type { Frame } from '../../core/frame.js';
+import * as H from '../../wire/host-fields.gen.js';
+import { INPROC_WRAP, InprocFrameKind, InprocRecordKind } from '../../wire/inproc-spec.js';
 import { addRemoteThread, deliverLocal, type InprocRoute, removeRemoteThread, threadPrefix } from './fabric.js';
 
-const HDR = 64; // header bytes per ring: i32 [0] write, [4] read, [8] notify counter, [12] closed
-const W = 0;
-const R = 1;
-const N = 2;
-const CLOSED = 3;
-const WRAP = 0xffffffff;
+// Offsets as this module's own consts: V8 folds those into optimised code but loads an imported
+// binding at every use (bench/wire-codec.bench.mjs).
+const HDR = H.INPROC_RING_SIZE;
+// The ring header is read as i32 words (Atomics): word index = byte offset / 4.
+const W = H.INPROC_RING_WRITE_OFF >>> 2;
+const R = H.INPROC_RING_READ_OFF >>> 2;
+const N = H.INPROC_RING_NOTIFY_OFF >>> 2;
+const CLOSED = H.INPROC_RING_CLOSED_OFF >>> 2;
+const WRAP = INPROC_WRAP;
+const SLOT = H.INPROC_SLOT_SIZE;
+const SLOT_LEN = H.INPROC_SLOT_LEN_OFF;
+const REC = H.INPROC_RECORD_SIZE;
+const REC_KIND = H.INPROC_RECORD_KIND_OFF;
+const REC_TO_LEN = H.INPROC_RECORD_TO_LEN_OFF;
+const REC_FROM_LEN = H.INPROC_RECORD_FROM_LEN_OFF;
+const REC_COUNT = H.INPROC_RECORD_COUNT_OFF;
+const FRAME = H.INPROC_FRAME_SIZE;
+const FRAME_KIND = H.INPROC_FRAME_KIND_OFF;
+const FRAME_SRC = H.INPROC_FRAME_SRC_QPN_OFF;
+const FRAME_DST = H.INPROC_FRAME_DST_QPN_OFF;
+const SEG = H.INPROC_SEG_SIZE;
+const SEG_SSN = H.INPROC_SEG_SSN_OFF;
+const SEG_ACK = H.INPROC_SEG_ACK_OFF;
+const SEG_MSG_LEN = H.INPROC_SEG_MSG_LEN_OFF;
+const SEG_OFF = H.INPROC_SEG_OFF_OFF;
+const SEG_HDR_LEN = H.INPROC_SEG_HDR_LEN_OFF;
+const SEG_PAYLOAD_LEN = H.INPROC_SEG_PAYLOAD_LEN_OFF;
+const CTRL = H.INPROC_CTRL_SIZE;
+const CTRL_VALUE = H.INPROC_CTRL_VALUE_OFF;
+const K_SEG = InprocFrameKind.Seg;
+const K_ACK = InprocFrameKind.Ack;
+const K_RNR = InprocFrameKind.Rnr;
+const K_HELLO = InprocFrameKind.Hello;
 
 export interface BridgeInit {
   readonly sab: SharedArrayBuffer;
@@ -44,8 +74,8 @@ class Ring {
 
   /** Write one record; false if it does not fit now. */
   put(rec: Uint8Array): boolean {
-    const need = 4 + ((rec.length + 3) & ~3);
-    if (need + 4 > this.size) throw new SabreError(ErrorCode.LimitExceeded, `frame batch of ${rec.length} bytes exceeds the bridge ring`);
+    const need = SLOT + ((rec.length + 3) & ~3);
+    if (need + SLOT > this.size) throw new SabreError(ErrorCode.LimitExceeded, `frame batch of ${rec.length} bytes exceeds the bridge ring`);
     const w = Atomics.load(this.i32, W);
     const r = Atomics.load(this.i32, R);
     const used = w - r;
@@ -54,11 +84,11 @@ class Ring {
     if (pos + need > this.size) pad = this.size - pos;
     if (used + pad + need > this.size) return false;
     if (pad) {
-      if (pad >= 4) this.dv.setUint32(pos, WRAP, true);
+      if (pad >= SLOT) this.dv.setUint32(pos + SLOT_LEN, WRAP, true);
       pos = 0;
     }
-    this.dv.setUint32(pos, rec.length, true);
-    this.u8.set(rec, pos + 4);
+    this.dv.setUint32(pos + SLOT_LEN, rec.length, true);
+    this.u8.set(rec, pos + SLOT);
     Atomics.store(this.i32, W, w + pad + need);
     Atomics.add(this.i32, N, 1);
     Atomics.notify(this.i32, N);
@@ -71,95 +101,113 @@ class Ring {
     const w = Atomics.load(this.i32, W);
     while (r < w) {
       let pos = r % this.size;
-      if (this.size - pos < 4 || this.dv.getUint32(pos, true) === WRAP) {
+      if (this.size - pos < SLOT || this.dv.getUint32(pos + SLOT_LEN, true) === WRAP) {
         r += this.size - pos;
         pos = 0;
       }
-      const len = this.dv.getUint32(pos, true);
-      each(this.u8.slice(pos + 4, pos + 4 + len));
-      r += 4 + ((len + 3) & ~3);
+      const len = this.dv.getUint32(pos + SLOT_LEN, true);
+      each(this.u8.slice(pos + SLOT, pos + SLOT + len));
+      r += SLOT + ((len + 3) & ~3);
     }
     Atomics.store(this.i32, R, r);
   }
 }
 
-function encodeBatch(to: string, from: DeviceAddress, frames: Frame[]): Uint8Array {
-  const toB = enc.encode(to);
-  const fromB = enc.encode(JSON.stringify(from));
-  let n = 1 + 2 + toB.length + 2 + fromB.length + 4;
+/** A record: its head, the destination and source texts, then `frames` (none for a hello). */
+function encodeRecord(kind: number, toB: Uint8Array, fromB: Uint8Array, frames: readonly Frame[]): Uint8Array {
+  let n = REC + toB.length + fromB.length;
   for (const f of frames) {
-    n += 1 + 8;
+    n += FRAME;
     if (f.kind === 'seg') {
-      n += 8 + 4 + 4 + 8 + 2 + f.hdr.length + 4;
+      n += SEG + f.hdr.length;
       for (const p of f.payload) n += p.length;
-    } else n += 8;
+    } else n += CTRL;
   }
   const out = new Uint8Array(n);
   const dv = new DataView(out.buffer);
-  let o = 0;
-  out[o++] = 1; // batch record
-  dv.setUint16(o, toB.length, true); out.set(toB, o + 2); o += 2 + toB.length;
-  dv.setUint16(o, fromB.length, true); out.set(fromB, o + 2); o += 2 + fromB.length;
-  dv.setUint32(o, frames.length, true); o += 4;
+  out[REC_KIND] = kind;
+  dv.setUint16(REC_TO_LEN, toB.length, true);
+  dv.setUint16(REC_FROM_LEN, fromB.length, true);
+  dv.setUint32(REC_COUNT, frames.length, true);
+  let o = REC;
+  out.set(toB, o); o += toB.length;
+  out.set(fromB, o); o += fromB.length;
   for (const f of frames) {
-    out[o++] = f.kind === 'seg' ? 0 : f.kind === 'ack' ? 1 : f.kind === 'rnr' ? 2 : 3;
-    const src = f.kind === 'seg' ? f.env.srcQpn : f.srcQpn;
-    const dst = f.kind === 'seg' ? f.env.dstQpn : f.dstQpn;
-    dv.setUint32(o, src, true); dv.setUint32(o + 4, dst, true); o += 8;
-    if (f.kind === 'seg') {
-      dv.setFloat64(o, f.env.ssn, true);
-      dv.setUint32(o + 8, f.env.msgLen, true);
-      dv.setUint32(o + 12, f.env.off, true);
-      dv.setFloat64(o + 16, f.env.ack ?? -1, true);
-      dv.setUint16(o + 24, f.hdr.length, true);
-      o += 26;
-      out.set(f.hdr, o); o += f.hdr.length;
+    const seg = f.kind === 'seg';
+    out[o + FRAME_KIND] = seg ? K_SEG : f.kind === 'ack' ? K_ACK : f.kind === 'rnr' ? K_RNR : K_HELLO;
+    dv.setUint32(o + FRAME_SRC, seg ? f.env.srcQpn : f.srcQpn, true);
+    dv.setUint32(o + FRAME_DST, seg ? f.env.dstQpn : f.dstQpn, true);
+    o += FRAME;
+    if (seg) {
       let pl = 0;
       for (const p of f.payload) pl += p.length;
-      dv.setUint32(o, pl, true); o += 4;
+      dv.setFloat64(o + SEG_SSN, f.env.ssn, true);
+      dv.setFloat64(o + SEG_ACK, f.env.ack ?? -1, true);
+      dv.setUint32(o + SEG_MSG_LEN, f.env.msgLen, true);
+      dv.setUint32(o + SEG_OFF, f.env.off, true);
+      dv.setUint16(o + SEG_HDR_LEN, f.hdr.length, true);
+      dv.setUint32(o + SEG_PAYLOAD_LEN, pl, true);
+      o += SEG;
+      out.set(f.hdr, o); o += f.hdr.length;
       for (const p of f.payload) { out.set(p, o); o += p.length; }
-    } else if (f.kind === 'hello') {
-      dv.setFloat64(o, f.reply ? 1 : 0, true); o += 8;
     } else {
-      dv.setFloat64(o, f.ssn, true); o += 8;
+      dv.setFloat64(o + CTRL_VALUE, f.kind === 'hello' ? (f.reply ? 1 : 0) : f.ssn, true);
+      o += CTRL;
     }
   }
   return out;
 }
 
-function decodeBatch(rec: Uint8Array): { to: string; from: DeviceAddress; frames: Frame[] } {
-  const dv = new DataView(rec.buffer, rec.byteOffset, rec.length);
-  let o = 1;
-  const tl = dv.getUint16(o, true);
-  const to = dec.decode(rec.subarray(o + 2, o + 2 + tl)); o += 2 + tl;
-  const fl = dv.getUint16(o, true);
-  const from = JSON.parse(dec.decode(rec.subarray(o + 2, o + 2 + fl))) as DeviceAddress; o += 2 + fl;
-  const count = dv.getUint32(o, true); o += 4;
+function encodeBatch(to: string, from: DeviceAddress, frames: Frame[]): Uint8Array {
+  return encodeRecord(InprocRecordKind.Batch, enc.encode(to), enc.encode(JSON.stringify(from)), frames);
+}
+
+/** The hello: this thread's address prefix, in the source's place. */
+function encodeHello(prefix: string): Uint8Array {
+  return encodeRecord(InprocRecordKind.Hello, new Uint8Array(0), enc.encode(prefix), []);
+}
+
+/** The record's kind and texts, and where its frames start. */
+function recordHead(rec: Uint8Array, dv: DataView): { kind: number; to: Uint8Array; from: Uint8Array; count: number; at: number } {
+  const tl = dv.getUint16(REC_TO_LEN, true);
+  const fl = dv.getUint16(REC_FROM_LEN, true);
+  return {
+    kind: rec[REC_KIND]!,
+    to: rec.subarray(REC, REC + tl),
+    from: rec.subarray(REC + tl, REC + tl + fl),
+    count: dv.getUint32(REC_COUNT, true),
+    at: REC + tl + fl,
+  };
+}
+
+function decodeFrames(rec: Uint8Array, dv: DataView, count: number, at: number): Frame[] {
   const frames: Frame[] = [];
+  let o = at;
   for (let i = 0; i < count; i++) {
-    const k = rec[o++];
-    const srcQpn = dv.getUint32(o, true);
-    const dstQpn = dv.getUint32(o + 4, true);
-    o += 8;
-    if (k === 0) {
-      const ssn = dv.getFloat64(o, true);
-      const msgLen = dv.getUint32(o + 8, true);
-      const off = dv.getUint32(o + 12, true);
-      const ack = dv.getFloat64(o + 16, true);
-      const hl = dv.getUint16(o + 24, true);
-      o += 26;
+    const k = rec[o + FRAME_KIND];
+    const srcQpn = dv.getUint32(o + FRAME_SRC, true);
+    const dstQpn = dv.getUint32(o + FRAME_DST, true);
+    o += FRAME;
+    if (k === K_SEG) {
+      const ssn = dv.getFloat64(o + SEG_SSN, true);
+      const ack = dv.getFloat64(o + SEG_ACK, true);
+      const msgLen = dv.getUint32(o + SEG_MSG_LEN, true);
+      const off = dv.getUint32(o + SEG_OFF, true);
+      const hl = dv.getUint16(o + SEG_HDR_LEN, true);
+      const pl = dv.getUint32(o + SEG_PAYLOAD_LEN, true);
+      o += SEG;
       const hdr = rec.subarray(o, o + hl); o += hl;
-      const pl = dv.getUint32(o, true); o += 4;
       const payload = pl > 0 ? [rec.subarray(o, o + pl)] : [];
       o += pl;
       frames.push({ kind: 'seg', env: { srcQpn, dstQpn, ssn, msgLen, off, ...(ack >= 0 ? { ack } : {}) }, hdr, payload });
     } else {
-      const v = dv.getFloat64(o, true); o += 8;
-      if (k === 3) frames.push({ kind: 'hello', srcQpn, dstQpn, reply: v === 1 });
-      else frames.push({ kind: k === 1 ? 'ack' : 'rnr', srcQpn, dstQpn, ssn: v });
+      const v = dv.getFloat64(o + CTRL_VALUE, true);
+      o += CTRL;
+      if (k === K_HELLO) frames.push({ kind: 'hello', srcQpn, dstQpn, reply: v === 1 });
+      else frames.push({ kind: k === K_ACK ? 'ack' : 'rnr', srcQpn, dstQpn, ssn: v });
     }
   }
-  return { to, from, frames };
+  return frames;
 }
 
 export class InprocBridge implements InprocRoute {
@@ -186,7 +234,7 @@ export class InprocBridge implements InprocRoute {
     this.#out = side === 0 ? a : b;
     this.#in = side === 0 ? b : a;
     this.ready = new Promise((r) => (this.#readyResolve = r));
-    this.#put(Uint8Array.of(0, ...enc.encode(threadPrefix())));
+    this.#put(encodeHello(threadPrefix()));
     void this.#listen();
   }
 
@@ -221,15 +269,17 @@ export class InprocBridge implements InprocRoute {
   }
 
   #onRecord(rec: Uint8Array): void {
-    if (rec[0] === 0) {
-      this.#peerPrefix = dec.decode(rec.subarray(1));
+    const dv = new DataView(rec.buffer, rec.byteOffset, rec.length);
+    const h = recordHead(rec, dv);
+    if (h.kind === InprocRecordKind.Hello) {
+      this.#peerPrefix = dec.decode(h.from);
       addRemoteThread(this.#peerPrefix, this);
       this.#readyResolve();
       return;
     }
     try {
-      const { to, from, frames } = decodeBatch(rec);
-      deliverLocal(to, from, frames);
+      const from = JSON.parse(dec.decode(h.from)) as DeviceAddress;
+      deliverLocal(dec.decode(h.to), from, decodeFrames(rec, dv, h.count, h.at));
     } catch {
       // A record we cannot decode is dropped; the rings are ours on both ends, so this is a bug, not input.
     }

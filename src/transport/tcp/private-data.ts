@@ -1,23 +1,15 @@
-// sabre's own block inside the MPA private data. It sits after the RFC 6581 IRD/ORD word (or
-// at offset 0 on a revision-1 connection), length-prefixed so a foreign peer's private data is
-// recognised as "not ours" instead of being misread:
-//
-//   u16 blockLen   bytes that follow (>= 4)
-//   u8  version    1
-//   u8  kind       1 CONNECT (QPN pairing), 2 REJECT (reason)
-//   u16 flags      0 on CONNECT; on REJECT 0x0001 BUSY: the listener has no room now (its
-//                  backlog is full), the initiator may try again — a refusal for good has 0
-//   kind 1: u32 initiatorQpn, u32 responderQpn, u32 nonce (random per device; breaks crossings)
-//           [u32 service, then the application's private data] — present on rdma_cm-style
-//           connects (src/cm): responderQpn 0 = "any QP of the listener on this service"
-//   kind 2: UTF-8 reason text
-//
-// All big-endian like every other iWARP field.
+// sabre's own block inside the MPA private data: after the RFC 6581 IRD/ORD word (or at offset
+// 0 on a revision-1 connection), length-prefixed so a foreign peer's private data is recognised
+// as "not ours" instead of being misread. Its layouts (a head, then a CONNECT body with the
+// service of an rdma_cm-style connect and the application's private data, or a REJECT reason)
+// are in src/wire/tcp-spec.ts, with the meaning of every field; docs/tcp-framing.md §3 tells the
+// handshake around it.
+import * as F from '../../wire/host-fields.gen.js';
+import { MPA_MAX_PRIVATE_DATA, MPA_V2_PRIVATE, SABRE_PD_VERSION, SabrePdKind } from '../../wire/spec.js';
 
-export const SABRE_PD_VERSION = 1;
-export const SabrePdKind = { Connect: 1, Reject: 2 } as const;
+export { SABRE_PD_VERSION, SabrePdKind };
 /** REJECT flags: no room now, try again (older peers send 0 and ignore it). */
-export const SABRE_PD_REJECT_BUSY = 0x0001;
+export const SABRE_PD_REJECT_BUSY = F.SABRE_PD_FLAGS_BUSY;
 
 export interface SabreConnectInfo {
   kind: 'connect';
@@ -38,64 +30,69 @@ export interface SabreRejectInfo {
 
 export type SabrePrivateData = SabreConnectInfo | SabreRejectInfo;
 
-const HDR = 6;
+const HDR = F.SABRE_PD_SIZE;
+const CONNECT = F.SABRE_PD_CONNECT_SIZE;
+const SERVICE = F.SABRE_PD_SERVICE_SIZE;
+/** blockLen counts the bytes after itself: the block ends at this + blockLen. */
+const LEN_END = F.SABRE_PD_VERSION_OFF;
 const utf8 = new TextEncoder();
 const utf8d = new TextDecoder('utf-8', { fatal: false });
 
-/** Largest reason that fits: 512 (MPA max) - 4 (IRD/ORD) - 6 (block header). */
-export const MAX_REASON_BYTES = 502;
-/** Largest application private data on a connect: 502 - 12 (QPNs, nonce) - 4 (service). */
-export const MAX_USER_DATA_BYTES = 486;
+/** Largest reason that fits: the MPA maximum less the IRD/ORD word and the block's head. */
+export const MAX_REASON_BYTES = MPA_MAX_PRIVATE_DATA - MPA_V2_PRIVATE.size - HDR;
+/** Largest application private data on a connect: a reason's room less the QPNs, nonce and service. */
+export const MAX_USER_DATA_BYTES = MAX_REASON_BYTES - CONNECT - SERVICE;
 
 export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
-  let body: Uint8Array;
+  let out: Uint8Array;
   if (pd.kind === 'connect') {
     const ext = pd.service !== undefined || pd.userData !== undefined;
     const user = pd.userData ?? new Uint8Array(0);
     if (user.length > MAX_USER_DATA_BYTES) throw new RangeError(`private data of ${user.length} bytes exceeds ${MAX_USER_DATA_BYTES}`);
-    body = new Uint8Array(ext ? 16 + user.length : 12);
-    const dv = new DataView(body.buffer);
-    dv.setUint32(0, pd.initiatorQpn >>> 0);
-    dv.setUint32(4, pd.responderQpn >>> 0);
-    dv.setUint32(8, pd.nonce >>> 0);
+    out = new Uint8Array(HDR + CONNECT + (ext ? SERVICE + user.length : 0));
+    F.setSabrePdConnectInitiatorQpn(out, HDR, pd.initiatorQpn);
+    F.setSabrePdConnectResponderQpn(out, HDR, pd.responderQpn);
+    F.setSabrePdConnectNonce(out, HDR, pd.nonce);
     if (ext) {
-      dv.setUint32(12, (pd.service ?? 0) >>> 0);
-      body.set(user, 16);
+      F.setSabrePdServiceService(out, HDR + CONNECT, pd.service ?? 0);
+      out.set(user, HDR + CONNECT + SERVICE);
     }
   } else {
     let text = utf8.encode(pd.reason);
     if (text.length > MAX_REASON_BYTES) text = text.subarray(0, MAX_REASON_BYTES);
-    body = text;
+    out = new Uint8Array(HDR + text.length);
+    out.set(text, HDR);
   }
-  const out = new Uint8Array(HDR + body.length);
-  const dv = new DataView(out.buffer);
-  dv.setUint16(0, out.length - 2);
-  out[2] = SABRE_PD_VERSION;
-  out[3] = pd.kind === 'connect' ? SabrePdKind.Connect : SabrePdKind.Reject;
-  dv.setUint16(4, pd.kind === 'reject' && pd.busy ? SABRE_PD_REJECT_BUSY : 0);
-  out.set(body, HDR);
+  F.setSabrePdBlockLen(out, 0, out.length - LEN_END);
+  F.setSabrePdVersion(out, 0, SABRE_PD_VERSION);
+  F.setSabrePdKind(out, 0, pd.kind === 'connect' ? SabrePdKind.Connect : SabrePdKind.Reject);
+  F.setSabrePdFlags(out, 0, pd.kind === 'reject' && pd.busy ? SABRE_PD_REJECT_BUSY : 0);
   return out;
 }
 
 /** undefined: not a sabre block (a foreign peer, or nothing); never throws. */
 export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
   if (b.length < HDR) return undefined;
-  const len = (b[0]! << 8) | b[1]!;
-  if (len + 2 > b.length || len < HDR - 2 || b[2] !== SABRE_PD_VERSION) return undefined;
-  const body = b.subarray(HDR, len + 2);
-  if (b[3] === SabrePdKind.Connect) {
-    if (body.length < 12) return undefined;
-    const dv = new DataView(body.buffer, body.byteOffset, body.length);
-    const info: SabreConnectInfo = { kind: 'connect', initiatorQpn: dv.getUint32(0), responderQpn: dv.getUint32(4), nonce: dv.getUint32(8) };
-    if (body.length >= 16) {
-      info.service = dv.getUint32(12);
-      info.userData = body.slice(16);
+  const end = LEN_END + F.getSabrePdBlockLen(b, 0);
+  if (end > b.length || end < HDR || F.getSabrePdVersion(b, 0) !== SABRE_PD_VERSION) return undefined;
+  const kind = F.getSabrePdKind(b, 0);
+  if (kind === SabrePdKind.Connect) {
+    if (end < HDR + CONNECT) return undefined;
+    const info: SabreConnectInfo = {
+      kind: 'connect',
+      initiatorQpn: F.getSabrePdConnectInitiatorQpn(b, HDR),
+      responderQpn: F.getSabrePdConnectResponderQpn(b, HDR),
+      nonce: F.getSabrePdConnectNonce(b, HDR),
+    };
+    if (end >= HDR + CONNECT + SERVICE) {
+      info.service = F.getSabrePdServiceService(b, HDR + CONNECT);
+      info.userData = b.slice(HDR + CONNECT + SERVICE, end);
     }
     return info;
   }
-  if (b[3] === SabrePdKind.Reject) {
-    const info: SabreRejectInfo = { kind: 'reject', reason: utf8d.decode(body) };
-    if ((((b[4]! << 8) | b[5]!) & SABRE_PD_REJECT_BUSY) !== 0) info.busy = true;
+  if (kind === SabrePdKind.Reject) {
+    const info: SabreRejectInfo = { kind: 'reject', reason: utf8d.decode(b.subarray(HDR, end)) };
+    if ((F.getSabrePdFlags(b, 0) & SABRE_PD_REJECT_BUSY) !== 0) info.busy = true;
     return info;
   }
   return undefined;

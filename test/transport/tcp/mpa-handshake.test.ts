@@ -62,6 +62,16 @@ describe('MPA frame bytes (hand-derived)', () => {
     expect(decodeSabrePd(block)).toEqual({ kind: 'connect', initiatorQpn: 0x102, responderQpn: 0x0a0b0c0d, nonce: 0xcafebabe });
     expect(decodeSabrePd(Uint8Array.of(0, 1, 2))).toBeUndefined();
   });
+
+  it('sabre private data of an rdma_cm-style connect: the service, then the application\'s bytes; a block that lies about its length is not sabre\'s', () => {
+    const block = encodeSabrePd({ kind: 'connect', initiatorQpn: 3, responderQpn: 0, nonce: 0x01020304, service: 0x0900, userData: Uint8Array.of(0xaa, 0xbb) });
+    expect([...block]).toEqual([0x00, 0x16, 0x01, 0x01, 0x00, 0x00, 0, 0, 0, 3, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0x09, 0x00, 0xaa, 0xbb]);
+    expect(decodeSabrePd(block)).toEqual({ kind: 'connect', initiatorQpn: 3, responderQpn: 0, nonce: 0x01020304, service: 0x900, userData: Uint8Array.of(0xaa, 0xbb) });
+    // Trailing bytes past blockLen belong to nobody: the application's bytes end with the block.
+    expect(decodeSabrePd(Uint8Array.of(...block, 0xcc))).toMatchObject({ userData: Uint8Array.of(0xaa, 0xbb) });
+    expect(decodeSabrePd(Uint8Array.of(0x00, 0x17, ...block.subarray(2)))).toBeUndefined();
+    expect(decodeSabrePd(Uint8Array.of(0x00, 0x0c, ...block.subarray(2, 14)))).toBeUndefined();
+  });
 });
 
 describe('handshake state machine', () => {

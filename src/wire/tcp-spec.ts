@@ -1,0 +1,62 @@
+// sabre's own block inside the MPA private data of the tcp transport (docs/tcp-framing.md §3):
+// after the RFC 6581 IRD/ORD word (or at offset 0 on a revision-1 connection), length-prefixed
+// so that a foreign peer's private data is recognised as "not ours" instead of being misread.
+// Big-endian like every other iWARP field. Re-exported by spec.ts, which lists these layouts in
+// HOST_LAYOUTS (TypeScript reads them; the data plane never does).
+import { layout } from './layout.js';
+
+export const SABRE_PD_VERSION = 1;
+export const SabrePdKind = { Connect: 1, Reject: 2 } as const;
+
+export const SABRE_PD = layout({
+  name: 'sabrePd',
+  title: 'sabre block in the MPA private data (after IRD/ORD, or at 0 on revision 1)',
+  size: 6,
+  ref: 'sabre tcp transport',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    blockLen: { offset: 0, size: 2, type: 'u16', ref: 'sabre', meaning: 'bytes of the block after this field (at least 4)' },
+    version: { offset: 2, size: 1, type: 'u8', ref: 'sabre', meaning: 'block version, 1; another value: not a sabre block' },
+    kind: { offset: 3, size: 1, type: 'u8', ref: 'sabre', meaning: '1 CONNECT (QPN pairing, sabrePdConnect follows), 2 REJECT (UTF-8 reason follows)' },
+    flags: {
+      offset: 4, size: 2, type: 'u16', ref: 'sabre', meaning: 'flags; 0 on CONNECT',
+      bits: {
+        Rsvd: { mask: 0xfffe, meaning: 'reserved, 0' },
+        Busy: { mask: 0x0001, meaning: 'REJECT: the listener has no room now (its backlog is full), ask again; 0 refuses for good' },
+      },
+    },
+  },
+  tail: 'CONNECT: sabrePdConnect; REJECT: the reason as UTF-8 text (to the end of the block)',
+});
+
+export const SABRE_PD_CONNECT = layout({
+  name: 'sabrePdConnect',
+  title: 'CONNECT body of the sabre private-data block: which QPs pair up',
+  size: 12,
+  ref: 'sabre tcp transport',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    initiatorQpn: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'QPN of the initiator\'s QP' },
+    responderQpn: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'QPN of the responder\'s QP; 0 on an rdma_cm-style connect: any QP of the listener on the service' },
+    nonce: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'random per device: of two crossing connects for one QP pair, the lower nonce\'s survives' },
+  },
+  tail: 'on rdma_cm-style connects (src/cm), sabrePdService',
+});
+
+export const SABRE_PD_SERVICE = layout({
+  name: 'sabrePdService',
+  title: 'rdma_cm-style CONNECT: the listener\'s service and the application\'s private data',
+  size: 4,
+  ref: 'sabre tcp transport',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    service: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'service number the listener registered' },
+  },
+  tail: 'the application\'s private data, to the end of the block',
+});
+
+/** The tcp transport's layouts in document order (spec.ts appends them to HOST_LAYOUTS). */
+export const TCP_LAYOUTS = [SABRE_PD, SABRE_PD_CONNECT, SABRE_PD_SERVICE] as const;
