@@ -9,12 +9,16 @@
 //                                only part that grows, so everything below keeps its address
 //                                and views made over the initial buffer stay valid for it.
 // Every boundary is 64-byte aligned so no two owners share a cache line.
+import { JOB_CPL_SIZE, JOB_REQ_SIZE } from '../wire/host-fields.gen.js';
 import { RING_HEADER_BYTES } from './ring.js';
 
 export const LINE = 64;
 
 /** Region table entries when the device names none (openDevice's maxMr default is one less). */
 export const DEFAULT_REGION_ENTRIES = 1 << 16;
+
+/** A ring slot holds one job (jobReq) or one completion (jobCpl): a smaller one would spill into the next. */
+export const MIN_RING_SLOT_BYTES = Math.max(JOB_REQ_SIZE, JOB_CPL_SIZE);
 
 export interface MemoryMapOptions {
   /** How many workers the device may start (each gets scratch and two rings). Default 4. */
@@ -23,7 +27,7 @@ export interface MemoryMapOptions {
   scratchBytes?: number;
   /** Slots per worker ring (power of two). Default 1024. */
   ringSlots?: number;
-  /** Bytes per ring slot (power of two, ≥ 16). Default 32. */
+  /** Bytes per ring slot (power of two, ≥ MIN_RING_SLOT_BYTES). Default 32. */
   ringSlotBytes?: number;
   /**
    * Region table entries (entry 0 is never used). Default 65536 (2 MiB of address space: an
@@ -60,7 +64,7 @@ export function planMemoryMap(heapBase: number, o: MemoryMapOptions = {}): Memor
   const tableEntries = o.regionEntries ?? DEFAULT_REGION_ENTRIES;
   if (!Number.isInteger(workerSlots) || workerSlots < 0 || workerSlots > 256) throw new RangeError('workerSlots must be 0..256');
   if (!isPow2(ringSlots)) throw new RangeError('ringSlots must be a power of two');
-  if (!isPow2(ringSlotBytes) || ringSlotBytes < 16) throw new RangeError('ringSlotBytes must be a power of two ≥ 16');
+  if (!isPow2(ringSlotBytes) || ringSlotBytes < MIN_RING_SLOT_BYTES) throw new RangeError(`ringSlotBytes must be a power of two ≥ ${MIN_RING_SLOT_BYTES} (a job slot)`);
   if (!Number.isInteger(tableEntries) || tableEntries < 2 || tableEntries > 1 << 24) throw new RangeError('regionEntries must be 2..2^24');
   const scratchBase = alignUp(heapBase, LINE);
   const ringBase = scratchBase + workerSlots * scratchBytes;

@@ -137,6 +137,16 @@ describe('DataPlaneWorkers', () => {
   });
 });
 
+describe('the ring slots', () => {
+  it('a slot smaller than a job (jobReq) is refused when the map is planned, before a job could spill into the next slot', async () => {
+    await expect(DeviceMemory.create({ workerSlots: 1, initialBytes: 0, maximumBytes: 4 << 20, ringSlotBytes: 16 })).rejects.toThrow(/ringSlotBytes/);
+    const d = await DeviceMemory.create({ workerSlots: 1, initialBytes: 0, maximumBytes: 4 << 20, ringSlotBytes: 32 });
+    const w = await DataPlaneWorkers.start(d, 1);
+    expect((await w.submit({ op: JobOp.Nop })).status).toBe(JobStatus.Ok);
+    await w.close();
+  });
+});
+
 describe('DataPlaneWorkers shutdown', () => {
   it('close() finishes in-flight jobs, stops the workers, and rejects later submits', async () => {
     const d = await DeviceMemory.create({ workerSlots: 2, initialBytes: 0, maximumBytes: 4 << 20 });
