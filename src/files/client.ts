@@ -91,11 +91,28 @@ export class FileClient {
 
   /**
    * Close `f`; for a 'replace' open this is when the file appears under its name — or, with
-   * `discard`, when its temporary is thrown away and the name left as it was.
+   * `discard`, when its temporary is thrown away and the name left as it was. A file closes once:
+   * every later call (at once, or after) returns the first call's promise, whose `discard` counts.
    */
-  async close(f: RemoteFile, o: { discard?: boolean } = {}): Promise<void> {
-    checkFile(f, 'close');
-    const d = await this.#s.request({ op: FileOp.Close, fileId: f.id, discard: o.discard ? 1 : 0 }, `close ${f.path}`);
+  close(f: RemoteFile, o: { discard?: boolean } = {}): Promise<void> {
+    try {
+      checkFile(f, 'close');
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    let closing = this.#closing.get(f);
+    if (!closing) {
+      closing = this.#close(f, o.discard === true);
+      this.#closing.set(f, closing);
+    }
+    return closing;
+  }
+
+  /** Each file's close: a second Close of its id would only fail at the server (the id is gone). */
+  readonly #closing = new WeakMap<RemoteFile, Promise<void>>();
+
+  async #close(f: RemoteFile, discard: boolean): Promise<void> {
+    const d = await this.#s.request({ op: FileOp.Close, fileId: f.id, discard: discard ? 1 : 0 }, `close ${f.path}`);
     this.#ok(d, `close ${f.path}`);
   }
 

@@ -59,4 +59,26 @@ describe('file service lifecycle', () => {
       await srv.close();
     }
   });
+
+  it('client.close(f) twice, at once or later: the same promise, one Close at the server; a replace put\'s file appears once', async () => {
+    const srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    try {
+      const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
+      try {
+        const f = await c.open('twice.txt', { flags: 'replace' });
+        await c.write(f, 0, new TextEncoder().encode('once'));
+        const c1 = c.close(f);
+        const c2 = c.close(f);
+        await expect(Promise.all([c1, c2])).resolves.toEqual([undefined, undefined]);
+        await expect(c.close(f)).resolves.toBeUndefined();
+        expect(c2).toBe(c1);
+        expect(c.close(f)).toBe(c1);
+        expect(fs.readFileSync(`${dir}/twice.txt`, 'utf8')).toBe('once');
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await srv.close();
+    }
+  });
 });
