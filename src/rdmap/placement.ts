@@ -40,6 +40,9 @@ function stage(e: EngineState, f: SegFrame, plen: number, ndesc: number, to: num
   const mem = e.mem;
   const at = mem.inDevice(f.payload);
   const direct = to >= 0 && at < 0 && wordCopies(f.payload, to, plen);
+  // The kernel will copy these bytes: after any caller copy of this batch to the same place.
+  // (A caller copy after caller copies keeps its order: they run in the batch's order.)
+  if (to >= 0 && !direct) afterCallerCopies(e, to, plen);
   if (at >= 0 || direct) {
     if (!mem.hasRoom(0) || mem.count + ndesc > MAX_DESCS) flushPlacement(e);
     return at >= 0 ? at : PLACE_SRC_CALLER;
@@ -80,7 +83,6 @@ function copyParts(parts: Uint8Array[], dst: Uint8Array, at: number): void {
  */
 export function placeTagged(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number, local?: WcStatusValue): void {
   if (f.hdr.length !== m.hdrLen) return failMsg(m, f.hdr, plen, TERM.invalidRequest);
-  afterCallerCopies(e, to, plen);
   const src = stage(e, f, plen, 1, to);
   if (src === PLACE_SRC_CALLER) {
     if (to < e.callerLo) e.callerLo = to;
