@@ -15,9 +15,9 @@ import { decodeValue, encodeValue } from './codec.js';
 import { ChannelCore, type CoreStats } from './core.js';
 import type { ChannelHub, HubMember } from './hub.js';
 import type { ResolvedOptions } from './options.js';
-import { ChannelDedup, isDedupMessage } from './dedup.js';
+import { ChannelDedup, isDedupMessage, isDedupSource } from './dedup.js';
 import { WrKind, wrKindOf } from './link.js';
-import type { Received } from '../dedup/endpoint.js';
+import type { DedupSource, Received } from '../dedup/endpoint.js';
 import type { Action, ChannelPorts, Region, RegionUse } from './ports.js';
 import { ACCESS, CODE, outcome, postAction } from './verbs-map.js';
 
@@ -207,14 +207,24 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     return this.#send(msg, false);
   }
 
-  #sendDedup(msg: unknown): Promise<void> {
-    if (!(msg instanceof Uint8Array)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'send: a dedup send takes a Uint8Array'));
+  /**
+   * @internal a dedup send whose bytes the sender reads into its staging memory itself, chunking
+   * each piece as it is in (the file service: a file never copied outside device memory). Arrives
+   * as a Uint8Array, as send(bytes, { dedup: true }) does.
+   */
+  sendDedupFrom(source: DedupSource): Promise<void> {
+    return this.#sendDedup(source, true);
+  }
+
+  #sendDedup(msg: unknown, from = false): Promise<void> {
+    if (!(msg instanceof Uint8Array) && !(from && isDedupSource(msg))) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'send: a dedup send takes a Uint8Array'));
     if (this.#error) return Promise.reject(this.#error);
     if (this.#life.closing) return Promise.reject(this.#life.closedError());
     const max = this.#core.maxMessage;
-    if (msg.length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${msg.length} bytes, the peer takes at most ${max}`));
+    const length = (msg as Uint8Array | DedupSource).length;
+    if (length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${length} bytes, the peer takes at most ${max}`));
     const dedup = this.#dedupHalf();
-    const p = (this.#after ?? Promise.resolve()).then(() => dedup.send(msg));
+    const p = (this.#after ?? Promise.resolve()).then(() => dedup.send(msg as Uint8Array | DedupSource));
     const mine = p.then(() => undefined, () => undefined);
     this.#after = mine;
     this.#dedupPending++;
@@ -250,10 +260,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * @internal the scope and chunking key the peer's dedup sends are received under, set before
    * its first one arrives, with the scope pre-filled by `dedupStoreOf(ch.pd).ingest(scope, basis,
    * { key, avg })` (the file service's rsync basis). Default: a scope of this channel, a random
-   * key, 16 KiB chunks.
+   * key, 16 KiB chunks. `onProgress`: told as the object's verified prefix grows (a file written
+   * while the rest arrives; dedup/endpoint.ts DedupReceiverInit.onProgress).
    */
-  dedupBasis(scope: string, key: Uint8Array, avg?: number): void {
-    this.#dedupHalf().setBasis(scope, key, avg);
+  dedupBasis(scope: string, key: Uint8Array, avg?: number, onProgress?: (bytes: Uint8Array, done: number) => void): void {
+    this.#dedupHalf().setBasis(scope, key, avg, onProgress);
   }
 
   /**

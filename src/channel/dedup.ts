@@ -21,7 +21,9 @@
 import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
-import { DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
+import { type DedupSource, DedupReceiver, DedupSender, type Received } from '../dedup/endpoint.js';
+
+export { isDedupSource } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
 import { dedupTotals } from '../dedup/stats.js';
 import type { SendResult } from '../dedup/transfer.js';
@@ -90,8 +92,8 @@ export class ChannelDedup {
     this.#h = h;
   }
 
-  /** Send `bytes` by dedup (one at a time; the caller orders them). */
-  send(bytes: Uint8Array): Promise<SendResult> {
+  /** Send `bytes` (or what a source reads) by dedup (one at a time; the caller orders them). */
+  send(bytes: Uint8Array | DedupSource): Promise<SendResult> {
     if (this.#txRefused) return Promise.reject(this.#txRefused);
     if (!this.#tx) {
       const pipe = {
@@ -144,7 +146,7 @@ export class ChannelDedup {
     }
   }
 
-  #basis: { scope: string; key: Uint8Array; avg?: number } | undefined;
+  #basis: { scope: string; key: Uint8Array; avg?: number; onProgress?: (bytes: Uint8Array, done: number) => void } | undefined;
 
   /** Refuse the peer's dedup send, counted in dev.stats().dedup.received.refused. */
   #refuse(): void {
@@ -161,10 +163,10 @@ export class ChannelDedup {
    * scope is the caller's to drop). The scope is the caller's basis: the chunks that arrive are
    * not added to it (a repeat inside the object is served from the object).
    */
-  setBasis(scope: string, key: Uint8Array, avg?: number): void {
+  setBasis(scope: string, key: Uint8Array, avg?: number, onProgress?: (bytes: Uint8Array, done: number) => void): void {
     if (this.#rx) throw new SabreError(ErrorCode.InvalidState, 'channel: the dedup receiver is already open');
     if (!(key instanceof Uint8Array) || key.length !== 32) throw new SabreError(ErrorCode.InvalidArgument, 'channel: a dedup key is 32 bytes');
-    this.#basis = { scope, key, ...(avg !== undefined ? { avg } : {}) };
+    this.#basis = { scope, key, ...(avg !== undefined ? { avg } : {}), ...(onProgress ? { onProgress } : {}) };
   }
 
   #openRx(): void {
@@ -187,6 +189,7 @@ export class ChannelDedup {
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
+      ...(this.#basis?.onProgress ? { onProgress: this.#basis.onProgress } : {}),
       keepReceived: !this.#basis,
     });
   }
@@ -194,13 +197,18 @@ export class ChannelDedup {
   // ---- RdmaWritePath over the channel's QP ------------------------------------------------------
 
   stage(bytes: Uint8Array): number {
-    const need = Math.max(bytes.length, 1);
+    const r = this.reserve(bytes.length);
+    r.view.set(bytes);
+    return r.addr;
+  }
+
+  reserve(length: number): { addr: number; view: Uint8Array } {
+    const need = Math.max(length, 1);
     if (!this.#stage || this.#stage.length < need) {
       this.#releaseStage();
       this.#stage = this.#h.pd.regMr(need, Access.LocalWrite);
     }
-    this.#stage.buffer.set(bytes);
-    return this.#stage.addr;
+    return { addr: this.#stage.addr, view: this.#stage.buffer.subarray(0, length) };
   }
 
   write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void> {

@@ -39,7 +39,30 @@ export interface RdmaWritePath {
   write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void>;
   /** Place `bytes` in registered device memory the writes can read from; returns the address. */
   stage(bytes: Uint8Array): number;
+  /**
+   * Registered device memory for an object of `length` bytes that the caller fills itself (the
+   * writes read from it, like a stage): its address and a view of it. Without it a DedupSource
+   * is read into a buffer first and staged.
+   */
+  reserve?(length: number): { addr: number; view: Uint8Array };
 }
+
+/**
+ * An object the sender reads into its staging memory itself, a piece at a time, chunking each
+ * piece as it is in (a file: no copy of it outside device memory, and the chunking starts with
+ * the first piece instead of after the last).
+ */
+export interface DedupSource {
+  readonly length: number;
+  /** Read bytes of the object from offset `at` into `into` (at most its length); 0: there are no more. */
+  read(into: Uint8Array, at: number): Promise<number>;
+}
+
+export const isDedupSource = (v: unknown): v is DedupSource =>
+  !!v && typeof v === 'object' && !(v instanceof Uint8Array) && Number.isSafeInteger((v as DedupSource).length) && (v as DedupSource).length >= 0 && typeof (v as DedupSource).read === 'function';
+
+/** Bytes of a DedupSource read per call (the chunking steps over each as it is in). */
+const SOURCE_PIECE = 2 << 20;
 
 export interface DedupSenderInit {
   pipe: MessagePipe;
@@ -101,24 +124,85 @@ export class DedupSender {
     return this.#hello;
   }
 
-  /** Send `bytes` to the receiver, moving only the chunks it lacks. One transfer at a time (queued). */
-  send(bytes: Uint8Array): Promise<SendResult> {
-    if (!(bytes instanceof Uint8Array)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'dedup send needs a Uint8Array'));
+  /**
+   * Send `bytes` (or what a DedupSource reads) to the receiver, moving only the chunks it lacks.
+   * One transfer at a time (queued). A source's reads have all ended when this settles.
+   */
+  send(bytes: Uint8Array | DedupSource): Promise<SendResult> {
+    if (!(bytes instanceof Uint8Array) && !isDedupSource(bytes)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'dedup send needs a Uint8Array'));
     const p = this.#busy.then(() => this.#send(bytes));
     this.#busy = p.catch(() => undefined);
     return p;
   }
 
-  async #send(bytes: Uint8Array): Promise<SendResult> {
+  /**
+   * Stage the object; `until(n)` resolves once its first n bytes are in device memory (rejects
+   * if reading it failed), `stop()` once no read of it is in flight any more.
+   */
+  #stageObject(obj: Uint8Array | DedupSource): { until(n: number): Promise<void>; stop(): Promise<void> } {
+    if (obj instanceof Uint8Array) {
+      this.#src = this.#rdma.stage(obj);
+      return { until: () => Promise.resolve(), stop: () => Promise.resolve() };
+    }
+    const total = obj.length;
+    const reserve = this.#rdma.reserve?.bind(this.#rdma);
+    let view: Uint8Array;
+    if (reserve) {
+      const r = reserve(total);
+      this.#src = r.addr;
+      view = r.view;
+    } else view = new Uint8Array(total);
+    let filled = 0;
+    let failed: unknown;
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const reading = (async () => {
+      try {
+        while (filled < total && !stopped) {
+          const n = await obj.read(view.subarray(filled, Math.min(filled + SOURCE_PIECE, total)), filled);
+          if (!Number.isSafeInteger(n) || n <= 0 || filled + n > total) throw new SabreError(ErrorCode.InvalidState, `dedup: the object's source ended at ${filled} of its ${total} bytes`);
+          filled += n;
+          wake?.();
+        }
+        if (!reserve && !stopped) this.#src = this.#rdma.stage(view);
+      } catch (e) {
+        failed = e;
+      } finally {
+        stopped = true;
+        wake?.();
+      }
+    })();
+    const until = async (n: number): Promise<void> => {
+      for (;;) {
+        if (failed) throw failed;
+        if (filled >= n && (reserve || filled === total)) return;
+        if (stopped) throw new SabreError(ErrorCode.Closed, 'dedup: the send stopped');
+        await new Promise<void>((r) => (wake = r));
+      }
+    };
+    return { until, stop: () => ((stopped = true), reading) };
+  }
+
+  async #send(obj: Uint8Array | DedupSource): Promise<SendResult> {
     if (this.#error) throw this.#error;
-    // Staged while the receiver's HELLO is still on its way (it may be filling its basis).
-    this.#src = this.#rdma.stage(bytes);
+    // Staged (or read in) while the receiver's HELLO is still on its way (it may be filling its basis).
+    const staged = this.#stageObject(obj);
+    try {
+      return await this.#transfer(obj.length, staged.until);
+    } finally {
+      // Nothing writes into the staging memory once this has settled: the caller may release it.
+      await staged.stop();
+    }
+  }
+
+  async #transfer(total: number, until: (n: number) => Promise<void>): Promise<SendResult> {
     const h = await this.#hello;
     const alg = hashAlgName(h.hashAlg) as HashAlgName;
     this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
     this.#hasher ??= new ChunkHasher(this.#mem, alg, h.seed);
     const done = new Promise<SendResult>((resolve, reject) => (this.#pending = { resolve, reject }));
-    this.#core.begin(bytes.length);
+    done.catch(() => undefined); // a failed read below settles it and throws its own error
+    this.#core.begin(total);
     const chunker = this.#chunker;
     const hasher = this.#hasher;
     let chunkAt = this.#src;
@@ -132,11 +216,20 @@ export class DedupSender {
       this.#run();
     };
     chunker.finish(); // a fresh stream
-    for (let at = 0; at < bytes.length; at += this.#step) {
-      const len = Math.min(this.#step, bytes.length - at);
+    for (let at = 0; at < total; at += this.#step) {
+      const len = Math.min(this.#step, total - at);
+      try {
+        await until(at + len);
+      } catch (e) {
+        const err = e instanceof SabreError ? e : new SabreError(ErrorCode.InvalidState, `dedup: reading the object failed: ${(e as Error).message}`);
+        this.#core.abort(err, performance.now());
+        this.#run();
+        throw e;
+      }
+      if (!this.#pending) break; // failed meanwhile
       await feed(pool ? await chunker.pushOn(pool, this.#src + at, len) : chunker.push(this.#src + at, len));
       if (!this.#pending) break; // failed meanwhile
-      if (at + this.#step < bytes.length) {
+      if (at + this.#step < total) {
         this.#core.flush();
         this.#run();
       }
@@ -208,6 +301,12 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
    * instead of queueing it for next(): a channel puts it in its message order at once.
    */
   onObject?: (r: Received | Error) => void;
+  /**
+   * Told, synchronously, each time the verified prefix of the object being assembled grows: its
+   * first `done` bytes are final (a file can be written while the rest arrives). `bytes` stays
+   * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
+   */
+  onProgress?: (bytes: Uint8Array, done: number) => void;
 }
 
 /**
@@ -235,9 +334,11 @@ export class DedupReceiver implements AsyncIterable<Received> {
   #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
   readonly #totals: DedupTotals;
   readonly #onObject: ((r: Received | Error) => void) | undefined;
+  readonly #onProgress: ((bytes: Uint8Array, done: number) => void) | undefined;
 
   constructor(o: DedupReceiverInit) {
-    this.#core = new DedupRecvCore(o);
+    this.#core = new DedupRecvCore(o.onProgress ? { ...o, progress: true } : o);
+    this.#onProgress = o.onProgress;
     this.#pipe = o.pipe;
     this.#totals = dedupTotals(o.mem);
     this.#onObject = o.onObject;
@@ -324,6 +425,9 @@ export class DedupReceiver implements AsyncIterable<Received> {
       switch (a.kind) {
         case 'send':
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
+          break;
+        case 'progress':
+          this.#onProgress?.(a.bytes, a.done);
           break;
         case 'delivered':
           this.#totals.addReceived(a.stats);

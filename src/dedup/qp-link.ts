@@ -128,13 +128,18 @@ export class QpLink implements MessagePipe, RdmaWritePath {
   // ---- RdmaWritePath
 
   stage(bytes: Uint8Array): number {
-    const need = Math.max(bytes.length, 1);
+    const r = this.reserve(bytes.length);
+    r.view.set(bytes);
+    return r.addr;
+  }
+
+  reserve(length: number): { addr: number; view: Uint8Array } {
+    const need = Math.max(length, 1);
     if (!this.#stage || this.#stage.length < need) {
       this.#stage?.deregister();
       this.#stage = this.pd.regMr(need, Access.LocalWrite);
     }
-    this.#stage.buffer.set(bytes);
-    return this.#stage.addr;
+    return { addr: this.#stage.addr, view: this.#stage.buffer.subarray(0, length) };
   }
 
   write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void> {

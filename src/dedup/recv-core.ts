@@ -51,6 +51,11 @@ export interface DedupRecvOptions {
    * object are served from the object itself either way.
    */
   keepReceived?: boolean;
+  /**
+   * Queue 'progress' actions as the object's verified prefix grows, so the caller can write the
+   * start of the object out while the rest still arrives (default false).
+   */
+  progress?: boolean;
 }
 
 /** What the receiver's shell carries out, in the order the core made them (pollAction). */
@@ -58,6 +63,11 @@ export type RecvAction =
   | { kind: 'send'; bytes: Uint8Array }
   /** The object, assembled (its own memory: the receiver keeps no reference). */
   | { kind: 'delivered'; bytes: Uint8Array; stats: RecvStats }
+  /**
+   * The first `done` bytes of the object being assembled are final: verified, in place, never
+   * written again. `bytes` is the object (still the receiver's until it is delivered).
+   */
+  | { kind: 'progress'; bytes: Uint8Array; done: number }
   | { kind: 'failed'; error: SabreError };
 
 interface Armed {
@@ -74,7 +84,7 @@ interface Armed {
  */
 export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   readonly #actions = new Outbox<RecvAction>();
-  readonly #o: Required<Omit<DedupRecvOptions, 'normalization'>> & { normalization: number };
+  readonly #o: Required<Omit<DedupRecvOptions, 'normalization' | 'progress'>> & { normalization: number; progress: boolean };
   readonly #slotLen: number;
   readonly #maps: Array<ChunkMap | undefined> = [];
   /**
@@ -113,6 +123,10 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #lastAnswered = false;
   #sum = 0;
   #assembled = 0;
+  /** With progress: which chunks are in the object (1), and how many from the start are. */
+  #inObject = new Uint8Array(0);
+  #prefix = 0;
+  #reported = 0;
   #stats: RecvStats = DedupRecvCore.#zero(0);
 
   constructor(o: DedupRecvOptions) {
@@ -127,7 +141,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#o = {
       ...o, key, avg, min, max, normalization: o.normalization ?? 2,
       maxEntries: o.maxEntries ?? 1024, maxChunks: o.maxChunks ?? 1 << 20, maxTotal: o.maxTotal ?? 256 << 20,
-      keepReceived: o.keepReceived ?? true,
+      keepReceived: o.keepReceived ?? true, progress: o.progress ?? false,
     };
     this.#slotLen = slotLen;
     this.#hashAlg = o.store.hash;
@@ -280,6 +294,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       if (ref && ref.len === len) {
         // Copied now, so nothing here depends on the chunk staying in the store.
         out.set(ref.view ?? u8.subarray(ref.addr, ref.addr + len), this.#sum);
+        this.#placed(idx);
         this.#stats.chunksFromStore++;
         this.#stats.bytesFromStore += len;
         this.#assembled += len;
@@ -305,7 +320,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#stats.chunks = this.#lens.length;
     this.#arm(); // before the NEED that lets the sender write
     const need: RecvAction = { kind: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
-    return [need, ...this.#maybeDone()];
+    return [need, ...this.#progressed(), ...this.#maybeDone()];
   }
 
   #hashRec(idx: number): [Uint8Array, number] {
@@ -394,6 +409,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
         runLen = 0;
       }
       runLen += len;
+      this.#placed(i);
       refs.push({ addr: at, len });
       const [h, off] = this.#hashRec(i);
       recs.set(h.subarray(off, off + DEDUP_HASH_BYTES), k * DEDUP_HASH_BYTES);
@@ -409,6 +425,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       const from = this.#offs[i]!;
       for (const j of waiting) {
         out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
+        this.#placed(j);
         this.#assembled += this.#lens[i]!;
       }
     }
@@ -418,7 +435,29 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#stats.rounds++;
     this.#granted.push(slot);
     this.#arm(); // before the GRANT that lets the sender write into it again
-    return [{ kind: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#maybeDone()];
+    return [{ kind: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#progressed(), ...this.#maybeDone()];
+  }
+
+  /** Chunk `idx` is in the object (only tracked with progress). */
+  #placed(idx: number): void {
+    if (!this.#o.progress) return;
+    if (idx >= this.#inObject.length) {
+      const grown = new Uint8Array(Math.max(idx + 1, this.#inObject.length * 2, 1024)); // doubling: linear in all
+      grown.set(this.#inObject);
+      this.#inObject = grown;
+    }
+    this.#inObject[idx] = 1;
+  }
+
+  /** A progress action when the object's final prefix has grown (before its delivery, if any). */
+  #progressed(): RecvAction[] {
+    if (!this.#o.progress || !this.#active) return [];
+    const n = this.#lens.length;
+    while (this.#prefix < n && this.#inObject[this.#prefix]) this.#prefix++;
+    const done = this.#prefix < n ? this.#offs[this.#prefix]! : this.#sum;
+    if (done <= this.#reported) return [];
+    this.#reported = done;
+    return [{ kind: 'progress', bytes: this.#out!, done }];
   }
 
   #begin(xfer: number, total: number): void {
@@ -474,6 +513,9 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#lastAnswered = false;
     this.#sum = 0;
     this.#assembled = 0;
+    this.#inObject = new Uint8Array(0);
+    this.#prefix = 0;
+    this.#reported = 0;
     // After a success every slot is already granted again, in the order both ends agree on.
     // After a failure both ends start the slot order afresh (the sender does the same); a write
     // still in flight from the failed transfer can only land as a mismatch of the next one.

@@ -192,6 +192,16 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     this.#actions.push({ kind: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) });
   }
 
+  /**
+   * The sender itself gave up on the transfer (its object could not be read): the receiver is
+   * told (ABORT) and the transfer is over.
+   */
+  abort(error: SabreError, _now: number): void {
+    if (!this.#active) return;
+    this.#actions.push({ kind: 'send', bytes: encode({ kind: DedupKind.Abort, xfer: this.#xfer, status: DedupEndStatus.Aborted }) });
+    this.#enqueue(this.#fail(error));
+  }
+
   /** The pipe or a write failed: the transfer is over. */
   handleFailure(error: SabreError, _now: number): void {
     if (this.#active) this.#enqueue(this.#fail(error));

@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import { promisify } from 'node:util';
 import type { ClientSession } from './client-session.js';
 import { dedupGet, dedupPut } from './dedup.js';
+import { PrefixWriter } from './dedup-writer.js';
+import { giveBack } from '../dedup/buffers.js';
 import type { OpenOptions, OpOptions, RemoteFile, TransferResult } from './client-types.js';
 import { FileError, LocalCode, statusCode } from './status.js';
 
@@ -37,13 +39,31 @@ function dedupSide(s: ClientSession) {
 export async function getDedup(c: TransferSide, remote: string, local: string): Promise<TransferResult> {
   const t0 = performance.now();
   const basis = await fs.promises.readFile(local).then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined);
-  const r = await dedupGet(dedupSide(c.session), remote, basis).catch((e: Error & { status?: number }) => {
-    throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `get --dedup ${remote}: ${e.message}`, e.status);
-  });
   const tmp = `${local}.sabre-part`;
-  await fs.promises.writeFile(tmp, r.bytes, { mode: 0o644 });
-  await fs.promises.rename(tmp, local);
-  return { bytes: r.bytes.length, seconds: (performance.now() - t0) / 1000, transport: c.transport, dedup: r.stats };
+  const fd = await promisify(fs.open)(tmp, 'w', 0o644);
+  // The verified prefix of the file is written while the rest still arrives.
+  const writer = new PrefixWriter(async (from, at) => {
+    let w = 0;
+    while (w < from.length) w += (await fsWrite(fd, from, w, from.length - w, at + w)).bytesWritten;
+  });
+  let ok = false;
+  try {
+    const r = await dedupGet(dedupSide(c.session), remote, basis, writer.progress).catch((e: Error & { status?: number }) => {
+      throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `get --dedup ${remote}: ${e.message}`, e.status);
+    });
+    await writer.finish(r.bytes);
+    await promisify(fs.close)(fd);
+    ok = true;
+    await fs.promises.rename(tmp, local);
+    giveBack(r.bytes); // in the file: a later transfer's object can use its pages
+    return { bytes: r.bytes.length, seconds: (performance.now() - t0) / 1000, transport: c.transport, dedup: r.stats };
+  } finally {
+    if (!ok) {
+      await writer.stop();
+      await promisify(fs.close)(fd).catch(() => {});
+      await fs.promises.unlink(tmp).catch(() => {});
+    }
+  }
 }
 
 export async function getFile(c: TransferSide, remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {
@@ -93,12 +113,26 @@ export async function getFile(c: TransferSide, remote: string, local: string, o:
 /** put --dedup: the server's current version of `remote` is the basis; it is replaced whole. */
 export async function putDedup(c: TransferSide, local: string, remote: string, fsync: boolean): Promise<TransferResult> {
   const t0 = performance.now();
-  const b = await fs.promises.readFile(local);
-  const bytes = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  const stats = await dedupPut(dedupSide(c.session), bytes, remote, fsync).catch((e: Error & { status?: number }) => {
-    throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `put --dedup ${remote}: ${e.message}`, e.status);
-  });
-  return { bytes: bytes.length, seconds: (performance.now() - t0) / 1000, transport: c.transport, dedup: stats };
+  const fd = await promisify(fs.open)(local, 'r');
+  try {
+    const size = (await promisify(fs.fstat)(fd)).size;
+    // Read by the sender into its staging memory, a piece at a time as it chunks (no copy of the
+    // file in this process's heap).
+    const source = {
+      length: size,
+      read: async (into: Uint8Array, at: number): Promise<number> => {
+        const n = (await fsRead(fd, into, 0, into.length, at)).bytesRead;
+        if (n === 0) throw new FileError('ERR_FILE_IO_ERROR', `put ${local}: the file shrank while it was read`);
+        return n;
+      },
+    };
+    const stats = await dedupPut(dedupSide(c.session), source, remote, fsync).catch((e: Error & { status?: number }) => {
+      throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `put --dedup ${remote}: ${e.message}`, e.status);
+    });
+    return { bytes: size, seconds: (performance.now() - t0) / 1000, transport: c.transport, dedup: stats };
+  } finally {
+    await promisify(fs.close)(fd).catch(() => {});
+  }
 }
 
 export async function putFile(c: TransferSide, local: string, remote: string, o: { fsync?: boolean; onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {

@@ -33,9 +33,11 @@ import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupStoreOf } from '../dedup/memory.js';
 import type { FillSource } from '../dedup/store.js';
+import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
+import { PrefixWriter } from './dedup-writer.js';
 import { type Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
@@ -147,22 +149,6 @@ async function openWhole(jail: Jail, parts: string[], maxBytes: number): Promise
   return f;
 }
 
-/** Read an opened file whole (at most the size it had when opened) and close it. */
-async function readWhole(f: JailFile): Promise<Uint8Array> {
-  try {
-    const out = takeBuffer(f.size);
-    let at = 0;
-    while (at < out.length) {
-      const n = await f.read(out.subarray(at), out.length - at, at);
-      if (n === 0) break; // it shrank meanwhile: what is there is the basis / the file
-      at += n;
-    }
-    return at === out.length ? out : out.subarray(0, at);
-  } finally {
-    await f.close(false).catch(() => undefined);
-  }
-}
-
 /** Bytes of a basis read per call while it is ingested (each piece is ingested as the next is read). */
 const BASIS_PIECE = 4 << 20;
 
@@ -216,12 +202,6 @@ function readPieces(f: JailFile): { source: FillSource; stop(): Promise<void> } 
   return { source: { bytes, progress: progress() }, stop };
 }
 
-/** Read a whole file through the jail (undefined: it does not exist). */
-async function readAll(jail: Jail, parts: string[], maxBytes: number): Promise<Uint8Array | { status: number; why: string } | undefined> {
-  const f = await openWhole(jail, parts, maxBytes);
-  return f instanceof JailFile ? readWhole(f) : f;
-}
-
 /** Serve one dedup channel of the file service; always ends by closing it. */
 export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): Promise<void> {
   let session: Session | undefined;
@@ -229,6 +209,8 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
   let basisRead: ReturnType<typeof readPieces> | undefined;
   let filled: Promise<number> = Promise.resolve(0);
   let proven = false;
+  let out: JailFile | undefined; // a put's temporary, until it is renamed into place
+  let writer: PrefixWriter | undefined;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
   // Few channels wait for their AUTH at once: the oldest makes room for a newer one.
   ctx.pending.add(ch);
@@ -263,13 +245,18 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const path = checkPath(a.path, { allowRoot: false });
     if (!path.ok) return await reply({ ok: false, status: path.status, why: path.why });
     if (a.op === 'get') {
-      const bytes = await readAll(ctx.jail, path.parts, ctx.maxBytes);
-      if (!bytes) return await reply({ ok: false, status: FileStatus.NotFound, why: `${a.path} does not exist` });
-      if (!(bytes instanceof Uint8Array)) return await reply({ ok: false, ...bytes });
-      ctx.counters.dedupGets++;
-      await reply({ ok: true, size: bytes.length });
-      await ch.send(bytes, { dedup: true });
-      giveBack(bytes); // staged and sent: nothing reads it any more
+      const f = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
+      if (!f) return await reply({ ok: false, status: FileStatus.NotFound, why: `${a.path} does not exist` });
+      if (!(f instanceof JailFile)) return await reply({ ok: false, ...f });
+      try {
+        ctx.counters.dedupGets++;
+        await reply({ ok: true, size: f.size });
+        // Read straight into the sender's staging memory, each piece chunked as it is in. A file
+        // that shrinks meanwhile ends the transfer (ABORT): the client gets an error, not the bytes.
+        await ch.sendDedupFrom({ length: f.size, read: (into, at) => f.read(into, into.length, at) });
+      } finally {
+        await f.close(false).catch(() => undefined);
+      }
       return;
     }
     if (ctx.readOnly) return await reply({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
@@ -279,9 +266,20 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     // reference: the read is this function's own copy, unchanged until the scope is dropped.
     const old = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
     if (old && !(old instanceof JailFile)) return await reply({ ok: false, ...old });
+    // The new version goes to a temporary (Replace) opened now, so the object's verified prefix
+    // is written while the rest still arrives; renamed over the name once it is all in.
+    const access = FileAccess.Write | FileAccess.Create | FileAccess.Replace | (a.fsync || ctx.fsync ? FileAccess.Fsync : 0);
+    const o = await ctx.jail.open(path.parts, access, 0o644, a.fsync || ctx.fsync);
+    if (o.status !== FileStatus.Success) {
+      await old?.close(false).catch(() => undefined);
+      return await reply({ ok: false, status: o.status, why: (o as { why: string }).why });
+    }
+    out = (o as { file: JailFile }).file;
+    const file = out;
+    writer = new PrefixWriter((b, at) => file.write(b, at));
     scope = `files:${Buffer.from(randomBytes(12)).toString('hex')}`;
     const key = new Uint8Array(randomBytes(32));
-    ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
+    ch.dedupBasis(scope, key, FILE_DEDUP_AVG, writer.progress);
     // A basis that cannot be read costs bytes on the wire, not the put.
     const pieces = old && readPieces(old);
     basisRead = pieces;
@@ -291,20 +289,10 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
     if (got.done || !(got.value instanceof Uint8Array)) return await reply({ ok: false, status: FileStatus.Malformed, why: 'expected the file\'s bytes' });
     const bytes = got.value;
-    const access = FileAccess.Write | FileAccess.Create | FileAccess.Replace | (a.fsync || ctx.fsync ? FileAccess.Fsync : 0);
-    const o = await ctx.jail.open(path.parts, access, 0o644, a.fsync || ctx.fsync);
-    if (o.status !== FileStatus.Success) return await reply({ ok: false, status: o.status, why: (o as { why: string }).why });
-    const f = (o as { file: JailFile }).file;
-    let committed = false;
-    try {
-      let at = 0;
-      while (at < bytes.length) at += await f.write(bytes.subarray(at), at);
-      const st = await f.close(true);
-      committed = true;
-      if (st !== FileStatus.Success) return await reply({ ok: false, status: st, why: statusText(st) });
-    } finally {
-      if (!committed) await f.close(false).catch(() => undefined);
-    }
+    await writer.finish(bytes);
+    const st = await file.close(true);
+    out = undefined;
+    if (st !== FileStatus.Success) return await reply({ ok: false, status: st, why: statusText(st) });
     ctx.counters.dedupPuts++;
     giveBack(bytes); // in the file: the next transfer's object can use its pages
     await reply({ ok: true, bytes: bytes.length });
@@ -316,6 +304,11 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     }
     await reply({ ok: false, status: FileStatus.IoError, why: e instanceof Error ? e.message : String(e) }).catch(() => undefined);
   } finally {
+    if (out) {
+      // Not committed: no write of it is left in flight, then the temporary is dropped.
+      await writer?.stop();
+      await out.close(false).catch(() => undefined);
+    }
     ctx.pending.delete(ch);
     if (session) ctx.sessions.unbind(session, ch);
     if (scope) dedupStoreOf(ch.pd).dropScope(scope);
@@ -364,8 +357,11 @@ async function answer(ch: Channel, ms: number): Promise<DedupReply> {
 type DedupTotalsLike = { sent: { chunks: number; chunksSent: number; bytesSent: number }; received: { chunks: number; chunksReceived: number; bytesReceived: number } };
 const totalsOf = (c: DedupClientSide): DedupTotalsLike | undefined => c.dev.stats().dedup as DedupTotalsLike | undefined;
 
-/** put --dedup: `bytes` replace `path` on the server, its current version the basis. */
-export async function dedupPut(c: DedupClientSide, bytes: Uint8Array, path: string, fsync: boolean): Promise<DedupTransferStats> {
+/**
+ * put --dedup: `bytes` replace `path` on the server, its current version the basis. A source
+ * (a local file) is read straight into the sending channel's staging memory.
+ */
+export async function dedupPut(c: DedupClientSide, bytes: Uint8Array | DedupSource, path: string, fsync: boolean): Promise<DedupTransferStats> {
   if (bytes.length > DEDUP_MAX_BYTES) throw Object.assign(new Error(`a dedup put moves at most ${DEDUP_MAX_BYTES} bytes`), { status: FileStatus.InvalidParameter });
   const neg = await c.negotiate();
   const ch = await openDedupChannel(c);
@@ -373,7 +369,7 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array, path: stri
     await ch.send(dedupAuth(neg, 'put', path, fsync));
     const ready = await answer(ch, c.timeoutMs);
     const before = totalsOf(c)?.sent ?? { chunks: 0, chunksSent: 0, bytesSent: 0 };
-    await ch.send(bytes, { dedup: true });
+    await (bytes instanceof Uint8Array ? ch.send(bytes, { dedup: true }) : ch.sendDedupFrom(bytes));
     const after = totalsOf(c)!.sent;
     const done = await answer(ch, Math.max(c.timeoutMs, 60_000));
     if (done.ok && done.bytes !== bytes.length) throw Object.assign(new Error(`the server wrote ${done.bytes} of ${bytes.length} bytes`), { status: FileStatus.IoError });
@@ -386,9 +382,10 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array, path: stri
 /**
  * get --dedup: the server's `path`, the local `basis` (the old copy, if any) the chunk source.
  * The call takes `basis` over: once the transfer has ended its memory is kept for a later
- * transfer's object (dedup/buffers.ts), so the caller must not use it afterwards.
+ * transfer's object (dedup/buffers.ts), so the caller must not use it afterwards. `onProgress`:
+ * told as the object's verified prefix grows (DedupReceiverInit.onProgress).
  */
-export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Array | undefined): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
+export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Array | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
   const neg = await c.negotiate();
   const ch = await openDedupChannel(c);
   const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
@@ -396,7 +393,7 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Arr
   let filled: Promise<number> = Promise.resolve(0);
   try {
     const key = new Uint8Array(randomBytes(32));
-    ch.dedupBasis(scope, key, FILE_DEDUP_AVG);
+    ch.dedupBasis(scope, key, FILE_DEDUP_AVG, onProgress);
     // Filled while the AUTH goes out and the server reads, stages and chunks (the receiver answers
     // no OFFER until it is in). By reference: the caller's copy of the local file, unchanged until
     // the scope is dropped.
