@@ -66,6 +66,9 @@ export interface DedupHost {
 
 interface WriteBatch {
   left: number;
+  /** Pieces not posted yet, and who to tell when they all are. */
+  unposted: number;
+  onPosted: (() => void) | undefined;
   resolve: () => void;
   reject: (e: Error) => void;
 }
@@ -211,11 +214,21 @@ export class ChannelDedup {
     return { addr: this.#stage.addr, view: this.#stage.buffer.subarray(0, length) };
   }
 
-  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void> {
+  /**
+   * The channel's messages go on the same rc QP as these writes, posted by the channel only
+   * after the dedup shell asks for them: a message sent once a batch is all posted is placed
+   * after its writes.
+   */
+  readonly ordered = true;
+
+  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number, onPosted?: () => void): Promise<void> {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel closed'));
-    if (pieces.length === 0) return Promise.resolve();
+    if (pieces.length === 0) {
+      onPosted?.();
+      return Promise.resolve();
+    }
     return new Promise((resolve, reject) => {
-      const batch: WriteBatch = { left: pieces.length, resolve, reject };
+      const batch: WriteBatch = { left: pieces.length, unposted: pieces.length, onPosted, resolve, reject };
       for (const p of pieces) this.#queue.push({ ...p, rkey, batch });
       this.#post();
     });
@@ -228,7 +241,13 @@ export class ChannelDedup {
       this.#batches.set(wrId, w.batch);
       this.#inflight++;
       this.#h.qp.postSend({ wrId, opcode: Opcode.RdmaWrite, sgList: [{ addr: w.src, length: w.len, lkey: this.#stage!.lkey }], remoteAddr: w.remoteAddr, rkey: w.rkey });
+      if (--w.batch.unposted === 0) w.batch.onPosted?.();
     }
+  }
+
+  cancel(): void {
+    const e = new SabreError(ErrorCode.Closed, 'dedup: the send was aborted');
+    for (const w of this.#queue.splice(0)) w.batch.reject(e);
   }
 
   /** A completion of one of our writes. */

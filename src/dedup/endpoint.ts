@@ -34,9 +34,18 @@ export interface MessagePipe {
 export interface RdmaWritePath {
   /**
    * Copy `src` bytes of the object (already in device memory, as `stage` returned it) to the
-   * remote pieces; resolve when every write has completed (placed at the receiver).
+   * remote pieces; resolve when every write has completed (placed at the receiver). `onPosted`
+   * (only where `ordered`): called once every piece is posted.
    */
-  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number): Promise<void>;
+  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number, onPosted?: () => void): Promise<void>;
+  /**
+   * Whether a message the pipe sends after a write's pieces are all posted is placed at the
+   * receiver after them (writes and messages on one rc QP): then a ROUND goes right behind its
+   * writes instead of waiting for their completions.
+   */
+  readonly ordered?: boolean;
+  /** Drop the writes not posted yet (their promises reject): the transfer they were for is over. */
+  cancel?(): void;
   /** Place `bytes` in registered device memory the writes can read from; returns the address. */
   stage(bytes: Uint8Array): number;
   /**
@@ -223,6 +232,7 @@ export class DedupSender {
       } catch (e) {
         const err = e instanceof SabreError ? e : new SabreError(ErrorCode.InvalidState, `dedup: reading the object failed: ${(e as Error).message}`);
         this.#core.abort(err, performance.now());
+        this.#rdma.cancel?.(); // nothing of it lands after the ABORT
         this.#run();
         throw e;
       }
@@ -254,11 +264,17 @@ export class DedupSender {
           void Promise.resolve(this.#pipe.send(a.bytes)).catch((e) => this.#broken(e as Error));
           break;
         case 'write': {
-          const slot = a.slot;
+          const { slot, seq } = a;
+          const posted = this.#rdma.ordered
+            ? () => {
+              this.#core.handleWritePosted(slot, performance.now(), seq);
+              this.#run();
+            }
+            : undefined;
           this.#rdma
-            .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey)
-            .then(() => this.#core.handleWriteDone(slot, performance.now()))
-            .catch((e) => this.#core.handleFailure(e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now()))
+            .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey, posted)
+            .then(() => this.#core.handleWriteDone(slot, performance.now(), seq))
+            .catch((e) => this.#core.handleWriteFailed(slot, e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now(), seq))
             .finally(() => this.#run());
           break;
         }

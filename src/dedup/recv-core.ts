@@ -480,7 +480,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     const bytes = this.#out!;
     const stats = { ...this.#stats };
     const xfer = this.#xfer;
-    this.#cleanup();
+    this.#cleanup(false);
     return [
       { kind: 'send', bytes: encode({ kind: DedupKind.End, xfer, status: DedupEndStatus.Ok, detail: 0, total: stats.total }) },
       { kind: 'delivered', bytes, stats },
@@ -499,7 +499,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     return out;
   }
 
-  #cleanup(): void {
+  #cleanup(failed = true): void {
     this.#out = undefined;
     this.#active = false;
     this.#lens = [];
@@ -517,9 +517,10 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#prefix = 0;
     this.#reported = 0;
     // After a success every slot is already granted again, in the order both ends agree on.
-    // After a failure both ends start the slot order afresh (the sender does the same); a write
+    // After a failure both ends start the slot order afresh (the sender does the same), even
+    // when every slot happens to be granted (their order then need not be 0, 1, …); a write
     // still in flight from the failed transfer can only land as a mismatch of the next one.
-    if (this.#armed.size > 0 || this.#granted.length !== this.#o.slots) {
+    if (failed || this.#armed.size > 0 || this.#granted.length !== this.#o.slots) {
       for (const s of this.#armed.keys()) this.#setDir(s, 0);
       this.#armed.clear();
       this.#granted.length = 0;

@@ -21,7 +21,8 @@ export interface WritePiece {
 /** What the sender's shell carries out, in the order the core made them (pollAction). */
 export type SendAction =
   | { kind: 'send'; bytes: Uint8Array }
-  | { kind: 'write'; slot: number; rkey: number; pieces: WritePiece[] }
+  /** `seq` names this write among all of the core's: pass it back with its posting and completion. */
+  | { kind: 'write'; slot: number; rkey: number; pieces: WritePiece[]; seq: number }
   | { kind: 'done'; result: SendResult }
   | { kind: 'failed'; error: SabreError };
 
@@ -43,7 +44,8 @@ export interface DedupSendOptions {
  * (hello tells the chunking parameters and key the shell must chunk with), a transfer is
  * begin(total), then addChunks(...) as the shell chunks and hashes the object, then endChunks();
  * handleMessage for each message of the receiver, handleWriteDone(slot) when a write action has
- * completed, handleFailure when the pipe or a write failed. After each, the shell polls
+ * completed (and handleWritePosted(slot) as soon as its writes are posted, where the path places
+ * later messages after them), handleFailure when the pipe or a write failed. After each, the shell polls
  * pollAction() until undefined. No deadlines of its own: the pipe's are the transfer's.
  */
 export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
@@ -65,7 +67,16 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   #queue: number[] = []; // needed chunk indices, manifest order
   #cursor = 0;
   #freeSlots: number[] = [];
-  readonly #inflight = new Map<number, { first: number; count: number; bytes: number; written: boolean }>();
+  /**
+   * Slots out: `written` once their ROUND is sent, `completed` once their writes have completed,
+   * `granted` once the receiver gave them back. A slot is written again only when it is both
+   * granted and completed (writes the path still owns, a retransmission, never land after newer
+   * ones into the same slot), and slots come free in the order they were granted (the receiver
+   * arms them in that order). Kept past the end of a transfer: an END can come before the last
+   * completions.
+   */
+  readonly #inflight = new Map<number, { first: number; count: number; bytes: number; written: boolean; completed: boolean; granted: boolean; seq: number }>();
+  #writeSeq = 0;
   #stats = { chunksSent: 0, bytesSent: 0, rounds: 0 };
   #active = false;
 
@@ -109,6 +120,7 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     } catch (e) {
       return this.#fail(new SabreError(ErrorCode.Malformed, (e as Error).message));
     }
+    if (this.#aborted !== 0 && m.kind !== DedupKind.Hello && m.xfer === this.#aborted) return [];
     switch (m.kind) {
       case DedupKind.Hello: {
         if (this.#hello) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
@@ -124,10 +136,10 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
         return this.#onNeed(m.xfer, m.first, m.count, m.bitmap);
       case DedupKind.Grant: {
         const r = this.#inflight.get(m.slot);
-        if (!this.#active || m.xfer !== this.#xfer || !r || !r.written) return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: GRANT of slot ${m.slot} not in the receiver's hands`));
-        this.#inflight.delete(m.slot);
-        this.#freeSlots.push(m.slot);
-        return this.#fill();
+        if (!this.#active || m.xfer !== this.#xfer || !r || !r.written || r.granted) return this.#fail(new SabreError(ErrorCode.Malformed, `dedup: GRANT of slot ${m.slot} not in the receiver's hands`));
+        r.granted = true;
+        this.#grantOrder.push(m.slot);
+        return this.#release();
       }
       case DedupKind.End: {
         if (!this.#active || m.xfer !== this.#xfer) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: END for no transfer'));
@@ -182,15 +194,50 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     this.#enqueue(this.#offer());
   }
 
-  /** The RDMA writes of a write action have completed (placed at the receiver): announce the round. */
-  handleWriteDone(slot: number, _now: number): void {
+  /**
+   * The RDMA writes of a write action are all posted, on a path whose later messages are placed
+   * after them (rc order on one QP): announce the round now, right behind them, instead of
+   * after their completions.
+   */
+  handleWritePosted(slot: number, _now: number, seq?: number): void {
     const r = this.#inflight.get(slot);
-    if (!this.#active) return; // the transfer failed while the write was out
-    if (!r || r.written) throw new SabreError(ErrorCode.InvalidState, `dedup: no write outstanding for slot ${slot}`);
+    // Not this write's any more: its transfer failed meanwhile (the slot may be another's now).
+    if (!this.#active || !r || (seq !== undefined && r.seq !== seq)) return;
+    if (r.written) throw new SabreError(ErrorCode.InvalidState, `dedup: no write outstanding for slot ${slot}`);
+    this.#round(slot, r);
+  }
+
+  /** The RDMA writes of a write action have completed (placed at the receiver): announce the round if not yet done. */
+  handleWriteDone(slot: number, _now: number, seq?: number): void {
+    const r = this.#inflight.get(slot);
+    // Not ours any more: the transfer failed while the write was out (both ends freed every slot).
+    if (!r || r.completed || (seq !== undefined && r.seq !== seq)) return;
+    if (!r.written && this.#active) this.#round(slot, r);
+    r.completed = true;
+    this.#enqueue(this.#release());
+  }
+
+  #round(slot: number, r: { first: number; count: number; bytes: number; written: boolean }): void {
     r.written = true;
     this.#stats.rounds++;
     this.#actions.push({ kind: 'send', bytes: encode({ kind: DedupKind.Round, xfer: this.#xfer, slot, first: r.first, count: r.count, bytes: r.bytes }) });
   }
+
+  /** Free the slots granted back whose writes have completed, in grant order; then fill them. */
+  #release(): SendAction[] {
+    let freed = false;
+    while (this.#grantOrder.length > 0 && this.#inflight.get(this.#grantOrder[0]!)?.completed) {
+      const slot = this.#grantOrder.shift()!;
+      this.#inflight.delete(slot);
+      this.#freeSlots.push(slot);
+      freed = true;
+    }
+    return freed && this.#active ? this.#fill() : [];
+  }
+
+  #grantOrder: number[] = [];
+  /** The transfer this sender last aborted (0: none). */
+  #aborted = 0;
 
   /**
    * The sender itself gave up on the transfer (its object could not be read): the receiver is
@@ -199,7 +246,17 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   abort(error: SabreError, _now: number): void {
     if (!this.#active) return;
     this.#actions.push({ kind: 'send', bytes: encode({ kind: DedupKind.Abort, xfer: this.#xfer, status: DedupEndStatus.Aborted }) });
+    // The receiver's answers already on their way (NEEDs, GRANTs of this transfer) are dropped
+    // when they come, not taken for the next transfer's.
+    this.#aborted = this.#xfer;
     this.#enqueue(this.#fail(error));
+  }
+
+  /** A write action failed: its transfer is over (nothing, when the write is of one already over). */
+  handleWriteFailed(slot: number, error: SabreError, now: number, seq?: number): void {
+    const r = this.#inflight.get(slot);
+    if (seq !== undefined && (!r || r.seq !== seq)) return;
+    this.handleFailure(error, now);
   }
 
   /** The pipe or a write failed: the transfer is over. */
@@ -284,11 +341,12 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
         else pieces.push({ off: this.#offs[i]!, len: this.#lens[i]!, remoteAddr: base + at });
         at += this.#lens[i]!;
       }
-      this.#inflight.set(slot, { first: this.#queue[this.#cursor]!, count: j - this.#cursor, bytes, written: false });
+      const seq = ++this.#writeSeq;
+      this.#inflight.set(slot, { first: this.#queue[this.#cursor]!, count: j - this.#cursor, bytes, written: false, completed: false, granted: false, seq });
       this.#stats.chunksSent += j - this.#cursor;
       this.#stats.bytesSent += bytes;
       this.#cursor = j;
-      out.push({ kind: 'write', slot, rkey: h.zoneRkey, pieces });
+      out.push({ kind: 'write', slot, rkey: h.zoneRkey, pieces, seq });
     }
     return out;
   }
@@ -297,6 +355,7 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     this.#reset();
     // After a failure both ends start the slot order afresh (the receiver does the same).
     this.#inflight.clear();
+    this.#grantOrder = [];
     if (this.#hello) this.#freeSlots = Array.from({ length: this.#hello.slots }, (_, i) => i);
     return [{ kind: 'failed', error }];
   }

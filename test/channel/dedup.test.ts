@@ -109,6 +109,34 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels',
     expect(same(got[0], x)).toBe(true);
     expect(got[1]).toBe('next');
   });
+
+  it('a source read piece by piece into the stage arrives byte-exact; one that ends early aborts on both sides and the channel goes on', async () => {
+    const { c, s } = await pairOf(transport);
+    const x = new Uint8Array(randomBytes(5 << 20));
+    const reads: number[] = [];
+    const source = (upTo: number) => ({
+      length: x.length,
+      read: async (into: Uint8Array, at: number): Promise<number> => {
+        reads.push(at);
+        await new Promise((r) => setImmediate(r));
+        const n = Math.max(0, Math.min(into.length, upTo - at));
+        into.set(x.subarray(at, at + n));
+        return n;
+      },
+    });
+    const [got] = await Promise.all([take(s, 1), c.sendDedupFrom(source(x.length))]);
+    expect(same(got[0], x)).toBe(true);
+    expect(reads.length).toBeGreaterThan(1); // in pieces, not one read of the whole
+    // The source ends at 3 MiB of its 5: the send fails, the receiver gets the abort, nothing else.
+    const rx = s.next().then((r) => r, (e: unknown) => e);
+    const bad = await c.sendDedupFrom(source(3 << 20)).then(() => undefined, (e: unknown) => e);
+    expect((bad as Error).message).toMatch(/source ended at/);
+    expect(String(((await rx) as Error).message)).toMatch(/aborted/);
+    const y = new Uint8Array(randomBytes(1 << 20));
+    const [after] = await Promise.all([take(s, 2), c.send(y, { dedup: true }), c.send('next')]);
+    expect(same(after[0], y)).toBe(true);
+    expect(after[1]).toBe('next');
+  });
 });
 
 describe('dedup sends over channels: the wire and the option', () => {

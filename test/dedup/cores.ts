@@ -28,6 +28,12 @@ export interface SendOpts {
   replay?: 'same' | 'flipped';
   /** Chunk lengths to offer instead of the chunker's (a sender naming chunks of its choice). */
   lens?: number[];
+  /**
+   * An ordered write path (rc order on one QP): each write is placed when it is posted and its
+   * ROUND goes right behind it (handleWritePosted); its completion comes only once no message
+   * is left to hand across, so GRANTs arrive before completions.
+   */
+  ordered?: boolean;
 }
 
 export interface Sent {
@@ -40,6 +46,8 @@ export interface Sent {
   msgs: number[];
   /** Every message the receiver sent during the transfer: all a sender ever learns from it. */
   answers: Uint8Array[];
+  /** With progress: each prefix reported final, and whether the object held the right bytes there then. */
+  progress: Array<{ done: number; exact: boolean }>;
 }
 
 export interface Harness {
@@ -56,6 +64,7 @@ export interface HarnessOpts {
   scope?: string;
   key?: Uint8Array;
   keepReceived?: boolean;
+  progress?: boolean;
 }
 
 export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: HarnessOpts = {}): Harness {
@@ -65,11 +74,14 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
   const tx = new DedupSendCore({ window: 2 });
   const toTx: Uint8Array[] = [];
   const toRx: Uint8Array[] = [];
-  const pushRx = (as: RecvAction[], sink: { got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; answers?: Uint8Array[] }): void => {
+  let sending: Uint8Array | undefined;
+  const pushRx = (as: RecvAction[], sink: { got?: Uint8Array; stats?: RecvStats; rxError?: SabreError; answers?: Uint8Array[]; progress?: Sent['progress'] }): void => {
     for (const a of as) {
       if (a.kind === 'send') {
         toTx.push(a.bytes);
         sink.answers?.push(a.bytes);
+      } else if (a.kind === 'progress') {
+        sink.progress?.push({ done: a.done, exact: !!sending && Buffer.compare(a.bytes.subarray(0, a.done), sending.subarray(0, a.done)) === 0 });
       } else if (a.kind === 'delivered') {
         sink.got = a.bytes;
         sink.stats = a.stats;
@@ -82,7 +94,8 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
   return {
     tx, rx, store,
     send(bytes, opt = {}) {
-      const out: Sent = { msgs: [], answers: [] };
+      const out: Sent = { msgs: [], answers: [], progress: [] };
+      sending = bytes;
       const src = dm.alloc(Math.max(1, bytes.length));
       dm.u8().set(bytes, src);
       const h = tx.hello!;
@@ -91,10 +104,37 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
       const hasher = new ChunkHasher(dm, hashAlgName(h.hashAlg)!, h.seed);
       const hashes = hasher.hashRun(src, lens);
       const writes: Array<Extract<SendAction, { kind: 'write' }>> = [];
+      const completions: number[] = [];
+      const mtu = opt.mtu ?? 1400;
+      const place = (w: Extract<SendAction, { kind: 'write' }>): void => {
+        // RDMA WRITE placement: segments of `mtu`, reversed within each piece (out of order),
+        // each placed into the zone and then handed to chunkHashZone(directory, to, len) —
+        // the call the engine's place() makes once hooked (docs/dedup.md).
+        for (const p of w.pieces) {
+          const segs: Array<[number, number]> = [];
+          for (let off = 0; off < p.len; off += mtu) segs.push([off, Math.min(mtu, p.len - off)]);
+          for (const [off, len] of segs.reverse()) {
+            dm.u8().copyWithin(p.remoteAddr + off, src + p.off + off, src + p.off + off + len);
+            if (opt.corrupt !== undefined && p.off + off <= opt.corrupt && opt.corrupt < p.off + off + len) dm.u8()[p.remoteAddr + opt.corrupt - p.off]! ^= 1;
+            dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr + off, len);
+          }
+          // A retransmitted segment placed again after it was hashed: the same bytes (udp
+          // retransmit) or, from a hostile peer, different ones.
+          if (opt.replay && p.len > 0) {
+            if (opt.replay === 'flipped') dm.u8()[p.remoteAddr]! ^= 1;
+            dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr, Math.min(mtu, p.len));
+          }
+        }
+      };
       const pushTx = (as: SendAction[]): void => {
         for (const a of as) {
           if (a.kind === 'send') toRx.push(opt.tamper ? opt.tamper(a.bytes) : a.bytes);
-          else if (a.kind === 'write') writes.push(a);
+          else if (a.kind === 'write' && opt.ordered) {
+            place(a);
+            completions.push(a.slot);
+            tx.handleWritePosted(a.slot, 0);
+            pushTx(pollAll(tx));
+          } else if (a.kind === 'write') writes.push(a);
           else if (a.kind === 'done') out.result = a.result;
           else out.error = a.error;
         }
@@ -108,8 +148,7 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
       }
       tx.endChunks();
       pushTx(pollAll(tx));
-      const mtu = opt.mtu ?? 1400;
-      for (let guard = 0; guard < 100_000 && (toRx.length || toTx.length || writes.length); guard++) {
+      for (let guard = 0; guard < 100_000 && (toRx.length || toTx.length || writes.length || completions.length); guard++) {
         const m = toRx.shift();
         if (m) {
           out.msgs.push(decode(m).kind);
@@ -123,25 +162,12 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
         }
         const w = writes.shift();
         if (w) {
-          // RDMA WRITE placement: segments of `mtu`, reversed within each piece (out of order),
-          // each placed into the zone and then handed to chunkHashZone(directory, to, len) —
-          // the call the engine's place() makes once hooked (docs/dedup.md).
-          for (const p of w.pieces) {
-            const segs: Array<[number, number]> = [];
-            for (let off = 0; off < p.len; off += mtu) segs.push([off, Math.min(mtu, p.len - off)]);
-            for (const [off, len] of segs.reverse()) {
-              dm.u8().copyWithin(p.remoteAddr + off, src + p.off + off, src + p.off + off + len);
-              if (opt.corrupt !== undefined && p.off + off <= opt.corrupt && opt.corrupt < p.off + off + len) dm.u8()[p.remoteAddr + opt.corrupt - p.off]! ^= 1;
-              dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr + off, len);
-            }
-            // A retransmitted segment placed again after it was hashed: the same bytes (udp
-            // retransmit) or, from a hostile peer, different ones.
-            if (opt.replay && p.len > 0) {
-              if (opt.replay === 'flipped') dm.u8()[p.remoteAddr]! ^= 1;
-              dm.kernels.chunkHashZone(rx.zoneDirectory, p.remoteAddr, Math.min(mtu, p.len));
-            }
-          }
+          place(w);
           tx.handleWriteDone(w.slot, 0);
+          pushTx(pollAll(tx));
+        }
+        if (!m && !b && !w && completions.length) {
+          tx.handleWriteDone(completions.shift()!, 0);
           pushTx(pollAll(tx));
         }
       }
