@@ -44,6 +44,13 @@ export const DedupSub = { Open: 0, Refuse: 1, ToRx: 2, ToTx: 3 } as const;
  */
 export const DEDUP_WRS = 16;
 const SLOTS = 4;
+/**
+ * Entries per OFFER page: a page (2 + 26 + 36 per entry bytes) then fits the default ladder's
+ * largest slot, 32 KiB, and goes eagerly; at the core's default of 1024 it is a rendezvous
+ * message, one RDMA READ round trip each, and the ROUNDs queued behind it in channel order wait
+ * for that too.
+ */
+const OFFER_ENTRIES = 896;
 
 export const isDedupMessage = (b: Uint8Array): boolean => b.length >= 2 && b[0] === DEDUP_MARK;
 
@@ -188,7 +195,7 @@ export class ChannelDedup {
     const scope = this.#basis?.scope ?? this.#scope!;
     const key = this.#basis?.key ?? store.chunkKey(scope);
     this.#rx = new DedupReceiver({
-      pipe, mem, store, scope, key, slots: SLOTS,
+      pipe, mem, store, scope, key, slots: SLOTS, maxEntries: OFFER_ENTRIES,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
       onObject: (r) => this.#h.deliver(r),
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
