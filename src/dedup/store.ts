@@ -105,6 +105,11 @@ export interface IngestOptions {
 export interface FillSource {
   bytes: Uint8Array;
   progress: AsyncIterable<number>;
+  /**
+   * Where `bytes` lies in this store's device memory, when it does (a view of it from this
+   * address): then it is chunked and hashed in place, not copied through the scratch.
+   */
+  addr?: number;
 }
 
 /** Bytes of the basis chunked and hashed per step of an ingest (device scratch: this plus one maximum chunk). */
@@ -328,7 +333,7 @@ export class ChunkStore {
       const bytes = whole ? src : src.bytes;
       const limit = { avail: whole ? bytes.length : 0, done: whole };
       const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
-      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP);
+      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr);
       let held = 0;
       try {
         for (let r = steps.next(); !r.done; r = steps.next()) {
@@ -368,10 +373,11 @@ export class ChunkStore {
    * is not yet set (the caller raises avail or sets done, then goes on). The stream of chunks is
    * the same whatever the steps' sizes.
    */
-  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
+  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number, addr?: number): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
+    if (addr !== undefined) return yield* this.#ingestInPlace(scope, bytes, addr, limit, cdc, o, stepBytes);
     const chunker = new DeviceChunker(this.mem, cdc);
     const step = Math.min(stepBytes, bytes.length);
     const buf = this.mem.alloc(step + chunker.params.max);
@@ -414,6 +420,47 @@ export class ChunkStore {
     } finally {
       chunker.free();
       this.mem.free(buf);
+    }
+  }
+
+  /**
+   * #ingestSteps over bytes that are device memory from `addr` on: each step chunks the next
+   * bytes where they lie (the chunker's stream spans the steps) and hashes the chunks that
+   * ended in it there.
+   */
+  *#ingestInPlace(scope: string, bytes: Uint8Array, addr: number, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
+    const chunker = new DeviceChunker(this.mem, cdc);
+    try {
+      let base = 0; // offset of the open chunk
+      let at = 0;
+      for (;;) {
+        if (at >= limit.avail && !limit.done) {
+          yield -1;
+          continue;
+        }
+        const n = Math.min(stepBytes, limit.avail - at);
+        const last = limit.done && at + n >= limit.avail;
+        const lens = n > 0 ? chunker.push(addr + at, n) : [];
+        if (last) chunker.finish(lens);
+        at += n;
+        const hashes = this.hasher.hashRun(addr + base, lens);
+        let held: number;
+        if (o.reference) held = this.#refer(scope, hashes, lens, bytes, base);
+        else {
+          const refs: ChunkRef[] = [];
+          let off = base;
+          for (const len of lens) {
+            refs.push({ addr: addr + off, len });
+            off += len;
+          }
+          held = this.putMany(scope, hashes, refs);
+        }
+        for (const len of lens) base += len;
+        yield held;
+        if (last) return 0;
+      }
+    } finally {
+      chunker.free();
     }
   }
 

@@ -31,7 +31,8 @@ import type { Channel } from '../channel/channel.js';
 import { connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
-import { dedupStoreOf } from '../dedup/memory.js';
+import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
+import type { DedupMemory } from '../dedup/types.js';
 import type { FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
@@ -151,6 +152,12 @@ async function openWhole(jail: Jail, parts: string[], maxBytes: number): Promise
 
 /** Bytes of a basis read per call while it is ingested (each piece is ingested as the next is read). */
 const BASIS_PIECE = 4 << 20;
+/**
+ * Largest basis read into device memory, where it is chunked in place (no copy through the
+ * store's scratch); a larger one, or one device memory has no room for, is read into ordinary
+ * memory. Device memory is every channel's of the device: a put does not take more than this.
+ */
+const DEVICE_BASIS_MAX = 64 << 20;
 
 /**
  * Read an opened file whole as a FillSource (at most the size it had when opened), a piece at a
@@ -158,8 +165,16 @@ const BASIS_PIECE = 4 << 20;
  * The file is closed when the reading ends or fails, or once stop() has been called (its promise
  * settles when no read is in flight any more: then `bytes` is the caller's again).
  */
-function readPieces(f: JailFile): { source: FillSource; stop(): Promise<void> } {
-  const bytes = takeBuffer(f.size);
+function readPieces(f: JailFile, mem?: DedupMemory): { source: FillSource; stop(): Promise<void>; release(): void } {
+  let addr: number | undefined;
+  if (mem && f.size > 0 && f.size <= DEVICE_BASIS_MAX) {
+    try {
+      addr = mem.alloc(f.size);
+    } catch {
+      addr = undefined; // no room: ordinary memory
+    }
+  }
+  const bytes = addr !== undefined ? mem!.u8().subarray(addr, addr + f.size) : takeBuffer(f.size);
   let at = 0;
   let done = false;
   let stopped = false;
@@ -199,7 +214,12 @@ function readPieces(f: JailFile): { source: FillSource; stop(): Promise<void> } 
       await stop();
     }
   }
-  return { source: { bytes, progress: progress() }, stop };
+  /** Once stopped and out of the store: the memory serves a later transfer. */
+  const release = (): void => {
+    if (addr !== undefined) mem!.free(addr);
+    else giveBack(bytes);
+  };
+  return { source: { bytes, progress: progress(), ...(addr !== undefined ? { addr } : {}) }, stop, release };
 }
 
 /** Serve one dedup channel of the file service; always ends by closing it. */
@@ -281,7 +301,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG, writer.progress);
     // A basis that cannot be read costs bytes on the wire, not the put.
-    const pieces = old && readPieces(old);
+    const pieces = old && readPieces(old, dedupMemoryOf(ch.pd));
     basisRead = pieces;
     filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
@@ -316,7 +336,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     // fill stopped before it looked): its pages serve a later transfer.
     if (basisRead) {
       const r = basisRead;
-      void filled.then(() => r.stop()).then(() => giveBack(r.source.bytes));
+      void filled.then(() => r.stop()).then(() => r.release());
     }
     await ch.close().catch(() => undefined);
   }

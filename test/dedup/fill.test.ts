@@ -161,6 +161,47 @@ describe('a basis filled while the transfer starts', () => {
     store.close();
   });
 
+  it.each([true, false])('a basis read into device memory is chunked in place (reference %s): the same entries as ingesting it whole, each chunk found', async (reference) => {
+    const bytes = new Uint8Array(randomBytes(6 << 20));
+    const whole = new ChunkStore(dm);
+    whole.ingest('p', bytes, { key: KEY, avg: AVG });
+    const store = new ChunkStore(dm);
+    const addr = dm.alloc(bytes.length);
+    const into = dm.u8().subarray(addr, addr + bytes.length);
+    const cuts = [1, 4096, 333_333, 2 << 20, 2 << 20, 5 << 20, bytes.length];
+    async function* progress(): AsyncGenerator<number> {
+      for (const c of cuts) {
+        into.set(bytes.subarray(0, c), 0);
+        yield c;
+        await tick();
+      }
+    }
+    const held = await store.fill('p', { bytes: into, progress: progress(), addr }, { key: KEY, avg: AVG }, { reference });
+    expect(held).toBe(whole.stats().entries);
+    expect(store.stats().entries).toBe(whole.stats().entries);
+    const at = dm.alloc(bytes.length);
+    dm.u8().set(bytes, at);
+    const chunker = new DeviceChunker(dm, { key: KEY, avg: AVG });
+    const lens = chunker.chunkAll(at, bytes.length);
+    const recs = store.hasher.hashRun(at, lens);
+    expect(lens.every((_, i) => store.has('p', recs, i * 32))).toBe(true);
+    // Each entry's bytes are the chunk's (by reference: views of the basis where it lies).
+    let off = 0;
+    for (let i = 0; i < lens.length; i += 97) {
+      const ref = store.get('p', recs, i * 32);
+      const o = lens.slice(0, i).reduce((a, b) => a + b, 0);
+      const got = ref!.view ?? dm.u8().subarray(ref!.addr, ref!.addr + ref!.len);
+      expect(Buffer.compare(got, bytes.subarray(o, o + lens[i]!))).toBe(0);
+      off = o;
+    }
+    expect(off).toBeGreaterThan(0);
+    chunker.free();
+    dm.free(at);
+    store.close();
+    whole.close();
+    dm.free(addr);
+  });
+
   it('a basis that shrinks while it is read: what was read is the basis', async () => {
     const bytes = new Uint8Array(randomBytes(3 << 20));
     const whole = new ChunkStore(dm);
