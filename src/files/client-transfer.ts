@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import { promisify } from 'node:util';
 import type { ClientSession } from './client-session.js';
-import { dedupGet, dedupPut } from './dedup.js';
+import { type BasisFile, dedupGet, dedupPut } from './dedup.js';
 import { PrefixWriter } from './dedup-writer.js';
 import { giveBack } from '../dedup/buffers.js';
 import type { OpenOptions, OpOptions, RemoteFile, TransferResult } from './client-types.js';
@@ -38,9 +38,13 @@ function dedupSide(s: ClientSession) {
  */
 export async function getDedup(c: TransferSide, remote: string, local: string): Promise<TransferResult> {
   const t0 = performance.now();
-  const basis = await fs.promises.readFile(local).then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined);
+  // The local copy, if any: read by the transfer a piece at a time while it starts.
+  const basis = await localBasis(local);
   const tmp = `${local}.sabre-part`;
-  const fd = await promisify(fs.open)(tmp, 'w', 0o644);
+  const fd = await promisify(fs.open)(tmp, 'w', 0o644).catch(async (e: unknown) => {
+    await basis?.close();
+    throw e;
+  });
   // The verified prefix of the file is written while the rest still arrives.
   const writer = new PrefixWriter(async (from, at) => {
     let w = 0;
@@ -64,6 +68,35 @@ export async function getDedup(c: TransferSide, remote: string, local: string): 
       await fs.promises.unlink(tmp).catch(() => {});
     }
   }
+}
+
+/** The local file opened as a get's basis (undefined: there is none, or it cannot be read). */
+async function localBasis(local: string): Promise<BasisFile | undefined> {
+  const fd = await promisify(fs.open)(local, 'r').catch(() => undefined);
+  if (fd === undefined) return undefined;
+  const st = await promisify(fs.fstat)(fd).catch(() => undefined);
+  if (!st?.isFile()) {
+    await promisify(fs.close)(fd).catch(() => {});
+    return undefined;
+  }
+  let closed = false;
+  return {
+    size: st.size,
+    read: async (into, length, position) => {
+      let got = 0;
+      while (got < length) {
+        const n = (await fsRead(fd, into, got, length - got, position + got)).bytesRead;
+        if (n === 0) break;
+        got += n;
+      }
+      return got;
+    },
+    close: async () => {
+      if (closed) return; // once: the descriptor's number may be another file's afterwards
+      closed = true;
+      await promisify(fs.close)(fd);
+    },
+  };
 }
 
 export async function getFile(c: TransferSide, remote: string, local: string, o: { onProgress?: (done: number, total: number) => void; signal: AbortSignal }): Promise<TransferResult> {

@@ -165,7 +165,17 @@ const DEVICE_BASIS_MAX = 64 << 20;
  * The file is closed when the reading ends or fails, or once stop() has been called (its promise
  * settles when no read is in flight any more: then `bytes` is the caller's again).
  */
-function readPieces(f: JailFile, mem?: DedupMemory): { source: FillSource; stop(): Promise<void>; release(): void } {
+/** A file read whole as a basis: its size when opened, positional reads, its close. */
+export interface BasisFile {
+  readonly size: number;
+  /** Up to `length` bytes at `position` into `into` (short only at end of file). */
+  read(into: Uint8Array, length: number, position: number): Promise<number>;
+  close(): Promise<unknown>;
+}
+
+const basisOf = (f: JailFile): BasisFile => ({ size: f.size, read: (into, length, position) => f.read(into, length, position), close: () => f.close(false) });
+
+function readPieces(f: BasisFile, mem?: DedupMemory): { source: FillSource; stop(): Promise<void>; release(): void } {
   let addr: number | undefined;
   if (mem && f.size > 0 && f.size <= DEVICE_BASIS_MAX) {
     try {
@@ -192,7 +202,7 @@ function readPieces(f: JailFile, mem?: DedupMemory): { source: FillSource; stop(
       failed = e;
     } finally {
       done = true;
-      await f.close(false).catch(() => undefined);
+      await f.close().catch(() => undefined);
       wake?.();
     }
   })();
@@ -301,7 +311,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG, writer.progress);
     // A basis that cannot be read costs bytes on the wire, not the put.
-    const pieces = old && readPieces(old, dedupMemoryOf(ch.pd));
+    const pieces = old && readPieces(basisOf(old), dedupMemoryOf(ch.pd));
     basisRead = pieces;
     filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
@@ -401,23 +411,36 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array | DedupSour
 
 /**
  * get --dedup: the server's `path`, the local `basis` (the old copy, if any) the chunk source.
- * The call takes `basis` over: once the transfer has ended its memory is kept for a later
- * transfer's object (dedup/buffers.ts), so the caller must not use it afterwards. `onProgress`:
- * told as the object's verified prefix grows (DedupReceiverInit.onProgress).
+ * The call takes `basis` over and closes it: it is read a piece at a time (into device memory
+ * where there is room, chunked in place) while the AUTH goes out. `onProgress`: told as the
+ * object's verified prefix grows (DedupReceiverInit.onProgress).
  */
-export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Array | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
-  const neg = await c.negotiate();
-  const ch = await openDedupChannel(c);
+export async function dedupGet(c: DedupClientSide, path: string, basis: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
+  let neg: Awaited<ReturnType<DedupClientSide['negotiate']>>;
+  let ch: Channel;
+  try {
+    neg = await c.negotiate();
+    ch = await openDedupChannel(c);
+  } catch (e) {
+    await basis?.close().catch(() => undefined);
+    throw e;
+  }
+  return getOn(c, ch, neg, path, basis, onProgress); // closes the basis (and the channel) itself
+}
+
+async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<DedupClientSide['negotiate']>>, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
   const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
   const store = dedupStoreOf(ch.pd);
   let filled: Promise<number> = Promise.resolve(0);
+  const basis = basisFile && basisFile.size > 0 ? readPieces(basisFile, dedupMemoryOf(ch.pd)) : undefined;
+  if (basisFile && !basis) await basisFile.close().catch(() => undefined);
   try {
     const key = new Uint8Array(randomBytes(32));
     ch.dedupBasis(scope, key, FILE_DEDUP_AVG, onProgress);
-    // Filled while the AUTH goes out and the server reads, stages and chunks (the receiver answers
-    // no OFFER until it is in). By reference: the caller's copy of the local file, unchanged until
-    // the scope is dropped.
-    if (basis?.length) filled = store.fill(scope, basis, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
+    // Read and filled while the AUTH goes out and the server reads, stages and chunks (the
+    // receiver answers no OFFER until it is in). By reference: this call's own copy of the local
+    // file, unchanged until the scope is dropped.
+    if (basis) filled = store.fill(scope, basis.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
     const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
@@ -425,11 +448,11 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: Uint8Arr
     if (r.done || !(r.value instanceof Uint8Array)) throw Object.assign(new Error('expected the file\'s bytes'), { status: FileStatus.Malformed });
     if (head.ok && head.size !== r.value.length) throw Object.assign(new Error(`announced ${head.size} bytes, got ${r.value.length}`), { status: FileStatus.Malformed });
     const after = totalsOf(c)!.received;
-    return { bytes: r.value, stats: { basisBytes: basis?.length ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived } };
+    return { bytes: r.value, stats: { basisBytes: basisFile?.size ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived } };
   } finally {
     store.dropScope(scope);
-    // Out of the store, and the fill has stopped reading it: the next object can use its pages.
-    if (basis?.length) void filled.then(() => giveBack(basis));
+    // Out of the store, and its read has stopped (the file closed): its memory serves a later transfer.
+    if (basis) void filled.then(() => basis.stop()).then(() => basis.release());
     await ch.close().catch(() => undefined);
   }
 }
