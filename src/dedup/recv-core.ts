@@ -284,6 +284,13 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     const bitmap = new Uint8Array((m.count + 7) >> 3);
     const out = this.#out!;
     const u8 = o.mem.u8();
+    // Held chunks adjacent in the object and in their memory (a basis read whole: runs of
+    // unchanged chunks) are copied as one run: a copy has a fixed cost per call on top of its bytes.
+    let run: { buf: ArrayBufferLike; from: number; to: number; len: number } | undefined;
+    const flush = (): void => {
+      if (run) out.set(new Uint8Array(run.buf, run.from, run.len), run.to);
+      run = undefined;
+    };
     for (let i = 0; i < m.count; i++) {
       const len = m.lens[i]!;
       const idx = m.first + i;
@@ -292,8 +299,13 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
       const ref = o.store.getByKey(o.scope, key);
       if (ref && ref.len === len) {
-        // Copied now, so nothing here depends on the chunk staying in the store.
-        out.set(ref.view ?? u8.subarray(ref.addr, ref.addr + len), this.#sum);
+        // Copied within this call, so nothing here depends on the chunk staying in the store.
+        const v = ref.view ?? u8.subarray(ref.addr, ref.addr + len);
+        if (run && run.buf === v.buffer && run.from + run.len === v.byteOffset && run.to + run.len === this.#sum) run.len += len;
+        else {
+          flush();
+          run = { buf: v.buffer, from: v.byteOffset, to: this.#sum, len };
+        }
         this.#placed(idx);
         this.#stats.chunksFromStore++;
         this.#stats.bytesFromStore += len;
@@ -314,6 +326,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       }
       this.#sum += len;
     }
+    flush();
     this.#hashes.push(m.hashes);
     this.#pageFirst.push(m.first);
     if (m.last) this.#lastAnswered = true;
@@ -393,8 +406,10 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     // Copy into the object, then into the store (under the hashes just verified).
     const out = this.#out!;
     const u8 = o.mem.u8();
+    // What goes into the store: only when it keeps what arrives (a file's basis scope does not).
+    const keep = o.keepReceived;
     const refs: Array<{ addr: number; len: number }> = [];
-    const recs = new Uint8Array(count * DEDUP_HASH_BYTES);
+    const recs = new Uint8Array(keep ? count * DEDUP_HASH_BYTES : 0);
     let at = base;
     // Runs of chunks adjacent in the object are adjacent in the slot too: one copy per run
     // (a copy out of shared memory has a fixed cost per call on top of its bytes).
@@ -410,13 +425,15 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       }
       runLen += len;
       this.#placed(i);
-      refs.push({ addr: at, len });
-      const [h, off] = this.#hashRec(i);
-      recs.set(h.subarray(off, off + DEDUP_HASH_BYTES), k * DEDUP_HASH_BYTES);
+      if (keep) {
+        refs.push({ addr: at, len });
+        const [h, off] = this.#hashRec(i);
+        recs.set(h.subarray(off, off + DEDUP_HASH_BYTES), k * DEDUP_HASH_BYTES);
+      }
       at += len;
     });
     if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
-    if (o.keepReceived) o.store.putMany(o.scope, recs, refs);
+    if (keep) o.store.putMany(o.scope, recs, refs);
     // Later occurrences of these chunks in the object: copied from the verified first one.
     for (const i of a.idx) {
       const waiting = this.#aliases.get(i);
