@@ -368,7 +368,8 @@ export class ChunkStore {
 
   /**
    * The ingest's steps over bytes[0, limit.avail): each copies up to `stepBytes` into the
-   * scratch, chunks and hashes them there and inserts the chunks that ended in it, then yields
+   * scratch (bytes that are device memory from `addr`: none, they are chunked where they lie),
+   * chunks and hashes them there and inserts the chunks that ended in it, then yields
    * how many the scope holds of them; -1 when it has caught up with limit.avail and limit.done
    * is not yet set (the caller raises avail or sets done, then goes on). The stream of chunks is
    * the same whatever the steps' sizes.
@@ -377,13 +378,15 @@ export class ChunkStore {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
-    if (addr !== undefined) return yield* this.#ingestInPlace(scope, bytes, addr, limit, cdc, o, stepBytes);
+    // In place (bytes is device memory from addr): the stream is chunked where it lies. Else
+    // through the scratch: each step's bytes are copied in behind the open chunk's.
+    const inPlace = addr !== undefined;
     const chunker = new DeviceChunker(this.mem, cdc);
-    const step = Math.min(stepBytes, bytes.length);
-    const buf = this.mem.alloc(step + chunker.params.max);
+    const step = inPlace ? stepBytes : Math.min(stepBytes, bytes.length);
+    const buf = inPlace ? 0 : this.mem.alloc(step + chunker.params.max);
     try {
-      let carry = 0; // bytes of the open chunk, at buf
-      let base = 0; // offset in `bytes` of buf[0]
+      let carry = 0; // bytes of the open chunk
+      let base = 0; // offset in `bytes` of the open chunk
       let at = 0;
       for (;;) {
         if (at >= limit.avail && !limit.done) {
@@ -393,11 +396,12 @@ export class ChunkStore {
         const n = Math.min(step, limit.avail - at);
         const last = limit.done && at + n >= limit.avail;
         if (n === 0 && carry === 0) return 0;
-        if (n > 0) this.mem.u8().set(bytes.subarray(at, at + n), buf + carry);
-        const lens = n > 0 ? chunker.push(buf + carry, n) : [];
+        const start = inPlace ? addr + base : buf; // where the open chunk's bytes are
+        if (n > 0 && !inPlace) this.mem.u8().set(bytes.subarray(at, at + n), buf + carry);
+        const lens = n > 0 ? chunker.push(start + carry, n) : [];
         if (last) chunker.finish(lens);
         at += n;
-        const hashes = this.hasher.hashRun(buf, lens);
+        const hashes = this.hasher.hashRun(start, lens);
         let used = 0;
         let held: number;
         if (o.reference) {
@@ -406,61 +410,20 @@ export class ChunkStore {
         } else {
           const refs: ChunkRef[] = [];
           for (const len of lens) {
-            refs.push({ addr: buf + used, len });
+            refs.push({ addr: start + used, len });
             used += len;
           }
           held = this.putMany(scope, hashes, refs);
         }
         carry += n - used;
         base += used;
-        if (carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
+        if (!inPlace && carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
         yield held;
         if (last) return 0;
       }
     } finally {
       chunker.free();
-      this.mem.free(buf);
-    }
-  }
-
-  /**
-   * #ingestSteps over bytes that are device memory from `addr` on: each step chunks the next
-   * bytes where they lie (the chunker's stream spans the steps) and hashes the chunks that
-   * ended in it there.
-   */
-  *#ingestInPlace(scope: string, bytes: Uint8Array, addr: number, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number): Generator<number, number, undefined> {
-    const chunker = new DeviceChunker(this.mem, cdc);
-    try {
-      let base = 0; // offset of the open chunk
-      let at = 0;
-      for (;;) {
-        if (at >= limit.avail && !limit.done) {
-          yield -1;
-          continue;
-        }
-        const n = Math.min(stepBytes, limit.avail - at);
-        const last = limit.done && at + n >= limit.avail;
-        const lens = n > 0 ? chunker.push(addr + at, n) : [];
-        if (last) chunker.finish(lens);
-        at += n;
-        const hashes = this.hasher.hashRun(addr + base, lens);
-        let held: number;
-        if (o.reference) held = this.#refer(scope, hashes, lens, bytes, base);
-        else {
-          const refs: ChunkRef[] = [];
-          let off = base;
-          for (const len of lens) {
-            refs.push({ addr: addr + off, len });
-            off += len;
-          }
-          held = this.putMany(scope, hashes, refs);
-        }
-        for (const len of lens) base += len;
-        yield held;
-        if (last) return 0;
-      }
-    } finally {
-      chunker.free();
+      if (!inPlace) this.mem.free(buf);
     }
   }
 

@@ -22,6 +22,18 @@ const KEY = new Uint8Array(32).fill(7);
 const AVG = 8192;
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/** The chunks of `bytes` as one whole stream, and whether the store holds every one of them in scope 'p'. */
+function wholeStream(store: ChunkStore, bytes: Uint8Array): { found: boolean; lens: number[]; recs: Uint8Array } {
+  const at = dm.alloc(bytes.length);
+  dm.u8().set(bytes, at);
+  const chunker = new DeviceChunker(dm, { key: KEY, avg: AVG });
+  const lens = chunker.chunkAll(at, bytes.length);
+  const recs = store.hasher.hashRun(at, lens);
+  chunker.free();
+  dm.free(at);
+  return { found: lens.every((_, i) => store.has('p', recs, i * 32)), lens, recs };
+}
+
 /** Two pipe ends delivering on a later microtask, in order; `toTx` records what the receiver says. */
 function pipes() {
   let onRx: (b: Uint8Array) => void = () => undefined;
@@ -146,15 +158,8 @@ describe('a basis filled while the transfer starts', () => {
     expect(held).toBe(whole.stats().entries);
     expect(store.stats().entries).toBe(whole.stats().entries);
     // The boundaries are those of the whole stream: every chunk of it is found.
-    const at = dm.alloc(bytes.length);
-    dm.u8().set(bytes, at);
-    const chunker = new DeviceChunker(dm, { key: KEY, avg: AVG });
-    const lens = chunker.chunkAll(at, bytes.length);
-    const recs = store.hasher.hashRun(at, lens);
-    expect(lens.every((_, i) => store.has('p', recs, i * 32))).toBe(true);
+    expect(wholeStream(store, bytes).found).toBe(true);
     expect(store.stats().referencedBytes).toBe(bytes.length);
-    chunker.free();
-    dm.free(at);
     expect(closed).toBe(true);
     expect(store.filling('p')).toBeUndefined();
     whole.close();
@@ -179,12 +184,8 @@ describe('a basis filled while the transfer starts', () => {
     const held = await store.fill('p', { bytes: into, progress: progress(), addr }, { key: KEY, avg: AVG }, { reference });
     expect(held).toBe(whole.stats().entries);
     expect(store.stats().entries).toBe(whole.stats().entries);
-    const at = dm.alloc(bytes.length);
-    dm.u8().set(bytes, at);
-    const chunker = new DeviceChunker(dm, { key: KEY, avg: AVG });
-    const lens = chunker.chunkAll(at, bytes.length);
-    const recs = store.hasher.hashRun(at, lens);
-    expect(lens.every((_, i) => store.has('p', recs, i * 32))).toBe(true);
+    const { found, lens, recs } = wholeStream(store, bytes);
+    expect(found).toBe(true);
     // Each entry's bytes are the chunk's (by reference: views of the basis where it lies).
     let off = 0;
     for (let i = 0; i < lens.length; i += 97) {
@@ -195,8 +196,6 @@ describe('a basis filled while the transfer starts', () => {
       off = o;
     }
     expect(off).toBeGreaterThan(0);
-    chunker.free();
-    dm.free(at);
     store.close();
     whole.close();
     dm.free(addr);
