@@ -92,7 +92,9 @@ export class ChannelDedup {
   #zone: MemoryRegion | undefined;
   #scope: string | undefined;
   #stage: MemoryRegion | undefined;
-  #queue: Array<{ src: number; len: number; remoteAddr: number; rkey: number; batch: WriteBatch }> = [];
+  /** Stages of finished sends whose last writes have not completed yet: deregistered when they have. */
+  #retired: MemoryRegion[] = [];
+  #queue: Array<{ src: number; len: number; remoteAddr: number; rkey: number; lkey: number; batch: WriteBatch }> = [];
   readonly #batches = new Map<number, WriteBatch>();
   #inflight = 0;
   #wr = 0;
@@ -236,7 +238,8 @@ export class ChannelDedup {
     }
     return new Promise((resolve, reject) => {
       const batch: WriteBatch = { left: pieces.length, unposted: pieces.length, onPosted, resolve, reject };
-      for (const p of pieces) this.#queue.push({ ...p, rkey, batch });
+      const lkey = this.#stage!.lkey;
+      for (const p of pieces) this.#queue.push({ ...p, rkey, lkey, batch });
       this.#post();
     });
   }
@@ -247,7 +250,7 @@ export class ChannelDedup {
       const wrId = (++this.#wr * 8) | WrKind.Dedup;
       this.#batches.set(wrId, w.batch);
       this.#inflight++;
-      this.#h.qp.postSend({ wrId, opcode: Opcode.RdmaWrite, sgList: [{ addr: w.src, length: w.len, lkey: this.#stage!.lkey }], remoteAddr: w.remoteAddr, rkey: w.rkey });
+      this.#h.qp.postSend({ wrId, opcode: Opcode.RdmaWrite, sgList: [{ addr: w.src, length: w.len, lkey: w.lkey }], remoteAddr: w.remoteAddr, rkey: w.rkey });
       if (--w.batch.unposted === 0) w.batch.onPosted?.();
     }
   }
@@ -263,7 +266,7 @@ export class ChannelDedup {
     const b = this.#batches.get(id);
     if (!b) return;
     this.#batches.delete(id);
-    this.#inflight--;
+    if (--this.#inflight === 0) for (const r of this.#retired.splice(0)) if (r.valid) r.deregister();
     if (wc.status !== WcStatus.Success) {
       // The QP is in error now: the channel fails through its own completions too.
       this.#queue = this.#queue.filter((w) => w.batch !== b);
@@ -277,9 +280,13 @@ export class ChannelDedup {
     }
   }
 
+  /** A send is over: its stage goes now, or once the writes still out (an END can beat their completions) complete. */
   #releaseStage(): void {
-    if (this.#stage?.valid && this.#inflight === 0) this.#stage.deregister();
-    if (this.#inflight === 0) this.#stage = undefined;
+    const st = this.#stage;
+    this.#stage = undefined;
+    if (!st) return;
+    if (this.#inflight > 0) this.#retired.push(st);
+    else if (st.valid) st.deregister();
   }
 
   /** The channel is gone: fail what waits, release the zone, the stage and the scope. */
@@ -293,7 +300,7 @@ export class ChannelDedup {
     this.#tx?.close();
     this.#rx?.close();
     if (this.#scope) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
-    for (const r of [this.#zone, this.#stage]) if (r?.valid) r.deregister();
+    for (const r of [this.#zone, this.#stage, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
   }
 }
 

@@ -139,6 +139,23 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('dedup sends over %s channels',
   });
 });
 
+describe('dedup sends over channels: the sender\'s staging', () => {
+  it('each send\'s staging region is deregistered once its writes are done, also when a larger send follows at once', async () => {
+    const { c, s } = await pairOf('tcp');
+    const x = new Uint8Array(randomBytes(1 << 20));
+    const y = new Uint8Array(randomBytes(3 << 20));
+    // A first send sets up what the channel keeps (its larger receive phase's staging).
+    await Promise.all([take(s, 1), c.send(new Uint8Array(randomBytes(1 << 20)), { dedup: true })]);
+    await new Promise((r) => setTimeout(r, 50));
+    const before = c.pd.mrs.size;
+    const [got] = await Promise.all([take(s, 3), c.send(x, { dedup: true }), c.send(y, { dedup: true }), c.send(x, { dedup: true })]);
+    expect(same(got[0], x) && same(got[1], y) && same(got[2], x)).toBe(true);
+    for (let i = 0; i < 100 && c.pd.mrs.size !== before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(c.pd.mrs.size).toBe(before);
+    await c.close();
+  });
+});
+
 describe('dedup sends over channels: the wire and the option', () => {
   it('udp: a repeat moves a small fraction of the first send, counted at the relay socket', async () => {
     const { c, s, r } = await throughRelay();
