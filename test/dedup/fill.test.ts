@@ -101,6 +101,28 @@ describe('a basis filled while the transfer starts', () => {
     store.close();
   });
 
+  it('a DedupSource over a write path without reserve: read whole into a buffer, staged, exact; a short one fails the send', async () => {
+    const store = new ChunkStore(dm);
+    const { v1, v2 } = versions(3 << 20);
+    await store.fill('p', v1, { key: KEY, avg: AVG }, { reference: true });
+    const e = ends(store);
+    const source = (upTo: number) => ({
+      length: v2.length,
+      read: async (into: Uint8Array, at: number) => {
+        await tick();
+        const n = Math.max(0, Math.min(into.length, upTo - at));
+        into.set(v2.subarray(at, at + n));
+        return n;
+      },
+    });
+    const [r, { bytes }] = await Promise.all([e.tx.send(source(v2.length)), e.rx.next()]);
+    expect(same(bytes, v2)).toBe(true);
+    expect(r.bytesSent).toBeLessThan(v2.length * 0.75); // two of its three MiB are new
+    await expect(e.tx.send(source(1 << 20))).rejects.toThrow(/source ended at/);
+    e.close();
+    store.close();
+  });
+
   it('holds at most 16 messages: past that they are handled at once, in order, and the transfer stays exact', async () => {
     const store = new ChunkStore(dm);
     const { v2 } = versions(2 << 20);
