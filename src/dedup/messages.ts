@@ -1,4 +1,4 @@
-// Codec of the dedup transfer messages (layouts dedupMsg … dedupAbort in src/wire/spec.ts, byte
+// Codec of the dedup transfer messages (layouts dedupMsg … dedupAbort in src/wire/dedup-spec.ts, byte
 // by byte in docs/wire.md). decode() checks lengths and counts before it reads a byte of a tail,
 // and throws DedupMalformed (never anything else) on bytes that do not parse.
 import { ErrorCode, SabreError } from '../core/errors.js';
