@@ -62,10 +62,11 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         } else if (m.rnrArmed) nakRnr(e, qp, flow, m);
         return;
       }
-    } else if (recv && m.rnrArmed && (!complete || recvFor(qp, m) === undefined)) {
+    } else if (recv && (complete ? recvFor(qp, m) === undefined : m.rnrArmed)) {
       // Segments were dropped for want of a receive: they come again after the requester's RNR
-      // timer. A zero-length Send is complete with nothing placed: it too waits for its receive.
-      nakRnr(e, qp, flow, m);
+      // timer. A zero-length Send is complete with nothing placed: it too waits for its receive,
+      // NAKed once per arrival (later steps of the flow leave it waiting).
+      if (m.rnrArmed) nakRnr(e, qp, flow, m);
       return;
     }
     if (!complete) return;

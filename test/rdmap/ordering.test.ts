@@ -214,13 +214,19 @@ describe('rc ordering through the driver over an impaired network', () => {
     const a = await sim.node();
     const b = await sim.node();
     const [qa, qb] = await sim.connect(a, b, { rnrRetry: 5, rnrTimeoutMs: 10 });
+    const src = a.regMr(64);
+    const dst = b.regMr(64);
     a.post(qa, wr({ wrId: 1, opcode: Opcode.Send }, []));
     await sim.advance(0);
     expect(b.engine.counters.rnrNaksSent).toBe(1);
     expect(b.engine.counters.terminatesSent).toBe(0);
+    // Later traffic of the flow before the receive is there: the Send keeps waiting.
+    a.post(qa, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 8)]));
+    await sim.advance(0);
+    expect(b.engine.counters.terminatesSent).toBe(0);
     b.postRecv(qb, recv(6, []));
     await sim.settle();
     expect(b.cq.take()).toMatchObject([{ wrId: 6, status: WcStatus.Success, byteLen: 0 }]);
-    expect(a.cq.take()).toMatchObject([{ wrId: 1, status: WcStatus.Success }]);
+    expect(a.cq.take()).toMatchObject([{ wrId: 1, status: WcStatus.Success }, { wrId: 2, status: WcStatus.Success }]);
   });
 });
