@@ -12,7 +12,7 @@ import { TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, placeInto, placeTagged } from './placement.js';
-import { placeWriteAfter } from './write-order.js';
+import { noteWrite, placeWriteAfter } from './write-order.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
@@ -158,7 +158,6 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ackHint: env.ack, stag: 0, toBase: -1,
     };
     flow.pending.set(env.ssn, m);
-    if (env.ssn > flow.newest) flow.newest = env.ssn;
     settle(qp, m);
     if (qp.type === 'srd') taken(flow, env.ssn);
   }
@@ -204,9 +203,10 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       if (m.toBase < 0) {
         m.stag = h.stag;
         m.toBase = h.to - env.off;
+        if (qp.type === 'rc') noteWrite(flow, m);
       }
       // rc: a late segment of an earlier write must not undo what later writes placed.
-      if (qp.type === 'rc' && env.ssn < flow.newest) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
+      if (qp.type === 'rc' && (flow.writes?.at(-1)?.ssn ?? 0) > env.ssn) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
       else placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
       return;
     case 'readResponse':

@@ -34,4 +34,5 @@ export function release(qp: EngineQp, m: InMessage): void {
 export function releaseFlow(qp: EngineQp, flow: Flow): void {
   for (const m of flow.pending.values()) release(qp, m);
   flow.pending.clear();
+  flow.writes = undefined;
 }

@@ -56,6 +56,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.reads.clear();
     f.atomics.clear();
     f.pending.clear();
+    f.writes = undefined;
     f.readsIn = 0;
     f.answerBytes = 0;
   }

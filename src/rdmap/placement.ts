@@ -105,12 +105,17 @@ export function placeTaggedPieces(e: EngineState, qp: EngineQp, flow: Flow, m: I
   const seg: SegmentPlacement = { qp, flow, m, off: f.env.off, len: plen, remaining: n, bad: 0, recvLocal: false, local: undefined };
   if (n === 0) return segDone(seg);
   afterCallerCopies(e, to, plen);
-  const src = stage(e, f, plen, n, -1);
-  for (let i = 0; i < pieces.length; i += 2) {
-    const at = pieces[i]!;
-    const len = pieces[i + 1]! - at;
-    e.mem.addDesc(src + (at - to), len, stag, qp.pd, at, access, e.descs.length);
-    e.descs.push({ seg, stag, to: at, len, parts: undefined });
+  // At most MAX_DESCS descriptors go in one batch: a segment cut into more pieces (a hostile
+  // peer's gaps) is placed in chunks, each staged into the batch it goes with.
+  for (let i = 0; i < pieces.length; i += 2 * MAX_DESCS) {
+    const j = Math.min(pieces.length, i + 2 * MAX_DESCS);
+    const src = stage(e, f, plen, (j - i) >> 1, -1);
+    for (let k = i; k < j; k += 2) {
+      const at = pieces[k]!;
+      const len = pieces[k + 1]! - at;
+      e.mem.addDesc(src + (at - to), len, stag, qp.pd, at, access, e.descs.length);
+      e.descs.push({ seg, stag, to: at, len, parts: undefined });
+    }
   }
 }
 

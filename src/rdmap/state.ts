@@ -192,8 +192,12 @@ export class Flow {
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();
-  /** rc: the highest ssn a pending message was made for (a segment below it arrived late: write-order.ts). */
-  newest = 0;
+  /**
+   * rc: the pending Writes (a tagged segment seen), by ascending ssn, made at the first one; a
+   * segment of a Write below the last of them arrived late (write-order.ts). Entries that left
+   * `pending` otherwise (a flow error) are stale: readers check them against `pending`.
+   */
+  writes: InMessage[] | undefined = undefined;
   /**
    * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
    * RNR NAK asking for it again went out): srd-refusal.ts. At most SSN_WINDOW entries.

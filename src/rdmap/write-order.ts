@@ -2,36 +2,48 @@
 // does not hold a write back behind an earlier unfinished write to the same bytes (requester.ts,
 // the rc fence), so a segment of an earlier write can arrive after a later write placed bytes it
 // covers: a loss repaired late, or a datagram overtaken. Such a late segment is placed only
-// where no later write of the flow has placed, or is about to place in this step's batch; the
-// bytes it skips count as arrived (the later write's bytes are the ones the sender's order
-// leaves there). Writes are compared within one STag: two regions over the same bytes are two
-// address spaces as far as the peer's TOs go, and clipping across them could lose bytes.
+// where no later write of the flow has placed; the bytes it skips count as arrived (the later
+// write's bytes are the ones the sender's order leaves there). Writes are compared within one
+// STag: a region over external memory has TOs of its own, and clipping across two regions
+// could lose bytes.
 //
-// Cost: nothing on the in-order path (arrival.ts sends a segment here only when a later message
-// of its flow was seen); a late one scans the flow's later pending messages and the batch.
+// Cost: nothing on the in-order path (arrival.ts sends a segment here only when a Write of its
+// flow with a higher ssn is pending: Flow.writes, kept in ssn order). A late segment flushes the
+// placement batch first (the later writes' segments in it are then placed and in their `offs`)
+// and visits only the pending Writes above its own ssn: a peer that parks one Write high in the
+// ssn window makes each lower segment cost a flush and one visit, not a scan of the batch.
 import type { SegFrame } from '../core/frame.js';
-import { placeTagged, placeTaggedPieces } from './placement.js';
+import { flushPlacement, placeTagged, placeTaggedPieces } from './placement.js';
 import type { EngineQp, EngineState, Flow, InMessage } from './state.js';
+
+/** Write `m` of rc flow `flow` named its STag and TO (its first tagged segment): keep it in ssn order. */
+export function noteWrite(flow: Flow, m: InMessage): void {
+  const ws = (flow.writes ??= []);
+  let i = ws.length;
+  // Nearly always the newest: appended. A message that arrives late is put in its place.
+  while (i > 0 && ws[i - 1]!.ssn > m.ssn) i--;
+  if (i === ws.length) ws.push(m);
+  else ws.splice(i, 0, m);
+}
 
 /** Place a tagged segment of Write `m`, [to, to + plen) in TO space, around later writes' bytes. */
 export function placeWriteAfter(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, f: SegFrame, stag: number, to: number, plen: number, access: number): void {
+  flushPlacement(e);
   const end = to + plen;
   const taken: number[] = [];
-  const clip = (s: number, t: number): void => {
-    if (s < to) s = to;
-    if (t > end) t = end;
-    if (s < t) taken.push(s, t);
-  };
-  for (const p of flow.pending.values()) {
-    if (p.ssn <= m.ssn || p.toBase < 0 || p.stag !== stag || p.fail) continue;
+  const ws = flow.writes!;
+  for (let i = ws.length - 1; i >= 0; i--) {
+    const p = ws[i]!;
+    if (p.ssn <= m.ssn) break;
     const base = p.toBase;
     const limit = p.msgLen >= 0 ? p.msgLen : Infinity;
-    p.offs.forEach((s, t) => clip(base + s, base + Math.min(t, limit)));
-  }
-  // This step's batch: placed in order, so a later write's descriptor here goes before ours.
-  for (const d of e.descs) {
-    const p = d.seg.m;
-    if (d.seg.flow === flow && p.ssn > m.ssn && p.toBase >= 0 && d.stag === stag) clip(d.to, d.to + d.len);
+    // Its whole extent first (two compares): most later writes are elsewhere.
+    if (base >= end || base + limit <= to || p.stag !== stag || p.fail || flow.pending.get(p.ssn) !== p) continue;
+    p.offs.forEach((s, t) => {
+      s = Math.max(base + s, to);
+      t = Math.min(base + Math.min(t, limit), end);
+      if (s < t) taken.push(s, t);
+    });
   }
   if (taken.length === 0) return placeTagged(e, qp, flow, m, f, stag, to, plen, access);
   e.counters.lateWrites++;

@@ -4,8 +4,10 @@
 // responder keeps the later write's bytes instead (rdmap/write-order.ts; the property test in
 // ordering.test.ts checks that over an impaired network).
 import { describe, expect, it } from 'vitest';
+import type { SegFrame } from '../../src/core/frame.js';
 import type { Outbound } from '../../src/core/link.js';
-import { Opcode, WcStatus } from '../../src/core/enums.js';
+import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
+import { dataFrames } from '../../src/rdmap/segmenter.js';
 import { decodeDdp, RdmapOpcode } from '../../src/wire/rdmap.js';
 import { clean } from '../sim/net.js';
 import type { SimNode } from '../sim/node.js';
@@ -69,5 +71,32 @@ describe('rc fence: writes after writes stream, reads and atomics still wait', (
     // The read saw the first write and not the second.
     expect(a.bytes(src, 4096, 4096).every((x) => x === 7)).toBe(true);
     expect(b.bytes(dst).every((x) => x === 9)).toBe(true);
+  });
+
+  it('a late earlier write around 3,000 later one-byte writes (as a hostile peer can send): placed byte-exact past one batch of descriptors, no Terminate', async () => {
+    const sim = new Sim(5, clean);
+    const a = await sim.node({});
+    const b = await sim.node({});
+    const [, qb] = await sim.connect(a, b);
+    const N = 3000;
+    const dst = b.regMr(2 * N);
+    const write = (ssn: number, to: number, data: Uint8Array): SegFrame => {
+      const out: SegFrame[] = [];
+      dataFrames({ srcQpn: 1, dstQpn: 1, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag: dst.stag, to, parts: [data], total: data.length, mss: 1 << 20 }, out);
+      return out[0]!;
+    };
+    // Writes 2..3001 land first, one byte each at the even offsets; then write 1 over all of it:
+    // 3,000 pieces to place around them (more than one placement batch holds).
+    const later: SegFrame[] = [];
+    for (let i = 0; i < N; i++) later.push(write(2 + i, dst.addr + 2 * i, new Uint8Array([0xbb])));
+    b.inject(a.addr, later);
+    b.inject(a.addr, [write(1, dst.addr, new Uint8Array(2 * N).fill(0xaa))]);
+    const v = b.bytes(dst);
+    let wrong = 0;
+    for (let i = 0; i < 2 * N; i++) if (v[i] !== (i % 2 === 0 ? 0xbb : 0xaa)) wrong++;
+    expect(wrong).toBe(0);
+    expect(b.engine.counters.lateWrites).toBe(1);
+    expect(b.engine.counters.terminatesSent).toBe(0);
+    expect(qb.state).toBe(QpState.Rts);
   });
 });
