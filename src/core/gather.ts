@@ -55,3 +55,38 @@ export class ViewCursor extends GatherCursor<Uint8Array> {
     return this.take(n, (v, at, len) => out.push(at === 0 && len === v.length ? v : v.subarray(at, at + len)));
   }
 }
+
+// The two walks the udp packer makes for every payload, as plain loops: no cursor and no
+// callback object per piece on the small-message path.
+
+/** Copy bytes [off, off + len) of the views, in order, into buf at p; returns the end. */
+export function copyViews(views: readonly Uint8Array[], off: number, len: number, buf: Uint8Array, p: number): number {
+  for (let i = 0; i < views.length && len > 0; i++) {
+    const v = views[i]!;
+    if (off >= v.length) {
+      off -= v.length;
+      continue;
+    }
+    const n = Math.min(len, v.length - off);
+    buf.set(off === 0 && n === v.length ? v : v.subarray(off, off + n), p);
+    p += n;
+    len -= n;
+    off = 0;
+  }
+  return p;
+}
+
+/** Append views of bytes [off, off + len) of the views, in order, to out (whole views where they fit, no copy). */
+export function appendViews(views: readonly Uint8Array[], off: number, len: number, out: Uint8Array[]): void {
+  for (let i = 0; i < views.length && len > 0; i++) {
+    const v = views[i]!;
+    if (off >= v.length) {
+      off -= v.length;
+      continue;
+    }
+    const n = Math.min(len, v.length - off);
+    out.push(off === 0 && n === v.length ? v : v.subarray(off, off + n));
+    len -= n;
+    off = 0;
+  }
+}

@@ -42,20 +42,28 @@ export interface NicClock {
   timer(at: number, fire: () => void, hold: boolean): NicTimer;
 }
 
+/** A node timer (a class: no closure pair per arming, once or twice per round trip). */
+class NodeTimer implements NicTimer {
+  readonly #t: NodeJS.Timeout;
+  constructor(at: number, fire: () => void, hold: boolean) {
+    this.#t = setTimeout(fire, Math.max(0, at - performance.now()));
+    if (!hold) this.#t.unref();
+  }
+
+  hold(yes: boolean): void {
+    if (yes) this.#t.ref();
+    else this.#t.unref();
+  }
+
+  cancel(): void {
+    clearTimeout(this.#t);
+  }
+}
+
 /** performance.now() and one node timer. */
 export const realClock: NicClock = {
   now: () => performance.now(),
-  timer(at, fire, hold) {
-    const t = setTimeout(fire, Math.max(0, at - performance.now()));
-    if (!hold) t.unref();
-    return {
-      hold: (yes) => {
-        if (yes) t.ref();
-        else t.unref();
-      },
-      cancel: () => clearTimeout(t),
-    };
-  },
+  timer: (at, fire, hold) => new NodeTimer(at, fire, hold),
 };
 
 export interface NicShell {
@@ -117,7 +125,10 @@ export class NicDriver implements LinkEvents {
   // ---- LinkEvents: what the sockets brought (bound: links keep them as callbacks) ----------
 
   readonly frames = (batch: Inbound[]): void => {
-    if (!this.#stopped) this.run((now) => this.engine.handleFrames(batch, now));
+    if (this.#stopped) return;
+    // A step written out: no closure per batch on the receive path.
+    this.engine.handleFrames(batch, this.#clock.now());
+    this.#flush();
   };
 
   readonly peerLost = (peer: DeviceAddress): void => {

@@ -65,6 +65,14 @@ export class UdpCore {
   /** Frames waiting for the shell's next datagrams, per peer, in order. */
   #pending = new Map<PeerAddress, Frame[]>();
   #spare = new Map<PeerAddress, Frame[]>();
+  /** Emptied per-peer frame lists, reused by transmit (a list per peer per turn otherwise). */
+  #lists: Frame[][] = [];
+  /** The batch array of the step not running: the two take turns (see deliveriesDone). */
+  #spareBatch: Inbound[] = [];
+  #inStep = false;
+  /** The peer seal() is packing and the payloads the layer refused for it (emitPayload's state). */
+  #sealPeer: PeerAddress | undefined;
+  #sealLost = 0;
 
   /** `maxPayload`: the endpoint's largest DATA payload; `counters`: the owner's, counted into. */
   constructor(maxPayload: number, io: UdpCoreIo, counters: UdpCoreCounters = { badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0 }) {
@@ -93,7 +101,7 @@ export class UdpCore {
         to = o.to;
         const peer = this.#closed ? undefined : this.#peerOf(to);
         q = peer === undefined ? undefined : this.#pending.get(peer);
-        if (peer !== undefined && q === undefined) this.#pending.set(peer, (q = []));
+        if (peer !== undefined && q === undefined) this.#pending.set(peer, (q = this.#lists.pop() ?? []));
       }
       if (q === undefined) this.counters.undeliverable++;
       else q.push(o.frame);
@@ -108,26 +116,34 @@ export class UdpCore {
     const pending = this.#pending;
     this.#pending = this.#spare;
     this.#spare = pending;
-    for (const [peer, frames] of pending) {
-      let lost = 0;
-      this.packer.pack(frames, (payload, dst, src) => {
-        try {
-          this.#io.send(peer, payload, dst, src);
-        } catch {
-          // The layer refused it (send queue full, too many peers, frame larger than a datagram):
-          // the frames are lost for good, so the work depending on this peer must fail rather
-          // than wait forever. Reported after this flush, never re-entrantly.
-          lost++;
-        }
-      });
-      if (lost > 0) {
-        this.counters.undeliverable += lost;
-        const addr = this.#fromOf(peer);
-        queueMicrotask(() => this.#linkFailed(addr));
-      }
-    }
+    pending.forEach(this.#sealPeerFrames);
     pending.clear();
   }
+
+  readonly #sealPeerFrames = (frames: Frame[], peer: PeerAddress): void => {
+    this.#sealPeer = peer;
+    this.#sealLost = 0;
+    this.packer.pack(frames, this.#emitPayload);
+    frames.length = 0;
+    if (this.#lists.length < 64) this.#lists.push(frames);
+    const lost = this.#sealLost;
+    if (lost > 0) {
+      this.counters.undeliverable += lost;
+      const addr = this.#fromOf(peer);
+      queueMicrotask(() => this.#linkFailed(addr));
+    }
+  };
+
+  readonly #emitPayload = (payload: Uint8Array | Uint8Array[], dst: number, src: number): void => {
+    try {
+      this.#io.send(this.#sealPeer!, payload, dst, src);
+    } catch {
+      // The layer refused it (send queue full, too many peers, frame larger than a datagram):
+      // the frames are lost for good, so the work depending on this peer must fail rather
+      // than wait forever. Reported after this flush, never re-entrantly.
+      this.#sealLost++;
+    }
+  };
 
   /** One payload the endpoint delivered (exactly once): its frames join this flush's batch. */
   delivery(d: Delivery): void {
@@ -146,20 +162,35 @@ export class UdpCore {
   deliveriesDone(): void {
     const batch = this.#batch;
     if (batch.length > 0 && !this.#closed && this.#events) {
-      this.#batch = [];
+      // Deliveries made while the engine runs (re-entrantly) start the other array; a nested
+      // step (never seen, but possible) gets a fresh one rather than the array in use.
+      const outer = !this.#inStep;
+      this.#batch = outer ? this.#spareBatch : [];
       this.counters.batches++;
       this.counters.frames += batch.length;
+      this.#inStep = true;
       try {
         this.#events.frames(batch);
       } catch {
         // The engine counts what it cannot use; nothing from the wire may take the device down.
         this.counters.badFrames++;
+      } finally {
+        if (outer) {
+          this.#inStep = false;
+          // The engine keeps frames, never the batch array: emptied, it is the next spare.
+          batch.length = 0;
+          this.#spareBatch = batch;
+        }
       }
     }
     if (this.#closed) return;
-    for (const [ctx, n] of this.#held) this.#io.release(ctx, n);
-    this.#held.clear();
+    if (this.#held.size > 0) {
+      this.#held.forEach(this.#release);
+      this.#held.clear();
+    }
   }
+
+  readonly #release = (n: number, ctx: number): void => this.#io.release(ctx, n);
 
   /** Payloads the endpoint gave up on: their peers are lost (once each). */
   failed(fs: Failure[]): void {

@@ -50,18 +50,7 @@ export function frameLength(f: Frame): number {
 export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
   switch (f.kind) {
     case 'seg': {
-      const env = f.env;
-      buf[off + E_KIND] = UdpEnvKind.Seg;
-      buf[off + E_FLAGS] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
-      wr16(buf, off + E_LEN, 0);
-      wr32(buf, off + E_SSN, env.ssn);
-      const s = off + E_SIZE;
-      wr32(buf, s + S_MSG_LEN, env.msgLen);
-      wr32(buf, s + S_OFF, env.off);
-      wr32(buf, s + S_ACK, env.ack ?? 0);
-      let p = s + S_SIZE;
-      buf.set(f.hdr, p);
-      p += f.hdr.length;
+      let p = off + encodeSegHead(f, buf, off);
       for (const v of f.payload) {
         buf.set(v, p);
         p += v.length;
@@ -77,6 +66,24 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
       wr32(buf, off + E_SSN, f.kind === 'hello' ? 0 : f.ssn);
       return ENV_CTL_LEN;
   }
+}
+
+/**
+ * The envelope and DDP header of seg frame `f` at buf[off…], without its data; returns the
+ * bytes written (ENV_SEG_LEN + hdr). The packer writes the data itself (copied or gathered).
+ */
+export function encodeSegHead(f: SegFrame, buf: Uint8Array, off: number): number {
+  const env = f.env;
+  buf[off + E_KIND] = UdpEnvKind.Seg;
+  buf[off + E_FLAGS] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
+  wr16(buf, off + E_LEN, 0);
+  wr32(buf, off + E_SSN, env.ssn);
+  const s = off + E_SIZE;
+  wr32(buf, s + S_MSG_LEN, env.msgLen);
+  wr32(buf, s + S_OFF, env.off);
+  wr32(buf, s + S_ACK, env.ack ?? 0);
+  buf.set(f.hdr, s + S_SIZE);
+  return ENV_SEG_LEN + f.hdr.length;
 }
 
 /** One frame as a fresh datagram payload. */

@@ -16,10 +16,10 @@
 // Frames of one payload share the QP pair in the reliability header; a change of QP pair starts
 // a new payload. Sans-I/O: frames in, (payload, dstQpn, srcQpn) out.
 import type { Frame, SegFrame } from '../../core/frame.js';
-import { ViewCursor } from '../../core/gather.js';
+import { appendViews, copyViews } from '../../core/gather.js';
 import { rdSafe64, wr16, wr32, wrSafe64 } from '../../wire/codec.js';
 import * as W from '../../wire/fields.gen.js';
-import { encodeFrame, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
+import { encodeFrame, encodeSegHead, ENV_CTL_LEN, ENV_SEG_LEN } from './frame-codec.js';
 import { ByteSlab } from './slab.js';
 
 /** Below this many data bytes a piece is copied into the payload's head buffer: cheaper than a gather part. */
@@ -130,11 +130,11 @@ export class FramePacker {
         p += writeSegHead(f, dataOff, dataLen, buf, p);
         if (dataLen > 0) {
           if (dataLen < GATHER_MIN) {
-            p = copyData(f.payload, dataOff, dataLen, buf, p);
+            p = copyViews(f.payload, dataOff, dataLen, buf, p);
           } else {
             if (p > cut) parts.push(buf.subarray(cut, p));
             cut = p;
-            viewsOf(f.payload, dataOff, dataLen, parts);
+            appendViews(f.payload, dataOff, dataLen, parts);
           }
         }
       }
@@ -163,7 +163,7 @@ export class FramePacker {
  * offsets: envelope off and TO advanced by dataOff, L only on the segment's last piece.
  */
 function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8Array, off: number): number {
-  encodeFrame({ kind: 'seg', env: f.env, hdr: f.hdr, payload: [] }, buf, off);
+  encodeSegHead(f, buf, off);
   let total = 0;
   for (const v of f.payload) total += v.length;
   if (dataOff === 0 && dataLen === total) return ENV_SEG_LEN + f.hdr.length;
@@ -174,23 +174,4 @@ function writeSegHead(f: SegFrame, dataOff: number, dataLen: number, buf: Uint8A
   // TO < 2^53 (spec MAX_SAFE_TO): a safe integer, carried across the 32-bit word boundary.
   wrSafe64(buf, h + TO_OFF, rdSafe64(buf, h + TO_OFF) + dataOff);
   return ENV_SEG_LEN + f.hdr.length;
-}
-
-/** Copy [off, off + len) of the gathered views into buf at p; returns the end. */
-function copyData(views: Uint8Array[], off: number, len: number, buf: Uint8Array, p: number): number {
-  const cur = new ViewCursor(views);
-  cur.skip(off);
-  let at = p;
-  cur.take(len, (v, o, n) => {
-    buf.set(o === 0 && n === v.length ? v : v.subarray(o, o + n), at);
-    at += n;
-  });
-  return at;
-}
-
-/** Append the views of [off, off + len) of the gathered views (no copy). */
-function viewsOf(views: Uint8Array[], off: number, len: number, out: Uint8Array[]): void {
-  const cur = new ViewCursor(views);
-  cur.skip(off);
-  cur.takeViews(len, out);
 }
