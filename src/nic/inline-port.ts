@@ -133,6 +133,9 @@ export class InlinePort implements NicPort {
     return this.engine.bounds;
   }
 
+  /** The engine's work records keep the pieces posted. */
+  readonly keepsPieces = true;
+
   get linkServices(): boolean {
     return this.link.connections !== undefined;
   }

@@ -112,6 +112,11 @@ export interface NicPort {
   readonly bounds: EngineBounds;
   /** The link carries rdma_cm-style exchanges in its connection handshake (tcp). */
   readonly linkServices: boolean;
+  /**
+   * postSend/postRecv keep the pieces they are given (the inline engine's work records do);
+   * false: they are read during the call only (a WQE is written), so a poster may reuse them.
+   */
+  readonly keepsPieces: boolean;
   /** Posts made inside `fn` go to the NIC together (one driver step, one doorbell). */
   batch(fn: () => void): void;
   /** Where the NIC's events go (called once, by the device). */

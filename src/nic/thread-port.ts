@@ -76,6 +76,8 @@ export class ThreadPort implements NicPort, QpHost {
   readonly maxControl: number;
   readonly bounds: EngineBounds;
   readonly linkServices: boolean;
+  /** Posts become WQE records at once: the pieces are not kept. */
+  readonly keepsPieces = false;
   readonly #worker: Worker;
   readonly dataPlane: DeviceMemory;
   readonly #wqe: RecordRing;
@@ -239,6 +241,11 @@ export class ThreadPort implements NicPort, QpHost {
 
   // ---- completions --------------------------------------------------------------------------
 
+  /** The completion drain() hands a CQ (CompletionQueue.offer copies it): refilled, never kept. */
+  readonly #wcIn: { wrId: WrId; status: number; opcode: number; byteLen: number; qpn: number; imm: number | undefined; srcQpn: number | undefined; src: unknown } = {
+    wrId: 0, status: 0, opcode: 0, byteLen: 0, qpn: 0, imm: undefined, srcQpn: undefined, src: undefined,
+  };
+
   /** Take every CQE record into its CQ (and every placement record into its region). */
   drain(): void {
     // While the device closes, its flushes wait for the end of close (see closing()).
@@ -272,10 +279,16 @@ export class ThreadPort implements NicPort, QpHost {
         }
       }
       if (!entry || wrId === undefined) continue;
-      const wc: Record<string, unknown> = { wrId, status: c.status, opcode: c.opcode, byteLen: c.byteLen, qpn: c.qpn };
-      if (c.imm !== undefined) wc['imm'] = c.imm;
-      if (c.srcQpn !== undefined) wc['srcQpn'] = c.srcQpn;
-      if (c.src !== undefined) wc['src'] = packr.unpack(c.src);
+      // One record refilled per completion: the CQ copies it into the completion it hands out.
+      const wc = this.#wcIn;
+      wc.wrId = wrId;
+      wc.status = c.status;
+      wc.opcode = c.opcode;
+      wc.byteLen = c.byteLen;
+      wc.qpn = c.qpn;
+      wc.imm = c.imm;
+      wc.srcQpn = c.srcQpn;
+      wc.src = c.src !== undefined ? packr.unpack(c.src) : undefined;
       entry.cq.offer(wc as never);
     }
     if (retired) {

@@ -270,14 +270,27 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       throw new SabreError(ErrorCode.InvalidState, `postSend needs a connected QP (RTS), this one is ${qpStateName(q.state)}`);
     }
     if (!Array.isArray(wr)) {
-      // One request, the usual call: no list to wrap it and none for the checked copy.
-      const c = this.#checkSend(wr);
-      this.#sendRoom(1);
-      q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
+      // One request, the usual call: no list to wrap it. A port that writes a WQE and keeps
+      // nothing gets the one scratch record (its pieces reused too): no object per post.
+      const reuse = !this.pd.device.nic.keepsPieces && !scratchBusy;
+      if (!reuse) {
+        const c = this.#checkSend(wr, undefined);
+        this.#sendRoom(1);
+        q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
+        return;
+      }
+      scratchBusy = true;
+      try {
+        const c = this.#checkSend(wr, scratch);
+        this.#sendRoom(1);
+        q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
+      } finally {
+        scratchBusy = false;
+      }
       return;
     }
     const checked: CheckedSend[] = [];
-    for (const w of wr) checked.push(this.#checkSend(w));
+    for (const w of wr) checked.push(this.#checkSend(w, undefined));
     this.#sendRoom(checked.length);
     this.pd.device.nic.batch(() => {
       for (let i = 0; i < checked.length; i++) {
@@ -358,12 +371,13 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   }
 
   /** The checked pieces of a scatter/gather list (piecesTotal gives their bytes: no result object per call). */
-  #sges(sgList: Sge[] | undefined, access: number): PortPiece[] {
+  #sges(sgList: Sge[] | undefined, access: number, into?: PortPiece[]): PortPiece[] {
     if (sgList === undefined || (Array.isArray(sgList) && sgList.length === 0)) return NO_PIECES;
     if (!Array.isArray(sgList)) throw bad('sgList must be an array of { addr, length, lkey }');
     if (sgList.length > this.caps.maxSge) throw new SabreError(ErrorCode.LimitExceeded, `sgList has ${sgList.length} entries, maxSge is ${this.caps.maxSge}`);
     const mem = this.pd.device.nic;
-    const pieces: PortPiece[] = [];
+    const pieces: PortPiece[] = into ?? [];
+    let n = 0;
     for (const s of sgList) {
       if (!s || !isAddr(s.addr) || !isU32(s.length) || !isU32(s.lkey)) throw bad('each sge needs integer addr, length and lkey');
       const st = mem.check(s.lkey, this.pd.handle, s.addr, s.length, access);
@@ -372,13 +386,23 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
           : st === PlaceStatus.Access ? 'lacks LocalWrite access' : 'does not cover the segment';
         throw new SabreError(ErrorCode.LocalProtection, `lkey 0x${s.lkey.toString(16)} ${why} [${s.addr}, +${s.length})`);
       }
-      if (s.length > 0) pieces.push({ rec: mem.lookup(s.lkey)!, addr: s.addr, len: s.length });
+      if (s.length === 0) continue;
+      const p = pieces[n];
+      if (p === undefined) pieces.push({ rec: mem.lookup(s.lkey)!, addr: s.addr, len: s.length });
+      else {
+        p.rec = mem.lookup(s.lkey)!;
+        p.addr = s.addr;
+        p.len = s.length;
+      }
+      n++;
     }
+    pieces.length = n;
     return pieces;
   }
 
   /** Check a send work request against its opcode's row and copy what the engine needs from it. */
-  #checkSend(w: SendWr): CheckedSend {
+  /** `into`: the scratch record to fill (pieces reused), for a port that keeps nothing. */
+  #checkSend(w: SendWr, into: CheckedSend | undefined): CheckedSend {
     if (!w || typeof w !== 'object') throw bad('postSend needs a work request object');
     checkWrId(w.wrId);
     const row = rowForWr(w.opcode);
@@ -393,7 +417,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     const signaled = w.signaled ?? true;
     if (typeof signaled !== 'boolean') throw bad('signaled must be a boolean');
     // Sinks (reads, the old value of an atomic) are written locally: they need LocalWrite.
-    const pieces = this.#sges(w.sgList, row.source ? 0 : Access.LocalWrite);
+    const pieces = this.#sges(w.sgList, row.source ? 0 : Access.LocalWrite, into === undefined ? undefined : scratchPieces);
     const total = piecesTotal(pieces);
     let dest: PortDest | undefined;
     if (this.type === 'srd') {
@@ -440,7 +464,13 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
         o += p.len;
       }
     }
-    return { row, pieces, total, dest, inline };
+    if (into === undefined) return { row, pieces, total, dest, inline };
+    into.row = row;
+    into.pieces = pieces;
+    into.total = total;
+    into.dest = dest;
+    into.inline = inline;
+    return into;
   }
 }
 
@@ -452,6 +482,16 @@ interface CheckedSend {
   dest: PortDest | undefined;
   inline: Uint8Array | undefined;
 }
+
+/**
+ * The one checked record a single postSend fills when its port keeps nothing (a NIC thread's:
+ * the WQE is written before postSend returns). Busy while in use: a post made re-entrantly
+ * (from an event handler the post ran) checks into a fresh record instead.
+ */
+const scratch: CheckedSend = { row: undefined as unknown as OpcodeRow, pieces: [], total: 0, dest: undefined, inline: undefined };
+let scratchBusy = false;
+/** Its pieces (a list of its own: an empty sgList leaves the shared frozen NO_PIECES in the record). */
+const scratchPieces: PortPiece[] = [];
 
 function checkRemote(w: SendWr): void {
   if (!isAddr(w.remoteAddr) || !isU32(w.rkey)) throw bad('this opcode needs remoteAddr and rkey');
