@@ -33,7 +33,7 @@ async function measure(dev) {
   const m = process.memoryUsage();
   const c = channelStats(dev);
   const mem = dev.stats().memory;
-  return { rss: m.rss, heap: m.heapUsed, nicHeap: nic?.used ?? 0, young: youngBytes() + (nic?.young ?? 0), registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
+  return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, nicHeap: nic?.used ?? 0, nicTotal: nic?.total ?? 0, external: m.external, arrayBuffers: m.arrayBuffers, young: youngBytes() + (nic?.young ?? 0), registered: c.registeredBytes, channels: c.channels, deviceUsed: mem.used, deviceCapacity: mem.capacity };
 }
 
 const devOpts = () => ({ transport: TRANSPORT, host: '127.0.0.1', port: 0 });
@@ -113,6 +113,8 @@ if (process.argv.includes('--peer')) {
     'marginal RSS/ch KiB': k > 0 ? kib((b.rss - a.rss) / k) : '-',
     'marginal heap/ch KiB': k > 0 ? kib((b.heap - a.heap) / k) : '-',
     'marginal NIC heap/ch KiB': k > 0 ? kib((b.nicHeap - a.nicHeap) / k) : '-',
+    'heaps committed/ch KiB': k > 0 ? kib((b.heapTotal + b.nicTotal - a.heapTotal - a.nicTotal) / k) : '-',
+    'external/ch B': k > 0 ? Math.round((b.external - a.external) / k) : '-',
     'young gen growth/ch KiB': k > 0 ? kib((b.young - a.young) / k) : '-',
     'RSS less young/ch KiB': k > 0 ? kib((b.rss - a.rss - (b.young - a.young)) / k) : '-',
     'registered/ch B': b.channels ? Math.round(b.registered / b.channels) : '-',

@@ -34,8 +34,8 @@ export interface BudgetTotals {
 
 export class PeerBudget {
   readonly #peers = new Map<string, PeerRow>();
-  /** Members admitted, and whether each still counts as untrusted. */
-  readonly #members = new Map<BudgetMember, { untrusted: boolean }>();
+  /** Members admitted, and whether each still counts as untrusted (a flag, not an object per member). */
+  readonly #members = new Map<BudgetMember, boolean>();
   readonly #waiting = new Set<BudgetMember>();
   #untrusted = 0;
   #held = 0;
@@ -70,14 +70,13 @@ export class PeerBudget {
       r.untrusted++;
       this.#untrusted++;
     }
-    this.#members.set(m, { untrusted });
+    this.#members.set(m, untrusted);
     return undefined;
   }
 
   authorized(m: BudgetMember): void {
-    const e = this.#members.get(m);
-    if (!e?.untrusted) return;
-    e.untrusted = false;
+    if (this.#members.get(m) !== true) return;
+    this.#members.set(m, false);
     this.#row(m.peerKey).untrusted--;
     this.#untrusted--;
   }
@@ -85,12 +84,12 @@ export class PeerBudget {
   /** The channel is gone (its rendezvous bytes were released by its teardown). */
   forget(m: BudgetMember): void {
     this.#waiting.delete(m);
-    const e = this.#members.get(m);
-    if (!e) return;
+    const untrusted = this.#members.get(m);
+    if (untrusted === undefined) return;
     this.#members.delete(m);
     const r = this.#row(m.peerKey);
     r.channels--;
-    if (e.untrusted) {
+    if (untrusted) {
       r.untrusted--;
       this.#untrusted--;
     }

@@ -46,6 +46,12 @@ export interface ChannelStats extends CoreStats {
 
 const END: IteratorResult<unknown> = Object.freeze({ done: true, value: undefined });
 
+/** The closed error of every channel: one function, not a closure per channel. */
+const channelClosed = (): Error => new SabreError(ErrorCode.Closed, 'channel is closed');
+
+/** The list of every channel no send has waited in: shared, never written (send() makes its own). */
+const NO_WAITING: Waiting[] = [];
+
 export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts {
   readonly #hub: ChannelHub;
   readonly #qp: QueuePair;
@@ -55,7 +61,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   readonly #reserved: number;
   /** Sends in the core, by seq (made on the first send: an idle channel holds as little as it can). */
   #sends: Map<number, Pending> | undefined;
-  readonly #waiting: Waiting[] = [];
+  /** Sends waiting beyond highWaterMark: the shared empty list until the first one waits. */
+  #waiting: Waiting[] = NO_WAITING;
   /** Iteration calls waiting for a message, oldest first. */
   #readers: Pending<IteratorResult<unknown>>[] | undefined;
   /** Until the peer's HELLO: who waits for it. */
@@ -66,7 +73,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
   /** close() once; ended at teardown (the QP destroyed, every region released). */
-  readonly #life = new Lifecycle(() => new SabreError(ErrorCode.Closed, 'channel is closed'));
+  readonly #life = new Lifecycle(channelClosed);
   #closeCalled = false;
   #error: SabreError | undefined;
   /** Runs once at teardown (the listener forgets a channel it never handed out). */
@@ -308,6 +315,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         reject(new SabreError(ErrorCode.QueueFull, `send: ${this.#waiting.length} sends already wait beyond highWaterMark ${this.#o.highWaterMark}`));
         return;
       }
+      if (this.#waiting === NO_WAITING) this.#waiting = [];
       this.#waiting.push({ bytes, value, resolve, reject });
     });
   }

@@ -69,6 +69,7 @@ export class ChannelHub {
     opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0,
   };
   readonly #budget = new PeerBudget();
+  #lastPeerKey = '';
 
   constructor(dev: Device) {
     this.dev = dev;
@@ -143,6 +144,15 @@ export class ChannelHub {
   admit(m: BudgetMember, untrusted: boolean, maxPerPeer: number, maxUntrustedPerPeer: number): void {
     const why = this.#budget.admit(m, untrusted, maxPerPeer, maxUntrustedPerPeer);
     if (why) throw new SabreError(ErrorCode.LimitExceeded, `channel refused: ${why}`);
+  }
+
+  /**
+   * A channel's peer key: the string the last channel got when it is equal, so the channels of
+   * one peer (made one after another) hold one string, not one each.
+   */
+  peerKey(key: string): string {
+    if (key === this.#lastPeerKey) return this.#lastPeerKey;
+    return (this.#lastPeerKey = key);
   }
 
   authorized(m: BudgetMember): void {

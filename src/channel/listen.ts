@@ -128,7 +128,7 @@ export class ChannelListener extends Listener<Channel> {
       }
       this.#made.delete(qp);
       ch.onTeardown = undefined;
-      ch.peerKey = peerKeyOf(qp);
+      ch.peerKey = hubOf(this.device).peerKey(peerKeyOf(qp));
       ch.start();
       this.#hello.add(ch);
       ch.connected.then(
@@ -196,7 +196,7 @@ export async function connectChannel(dev: Device, address: DeviceAddress, opts: 
       timeoutMs,
       setup: (qp) => {
         ch = new Channel(hub, qp, pd, o, reserved);
-        ch.peerKey = addressKey(address);
+        ch.peerKey = hub.peerKey(addressKey(address));
       },
     });
     ch!.start();

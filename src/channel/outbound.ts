@@ -95,6 +95,11 @@ export interface OutboundStats {
 /** Offers outstanding at once (each holds a registered copy of its message). */
 export const MAX_OFFERS = 4;
 
+// The queue and offer lists of an Outbound that never had one: shared, never written (the first
+// push makes the Outbound its own); an idle channel holds no empty lists of its own.
+const NO_MSGS: OutMsg[] = [];
+const NO_OFFERS: OfferRec[] = [];
+
 export class Outbound {
   readonly #l: Link;
   peer: PeerLimits | undefined;
@@ -104,11 +109,11 @@ export class Outbound {
   #enlarge: { need: number; deadline: number } | undefined;
   /** The peer refused to enlarge: send what does not fit by rendezvous until the next GRANT. */
   #denied = false;
-  readonly #queue: OutMsg[] = [];
+  #queue: OutMsg[] = NO_MSGS;
   /** Data writes awaiting their completion, in posting order (completions come in that order); made on the first. */
   #writes: WriteRec[] | undefined;
   /** Rendezvous messages offered and not yet DONE (at most MAX_OFFERS). */
-  readonly #offers: OfferRec[] = [];
+  #offers: OfferRec[] = NO_OFFERS;
   /** Epochs replaced while writes into their staging were in flight; made on the first (an idle channel has none). */
   #retired: TxEpoch[] | undefined;
   nextSeq = 0;
@@ -158,6 +163,7 @@ export class Outbound {
   /** Accept a message; returns its seq. The caller checked it against peer.maxMessage. */
   enqueue(bytes: Uint8Array, value: boolean): number {
     const seq = this.nextSeq++;
+    if (this.#queue === NO_MSGS) this.#queue = [];
     this.#queue.push({ seq, bytes, value });
     return seq;
   }
@@ -287,6 +293,7 @@ export class Outbound {
     l.ports.write(region, 0, m.bytes);
     const seq16 = m.seq % CHAN_SEQ_MOD;
     const o: OfferRec = { seq: m.seq, seq16, region, len, posted: false, postedAt: 0 };
+    if (this.#offers === NO_OFFERS) this.#offers = [];
     this.#offers.push(o);
     l.queueCtrl({
       make: () => ({ type: ChanType.Offer, seq: seq16, length: len, rkey: region.rkey, addr: region.addr, value: m.value }),

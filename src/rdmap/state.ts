@@ -84,9 +84,39 @@ export interface RecvWork {
 /** The scatter list of every receive posted without one (zero-length receives): shared, never written. */
 const NO_PIECES: Piece[] = [];
 
+/**
+ * newRecvWork's record: three fields, not four — whether an srd message claimed it is kept as
+ * the sign of the stored total (an idle QP keeps a dozen receives posted, on each of thousands
+ * of QPs, and every field is a word of each).
+ */
+class PostedRecv implements RecvWork {
+  readonly wrId: WrId;
+  readonly pieces: Piece[] | Piece;
+  /** The total, or -total - 1 once claimed. */
+  #t: number;
+  constructor(wrId: WrId, pieces: Piece[] | Piece, total: number) {
+    this.wrId = wrId;
+    this.pieces = pieces;
+    this.#t = total;
+  }
+
+  get total(): number {
+    const t = this.#t;
+    return t < 0 ? -t - 1 : t;
+  }
+
+  get claimed(): boolean {
+    return this.#t < 0;
+  }
+
+  set claimed(v: boolean) {
+    if (v !== this.#t < 0) this.#t = -this.#t - 1;
+  }
+}
+
 /** The engine's record of a checked receive. */
 export function newRecvWork(wrId: WrId, pieces: Piece[], total: number): RecvWork {
-  return { wrId, pieces: pieces.length === 1 ? pieces[0]! : pieces.length === 0 ? NO_PIECES : pieces, total, claimed: false };
+  return new PostedRecv(wrId, pieces.length === 1 ? pieces[0]! : pieces.length === 0 ? NO_PIECES : pieces, total);
 }
 
 /** The spans of receive `r` that its bytes [off, off + n) land in, in order. */
@@ -245,6 +275,23 @@ export interface QpCaps {
   timeoutMs: number;
 }
 
+/** The caps of the QP made last: a QP with equal caps shares them (caps are never written). */
+let lastCaps: QpCaps | undefined;
+
+/** `c`, or an equal caps object already held: thousands of QPs made alike hold one. */
+export function sharedCaps(c: QpCaps): QpCaps {
+  const l = lastCaps;
+  if (l !== undefined && sameFields(l, c)) return l;
+  return (lastCaps = c);
+}
+
+function sameFields(a: object, b: object): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) if ((a as Record<string, unknown>)[k] !== (b as Record<string, unknown>)[k]) return false;
+  return true;
+}
+
 export class EngineQp {
   readonly qpn: number;
   readonly type: 'rc' | 'srd';
@@ -284,9 +331,10 @@ export class EngineQp {
   changed = false;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
     this.qpn = qpn;
-    this.type = type;
+    // The literal, not the argument: a type that crossed from another thread is a string of its own per QP.
+    this.type = type === 'srd' ? 'srd' : 'rc';
     this.pd = pd;
-    this.caps = caps;
+    this.caps = sharedCaps(caps);
     this.sendCq = sendCq;
     this.recvCq = recvCq;
     this.state = type === 'srd' ? QpState.Rts : QpState.Init;

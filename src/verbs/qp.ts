@@ -20,7 +20,7 @@ import type { PortDest, PortPiece, PortQp } from '../nic/port.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import { readRequestVBytes } from '../wire/rdmap.js';
 import { type OpcodeRow, rowForWr } from '../rdmap/opcodes.js';
-import type { QpCaps } from '../rdmap/state.js';
+import { type QpCaps, sharedCaps } from '../rdmap/state.js';
 import { abortError, checkSignal, onAbort } from './abort.js';
 import { AddressHandle } from './ah.js';
 import { checkPeerAddress, needsLookup, resolvePeerHost } from './peer-address.js';
@@ -86,6 +86,10 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
    */
   constructor(pd: ProtectionDomain, init: QpInit, reserved?: { qpn: number }) {
     super();
+    // No listener table until the first listener (on() makes it then; emit() and the rest take
+    // none as no listeners): EventEmitter makes one per emitter, a dictionary of about 180
+    // bytes, and the QP of an idle channel never has a listener.
+    (this as unknown as { _events: unknown })._events = undefined;
     if (!init || typeof init !== 'object') throw bad('createQp needs an options object');
     if (init.type !== 'rc' && init.type !== 'srd') throw bad(`createQp: type must be 'rc' or 'srd'`);
     const dev = pd.device;
@@ -107,7 +111,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     this.type = init.type;
     this.sendCq = init.sendCq;
     this.recvCq = init.recvCq;
-    this.caps = Object.freeze(caps);
+    this.caps = Object.freeze(sharedCaps(caps));
     if (reserved && dev.nic.hasQpn(reserved.qpn)) throw new SabreError(ErrorCode.InvalidState, `QPN ${reserved.qpn} is taken on this device`);
     this.qpn = reserved ? reserved.qpn : dev.nextQpn();
     this.port = dev.nic.createQp(this.qpn, this.type, pd.handle, caps, this.sendCq, this.recvCq, reserved !== undefined);
