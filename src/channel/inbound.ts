@@ -67,6 +67,20 @@ export interface InboundStats {
   rendezvousWaits: number;
 }
 
+/** What an Inbound counts for stats(). */
+class InTally {
+  enlargements = 0;
+  shrinks = 0;
+  deniedEnlargements = 0;
+  messagesReceived = 0;
+  bytesReceived = 0;
+  rendezvousReceived = 0;
+  rendezvousWaits = 0;
+}
+
+/** The counts of every Inbound that has counted nothing yet: shared, never written. */
+const NO_COUNTS: Readonly<InTally> = new InTally();
+
 export class Inbound {
   readonly #l: Link;
   /** Phase 0's slots in the fixed region: every phase-0 epoch uses them (one is live at a time). */
@@ -91,13 +105,8 @@ export class Inbound {
   #reads: { wrId: number; seq: number; sink: Region }[] | undefined;
   /** Seq after the last message (peer CLOSE). */
   endAt: number | undefined;
-  #enlargements = 0;
-  #shrinks = 0;
-  #deniedEnlargements = 0;
-  #messagesReceived = 0;
-  #bytesReceived = 0;
-  #rendezvousReceived = 0;
-  #rendezvousWaits = 0;
+  /** Counts for stats(), made at the first count: an idle channel holds none. */
+  #tally: InTally | undefined;
   /** The head of the read queue is waiting for budget (counted once per wait). */
   #waitingBudget = false;
 
@@ -204,13 +213,14 @@ export class Inbound {
     e.received++;
     this.#lastDataAt = now;
     const inbox = (this.#inbox ??= new Map());
+    const t = this.#count();
     for (let k = 0; k < msgs.length; k++) {
       const m = msgs[k]!;
       inbox.set(seqs[k]!, { state: 'ready', value: m.value, len: m.bytes.length, bytes: m.bytes });
       this.bufferedBytes += m.bytes.length;
-      this.#bytesReceived += m.bytes.length;
+      t.bytesReceived += m.bytes.length;
     }
-    this.#messagesReceived += msgs.length;
+    t.messagesReceived += msgs.length;
     if (seqs[0] === this.consumed) l.emit({ kind: 'readable' });
   }
 
@@ -270,7 +280,7 @@ export class Inbound {
       // Before authorization no slots beyond preauth.maxMessage: denied, as with no memory. A
       // backlog of small messages goes on in the slots there are; a message this big comes as
       // an OFFER next, which is refused.
-      this.#deniedEnlargements++;
+      this.#count().deniedEnlargements++;
       l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant: undefined }) });
       return;
     }
@@ -298,7 +308,7 @@ export class Inbound {
     if (!region) {
       if (asked) {
         // No memory for bigger slots: say so, and the sender sends those messages by rendezvous.
-        this.#deniedEnlargements++;
+        this.#count().deniedEnlargements++;
         l.queueCtrl({ make: () => ({ type: ChanType.Grant, grant: undefined }) });
       } else this.#lastDataAt = now;
       return;
@@ -325,8 +335,8 @@ export class Inbound {
     this.cur = next;
     this.pending = undefined;
     this.#grantDeadline = Infinity;
-    if (next.phase > old.phase) this.#enlargements++;
-    else this.#shrinks++;
+    if (next.phase > old.phase) this.#count().enlargements++;
+    else this.#count().shrinks++;
     this.#lastDataAt = now;
     const need = this.#pendingNeed;
     this.#pendingNeed = 0;
@@ -369,7 +379,7 @@ export class Inbound {
       // (holding nothing) until one of them releases bytes; the sender's DONE deadline bounds it.
       const hold = l.ports.holdRendezvous;
       if (hold && !hold.call(l.ports, e.len)) {
-        if (!this.#waitingBudget) this.#rendezvousWaits++;
+        if (!this.#waitingBudget) this.#count().rendezvousWaits++;
         this.#waitingBudget = true;
         return;
       }
@@ -415,9 +425,10 @@ export class Inbound {
     e.state = 'ready';
     e.bytes = bytes;
     this.bufferedBytes += e.len;
-    this.#messagesReceived++;
-    this.#bytesReceived += e.len;
-    this.#rendezvousReceived++;
+    const t = this.#count();
+    t.messagesReceived++;
+    t.bytesReceived += e.len;
+    t.rendezvousReceived++;
     const seq16 = seq % CHAN_SEQ_MOD;
     const entry: CtrlEntry = { make: () => ({ type: ChanType.Done, seq: seq16 }) };
     l.queueCtrl(entry);
@@ -468,22 +479,27 @@ export class Inbound {
     }
   }
 
+  #count(): InTally {
+    return (this.#tally ??= new InTally());
+  }
+
   stats(): InboundStats {
+    const t = this.#tally ?? NO_COUNTS;
     return {
       phase: this.cur.phase,
       epoch: this.cur.epoch,
       eagerSize: this.cur.slotSize,
       slots: this.cur.slots,
-      enlargements: this.#enlargements,
-      shrinks: this.#shrinks,
-      deniedEnlargements: this.#deniedEnlargements,
-      messagesReceived: this.#messagesReceived,
-      bytesReceived: this.#bytesReceived,
-      rendezvousReceived: this.#rendezvousReceived,
+      enlargements: t.enlargements,
+      shrinks: t.shrinks,
+      deniedEnlargements: t.deniedEnlargements,
+      messagesReceived: t.messagesReceived,
+      bytesReceived: t.bytesReceived,
+      rendezvousReceived: t.rendezvousReceived,
       buffered: this.buffered,
       bufferedBytes: this.bufferedBytes,
       readsInFlight: this.#reads?.length ?? 0,
-      rendezvousWaits: this.#rendezvousWaits,
+      rendezvousWaits: t.rendezvousWaits,
     };
   }
 }

@@ -95,6 +95,19 @@ export interface OutboundStats {
 /** Offers outstanding at once (each holds a registered copy of its message). */
 export const MAX_OFFERS = 4;
 
+/** What an Outbound counts for stats(). */
+class OutTally {
+  messagesSent = 0;
+  bytesSent = 0;
+  eagerSent = 0;
+  rendezvousSent = 0;
+  enlargeRequests = 0;
+  packedWrites = 0;
+}
+
+/** The counts of every Outbound that has counted nothing yet: shared, never written. */
+const NO_COUNTS: Readonly<OutTally> = new OutTally();
+
 // The queue and offer lists of an Outbound that never had one: shared, never written (the first
 // push makes the Outbound its own); an idle channel holds no empty lists of its own.
 const NO_MSGS: OutMsg[] = [];
@@ -118,12 +131,8 @@ export class Outbound {
   #retired: TxEpoch[] | undefined;
   nextSeq = 0;
   peerConsumed = 0;
-  #messagesSent = 0;
-  #bytesSent = 0;
-  #eagerSent = 0;
-  #rendezvousSent = 0;
-  #enlargeRequests = 0;
-  #packedWrites = 0;
+  /** Counts for stats(), made at the first count: an idle channel holds none. */
+  #tally: OutTally | undefined;
   #now = 0;
   /** When the peer last said anything (a control message or a data write). */
   #heardAt = 0;
@@ -210,7 +219,7 @@ export class Outbound {
     if (need === 0 && !this.#denied && stalled > tx2.slots * tx2.useSize && maxEager > tx2.useSize) need = tx2.useSize + 1;
     if (need > 0 && !this.#enlarge && !this.#switching && l.live) {
       this.#enlarge = { need, deadline: now + l.o.timeoutMs };
-      this.#enlargeRequests++;
+      this.#count().enlargeRequests++;
       l.queueCtrl({ make: () => ({ type: ChanType.Enlarge, need, epoch: this.tx!.epoch }) });
     }
   }
@@ -351,9 +360,10 @@ export class Outbound {
     const o = this.#offers[i]!;
     this.#offers.splice(i, 1);
     l.ports.dereg(o.region);
-    this.#messagesSent++;
-    this.#bytesSent += o.len;
-    this.#rendezvousSent++;
+    const t = this.#count();
+    t.messagesSent++;
+    t.bytesSent += o.len;
+    t.rendezvousSent++;
     l.emit({ kind: 'placed', seq: o.seq });
     this.pump(now);
   }
@@ -377,10 +387,11 @@ export class Outbound {
       if (r.why === 'rnr') return l.fail('protocol', `the peer had no receive posted for a credited message (${r.status})`);
       return l.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `write failed: ${r.status}`);
     }
-    this.#messagesSent += w.count;
-    this.#bytesSent += w.len;
-    this.#eagerSent += w.count;
-    if (w.count > 1) this.#packedWrites++;
+    const t = this.#count();
+    t.messagesSent += w.count;
+    t.bytesSent += w.len;
+    t.eagerSent += w.count;
+    if (w.count > 1) t.packedWrites++;
     for (let k = 0; k < w.count; k++) l.emit({ kind: 'placed', seq: w.seq + k });
     this.pump(now);
   }
@@ -472,17 +483,22 @@ export class Outbound {
     this.#writes = undefined;
   }
 
+  #count(): OutTally {
+    return (this.#tally ??= new OutTally());
+  }
+
   stats(): OutboundStats {
+    const t = this.#tally ?? NO_COUNTS;
     return {
       peerPhase: this.tx?.phase ?? 0,
       peerEpoch: this.tx?.epoch ?? 0,
       sendEagerSize: this.tx?.useSize ?? 0,
-      messagesSent: this.#messagesSent,
-      bytesSent: this.#bytesSent,
-      eagerSent: this.#eagerSent,
-      rendezvousSent: this.#rendezvousSent,
-      enlargeRequests: this.#enlargeRequests,
-      packedWrites: this.#packedWrites,
+      messagesSent: t.messagesSent,
+      bytesSent: t.bytesSent,
+      eagerSent: t.eagerSent,
+      rendezvousSent: t.rendezvousSent,
+      enlargeRequests: t.enlargeRequests,
+      packedWrites: t.packedWrites,
       queued: this.#queue.length,
       inFlight: (this.#writes?.length ?? 0) + this.#offers.length,
     };
