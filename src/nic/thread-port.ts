@@ -22,7 +22,7 @@ import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
-import { withNicHeap } from './thread-heap.js';
+import { NIC_RESOURCE_LIMITS } from './thread-heap.js';
 import {
   CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
   type WireError, WQE_RING_BYTES,
@@ -47,7 +47,7 @@ function startNicWorker(script: string, o: { workerData: unknown; transferList: 
   let execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
   for (let attempt = 0; ; attempt++) {
     try {
-      return withNicHeap(() => new Worker(script, { ...o, execArgv }));
+      return new Worker(script, { ...o, execArgv, resourceLimits: NIC_RESOURCE_LIMITS });
     } catch (e) {
       if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || attempt === 2) throw e;
       const named = /flags: (.*)$/.exec(String((e as Error).message))?.[1]?.split(', ') ?? [];
