@@ -12,6 +12,10 @@ import { frameBytes } from '../../src/transport/udp/frame-codec.js';
 import { encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
 import { TERM } from '../../src/wire/terminate.js';
 import { seal } from '../transport/udp/raw-peer.js';
+import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { UdpLink } from '../../src/transport/udp/link.js';
+import { UdpType, decodeUdpHdr } from '../../src/wire/udp.js';
+import { Device as VerbsDevice } from '../../src/verbs/device.js';
 
 const devs: Device[] = [];
 afterEach(async () => {
@@ -75,6 +79,51 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('a peer that closes on purpose,
       expect(evs.some((e) => e.type === 'qp-fatal')).toBe(false);
       expect((await pending as { status?: number }).status).toBe(WcStatus.WrFlushErr);
       expect(a.qp.state).toBe(QpState.Error);
+    });
+  }
+});
+
+describe('a close notice over udp that is lost', () => {
+  // The notice is a DATA payload of the transport context: the closing device keeps its
+  // context up until the peer has acknowledged what it sent (bounded), so a lost notice goes
+  // again — it is not given up with the socket. Both devices run inline (the data path on this
+  // thread), and the receiver drops the first DATA datagram that comes after the destroy.
+  for (const how of ['qp.destroy()', 'dev.close()'] as const) {
+    it(`${how}: the first notice datagram dropped, the peer still hears 'closed' promptly`, async () => {
+      let dropping = false;
+      let dropped = 0;
+      const side = async (filter?: (d: Uint8Array) => boolean) => {
+        const mem = await DeviceMemory.create({ maximumBytes: 64 << 20, workerSlots: 0 });
+        const link = await UdpLink.open({ host: '127.0.0.1', port: 0, ...(filter ? { rxFilter: filter } : {}) });
+        const dev = new VerbsDevice(mem, link, { mss: link.mss });
+        devs.push(dev);
+        const pd = dev.allocPd();
+        const cq = dev.createCq({ depth: 64 });
+        const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+        return { dev, qp, mr: pd.regMr(4096, Access.LocalWrite) };
+      };
+      const a = await side((d) => {
+        if (!dropping) return true;
+        const h = decodeUdpHdr(d, 0, d.length);
+        if (!h.ok || h.value.type !== UdpType.Data) return true;
+        dropping = false;
+        dropped++;
+        return false;
+      });
+      const b = await side();
+      await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+      const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
+      expect((await a.qp.send({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] })).status).toBe(WcStatus.Success);
+      await got;
+      const pending = a.qp.recv({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] }).catch((e: { status?: number }) => e);
+      const down = nextDisconnect(a.dev, PROMPT_MS);
+      dropping = true;
+      if (how === 'qp.destroy()') b.qp.destroy();
+      await b.dev.close();
+      const evs = await down;
+      expect(dropped).toBe(1);
+      expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: a.qp.qpn, cause: 'closed' });
+      expect((await pending as { status?: number }).status).toBe(WcStatus.WrFlushErr);
     });
   }
 });

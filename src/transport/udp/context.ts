@@ -80,6 +80,15 @@ export class TransportContext implements HeaderSource {
     return this.tx.outstanding;
   }
 
+  /**
+   * Established (the peer answered our handshake: it keeps state for us), open, with payloads
+   * queued or unacknowledged: what a closing device lingers for. A peer that never answered
+   * (a first contact to a dead port) is not waited for.
+   */
+  get sending(): boolean {
+    return this.state === 'open' && this.peerId !== 0 && !this.probing && !this.tx.idle;
+  }
+
   /** Nothing to send, nothing unacknowledged, no ACK owed: the context may be reclaimed. */
   get quiescent(): boolean {
     return this.tx.idle && !this.rx.ackDue();

@@ -140,6 +140,12 @@ export class UdpEndpoint {
     return false;
   }
 
+  /** Some established context has payloads queued or not yet acknowledged by its peer. */
+  get sending(): boolean {
+    for (const e of this.table.byId.values()) if (e.ctx.sending) return true;
+    return false;
+  }
+
   /** Per-peer state, for tests and stats. */
   context(peer: PeerAddress): TransportContext | undefined {
     return this.table.byAddr.get(addrKey(peer))?.ctx;

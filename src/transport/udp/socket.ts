@@ -34,10 +34,14 @@ function literalLookup(host: string, options: dns.LookupOneOptions, cb: (err: No
 }
 
 /**
- * How long close() waits for its last datagrams (owed ACKs, close notices) to reach the kernel:
- * a send to an IP literal completes at once; a name to resolve may take longer, and is dropped.
+ * How long close() lingers for its last payloads (close notices, and whatever else is not yet
+ * acknowledged) to be acknowledged by their peers, the contexts' timers sending a lost one
+ * again meanwhile. Only a peer that stopped answering (or never acknowledges) makes close wait
+ * this long; a name still to resolve is dropped at the end of it.
  */
-export const CLOSE_GRACE_MS = 200;
+export const CLOSE_GRACE_MS = 500;
+/** Bound on close()'s linger loop: it wakes on a timer or a flush, and this many times at most. */
+const LINGER_WAKES = 1000;
 
 /** Datagrams up to this long are latency-bound (see the receive handler). */
 const SHORT_DATAGRAM = 1024;
@@ -87,6 +91,8 @@ export class UdpSockets {
   private closed = false;
   /** During close()'s last flush: one promise per datagram, settled when the kernel took it. */
   private tracked: Promise<void>[] | undefined;
+  /** While close() lingers: wakes it after a flush (an ACK may have come). */
+  private lingerWake: (() => void) | undefined;
 
   private constructor(
     private readonly sockets: dgram.Socket[],
@@ -223,19 +229,22 @@ export class UdpSockets {
 
   /**
    * Send what is owed first — the ACKs for what was received, frames the owner queued (a
-   * close notice) — and let the kernel take it, waiting at most `graceMs` for the send
-   * callbacks (a peer that sent us its last message must hear it arrived, or it retries into a
-   * closed port and reports it lost); then fail whatever is outstanding (reported through
-   * onFailed) and close every socket.
+   * close notice) — and let the kernel take it (a peer that sent us its last message must hear
+   * it arrived, or it retries into a closed port and reports it lost); then linger until the
+   * peers have acknowledged every payload sent to them, at most `graceMs` in all (see
+   * linger()); then fail whatever is outstanding (reported through onFailed) and close every
+   * socket.
    */
   async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
     if (this.closed) return;
     if (graceMs > 0) {
+      const until = performance.now() + graceMs;
       this.endpoint.ackOwed();
       const sent: Promise<void>[] = (this.tracked = []);
       this.flush(true);
       this.tracked = undefined;
       if (sent.length > 0) await Promise.race([Promise.all(sent), new Promise<void>((r) => setTimeout(r, graceMs).unref())]);
+      await this.linger(until);
       if (this.closed) return;
     }
     const r = this.endpoint.close();
@@ -244,6 +253,36 @@ export class UdpSockets {
     // Nothing is due any more (pollTimeout): the owner's timer stops.
     this.timerChanged();
     await Promise.all(this.sockets.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+
+  /**
+   * close()'s wait for the peers' acknowledgements, until `until`. One flush was not enough:
+   * a close notice can be lost, or wait behind retransmissions in a window an RTO collapsed
+   * (the peer's ACKs came late: a busy thread), and failing the contexts with the sockets gave
+   * it up — the peer then heard of the close only from its keepalive, seconds later. Meanwhile
+   * the sockets receive as usual (the ACKs, which open the window) and the contexts' timers run
+   * here, the owner's having stopped with its device: what is lost goes again. It ends as soon
+   * as nothing is unacknowledged (or every context with something has failed).
+   */
+  private async linger(until: number): Promise<void> {
+    for (let i = 0; i < LINGER_WAKES && !this.closed && this.endpoint.sending; i++) {
+      const now = performance.now();
+      if (now >= until) return;
+      const at = Math.min(this.endpoint.nextDeadline(), until);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          this.lingerWake = undefined;
+          resolve();
+        }, Math.max(0, at - now));
+        t.unref();
+        this.lingerWake = () => {
+          clearTimeout(t);
+          this.lingerWake = undefined;
+          resolve();
+        };
+      });
+      this.handleTimeout(performance.now());
+    }
   }
 
   private scheduleFlush(): void {
@@ -399,6 +438,7 @@ export class UdpSockets {
     // one more trip through epoll per hop.
     if (r.more || this.releaseDue) this.scheduleFlush();
     this.timerChanged();
+    this.lingerWake?.();
   }
 
   /** When handleTimeout is next due (Infinity: nothing is, or the shell is closed). */
