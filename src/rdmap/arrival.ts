@@ -206,7 +206,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
         if (qp.type === 'rc') noteWrite(flow, m);
       }
       // rc: a late segment of an earlier write must not undo what later writes placed.
-      if (qp.type === 'rc' && (flow.writes?.at(-1)?.ssn ?? 0) > env.ssn) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
+      if (qp.type === 'rc' && (flow.writes?.maxSsn ?? 0) > env.ssn) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
       else placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);
       return;
     case 'readResponse':

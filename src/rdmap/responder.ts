@@ -27,6 +27,7 @@ import { failMsg } from './placement.js';
 import { emit, emitAll, flowError, nextSsn, pump, readDone } from './requester.js';
 import { release } from './budget.js';
 import { Offsets } from './offsets.js';
+import { forgetWrite } from './write-order.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
 import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
 
@@ -78,8 +79,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
       return;
     }
     flow.pending.delete(flow.expected);
-    // An idle flow keeps no list (the channels at scale hold thousands of idle flows).
-    if (flow.writes !== undefined && flow.writes[0] === m && flow.writes.shift() && flow.writes.length === 0) flow.writes = undefined;
+    forgetWrite(flow, m);
     release(qp, m);
     flow.expected++;
     flow.needAck = true;

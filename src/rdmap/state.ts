@@ -18,6 +18,7 @@ import { DEFAULT_BOUNDS, type EngineBounds } from './bounds.js';
 import type { Offsets } from './offsets.js';
 import type { OpcodeRow, WrKindValue } from './opcodes.js';
 import { TimerTable } from './timers.js';
+import type { PendingWrites } from './write-index.js';
 
 /** A checked local segment of registered memory. */
 export interface Piece {
@@ -223,11 +224,11 @@ export class Flow {
   expected = 1;
   readonly pending = new Map<number, InMessage>();
   /**
-   * rc: the pending Writes (a tagged segment seen), by ascending ssn, made at the first one; a
-   * segment of a Write below the last of them arrived late (write-order.ts). Entries that left
-   * `pending` otherwise (a flow error) are stale: readers check them against `pending`.
+   * rc: the pending Writes (a tagged segment seen), indexed by STag and TO, made at the first
+   * one; a segment of a Write below the highest ssn in it arrived late (write-order.ts). Entries
+   * that left `pending` otherwise (a flow error) are stale: readers check them against `pending`.
    */
-  writes: InMessage[] | undefined = undefined;
+  writes: PendingWrites<InMessage> | undefined = undefined;
   /**
    * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
    * RNR NAK asking for it again went out): srd-refusal.ts. At most SSN_WINDOW entries.

@@ -8,22 +8,28 @@
 // could lose bytes.
 //
 // Cost: nothing on the in-order path (arrival.ts sends a segment here only when a Write of its
-// flow with a higher ssn is pending: Flow.writes, kept in ssn order). A late segment flushes the
-// placement batch first (the later writes' segments in it are then placed and in their `offs`)
-// and visits only the pending Writes above its own ssn: a peer that parks one Write high in the
-// ssn window makes each lower segment cost a flush and one visit, not a scan of the batch.
+// flow with a higher ssn is pending: Flow.writes.maxSsn). A late segment flushes the placement
+// batch first (the later writes' segments in it are then placed and in their `offs`) and visits
+// only the pending Writes of its STag whose extent meets its bytes (Flow.writes indexes them by
+// TO: ./write-index.ts): a peer that parks k Writes high in the ssn window makes each lower
+// segment cost a flush, O(log k) and the parked Writes it overlaps — not k visits.
 import type { SegFrame } from '../core/frame.js';
 import { flushPlacement, placeTagged, placeTaggedPieces } from './placement.js';
 import type { EngineQp, EngineState, Flow, InMessage } from './state.js';
+import { PendingWrites } from './write-index.js';
 
-/** Write `m` of rc flow `flow` named its STag and TO (its first tagged segment): keep it in ssn order. */
+/** Write `m` of rc flow `flow` named its STag and TO (its first tagged segment): index it. */
 export function noteWrite(flow: Flow, m: InMessage): void {
-  const ws = (flow.writes ??= []);
-  let i = ws.length;
-  // Nearly always the newest: appended. A message that arrives late is put in its place.
-  while (i > 0 && ws[i - 1]!.ssn > m.ssn) i--;
-  if (i === ws.length) ws.push(m);
-  else ws.splice(i, 0, m);
+  (flow.writes ??= new PendingWrites()).add(m, m.stag, m.toBase, m.msgLen >= 0 ? m.msgLen : Infinity);
+}
+
+/** Write `m` completed: out of the index (an idle flow keeps none: thousands of idle flows at scale). */
+export function forgetWrite(flow: Flow, m: InMessage): void {
+  const ws = flow.writes;
+  // Indexed: a Write whose first tagged segment named its TO (noteWrite); nothing else is.
+  if (ws === undefined || m.toBase < 0) return;
+  ws.remove(m);
+  if (ws.size === 0) flow.writes = undefined;
 }
 
 /** Place a tagged segment of Write `m`, [to, to + plen) in TO space, around later writes' bytes. */
@@ -31,20 +37,16 @@ export function placeWriteAfter(e: EngineState, qp: EngineQp, flow: Flow, m: InM
   flushPlacement(e);
   const end = to + plen;
   const taken: number[] = [];
-  const ws = flow.writes!;
-  for (let i = ws.length - 1; i >= 0; i--) {
-    const p = ws[i]!;
-    if (p.ssn <= m.ssn) break;
+  flow.writes!.overlapping(stag, to, end, (p) => {
+    if (p.ssn <= m.ssn || p.fail || flow.pending.get(p.ssn) !== p) return;
     const base = p.toBase;
     const limit = p.msgLen >= 0 ? p.msgLen : Infinity;
-    // Its whole extent first (two compares): most later writes are elsewhere.
-    if (base >= end || base + limit <= to || p.stag !== stag || p.fail || flow.pending.get(p.ssn) !== p) continue;
     p.offs.forEach((s, t) => {
       s = Math.max(base + s, to);
       t = Math.min(base + Math.min(t, limit), end);
       if (s < t) taken.push(s, t);
     });
-  }
+  });
   if (taken.length === 0) return placeTagged(e, qp, flow, m, f, stag, to, plen, access);
   e.counters.lateWrites++;
   placeTaggedPieces(e, qp, flow, m, f, stag, to, plen, access, uncovered(taken, to, end));
