@@ -14,6 +14,8 @@ export interface PipeShellCounters {
   pipesRefused: number;
   /** Unauthenticated pipes closed to make room for a newer one. */
   pipesEvicted: number;
+  /** Times a pipe was read no further until its peer had read the answers already written. */
+  pipeStalls: number;
 }
 
 export const DEFAULT_PIPE_ADMISSION: AdmissionLimits = { max: 256, maxUnauthenticated: 64, maxUnauthenticatedPerHost: 8, maxPerHost: 32 };
@@ -35,6 +37,7 @@ export class PipeShell {
   readonly #o: PipeShellOptions;
 
   #closed = false;
+  #stalls = 0;
 
   constructor(limits: AdmissionLimits, backoff: LoginBackoff, o: PipeShellOptions) {
     this.admission = new Admission(limits);
@@ -47,7 +50,7 @@ export class PipeShell {
   }
 
   get counters(): PipeShellCounters {
-    return { pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted };
+    return { pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted, pipeStalls: this.#stalls };
   }
 
   close(): void {
@@ -90,10 +93,19 @@ export class PipeShell {
         run();
       });
     };
+    // Every frame read may be answered: a peer that does not read its answers would make them
+    // pile up here without bound, so the pipe is read no further until they have gone out.
+    const resume = (): void => {
+      s.resume();
+    };
     const run = (): void => {
       for (let a = core.pollAction(); a; a = core.pollAction()) {
-        if (a.kind === 'write') s.write(a.bytes);
-        else s.end(() => s.destroy());
+        if (a.kind === 'close') s.end(() => s.destroy());
+        else if (!s.write(a.bytes) && !s.isPaused()) {
+          this.#stalls++;
+          s.pause();
+          s.once('drain', resume);
+        }
       }
       if (core.state === 'ready') this.admission.authenticated(s);
       arm();
