@@ -16,7 +16,7 @@ import type { ClientSession } from './client-session.js';
 import { type TransferSide, getDedup, getFile, putDedup, putFile } from './client-transfer.js';
 import { checkData, checkFile, checkPieces, checkPosition, checkReadLength, refused } from './client-args.js';
 import type { OpenOptions, OpOptions, RemoteFile, TransferResult } from './client-types.js';
-import { type DirEntry, decodeDirEntries } from './dirents.js';
+import { type DirEntry, MAX_LIST_ENTRIES, decodeDirEntries } from './dirents.js';
 import type { Provider } from './server.js';
 import { FileError, LocalCode, statusCode } from './status.js';
 
@@ -31,6 +31,12 @@ const FLAG_BITS: Record<NonNullable<OpenOptions['flags']>, number> = {
   wx: FileAccess.Write | FileAccess.Create | FileAccess.Exclusive,
   replace: FileAccess.Write | FileAccess.Create | FileAccess.Replace,
 };
+
+/** A count of bytes the server reports for a request of `asked` bytes: more is a protocol error. */
+function overstated(n: number, asked: number, what: string): number {
+  if (n > asked) throw new FileError(LocalCode.ProtocolError, `${what}: the server reports ${n} bytes for ${asked} asked`);
+  return n;
+}
 
 export class FileClient {
   readonly transport: Provider;
@@ -207,6 +213,7 @@ export class FileClient {
       const max = this.#s.limits.maxReadWriteSize;
       const d = await this.#s.request({ op: FileOp.Read, fileId: f.id, length, offset: position, sinkAddr: this.#s.sinks!.addr + s * max, sinkRkey: this.#s.sinks!.rkey }, `read ${f.path}`, o);
       this.#ok(d, `read ${f.path}`);
+      overstated(d.value, length, `read ${f.path}`);
       await take(this.#s.sinks!.buffer.subarray(s * max, s * max + d.value), d.value);
       return d.value;
     } finally {
@@ -246,7 +253,7 @@ export class FileClient {
       });
       const d = await this.#s.request({ op: FileOp.ReadV, fileId: f.id, sinkAddr: collapse ? base : 0, sinkRkey: this.#s.sinks!.rkey, entries }, `readv ${f.path}`, { ...o, collapse });
       this.#ok(d, `readv ${f.path}`);
-      if (d.value > total) throw new FileError(LocalCode.ProtocolError, `readv ${f.path}: the server reports ${d.value} bytes for ${total} asked`);
+      overstated(d.value, total, `readv ${f.path}`);
       const view = this.#s.sinks!.buffer.subarray(s * max, s * max + total);
       // The server reads the pieces in order and stops at the first short one (the end of the
       // file as it is now, not as it was at open): `value` bytes fill the pieces in order, and
@@ -298,7 +305,7 @@ export class FileClient {
       // The buffer goes back to the pool when the Send completes (see #onWc).
       const d = await this.#s.request({ op: FileOp.Write, fileId: f.id, offset: position, length, dataOff: 0 }, `write ${f.path}`, { ...o, data: { buf: b, length } });
       this.#ok(d, `write ${f.path}`);
-      return d.value;
+      return overstated(d.value, length, `write ${f.path}`);
     } finally {
       if (!sent) this.#s.dataPool.release(b);
     }
@@ -331,7 +338,7 @@ export class FileClient {
     const d = await this.#s.request({ op: FileOp.WriteV, fileId: f.id, entries: pieces.map((p) => ({ offset: p.position, length: p.data.length })), dataOff: 0, dataLen: total },
       `writev ${f.path}`, { ...o, collapse: true, data: { buf: b, length: total } });
     this.#ok(d, `writev ${f.path}`);
-    return d.value;
+    return overstated(d.value, total, `writev ${f.path}`);
   }
 
   /** The entries of a directory (default: the served directory itself), all pages. */
@@ -346,9 +353,15 @@ export class FileClient {
       do {
         const d = await this.#s.request({ op: FileOp.List, cookie, sinkLength: len, sinkAddr: this.#s.sinks!.addr + s * max, sinkRkey: this.#s.sinks!.rkey, path }, `ls ${path || '/'}`, o);
         this.#ok(d, `ls ${path || '/'}`);
-        const page = decodeDirEntries(this.#s.sinks!.buffer.subarray(s * max, s * max + d.value));
+        const page = decodeDirEntries(this.#s.sinks!.buffer.subarray(s * max, s * max + overstated(d.value, len, `ls ${path || '/'}`)));
         if (typeof page === 'string') throw new FileError(LocalCode.ProtocolError, `ls ${path || '/'}: ${page}`);
         out.push(...page);
+        // The server's cookies must make progress: a page that goes on has entries and a later
+        // cookie, and no directory lists more than the server's own bound, so a server cannot
+        // keep this loop (and `out`) going for good.
+        if (d.aux !== 0 && (d.aux <= cookie || page.length === 0 || out.length > MAX_LIST_ENTRIES)) {
+          throw new FileError(LocalCode.ProtocolError, `ls ${path || '/'}: the server's listing does not progress (cookie ${cookie} -> ${d.aux}, ${page.length} entries, ${out.length} in all)`);
+        }
         cookie = d.aux;
       } while (cookie !== 0);
       return out;

@@ -17,6 +17,9 @@ const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true });
 const pad8 = (n: number): number => (n + 7) & ~7;
 
+/** Bound on the entries of one listed directory (the server refuses more; the client accepts no more). */
+export const MAX_LIST_ENTRIES = 100_000;
+
 /** Bytes one entry takes. */
 export const direntSize = (nameBytes: number): number => FILE_DIR_ENTRY.size + pad8(nameBytes);
 

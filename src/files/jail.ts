@@ -27,7 +27,7 @@ import fs from 'node:fs';
 import { sep } from 'node:path';
 import { promisify } from 'node:util';
 import { FileAccess, FileStatus } from '../wire/files-spec.js';
-import { direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
+import { MAX_LIST_ENTRIES, direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
 import { at, Beneath, closeSoon, type Dir, Refused } from './openat.js';
 
 const open = promisify(fs.open);
@@ -42,8 +42,6 @@ const readlink = promisify(fs.readlink);
 
 /** Temporary files of Replace puts: hidden from List, never opened by name. */
 const TEMP = /^\.sabre-[0-9a-f]{16}\.part$/;
-/** Bound on the entries of one listed directory. */
-export const MAX_LIST_ENTRIES = 100_000;
 
 /** The status for an errno from node:fs. */
 export function statusOf(e: unknown): number {
