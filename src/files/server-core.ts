@@ -73,14 +73,6 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
     return this.state === 'authenticating' ? this.#authDeadline : undefined;
   }
 
-  get openFiles(): number {
-    return this.#files.size;
-  }
-
-  get inProgress(): number {
-    return this.#reqs.size;
-  }
-
   handleTimeout(now: number): void {
     if (this.state === 'authenticating' && now >= this.#authDeadline) {
       this.counters.authTimeouts++;
@@ -542,6 +534,12 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
       const g = c.spend();
       if (g < 0) break;
       this.#actions.push(this.#sendQ.shift()!.build(g, c.target));
+    }
+    // Answers wait for credits only the client grants, while its failed requests get credits back
+    // by RDMA Write: past what an honest client's requests and retirements queue, it goes.
+    if (this.#sendQ.length > 4 * (c.posted + this.#held + RESERVE) + 8) {
+      this.counters.sendQueueOverruns++;
+      return this.#terminate(FileStatus.LimitExceeded, 'answers are asked for but no credit is granted to send them', false);
     }
     if (this.state === 'bound' && this.#sendQ.length === 0 && c.grantDue() && c.canSpend()) {
       this.counters.grantOnly++;

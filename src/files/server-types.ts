@@ -62,12 +62,14 @@ export interface ServerCounters {
   bytesWritten: number;
   filesOpened: number;
   terminated: number;
+  /** Connections terminated for asking for more answers by Send than they granted credits to send. */
+  sendQueueOverruns: number;
 }
 
 export const newServerCounters = (): ServerCounters => ({
   connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, receiveErrors: 0, malformed: 0, refusedLimit: 0,
   refusedPath: 0, refusedReadOnly: 0, refusedTooManyOpen: 0, refusedHandle: 0, refusedLinked: 0, cancelled: 0, creditsRetired: 0,
-  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0,
+  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0, sendQueueOverruns: 0,
 });
 
 /** File-system work for the shell; `handle` is the shell's own name for an open file. */
