@@ -4,6 +4,7 @@
 // from, a REQ of ours the peer device refused, a peer lost for good, the device closing, the
 // time. Out, one at a time: a message to send, a request for a listener, a request of ours
 // settled.
+import { randomInt } from 'node:crypto';
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
@@ -47,9 +48,18 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   readonly #out = new Outbox<CmAction>();
   readonly #services = new Set<number>();
   readonly #pending = new Map<number, Pending>();
-  #nextId = 1;
+  readonly #randomId: () => number;
   /** Messages that did not parse or named nothing we know. */
   dropped = 0;
+
+  /**
+   * `randomId`: a REQ's id. An answer is matched to its request by the id alone, so ids are
+   * random (48 bits): a device off the exchange's path that could guess them could fail our
+   * connects with forged REJs or point our QPs at a QPN of its choosing with forged REPs.
+   */
+  constructor(o: { randomId?: () => number } = {}) {
+    this.#randomId = o.randomId ?? (() => randomInt(1, 2 ** 48));
+  }
 
   pollAction(): CmAction | undefined {
     return this.#out.poll();
@@ -66,8 +76,11 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   /** Ask the listener of `service` at `to` for a connection to our rc QP `qpn`; returns the request id (settled later). */
   request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number): number {
     const pd = b64(privateData);
-    const bytes = encode({ t: 'req', id: this.#nextId, service, qpn, ...(pd ? { pd } : {}) });
-    const id = this.#nextId++;
+    let id = this.#randomId();
+    // Bounded: the ids of the requests waiting are few against 2^48.
+    for (let i = 0; i < 16 && this.#pending.has(id); i++) id = this.#randomId();
+    if (this.#pending.has(id)) throw new SabreError(ErrorCode.Internal, 'no free CM request id');
+    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}) });
     this.#pending.set(id, { to: addressKey(to), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
     return id;
