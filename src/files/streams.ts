@@ -19,20 +19,26 @@ export function createRemoteReadStream(client: FileClient, path: string, o: Remo
   async function* chunks(): AsyncGenerator<Uint8Array> {
     const f: RemoteFile = await client.open(path);
     const inflight: Promise<Uint8Array>[] = [];
+    const asked: number[] = [];
     try {
       const chunk = Math.min(o.chunkSize ?? client.pipeline.readChunk, client.limits.maxReadWriteSize);
       const end = Math.min(o.end === undefined ? f.size : o.end + 1, f.size);
       let pos = o.start ?? 0;
       while (pos < end || inflight.length > 0) {
         while (inflight.length < (o.window ?? 4) && pos < end) {
-          const p = client.read(f, pos, Math.min(chunk, end - pos));
+          const len = Math.min(chunk, end - pos);
+          const p = client.read(f, pos, len);
           // A later read's failure is reported when its turn comes; do not let it go unhandled.
           p.catch(() => {});
           inflight.push(p);
+          asked.push(len);
           pos += chunk;
         }
         const b = await inflight.shift()!;
         if (b.length > 0) yield b;
+        // A short read is the end of the file as it was then: what later reads got lies past a
+        // gap (the file shrank and grew, or the server skipped bytes), so the stream ends here.
+        if (b.length < asked.shift()!) break;
       }
     } finally {
       await Promise.allSettled(inflight);

@@ -85,3 +85,36 @@ describe('a server whose completions overstate what it did', () => {
     expect((await c.list()).map((e) => e.name).sort()).toEqual(['e0', 'e1', 'e2', 'e3', 'small.txt', 'w.bin']);
   });
 });
+
+describe('a read stream over a server whose read comes back short before the end', () => {
+  let dir: string;
+  let srv: FileServer;
+  let c: FileClient;
+  const body = new Uint8Array(4000).map((_, i) => i % 251);
+  beforeAll(async () => {
+    dir = tempDir('attack-lying-stream');
+    fs.writeFileSync(join(dir, 'f.bin'), body);
+    srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
+    c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
+  }, 30_000);
+  afterAll(async () => {
+    JailFile.prototype.read = origRead;
+    await c?.end();
+    await srv?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('what the stream gives is a prefix of the file: no gap where the short read was', async () => {
+    // The first 1000-byte read gets 500 (the end of the file, for all the client can tell);
+    // the reads after it get their full 1000.
+    JailFile.prototype.read = async function (into: Uint8Array, length: number, position: number): Promise<number> {
+      const n = await origRead.call(this, into, length, position);
+      return position === 0 ? Math.min(n, 500) : n;
+    };
+    const { createRemoteReadStream } = await import('../../src/files/streams.js');
+    const parts: Buffer[] = [];
+    for await (const b of createRemoteReadStream(c, 'f.bin', { chunkSize: 1000 })) parts.push(b as Buffer);
+    const got = new Uint8Array(Buffer.concat(parts));
+    expect(Buffer.from(got).equals(Buffer.from(body.subarray(0, got.length)))).toBe(true);
+  });
+});
