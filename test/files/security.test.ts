@@ -130,7 +130,9 @@ describe('refusals on the RDMA connection (raw client)', () => {
     dir = tempDir('sec-raw');
     fs.writeFileSync(join(dir, 'f.bin'), Buffer.alloc(4096, 7));
     srv = await serveFiles(dir, {
-      token: TOKEN, transports: ['tcp'], sessions: { keyTtlMs: 300 },
+      // Keys live long here: on a loaded machine a 300 ms key expired between a raw client's
+      // negotiation and its first request, failing cases that are not about expiry.
+      token: TOKEN, transports: ['tcp'], sessions: { keyTtlMs: 30_000 },
       limits: { maxOpenFiles: 3, maxVectors: 4, maxReadWriteSize: 65536, maxWriteSize: 16384, credits: 8 },
     });
   }, 30_000);
@@ -184,15 +186,21 @@ describe('refusals on the RDMA connection (raw client)', () => {
     expect(await r.until(() => r.terminal() !== undefined)).toBe(true);
     expect(srv.stats().authUnknownSession).toBe(unknown + 1);
     await r.close();
-    const { neg, pipe } = await negotiate(srv.address.port, TOKEN);
-    const t0 = Date.now();
-    await until(() => Date.now() - t0 > 400, 2000, 'the key to expire (ttl 300 ms)');
-    const late = await Raw.onto(neg, pipe, srv.address.port);
-    const expired = srv.stats().authExpiredKey;
-    late.authenticate();
-    expect(await late.until(() => late.terminal() !== undefined)).toBe(true);
-    expect(srv.stats().authExpiredKey).toBe(expired + 1);
-    await late.close();
+    // The expired key on a server of its own whose keys live 300 ms.
+    const short = await serveFiles(dir, { token: TOKEN, transports: ['tcp'], sessions: { keyTtlMs: 300 } });
+    try {
+      const { neg, pipe } = await negotiate(short.address.port, TOKEN);
+      const t0 = Date.now();
+      await until(() => Date.now() - t0 > 400, 2000, 'the key to expire (ttl 300 ms)');
+      const late = await Raw.onto(neg, pipe, short.address.port);
+      const expired = short.stats().authExpiredKey;
+      late.authenticate();
+      expect(await late.until(() => late.terminal() !== undefined)).toBe(true);
+      expect(short.stats().authExpiredKey).toBe(expired + 1);
+      await late.close();
+    } finally {
+      await short.close();
+    }
   });
 
   it('a credit overrun terminates the connection (counted)', async () => {
