@@ -48,7 +48,9 @@ describe.each(['udp', 'tcp'] as const)('%s', (transport) => {
     expect(err).toBeInstanceOf(SabreError);
     expect(err.code).toBe(ErrorCode.AddressInUse);
     expect((err.cause as NodeJS.ErrnoException).code).toBe('EADDRINUSE');
-    expect(ms).toBeLessThan(1000);
+    // At once, not at a timeout: the open starts a NIC thread first, which alone took over a
+    // second on a loaded 2-vCPU machine; 3 s as the other "at once" checks here.
+    expect(ms).toBeLessThan(3000);
   });
 
   it('a bind host that does not resolve or is not local: ERR_INVALID_ARGUMENT with the system error as cause', async () => {
