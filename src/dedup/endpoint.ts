@@ -10,17 +10,26 @@
 // src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
 // WRITE into the receiver's landing zone).
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { untilClosed } from '../core/lifecycle.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
-import type { DedupMemory, MessagePipe } from './types.js';
-
-export type { MessagePipe } from './types.js';
-export { DedupReceiver, type DedupReceiverInit, type Received } from './receiver.js';
+import { DeviceMemory } from '../dataplane/device-memory.js';
+import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
-import type { Hello } from './messages.js';
-import { DedupSendCore, type SendResult } from './transfer.js';
+import { decode, type Hello } from './messages.js';
+import { DedupKind } from '../wire/dedup-spec.js';
+import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvStats, type SendResult } from './transfer.js';
 
+/** A reliable, ordered message pipe. */
+export interface MessagePipe {
+  /** Send one message (delivered whole, in order). */
+  send(bytes: Uint8Array): void | Promise<void>;
+  /** Register the handler of every message that arrives. */
+  onMessage(handler: (bytes: Uint8Array) => void): void;
+  /** Register the handler of the pipe's end (error when it broke). */
+  onClose?(handler: (error?: Error) => void): void;
+}
 
 /** RDMA WRITE from the sender's device memory into the receiver's landing zone. */
 export interface RdmaWritePath {
@@ -383,5 +392,250 @@ export class DedupSender {
     this.#hasher?.free();
     this.#chunker = undefined;
     this.#hasher = undefined;
+  }
+}
+
+export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
+  pipe: MessagePipe;
+  zone: LandingZone;
+  /** Hash arrivals in-band, inside place() (default true; false: each slot is hashed at its ROUND). */
+  inBand?: boolean;
+  /**
+   * Hand each object (or a transfer's error) here, synchronously, the moment it is complete,
+   * instead of queueing it for next(): a channel puts it in its message order at once.
+   */
+  onObject?: (r: Received | Error) => void;
+  /**
+   * Told, synchronously, each time the verified prefix of the object being assembled grows: its
+   * first `done` bytes are final (a file can be written while the rest arrives). `bytes` stays
+   * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
+   */
+  onProgress?: (bytes: Uint8Array, done: number) => void;
+  /**
+   * While the scope's basis is being filled (store.fill), answer an OFFER page once the fill has
+   * chunked the basis this many bytes past the page's end in the object, instead of only once
+   * the whole basis is in: a basis that is an earlier version of the object has its chunks at
+   * about the same offsets, so the writes start while the rest of the basis is still read. A
+   * chunk that lies further on in the basis than that is asked for (bytes on the wire, never
+   * wrong bytes). Default: wait for the whole basis.
+   */
+  basisLead?: number;
+}
+
+/**
+ * Messages a receiver holds while its basis fills: a sender keeps 4 OFFER pages out by default
+ * (window), a few more answers and ROUNDs cannot come before a NEED.
+ */
+const MAX_HELD = 16;
+
+export interface Received {
+  bytes: Uint8Array;
+  stats: RecvStats;
+}
+
+/**
+ * The receiving end: sends HELLO at once, then assembles each object the peer sends from its
+ * store and the chunks that arrive. Objects are delivered in order (next(), or for await).
+ */
+export class DedupReceiver implements AsyncIterable<Received> {
+  readonly #core: DedupRecvCore;
+  readonly #pipe: MessagePipe;
+  readonly #ready: Received[] = [];
+  readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
+  readonly #errors: Error[] = [];
+  #closed: Error | undefined;
+  #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
+  readonly #totals: DedupTotals;
+  readonly #onObject: ((r: Received | Error) => void) | undefined;
+  readonly #onProgress: ((bytes: Uint8Array, done: number) => void) | undefined;
+
+  constructor(o: DedupReceiverInit) {
+    this.#core = new DedupRecvCore(o.onProgress ? { ...o, progress: true } : o);
+    this.#onProgress = o.onProgress;
+    this.#pipe = o.pipe;
+    this.#totals = dedupTotals(o.mem);
+    this.#onObject = o.onObject;
+    if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
+    this.#store = o.store;
+    this.#scope = o.scope;
+    this.#lead = o.basisLead;
+    o.pipe.onMessage((b) => this.#onMessage(b));
+    o.pipe.onClose?.((e) => {
+      this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
+      this.#held = [];
+      this.#core.handleFailure(this.#closed as SabreError, performance.now());
+      this.#run();
+      for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
+    });
+    this.#core.start();
+    this.#run();
+  }
+
+  readonly #store: DedupReceiverInit['store'];
+  readonly #scope: string;
+  readonly #lead: number | undefined;
+  /**
+   * Messages held, in order, while the scope's basis is still being filled (store.fill), each
+   * with the basis bytes it waits for (Infinity: the whole basis).
+   */
+  #held: Array<{ b: Uint8Array; need: number }> = [];
+  /** A wait on the fill is pending (it pumps when it resolves). */
+  #waiting = false;
+  /** End in the object of the OFFER pages seen while a fill was in progress. */
+  #offerEnd = 0;
+  #gaveUp: Promise<void> | undefined;
+  #shut = false;
+
+  /**
+   * While the store is still filling this scope (a basis being read and ingested as the transfer
+   * starts), hold the peer's messages: an OFFER answered now would ask for chunks the basis
+   * holds. With basisLead, an OFFER page waits only until the fill is that far past its end.
+   * At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask for
+   * more than it had to; nothing else changes).
+   */
+  #onMessage(b: Uint8Array): void {
+    const filling = this.#store.filling(this.#scope);
+    if (this.#held.length === 0 && (!filling || filling === this.#gaveUp)) return this.#handle(b);
+    this.#held.push({ b, need: this.#needOf(b) });
+    if (this.#held.length > MAX_HELD) this.#gaveUp = filling; // no more waiting on this fill
+    this.#pump();
+  }
+
+  /** The basis bytes a message waits for while the basis fills. */
+  #needOf(b: Uint8Array): number {
+    if (this.#lead === undefined) return Infinity;
+    let m: ReturnType<typeof decode>;
+    try {
+      m = decode(b);
+    } catch {
+      return 0; // the core refuses it, in its turn
+    }
+    if (m.kind !== DedupKind.Offer) return 0;
+    if (m.first === 0) this.#offerEnd = 0;
+    for (let i = 0; i < m.count; i++) this.#offerEnd += m.lens[i]!;
+    return this.#offerEnd + this.#lead;
+  }
+
+  /** Handle the held messages, in order, as far as the fill allows. */
+  #pump(): void {
+    while (this.#held.length > 0 && !this.#shut) {
+      const filling = this.#store.filling(this.#scope);
+      if (filling && filling !== this.#gaveUp) {
+        const reach = this.#store.fillReach(this.#scope, this.#held[0]!.need);
+        if (reach) {
+          if (!this.#waiting) {
+            this.#waiting = true;
+            void reach.then(() => {
+              this.#waiting = false;
+              this.#pump();
+            });
+          }
+          return;
+        }
+      }
+      this.#handle(this.#held.shift()!.b);
+    }
+  }
+
+  /** Messages held so far while the basis fills (tests). */
+  get held(): number {
+    return this.#held.length;
+  }
+
+  /** The next object received (rejects with the error of a failed transfer, in order). */
+  next(): Promise<Received> {
+    const r = this.#ready.shift();
+    if (r) return Promise.resolve(r);
+    const e = this.#errors.shift();
+    if (e) return Promise.reject(e);
+    if (this.#closed) return Promise.reject(this.#closed);
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Received> {
+    return untilClosed(() => this.next());
+  }
+
+  /** The chunk map of a landing-zone slot (for the placement hook and tests). */
+  get core(): DedupRecvCore {
+    return this.#core;
+  }
+
+  #handle(b: Uint8Array): void {
+    this.#core.handleMessage(b, performance.now());
+    this.#run();
+  }
+
+  /** Carry out what the core has queued, in order. */
+  #run(): void {
+    for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
+      switch (a.kind) {
+        case 'send':
+          void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
+          break;
+        case 'progress':
+          this.#onProgress?.(a.bytes, a.done);
+          break;
+        case 'delivered':
+          this.#totals.addReceived(a.stats);
+          this.#deliver({ bytes: a.bytes, stats: a.stats });
+          break;
+        case 'failed': {
+          this.#totals.received.failed++;
+          // The core ends a transfer with LimitExceeded exactly when it went past this receiver's limits.
+          if (a.error.code === ErrorCode.LimitExceeded) this.#totals.received.overLimit++;
+          if (this.#onObject) {
+            this.#onObject(a.error);
+            break;
+          }
+          const w = this.#waiters.shift();
+          if (w) w.reject(a.error);
+          else this.#errors.push(a.error);
+          break;
+        }
+      }
+    }
+  }
+
+  #deliver(r: Received): void {
+    if (this.#onObject) return this.#onObject(r);
+    const w = this.#waiters.shift();
+    if (w) w.resolve(r);
+    else this.#ready.push(r);
+  }
+
+  /** Whether placement into the zone hashes in-band (the region table entry names our directory). */
+  get inBand(): boolean {
+    return this.#hooked !== undefined;
+  }
+
+  /**
+   * docs/dedup.md "Hooking into place()": the zone's region table entry names the zone
+   * directory, so every segment place() copies into the zone advances the armed slot's chunk
+   * map. Only when the zone is a region of this device memory whose entry is exactly the zone
+   * (a zone elsewhere is still verified, by hashing each slot at its ROUND).
+   */
+  #hookPlacement(mem: DedupMemory, zone: LandingZone): void {
+    if (!(mem instanceof DeviceMemory)) return;
+    const idx = zone.rkey >>> 8;
+    if (idx < 1 || idx >= mem.regions.capacity) return;
+    const e = mem.regions.read(idx);
+    if (e.stag !== zone.rkey >>> 0 || e.external || e.base !== zone.addr || e.length < zone.length) return;
+    mem.regions.setHashDir(idx, this.#core.zoneDirectory);
+    this.#hooked = { regions: mem.regions, idx, stag: e.stag };
+  }
+
+  close(): void {
+    // The pipe is the caller's and may stay open: what waits on this receiver ends with it.
+    this.#closed ??= new SabreError(ErrorCode.Closed, 'dedup: the receiver is closed');
+    for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
+    // Unhook before the directory is freed; a zone already deregistered (its index maybe
+    // reused by another region) has a zeroed word already and is left alone.
+    this.#shut = true;
+    this.#held = [];
+    const h = this.#hooked;
+    this.#hooked = undefined;
+    if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);
+    this.#core.close();
   }
 }

@@ -78,13 +78,3 @@ export interface ChunkStoreStats {
   refused: number;
   pinned: number;
 }
-
-/** A reliable, ordered message pipe. */
-export interface MessagePipe {
-  /** Send one message (delivered whole, in order). */
-  send(bytes: Uint8Array): void | Promise<void>;
-  /** Register the handler of every message that arrives. */
-  onMessage(handler: (bytes: Uint8Array) => void): void;
-  /** Register the handler of the pipe's end (error when it broke). */
-  onClose?(handler: (error?: Error) => void): void;
-}
