@@ -316,13 +316,6 @@ export class ChannelDedup {
 
   /** A send is over: its stage goes now, or once the writes still out (an END can beat their completions) complete. */
   #releaseStage(): void {
-    // The slot stage serves the next send too, unless writes from it are still out (a send
-    // that failed or aborted leaves its posted writes going): the next send's copies into it
-    // would go out under the old writes. Then it goes with them, and the next send gets a new one.
-    if (this.#slots && this.#inflight > 0) {
-      this.#retired.push(this.#slots);
-      this.#slots = undefined;
-    }
     const st = this.#stage;
     this.#stage = undefined;
     if (!st) return;

@@ -255,21 +255,26 @@ export class DedupSender {
   }
 
   /**
-   * The object is in allocated device memory: it is written through the path's slot stage,
-   * registered now, before any write of the transfer, if this receiver's slots fit one and the
-   * path has room; else it moves into a region of its own once it is all in.
+   * The object is in allocated device memory: it is written through the path's slot stage, if
+   * this receiver's slots fit one (registered later, by #slotStage, off the chunking's path);
+   * else it moves into a region of its own once it is all in.
    */
   async #slotsFor(h: Hello, total: number, until: (n: number) => Promise<void>): Promise<void> {
-    const bytes = h.slots * h.slotLen;
-    const st = bytes <= SLOT_STAGE_MAX ? this.#rdma.slotStage!(bytes) : undefined;
-    if (st) {
-      this.#slotBase = st.addr;
-      return;
-    }
+    this.#slotBase = -1;
+    if (h.slots * h.slotLen <= SLOT_STAGE_MAX) return;
     await until(total);
     const at = this.#src;
     this.#src = this.#rdma.stage(this.#mem.u8().subarray(at, at + total));
     this.#slotted = false;
+  }
+
+  /** The slot stage's address, registered on first use (-1: the path has no room for it). */
+  #slotStage(): number {
+    if (this.#slotBase < 0) {
+      const h = this.#core.hello!;
+      this.#slotBase = this.#rdma.slotStage!(h.slots * h.slotLen)?.addr ?? -1;
+    }
+    return this.#slotBase;
   }
 
   async #transfer(total: number, until: (n: number) => Promise<void>): Promise<SendResult> {
@@ -323,6 +328,9 @@ export class DedupSender {
         this.#run();
       }
     }
+    // The manifest is out: the slot stage is registered now, if no write has needed it yet
+    // (a registration waits on the NIC; here it overlaps the receiver's answers).
+    if (this.#pending && this.#slotted) this.#slotStage();
     return done;
   }
 
@@ -341,8 +349,17 @@ export class DedupSender {
               this.#run();
             }
             : undefined;
+          let pieces;
+          try {
+            pieces = this.#sources(slot, a.pieces);
+          } catch (e) {
+            // No stage to write from: the transfer ends here, and the receiver is told (ABORT).
+            this.#core.abort(e as SabreError, performance.now());
+            this.#rdma.cancel?.();
+            break;
+          }
           this.#rdma
-            .write(this.#sources(slot, a.pieces), a.rkey, posted)
+            .write(pieces, a.rkey, posted)
             .then(() => this.#core.handleWriteDone(slot, performance.now(), seq))
             .catch((e) => this.#core.handleWriteFailed(slot, e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now(), seq))
             .finally(() => this.#run());
@@ -370,7 +387,9 @@ export class DedupSender {
    */
   #sources(slot: number, pieces: ReadonlyArray<{ off: number; len: number; remoteAddr: number }>): Array<{ src: number; len: number; remoteAddr: number }> {
     if (!this.#slotted || pieces.length === 0) return pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr }));
-    const base = this.#slotBase + slot * this.#core.hello!.slotLen;
+    const stage = this.#slotStage();
+    if (stage < 0) throw new SabreError(ErrorCode.LimitExceeded, 'dedup: no device memory for the slot stage');
+    const base = stage + slot * this.#core.hello!.slotLen;
     const u8 = this.#mem.u8();
     let at = 0;
     for (const p of pieces) {

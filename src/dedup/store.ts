@@ -463,15 +463,12 @@ export class ChunkStore {
   #refer(scope: string, hashes: Uint8Array, lens: readonly number[], bytes: Uint8Array, from: number): number {
     let held = 0;
     let off = from;
-    let table = this.#table(scope);
     for (let i = 0; i < lens.length; i++) {
       const len = lens[i]!;
       const key = hashKey(hashes, i * DEDUP_HASH_BYTES);
       const at = off;
       off += len;
-      // Looked up again only when it may have changed: made by the first insert, dropped by an eviction.
-      if (!table || table.size === 0) table = this.#table(scope);
-      if (table?.has(key)) {
+      if (this.#table(scope)?.has(key)) {
         this.#s.duplicates++;
         held++;
         continue;
@@ -545,8 +542,6 @@ export class ChunkStore {
   /** Room for one more entry of `len` stored bytes (0: a reference), evicting least recently used first. */
   #makeRoom(len: number): boolean {
     if (len > this.budgetBytes || this.maxEntries === 0) return false;
-    // The common case, checked before an iterator and a closure are made for every insert.
-    if (this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries) return true;
     const fits = (): boolean => this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries;
     for (const e of this.#lru.values()) {
       if (fits()) return true;
