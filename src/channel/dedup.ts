@@ -51,13 +51,6 @@ const SLOTS = 4;
  * for that too.
  */
 const OFFER_ENTRIES = 896;
-/**
- * With a caller's basis (setBasis: an earlier version of the object, being read while the
- * transfer starts), an OFFER page is answered once the basis is in this far past the page's end
- * (DedupReceiverInit.basisLead): the writes start while the rest of the basis is read. An edit
- * that moves content further than this costs its chunks on the wire, never wrong bytes.
- */
-const BASIS_LEAD = 4 << 20;
 
 export const isDedupMessage = (b: Uint8Array): boolean => b.length >= 2 && b[0] === DEDUP_MARK;
 
@@ -212,7 +205,6 @@ export class ChannelDedup {
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
       ...(this.#basis?.onProgress ? { onProgress: this.#basis.onProgress } : {}),
       keepReceived: !this.#basis,
-      ...(this.#basis ? { basisLead: BASIS_LEAD } : {}),
     });
   }
 

@@ -17,8 +17,7 @@ import { DeviceChunker, type KernelRunner } from './chunker.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
-import { decode, type Hello } from './messages.js';
-import { DedupKind } from '../wire/dedup-spec.js';
+import type { Hello } from './messages.js';
 import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvStats, type SendResult } from './transfer.js';
 
 /** A reliable, ordered message pipe. */
@@ -430,15 +429,6 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
    * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
    */
   onProgress?: (bytes: Uint8Array, done: number) => void;
-  /**
-   * While the scope's basis is being filled (store.fill), answer an OFFER page once the fill has
-   * chunked the basis this many bytes past the page's end in the object, instead of only once
-   * the whole basis is in: a basis that is an earlier version of the object has its chunks at
-   * about the same offsets, so the writes start while the rest of the basis is still read. A
-   * chunk that lies further on in the basis than that is asked for (bytes on the wire, never
-   * wrong bytes). Default: wait for the whole basis.
-   */
-  basisLead?: number;
 }
 
 /**
@@ -477,7 +467,6 @@ export class DedupReceiver implements AsyncIterable<Received> {
     if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     this.#store = o.store;
     this.#scope = o.scope;
-    this.#lead = o.basisLead;
     o.pipe.onMessage((b) => this.#onMessage(b));
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
@@ -492,68 +481,35 @@ export class DedupReceiver implements AsyncIterable<Received> {
 
   readonly #store: DedupReceiverInit['store'];
   readonly #scope: string;
-  readonly #lead: number | undefined;
-  /**
-   * Messages held, in order, while the scope's basis is still being filled (store.fill), each
-   * with the basis bytes it waits for (Infinity: the whole basis).
-   */
-  #held: Array<{ b: Uint8Array; need: number }> = [];
-  /** A wait on the fill is pending (it pumps when it resolves). */
-  #waiting = false;
-  /** End in the object of the OFFER pages seen while a fill was in progress. */
-  #offerEnd = 0;
+  /** Messages held, in order, while the scope's basis is still being filled (store.fill). */
+  #held: Uint8Array[] = [];
   #gaveUp: Promise<void> | undefined;
   #shut = false;
 
   /**
    * While the store is still filling this scope (a basis being read and ingested as the transfer
    * starts), hold the peer's messages: an OFFER answered now would ask for chunks the basis
-   * holds. With basisLead, an OFFER page waits only until the fill is that far past its end.
-   * At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask for
-   * more than it had to; nothing else changes).
+   * holds. At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask
+   * for more than it had to; nothing else changes).
    */
   #onMessage(b: Uint8Array): void {
-    const filling = this.#store.filling(this.#scope);
-    if (this.#held.length === 0 && (!filling || filling === this.#gaveUp)) return this.#handle(b);
-    this.#held.push({ b, need: this.#needOf(b) });
-    if (this.#held.length > MAX_HELD) this.#gaveUp = filling; // no more waiting on this fill
-    this.#pump();
-  }
-
-  /** The basis bytes a message waits for while the basis fills. */
-  #needOf(b: Uint8Array): number {
-    if (this.#lead === undefined) return Infinity;
-    let m: ReturnType<typeof decode>;
-    try {
-      m = decode(b);
-    } catch {
-      return 0; // the core refuses it, in its turn
-    }
-    if (m.kind !== DedupKind.Offer) return 0;
-    if (m.first === 0) this.#offerEnd = 0;
-    for (let i = 0; i < m.count; i++) this.#offerEnd += m.lens[i]!;
-    return this.#offerEnd + this.#lead;
-  }
-
-  /** Handle the held messages, in order, as far as the fill allows. */
-  #pump(): void {
-    while (this.#held.length > 0 && !this.#shut) {
+    if (this.#held.length === 0) {
       const filling = this.#store.filling(this.#scope);
-      if (filling && filling !== this.#gaveUp) {
-        const reach = this.#store.fillReach(this.#scope, this.#held[0]!.need);
-        if (reach) {
-          if (!this.#waiting) {
-            this.#waiting = true;
-            void reach.then(() => {
-              this.#waiting = false;
-              this.#pump();
-            });
-          }
-          return;
-        }
-      }
-      this.#handle(this.#held.shift()!.b);
+      if (!filling || filling === this.#gaveUp) return this.#handle(b);
+      void filling.then(() => this.#release());
     }
+    this.#held.push(b);
+    if (this.#held.length > MAX_HELD) {
+      this.#gaveUp = this.#store.filling(this.#scope); // no more waiting on this fill
+      this.#release();
+    }
+  }
+
+  #release(): void {
+    if (this.#shut) return;
+    const held = this.#held;
+    this.#held = [];
+    for (const m of held) this.#handle(m);
   }
 
   /** Messages held so far while the basis fills (tests). */

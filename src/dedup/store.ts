@@ -120,14 +120,6 @@ const INGEST_STEP = 4 << 20;
  */
 const FILL_STEP = 1 << 20;
 
-/** A fill in progress: `through` bytes of the basis are chunked and in; `reach` waits on more. */
-interface Fill {
-  done: Promise<void>;
-  stopped: boolean;
-  through: number;
-  reach: Array<{ bytes: number; wake: () => void }>;
-}
-
 const COPY = DEDUP_COPY_DESC.size;
 const COPY_BATCH = 512;
 
@@ -147,7 +139,7 @@ export class ChunkStore {
   /** Each scope's entries by hashKey of their record (a lookup builds no scope-prefixed string). */
   readonly #scopes = new Map<string, Map<string, Entry>>();
   /** Fills in progress by scope (local work only: a peer cannot start one). */
-  readonly #filling = new Map<string, Fill>();
+  readonly #filling = new Map<string, { done: Promise<void>; stopped: boolean }>();
   /** The secret chunking keys are derived from (chunkKey). */
   readonly #secret = randomBytes(32);
   #bytes = 0;
@@ -333,13 +325,13 @@ export class ChunkStore {
    */
   fill(scope: string, source: Uint8Array | undefined | Promise<Uint8Array | undefined> | FillSource, cdc: CdcOptions, o: IngestOptions = {}): Promise<number> {
     if (typeof scope !== 'string') return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'scope must be a string'));
-    const f: Fill = { done: Promise.resolve(), stopped: false, through: 0, reach: [] };
+    const f = { done: Promise.resolve(), stopped: false };
     const run = (async (): Promise<number> => {
       const src = await source;
       if (!src || f.stopped) return 0;
       const whole = src instanceof Uint8Array;
       const bytes = whole ? src : src.bytes;
-      const limit = { avail: whole ? bytes.length : 0, done: whole, through: 0 };
+      const limit = { avail: whole ? bytes.length : 0, done: whole };
       const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
       const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr);
       let held = 0;
@@ -347,8 +339,6 @@ export class ChunkStore {
         for (let r = steps.next(); !r.done; r = steps.next()) {
           if (r.value >= 0) {
             held += r.value;
-            f.through = limit.through;
-            this.#wake(f);
             await new Promise<void>((resolve) => setImmediate(resolve));
           } else {
             // The steps caught up with the read: wait for more of it.
@@ -366,30 +356,9 @@ export class ChunkStore {
     })().finally(() => {
       if (this.#filling.get(scope) === f) this.#filling.delete(scope);
     });
-    f.done = run.then(() => undefined, () => undefined).finally(() => {
-      f.through = Infinity;
-      this.#wake(f);
-    });
+    f.done = run.then(() => undefined, () => undefined);
     this.#filling.set(scope, f);
     return run;
-  }
-
-  /**
-   * Resolves once the fill of `scope` in progress has chunked its basis through `bytes` (or has
-   * ended); undefined when no fill is in progress or it is that far already. Infinity: the
-   * whole basis. One waiter per receiver at a time (a receiver waits for its oldest message).
-   */
-  fillReach(scope: string, bytes: number): Promise<void> | undefined {
-    const f = this.#filling.get(scope);
-    if (!f || f.through >= bytes) return undefined;
-    return new Promise<void>((wake) => f.reach.push({ bytes, wake }));
-  }
-
-  #wake(f: Fill): void {
-    if (f.reach.length === 0) return;
-    const left = f.reach.filter((w) => w.bytes > f.through);
-    for (const w of f.reach) if (w.bytes <= f.through) w.wake();
-    f.reach = left;
   }
 
   /** The fill of `scope` in progress, if any (settles when its entries are all in). */
@@ -405,7 +374,7 @@ export class ChunkStore {
    * is not yet set (the caller raises avail or sets done, then goes on). The stream of chunks is
    * the same whatever the steps' sizes.
    */
-  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean; through?: number }, cdc: CdcOptions, o: IngestOptions, stepBytes: number, addr?: number): Generator<number, number, undefined> {
+  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number, addr?: number): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
@@ -448,7 +417,6 @@ export class ChunkStore {
         }
         carry += n - used;
         base += used;
-        limit.through = last ? bytes.length : base;
         if (!inPlace && carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
         yield held;
         if (last) return 0;
