@@ -92,8 +92,6 @@ export class ChannelDedup {
   #zone: MemoryRegion | undefined;
   #scope: string | undefined;
   #stage: MemoryRegion | undefined;
-  /** The sender's slot stage (slotStage): registered once per channel, for the writes of every slot. */
-  #slots: MemoryRegion | undefined;
   /** Stages of finished sends whose last writes have not completed yet: deregistered when they have. */
   #retired: MemoryRegion[] = [];
   #queue: Array<{ src: number; len: number; remoteAddr: number; rkey: number; lkey: number; batch: WriteBatch }> = [];
@@ -225,28 +223,6 @@ export class ChannelDedup {
     return { addr: this.#stage.addr, view: this.#stage.buffer.subarray(0, length) };
   }
 
-  slotStage(bytes: number): { addr: number } | undefined {
-    if (this.#closed) return undefined;
-    if (!this.#slots || this.#slots.length < bytes) {
-      // One receiver per channel, one HELLO: a second size does not come; were it to, the old
-      // stage goes once its writes have completed.
-      if (this.#slots) (this.#inflight > 0 ? this.#retired.push(this.#slots) : this.#slots.valid && this.#slots.deregister());
-      this.#slots = undefined;
-      try {
-        this.#slots = this.#h.pd.regMr(Math.max(bytes, 1), Access.LocalWrite);
-      } catch {
-        return undefined; // no room: the sender stages the object whole
-      }
-    }
-    return { addr: this.#slots.addr };
-  }
-
-  /** The registered region a write's source lies in: the slot stage or the object's stage. */
-  #regionOf(src: number): MemoryRegion | undefined {
-    const sl = this.#slots;
-    return sl && src >= sl.addr && src < sl.addr + sl.length ? sl : this.#stage;
-  }
-
   /**
    * The channel's messages go on the same rc QP as these writes, posted by the channel only
    * after the dedup shell asks for them: a message sent once a batch is all posted is placed
@@ -262,9 +238,7 @@ export class ChannelDedup {
     }
     return new Promise((resolve, reject) => {
       const batch: WriteBatch = { left: pieces.length, unposted: pieces.length, onPosted, resolve, reject };
-      const region = this.#regionOf(pieces[0]!.src);
-      if (!region) return reject(new SabreError(ErrorCode.InvalidState, 'dedup: nothing staged'));
-      const lkey = region.lkey;
+      const lkey = this.#stage!.lkey;
       for (const p of pieces) this.#queue.push({ ...p, rkey, lkey, batch });
       this.#post();
     });
@@ -326,7 +300,7 @@ export class ChannelDedup {
     this.#tx?.close();
     this.#rx?.close();
     if (this.#scope) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
-    for (const r of [this.#zone, this.#stage, this.#slots, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
+    for (const r of [this.#zone, this.#stage, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
   }
 }
 

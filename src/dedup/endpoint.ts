@@ -54,15 +54,6 @@ export interface RdmaWritePath {
    * is read into a buffer first and staged.
    */
   reserve?(length: number): { addr: number; view: Uint8Array };
-  /**
-   * Registered device memory of `bytes` bytes (the receiver's slots × slotLen) the path keeps for
-   * the writes of every landing-zone slot: slot s writes from addr + s × slotLen. With it the
-   * sender keeps the object in device memory it only allocates — no object-sized region is
-   * registered (a registration zero-fills its region, on the NIC's thread, while the caller
-   * waits) — and copies each slot's run in here before writing it, as one write. Undefined: the
-   * path has no room for it (then the object is staged as without this method).
-   */
-  slotStage?(bytes: number): { addr: number } | undefined;
 }
 
 /**
@@ -81,16 +72,6 @@ export const isDedupSource = (v: unknown): v is DedupSource =>
 
 /** Bytes of a DedupSource read per call (the chunking steps over each as it is in). */
 const SOURCE_PIECE = 2 << 20;
-/**
- * Largest object kept in allocated (unregistered) device memory and written through the path's
- * slot stage; a larger one, or one device memory has no room for, is staged in a region of its own.
- */
-const SLOTTED_OBJECT_MAX = 64 << 20;
-/**
- * Largest slot stage (slots × slotLen, as the receiver's HELLO says) the sender registers: a
- * receiver with a larger zone gets objects staged whole, not a registration of its choosing.
- */
-const SLOT_STAGE_MAX = 16 << 20;
 
 export interface DedupSenderInit {
   pipe: MessagePipe;
@@ -122,9 +103,6 @@ export class DedupSender {
   #chunker: DeviceChunker | undefined;
   #hasher: ChunkHasher | undefined;
   #src = 0;
-  /** The object being sent is in allocated device memory, written through the slot stage at #slotBase. */
-  #slotted = false;
-  #slotBase = 0;
   #busy: Promise<unknown> = Promise.resolve();
   #error: Error | undefined;
 
@@ -168,46 +146,21 @@ export class DedupSender {
 
   /**
    * Stage the object; `until(n)` resolves once its first n bytes are in device memory (rejects
-   * if reading it failed), `stop()` once no read of it is in flight any more, `release()` gives
-   * back memory allocated for it (after stop, once no write reads it any more).
-   *
-   * Where the path has a slot stage, the object goes into allocated device memory (no
-   * registration) and each slot's run is copied into the stage when it is written; else into a
-   * region registered for it (reserve), or a buffer staged once it is all in.
+   * if reading it failed), `stop()` once no read of it is in flight any more.
    */
-  #stageObject(obj: Uint8Array | DedupSource): { until(n: number): Promise<void>; stop(): Promise<void>; release(): void } {
-    const total = obj.length;
-    let slotted: number | undefined;
-    if (this.#rdma.slotStage && total > 0 && total <= SLOTTED_OBJECT_MAX) {
-      try {
-        slotted = this.#mem.alloc(total);
-      } catch {
-        slotted = undefined; // no room: a region of its own
-      }
-    }
-    this.#slotted = slotted !== undefined;
-    const release = (): void => {
-      if (slotted !== undefined) this.#mem.free(slotted);
-      slotted = undefined;
-    };
+  #stageObject(obj: Uint8Array | DedupSource): { until(n: number): Promise<void>; stop(): Promise<void> } {
     if (obj instanceof Uint8Array) {
-      if (slotted !== undefined) {
-        this.#mem.u8().set(obj, slotted);
-        this.#src = slotted;
-      } else this.#src = this.#rdma.stage(obj);
-      return { until: () => Promise.resolve(), stop: () => Promise.resolve(), release };
+      this.#src = this.#rdma.stage(obj);
+      return { until: () => Promise.resolve(), stop: () => Promise.resolve() };
     }
-    const reserve = slotted === undefined ? this.#rdma.reserve?.bind(this.#rdma) : undefined;
+    const total = obj.length;
+    const reserve = this.#rdma.reserve?.bind(this.#rdma);
     let view: Uint8Array;
-    if (slotted !== undefined) {
-      this.#src = slotted;
-      view = this.#mem.u8().subarray(slotted, slotted + total);
-    } else if (reserve) {
+    if (reserve) {
       const r = reserve(total);
       this.#src = r.addr;
       view = r.view;
     } else view = new Uint8Array(total);
-    const inPlace = slotted !== undefined || reserve !== undefined;
     let filled = 0;
     let failed: unknown;
     let stopped = false;
@@ -220,7 +173,7 @@ export class DedupSender {
           filled += n;
           wake?.();
         }
-        if (!inPlace && !stopped) this.#src = this.#rdma.stage(view);
+        if (!reserve && !stopped) this.#src = this.#rdma.stage(view);
       } catch (e) {
         failed = e;
       } finally {
@@ -231,12 +184,12 @@ export class DedupSender {
     const until = async (n: number): Promise<void> => {
       for (;;) {
         if (failed) throw failed;
-        if (filled >= n && (inPlace || filled === total)) return;
+        if (filled >= n && (reserve || filled === total)) return;
         if (stopped) throw new SabreError(ErrorCode.Closed, 'dedup: the send stopped');
         await new Promise<void>((r) => (wake = r));
       }
     };
-    return { until, stop: () => ((stopped = true), reading), release };
+    return { until, stop: () => ((stopped = true), reading) };
   }
 
   async #send(obj: Uint8Array | DedupSource): Promise<SendResult> {
@@ -248,38 +201,12 @@ export class DedupSender {
     } finally {
       // Nothing writes into the staging memory once this has settled: the caller may release it.
       await staged.stop();
-      this.#slotted = false;
-      staged.release();
     }
-  }
-
-  /**
-   * The object is in allocated device memory: it is written through the path's slot stage, if
-   * this receiver's slots fit one (registered later, by #slotStage, off the chunking's path);
-   * else it moves into a region of its own once it is all in.
-   */
-  async #slotsFor(h: Hello, total: number, until: (n: number) => Promise<void>): Promise<void> {
-    this.#slotBase = -1;
-    if (h.slots * h.slotLen <= SLOT_STAGE_MAX) return;
-    await until(total);
-    const at = this.#src;
-    this.#src = this.#rdma.stage(this.#mem.u8().subarray(at, at + total));
-    this.#slotted = false;
-  }
-
-  /** The slot stage's address, registered on first use (-1: the path has no room for it). */
-  #slotStage(): number {
-    if (this.#slotBase < 0) {
-      const h = this.#core.hello!;
-      this.#slotBase = this.#rdma.slotStage!(h.slots * h.slotLen)?.addr ?? -1;
-    }
-    return this.#slotBase;
   }
 
   async #transfer(total: number, until: (n: number) => Promise<void>): Promise<SendResult> {
     const h = await this.#hello;
     await until(0); // a source read into a buffer first is staged (this.#src set) once it is all in
-    if (this.#slotted) await this.#slotsFor(h, total, until);
     const alg = hashAlgName(h.hashAlg) as HashAlgName;
     this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
     this.#hasher ??= new ChunkHasher(this.#mem, alg, h.seed);
@@ -327,9 +254,6 @@ export class DedupSender {
         this.#run();
       }
     }
-    // The manifest is out: the slot stage is registered now, if no write has needed it yet
-    // (a registration waits on the NIC; here it overlaps the receiver's answers).
-    if (this.#pending && this.#slotted) this.#slotStage();
     return done;
   }
 
@@ -348,17 +272,8 @@ export class DedupSender {
               this.#run();
             }
             : undefined;
-          let pieces;
-          try {
-            pieces = this.#sources(slot, a.pieces);
-          } catch (e) {
-            // No stage to write from: the transfer ends here, and the receiver is told (ABORT).
-            this.#core.abort(e as SabreError, performance.now());
-            this.#rdma.cancel?.();
-            break;
-          }
           this.#rdma
-            .write(pieces, a.rkey, posted)
+            .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey, posted)
             .then(() => this.#core.handleWriteDone(slot, performance.now(), seq))
             .catch((e) => this.#core.handleWriteFailed(slot, e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now(), seq))
             .finally(() => this.#run());
@@ -376,26 +291,6 @@ export class DedupSender {
           break;
       }
     }
-  }
-
-  /**
-   * Where a write action's pieces are read from: the staged object itself, or — the object in
-   * allocated memory — the slot's stage, into which the run is copied now (the core writes a
-   * slot again only once its last writes have completed), as one piece: a slot's pieces lie end
-   * to end in the receiver's slot.
-   */
-  #sources(slot: number, pieces: ReadonlyArray<{ off: number; len: number; remoteAddr: number }>): Array<{ src: number; len: number; remoteAddr: number }> {
-    if (!this.#slotted || pieces.length === 0) return pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr }));
-    const stage = this.#slotStage();
-    if (stage < 0) throw new SabreError(ErrorCode.LimitExceeded, 'dedup: no device memory for the slot stage');
-    const base = stage + slot * this.#core.hello!.slotLen;
-    const u8 = this.#mem.u8();
-    let at = 0;
-    for (const p of pieces) {
-      u8.copyWithin(base + at, this.#src + p.off, this.#src + p.off + p.len);
-      at += p.len;
-    }
-    return [{ src: base, len: at, remoteAddr: pieces[0]!.remoteAddr }];
   }
 
   #broken(e: Error): void {
