@@ -103,7 +103,9 @@ export class DeviceMemory {
   /**
    * A view of the whole memory, rebuilt whenever the memory has grown. Only #grow grows it (the
    * workers never do), so the view is refreshed there rather than checked here: reading
-   * memory.buffer is a call into the engine, and this runs several times per datagram.
+   * memory.buffer is a call into the engine, and this runs several times per datagram. An
+   * attached memory is grown by the arena's thread: its view is refreshed by alloc() and by
+   * the NIC port's regDevice, the only ways an address past it reaches this thread.
    * Whether a view lies in device memory is asked of this view's buffer, never of
    * memory.buffer: V8 hands out a new SharedArrayBuffer object for an unchanged shared memory
    * whenever another shared memory in the isolate grows (same bytes, another identity).

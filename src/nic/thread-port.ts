@@ -390,6 +390,11 @@ export class ThreadPort implements NicPort, QpHost {
 
   regDevice(length: number, pd: number, access: number): PortMr {
     const r = this.call('regDevice', { length, pd, access }) as { stag: number; addr: number };
+    // The NIC thread's allocation may have grown the shared memory: this thread's views of it
+    // (dataPlane.u8(), refreshed only by this thread's own allocations) must reach the region
+    // before its address is handed out. A caller copying into it through a stale view with
+    // copyWithin copies nothing, silently, and the region's zeros go out under its key.
+    if (r.addr + length > this.dataPlane.u8().length) this.dataPlane.refresh();
     const mr: ThreadMr = { stag: r.stag, addr: r.addr, length, pd, access };
     this.#mrs.set(r.stag, mr);
     return mr;
