@@ -94,6 +94,42 @@ export class MailboxClient extends Mailbox {
    */
   call(op: string, args: unknown, timeoutMs = 5000): unknown {
     const deadline = Date.now() + timeoutMs;
+    const seq = this.#request(op, args, deadline, timeoutMs);
+    const hdr = this.hdr;
+    for (;;) {
+      const got = Atomics.load(hdr, REP_SEQ);
+      if (got === seq) break;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
+      Atomics.wait(hdr, REP_SEQ, got, left);
+    }
+    return this.#reply(op);
+  }
+
+  /**
+   * call() without blocking this thread while the NIC thread works on it (a close that waits
+   * for its peers' acknowledgements): the reply is awaited with Atomics.waitAsync. The caller
+   * makes no other call until it settles (one request at a time).
+   */
+  async callAsync(op: string, args: unknown, timeoutMs = 5000): Promise<unknown> {
+    const deadline = Date.now() + timeoutMs;
+    const seq = this.#request(op, args, deadline, timeoutMs);
+    const hdr = this.hdr;
+    for (;;) {
+      const got = Atomics.load(hdr, REP_SEQ);
+      if (got === seq) break;
+      // A call made meanwhile (against the rule above) was answered after this one, over its reply.
+      if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
+      const w = waitAsync(hdr, REP_SEQ, got, left);
+      if (w.async) await w.value;
+    }
+    return this.#reply(op);
+  }
+
+  /** Write the request under the lock and ring; its sequence number. */
+  #request(op: string, args: unknown, deadline: number, timeoutMs: number): number {
     const bytes = packr.pack({ op, args });
     if (bytes.length > this.maxMessage) {
       throw new SabreError(ErrorCode.LimitExceeded, `mailbox request '${op}' of ${bytes.length} bytes exceeds the mailbox's ${this.maxMessage}`);
@@ -114,13 +150,12 @@ export class MailboxClient extends Mailbox {
     Atomics.store(hdr, REQ_SEQ, seq);
     Atomics.store(hdr, LOCK, LOCK_FREE);
     Atomics.notify(hdr, REQ_SEQ);
-    for (;;) {
-      const got = Atomics.load(hdr, REP_SEQ);
-      if (got === seq) break;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
-      Atomics.wait(hdr, REP_SEQ, got, left);
-    }
+    return seq;
+  }
+
+  /** The reply to the request just answered: its value, or the handler's error thrown. */
+  #reply(op: string): unknown {
+    const hdr = this.hdr;
     const len = Atomics.load(hdr, REP_LEN);
     if (len < 0 || len > this.maxMessage) throw new SabreError(ErrorCode.Internal, `mailbox '${op}': reply length ${len} outside the mailbox`);
     const kind = Atomics.load(hdr, REP_KIND);

@@ -177,7 +177,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}): any {
-    if (this.#closed) throw new SabreError(ErrorCode.Closed, 'device is closed');
+    if (this.#closed || this.#closeCalled) throw new SabreError(ErrorCode.Closed, 'device is closed');
     return this.#mailbox.call(op, args);
   }
 
@@ -414,7 +414,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   deregister(mr: PortMr): void {
     this.#mrs.delete(mr.stag);
-    if (!this.#closed) this.call('dereg', { stag: mr.stag });
+    if (!this.#closed && !this.#closeCalled) this.call('dereg', { stag: mr.stag });
   }
 
   lookup(stag: number): PortMr | undefined {
@@ -450,7 +450,7 @@ export class ThreadPort implements NicPort, QpHost {
       if (e.cq !== cq) continue;
       this.#cqs.delete(id);
       this.#freeCqSlots.push(e.slot);
-      if (!this.#closed) this.call('dropCq', { id });
+      if (!this.#closed && !this.#closeCalled) this.call('dropCq', { id });
     }
   }
 
@@ -502,8 +502,11 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   stop(): void {
-    if (!this.#closed) this.call('stop');
+    if (!this.#closed && !this.#closeCalled) this.call('stop');
   }
+
+  /** The close request is out to the NIC thread (its reply is awaited): no other call now. */
+  #closeCalled = false;
 
   close(): Promise<void> {
     this.#closedP ??= this.#close();
@@ -511,11 +514,17 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   async #close(): Promise<void> {
-    // One synchronous call: the NIC thread closes its link before it answers, so this close
-    // ends in the same turn it began — promises it settles are settled in the turn close()
-    // resolves in, as inline. The thread then ends by itself.
+    // The NIC thread closes its link before it answers: promises this close settles are
+    // settled in the turn close() resolves in, as inline. Awaited, not blocked on: the link's
+    // close lingers (up to its grace) for its peers' acknowledgements, and this thread's event
+    // loop must run meanwhile (an inline peer in this same thread is the one that answers).
+    // No other call is made while it is out (call() refuses: one request at a time).
+    this.#closeCalled = true;
+    // The arena with it: a feature freeing its tables meanwhile has nothing to do (the memory
+    // goes with the device), and an allocation is refused.
+    this.#arenaGone.yes = true;
     try {
-      this.#mailbox.call('close', {}, 10_000);
+      await this.#mailbox.callAsync('close', {}, 10_000);
     } catch {
       // A thread that does not answer is ended below.
     }
