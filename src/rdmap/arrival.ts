@@ -201,6 +201,9 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     case 'tagged':
       if (!h.tagged) return;
       if (m.toBase < 0) {
+        // The message's first byte would lie below TO 0: no valid Write starts there (and a
+        // base below 0 would read as "not yet indexed" on every later segment).
+        if (h.to < env.off) return failMsg(m, hdr, plen, TERM.baseBounds);
         m.stag = h.stag;
         m.toBase = h.to - env.off;
         if (qp.type === 'rc') noteWrite(flow, m);

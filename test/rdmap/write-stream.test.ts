@@ -3,6 +3,7 @@
 // behind an unfinished overlapping read or atomic, but not a write behind a write — the
 // responder keeps the later write's bytes instead (rdmap/write-order.ts; the property test in
 // ordering.test.ts checks that over an impaired network).
+import * as W from '../../src/wire/fields.gen.js';
 import { describe, expect, it } from 'vitest';
 import type { SegFrame } from '../../src/core/frame.js';
 import type { Outbound } from '../../src/core/link.js';
@@ -98,5 +99,30 @@ describe('rc fence: writes after writes stream, reads and atomics still wait', (
     expect(b.engine.counters.lateWrites).toBe(1);
     expect(b.engine.counters.terminatesSent).toBe(0);
     expect(qb.state).toBe(QpState.Rts);
+  });
+
+  it('a Write whose segments put its first byte below TO 0 (TO < offset) is refused with a Terminate, not indexed again per segment', async () => {
+    const sim = new Sim(6, clean);
+    const a = await sim.node({});
+    const b = await sim.node({});
+    const [, qb] = await sim.connect(a, b);
+    const dst = b.regMr(1 << 16);
+    // One Write of unknown length (no L flag yet), then segments at offsets above their TO:
+    // before, each one added an entry to the pending-writes index that nothing removed.
+    const segs: SegFrame[] = [];
+    for (let i = 0; i < 200; i++) {
+      const out: SegFrame[] = [];
+      dataFrames({ srcQpn: 1, dstQpn: 1, ssn: 1, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag: dst.stag, to: dst.addr + i, parts: [new Uint8Array(1)], total: 1, mss: 1 << 20 }, out);
+      const f = out[0]!;
+      f.env.off = dst.addr + (1 << 20) + i;
+      f.env.msgLen = -1;
+      f.hdr[W.TAGGED_DDP_CTRL_OFF] = f.hdr[W.TAGGED_DDP_CTRL_OFF]! & ~W.DDP_CTRL_DDP_L; // not the last segment
+      if (f.ddp) f.ddp.last = false;
+      segs.push(f);
+    }
+    b.inject(a.addr, segs);
+    expect(b.engine.counters.terminatesSent).toBe(1);
+    expect(qb.state).toBe(QpState.Error);
+    expect(qb.flow?.writes?.size ?? 0).toBeLessThanOrEqual(1);
   });
 });
