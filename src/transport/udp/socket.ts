@@ -246,6 +246,10 @@ export class UdpSockets {
       if (sent.length > 0) await Promise.race([Promise.all(sent), new Promise<void>((r) => setTimeout(r, graceMs).unref())]);
       await this.linger(until);
       if (this.closed) return;
+      // What came in while lingering is acknowledged before the contexts go (its delayed ACK
+      // may not be due yet): else the peer retries it into a closed port.
+      this.endpoint.ackOwed();
+      this.flush(true);
     }
     const r = this.endpoint.close();
     if (r.failed.length > 0) this.handlers.onFailed?.(r.failed);
