@@ -16,7 +16,7 @@ import { EventEmitter } from 'node:events';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
-import type { PortDest, PortPiece, PortQp } from '../nic/port.js';
+import type { PortDest, PortMr, PortPiece, PortQp } from '../nic/port.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import { readRequestVBytes } from '../wire/rdmap.js';
 import { type OpcodeRow, rowForWr } from '../rdmap/opcodes.js';
@@ -290,6 +290,11 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
         q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
       } finally {
         scratchBusy = false;
+        // Nothing of this post stays reachable from module state (a region's external buffer,
+        // an address handle, inline bytes) after it.
+        for (let i = 0; i < scratchPieces.length; i++) scratchPieces[i]!.rec = NO_REC;
+        scratch.dest = undefined;
+        scratch.inline = undefined;
       }
       return;
     }
@@ -494,6 +499,8 @@ interface CheckedSend {
  */
 const scratch: CheckedSend = { row: undefined as unknown as OpcodeRow, pieces: [], total: 0, dest: undefined, inline: undefined };
 let scratchBusy = false;
+/** What a scratch piece names between posts: no region. */
+const NO_REC: PortMr = Object.freeze({ stag: 0, addr: 0, length: 0, pd: 0, access: 0 });
 /** Its pieces (a list of its own: an empty sgList leaves the shared frozen NO_PIECES in the record). */
 const scratchPieces: PortPiece[] = [];
 
