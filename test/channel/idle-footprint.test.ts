@@ -38,7 +38,7 @@ describe('idle QP footprint', () => {
     expect(b.listenerCount('event')).toBe(0);
   });
 
-  it('engine QPs made alike share caps and keep their type as the literal', async () => {
+  it('engine QPs made alike share caps', async () => {
     const sim = new Sim(21, clean);
     const x = await sim.node();
     const y = await sim.node();
@@ -48,7 +48,6 @@ describe('idle QP footprint', () => {
     expect(q2.caps).toBe(q1.caps);
     expect(q3.caps).not.toBe(q1.caps);
     expect(q3.caps.maxRecvWr).toBe(3);
-    expect(q1.type).toBe('rc');
   });
 
   it('a posted receive keeps its total whether claimed or not, and is claimed and released again', () => {
@@ -69,8 +68,6 @@ describe('idle QP footprint', () => {
     const l = listenChannels(b, { service: 7 });
     const pairs = [];
     for (let i = 0; i < 3; i++) pairs.push(await Promise.all([connectChannel(a, b.address, { service: 7, highWaterMark: 1 }), l.accept(10_000)]));
-    expect(pairs[1]![0].peerKey).toBe(pairs[0]![0].peerKey);
-    expect(pairs[1]![1].peerKey).toBe(pairs[0]![1].peerKey);
     await new Promise((r) => setTimeout(r, 50));
     for (const [c, s] of pairs) {
       const got: unknown[] = [];
