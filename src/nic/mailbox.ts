@@ -95,13 +95,8 @@ export class MailboxClient extends Mailbox {
   call(op: string, args: unknown, timeoutMs = 5000): unknown {
     const deadline = Date.now() + timeoutMs;
     const seq = this.#request(op, args, deadline, timeoutMs);
-    const hdr = this.hdr;
-    for (;;) {
-      const got = Atomics.load(hdr, REP_SEQ);
-      if (got === seq) break;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
-      Atomics.wait(hdr, REP_SEQ, got, left);
+    for (let got = this.#replySeq(seq, op, deadline, timeoutMs); got !== seq; got = this.#replySeq(seq, op, deadline, timeoutMs)) {
+      Atomics.wait(this.hdr, REP_SEQ, got, deadline - Date.now());
     }
     return this.#reply(op);
   }
@@ -114,18 +109,21 @@ export class MailboxClient extends Mailbox {
   async callAsync(op: string, args: unknown, timeoutMs = 5000): Promise<unknown> {
     const deadline = Date.now() + timeoutMs;
     const seq = this.#request(op, args, deadline, timeoutMs);
-    const hdr = this.hdr;
-    for (;;) {
-      const got = Atomics.load(hdr, REP_SEQ);
-      if (got === seq) break;
-      // A call made meanwhile (against the rule above) was answered after this one, over its reply.
-      if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
-      const w = waitAsync(hdr, REP_SEQ, got, left);
+    for (let got = this.#replySeq(seq, op, deadline, timeoutMs); got !== seq; got = this.#replySeq(seq, op, deadline, timeoutMs)) {
+      const w = waitAsync(this.hdr, REP_SEQ, got, deadline - Date.now());
       if (w.async) await w.value;
     }
     return this.#reply(op);
+  }
+
+  /** The reply sequence number now: `seq` once its reply is in; throws past the deadline. */
+  #replySeq(seq: number, op: string, deadline: number, timeoutMs: number): number {
+    const got = Atomics.load(this.hdr, REP_SEQ);
+    if (got === seq) return got;
+    // A call made while an async one was out (against the rule above) was answered after it, over its reply.
+    if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
+    if (deadline - Date.now() <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
+    return got;
   }
 
   /** Write the request under the lock and ring; its sequence number. */
