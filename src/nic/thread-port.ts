@@ -177,7 +177,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}): any {
-    if (this.#closed || this.#closeCalled) throw new SabreError(ErrorCode.Closed, 'device is closed');
+    if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
     return this.#mailbox.call(op, args);
   }
 
@@ -414,7 +414,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   deregister(mr: PortMr): void {
     this.#mrs.delete(mr.stag);
-    if (!this.#closed && !this.#closeCalled) this.call('dereg', { stag: mr.stag });
+    if (this.#callable) this.call('dereg', { stag: mr.stag });
   }
 
   lookup(stag: number): PortMr | undefined {
@@ -450,7 +450,7 @@ export class ThreadPort implements NicPort, QpHost {
       if (e.cq !== cq) continue;
       this.#cqs.delete(id);
       this.#freeCqSlots.push(e.slot);
-      if (!this.#closed && !this.#closeCalled) this.call('dropCq', { id });
+      if (this.#callable) this.call('dropCq', { id });
     }
   }
 
@@ -502,11 +502,16 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   stop(): void {
-    if (!this.#closed && !this.#closeCalled) this.call('stop');
+    if (this.#callable) this.call('stop');
   }
 
   /** The close request is out to the NIC thread (its reply is awaited): no other call now. */
   #closeCalled = false;
+
+  /** The mailbox takes a call: not closed, no close out. */
+  get #callable(): boolean {
+    return !this.#closed && !this.#closeCalled;
+  }
 
   close(): Promise<void> {
     this.#closedP ??= this.#close();

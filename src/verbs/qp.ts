@@ -277,28 +277,18 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       // One request, the usual call: no list to wrap it. A port that writes a WQE and keeps
       // nothing gets the one scratch record (its pieces reused too): no object per post.
       const reuse = !this.pd.device.nic.keepsPieces && !scratchBusy;
-      if (!reuse) {
-        const c = this.#checkSend(wr, undefined);
-        this.#sendRoom(1);
-        q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
-        return;
-      }
-      scratchBusy = true;
+      if (reuse) scratchBusy = true;
       try {
-        const c = this.#checkSend(wr, scratch);
+        const c = this.#checkSend(wr, reuse ? scratch : undefined);
         this.#sendRoom(1);
         q.postSend(wr, c.row, c.pieces, c.total, c.dest, c.inline);
       } finally {
-        scratchBusy = false;
-        // Nothing of this post stays reachable from module state (a region's external buffer,
-        // an address handle, inline bytes) after it.
-        for (let i = 0; i < scratchPieces.length; i++) scratchPieces[i]!.rec = NO_REC;
-        scratch.dest = undefined;
-        scratch.inline = undefined;
+        if (reuse) releaseScratch();
       }
       return;
     }
     const checked: CheckedSend[] = [];
+
     for (const w of wr) checked.push(this.#checkSend(w, undefined));
     this.#sendRoom(checked.length);
     this.pd.device.nic.batch(() => {
@@ -501,6 +491,14 @@ const scratch: CheckedSend = { row: undefined as unknown as OpcodeRow, pieces: [
 let scratchBusy = false;
 /** What a scratch piece names between posts: no region. */
 const NO_REC: PortMr = Object.freeze({ stag: 0, addr: 0, length: 0, pd: 0, access: 0 });
+
+/** The post is done: nothing of it stays reachable from module state (a region's external buffer, an address handle, inline bytes). */
+function releaseScratch(): void {
+  scratchBusy = false;
+  for (let i = 0; i < scratchPieces.length; i++) scratchPieces[i]!.rec = NO_REC;
+  scratch.dest = undefined;
+  scratch.inline = undefined;
+}
 /** Its pieces (a list of its own: an empty sgList leaves the shared frozen NO_PIECES in the record). */
 const scratchPieces: PortPiece[] = [];
 
