@@ -261,15 +261,18 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   const deadline = performance.now() + timeoutMs;
   // A listener whose backlog is full refuses for now (busy): ask again after a pause that
   // grows, until the deadline — many clients connecting at once all get in as it accepts.
+  const full = (cause: unknown): SabreError =>
+    new SabreError(ErrorCode.Timeout, `service ${service} at ${JSON.stringify(address)} had no room for a connection within ${timeoutMs} ms (its backlog stayed full)`, { cause });
   for (let attempt = 0; ; attempt++) {
     try {
       return await connectOnce(dev, address, service, opts, Math.max(0, Math.ceil(deadline - performance.now())));
     } catch (e) {
+      // The last ask can run out of time before its busy answer comes (a loaded host): the
+      // listener has said why already, so that is the error, not "no answer".
+      if (attempt > 0 && e instanceof SabreError && e.code === ErrorCode.Timeout) throw full(e);
       if (!isListenerBusy(e)) throw e;
       const pause = busyPause(attempt);
-      if (performance.now() + pause >= deadline) {
-        throw new SabreError(ErrorCode.Timeout, `service ${service} at ${JSON.stringify(address)} had no room for a connection within ${timeoutMs} ms (its backlog stayed full)`, { cause: e });
-      }
+      if (performance.now() + pause >= deadline) throw full(e);
       await pauseFor(dev, pause, signal);
     }
   }

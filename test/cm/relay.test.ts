@@ -70,4 +70,28 @@ describe('cm through a relay (udp)', () => {
     expect(Buffer.from(smr.buffer.subarray(200_000, 200_000 + SZ)).equals(Buffer.from(cmr.buffer.subarray(SZ, 2 * SZ)))).toBe(true);
     expect(relay.stats.forwarded).toBeGreaterThan(N);
   });
+
+  it('a full backlog whose last busy answer is lost still ends as "backlog stayed full" (ERR_TIMEOUT), not as no answer', async () => {
+    const server = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    const client = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+    devs.push(server, client);
+    const relay = await startUdpRelay({ target: { host: '127.0.0.1', port: server.address.port as number }, seed: 5 });
+    relays.push(relay);
+    const sp = server.allocPd();
+    const cp = client.allocPd();
+    const scq = server.createCq({ depth: 64 });
+    const ccq = client.createCq({ depth: 64 });
+    const init = (cq: typeof scq) => ({ sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+    listen(server, { pd: sp, qpInit: init(scq), service: 13, backlog: 1 });
+    await connect(client, relay.address, { pd: cp, qpInit: init(ccq), service: 13, timeoutMs: 15_000 });
+    let busy = 0;
+    const p = connect(client, relay.address, { pd: cp, qpInit: init(ccq), service: 13, timeoutMs: 1500 }).catch((e: unknown) => e);
+    // The listener has said it is busy a few times; then its answers stop coming (a partition).
+    await new Promise((r) => setTimeout(r, 400));
+    busy = relay.stats.forwarded;
+    relay.pause();
+    expect(busy).toBeGreaterThan(2);
+    expect(await p).toMatchObject({ code: 'ERR_TIMEOUT', message: expect.stringMatching(/backlog stayed full/) });
+    relay.resume();
+  });
 });
