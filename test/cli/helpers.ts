@@ -21,6 +21,26 @@ export function sabre(args: string[], timeoutMs = 60_000, env?: NodeJS.ProcessEn
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.signal === 'SIGKILL' };
 }
 
+/** sabre() without blocking this thread: concurrent tests run several commands at once. */
+export function sabreAsync(args: string[], timeoutMs = 60_000, env?: NodeJS.ProcessEnv): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env: { ...process.env, ...env } } : {}) });
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const t = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.once('close', (code, signal) => {
+      clearTimeout(t);
+      resolve({ code, signal, stdout, stderr, timedOut });
+    });
+  });
+}
+
 /** `sabre …` in the background: its output so far, and a promise of how it ended. */
 export function sabreBg(args: string[]): { child: ChildProcessWithoutNullStreams; out: () => string; err: () => string; exited: Promise<number | null>; waitFor(re: RegExp, ms?: number): Promise<void> } {
   const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });

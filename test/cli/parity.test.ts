@@ -6,22 +6,22 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { sabre } from './helpers.js';
+import { sabreAsync } from './helpers.js';
 
 const TESTS = ['write_bw', 'write_lat', 'read_bw', 'read_lat', 'send_bw', 'send_lat', 'atomic_bw', 'atomic_lat'] as const;
 type Json = { title: string; transport: string; results: Record<string, number | string>[] };
 
-function perfJson(args: string[], timeoutMs = 60_000): Json {
-  const r = sabre(['perf', ...args, '--json'], timeoutMs);
+async function perfJson(args: string[], timeoutMs = 60_000): Promise<Json> {
+  const r = await sabreAsync(['perf', ...args, '--json'], timeoutMs);
   if (r.code !== 0) throw new Error(`sabre perf ${args.join(' ')}: exit ${r.code} ${r.timedOut ? '(timed out)' : ''}\n${r.stderr}`);
   return JSON.parse(r.stdout);
 }
 
-describe.each(['inproc', 'udp', 'tcp'] as const)('every perftest test over %s', (transport) => {
-  it.each(TESTS)('%s', (test) => {
+describe.concurrent.each(['inproc', 'udp', 'tcp'] as const)('every perftest test over %s', (transport) => {
+  it.each(TESTS)('%s', async (test) => {
     const bw = test.endsWith('_bw');
     const size = test.startsWith('atomic') ? [] : ['-s', bw ? '4096' : '64'];
-    const j = perfJson([test, '--transport', transport, ...size, '-n', bw ? '200' : '50']);
+    const j = await perfJson([test, '--transport', transport, ...size, '-n', bw ? '200' : '50']);
     expect(j.transport).toBe(transport);
     const row = j.results[0]!;
     expect(row.source).toBe('sabre');
@@ -35,40 +35,40 @@ describe.each(['inproc', 'udp', 'tcp'] as const)('every perftest test over %s', 
       expect(row.tMin).toBeGreaterThan(0);
       expect(row.tMax).toBeGreaterThanOrEqual(row.tTypical as number);
     }
-  }, 60_000);
+  }, 90_000);
 });
 
 // The flags again on the two wire transports (the cases below mostly run inproc): each a tiny
 // run that checks the flag changed what it should, not speed.
-describe.each(['udp', 'tcp'] as const)('perftest flags over %s', (transport) => {
+describe.concurrent.each(['udp', 'tcp'] as const)('perftest flags over %s', (transport) => {
   const t = ['--transport', transport];
-  it('-A CMP_AND_SWAP / FETCH_AND_ADD, --write_with_imm, --send_with_imm', () => {
-    const cas = perfJson(['atomic_bw', ...t, '-n', '60', '-A', 'CMP_AND_SWAP']);
+  it('-A CMP_AND_SWAP / FETCH_AND_ADD, --write_with_imm, --send_with_imm', async () => {
+    const cas = await perfJson(['atomic_bw', ...t, '-n', '60', '-A', 'CMP_AND_SWAP']);
     expect(cas.title).toBe('Atomic CMP_AND_SWAP BW Test');
     expect(cas.results[0]!.iterations).toBe(60);
-    const faa = perfJson(['atomic_lat', ...t, '-n', '20', '-A', 'FETCH_AND_ADD']);
+    const faa = await perfJson(['atomic_lat', ...t, '-n', '20', '-A', 'FETCH_AND_ADD']);
     expect(faa.title).toBe('Atomic FETCH_AND_ADD Latency Test');
     expect(faa.results[0]!.iterations).toBe(20);
-    expect(perfJson(['write_bw', '--write_with_imm', ...t, '-s', '256', '-n', '60']).title).toBe('RDMA_Write_imm BW Test');
-    const si = perfJson(['send_lat', '--send_with_imm', ...t, '-s', '64', '-n', '20']);
+    expect((await perfJson(['write_bw', '--write_with_imm', ...t, '-s', '256', '-n', '60'])).title).toBe('RDMA_Write_imm BW Test');
+    const si = await perfJson(['send_lat', '--send_with_imm', ...t, '-s', '64', '-n', '20']);
     expect(si.title).toBe('Send_imm Latency Test');
     expect(si.results[0]!.iterations).toBe(20);
   }, 60_000);
 
-  it('-b sums both directions; -N leaves the peak out; --report_gbits prints Gb/sec', () => {
-    const b = perfJson(['write_bw', '-b', ...t, '-s', '4096', '-n', '60']);
+  it('-b sums both directions; -N leaves the peak out; --report_gbits prints Gb/sec', async () => {
+    const b = await perfJson(['write_bw', '-b', ...t, '-s', '4096', '-n', '60']);
     expect(b.title).toBe('RDMA_Write Bidirectional BW Test');
     expect(b.results[0]!.iterations).toBe(120);
-    const n = perfJson(['write_bw', ...t, '-s', '4096', '-n', '60', '-N']).results[0]!;
+    const n = (await perfJson(['write_bw', ...t, '-s', '4096', '-n', '60', '-N'])).results[0]!;
     expect(n.bwPeakMiBs).toBe(0);
     expect(n.bwAvgMiBs).toBeGreaterThan(0);
-    const g = sabre(['perf', 'write_bw', ...t, '-s', '4096', '-n', '60', '--report_gbits']);
+    const g = await sabreAsync(['perf', 'write_bw', ...t, '-s', '4096', '-n', '60', '--report_gbits']);
     expect(g.code, g.stderr).toBe(0);
     expect(g.stdout).toContain('BW peak[Gb/sec]    BW average[Gb/sec]');
   }, 60_000);
 
-  it('-H prints every sample sorted; -D runs for a duration; -d picks the device', () => {
-    const h = sabre(['perf', 'read_lat', ...t, '-n', '20', '-H']);
+  it('-H prints every sample sorted; -D runs for a duration; -d picks the device', async () => {
+    const h = await sabreAsync(['perf', 'read_lat', ...t, '-n', '20', '-H']);
     expect(h.code, h.stderr).toBe(0);
     const lines = h.stdout.split('\n');
     const at = lines.indexOf('#, usec');
@@ -77,56 +77,56 @@ describe.each(['udp', 'tcp'] as const)('perftest flags over %s', (transport) => 
     expect(vals.every((v) => v > 0)).toBe(true);
     expect(vals).toEqual([...vals].sort((x, y) => x - y));
     const t0 = Date.now();
-    const d = perfJson(['write_lat', ...t, '-s', '64', '-D', '0.3']);
+    const d = await perfJson(['write_lat', ...t, '-s', '64', '-D', '0.3']);
     expect(d.results[0]!.iterations).toBeGreaterThan(0);
     expect(Date.now() - t0).toBeLessThan(20_000);
-    const dev = perfJson(['write_lat', '-d', `sabre_${transport}`, '-n', '10']);
+    const dev = await perfJson(['write_lat', '-d', `sabre_${transport}`, '-n', '10']);
     expect(dev.transport).toBe(transport);
     expect(dev.results[0]!.iterations).toBe(10);
   }, 60_000);
 });
 
-describe('perftest flags', () => {
-  it('-A CMP_AND_SWAP and FETCH_AND_ADD name the test as perftest does', () => {
-    expect(perfJson(['atomic_bw', '--transport', 'inproc', '-n', '100', '-A', 'CMP_AND_SWAP']).title).toBe('Atomic CMP_AND_SWAP BW Test');
-    expect(perfJson(['atomic_lat', '--transport', 'inproc', '-n', '20', '--atomic_type=FETCH_AND_ADD']).title).toBe('Atomic FETCH_AND_ADD Latency Test');
-    const r = sabre(['perf', 'atomic_lat', '--transport', 'inproc', '-n', '20', '-A', 'CMP_AND_SWAP']);
+describe.concurrent('perftest flags', () => {
+  it('-A CMP_AND_SWAP and FETCH_AND_ADD name the test as perftest does', async () => {
+    expect((await perfJson(['atomic_bw', '--transport', 'inproc', '-n', '100', '-A', 'CMP_AND_SWAP'])).title).toBe('Atomic CMP_AND_SWAP BW Test');
+    expect((await perfJson(['atomic_lat', '--transport', 'inproc', '-n', '20', '--atomic_type=FETCH_AND_ADD'])).title).toBe('Atomic FETCH_AND_ADD Latency Test');
+    const r = await sabreAsync(['perf', 'atomic_lat', '--transport', 'inproc', '-n', '20', '-A', 'CMP_AND_SWAP']);
     expect(r.stdout).toContain('Atomic CMP_AND_SWAP Latency Test');
-  });
+  }, 90_000);
 
-  it.each(['inproc', 'udp'])('-b: both sides send, the row sums both directions (%s)', (transport) => {
-    const j = perfJson(['write_bw', '-b', '--transport', transport, '-s', '4096', '-n', '150']);
+  it.each(['inproc', 'udp'])('-b: both sides send, the row sums both directions (%s)', async (transport) => {
+    const j = await perfJson(['write_bw', '-b', '--transport', transport, '-s', '4096', '-n', '150']);
     expect(j.title).toBe('RDMA_Write Bidirectional BW Test');
     expect(j.results[0]!.iterations).toBe(300);
-    const s = perfJson(['send_bw', '-b', '--send_with_imm', '--transport', transport, '-s', '1024', '-n', '100']);
+    const s = await perfJson(['send_bw', '-b', '--send_with_imm', '--transport', transport, '-s', '1024', '-n', '100']);
     expect(s.title).toBe('Send_imm Bidirectional BW Test');
     expect(s.results[0]!.iterations).toBe(200);
-  });
+  }, 90_000);
 
-  it('--write_with_imm and --send_with_imm on bandwidth and latency tests', () => {
+  it('--write_with_imm and --send_with_imm on bandwidth and latency tests', async () => {
     for (const [test, flag, title] of [
       ['write_bw', '--write_with_imm', 'RDMA_Write_imm BW Test'],
       ['write_lat', '--write_with_imm', 'RDMA_Write_imm Latency Test'],
       ['send_bw', '--send_with_imm', 'Send_imm BW Test'],
       ['send_lat', '--send_with_imm', 'Send_imm Latency Test'],
     ] as const) {
-      const j = perfJson([test, flag, '--transport', 'udp', '-s', '256', '-n', test.endsWith('bw') ? '200' : '40']);
+      const j = await perfJson([test, flag, '--transport', 'udp', '-s', '256', '-n', test.endsWith('bw') ? '200' : '40']);
       expect(j.title, test).toBe(title);
       expect(j.results[0]!.iterations).toBe(test.endsWith('bw') ? 200 : 40);
     }
-  });
+  }, 90_000);
 
-  it('-N leaves the peak out; --report_gbits reports Gb/sec', () => {
-    expect(perfJson(['write_bw', '--transport', 'inproc', '-n', '100', '-N']).results[0]!.bwPeakMiBs).toBe(0);
-    const r = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--report_gbits']);
+  it('-N leaves the peak out; --report_gbits reports Gb/sec', async () => {
+    expect((await perfJson(['write_bw', '--transport', 'inproc', '-n', '100', '-N'])).results[0]!.bwPeakMiBs).toBe(0);
+    const r = await sabreAsync(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--report_gbits']);
     expect(r.stdout).toContain(' #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]');
-    const j = perfJson(['write_bw', '--transport', 'inproc', '-n', '100']);
+    const j = await perfJson(['write_bw', '--transport', 'inproc', '-n', '100']);
     const row = j.results[0]!;
     expect(row.bwAvgGbs as number).toBeCloseTo(((row.bwAvgMiBs as number) * 2 ** 20 * 8) / 1e9, 6);
-  });
+  }, 90_000);
 
-  it('-H prints every sample sorted, -U in the order measured', () => {
-    const r = sabre(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-H']);
+  it('-H prints every sample sorted, -U in the order measured', async () => {
+    const r = await sabreAsync(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-H']);
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.split('\n');
     const at = lines.indexOf('#, usec');
@@ -137,56 +137,56 @@ describe('perftest flags', () => {
       return Number(m![2]);
     });
     expect(vals).toEqual([...vals].sort((a, b) => a - b));
-    const u = sabre(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-U']);
+    const u = await sabreAsync(['perf', 'read_lat', '--transport', 'inproc', '-n', '30', '-U']);
     expect(u.stdout).toContain('#, usec');
-  });
+  }, 90_000);
 
-  it('-D runs every test for a duration (iterations counted, not given)', () => {
+  it('-D runs every test for a duration (iterations counted, not given)', async () => {
     for (const test of TESTS) {
       const t0 = Date.now();
-      const j = perfJson([test, '--transport', 'inproc', '-D', '0.3']);
+      const j = await perfJson([test, '--transport', 'inproc', '-D', '0.3']);
       expect(j.results[0]!.iterations, test).toBeGreaterThan(0);
       expect(Date.now() - t0, test).toBeLessThan(20_000);
     }
-    const u = perfJson(['send_lat', '--transport', 'udp', '-D', '0.5', '-s', '64']);
+    const u = await perfJson(['send_lat', '--transport', 'udp', '-D', '0.5', '-s', '64']);
     expect(u.results[0]!.iterations).toBeGreaterThan(0);
-    const m = perfJson(['write_bw', '--transport', 'udp', '-D', '1', '-f', '0.2', '-s', '4096']);
+    const m = await perfJson(['write_bw', '--transport', 'udp', '-D', '1', '-f', '0.2', '-s', '4096']);
     expect(m.results[0]!.iterations).toBeGreaterThan(0);
-  });
+  }, 90_000);
 
-  it('--perform_warm_up runs first and is not counted', () => {
+  it('--perform_warm_up runs first and is not counted', async () => {
     // Latency: up to 5000 untimed round trips or 3 s, whichever ends first; the row says how many ran.
-    const j = perfJson(['read_lat', '--transport', 'udp', '-n', '40', '--perform_warm_up']);
+    const j = await perfJson(['read_lat', '--transport', 'udp', '-n', '40', '--perform_warm_up']);
     expect(j.results[0]!.iterations).toBe(40);
     expect(j.results[0]!.warmUpIterations).toBeGreaterThan(0);
     expect(j.results[0]!.warmUpIterations).toBeLessThanOrEqual(5000);
     expect(j.results[0]!.warmUpMs).toBeGreaterThan(0);
     // Bandwidth: tx-depth operations per QP (default 128, capped at -n by the baseline).
-    const b = perfJson(['read_bw', '--transport', 'udp', '-s', '4096', '-n', '100', '--perform_warm_up', '--baseline']);
+    const b = await perfJson(['read_bw', '--transport', 'udp', '-s', '4096', '-n', '100', '--perform_warm_up', '--baseline']);
     expect(b.results.map((r) => r.iterations)).toEqual([100, 100]);
     expect(b.results.map((r) => r.warmUpIterations)).toEqual([128, 100]);
     // Without the flag nothing runs first, and the rows say nothing about it.
-    const n = perfJson(['read_lat', '--transport', 'udp', '-n', '40']);
+    const n = await perfJson(['read_lat', '--transport', 'udp', '-n', '40']);
     expect(n.results[0]!.warmUpIterations).toBeUndefined();
   }, 60_000);
 
-  it('-d picks the device; --output prints only the number; --cpu_util adds a column; --out_json_file writes the report', () => {
-    expect(perfJson(['write_lat', '-d', 'sabre_tcp', '-n', '20']).transport).toBe('tcp');
-    const o = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--output=bandwidth']);
+  it('-d picks the device; --output prints only the number; --cpu_util adds a column; --out_json_file writes the report', async () => {
+    expect((await perfJson(['write_lat', '-d', 'sabre_tcp', '-n', '20'])).transport).toBe('tcp');
+    const o = await sabreAsync(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--output=bandwidth']);
     expect(o.stdout.trim()).toMatch(/^\d+\.\d{6}$/);
-    const c = sabre(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--cpu_util']);
+    const c = await sabreAsync(['perf', 'write_bw', '--transport', 'inproc', '-n', '100', '--cpu_util']);
     expect(c.stdout).toMatch(/CPU\[s\/GB\]\s+CPU_Util\[%\]/);
     const dir = mkdtempSync(join(tmpdir(), 'sabre-json-'));
     const file = join(dir, 'out.json');
-    const f = sabre(['perf', 'send_bw', '--transport', 'inproc', '-n', '100', '--out_json_file', file]);
+    const f = await sabreAsync(['perf', 'send_bw', '--transport', 'inproc', '-n', '100', '--out_json_file', file]);
     expect(f.code, f.stderr).toBe(0);
     expect(JSON.parse(readFileSync(file, 'utf8')).results[0].iterations).toBe(100);
-  });
+  }, 90_000);
 
-  it('--help names perftest\'s flags, and says which it does not take', () => {
-    const r = sabre(['perf', '--help']);
+  it('--help names perftest\'s flags, and says which it does not take', async () => {
+    const r = await sabreAsync(['perf', '--help']);
     for (const f of ['-A, --atomic_type', '-b, --bidirectional', '-N, --noPeak', '--report_gbits', '-H, --report-histogram', '--perform_warm_up', '-d, --ib-dev', '-D, --duration', '-V, --version', '--write_with_imm', '--send_with_imm', '--metrics-port', '--report'])
       expect(r.stdout, f).toContain(f);
     expect(r.stdout).toMatch(/does not take[\s\S]*--rdma_cm[\s\S]*--use-srq/);
-  });
+  }, 90_000);
 });
