@@ -9,7 +9,7 @@ import { killAndWait, randomFile, sabre, sha256File, spawnServer, tempDir, until
 const TOKEN = 'cli-token';
 const oneLine = (s: string): string[] => s.trim().split('\n');
 
-describe('sabre serve / get / put / ls: usage', () => {
+describe.concurrent('sabre serve / get / put / ls: usage', () => {
   it.each([
     [['serve'], /serve needs a directory/],
     [['serve', 'a', 'b'], /serve takes one directory/],
@@ -153,7 +153,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
   });
 });
 
-describe('sabre serve: token, read-only, a server killed mid-transfer', () => {
+describe.concurrent('sabre serve: token, read-only, a server killed mid-transfer', () => {
   it('serve without a token prints a random one, which clients then need', async () => {
     const dir = tempDir('cli-token');
     fs.writeFileSync(join(dir, 'f'), 'x');
