@@ -281,7 +281,11 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     const out: SendAction[] = [];
     const h = this.#hello!;
     while (!this.#lastSent && this.#pagesSent - this.#pagesAnswered < this.#window) {
-      const avail = this.#lens.length - this.#offered;
+      let avail = this.#lens.length - this.#offered;
+      // Only the object's last chunk can be shorter than min (the chunker's tail), and a receiver
+      // refuses one in a page not marked last: that entry waits for endChunks, else the chunks
+      // that end the object filling a page before it would go out as a page that is not the last.
+      if (!this.#ended && avail > 0 && this.#lens[this.#lens.length - 1]! < h.min) avail--;
       const lastPage = this.#ended && avail <= h.maxEntries;
       if (!lastPage && avail < h.maxEntries && !(partial && avail > 0)) break;
       const count = Math.min(avail, h.maxEntries);

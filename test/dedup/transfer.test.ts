@@ -59,6 +59,18 @@ describe('dedup transfer cores', () => {
     expect(same(h.send(new Uint8Array(0)).got, new Uint8Array(0))).toBe(true);
   });
 
+  it('the chunks that end the object filling a page before endChunks: the page with the short tail goes marked last', () => {
+    // Nine entries, the last shorter than min, all added before endChunks: they fill the
+    // receiver's page of nine, which must not go out as a page that is not the last.
+    const h = harness(undefined, { maxEntries: 9 });
+    const lens = [...new Array<number>(8).fill(4096), 100];
+    const a = new Uint8Array(randomBytes(8 * 4096 + 100));
+    const r = h.send(a, { lens });
+    expect(r.rxError).toBeUndefined();
+    expect(r.error).toBeUndefined();
+    expect(same(r.got, a)).toBe(true);
+  });
+
   it('keepReceived: false: the store holds what the basis put there, nothing that arrived', () => {
     const store = new ChunkStore(dm);
     const h = harness(store, { keepReceived: false });
