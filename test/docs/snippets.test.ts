@@ -60,7 +60,7 @@ function run(file: string, cwd: string, ms: number): Promise<{ code: number | nu
   });
 }
 
-describe('documentation code blocks', () => {
+describe.concurrent('documentation code blocks', () => {
   it('every ts/js block is a program or fenced as a fragment, and the README has programs', () => {
     expect(programs.filter((b) => b.file === 'README.md').length).toBeGreaterThanOrEqual(4);
   });

@@ -7,7 +7,7 @@
 //
 // SABRE_TARBALL=path.tgz runs the package tests against that tarball instead of a fresh pack
 // (to see what an earlier release did).
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -16,6 +16,13 @@ export const bin = (name: string): string => join(root, 'node_modules/.bin', nam
 
 export function run(cmd: string, args: string[], cwd = root, env?: NodeJS.ProcessEnv): string {
   return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 90_000, env: env ?? process.env });
+}
+
+/** run() without blocking this thread (concurrent tests compile at once); rejects as execFile does, with stdout on the error. */
+export function runAsync(cmd: string, args: string[], cwd = root): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(cmd, args, { cwd, encoding: 'utf8', timeout: 90_000 }, (e, stdout, stderr) => (e ? reject(Object.assign(e, { stdout, stderr })) : resolvePromise(stdout)));
+  });
 }
 
 /** Runs a command expected to fail; returns its exit status and stderr. */

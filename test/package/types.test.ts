@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bin, installConsumer, pack, run } from './consumer.js';
+import { bin, installConsumer, pack, run, runAsync } from './consumer.js';
 
 let tmp: string;
 let tarball: string;
@@ -40,7 +40,7 @@ async function main(): Promise<void> {
 void main();
 `;
 
-function compile(name: string, pkgType: 'module' | 'commonjs', compilerOptions: Record<string, unknown>, source: string, ext = '.ts'): string {
+async function compile(name: string, pkgType: 'module' | 'commonjs', compilerOptions: Record<string, unknown>, source: string, ext = '.ts'): Promise<string> {
   const dir = installConsumer(join(tmp, name), tarball, { type: pkgType, extra: ['@types/node'] });
   writeFileSync(join(dir, `main${ext}`), source);
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
@@ -48,7 +48,7 @@ function compile(name: string, pkgType: 'module' | 'commonjs', compilerOptions: 
     files: [`main${ext}`],
   }));
   try {
-    run(bin('tsc'), ['-p', 'tsconfig.json'], dir);
+    await runAsync(bin('tsc'), ['-p', 'tsconfig.json'], dir);
   } catch (e) {
     throw new Error(`tsc (${name}) failed:\n${(e as { stdout?: string }).stdout ?? String(e)}`);
   }
@@ -59,12 +59,12 @@ const esmImports = `import { openDevice, Access, ErrorCode, type ErrorCodeValue,
 import { crc32c } from 'sabre/kernels';
 `;
 
-describe('the packed types compile in a consumer with tsc --strict', () => {
-  it('module node16, an ESM project', () => {
-    compile('node16-esm', 'module', { module: 'node16' }, esmImports + body);
-  });
+describe.concurrent('the packed types compile in a consumer with tsc --strict', () => {
+  it('module node16, an ESM project', async () => {
+    await compile('node16-esm', 'module', { module: 'node16' }, esmImports + body);
+  }, 90_000);
 
-  it('module node16, a CommonJS project (require, no TS1479), and the emitted require() runs', () => {
+  it('module node16, a CommonJS project (require, no TS1479), and the emitted require() runs', async () => {
     const cjsImports = `import sabre = require('sabre');
 import kernels = require('sabre/kernels');
 const { openDevice, Access, ErrorCode } = sabre;
@@ -74,19 +74,19 @@ type TransportAddress = sabre.TransportAddress;
 type UdpAddress = sabre.UdpAddress;
 type WorkCompletion = sabre.WorkCompletion;
 `;
-    const dir = compile('node16-cjs', 'commonjs', { module: 'node16' }, cjsImports + body);
+    const dir = await compile('node16-cjs', 'commonjs', { module: 'node16' }, cjsImports + body);
     expect(run(process.execPath, ['out/main.js'], dir)).toMatch(/^127\.0\.0\.1 127\.0\.0\.1:\d+ 7000 \d+ 0 ERR_CLOSED \d+/);
-  });
+  }, 90_000);
 
-  it('module node16, CommonJS, with ES import syntax (compiled to require)', () => {
-    compile('node16-cjs-import', 'commonjs', { module: 'node16' }, esmImports + body);
-  });
+  it('module node16, CommonJS, with ES import syntax (compiled to require)', async () => {
+    await compile('node16-cjs-import', 'commonjs', { module: 'node16' }, esmImports + body);
+  }, 90_000);
 
-  it('module nodenext', () => {
-    compile('nodenext', 'module', { module: 'nodenext' }, esmImports + body);
-  });
+  it('module nodenext', async () => {
+    await compile('nodenext', 'module', { module: 'nodenext' }, esmImports + body);
+  }, 90_000);
 
-  it('moduleResolution bundler, module esnext', () => {
-    compile('bundler', 'module', { module: 'esnext', moduleResolution: 'bundler', noEmit: true }, esmImports + body);
-  });
+  it('moduleResolution bundler, module esnext', async () => {
+    await compile('bundler', 'module', { module: 'esnext', moduleResolution: 'bundler', noEmit: true }, esmImports + body);
+  }, 90_000);
 });
