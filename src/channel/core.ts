@@ -17,6 +17,12 @@
 // Receives: every message consumes one (a write with immediate included), so this end keeps
 // exactly (mailbox slots + slots of the live epoch [+ the granted one]) posted; the peer can
 // never have more messages in flight than that, by its credits.
+// Idle channels post fewer: the HELLO grants only IDLE_MBOX_CREDITS mailbox credits (and the
+// inbound half only a few of phase 0's slots); the rest are withheld, not posted, until the
+// peer first uses the pool — the first control message received, or the first this end sends
+// with credits in it, posts the withheld receives and returns their credits. Two credits are
+// the least the first rule above allows a peer to start with: one for any message, the last for
+// one that returns credits; and the answer to that first message returns all the rest.
 import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/channel-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import { Inbound, type InboundStats } from './inbound.js';
@@ -42,6 +48,8 @@ export interface CoreStats extends InboundStats, OutboundStats {
 }
 
 const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
+/** Mailbox credits a HELLO grants; the rest of the mailbox is withheld until first used. */
+export const IDLE_MBOX_CREDITS = 2;
 /** Phase 0's slots start on a cache line of their own in the fixed region. */
 const SLOTS_ALIGN = 64;
 
@@ -68,7 +76,10 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   readonly #mboxOff: number;
   #mboxNext = 0;
   #ctrlReceived = 0;
-  #ctrlReported = 0;
+  /** Starts below 0 by the withheld credits: they count as owed from the start, reported when the mailbox opens. */
+  #ctrlReported: number;
+  /** Mailbox credits withheld (receives not posted) until the mailbox is first used; 0 once open. */
+  #mboxHeld: number;
   // The peer's mailbox.
   #peerMbox: { addr: number; rkey: number; slots: number } | undefined;
   #peerMboxNext = 0;
@@ -91,6 +102,8 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     this.o = o;
     this.ports = ports;
     this.#preauthMax = preauthMax;
+    this.#mboxHeld = Math.max(0, o.ctrlSlots - IDLE_MBOX_CREDITS);
+    this.#ctrlReported = -this.#mboxHeld;
     // The scratch sends every control message, the HELLO (the largest: it fits the peer's HELLO
     // buffer) included, and eager data up to the first rung; a first rung smaller than the HELLO
     // must not make it smaller.
@@ -161,7 +174,14 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   }
 
   #want(): number {
-    return (this.#helloReceived ? 0 : 1) + this.o.ctrlSlots + this.inb.liveSlots;
+    return (this.#helloReceived ? 0 : 1) + this.o.ctrlSlots - this.#mboxHeld + this.inb.liveSlots;
+  }
+
+  /** The peer started using the mailbox: post the withheld receives (their credits are owed already). */
+  #openMailbox(): void {
+    if (this.#mboxHeld === 0) return;
+    this.#mboxHeld = 0;
+    this.refill();
   }
 
   refill(): void {
@@ -205,7 +225,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const maxEager = this.o.ladder[this.o.ladder.length - 1]!.slotSize;
     const bytes = encodeCtrl({
       type: ChanType.Hello,
-      hdr: { flags: 0, ctrlCredits: 0, epoch: 0, slotCredits: 0, consumed: 0 },
+      hdr: { flags: 0, ctrlCredits: this.o.ctrlSlots - this.#mboxHeld, epoch: 0, slotCredits: this.inb.helloCredits(), consumed: 0 },
       hello: {
         version: CHAN_VERSION, ctrlSlots: this.o.ctrlSlots, window: this.o.window, maxEager, maxMessage: this.o.maxMessage,
         mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + this.#mboxOff,
@@ -302,19 +322,21 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     if (byteLen !== HELLO_LEN) return this.fail('protocol', `HELLO of ${byteLen} bytes, expected ${HELLO_LEN}`);
     const r = decodeCtrl(this.ports.read(this.fixed, 0, byteLen));
     if (!r.ok || r.msg.type !== ChanType.Hello) return this.fail('protocol', `first message is not a HELLO (${r.ok ? `type ${r.msg.type}` : r.error})`);
-    const { hello: h, grant: g } = r.msg;
+    const { hello: h, grant: g, hdr } = r.msg;
     const why =
       h.version !== CHAN_VERSION ? `version ${h.version}` :
       h.ctrlSlots < 4 || h.ctrlSlots > 64 ? `${h.ctrlSlots} mailbox slots` :
       h.window < 1 || h.window > CHAN_SEQ_MOD / 2 ? `window ${h.window}` :
       h.maxEager < 1 || h.maxMessage < h.maxEager ? `maxEager ${h.maxEager} / maxMessage ${h.maxMessage}` :
-      checkGrant(g, 0, h.maxEager);
+      hdr.ctrlCredits > h.ctrlSlots || (hdr.ctrlCredits === 1) ? `${hdr.ctrlCredits} mailbox credits of ${h.ctrlSlots}` :
+      checkGrant(g, 0, h.maxEager) ?? (hdr.slotCredits > g.slots ? `${hdr.slotCredits} slot credits of ${g.slots}` : undefined);
     if (why) return this.fail('protocol', `HELLO refused: ${why}`);
     this.#helloReceived = true;
     this.#helloDeadline = Infinity;
     this.#peerMbox = { addr: h.mboxAddr, rkey: h.mboxRkey, slots: h.ctrlSlots };
-    this.ctrlCredits = h.ctrlSlots;
-    this.out.onHello(h, g, now);
+    // A HELLO's credits are what it grants at the start (0: the whole pool).
+    this.ctrlCredits = hdr.ctrlCredits || h.ctrlSlots;
+    this.out.onHello(h, g, now, hdr.slotCredits || g.slots);
     if (this.state === 'init') {
       this.state = 'open';
       this.#actions.push({ kind: 'connected' });
@@ -339,6 +361,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       const bytes = this.ports.read(this.fixed, this.#mboxOff + f.slot * CHAN_MBOX_SLOT, byteLen);
       this.#mboxNext = (this.#mboxNext + 1) % this.o.ctrlSlots;
       this.#ctrlReceived++;
+      this.#openMailbox();
       this.#onCtrl(bytes, now);
     }
     this.refill();
@@ -477,7 +500,8 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
     this.#pump(now);
     if (this.#torn || (this.#ctrlQ?.length ?? 0) > 0 || this.ctrlCredits < 1) return;
-    const owedCtrl = this.#ctrlReceived - this.#ctrlReported;
+    // Withheld credits are owed, but not due: the peer has not used the mailbox yet.
+    const owedCtrl = this.#ctrlReceived - this.#ctrlReported - this.#mboxHeld;
     if (owedCtrl >= Math.ceil(this.o.ctrlSlots / 2) || this.inb.creditDue) {
       this.#creditOnly++;
       this.#postCtrl({ type: ChanType.Credit });
@@ -487,7 +511,10 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   /** credits false: the message returns none (an abort: nothing will be sent to use them). */
   #postCtrl(body: Body, credits = true): number {
     const mb = this.#peerMbox!;
-    const owedCtrl = credits ? Math.min(this.#ctrlReceived - this.#ctrlReported, 0xff) : 0;
+    // Receives before the credits that let the peer use them. A CLOSE leaves a mailbox the peer
+    // never used withheld: the peer still holds both credits of its HELLO, enough for its CLOSE.
+    if (credits && body.type !== ChanType.Close) this.#openMailbox();
+    const owedCtrl = credits ? Math.min(this.#ctrlReceived - this.#ctrlReported - this.#mboxHeld, 0xff) : 0;
     this.#ctrlReported += owedCtrl;
     const c = credits ? this.inb.takeCredits() : { epoch: this.inb.cur.epoch, slotCredits: 0, consumed: this.inb.consumed % CHAN_SEQ_MOD };
     const bytes = encodeCtrl({ ...body, hdr: { flags: 0, ctrlCredits: owedCtrl, epoch: c.epoch, slotCredits: c.slotCredits, consumed: c.consumed } });

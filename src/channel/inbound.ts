@@ -81,6 +81,9 @@ class InTally {
 /** The counts of every Inbound that has counted nothing yet: shared, never written. */
 const NO_COUNTS: Readonly<InTally> = new InTally();
 
+/** Phase-0 slot credits a HELLO grants; the first epoch's other slots are withheld until its first message. */
+export const IDLE_SLOT_CREDITS = 2;
+
 export class Inbound {
   readonly #l: Link;
   /** Phase 0's slots in the fixed region: every phase-0 epoch uses them (one is live at a time). */
@@ -109,19 +112,26 @@ export class Inbound {
   #tally: InTally | undefined;
   /** The head of the read queue is waiting for budget (counted once per wait). */
   #waitingBudget = false;
+  /**
+   * Slot credits of the first epoch withheld (receives not posted) while the peer has sent no
+   * data: counted as reported already (cur.reported starts below 0 by them), owed from the first
+   * message on. 0 after it, and after the first epoch ends.
+   */
+  #held: number;
 
   /** `slots0`: where the first epoch's slots (phase 0's) lie, in the core's fixed region. */
   constructor(l: Link, now: number, slots0: { region: Region; off: number }) {
     this.#l = l;
     this.#slots0 = slots0;
     const p0 = l.o.ladder[0]!;
-    this.cur = { epoch: 0, phase: 0, region: slots0.region, off: slots0.off, shared: true, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: 0 };
+    this.#held = Math.max(0, p0.slots - IDLE_SLOT_CREDITS);
+    this.cur = { epoch: 0, phase: 0, region: slots0.region, off: slots0.off, shared: true, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: -this.#held };
     this.#lastDataAt = now;
   }
 
   /** Receives the sender may consume with data messages right now. */
   get liveSlots(): number {
-    return this.cur.slots + (this.pending?.slots ?? 0);
+    return this.cur.slots - this.#held + (this.pending?.slots ?? 0);
   }
 
   get registeredBytes(): number {
@@ -148,9 +158,14 @@ export class Inbound {
 
   // ---- credits owed to the sender -----------------------------------------------------------
 
-  /** Slot credits not yet reported for `cur`. */
+  /** The slot credits the HELLO grants. */
+  helloCredits(): number {
+    return this.cur.slots - this.#held;
+  }
+
+  /** Slot credits not yet reported for `cur` (withheld ones are not due before the first message). */
   get owedSlots(): number {
-    return this.cur.received - this.cur.reported;
+    return this.cur.received - this.cur.reported - this.#held;
   }
 
   get owedWindow(): number {
@@ -211,6 +226,9 @@ export class Inbound {
     }
     e.next = (e.next + 1) % e.slots;
     e.received++;
+    // The peer has started sending: the withheld slots' receives are posted by the core's
+    // refill after this, before the credits go back.
+    this.#held = 0;
     this.#lastDataAt = now;
     const inbox = (this.#inbox ??= new Map());
     const t = this.#count();
@@ -332,6 +350,7 @@ export class Inbound {
     }
     const old = this.cur;
     this.#release(old);
+    this.#held = 0;
     this.cur = next;
     this.pending = undefined;
     this.#grantDeadline = Infinity;

@@ -163,10 +163,12 @@ export class Outbound {
     this.#heardAt = now;
   }
 
-  onHello(h: Hello, g: Grant, now: number): void {
+  /** `credits`: the slot credits the HELLO grants (the core checked them against g.slots). */
+  onHello(h: Hello, g: Grant, now: number, credits: number): void {
     this.#now = this.#heardAt = now;
     this.peer = { window: h.window, maxEager: h.maxEager, maxMessage: h.maxMessage };
     this.#activate(g);
+    if (this.tx) this.tx.credits = credits;
   }
 
   /** Accept a message; returns its seq. The caller checked it against peer.maxMessage. */
