@@ -1,7 +1,7 @@
 // The work request ids of one queue of a NIC-thread QP, by token (./thread-qp.ts). Tokens are
 // the queue's post count, handed out in order, so the ids live in a ring indexed by token from
 // the oldest one still held: two words per slot where a Map held a dozen entries in a hash
-// table several times that size (an idle channel keeps about 13 receives posted, on each of
+// table several times that size (an idle channel keeps a few receives posted, on each of
 // thousands of QPs). Receive completions may come out of order (srd): a completed slot is a
 // hole until the ones before it complete too.
 import type { WrId } from '../core/work.js';
