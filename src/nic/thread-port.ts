@@ -378,7 +378,8 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   reachable(a: DeviceAddress): boolean {
-    if (this.#closed) return false;
+    // Closing (the close awaits the NIC thread, and the loop runs meanwhile): nothing is.
+    if (!this.#callable) return false;
     return this.call('reachable', { address: a }) as boolean;
   }
 

@@ -160,7 +160,13 @@ export class ThreadQp implements PortQp {
     q.remoteQpn = dest?.remoteQpn;
     q.inline = inline;
     fillSges(q.sges as WqeSge[], pieces);
-    port.post(writeSendWqe, q);
+    try {
+      port.post(writeSendWqe, q);
+    } finally {
+      // In the ring now: the shared record keeps none of the caller's objects past the post.
+      q.inline = undefined;
+      q.remoteSges = undefined;
+    }
     this.sends.put(token, w.wrId);
     this.sqPosted++;
     // Unsignaled sends never complete: past this many held, the NIC's retired count drops them.

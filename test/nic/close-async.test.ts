@@ -42,4 +42,25 @@ describe('closing a NIC-thread device', () => {
     // Blocked, the longest gap was the whole linger (~500 ms); running, a few ms (a loaded machine: tens).
     expect(gap).toBeLessThan(250);
   });
+
+  it('while it closes, the device reaches no peer (reachable() is false, it does not throw)', { timeout: 30_000 }, async () => {
+    const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
+    const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
+    devs.push(b);
+    expect(a.reachable(b.address)).toBe(true);
+    const answers = new Set<string>();
+    let closed = false;
+    const closing = a.close().then(() => (closed = true));
+    // Every turn of the loop until the close has ended, as a timer or an I/O callback would ask.
+    for (let turn = 0; turn < 100_000 && !closed; turn++) {
+      try {
+        answers.add(String(a.reachable(b.address)));
+      } catch (e) {
+        answers.add(`threw ${(e as Error).message}`);
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await closing;
+    expect([...answers].filter((x) => x.startsWith('threw'))).toEqual([]);
+  });
 });
