@@ -101,6 +101,13 @@ export interface PortCq extends CompletionSink {
   bind?(source: CqSource, id: number): void;
 }
 
+/**
+ * What a port reports to its device: the NIC's events, and `deviceFatal` when the NIC itself is
+ * gone (its thread ended or threw: ibverbs' IBV_EVENT_DEVICE_FATAL). After it nothing of the
+ * port works; the device closes.
+ */
+export type PortEvent = NicEvent | { kind: 'deviceFatal'; error: Error };
+
 export interface NicPort {
   readonly address: DeviceAddress;
   readonly mtu: number | undefined;
@@ -120,7 +127,7 @@ export interface NicPort {
   /** Posts made inside `fn` go to the NIC together (one driver step, one doorbell). */
   batch(fn: () => void): void;
   /** Where the NIC's events go (called once, by the device). */
-  start(onEvent: (ev: NicEvent) => void): void;
+  start(onEvent: (ev: PortEvent) => void): void;
   stats(contextsShown: number): PortStats;
   reachable(a: DeviceAddress): boolean;
   /** The device memory as this thread reaches it (features above verbs run kernels over it). */

@@ -17,6 +17,7 @@ import type { EngineBounds } from '../rdmap/bounds.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
+import type { PortEvent } from './port.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient } from './mailbox.js';
@@ -85,7 +86,7 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #cqe: RecordRing;
   readonly #mailbox: MailboxClient;
   readonly #buffers: MessagePort;
-  #onEvent: (ev: NicEvent) => void = () => {};
+  #onEvent: (ev: PortEvent) => void = () => {};
   readonly #mrs = new Map<number, ThreadMr>();
   readonly #qps = new Map<number, ThreadQp>();
   readonly #cqs = new Map<number, CqEntry>();
@@ -127,6 +128,9 @@ export class ThreadPort implements NicPort, QpHost {
     this.#mailbox = mailbox;
     this.#buffers = buffers;
     worker.on('message', (m: { kind: string }) => this.#onMessage(m));
+    // Without a listener, a NIC thread's uncaught error would be thrown in the application.
+    worker.on('error', (e: Error) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread failed: ${e?.message ?? String(e)}`, { cause: e })));
+    worker.once('exit', (code: number) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread exited (${code})`)));
     this.#watch();
   }
 
@@ -369,8 +373,23 @@ export class ThreadPort implements NicPort, QpHost {
 
   // ---- NicPort ------------------------------------------------------------------------------
 
-  start(onEvent: (ev: NicEvent) => void): void {
+  start(onEvent: (ev: PortEvent) => void): void {
     this.#onEvent = onEvent;
+  }
+
+  /** @internal the NIC thread (a test ends it to see the device fail as a NIC that is gone). */
+  get worker(): Worker {
+    return this.#worker;
+  }
+
+  /** The NIC thread threw or ended on its own: refuse every call now (none could be answered), and say so. */
+  #died(error: Error): void {
+    if (this.#closed || this.#closeCalled) return;
+    this.#closed = true;
+    this.#arenaGone.yes = true;
+    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, `device closed: ${error.message}`));
+    this.#waits.clear();
+    this.#onEvent({ kind: 'deviceFatal', error });
   }
 
   stats(contextsShown: number): PortStats {
@@ -525,12 +544,13 @@ export class ThreadPort implements NicPort, QpHost {
     // close lingers (up to its grace) for its peers' acknowledgements, and this thread's event
     // loop must run meanwhile (an inline peer in this same thread is the one that answers).
     // No other call is made while it is out (call() refuses: one request at a time).
+    const dead = this.#closed; // the NIC thread died (#died): nobody would answer
     this.#closeCalled = true;
     // The arena with it: a feature freeing its tables meanwhile has nothing to do (the memory
     // goes with the device), and an allocation is refused.
     this.#arenaGone.yes = true;
     try {
-      await this.#mailbox.callAsync('close', {}, 10_000);
+      if (!dead) await this.#mailbox.callAsync('close', {}, 10_000);
     } catch {
       // A thread that does not answer is ended below.
     }

@@ -11,7 +11,7 @@ import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest, TransportContextStats } from '../core/link.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
-import type { NicEvent } from '../nic/driver.js';
+import type { PortEvent } from '../nic/port.js';
 import type { NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
 import { defaultWorkers, openPort } from '../nic/open.js';
@@ -313,8 +313,14 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     return this.nic.dialService(qpn, to, service, privateData, timeoutMs);
   }
 
-  #onEvent(ev: NicEvent): void {
+  #onEvent(ev: PortEvent): void {
     switch (ev.kind) {
+      case 'deviceFatal':
+        // Nothing of the NIC answers any more: say so, then close (connects, waits and CQs
+        // settle with ERR_CLOSED as at any close).
+        this.#emit({ type: 'device-fatal', error: ev.error });
+        void this.close().catch(() => undefined);
+        return;
       case 'connected':
         this.#connecting.get(ev.qpn)?.connected();
         this.#connecting.delete(ev.qpn);

@@ -7,7 +7,8 @@
 // resolves; 'qp-fatal' when a QP enters ERROR by itself (a Terminate, a peer lost, a CQ
 // overrun — not by modify/destroy); 'disconnected' when an established rc QP leaves RTS for
 // any reason but the device closing; 'cq-error' on a CQ overrun; 'path-lost' when a datagram
-// link gives up on a peer (udp: retries exhausted).
+// link gives up on a peer (udp: retries exhausted); 'device-fatal' when the NIC itself is gone
+// (its thread threw or ended; ibverbs' IBV_EVENT_DEVICE_FATAL): the device then closes.
 import type { DeviceAddress } from '../core/address.js';
 import type { QpDownCause } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from './abort.js';
@@ -19,7 +20,9 @@ export type DeviceEvent =
   | { readonly type: 'qp-fatal'; readonly qpn: number; readonly cause?: QpDownCause }
   | { readonly type: 'disconnected'; readonly qpn: number; readonly cause?: QpDownCause }
   | { readonly type: 'cq-error'; readonly cq: CompletionQueue }
-  | { readonly type: 'path-lost'; readonly peer: DeviceAddress };
+  | { readonly type: 'path-lost'; readonly peer: DeviceAddress }
+  /** The NIC itself is gone (its thread threw or ended): the device closes, its work fails (ERR_CLOSED). */
+  | { readonly type: 'device-fatal'; readonly error: Error };
 
 export type DeviceEventType = DeviceEvent['type'];
 
