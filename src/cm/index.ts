@@ -135,12 +135,32 @@ function asClosed(dev: Device, e: unknown): unknown {
   return e;
 }
 
-/** Connected QPs of one service, in connection order: accept(), for-await, close() (../verbs/listener.ts). */
+export interface CmListenerCounters {
+  /** Requests whose QP was still connecting when the backlog filled: closed for a newer request. */
+  halfOpenEvicted: number;
+}
+
+/** The source host of a request (its port left out: one host has many). */
+function sourceOf(a: DeviceAddress): string {
+  return a.host !== undefined ? String(a.host) : `id:${String(a.id)}`;
+}
+
+/**
+ * Connected QPs of one service, in connection order: accept(), for-await, close() (../verbs/listener.ts).
+ *
+ * A request takes a backlog slot from its REQ on, while its QP connects. A peer can make that
+ * wait last (a REQ for a QP it never connects, an MPA Request it never follows): with a full
+ * backlog the oldest still-connecting request of a source holding more of them than the new
+ * request's source is closed for it (counted), as a SYN cache drops half-open entries, so they cannot
+ * keep other sources out; a request finding no such room waits (busy).
+ */
 export class CmListener extends Listener<QueuePair> {
   readonly service: number;
   readonly #opts: CmListenOptions;
   readonly #backlog: number;
-  #inflight = 0;
+  /** QPs made for a request and still connecting, oldest first, with their source host. */
+  readonly #connecting = new Map<QueuePair, string>();
+  readonly #counters: CmListenerCounters = { halfOpenEvicted: 0 };
   readonly #stop: () => void;
 
   /** @internal use listen() */
@@ -164,6 +184,10 @@ export class CmListener extends Listener<QueuePair> {
     this.watchDevice();
   }
 
+  get counters(): CmListenerCounters {
+    return { ...this.#counters };
+  }
+
   /** The service goes (a closed device has already let go of it). */
   protected release(): void {
     if (!this.device.closed) this.#stop();
@@ -174,18 +198,43 @@ export class CmListener extends Listener<QueuePair> {
     qp.destroy();
   }
 
-  #full(): boolean {
-    return this.closing || this.ready + this.#inflight >= this.#backlog;
+  /**
+   * Room for one more request from `host`: none while closing or while the backlog is all
+   * connected QPs. A source never closes its own requests (a crowd of one host's connects waits
+   * its turn, busy); it closes the oldest of a source that holds more connecting requests than it.
+   */
+  #room(host: string): boolean {
+    if (this.closing) return false;
+    if (this.ready + this.#connecting.size < this.#backlog) return true;
+    // Bounded: the connecting requests are at most the backlog.
+    const count = new Map<string, number>();
+    let most: string | undefined;
+    for (const h of this.#connecting.values()) {
+      const n = (count.get(h) ?? 0) + 1;
+      count.set(h, n);
+      if (most === undefined || n > count.get(most)!) most = h;
+    }
+    if (most === undefined || most === host || count.get(most)! <= (count.get(host) ?? 0)) return false;
+    for (const [qp, h] of this.#connecting) {
+      if (h !== most) continue;
+      this.#connecting.delete(qp);
+      this.#counters.halfOpenEvicted++;
+      qp.destroy();
+      return true;
+    }
+    return false;
   }
 
-  #deliver(qp: QueuePair, info: CmConnectionInfo): void {
-    this.#inflight--;
+  /** A request's QP connected (or failed): delivered unless it was closed for a newer request meanwhile. */
+  #settle(qp: QueuePair, info: CmConnectionInfo | undefined): void {
+    if (!this.#connecting.delete(qp)) return;
+    if (!info) return qp.destroy();
     if (!this.closing) infos.set(qp, info);
     this.offer(qp);
   }
 
   #onService(r: ServiceRequest): void {
-    if (this.#full()) {
+    if (!this.#room(sourceOf(r.from))) {
       // A full backlog refuses for now only (busy): the dialer asks again, as a SYN is resent.
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
@@ -197,21 +246,18 @@ export class CmListener extends Listener<QueuePair> {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
     }
-    this.#inflight++;
+    this.#connecting.set(qp, sourceOf(r.from));
     r.accept(qp.qpn, this.#opts.privateData)
       // The connection is the QP's; connect binds the QP to it (the peer as the link saw it).
       .then(() => qp.connect({ address: r.from, qpn: r.remoteQpn }))
       .then(
-        () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service, peer: r.from }),
-        () => {
-          this.#inflight--;
-          qp.destroy();
-        },
+        () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service, peer: r.from }),
+        () => this.#settle(qp, undefined),
       );
   }
 
   #onDatagram(r: CmRequest): void {
-    if (this.#full()) {
+    if (!this.#room(sourceOf(r.from))) {
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
@@ -222,14 +268,11 @@ export class CmListener extends Listener<QueuePair> {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
     }
-    this.#inflight++;
+    this.#connecting.set(qp, sourceOf(r.from));
     r.reply(qp.qpn, this.#opts.privateData);
     qp.connect({ address: r.from, qpn: r.qpn }).then(
-      () => this.#deliver(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.from }),
-      () => {
-        this.#inflight--;
-        qp.destroy();
-      },
+      () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.from }),
+      () => this.#settle(qp, undefined),
     );
   }
 }

@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 // The verbs and cm API (what src/index.ts exports), from their modules: the file service sits above cm and verbs.
-import { type CmListener, connectionInfo, listen } from '../cm/index.js';
+import { type CmListener, type CmListenerCounters, connectionInfo, listen } from '../cm/index.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -110,7 +110,7 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   inproc: {},
 };
 
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters {
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters {
   sessions: number;
   /** RDMA connections not yet authenticated, now; pipes likewise. */
   unauthenticatedConnections: number;
@@ -549,7 +549,7 @@ export class FileServer {
       sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
       connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
-      connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
+      connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),
     };
   }
 

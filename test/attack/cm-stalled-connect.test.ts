@@ -1,0 +1,78 @@
+// A stranger that sends the file service REQs for rc QPs it never connects: each REQ gets a QP
+// on the server whose connect waits for a peer that never answers. Those half-made connections
+// are not yet anybody's source (cm delivers a QP only once it is connected), so the per-source
+// caps of the file server do not see them; what bounds them is the cm listener's backlog, which
+// counts them while they wait. If that wait is long, a handful of REQs, sent again now and then,
+// keeps the backlog full and every real client is told "busy" until its deadline.
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FileClient, type FileServer, openDevice, type QueuePair, serveFiles } from '../../src/index.js';
+import { agentOf } from '../../src/cm/agent.js';
+import { FILE_SERVICE } from '../../src/wire/files-spec.js';
+import { tempDir } from '../files/helpers.js';
+
+const TOKEN = 'attack-stall-token-0123456789';
+
+describe('REQs for QPs that never connect (udp cm)', () => {
+  let dir: string;
+  let srv: FileServer;
+  beforeAll(async () => {
+    dir = tempDir('attack-cm-stall');
+    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
+    srv = await serveFiles(dir, { token: TOKEN, transports: ['udp'] });
+  }, 30_000);
+  afterAll(async () => {
+    await srv?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('24 stalled REQs from 127.0.0.2, 24 more every 250 ms: a real client from 127.0.0.1 still logs in and reads', async () => {
+    const dev = await openDevice({ transport: 'udp', host: '127.0.0.2', port: 0 });
+    const agent = agentOf(dev);
+    const pd = dev.allocPd();
+    const cq = dev.createCq({ depth: 64 });
+    const at = { transport: 'udp' as const, host: '127.0.0.1', port: srv.devices.udp!.address.port as number };
+    const qps: QueuePair[] = [];
+    let stop = false;
+    let reqs = 0;
+    let most = 0;
+    // Each round: 24 fresh QPs left in INIT (never connected), one REQ for each. Bounded: 40 rounds.
+    const storm = async (): Promise<void> => {
+      for (let round = 0; round < 40 && !stop; round++) {
+        for (let i = 0; i < 24; i++) {
+          const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+          qps.push(qp);
+          reqs++;
+          agent.request(at, FILE_SERVICE, qp.qpn, undefined, 1000).catch(() => {});
+        }
+        most = Math.max(most, srv.stats().liveConnections);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    const attack = storm();
+    try {
+      // Past the server's connection limit (64) in REQs before the real client comes.
+      await new Promise((r) => setTimeout(r, 1500));
+      for (let i = 0; i < 3; i++) {
+        const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp', timeoutMs: 4000 });
+        try {
+          const f = await c.open('hello.txt');
+          expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
+        } finally {
+          await c.end();
+        }
+      }
+      expect(reqs).toBeGreaterThan(24);
+      // The stalled requests were closed for newer ones (counted), and the server's connections
+      // made for them went with their QPs: never more than the backlog and the real client's.
+      expect(srv.stats().halfOpenEvicted).toBeGreaterThan(0);
+      expect(most).toBeLessThanOrEqual(17);
+    } finally {
+      stop = true;
+      await attack;
+      for (const qp of qps) qp.destroy();
+      await dev.close();
+    }
+  }, 60_000);
+});
