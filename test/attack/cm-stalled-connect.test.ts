@@ -75,4 +75,45 @@ describe('REQs for QPs that never connect (udp cm)', () => {
       await dev.close();
     }
   }, 60_000);
+
+  it('the same from 8 sources (127.0.0.10-17, 3 REQs each per 250 ms): a real client still logs in and reads', async () => {
+    const devs = await Promise.all(Array.from({ length: 8 }, (_, i) => openDevice({ transport: 'udp', host: `127.0.0.${10 + i}`, port: 0 })));
+    const at = { transport: 'udp' as const, host: '127.0.0.1', port: srv.devices.udp!.address.port as number };
+    const qps: QueuePair[] = [];
+    const before = srv.stats().halfOpenEvicted;
+    let stop = false;
+    // Bounded: 40 rounds of 8 × 3.
+    const storm = async (): Promise<void> => {
+      const pds = devs.map((d) => ({ pd: d.allocPd(), cq: d.createCq({ depth: 64 }), agent: agentOf(d) }));
+      for (let round = 0; round < 40 && !stop; round++) {
+        for (const { pd, cq, agent } of pds) {
+          for (let i = 0; i < 3; i++) {
+            const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+            qps.push(qp);
+            agent.request(at, FILE_SERVICE, qp.qpn, undefined, 1000).catch(() => {});
+          }
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    const attack = storm();
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      for (let i = 0; i < 3; i++) {
+        const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp', timeoutMs: 4000 });
+        try {
+          const f = await c.open('hello.txt');
+          expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
+        } finally {
+          await c.end();
+        }
+      }
+      expect(srv.stats().halfOpenEvicted).toBeGreaterThan(before);
+    } finally {
+      stop = true;
+      await attack;
+      for (const qp of qps) qp.destroy();
+      await Promise.all(devs.map((d) => d.close()));
+    }
+  }, 60_000);
 });
