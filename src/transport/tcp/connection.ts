@@ -353,11 +353,22 @@ export class MpaConnection extends EventEmitter {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     const st = this.#hs.state;
-    if (this.#state !== 'handshake' || st === 'done' || st === 'failed') return;
+    // The RTR a peer-to-peer initiator owes after the Reply is part of its handshake, under the
+    // same deadline: without one, a peer that never sends it would hold the connection (its
+    // socket, its receive staging, its slots of the connection caps) for as long as it liked.
+    const rtr = this.#state === 'rtr';
+    if (!rtr && (this.#state !== 'handshake' || st === 'done' || st === 'failed')) return;
     const wait = Math.max(0, this.#hs.deadline - this.#now());
     if (!Number.isFinite(wait)) return;
-    this.#timer = setTimeout(() => this.#run(this.#hs.tick(this.#now())), wait + 1);
+    this.#timer = setTimeout(() => (rtr ? this.#rtrTimeout() : this.#run(this.#hs.tick(this.#now()))), wait + 1);
     this.#timer.unref();
+  }
+
+  #rtrTimeout(): void {
+    if (this.#state !== 'rtr') return;
+    const f = fault(TERM.streamLost, 'TIMEOUT', 'no RTR (zero-length RDMA Write) after the MPA Reply within the handshake deadline');
+    this.emit('failed', f);
+    this.#close(f);
   }
 
   #established(r: MpaResult, leftover: Uint8Array): void {

@@ -325,7 +325,8 @@ export class MpaConnector {
       else this.#perHost.delete(host);
     });
     c.on('failed', (f: TcpFault) => {
-      if (f.code === 'TIMEOUT' && c.result === undefined) this.counters.handshakeTimeouts++;
+      // (A timeout in 'rtr' is the handshake's too: the peer-to-peer RTR never came.)
+      if (f.code === 'TIMEOUT' && (c.result === undefined || c.state === 'rtr')) this.counters.handshakeTimeouts++;
     });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
   }
