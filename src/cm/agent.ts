@@ -82,6 +82,8 @@ export class CmAgent {
       rnrRetry: RNR_RETRY, rnrTimeoutMs: RNR_TIMEOUT_MS,
     });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
+    // What a peer sent the CM QP that served nothing (unparsable, unknown, longer than a slot).
+    dev.addStatsSource('cm', () => ({ dropped: this.#core.dropped }));
     void this.#run();
     // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.
     dev.onClose(() => this.#step((now) => this.#core.handleClose(now)));
@@ -213,8 +215,17 @@ export class CmAgent {
       this.#step((now) => this.#core.handleBusy(Number(wc.wrId), now));
       return;
     }
-    if (wc.opcode !== WcOpcode.Recv || wc.status !== WcStatus.Success) return;
+    if (wc.opcode !== WcOpcode.Recv) return;
     const slot = Number(wc.wrId);
+    if (wc.status !== WcStatus.Success) {
+      // A Send longer than a slot (anyone may Send here) completes its receive in error: the
+      // slot goes back, or a few hundred such Sends would leave no receive for any REQ. Counted
+      // as dropped; a flush means the QP is going (the device closes).
+      if (wc.status === WcStatus.WrFlushErr || this.dev.closed) return;
+      this.#core.dropped++;
+      this.#post(slot);
+      return;
+    }
     const at = slot * SLOT_BYTES;
     // Copied out before the slot is posted again.
     const bytes = this.#mr.buffer.slice(at, at + wc.byteLen);
