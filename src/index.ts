@@ -16,7 +16,7 @@ export type { DeviceEvent, DeviceEventType, EventStream } from './verbs/events.j
 export type { ErrorCodeValue } from './core/errors.js';
 export { createInprocBridge, joinInprocBridge, InprocBridge } from './transport/inproc/bridge.js';
 export type { BridgeInit } from './transport/inproc/bridge.js';
-export { listen, connect, connectionInfo, defaultPd, CmListener } from './cm/index.js';
+export { listen, connect, connectionInfo, defaultPd, CmListener, type CmListenerCounters } from './cm/index.js';
 export type { CmQpOptions, CmListenOptions, CmConnectOptions, CmConnectionInfo } from './cm/index.js';
 export {
   listenChannels, connectChannel, channelStats, Channel, ChannelListener, DEFAULT_LADDER,
