@@ -99,6 +99,8 @@ export class ChannelDedup {
   #inflight = 0;
   #wr = 0;
   #closed = false;
+  /** Sends not settled yet: a source may still be reading into the stage (file reads in flight). */
+  #sending = 0;
 
   constructor(h: DedupHost) {
     this.#h = h;
@@ -116,9 +118,11 @@ export class ChannelDedup {
       this.#tx = new DedupSender({ pipe, rdma: this, mem: dedupMemoryOf(this.#h.pd) });
       this.#h.sendRaw(frame(DedupSub.Open));
     }
+    this.#sending++;
     return this.#tx.send(bytes).then(
-      (r) => (this.#releaseStage(), r),
+      (r) => (this.#sending--, this.#releaseStage(), r),
       (e: unknown) => {
+        this.#sending--;
         this.#releaseStage();
         throw this.#txRefused ?? e;
       },
@@ -285,7 +289,8 @@ export class ChannelDedup {
     const st = this.#stage;
     this.#stage = undefined;
     if (!st) return;
-    if (this.#inflight > 0) this.#retired.push(st);
+    // Closed: no completion comes any more (and close released the writes' batches).
+    if (this.#inflight > 0 && !this.#closed) this.#retired.push(st);
     else if (st.valid) st.deregister();
   }
 
@@ -300,7 +305,12 @@ export class ChannelDedup {
     this.#tx?.close();
     this.#rx?.close();
     if (this.#scope) dedupStoreOf(this.#h.pd, this.#h.store).dropScope(this.#scope);
-    for (const r of [this.#zone, this.#stage, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
+    // A send still settling may have a source read in flight into its stage (a file read the
+    // kernel finishes later): the stage goes when that send settles (#releaseStage), not now,
+    // or the read lands in memory a later allocation owns.
+    const stage = this.#sending > 0 ? undefined : this.#stage;
+    if (stage) this.#stage = undefined;
+    for (const r of [this.#zone, stage, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
   }
 }
 

@@ -104,6 +104,8 @@ export class DedupSender {
   #hasher: ChunkHasher | undefined;
   #src = 0;
   #busy: Promise<unknown> = Promise.resolve();
+  /** Sends queued or running (close() frees the chunker and hasher after them). */
+  #running = 0;
   #error: Error | undefined;
 
   constructor(o: DedupSenderInit) {
@@ -139,7 +141,8 @@ export class DedupSender {
    */
   send(bytes: Uint8Array | DedupSource): Promise<SendResult> {
     if (!(bytes instanceof Uint8Array) && !isDedupSource(bytes)) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'dedup send needs a Uint8Array'));
-    const p = this.#busy.then(() => this.#send(bytes));
+    this.#running++;
+    const p = this.#busy.then(() => this.#send(bytes)).finally(() => this.#running--);
     this.#busy = p.catch(() => undefined);
     return p;
   }
@@ -300,11 +303,22 @@ export class DedupSender {
     this.#run();
   }
 
+  /**
+   * Free the chunker and hasher; a transfer still running (its pipe just failed, a source read
+   * in flight) frees them once it has stopped, so nothing writes into memory freed under it.
+   */
   close(): void {
-    this.#chunker?.free();
-    this.#hasher?.free();
+    this.#error ??= new SabreError(ErrorCode.Closed, 'dedup: the sender is closed');
+    const chunker = this.#chunker;
+    const hasher = this.#hasher;
     this.#chunker = undefined;
     this.#hasher = undefined;
+    const free = (): void => {
+      chunker?.free();
+      hasher?.free();
+    };
+    if (this.#running === 0) free();
+    else void this.#busy.then(free);
   }
 }
 

@@ -273,7 +273,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     for (let i = 0; i < m.count; i++) {
       const len = m.lens[i]!;
       const lastChunk = m.last && i === m.count - 1;
-      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max}`);
+      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max} (entry ${m.first + i}, in the page of ${m.count} from ${m.first}${m.last ? ', the last' : ''}; a sabre sender checks its own chunker's lengths, so from one this changed after it left)`);
       sum += len;
     }
     if (sum > total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');

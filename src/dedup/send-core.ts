@@ -169,6 +169,13 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   addChunks(lens: ArrayLike<number>, hashes: Uint8Array): void {
     if (!this.#active || this.#ended) throw new SabreError(ErrorCode.InvalidState, 'dedup: addChunks outside a transfer');
     const n0 = this.#lens.length;
+    const bad = this.#badLength(lens, n0);
+    if (bad) {
+      // The receiver would refuse the page anyway; failing here says the length came from this
+      // end's chunker (its state changed under it), not from the wire.
+      this.abort(bad, 0);
+      return;
+    }
     const need = (n0 + lens.length) * DEDUP_HASH_BYTES;
     if (need > this.#hashes.length) {
       const grown = new Uint8Array(Math.max(need, this.#hashes.length * 2)); // doubling: linear in all
@@ -183,6 +190,28 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
       off += lens[i]!;
     }
     this.#enqueue(this.#offer());
+  }
+
+  /**
+   * A length no chunker of the receiver's parameters cuts: outside 1..max, or below min for a
+   * chunk that is not the object's last (only the final one of all may be short: each batch's
+   * last is checked once the next batch shows it was not).
+   */
+  #badLength(lens: ArrayLike<number>, n0: number): SabreError | undefined {
+    const h = this.#hello!;
+    const check = (len: number, idx: number, last: boolean): SabreError | undefined =>
+      Number.isInteger(len) && len >= 1 && len <= h.max && (len >= h.min || last)
+        ? undefined
+        : new SabreError(ErrorCode.InvalidState, `dedup: the sender's chunker gave chunk ${idx} a length of ${len} bytes, outside ${h.min}..${h.max} before the object's end (its state changed under it): the transfer is aborted`);
+    if (lens.length > 0 && n0 > 0) {
+      const e = check(this.#lens[n0 - 1]!, n0 - 1, false);
+      if (e) return e;
+    }
+    for (let i = 0; i < lens.length; i++) {
+      const e = check(lens[i]!, n0 + i, i === lens.length - 1);
+      if (e) return e;
+    }
+    return undefined;
   }
 
   endChunks(): void {

@@ -156,6 +156,37 @@ describe('dedup sends over channels: the sender\'s staging', () => {
   });
 });
 
+describe('dedup sends over channels: a close while the source is still reading', () => {
+  it('the staging memory a read is in flight into stays allocated until the read has ended', async () => {
+    const { c } = await pairOf('inproc');
+    const mem = c.pd.device.dataPlane;
+    let into: Uint8Array | undefined;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const sent = c.sendDedupFrom({
+      length: 4 << 20,
+      read: async (buf: Uint8Array): Promise<number> => {
+        into ??= buf;
+        await gate; // a file read the kernel is still doing: it writes into buf when it ends
+        buf.fill(0xab);
+        return buf.length;
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    for (let i = 0; i < 100 && !into; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(into).toBeDefined();
+    const addr = into!.byteOffset;
+    expect(mem.sizeOf(addr)).toBeGreaterThanOrEqual(into!.length);
+    c.abort('gone while reading');
+    await new Promise((r) => setTimeout(r, 20));
+    // Freed now, the read would land in memory a later allocation owns.
+    expect(mem.sizeOf(addr)).toBeGreaterThanOrEqual(into!.length);
+    release();
+    expect(await sent).toBeInstanceOf(Error);
+    for (let i = 0; i < 100 && mem.sizeOf(addr) !== undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(mem.sizeOf(addr)).toBeUndefined();
+  });
+});
+
 describe('dedup sends over channels: the wire and the option', () => {
   it('udp: a repeat moves a small fraction of the first send, counted at the relay socket', async () => {
     const { c, s, r } = await throughRelay();
