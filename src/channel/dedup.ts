@@ -25,6 +25,7 @@ import { type DedupSource, DedupReceiver, DedupSender, type Received } from '../
 
 export { isDedupSource } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
+import { returnStage, type StageBlock, takeStage } from '../dedup/stage-pool.js';
 import { dedupTotals } from '../dedup/stats.js';
 import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
@@ -71,6 +72,11 @@ export interface DedupHost {
   fail(message: string): void;
 }
 
+interface Stage {
+  block: StageBlock;
+  mr: MemoryRegion;
+}
+
 interface WriteBatch {
   left: number;
   /** Pieces not posted yet, and who to tell when they all are. */
@@ -91,9 +97,10 @@ export class ChannelDedup {
   #rxHandler: ((b: Uint8Array) => void) | undefined;
   #zone: MemoryRegion | undefined;
   #scope: string | undefined;
-  #stage: MemoryRegion | undefined;
+  /** The current send's staging: a kept block of device memory (stage-pool.ts) and the region over it. */
+  #stage: Stage | undefined;
   /** Stages of finished sends whose last writes have not completed yet: deregistered when they have. */
-  #retired: MemoryRegion[] = [];
+  #retired: Stage[] = [];
   #queue: Array<{ src: number; len: number; remoteAddr: number; rkey: number; lkey: number; batch: WriteBatch }> = [];
   readonly #batches = new Map<number, WriteBatch>();
   #inflight = 0;
@@ -220,11 +227,21 @@ export class ChannelDedup {
 
   reserve(length: number): { addr: number; view: Uint8Array } {
     const need = Math.max(length, 1);
-    if (!this.#stage || this.#stage.length < need) {
+    const mem = dedupMemoryOf(this.#h.pd);
+    if (!this.#stage || this.#stage.block.length < need) {
       this.#releaseStage();
-      this.#stage = this.#h.pd.regMr(need, Access.LocalWrite);
+      const block = takeStage(mem, need);
+      try {
+        // An external region over the block (shared memory the NIC reaches itself): no fill.
+        const mr = this.#h.pd.regMr(mem.u8().subarray(block.addr, block.addr + block.length), Access.LocalWrite);
+        this.#stage = { block, mr };
+      } catch (e) {
+        returnStage(mem, block);
+        throw e;
+      }
     }
-    return { addr: this.#stage.addr, view: this.#stage.buffer.subarray(0, length) };
+    const { addr } = this.#stage.block;
+    return { addr, view: mem.u8().subarray(addr, addr + length) };
   }
 
   /**
@@ -242,8 +259,10 @@ export class ChannelDedup {
     }
     return new Promise((resolve, reject) => {
       const batch: WriteBatch = { left: pieces.length, unposted: pieces.length, onPosted, resolve, reject };
-      const lkey = this.#stage!.lkey;
-      for (const p of pieces) this.#queue.push({ ...p, rkey, lkey, batch });
+      const { block, mr } = this.#stage!;
+      // The pieces name device memory (the block); the region has addresses of its own.
+      const lkey = mr.lkey;
+      for (const p of pieces) this.#queue.push({ src: p.src - block.addr + mr.addr, len: p.len, remoteAddr: p.remoteAddr, rkey, lkey, batch });
       this.#post();
     });
   }
@@ -270,7 +289,7 @@ export class ChannelDedup {
     const b = this.#batches.get(id);
     if (!b) return;
     this.#batches.delete(id);
-    if (--this.#inflight === 0) for (const r of this.#retired.splice(0)) if (r.valid) r.deregister();
+    if (--this.#inflight === 0) for (const r of this.#retired.splice(0)) this.#dropStage(r);
     if (wc.status !== WcStatus.Success) {
       // The QP is in error now: the channel fails through its own completions too.
       this.#queue = this.#queue.filter((w) => w.batch !== b);
@@ -291,7 +310,13 @@ export class ChannelDedup {
     if (!st) return;
     // Closed: no completion comes any more (and close released the writes' batches).
     if (this.#inflight > 0 && !this.#closed) this.#retired.push(st);
-    else if (st.valid) st.deregister();
+    else this.#dropStage(st);
+  }
+
+  /** Deregister a stage's region; its block serves a later send (no write or read refers to it now). */
+  #dropStage(st: Stage): void {
+    if (st.mr.valid) st.mr.deregister();
+    returnStage(dedupMemoryOf(this.#h.pd), st.block);
   }
 
   /** The channel is gone: fail what waits, release the zone, the stage and the scope. */
@@ -308,9 +333,9 @@ export class ChannelDedup {
     // A send still settling may have a source read in flight into its stage (a file read the
     // kernel finishes later): the stage goes when that send settles (#releaseStage), not now,
     // or the read lands in memory a later allocation owns.
-    const stage = this.#sending > 0 ? undefined : this.#stage;
-    if (stage) this.#stage = undefined;
-    for (const r of [this.#zone, stage, ...this.#retired.splice(0)]) if (r?.valid) r.deregister();
+    if (this.#zone?.valid) this.#zone.deregister();
+    if (this.#sending === 0) this.#releaseStage();
+    for (const r of this.#retired.splice(0)) this.#dropStage(r);
   }
 }
 
