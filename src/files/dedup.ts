@@ -55,6 +55,15 @@ export const DEDUP_MAX_BYTES = 256 << 20;
  */
 export const FILE_DEDUP_AVG = 4096;
 /**
+ * The average chunk for a basis of `size` bytes: FILE_DEDUP_AVG up to 16 MiB, twice that up to
+ * 64 MiB, four times above. Each chunk costs both ends a fixed amount of work (an index entry,
+ * a manifest entry, its share of the hashing calls) whatever its size: on a 48 MiB file the
+ * per-chunk work at 4 KiB was a third of the receiver's CPU. Larger chunks there cost a few
+ * more bytes around each edit, a small share of a large file (the number of chunks grows
+ * about as the square root of the size, as rsync's block size).
+ */
+export const fileDedupAvg = (size: number): number => (size <= 16 << 20 ? FILE_DEDUP_AVG : size <= 64 << 20 ? FILE_DEDUP_AVG * 2 : FILE_DEDUP_AVG * 4);
+/**
  * How long the server waits for the client's AUTH, the channel's first message. Long enough that
  * a client whose event loop stalls a few seconds right after connecting is not refused; what a
  * silent channel holds meanwhile is bounded by the per-source caps and eviction, not by this.
@@ -309,11 +318,12 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     writer = new PrefixWriter((b, at) => file.write(b, at));
     scope = `files:${Buffer.from(randomBytes(12)).toString('hex')}`;
     const key = new Uint8Array(randomBytes(32));
-    ch.dedupBasis(scope, key, FILE_DEDUP_AVG, writer.progress);
+    const avg = fileDedupAvg(old?.size ?? 0);
+    ch.dedupBasis(scope, key, avg, writer.progress);
     // A basis that cannot be read costs bytes on the wire, not the put.
     const pieces = old && readPieces(basisOf(old), dedupMemoryOf(ch.pd));
     basisRead = pieces;
-    filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
+    filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg }, { reference: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
@@ -436,11 +446,12 @@ async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<De
   if (basisFile && !basis) await basisFile.close().catch(() => undefined);
   try {
     const key = new Uint8Array(randomBytes(32));
-    ch.dedupBasis(scope, key, FILE_DEDUP_AVG, onProgress);
+    const avg = fileDedupAvg(basisFile?.size ?? 0);
+    ch.dedupBasis(scope, key, avg, onProgress);
     // Read and filled while the AUTH goes out and the server reads, stages and chunks (the
     // receiver answers no OFFER until it is in). By reference: this call's own copy of the local
     // file, unchanged until the scope is dropped.
-    if (basis) filled = store.fill(scope, basis.source, { key, avg: FILE_DEDUP_AVG }, { reference: true }).catch(() => 0);
+    if (basis) filled = store.fill(scope, basis.source, { key, avg }, { reference: true }).catch(() => 0);
     const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
