@@ -12,6 +12,14 @@ export interface KernelRunner {
 
 const OUT_CAP = 16384;
 
+/**
+ * Freed chunkers' memory (table + state, output lengths), kept for the next chunker on the same
+ * memory: each transfer and each basis fill makes one, and with the NIC on a thread every
+ * alloc and free is a blocking call to it, answered between its packets. At most KEPT per memory.
+ */
+const KEPT = 4;
+const kept = new WeakMap<DedupMemory, Array<{ table: number; out: number }>>();
+
 export class DeviceChunker {
   readonly mem: DedupMemory;
   readonly params: CdcParams;
@@ -24,9 +32,15 @@ export class DeviceChunker {
     this.params = cdcParams(o);
     const table = gearTable(o.key);
     this.mem = mem;
-    this.#table = mem.alloc(CDC_TABLE_BYTES + CDC_STATE_BYTES);
+    const old = kept.get(mem)?.pop();
+    this.#table = old?.table ?? mem.alloc(CDC_TABLE_BYTES + CDC_STATE_BYTES);
     this.#state = this.#table + CDC_TABLE_BYTES;
-    this.#out = mem.alloc(OUT_CAP * 4);
+    try {
+      this.#out = old?.out ?? mem.alloc(OUT_CAP * 4);
+    } catch (e) {
+      mem.free(this.#table);
+      throw e;
+    }
     mem.u8().set(table, this.#table);
     mem.kernels.cdcPrepareTable(this.#table);
     writeCdcState(mem.dataView(), this.#state, this.params, this.#table);
@@ -76,6 +90,12 @@ export class DeviceChunker {
   free(): void {
     if (this.#freed) return;
     this.#freed = true;
+    let list = kept.get(this.mem);
+    if (!list) kept.set(this.mem, (list = []));
+    if (list.length < KEPT) {
+      list.push({ table: this.#table, out: this.#out });
+      return;
+    }
     this.mem.free(this.#table);
     this.mem.free(this.#out);
   }
