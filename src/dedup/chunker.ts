@@ -12,14 +12,6 @@ export interface KernelRunner {
 
 const OUT_CAP = 16384;
 
-/**
- * Freed chunkers' memory (table + state, output lengths), kept for the next chunker on the same
- * memory: each transfer and each basis fill makes one, and with the NIC on a thread every
- * alloc and free is a blocking call to it, answered between its packets. At most KEPT per memory.
- */
-const KEPT = 4;
-const kept = new WeakMap<DedupMemory, Array<{ table: number; out: number }>>();
-
 export class DeviceChunker {
   readonly mem: DedupMemory;
   readonly params: CdcParams;
@@ -32,15 +24,9 @@ export class DeviceChunker {
     this.params = cdcParams(o);
     const table = gearTable(o.key);
     this.mem = mem;
-    const old = kept.get(mem)?.pop();
-    this.#table = old?.table ?? mem.alloc(CDC_TABLE_BYTES + CDC_STATE_BYTES);
+    this.#table = mem.alloc(CDC_TABLE_BYTES + CDC_STATE_BYTES);
     this.#state = this.#table + CDC_TABLE_BYTES;
-    try {
-      this.#out = old?.out ?? mem.alloc(OUT_CAP * 4);
-    } catch (e) {
-      mem.free(this.#table);
-      throw e;
-    }
+    this.#out = mem.alloc(OUT_CAP * 4);
     mem.u8().set(table, this.#table);
     mem.kernels.cdcPrepareTable(this.#table);
     writeCdcState(mem.dataView(), this.#state, this.params, this.#table);
@@ -90,12 +76,6 @@ export class DeviceChunker {
   free(): void {
     if (this.#freed) return;
     this.#freed = true;
-    let list = kept.get(this.mem);
-    if (!list) kept.set(this.mem, (list = []));
-    if (list.length < KEPT) {
-      list.push({ table: this.#table, out: this.#out });
-      return;
-    }
     this.mem.free(this.#table);
     this.mem.free(this.#out);
   }

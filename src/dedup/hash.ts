@@ -54,14 +54,6 @@ export function hashKey(b: Uint8Array, at = 0): string {
   );
 }
 
-/**
- * Freed hashers' scratch (BATCH entries: the size every hasher of a run this long reaches), kept
- * for the next hasher on the same memory (each transfer and basis fill makes one; with the NIC
- * on a thread each alloc and free is a blocking call to it). At most KEPT per memory.
- */
-const KEPT = 4;
-const kept = new WeakMap<DedupMemory, Array<{ lens: number; out: number }>>();
-
 /** Scratch in the memory for xxh128Chunks' lengths and digests, grown on demand. */
 export class ChunkHasher {
   readonly mem: DedupMemory;
@@ -143,13 +135,8 @@ export class ChunkHasher {
 
   free(): void {
     if (this.#cap) {
-      let list = kept.get(this.mem);
-      if (!list) kept.set(this.mem, (list = []));
-      if (this.#cap === BATCH && list.length < KEPT) list.push({ lens: this.#lens, out: this.#out });
-      else {
-        this.mem.free(this.#lens);
-        this.mem.free(this.#out);
-      }
+      this.mem.free(this.#lens);
+      this.mem.free(this.#out);
       this.#cap = 0;
     }
   }
@@ -157,15 +144,7 @@ export class ChunkHasher {
   #reserve(n: number): void {
     if (n <= this.#cap) return;
     this.free();
-    const old = n <= BATCH ? kept.get(this.mem)?.pop() : undefined;
-    if (old) {
-      this.#lens = old.lens;
-      this.#out = old.out;
-      this.#cap = BATCH;
-      return;
-    }
-    // A run's batches are at most BATCH: one size, so a kept scratch serves any hasher.
-    const cap = n <= BATCH ? BATCH : n;
+    const cap = Math.max(n, 256);
     this.#lens = this.mem.alloc(cap * 4);
     this.#out = this.mem.alloc(cap * 16);
     this.#cap = cap;

@@ -36,7 +36,6 @@ import type { DedupMemory } from '../dedup/types.js';
 import type { FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
-import { returnStage, type StageBlock, takeStage } from '../dedup/stage-pool.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
@@ -187,13 +186,9 @@ const basisOf = (f: JailFile): BasisFile => ({ size: f.size, read: (into, length
 
 function readPieces(f: BasisFile, mem?: DedupMemory): { source: FillSource; stop(): Promise<void>; release(): void } {
   let addr: number | undefined;
-  let block: StageBlock | undefined;
   if (mem && f.size > 0 && f.size <= DEVICE_BASIS_MAX) {
     try {
-      // Kept device memory (a sender's stage of an earlier transfer, or an earlier basis): no
-      // blocking alloc and free on a NIC thread busy with the transfer.
-      block = takeStage(mem, f.size);
-      addr = block.addr;
+      addr = mem.alloc(f.size);
     } catch {
       addr = undefined; // no room: ordinary memory
     }
@@ -240,7 +235,7 @@ function readPieces(f: BasisFile, mem?: DedupMemory): { source: FillSource; stop
   }
   /** Once stopped and out of the store: the memory serves a later transfer. */
   const release = (): void => {
-    if (block) returnStage(mem!, block);
+    if (addr !== undefined) mem!.free(addr);
     else giveBack(bytes);
   };
   return { source: { bytes, progress: progress(), ...(addr !== undefined ? { addr } : {}) }, stop, release };
