@@ -310,11 +310,9 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     const out: SendAction[] = [];
     const h = this.#hello!;
     while (!this.#lastSent && this.#pagesSent - this.#pagesAnswered < this.#window) {
-      let avail = this.#lens.length - this.#offered;
-      // Only the object's last chunk can be shorter than min (the chunker's tail), and a receiver
-      // refuses one in a page not marked last: that entry waits for endChunks, else the chunks
-      // that end the object filling a page before it would go out as a page that is not the last.
-      if (!this.#ended && avail > 0 && this.#lens[this.#lens.length - 1]! < h.min) avail--;
+      // The newest chunk waits for the next batch (or the end): only then is it known whether it
+      // may be short (#badLength), and nothing unchecked is offered.
+      const avail = (this.#ended ? this.#lens.length : this.#lens.length - 1) - this.#offered;
       const lastPage = this.#ended && avail <= h.maxEntries;
       if (!lastPage && avail < h.maxEntries && !(partial && avail > 0)) break;
       const count = Math.min(avail, h.maxEntries);

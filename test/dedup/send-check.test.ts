@@ -39,6 +39,19 @@ describe('the dedup sender checks its chunker\'s lengths', () => {
     expect(offered(as)).not.toContain(300);
   });
 
+  it('the newest chunk of a batch is not offered before the next batch shows whether it was the last', () => {
+    const tx = new DedupSendCore({ window: 4 });
+    tx.handleMessage(hello, 0);
+    tx.begin(3 * 5000 + 300 + 5000);
+    tx.addChunks([5000, 5000, 5000, 300], new Uint8Array(4 * 32)); // a whole page's worth (maxEntries 4)
+    const first = drain(tx);
+    expect(offered(first)).not.toContain(300);
+    tx.addChunks([5000], new Uint8Array(32));
+    const as = [...first, ...drain(tx)];
+    expect(as.find((a) => a.kind === 'failed')).toBeDefined();
+    expect(offered(as)).not.toContain(300);
+  });
+
   it('a short last chunk is the object\'s end and goes out; a length past max is refused at once', () => {
     const tx = new DedupSendCore({ window: 4 });
     tx.handleMessage(hello, 0);
