@@ -5,7 +5,12 @@
 // docs/channels.md tells the state machine; docs/wire.md shows these byte by byte.
 import { layout, type LayoutSpec } from './layout.js';
 
-export const CHAN_VERSION = 1;
+/**
+ * 2: a HELLO's ctrlCredits / slotCredits are the credits granted at the start (an idle end holds
+ * the rest back); a version-1 end would take the whole pool at once, so the two refuse each
+ * other's HELLO at connect instead of failing at the first burst.
+ */
+export const CHAN_VERSION = 2;
 /** Bytes of one mailbox slot (every control message but HELLO fits). */
 export const CHAN_MBOX_SLOT = 32;
 /** Bytes of the one receive buffer the peer's HELLO (a Send) lands in. */
@@ -112,7 +117,7 @@ export const CHAN_HELLO = layout({
   byteOrder: 'big-endian',
   sabre: true,
   fields: {
-    version: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'channel protocol version, 1' },
+    version: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: 'channel protocol version, 2 (1: before credits held back at the start)' },
     ctrlSlots: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'mailbox slots (4..64): control messages the peer may have unanswered by credits' },
     window: { offset: 2, size: 2, type: 'u16', ref: 'sabre', meaning: 'messages accepted past `consumed` (1..32768): the reorder and backpressure window' },
     maxEager: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'slot size of the largest phase: bigger messages go by rendezvous' },

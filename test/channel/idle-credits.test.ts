@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { IDLE_MBOX_CREDITS } from '../../src/channel/core.js';
 import { IDLE_SLOT_CREDITS } from '../../src/channel/inbound.js';
 import { encodeCtrl, type CtrlMsg } from '../../src/channel/wire.js';
-import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/channel-spec.js';
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_VERSION, ChanType } from '../../src/wire/channel-spec.js';
 import { pattern, SimEnd, SimPair } from './sim.js';
 
 describe('idle channel: receives posted only for the credits granted', () => {
@@ -69,12 +69,24 @@ describe('idle channel: receives posted only for the credits granted', () => {
       const e = new SimEnd('a', {}, 0);
       const hello = encodeCtrl({
         type: ChanType.Hello, hdr: { flags: 0, epoch: 0, consumed: 0, ...hdr },
-        hello: { version: 1, ctrlSlots: 8, window: 64, maxEager: 32768, maxMessage: 1 << 26, mboxRkey: 1, mboxAddr: 0x1000 },
+        hello: { version: CHAN_VERSION, ctrlSlots: 8, window: 64, maxEager: 32768, maxMessage: 1 << 26, mboxRkey: 1, mboxAddr: 0x1000 },
         grant: { epoch: 0, slots: 4, slotSize: 256, addr: 0x2000, rkey: 2, phase: 0 },
       } as CtrlMsg);
       e.mem.write(e.core.fixed, 0, hello);
       e.core.handleRecv(hello.length, 0);
       expect(e.core.failure?.message, JSON.stringify(hdr)).toMatch(/HELLO refused: .*credits/);
     }
+  });
+
+  it('a version-1 HELLO (an end that takes the whole pool at once) is refused at connect, by its version', () => {
+    const e = new SimEnd('a', {}, 0);
+    const hello = encodeCtrl({
+      type: ChanType.Hello, hdr: { flags: 0, epoch: 0, consumed: 0, ctrlCredits: 0, slotCredits: 0 },
+      hello: { version: 1, ctrlSlots: 8, window: 64, maxEager: 32768, maxMessage: 1 << 26, mboxRkey: 1, mboxAddr: 0x1000 },
+      grant: { epoch: 0, slots: 4, slotSize: 256, addr: 0x2000, rkey: 2, phase: 0 },
+    } as CtrlMsg);
+    e.mem.write(e.core.fixed, 0, hello);
+    e.core.handleRecv(hello.length, 0);
+    expect(e.core.failure?.message).toMatch(/HELLO refused: version 1/);
   });
 });

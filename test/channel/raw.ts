@@ -5,7 +5,7 @@ import {
   type CompletionQueue, type Device, type MemoryRegion, type QueuePair, type WorkCompletion,
 } from '../../src/index.js';
 import { ctrlImm, dataImm, decodeCtrl, encodeCtrl, parseImm, type Body, type CtrlMsg, type Grant } from '../../src/channel/wire.js';
-import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, ChanType } from '../../src/wire/channel-spec.js';
+import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_VERSION, ChanType } from '../../src/wire/channel-spec.js';
 
 const RW = Access.LocalWrite | Access.RemoteWrite;
 
@@ -50,7 +50,7 @@ export class RawEnd {
     const hello = encodeCtrl({
       type: ChanType.Hello, hdr: { flags: 0, ctrlCredits: 0, epoch: 0, slotCredits: 0, consumed: 0 },
       hello: {
-        version: 1, ctrlSlots: 8, window: 64, maxEager: big ? 0xffff_ffff : 32768, maxMessage: big ? 0xffff_ffff : 1 << 26,
+        version: CHAN_VERSION, ctrlSlots: 8, window: 64, maxEager: big ? 0xffff_ffff : 32768, maxMessage: big ? 0xffff_ffff : 1 << 26,
         mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + CHAN_HELLO_BUF,
       },
       grant: big ? { epoch: 0, slots: 200, slotSize: 4 << 20, addr: this.slots.addr, rkey: this.slots.rkey, phase: 0 }

@@ -382,7 +382,7 @@ export class CoreSession {
           body = { type: ChanType.Credit };
           break;
         }
-        body = { type: ChanType.Hello, hello: { version: 1, ctrlSlots: 8, window: 64, maxEager: 32768, maxMessage: 1 << 26, mboxRkey: 1, mboxAddr: 0 }, grant: { epoch: 0, slots: 8, slotSize: 256, addr: 0, rkey: 1, phase: 0 } };
+        body = { type: ChanType.Hello, hello: { version: CHAN_VERSION, ctrlSlots: 8, window: 64, maxEager: 32768, maxMessage: 1 << 26, mboxRkey: 1, mboxAddr: 0 }, grant: { epoch: 0, slots: 8, slotSize: 256, addr: 0, rkey: 1, phase: 0 } };
     }
     let bytes = encodeCtrl({ ...body, hdr: this.#hdr() } as CtrlMsg);
     this.cls = `ctrl/${body.type}`;
