@@ -207,6 +207,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
         m.stag = h.stag;
         m.toBase = h.to - env.off;
         if (qp.type === 'rc') noteWrite(flow, m);
+      } else if (h.stag !== m.stag || h.to - env.off !== m.toBase) {
+        // Every segment of one Write names the same STag and base (RFC 5041: one tagged buffer,
+        // TO advancing with the offset); the index of pending Writes protects what its first
+        // segment named, so a later one placed elsewhere would escape "a later write wins".
+        return failMsg(m, hdr, plen, h.stag !== m.stag ? TERM.invalidStag : TERM.baseBounds);
       }
       // rc: a late segment of an earlier write must not undo what later writes placed.
       if (qp.type === 'rc' && (flow.writes?.maxSsn ?? 0) > env.ssn) placeWriteAfter(e, qp, flow, m, f, h.stag, h.to, plen, row.access!);

@@ -125,4 +125,33 @@ describe('rc fence: writes after writes stream, reads and atomics still wait', (
     expect(qb.state).toBe(QpState.Error);
     expect(qb.flow?.writes?.size ?? 0).toBeLessThanOrEqual(1);
   });
+
+  it.each(['stag', 'base'] as const)('a later segment of one Write that names another %s than its first is refused with a Terminate, nothing of it placed', async (what) => {
+    const sim = new Sim(7, clean);
+    const a = await sim.node({});
+    const b = await sim.node({});
+    const [, qb] = await sim.connect(a, b);
+    const dst = b.regMr(1 << 16);
+    const other = b.regMr(1 << 16);
+    const seg = (off: number, stag: number, to: number, last: boolean): SegFrame => {
+      const out: SegFrame[] = [];
+      dataFrames({ srcQpn: 1, dstQpn: 1, ssn: 1, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(16).fill(7)], total: 16, mss: 1 << 20 }, out);
+      const f = out[0]!;
+      f.env.off = off;
+      f.env.msgLen = -1;
+      if (!last) {
+        f.hdr[W.TAGGED_DDP_CTRL_OFF] = f.hdr[W.TAGGED_DDP_CTRL_OFF]! & ~W.DDP_CTRL_DDP_L;
+        if (f.ddp) f.ddp.last = false;
+      }
+      return f;
+    };
+    // The first segment (offset 0) names dst at its start; the second (offset 16) names another
+    // region, or dst 4 KiB further on: both within regions the peer may write.
+    const second = what === 'stag' ? seg(16, other.stag, other.addr + 16, true) : seg(16, dst.stag, dst.addr + 4096 + 16, true);
+    b.inject(a.addr, [seg(0, dst.stag, dst.addr, false), second]);
+    expect(b.engine.counters.terminatesSent).toBe(1);
+    expect(qb.state).toBe(QpState.Error);
+    expect(b.bytes(other).every((x) => x === 0)).toBe(true);
+    expect(b.bytes(dst, 4096, 64).every((x) => x === 0)).toBe(true);
+  });
 });
