@@ -377,6 +377,12 @@ export class ThreadPort implements NicPort, QpHost {
     this.#onEvent = onEvent;
   }
 
+  /** Every request still waiting for the NIC thread's answer fails: none will come. */
+  #failWaits(message: string): void {
+    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, message));
+    this.#waits.clear();
+  }
+
   /** @internal the NIC thread (a test ends it to see the device fail as a NIC that is gone). */
   get worker(): Worker {
     return this.#worker;
@@ -387,8 +393,7 @@ export class ThreadPort implements NicPort, QpHost {
     if (this.#closed || this.#closeCalled) return;
     this.#closed = true;
     this.#arenaGone.yes = true;
-    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, `device closed: ${error.message}`));
-    this.#waits.clear();
+    this.#failWaits(`device closed: ${error.message}`);
     this.#onEvent({ kind: 'deviceFatal', error });
   }
 
@@ -560,8 +565,7 @@ export class ThreadPort implements NicPort, QpHost {
     this.drain();
     this.#qps.clear();
     this.#buffers.close();
-    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, 'device closed'));
-    this.#waits.clear();
+    this.#failWaits('device closed');
     // Never kept alive by a thread that is ending; one that hangs is stopped.
     this.#worker.unref();
     const hung = setTimeout(() => void this.#worker.terminate(), 5_000);

@@ -14,6 +14,19 @@ import { tempDir } from '../files/helpers.js';
 
 const TOKEN = 'attack-stall-token-0123456789';
 
+/** A real client from 127.0.0.1 logs in over udp and reads the file, `n` times one after another. */
+async function realClientReads(port: number, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const c = await FileClient.connect(`127.0.0.1:${port}`, { token: TOKEN, transport: 'udp', timeoutMs: 4000 });
+    try {
+      const f = await c.open('hello.txt');
+      expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
+    } finally {
+      await c.end();
+    }
+  }
+}
+
 describe('REQs for QPs that never connect (udp cm)', () => {
   let dir: string;
   let srv: FileServer;
@@ -54,15 +67,7 @@ describe('REQs for QPs that never connect (udp cm)', () => {
     try {
       // Past the server's connection limit (64) in REQs before the real client comes.
       await new Promise((r) => setTimeout(r, 1500));
-      for (let i = 0; i < 3; i++) {
-        const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp', timeoutMs: 4000 });
-        try {
-          const f = await c.open('hello.txt');
-          expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
-        } finally {
-          await c.end();
-        }
-      }
+      await realClientReads(srv.address.port, 3);
       expect(reqs).toBeGreaterThan(24);
       // The stalled requests were closed for newer ones (counted), and the server's connections
       // made for them went with their QPs: never more than the backlog and the real client's.
@@ -99,15 +104,7 @@ describe('REQs for QPs that never connect (udp cm)', () => {
     const attack = storm();
     try {
       await new Promise((r) => setTimeout(r, 1500));
-      for (let i = 0; i < 3; i++) {
-        const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'udp', timeoutMs: 4000 });
-        try {
-          const f = await c.open('hello.txt');
-          expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
-        } finally {
-          await c.end();
-        }
-      }
+      await realClientReads(srv.address.port, 3);
       expect(srv.stats().halfOpenEvicted).toBeGreaterThan(before);
     } finally {
       stop = true;
