@@ -11,17 +11,18 @@ const faults = (mode: 'on' | 'note' | 'off'): { got: number; perDatagram: number
   JSON.parse(execFileSync(process.execPath, [child, mode], { encoding: 'utf8', timeout: 30_000 })) as { got: number; perDatagram: number };
 
 describe.skipIf(!glibc)('keepFreedHeapMapped', () => {
-  it('64 KB datagrams received by node:dgram page-fault under 0.25 times each once running (16 pages each when re-faulted)', () => {
+  it('64 KB datagrams received by node:dgram page-fault under 0.5 times each once running (16 pages each when re-faulted)', () => {
     const on = faults('on');
     expect(on.got).toBeGreaterThan(11_000);
-    // With it: 0.02-0.06 per datagram here. Without it this small process sometimes tunes itself
-    // (0.04-0.15) and sometimes not (0.80; 8.2 with the machine busy); the file server without
-    // it took 6 per datagram (src/core/heap-reuse.ts). Reported, not asserted: whether glibc's thresholds were already raised by
-    // something else in a process is chance.
-    expect(on.perDatagram).toBeLessThan(0.25);
+    // With it: 0.02-0.06 per datagram on an idle machine, up to 0.28 with another test file
+    // running beside it. Without it this small process sometimes tunes itself (0.04-0.15) and
+    // sometimes not (0.80; 8.2 with the machine busy); the file server without it took 6 per
+    // datagram (src/core/heap-reuse.ts). Reported, not asserted: whether glibc's thresholds were
+    // already raised by something else in a process is chance.
+    expect(on.perDatagram).toBeLessThan(0.5);
     // What a link does: the thresholds go up once 16 MiB were received.
     const note = faults('note');
-    expect(note.perDatagram).toBeLessThan(0.25);
+    expect(note.perDatagram).toBeLessThan(0.5);
     const off = faults('off');
     console.log(`minor faults per 64 KB datagram: ${on.perDatagram.toFixed(2)} with keepFreedHeapMapped, ${off.perDatagram.toFixed(2)} without`);
   });

@@ -7,6 +7,7 @@ import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { Access, connect, listen, openDevice } from '../../../src/index.js';
 import { TcpLink, type TcpLinkOptions } from '../../../src/transport/tcp/link.js';
 import { Device } from '../../../src/verbs/device.js';
+import { heapBytes } from '../../fuzz/monitor.js';
 import { rawConnect, readRequest, type RawPeer } from './raw-mpa.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -37,11 +38,6 @@ function track(p: RawPeer): RawPeer {
   return p;
 }
 
-function heap(): number {
-  (globalThis as { gc?: () => void }).gc?.();
-  return process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
-}
-
 describe('tcp under attack: real sockets, a live device', () => {
   it('hole 6: 5000 Read Requests for 1 MiB from a peer that never reads: Terminate past the IRD (16), nothing queued without bound', async () => {
     const { dev, port } = await device();
@@ -54,13 +50,13 @@ describe('tcp under attack: real sockets, a live device', () => {
     await until('the MPA Reply', () => raw.received().length >= 20);
     await l.accept(5000);
     raw.s.pause();
-    const h0 = heap();
+    const h0 = heapBytes();
     const reqs: Uint8Array[] = [];
     for (let i = 1; i <= 5000; i++) reqs.push(readRequest(i, 0x1234, 0, 1 << 20, mr.rkey, mr.addr));
     raw.s.write(Buffer.concat(reqs));
     await until('the device to deal with the requests', () => (stats(dev).readsRefused ?? 0) > 0 || stats(dev).segmentsIn >= 5000, 20_000);
     await new Promise((r) => setTimeout(r, 200));
-    const grown = heap() - h0;
+    const grown = heapBytes() - h0;
     // Before: every request answered into a queue of views, ~11 KB per request (≈ 55 MB here,
     // 460 MB for the 40 000), kept after the client left.
     expect(stats(dev).segmentsIn).toBeLessThanOrEqual(17);
