@@ -4,13 +4,11 @@
 // caps of the file server do not see them; what bounds them is the cm listener's backlog, which
 // counts them while they wait. If that wait is long, a handful of REQs, sent again now and then,
 // keeps the backlog full and every real client is told "busy" until its deadline.
-import fs from 'node:fs';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileClient, type FileServer, openDevice, type QueuePair, serveFiles } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { FileClient, openDevice, type QueuePair } from '../../src/index.js';
 import { agentOf } from '../../src/cm/agent.js';
 import { FILE_SERVICE } from '../../src/wire/files-spec.js';
-import { tempDir } from '../files/helpers.js';
+import { servedDir } from '../files/helpers.js';
 
 const TOKEN = 'attack-stall-token-0123456789';
 
@@ -28,24 +26,14 @@ async function realClientReads(port: number, n: number): Promise<void> {
 }
 
 describe('REQs for QPs that never connect (udp cm)', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('attack-cm-stall');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['udp'] });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('attack-cm-stall', { token: TOKEN, transports: ['udp'] });
 
   it('24 stalled REQs from 127.0.0.2, 24 more every 250 ms: a real client from 127.0.0.1 still logs in and reads', async () => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.2', port: 0 });
     const agent = agentOf(dev);
     const pd = dev.allocPd();
     const cq = dev.createCq({ depth: 64 });
-    const at = { transport: 'udp' as const, host: '127.0.0.1', port: srv.devices.udp!.address.port as number };
+    const at = { transport: 'udp' as const, host: '127.0.0.1', port: served.srv.devices.udp!.address.port as number };
     const qps: QueuePair[] = [];
     let stop = false;
     let reqs = 0;
@@ -59,7 +47,7 @@ describe('REQs for QPs that never connect (udp cm)', () => {
           reqs++;
           agent.request(at, FILE_SERVICE, qp.qpn, undefined, 1000).catch(() => {});
         }
-        most = Math.max(most, srv.stats().liveConnections);
+        most = Math.max(most, served.srv.stats().liveConnections);
         await new Promise((r) => setTimeout(r, 250));
       }
     };
@@ -67,11 +55,11 @@ describe('REQs for QPs that never connect (udp cm)', () => {
     try {
       // Past the server's connection limit (64) in REQs before the real client comes.
       await new Promise((r) => setTimeout(r, 1500));
-      await realClientReads(srv.address.port, 3);
+      await realClientReads(served.srv.address.port, 3);
       expect(reqs).toBeGreaterThan(24);
       // The stalled requests were closed for newer ones (counted), and the server's connections
       // made for them went with their QPs: never more than the backlog and the real client's.
-      expect(srv.stats().halfOpenEvicted).toBeGreaterThan(0);
+      expect(served.srv.stats().halfOpenEvicted).toBeGreaterThan(0);
       expect(most).toBeLessThanOrEqual(17);
     } finally {
       stop = true;
@@ -83,9 +71,9 @@ describe('REQs for QPs that never connect (udp cm)', () => {
 
   it('the same from 8 sources (127.0.0.10-17, 3 REQs each per 250 ms): a real client still logs in and reads', async () => {
     const devs = await Promise.all(Array.from({ length: 8 }, (_, i) => openDevice({ transport: 'udp', host: `127.0.0.${10 + i}`, port: 0 })));
-    const at = { transport: 'udp' as const, host: '127.0.0.1', port: srv.devices.udp!.address.port as number };
+    const at = { transport: 'udp' as const, host: '127.0.0.1', port: served.srv.devices.udp!.address.port as number };
     const qps: QueuePair[] = [];
-    const before = srv.stats().halfOpenEvicted;
+    const before = served.srv.stats().halfOpenEvicted;
     let stop = false;
     // Bounded: 40 rounds of 8 × 3.
     const storm = async (): Promise<void> => {
@@ -104,8 +92,8 @@ describe('REQs for QPs that never connect (udp cm)', () => {
     const attack = storm();
     try {
       await new Promise((r) => setTimeout(r, 1500));
-      await realClientReads(srv.address.port, 3);
-      expect(srv.stats().halfOpenEvicted).toBeGreaterThan(before);
+      await realClientReads(served.srv.address.port, 3);
+      expect(served.srv.stats().halfOpenEvicted).toBeGreaterThan(before);
     } finally {
       stop = true;
       await attack;

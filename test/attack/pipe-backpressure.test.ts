@@ -3,15 +3,13 @@
 // answers without regard to what the socket has taken, the answers pile up in the server's
 // memory (four bytes kept for each byte the peer sends, without bound). The server must stop
 // reading a pipe whose answers are not being read, and go on once they are.
-import fs from 'node:fs';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type FileServer, serveFiles } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+
 import { PipeClient, encodePipeFrame } from '../../src/files/pipe.js';
 import { FILE_PIPE_HDR, FILE_PIPE_RESUME_KEY, FilePipeType } from '../../src/wire/files-spec.js';
-import { tempDir, until } from '../files/helpers.js';
+import { servedDir, until } from '../files/helpers.js';
 
 const TOKEN = 'attack-pipe-token-0123456789';
 
@@ -40,19 +38,10 @@ function login(port: number): Promise<net.Socket> {
 }
 
 describe('a token holder that stops reading its control pipe', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('attack-pipe');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('attack-pipe', { token: TOKEN, transports: ['tcp'] }, {});
 
   it('256k ResumeKeyRequests unread: the server buffers at most a little of the answers, stops reading, and answers all once read', async () => {
-    const port = srv.address.port;
+    const port = served.srv.address.port;
     // The server's side of each pipe is a socket whose local port is the server's: watch how
     // much it holds unsent after each write.
     const write = net.Socket.prototype.write;
@@ -79,7 +68,7 @@ describe('a token holder that stops reading its control pipe', () => {
       await until(() => (s.writableLength === 0 && serverSide !== undefined && serverSide.bytesRead >= s.bytesWritten) || serverSide?.isPaused() === true,
         20_000, 'the server to read all or stop reading');
       expect(most).toBeLessThan(1 << 20);
-      expect(srv.stats().pipeStalls).toBeGreaterThan(0);
+      expect(served.srv.stats().pipeStalls).toBeGreaterThan(0);
       // Read now: every request is answered, in full, and the pipe is still there.
       const want = N * (FILE_PIPE_HDR.size + FILE_PIPE_RESUME_KEY.size);
       s.on('data', (b: Buffer) => (got += b.length));
@@ -87,7 +76,7 @@ describe('a token holder that stops reading its control pipe', () => {
       await until(() => got >= want, 20_000, 'every answer');
       expect(got).toBe(want);
       expect(most).toBeLessThan(1 << 20);
-      expect(srv.stats().pipes).toBe(1);
+      expect(served.srv.stats().pipes).toBe(1);
     } finally {
       net.Socket.prototype.write = write;
       s.destroy();

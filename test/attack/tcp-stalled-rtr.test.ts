@@ -3,15 +3,13 @@
 // initiator's zero-length RDMA Write RTR before the connection is up — and the RTR never comes.
 // Each such request holds a slot of the cm listener's backlog until the handshake deadline; from
 // one source they must not keep a real client from another out.
-import fs from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileClient, type FileServer, serveFiles } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { FileClient } from '../../src/index.js';
 import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
 import { FILE_SERVICE } from '../../src/wire/files-spec.js';
 import { cat } from '../transport/tcp/raw-mpa.js';
-import { tempDir } from '../files/helpers.js';
+import { servedDir } from '../files/helpers.js';
 
 const TOKEN = 'attack-rtr-token-0123456789';
 
@@ -23,20 +21,10 @@ function stalledRequest(service: number, qpn: number): Uint8Array {
 }
 
 describe('MPA Requests whose RTR never comes (tcp cm)', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('attack-rtr');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('attack-rtr', { token: TOKEN, transports: ['tcp'] });
 
   it('24 stalled MPA Requests from 127.0.0.2, 24 more every 250 ms: a real client from 127.0.0.1 still logs in and reads', async () => {
-    const port = srv.devices.tcp!.address.port as number;
+    const port = served.srv.devices.tcp!.address.port as number;
     const socks: net.Socket[] = [];
     let stop = false;
     let qpn = 100;
@@ -56,7 +44,7 @@ describe('MPA Requests whose RTR never comes (tcp cm)', () => {
     try {
       await new Promise((r) => setTimeout(r, 1500));
       for (let i = 0; i < 3; i++) {
-        const c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp', timeoutMs: 4000 });
+        const c = await FileClient.connect(`127.0.0.1:${served.srv.address.port}`, { token: TOKEN, transport: 'tcp', timeoutMs: 4000 });
         try {
           const f = await c.open('hello.txt');
           expect(new TextDecoder().decode(await c.read(f, 0, 100))).toBe('hello');
@@ -65,7 +53,7 @@ describe('MPA Requests whose RTR never comes (tcp cm)', () => {
         }
       }
       // The stalled requests were closed for the real client's (counted).
-      expect(srv.stats().halfOpenEvicted).toBeGreaterThan(0);
+      expect(served.srv.stats().halfOpenEvicted).toBeGreaterThan(0);
     } finally {
       stop = true;
       await attack;

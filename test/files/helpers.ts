@@ -4,11 +4,31 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { type FileServer, serveFiles, type ServeOptions } from '../../src/index.js';
 
 export const MAIN = join(process.cwd(), 'dist', 'cli', 'main.js');
 
 export function tempDir(tag: string): string {
   return fs.mkdtempSync(join(tmpdir(), `sabre-files-${tag}-`));
+}
+
+/**
+ * A file server in this process for the describe block that calls it: a fresh directory holding
+ * `files` (by default hello.txt = 'hello'), served with `opts`; closed and removed after the block.
+ */
+export function servedDir(tag: string, opts: ServeOptions, files: Record<string, string> = { 'hello.txt': 'hello' }): { readonly srv: FileServer; readonly dir: string } {
+  const it = {} as { srv: FileServer; dir: string };
+  beforeAll(async () => {
+    it.dir = tempDir(tag);
+    for (const [name, body] of Object.entries(files)) fs.writeFileSync(join(it.dir, name), body);
+    it.srv = await serveFiles(it.dir, opts);
+  }, 30_000);
+  afterAll(async () => {
+    await it.srv?.close();
+    fs.rmSync(it.dir, { recursive: true, force: true });
+  });
+  return it;
 }
 
 export function sha256File(p: string): string {

@@ -4,15 +4,13 @@
 // source, and the tables behind this are bounded. Attackers come from other loopback addresses
 // (127.0.0.2 …) than the real clients (127.0.0.1), as another host would.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, FileClient, type FileServer, openDevice, type QueuePair, serveFiles } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { connect, FileClient, openDevice, type QueuePair } from '../../src/index.js';
 import { PipeReader, encodePipeFrame } from '../../src/files/pipe.js';
 import { FILE_PIPE_WELCOME, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
-import { tempDir, until } from './helpers.js';
+import { servedDir, until } from './helpers.js';
 
 const TOKEN = 'preauth-token-0123456789abcdef';
 
@@ -55,21 +53,11 @@ function guess(port: number, from: string): Promise<number | 'closed'> {
 }
 
 describe('token-less RDMA connections from another host cannot lock logins out', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('preauth-rdma');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['udp'] });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('preauth-rdma', { token: TOKEN, transports: ['udp'] });
 
   it('70 connections from 127.0.0.2 that never authenticate, each retaken: every real round trip succeeds; the source holds at most its share', async () => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.2', port: 0 });
-    const at = { transport: 'udp' as const, host: '127.0.0.1', port: srv.devices.udp!.address.port as number };
+    const at = { transport: 'udp' as const, host: '127.0.0.1', port: served.srv.devices.udp!.address.port as number };
     let stop = false;
     let made = 0;
     let most = 0;
@@ -87,7 +75,7 @@ describe('token-less RDMA connections from another host cannot lock logins out',
         } catch {
           // refused or evicted while connecting: try again
         }
-        if (!real) most = Math.max(most, srv.stats().unauthenticatedConnections ?? 0);
+        if (!real) most = Math.max(most, served.srv.stats().unauthenticatedConnections ?? 0);
         await new Promise((r) => setTimeout(r, qp ? 2500 : 20));
         try {
           qp?.destroy();
@@ -100,15 +88,15 @@ describe('token-less RDMA connections from another host cannot lock logins out',
     try {
       await until(() => made >= 70, 20_000, 'the attacker to have made 70 connections');
       real = true;
-      for (let i = 0; i < 6; i++) expect(await roundTrip(srv.address.port, 'udp')).toBe('hello');
+      for (let i = 0; i < 6; i++) expect(await roundTrip(served.srv.address.port, 'udp')).toBe('hello');
       real = false;
-      const s = srv.stats();
+      const s = served.srv.stats();
       expect(s.connectionsEvicted).toBeGreaterThan(0);
       // The attacker's source holds at most maxUnauthenticatedPerHost (4) unauthenticated connections.
       expect(most).toBeLessThanOrEqual(4);
       expect(s.unauthenticatedConnections).toBeLessThanOrEqual(4);
       // Once the real clients' connections are gone, the attacker's hold no registered memory.
-      await until(() => srv.stats().registeredBytes === 0 && srv.stats().liveConnections > 0, 10_000, 'only unauthenticated connections, holding nothing');
+      await until(() => served.srv.stats().registeredBytes === 0 && served.srv.stats().liveConnections > 0, 10_000, 'only unauthenticated connections, holding nothing');
     } finally {
       stop = true;
       await Promise.all(attackers);
@@ -118,17 +106,7 @@ describe('token-less RDMA connections from another host cannot lock logins out',
 });
 
 describe('silent pipes from another host cannot lock logins out', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('preauth-pipes');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'], maxPipesPerHost: 3 });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('preauth-pipes', { token: TOKEN, transports: ['tcp'], maxPipesPerHost: 3 });
 
   it('260 silent pipes from 127.0.0.3, each retaken when closed: every real round trip succeeds', async () => {
     let stop = false;
@@ -139,20 +117,20 @@ describe('silent pipes from another host cannot lock logins out', () => {
     const silent = (): void => {
       if (stop || opened >= 4000) return;
       opened++;
-      const s = net.connect({ host: '127.0.0.1', port: srv.address.port, localAddress: '127.0.0.3' });
+      const s = net.connect({ host: '127.0.0.1', port: served.srv.address.port, localAddress: '127.0.0.3' });
       open.add(s);
       s.on('error', () => {});
       s.on('close', () => {
         open.delete(s);
-        most = Math.max(most, srv.stats().unauthenticatedPipes);
+        most = Math.max(most, served.srv.stats().unauthenticatedPipes);
         setTimeout(silent, 50);
       });
     };
     for (let i = 0; i < 260; i++) silent();
     try {
       await until(() => opened >= 260, 20_000, '260 pipes to be opened');
-      for (let i = 0; i < 6; i++) expect(await roundTrip(srv.address.port, 'tcp')).toBe('hello');
-      const s = srv.stats();
+      for (let i = 0; i < 6; i++) expect(await roundTrip(served.srv.address.port, 'tcp')).toBe('hello');
+      const s = served.srv.stats();
       expect(s.pipesEvicted).toBeGreaterThan(0);
       expect(most).toBeLessThanOrEqual(8);
       expect(s.unauthenticatedPipes).toBeLessThanOrEqual(8);
@@ -163,37 +141,27 @@ describe('silent pipes from another host cannot lock logins out', () => {
   }, 90_000);
 
   it('pipes per host are bounded, authenticated ones too: past maxPipesPerHost a new one is refused (counted)', async () => {
-    await until(() => srv.stats().pipes === 0, 5000, 'the silent pipes to go');
+    await until(() => served.srv.stats().pipes === 0, 5000, 'the silent pipes to go');
     const cs = [];
-    for (let i = 0; i < 3; i++) cs.push(await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' }));
-    const before = srv.stats().pipesRefused;
-    await expect(FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp', timeoutMs: 3000 })).rejects.toThrow();
-    expect(srv.stats().pipesRefused).toBe(before + 1);
+    for (let i = 0; i < 3; i++) cs.push(await FileClient.connect(`127.0.0.1:${served.srv.address.port}`, { token: TOKEN, transport: 'tcp' }));
+    const before = served.srv.stats().pipesRefused;
+    await expect(FileClient.connect(`127.0.0.1:${served.srv.address.port}`, { token: TOKEN, transport: 'tcp', timeoutMs: 3000 })).rejects.toThrow();
+    expect(served.srv.stats().pipesRefused).toBe(before + 1);
     for (const c of cs) await c.end();
   }, 30_000);
 });
 
 describe('token guesses are rationed per source', () => {
-  let dir: string;
-  let srv: FileServer;
-  beforeAll(async () => {
-    dir = tempDir('preauth-guess');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'], login: { maxSources: 2 } });
-  }, 30_000);
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const served = servedDir('preauth-guess', { token: TOKEN, transports: ['tcp'], login: { maxSources: 2 } });
 
   it('64 wrong proofs from 127.0.0.4 over 16 pipes at a time: few are checked, none succeeds, the rest wait or are refused; a real client elsewhere logs in meanwhile', async () => {
     const results: (number | 'closed')[] = [];
     for (let round = 0; round < 4; round++) {
-      const batch = Array.from({ length: 16 }, () => guess(srv.address.port, '127.0.0.4'));
-      if (round === 1) expect(await roundTrip(srv.address.port, 'tcp')).toBe('hello');
+      const batch = Array.from({ length: 16 }, () => guess(served.srv.address.port, '127.0.0.4'));
+      if (round === 1) expect(await roundTrip(served.srv.address.port, 'tcp')).toBe('hello');
       results.push(...(await Promise.all(batch)));
     }
-    const s = srv.stats();
+    const s = served.srv.stats();
     expect(results).toHaveLength(64);
     expect(results.filter((r) => r === FileStatus.Success)).toHaveLength(0);
     // Unrationed, every one of the 64 would have been checked and answered AccessDenied.
@@ -205,9 +173,9 @@ describe('token guesses are rationed per source', () => {
   }, 60_000);
 
   it('the table of sources is bounded: past login.maxSources (2), new sources share one entry (counted)', async () => {
-    const before = srv.stats().loginSourcesOverflow;
-    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(srv.address.port, from)).toBe(FileStatus.AccessDenied);
-    const s = srv.stats();
+    const before = served.srv.stats().loginSourcesOverflow;
+    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(served.srv.address.port, from)).toBe(FileStatus.AccessDenied);
+    const s = served.srv.stats();
     // 127.0.0.4 and 127.0.0.5 have entries; 127.0.0.6 and .7 share the overflow one.
     expect(s.loginSources).toBe(3);
     expect(s.loginSourcesOverflow).toBeGreaterThan(before);
