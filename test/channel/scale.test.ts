@@ -3,7 +3,7 @@
 // channel end: 2047 channels, then ERR_NO_MEMORY), the first and the last still carrying a
 // message; and a device whose memory has grown to maximumMemoryBytes refusing the next channel
 // with ERR_NO_MEMORY.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { channelStats, connectChannel, listenChannels, type Channel } from '../../src/index.js';
 import { udpDevices } from './devices.js';
 
@@ -34,10 +34,11 @@ describe('channels at scale, default device options', () => {
     expect(dialed[0]!.pd.mrs.size).toBe(1);
     expect(accepted[MANY - 1]!.pd.mrs.size).toBe(1);
     expect(a.dataPlane.regions.capacity - 1).toBeGreaterThanOrEqual(10_000 + 64);
-    // The first and the last channel opened both carry a message (send resolves once it is placed at the peer).
+    // The first and the last channel opened both carry a message (send resolves once it is
+    // placed at the peer; the peer's application thread counts it when its completion comes).
     await dialed[0]!.send('first');
     await dialed[MANY - 1]!.send('last');
-    expect(channelStats(b).messagesReceived).toBe(2);
+    await vi.waitFor(() => expect(channelStats(b).messagesReceived).toBe(2), { timeout: 10_000 });
     listener.close();
   }, 60_000);
 
