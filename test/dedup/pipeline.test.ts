@@ -3,7 +3,7 @@
 // order); the receiver's progress (the object's verified prefix, final when reported); and the
 // file service's PrefixWriter that writes that prefix out while the rest arrives.
 import { randomBytes } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { DedupKind } from '../../src/wire/dedup-spec.js';
@@ -77,9 +77,9 @@ describe('PrefixWriter', () => {
     expect(s.writes).toHaveLength(0);
     w.progress(obj, (1 << 20) + 5);
     w.progress(obj, 3 << 20);
-    await new Promise((r) => setTimeout(r, 20));
-    expect(s.writes.length).toBeGreaterThan(0);
-    expect(s.writes.reduce((n, [, l]) => n + l, 0)).toBe(3 << 20);
+    // The pieces go one write at a time, each after the last finished: wait for them (bounded).
+    await vi.waitFor(() => expect(s.writes.reduce((n, [, l]) => n + l, 0)).toBe(3 << 20), { timeout: 5000, interval: 5 });
+    expect(s.writes.length).toBeGreaterThan(1);
     await w.finish(obj);
     expect(Buffer.compare(s.file.subarray(0, obj.length), obj)).toBe(0);
     expect(s.overlapped()).toBe(false);
