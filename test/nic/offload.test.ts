@@ -93,10 +93,11 @@ describe.each(['udp', 'tcp'] as const)('a target whose main thread is blocked (%
     // The block starts at ~1.0 s (give the command 0.2 s to arrive) and ends at ~3.5 s.
     const during = windows.slice(13, 33);
     const rate = (ws: number[]): number => ws.reduce((a, b) => a + b, 0) / ws.length;
-    // The 100 ms windows of the block completed writes (all but two at most: a machine shared
-    // with other test files may starve a thread for a window), at a rate of the same order as
-    // before. Inline, most windows are empty (below).
-    expect(during.filter((n) => n === 0).length).toBeLessThanOrEqual(2);
+    // The 100 ms windows of the block completed writes (all but a quarter at most: a machine
+    // shared with other test files may starve a thread for a few windows; 4 of 20 were empty once
+    // at a load average of 14 on two vCPUs), at a rate of the same order as before. Inline, most
+    // windows are empty (below; in practice all of them).
+    expect(during.filter((n) => n === 0).length).toBeLessThanOrEqual(5);
     expect(rate(during)).toBeGreaterThan(rate(before) * 0.2);
   });
 
