@@ -10,6 +10,7 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
+import { WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WrId } from '../core/work.js';
@@ -391,10 +392,25 @@ export class ThreadPort implements NicPort, QpHost {
   /** The NIC thread threw or ended on its own: refuse every call now (none could be answered), and say so. */
   #died(error: Error): void {
     if (this.#closed || this.#closeCalled) return;
+    // What it completed is in the ring; what it did not, nobody will: flushed here, as a NIC
+    // that is gone (the close of a device that was closing already does it at its end).
+    this.drain();
+    if (!this.#closing) this.#flushAll();
     this.#closed = true;
     this.#arenaGone.yes = true;
     this.#failWaits(`device closed: ${error.message}`);
     this.#onEvent({ kind: 'deviceFatal', error });
+  }
+
+  /** Every QP's outstanding work completes with WrFlushErr into its CQ (the NIC thread is gone). */
+  #flushAll(): void {
+    const wc = this.#wcIn;
+    for (const qp of this.#qps.values()) {
+      qp.outstanding((cq, wrId, recv) => {
+        Object.assign(wc, { wrId, status: WcStatus.WrFlushErr, opcode: recv ? WcOpcode.Recv : WcOpcode.Send, byteLen: 0, qpn: qp.qpn, imm: undefined, srcQpn: undefined, src: undefined });
+        this.#cqs.get(cq)?.cq.offer(wc as never);
+      });
+    }
   }
 
   stats(contextsShown: number): PortStats {
@@ -486,8 +502,9 @@ export class ThreadPort implements NicPort, QpHost {
   createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp {
     const slot = this.#freeQpSlots.pop() ?? this.#qpSlotNext++;
     if (slot >= QP_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${QP_SLOTS} QPs`);
-    this.call('createQp', { qpn, slot, type, pd, caps, sendCq: this.#cqId(sendCq), recvCq: this.#cqId(recvCq), reportSource });
-    const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr);
+    const [sq, rq] = [this.#cqId(sendCq), this.#cqId(recvCq)];
+    this.call('createQp', { qpn, slot, type, pd, caps, sendCq: sq, recvCq: rq, reportSource });
+    const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr, sq, rq);
     this.#qps.set(qpn, qp);
     return qp;
   }
@@ -533,6 +550,10 @@ export class ThreadPort implements NicPort, QpHost {
   /** The close request is out to the NIC thread (its reply is awaited): no other call now. */
   #closeCalled = false;
 
+  get callable(): boolean {
+    return this.#callable;
+  }
+
   /** The mailbox takes a call: not closed, no close out. */
   get #callable(): boolean {
     return !this.#closed && !this.#closeCalled;
@@ -563,6 +584,8 @@ export class ThreadPort implements NicPort, QpHost {
     this.#arenaGone.yes = true;
     this.#closing = false;
     this.drain();
+    // A thread that died while the device was closing left its outstanding work unflushed.
+    if (dead) this.#flushAll();
     this.#qps.clear();
     this.#buffers.close();
     this.#failWaits('device closed');

@@ -3,6 +3,7 @@
 // id under a token, and reads the QP's state and retired counts from the shared control table.
 import type { DeviceAddress } from '../core/address.js';
 import type { QpStateValue } from '../core/enums.js';
+import type { WrId } from '../core/work.js';
 import type { OpcodeRow } from '../rdmap/opcodes.js';
 import type { PortDest, PortMr, PortPiece, PortQp, PortSend } from './port.js';
 import type { RecordRing } from './ring.js';
@@ -14,6 +15,8 @@ import { WrIdWindow } from './wr-ids.js';
 export interface QpHost {
   readonly control: Int32Array;
   readonly isClosing: boolean;
+  /** The NIC thread takes calls (not closed, not gone). */
+  readonly callable: boolean;
   /** The send and receive WQEs being posted, refilled for each. */
   readonly sendOut: SendWqe;
   readonly recvOut: RecvWqe;
@@ -53,6 +56,9 @@ export class ThreadQp implements PortQp {
   readonly slot: number;
   readonly #port: QpHost;
   readonly maxSendWr: number;
+  /** The CQs its completions go to (ids in the port's CQ table): where a flush of its work goes when the NIC thread is gone. */
+  readonly sendCq: number;
+  readonly recvCq: number;
   sqPosted = 0;
   rqPosted = 0;
   /**
@@ -67,11 +73,13 @@ export class ThreadQp implements PortQp {
   readonly sends = new WrIdWindow();
   readonly recvs = new WrIdWindow();
 
-  constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number) {
+  constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number, sendCq: number, recvCq: number) {
     this.#port = port;
     this.qpn = qpn;
     this.slot = slot;
     this.maxSendWr = maxSendWr;
+    this.sendCq = sendCq;
+    this.recvCq = recvCq;
   }
 
   #word(w: number): number {
@@ -184,8 +192,17 @@ export class ThreadQp implements PortQp {
     this.rqPosted++;
   }
 
+  /** Its outstanding work, for the flushes a NIC thread that is gone cannot make; none held after. */
+  outstanding(each: (cq: number, wrId: WrId, recv: boolean) => void): void {
+    // Sends the NIC retired without a completion (unsignaled successes) are not outstanding.
+    this.sends.dropBefore(this.#word(QpWord.sqRetired));
+    for (const id of this.sends.takeAll()) each(this.sendCq, id, false);
+    for (const id of this.recvs.takeAll()) each(this.recvCq, id, true);
+  }
+
   destroy(deviceOpen: boolean): void {
-    this.#act('destroy', { deviceOpen });
+    // A NIC thread that is gone has nothing to destroy (its work was flushed when it went).
+    if (this.#port.callable) this.#act('destroy', { deviceOpen });
     // The device's close takes the flushes at its end, as the inline NIC hands them over.
     if (this.#port.isClosing) return;
     // The flushes of its work are in the ring now: taken while the ids are still known.

@@ -64,6 +64,17 @@ export class WrIdWindow {
     if (d > 0) this.#drop(Math.min(d, this.#span));
   }
 
+  /** Every id still held, oldest token first, and none held after (a queue flushed at once). */
+  takeAll(): WrId[] {
+    const out: WrId[] = [];
+    for (let k = 0; k < this.#span; k++) {
+      const id = this.#ids[(this.#head + k) & this.#mask];
+      if (id !== undefined) out.push(id);
+    }
+    this.clear();
+    return out;
+  }
+
   clear(): void {
     this.#ids = NO_SLOTS;
     this.#mask = -1;

@@ -1,10 +1,12 @@
 // A NIC thread that ends on its own (a crash, a thread killed) is the NIC gone: the device
-// raises 'device-fatal' (ibverbs' IBV_EVENT_DEVICE_FATAL) and closes — its waits, connects and
-// completions settle with ERR_CLOSED at once — and the application's process goes on. Before,
-// nothing listened to the thread: its error was thrown in the application, and every verbs call
-// after it blocked for the mailbox's 5 s deadline.
-import { describe, expect, it } from 'vitest';
-import { Access, type DeviceEvent, openDevice } from '../../src/index.js';
+// raises 'device-fatal' (ibverbs' IBV_EVENT_DEVICE_FATAL) and closes — outstanding work is
+// flushed (WrFlushErr), its waits, connects and accepts settle with ERR_CLOSED at once — and the
+// application's process goes on. Before, nothing listened to the thread: its error was thrown in
+// the application, and every verbs call after it blocked for the mailbox's 5 s deadline; then,
+// with a QP, the close stopped at its destroy (a call to the dead thread threw), leaving connects
+// and accepts pending and the work unflushed.
+import { describe, expect, it, vi } from 'vitest';
+import { Access, type DeviceEvent, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
 
 describe('a NIC thread that ends on its own', () => {
@@ -24,5 +26,52 @@ describe('a NIC thread that ends on its own', () => {
     expect(dev.closed).toBe(true);
     expect(() => pd.regMr(4096, Access.LocalWrite)).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
     await dev.close(); // again: resolves
+  });
+});
+
+describe('a NIC thread that ends on its own, with QPs', () => {
+  it.each(['udp', 'tcp'] as const)('%s: outstanding work is flushed (WrFlushErr, pollable), a pending connect and accept reject ERR_CLOSED, the device closes', { timeout: 30_000 }, async (transport) => {
+    const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 1 });
+    const peer = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 0 });
+    try {
+      const events: DeviceEvent[] = [];
+      dev.on('event', (ev: DeviceEvent) => events.push(ev));
+      const pd = dev.allocPd();
+      const mr = pd.regMr(4096, Access.LocalWrite);
+      const cq = dev.createCq({ depth: 32 });
+      const init = { sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 };
+      // It keeps retrying the Send the peer has no receive for (RNR) for a long time.
+      const qp = pd.createQp({ type: 'rc', ...init, rnrRetry: 1000, rnrTimeoutMs: 100 });
+      const ppd = peer.allocPd();
+      const pcq = peer.createCq({ depth: 32 });
+      const pqp = ppd.createQp({ type: 'rc', sendCq: pcq, recvCq: pcq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+      await Promise.all([qp.connect({ address: peer.address, qpn: pqp.qpn }), pqp.connect({ address: dev.address, qpn: qp.qpn })]);
+      // Receives nobody sends to, and a Send the peer has no receive for (it waits, RNR): all
+      // outstanding when the NIC goes.
+      qp.postRecv([1, 2, 3].map((wrId) => ({ wrId, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] })));
+      qp.postSend({ wrId: 4, opcode: Opcode.Send, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+      // A connect to the peer's QP that nobody answers (the peer's other QP is never connected
+      // back), and an accept nobody dials.
+      const q2 = pd.createQp({ type: 'rc', ...init });
+      const lone = ppd.createQp({ type: 'rc', sendCq: pcq, recvCq: pcq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+      const connecting = q2.connect({ address: peer.address, qpn: lone.qpn, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      const l = listen(dev, { pd, qpInit: init });
+      const accepting = l.accept(20_000).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 100));
+      const t0 = performance.now();
+      await (dev.nic as unknown as ThreadPort).worker.terminate();
+      expect(await connecting).toMatchObject({ code: 'ERR_CLOSED' });
+      expect(await accepting).toMatchObject({ code: 'ERR_CLOSED' });
+      await vi.waitFor(() => expect(dev.closed).toBe(true), { timeout: 5_000 });
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      expect(events.map((e) => e.type)).toContain('device-fatal');
+      const wcs = cq.poll(32);
+      expect(wcs.map((w) => [w.wrId, w.status]).sort((x, y) => Number(x[0]) - Number(y[0]))).toEqual([1, 2, 3, 4].map((id) => [id, WcStatus.WrFlushErr]));
+      expect(() => cq.poll()).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
+      await dev.close(); // again: resolves
+    } finally {
+      await peer.close();
+      await dev.close().catch(() => undefined);
+    }
   });
 });

@@ -11,6 +11,7 @@ function host(): QpHost & { posted: number } {
   const h = {
     control: new Int32Array(QP_WORDS * 2),
     isClosing: false,
+    callable: true,
     sendOut: { qpn: 0, token: 0, opcode: 0, signaled: true, sges: [] },
     recvOut: { qpn: 0, token: 0, sges: [] },
     posted: 0,
@@ -31,7 +32,7 @@ const none: PortPiece[] = [];
 describe('ThreadQp queue lengths', () => {
   it('a receive completion taken before the NIC publishes its retired count frees its slot', () => {
     const h = host();
-    const qp = new ThreadQp(h, 5, 1, 32);
+    const qp = new ThreadQp(h, 5, 1, 32, 1, 1);
     for (let i = 0; i < 32; i++) qp.postRecv(i, none, 0);
     expect(qp.rqLength).toBe(32);
     // The completion of one receive is drained; the NIC's word still says nothing retired.
@@ -47,7 +48,7 @@ describe('ThreadQp queue lengths', () => {
 
   it('a send completion retires its send and every send before it', () => {
     const h = host();
-    const qp = new ThreadQp(h, 5, 0, 64);
+    const qp = new ThreadQp(h, 5, 0, 64, 1, 1);
     for (let i = 0; i < 10; i++) qp.postSend({ wrId: i, opcode: 0 as never }, {} as never, none, 0, undefined, undefined);
     expect(qp.sqLength).toBe(10);
     // Sends 0..5 unsignaled, 6 signaled: its completion (token 6) retires seven.
@@ -59,7 +60,7 @@ describe('ThreadQp queue lengths', () => {
 
   it('counts that wrap past 2^31 still give the right lengths', () => {
     const h = host();
-    const qp = new ThreadQp(h, 5, 0, 64);
+    const qp = new ThreadQp(h, 5, 0, 64, 1, 1);
     // Just below the wrap, looked at (as every post does), then across it.
     qp.sqPosted = 2 ** 31 - 2;
     Atomics.store(h.control, QpWord.sqRetired, 2 ** 31 - 4);
