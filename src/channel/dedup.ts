@@ -88,6 +88,8 @@ interface WriteBatch {
 
 let scopes = 0;
 
+const closedError = (): SabreError => new SabreError(ErrorCode.Closed, 'channel closed');
+
 export class ChannelDedup {
   readonly #h: DedupHost;
   #tx: DedupSender | undefined;
@@ -116,6 +118,9 @@ export class ChannelDedup {
   /** Send `bytes` (or what a source reads) by dedup (one at a time; the caller orders them). */
   send(bytes: Uint8Array | DedupSource): Promise<SendResult> {
     if (this.#txRefused) return Promise.reject(this.#txRefused);
+    // Closed between the channel's check and this call (it starts a microtask later): a sender
+    // made now would never hear the close, nor settle.
+    if (this.#closed) return Promise.reject(closedError());
     if (!this.#tx) {
       const pipe = {
         send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToRx, b)),
@@ -226,6 +231,7 @@ export class ChannelDedup {
   }
 
   reserve(length: number): { addr: number; view: Uint8Array } {
+    if (this.#closed) throw closedError();
     const need = Math.max(length, 1);
     const mem = dedupMemoryOf(this.#h.pd);
     if (!this.#stage || this.#stage.block.length < need) {
@@ -252,7 +258,7 @@ export class ChannelDedup {
   readonly ordered = true;
 
   write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number, onPosted?: () => void): Promise<void> {
-    if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'channel closed'));
+    if (this.#closed) return Promise.reject(closedError());
     if (pieces.length === 0) {
       onPosted?.();
       return Promise.resolve();

@@ -189,6 +189,21 @@ describe('dedup sends over channels: a close while the source is still reading',
   });
 });
 
+describe('dedup sends over channels: a send and an abort in the same tick', () => {
+  it('the send rejects ERR_CLOSED and takes no staging memory', async () => {
+    const { c } = await pairOf('inproc');
+    const mem = c.pd.device.dataPlane;
+    const kept = stageKeptBytes(mem);
+    const used = mem.stats().used;
+    const sent = c.sendDedupFrom({ length: 4 << 20, read: async (buf: Uint8Array) => buf.fill(1).length }).then(() => undefined, (e: unknown) => e);
+    c.abort('gone at once');
+    const settled = await Promise.race([sent, new Promise((r) => setTimeout(() => r('pending'), 5000))]);
+    expect(settled).toMatchObject({ code: 'ERR_CLOSED' });
+    expect(stageKeptBytes(mem)).toBe(kept);
+    expect(mem.stats().used).toBeLessThanOrEqual(used);
+  });
+});
+
 describe('dedup sends over channels: the wire and the option', () => {
   it('udp: a repeat moves a small fraction of the first send, counted at the relay socket', async () => {
     const { c, s, r } = await throughRelay();
