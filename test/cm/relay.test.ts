@@ -75,7 +75,13 @@ describe('cm through a relay (udp)', () => {
     const server = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
     const client = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
     devs.push(server, client);
-    const relay = await startUdpRelay({ target: { host: '127.0.0.1', port: server.address.port as number }, seed: 5 });
+    // The listener's busy answers, seen on the path (a CM REJ carries its JSON in the clear).
+    let busy = 0;
+    const relay = await startUdpRelay({
+      target: { host: '127.0.0.1', port: server.address.port as number },
+      seed: 5,
+      tap: (msg, toServer) => void (!toServer && msg.includes('"busy":true') && busy++),
+    });
     relays.push(relay);
     const sp = server.allocPd();
     const cp = client.allocPd();
@@ -84,13 +90,12 @@ describe('cm through a relay (udp)', () => {
     const init = (cq: typeof scq) => ({ sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
     listen(server, { pd: sp, qpInit: init(scq), service: 13, backlog: 1 });
     await connect(client, relay.address, { pd: cp, qpInit: init(ccq), service: 13, timeoutMs: 15_000 });
-    let busy = 0;
+    expect(busy).toBe(0);
     const p = connect(client, relay.address, { pd: cp, qpInit: init(ccq), service: 13, timeoutMs: 1500 }).catch((e: unknown) => e);
-    // The listener has said it is busy a few times; then its answers stop coming (a partition).
+    // The listener has said it is busy at least once; then its answers stop coming (a partition).
     await new Promise((r) => setTimeout(r, 400));
-    busy = relay.stats.forwarded;
     relay.pause();
-    expect(busy).toBeGreaterThan(2);
+    expect(busy).toBeGreaterThan(0);
     expect(await p).toMatchObject({ code: 'ERR_TIMEOUT', message: expect.stringMatching(/backlog stayed full/) });
     relay.resume();
   });
