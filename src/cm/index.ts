@@ -17,7 +17,7 @@
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
-import type { DeviceAddress } from '../core/address.js';
+import { type DeviceAddress, hostKey } from '../core/address.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
@@ -140,9 +140,12 @@ export interface CmListenerCounters {
   halfOpenEvicted: number;
 }
 
-/** The source host of a request (its port left out: one host has many). */
+/**
+ * The source of a request: its host (its port left out: one host has many), an IPv6 /64 taken as
+ * one host (a peer holding a prefix has 2^64 addresses to spread its requests over).
+ */
 function sourceOf(a: DeviceAddress): string {
-  return a.host !== undefined ? String(a.host) : `id:${String(a.id)}`;
+  return a.host !== undefined ? hostKey(String(a.host)) : `id:${String(a.id)}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 // How a device is named. A device address is a plain JSON-safe object (DESIGN §4): udp/tcp
 // `{ transport, host, port }`, inproc `{ transport: 'inproc', id }`. Peers pass it back to
 // reach the device, so every layer treats it as data: compared by value, keyed by addressKey.
+import { isIPv4 } from 'node:net';
 
 /** A udp device: datagrams to host:port (its first socket when it has several). */
 export interface UdpAddress {
@@ -41,4 +42,17 @@ export interface DeviceAddress {
 export function addressKey(a: DeviceAddress): string {
   const keys = Object.keys(a).sort();
   return keys.map((k) => `${k}=${String(a[k])}`).join('&');
+}
+
+/** The source a rate or a cap applies to: an IPv4 address, or an IPv6 /64 (one host's prefix). */
+export function hostKey(address: string | undefined): string {
+  if (!address) return '?';
+  const a = address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address;
+  if (!a.includes(':')) return a;
+  // Expand "::" so the first four groups are the /64.
+  const [head, tail] = a.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
+  return `${groups.slice(0, 4).map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }

@@ -15,21 +15,6 @@
 // handshake deadline is refused unchecked. Sources are remembered for `memoryMs` after their last
 // failure, in a bounded table; past it, new sources share one entry, so a source with many
 // addresses is rationed as one.
-import { isIPv4 } from 'node:net';
-
-/** The source a rate or a cap applies to: an IPv4 address, or an IPv6 /64 (one host's prefix). */
-export function hostKey(address: string | undefined): string {
-  if (!address) return '?';
-  const a = address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address;
-  if (!a.includes(':')) return a;
-  // Expand "::" so the first four groups are the /64.
-  const [head, tail] = a.split('::') as [string, string | undefined];
-  const h = head ? head.split(':') : [];
-  const t = tail ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
-  return `${groups.slice(0, 4).map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
-}
-
 export interface AdmissionLimits {
   /** Connections at once, authenticated or not. */
   max: number;

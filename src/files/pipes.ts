@@ -5,7 +5,8 @@ import { peerDeadline } from '../core/deadline.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { Admission, type AdmissionLimits, LoginBackoff, hostKey } from './admission.js';
+import { hostKey } from '../core/address.js';
+import { Admission, type AdmissionLimits, LoginBackoff } from './admission.js';
 import { type Offer, type PipeCounters, PipeServer } from './pipe.js';
 import type { Session, SessionTable } from './sessions.js';
 

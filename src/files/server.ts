@@ -39,7 +39,8 @@ import { listenChannels, type ChannelListener } from '../channel/listen.js';
 import { DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
-import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff, hostKey } from './admission.js';
+import { hostKey } from '../core/address.js';
+import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff } from './admission.js';
 import { type Offer, type PipeCounters, newPipeCounters } from './pipe.js';
 import { DEFAULT_PIPE_ADMISSION, PipeShell, type PipeShellCounters } from './pipes.js';
 import {

@@ -2,7 +2,8 @@
 // sockets: who is evicted, who is refused, how the gap between checked proofs grows, and that the
 // source table stays bounded.
 import { describe, expect, it } from 'vitest';
-import { Admission, LoginBackoff, hostKey } from '../../src/files/admission.js';
+import { hostKey } from '../../src/core/address.js';
+import { Admission, LoginBackoff } from '../../src/files/admission.js';
 import { PipeServer, newPipeCounters, encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
 import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
