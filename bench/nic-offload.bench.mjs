@@ -11,7 +11,9 @@
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npm run build:ts && node bench/nic-offload.bench.mjs
 //   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000;
-//    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2)
+//    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2;
+//    NIC_MODES: the cases run, default "raw,0,1"; NIC_RTTS=0 skips the round trips, NIC_BYTES=0 the goodput;
+//    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPoll":50}')
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -27,14 +29,21 @@ const BYTES = Number(process.env.NIC_BYTES ?? 256 << 20);
 const RTTS = Number(process.env.NIC_RTTS ?? 2000);
 const REPS = Number(process.env.NIC_REPS ?? 2);
 const TRANSPORTS = (process.env.NIC_TRANSPORTS ?? 'udp,tcp').split(',');
+const MODES = (process.env.NIC_MODES ?? 'raw,0,1').split(',');
+const OPTS = JSON.parse(process.env.NIC_OPTS ?? '{}');
 const MSG = 64 << 10;
 const DEPTH = 32;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead;
 
 const cpuSecs = (u) => (u.user + u.system) / 1e6;
+/** Context switches of this process so far (all threads): each thread wake-up is one or two. */
+const switches = () => {
+  const r = process.resourceUsage();
+  return r.voluntaryContextSwitches + r.involuntaryContextSwitches;
+};
 
 async function side(transport, workers) {
-  const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers });
+  const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers, ...OPTS });
   const pd = dev.allocPd();
   const mr = pd.regMr(4 << 20, ALL);
   const cq = dev.createCq({ depth: 4096 });
@@ -46,6 +55,7 @@ if (isPeer) {
   let s;
   let elu0;
   let cpu0;
+  let cs0;
   let server;
   let sink;
   servePeer({
@@ -64,9 +74,10 @@ if (isPeer) {
     measure() {
       elu0 = performance.eventLoopUtilization();
       cpu0 = process.cpuUsage();
+      cs0 = switches();
     },
     measured() {
-      return { elu: performance.eventLoopUtilization(elu0).utilization, cpu: cpuSecs(process.cpuUsage(cpu0)) };
+      return { elu: performance.eventLoopUtilization(elu0).utilization, cpu: cpuSecs(process.cpuUsage(cpu0)), cs: switches() - cs0 };
     },
     async close() {
       await s.dev.close();
@@ -149,15 +160,17 @@ if (isPeer) {
     await call('measure');
     const elu0 = performance.eventLoopUtilization();
     const c0 = process.cpuUsage();
+    const cs0 = switches();
     const t0 = performance.now();
     await run(n);
     const secs = (performance.now() - t0) / 1000;
     const reqElu = performance.eventLoopUtilization(elu0).utilization;
     const far = await call('measured');
     const cpu = cpuSecs(process.cpuUsage(c0)) + far.cpu;
+    const cs = switches() - cs0 + far.cs;
     await s.dev.close();
     await call('close');
-    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / ((n * MSG) / 1e9) };
+    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / ((n * MSG) / 1e9), csPerMB: cs / ((n * MSG) / 1e6) };
   }
 
   async function rawUdp(bytes = BYTES) {
@@ -234,6 +247,8 @@ if (isPeer) {
       if (i >= warm) times.push(performance.now() - t0);
       r++;
     }
+    const nic = s.dev.stats().nic;
+    if (nic) console.log(`# ${transport} requester NIC thread over ${RTTS + warm} round trips: ${nic.doorbells} wake-ups of the application rung, ${nic.polls} polls, ${nic.pollHits} found a post`);
     await s.dev.close();
     await call('close');
     times.sort((a, b) => a - b);
@@ -288,26 +303,29 @@ if (isPeer) {
   console.log(`# nic-offload: ${BYTES >> 20} MiB per goodput case, ${DEPTH} × 64 KiB in flight, ${RTTS} round trips, ${REPS} alternations`);
   for (const transport of TRANSPORTS) {
     const rows = { raw: [], inline: [], thread: [] };
-    for (let rep = 0; rep < REPS; rep++) {
-      rows.raw.push(transport === 'udp' ? await rawUdp() : await rawTcp());
-      rows.inline.push(await goodput(transport, 0));
-      rows.thread.push(await goodput(transport, 1));
+    for (let rep = 0; rep < (BYTES > 0 ? REPS : 0); rep++) {
+      if (MODES.includes('raw')) rows.raw.push(transport === 'udp' ? await rawUdp() : await rawTcp());
+      if (MODES.includes('0')) rows.inline.push(await goodput(transport, 0));
+      if (MODES.includes('1')) rows.thread.push(await goodput(transport, 1));
     }
-    const raw = med(rows.raw.map((r) => r.mbps));
-    const rawCpu = med(rows.raw.map((r) => r.cpuPerGB));
+    const raw = rows.raw.length > 0 ? med(rows.raw.map((r) => r.mbps)) : NaN;
+    const rawCpu = rows.raw.length > 0 ? med(rows.raw.map((r) => r.cpuPerGB)) : NaN;
     const inl = rows.inline;
-    console.log(`${transport} raw ${transport === 'udp' ? 'node:dgram' : 'node:net'}: ${raw.toFixed(0)} MB/s, CPU ${rawCpu.toFixed(2)} s/GB`);
+    if (rows.raw.length > 0) console.log(`${transport} raw ${transport === 'udp' ? 'node:dgram' : 'node:net'}: ${raw.toFixed(0)} MB/s, CPU ${rawCpu.toFixed(2)} s/GB`);
     for (const [name, rs] of [['workers: 0', rows.inline], ['workers: 1', rows.thread]]) {
+      if (rs.length === 0) continue;
       const mbps = med(rs.map((r) => r.mbps));
       const cpu = med(rs.map((r) => r.cpuPerGB));
+      const each = rs.map((r) => `${r.mbps.toFixed(0)}/${r.cpuPerGB.toFixed(2)}/${r.csPerMB.toFixed(1)}`).join(' ');
       console.log(
-        `${transport} ${name}: ${mbps.toFixed(0)} MB/s (${(mbps / raw).toFixed(2)}× raw, ${(mbps / med(inl.map((r) => r.mbps))).toFixed(2)}× workers: 0), ` +
-          `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}`,
+        `${transport} ${name}: ${mbps.toFixed(0)} MB/s (${(mbps / raw).toFixed(2)}× raw, ${(mbps / (inl.length > 0 ? med(inl.map((r) => r.mbps)) : NaN)).toFixed(2)}× workers: 0), ` +
+          `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}, ${med(rs.map((r) => r.csPerMB)).toFixed(1)} context switches per MB; each MB/s / CPU s/GB / switches per MB: ${each}`,
       );
     }
-    const rr = await rawRtt(transport);
-    const r0 = await rtt(transport, 0);
-    const r1 = await rtt(transport, 1);
+    if (RTTS <= 0) continue;
+    const rr = MODES.includes('raw') ? await rawRtt(transport) : NaN;
+    const r0 = MODES.includes('0') ? await rtt(transport, 0) : NaN;
+    const r1 = MODES.includes('1') ? await rtt(transport, 1) : NaN;
     console.log(`${transport} 64 B WriteWithImm round trip p50: raw ${rr.toFixed(1)} µs, workers: 0 ${r0.toFixed(1)} µs (${(r0 / rr).toFixed(2)}× raw), workers: 1 ${r1.toFixed(1)} µs (${(r1 / rr).toFixed(2)}× raw, ${(r1 / r0).toFixed(2)}× workers: 0)`);
   }
   await call('exit');
