@@ -13,6 +13,8 @@ export interface PortOptions extends ProviderOptions {
   memoryBytes?: number;
   maximumMemoryBytes?: number;
   maxMr?: number;
+  /** How long a NIC thread polls its WQE ring after a turn that gave completions (µs, 0..1000). */
+  nicPollUs?: number;
 }
 
 /** The memory, link and engine of one device on this thread. */
@@ -39,6 +41,23 @@ export function defaultWorkers(): number {
   return DEFAULT_WORKERS;
 }
 
+/** The largest nicPollUs: a poll holds the NIC thread's sockets back for as long. */
+export const MAX_NIC_POLL_US = 1000;
+
+/**
+ * openDevice's `nicPollUs`, checked; when the caller names none, SABRE_NIC_POLL_US if set, else
+ * 0: no polling (on a machine with few cores a polling NIC thread takes the core the
+ * application needs to answer it; docs/nic.md).
+ */
+export function nicPollUs(given: number | undefined): number {
+  const env = process.env['SABRE_NIC_POLL_US'];
+  const v = given ?? (env !== undefined && env !== '' ? Number(env) : 0);
+  if (!Number.isInteger(v) || v < 0 || v > MAX_NIC_POLL_US) {
+    throw new SabreError(ErrorCode.InvalidArgument, `nicPollUs${given === undefined ? ' (SABRE_NIC_POLL_US)' : ''} must be an integer in 0..${MAX_NIC_POLL_US}, not '${given ?? env}'`);
+  }
+  return v;
+}
+
 /** A NIC thread per udp / tcp device unless asked otherwise. */
 export const DEFAULT_WORKERS = 1;
 
@@ -50,5 +69,5 @@ export async function openPort(provider: TransportProvider, opts: PortOptions, l
   const workers = opts.workers ?? 0;
   if (workers === 0 || !provider.threaded) return openInline(provider, opts, limits);
   const { workers: _, ...rest } = opts;
-  return ThreadPort.open(provider.name, rest as Record<string, unknown>, limits as { engine: Record<string, number>; link: Record<string, number> });
+  return ThreadPort.open(provider.name, { ...rest, nicPollUs: nicPollUs(opts.nicPollUs) }, limits as { engine: Record<string, number>; link: Record<string, number> });
 }

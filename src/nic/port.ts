@@ -82,6 +82,8 @@ export interface PortStats {
   memory: AllocatorStats;
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
+  /** A NIC thread's own counters: wake-ups of the application it rang, polls of its WQE ring and the polls that found a post. */
+  nic?: { doorbells: number; polls: number; pollHits: number };
 }
 
 /**

@@ -41,6 +41,8 @@
 // flag 0, so the doorbell costs one atomic load and no system call. Commit does not ring: a
 // producer posts a batch, commits (per record or once) and rings once after the last commit;
 // a commit never followed by ringDoorbell() may sit unseen by a sleeping consumer.
+// The flag stays raised while an async wait is pending, busy or not; a consumer that polls
+// (pollRecords) lowers it while it looks, so posts made meanwhile ring nobody.
 // The full-ring direction is the same on tail / tailSleep: advance() notifies when the
 // producer flagged it waits for room (waitForSpace).
 //
@@ -176,6 +178,11 @@ export class RecordRing {
     return pos + RECORD_PREFIX_BYTES;
   }
 
+  /** The producer's published position (free-running): it moved iff records were committed since. */
+  get committedHead(): number {
+    return this.#committed;
+  }
+
   /** Publish every record reserved since the last commit (one atomic store; wakes nobody). */
   commit(): void {
     if (this.#head === this.#committed) return;
@@ -290,6 +297,29 @@ export class RecordRing {
     return w.value.then(() => {
       if (--this.#recordWaiters === 0) Atomics.store(this.#hdr, HEAD_SLEEP, 0);
     });
+  }
+
+  /**
+   * Busy-poll for a record until `deadline` (by `now()`) or `maxChecks` looks, whichever comes
+   * first; true when one is there to peek. Meanwhile the consumer says it is awake, so a
+   * producer's doorbell is one atomic load and no wake-up, even with an async wait of this
+   * thread still pending; the flag is raised again before returning (a record committed while
+   * it was down is then seen by the caller, who peeks before sleeping: nothing is lost).
+   */
+  pollRecords(deadline: number, now: () => number, maxChecks: number): boolean {
+    if (this.#tail !== Atomics.load(this.#hdr, HEAD)) return true;
+    Atomics.store(this.#hdr, HEAD_SLEEP, 0);
+    let found = false;
+    for (let i = 0; i < maxChecks; i++) {
+      if (this.#tail !== Atomics.load(this.#hdr, HEAD)) {
+        found = true;
+        break;
+      }
+      // The clock every 16 looks: cheaper than the load, but not free.
+      if ((i & 15) === 15 && now() >= deadline) break;
+    }
+    if (this.#recordWaiters > 0) Atomics.store(this.#hdr, HEAD_SLEEP, 1);
+    return found || this.#tail !== Atomics.load(this.#hdr, HEAD);
   }
 
   /** Wake every waiter on this ring, in any thread (shutdown: they re-check their own state). */

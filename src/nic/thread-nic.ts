@@ -7,7 +7,7 @@
 // comes after the posts made before it), and every step ends by committing its completions
 // before it publishes the queues' retired counts, so an application that reads a count and
 // then drains the CQE ring has seen every completion of the work that count retired.
-import { constants as perfConstants, PerformanceObserver } from 'node:perf_hooks';
+import { performance, constants as perfConstants, PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
@@ -29,6 +29,10 @@ import { type Cqe, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type Send
 import { copyBytes } from '../core/bytes.js';
 
 const packr = new Packr({ useRecords: false });
+
+/** A bound on the looks of one poll (a look is an atomic load: far more than this per µs would be needed to reach it before the deadline). */
+const POLL_CHECKS_PER_US = 1000;
+const clock = (): number => performance.now();
 
 interface QpEntry {
   pq: PortQp;
@@ -141,6 +145,8 @@ export class NicThread {
   readonly #peers = new Map<string, { address: DeviceAddress; refs: number }>();
   #serviceNext = 1;
   #stopped = false;
+  /** How long an end of turn polls the WQE ring (µs; 0: never, the default): docs/nic.md. */
+  readonly #pollUs: number;
   #waiting = false;
 
   readonly #onClosed: () => void;
@@ -149,6 +155,7 @@ export class NicThread {
     this.#onClosed = onClosed;
     this.port = port;
     this.control = new Int32Array(init.control);
+    this.#pollUs = typeof init.opts['nicPollUs'] === 'number' ? init.opts['nicPollUs'] : 0;
     this.#wqe = RecordRing.attach(init.wqe);
     this.#cqe = RecordRing.attach(init.cqe);
     this.#buffers = buffers;
@@ -282,9 +289,45 @@ export class NicThread {
     }
     // Unpublished retired counts keep their QPs listed until the ring has room again.
     if (publish) dirty.length = 0;
-    this.#cqe.ringDoorbell();
+    this.#ringLater();
     if (!publish) this.#waitForRoom();
   }
+
+  /**
+   * The completion ring's doorbell rings once at the end of this thread's turn, not after each
+   * step: waking the application's thread can hand it this thread's core at once (a woken
+   * thread preempts its waker), and a wake in the middle of a turn left the sockets that turn
+   * still had to read waiting behind the application's whole turn. At the end of the turn this
+   * thread has nothing left but to sleep, and the steps of one turn wake the application once.
+   */
+  #ringLater(): void {
+    if (this.#ringQueued) return;
+    this.#ringQueued = true;
+    setImmediate(this.#ringNow);
+  }
+
+  #ringQueued = false;
+  /** The completion ring's published position at the last end of turn. */
+  #turnHead = 0;
+  readonly #ringNow = (): void => {
+    this.#ringQueued = false;
+    if (this.#cqe.ringDoorbell()) this.#counts.doorbells++;
+    const head = this.#cqe.committedHead;
+    const fresh = head !== this.#turnHead;
+    this.#turnHead = head;
+    // Polling (nicPollUs): after a turn that gave the application completions, it is likely to
+    // post in answer (the next ping, a write for each one done). Looking at the WQE ring for a
+    // while takes that post without a wake-up of this thread; its sockets wait meanwhile, so
+    // only a turn that published completions polls, and for a bounded time.
+    if (!fresh || this.#pollUs <= 0 || this.#stopped) return;
+    this.#counts.polls++;
+    if (!this.#wqe.pollRecords(performance.now() + this.#pollUs / 1000, clock, this.#pollUs * POLL_CHECKS_PER_US)) return;
+    this.#counts.pollHits++;
+    this.#takeWqes();
+  };
+
+  /** dev.stats().nic: wake-ups of the application rung, polls, polls that found a post. */
+  readonly #counts = { doorbells: 0, polls: 0, pollHits: 0 };
 
   readonly #markQp = (qp: { qpn: number }): void => {
     const e = this.#qps.get(qp.qpn);
@@ -384,7 +427,7 @@ export class NicThread {
         this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
-        return port.stats(a.contexts);
+        return { ...port.stats(a.contexts), nic: { ...this.#counts } };
       case 'reachable':
         return port.reachable(a.address);
       case 'listen':

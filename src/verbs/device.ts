@@ -14,7 +14,7 @@ import type { AllocatorStats } from '../dataplane/allocator.js';
 import type { PortEvent } from '../nic/port.js';
 import type { NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
-import { defaultWorkers, openPort } from '../nic/open.js';
+import { defaultWorkers, nicPollUs, openPort } from '../nic/open.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import type { RdmapEngine } from '../rdmap/engine.js';
@@ -138,8 +138,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * the link; and one key per stats source a feature registered (addStatsSource).
    */
   stats(): DeviceStats {
-    const { counters, memory, link, linkContexts } = this.nic.stats(LINK_CONTEXTS_SHOWN);
-    const out: DeviceStats = { ...counters, memory, ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}) };
+    const { counters, memory, link, linkContexts, nic } = this.nic.stats(LINK_CONTEXTS_SHOWN);
+    const out: DeviceStats = { ...counters, memory, ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}), ...(nic ? { nic } : {}) };
     for (const [name, fn] of this.#statsSources) out[name] = fn();
     return out;
   }
@@ -390,6 +390,8 @@ export const LINK_CONTEXTS_SHOWN = 64;
  */
 export type DeviceStats = DeviceCounters & {
   memory: AllocatorStats;
+  /** With a NIC thread: the application wake-ups it rang, its WQE-ring polls (nicPollUs) and the polls that found a post. */
+  nic?: { doorbells: number; polls: number; pollHits: number };
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
   [source: string]: unknown;
@@ -409,6 +411,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   }
   const workers = opts.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
+  nicPollUs(opts.nicPollUs);
   if (opts.maxMr !== undefined && !(Number.isInteger(opts.maxMr) && opts.maxMr >= 1 && opts.maxMr < 1 << 24)) throw new SabreError(ErrorCode.InvalidArgument, 'maxMr must be an integer in 1..16777215');
   return new Device(await openPort(provider, { ...opts, workers }, limits));
 }

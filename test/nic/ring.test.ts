@@ -153,6 +153,34 @@ describe('RecordRing, one thread', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(20);
   });
 
+  it('pollRecords: finds a committed record, gives up at its deadline or its count, and leaves a pending waiter\'s flag raised', async () => {
+    const r = RecordRing.create(256);
+    let looks = 0;
+    const clock = () => {
+      looks++;
+      return 0;
+    };
+    // Nothing there: a count bound ends it (the clock never reaches the deadline).
+    expect(r.pollRecords(1, clock, 64)).toBe(false);
+    expect(looks).toBe(4); // the clock is read every 16 looks
+    // A deadline already past ends it at the first clock reading.
+    expect(r.pollRecords(-1, clock, 1_000_000)).toBe(false);
+    r.reserve(1);
+    r.commit();
+    expect(r.pollRecords(-1, clock, 1)).toBe(true);
+    r.peek();
+    r.advance();
+    // An async wait is pending (flag raised): a poll lowers the flag while it looks and raises it again.
+    const w = r.waitForRecords();
+    expect(w).toBeInstanceOf(Promise);
+    expect(r.pollRecords(-1, clock, 16)).toBe(false);
+    r.reserve(2);
+    r.commit();
+    expect(r.ringDoorbell()).toBe(true); // the sleeper is still rung
+    await w;
+    expect(r.pollRecords(-1, clock, 16)).toBe(true);
+  });
+
   it('waitForSpace resolves when the consumer frees room', async () => {
     const r = RecordRing.create(64);
     while (r.reserve(8) >= 0);

@@ -1,0 +1,62 @@
+// nicPollUs: a NIC thread that has just handed the application completions looks at its WQE
+// ring for a while before it sleeps, so a post made in answer is taken without a wake-up of
+// that thread. dev.stats().nic counts the polls, those that found a post, and the wake-ups of
+// the application the NIC thread rang. Off by default; the option is checked like the others.
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode, Opcode, openDevice, WcStatus } from '../../src/index.js';
+import { ALL, type Side, closeAll, connectPair, side, take } from '../verbs/helpers.js';
+
+const open: Side[] = [];
+afterEach(async () => {
+  await closeAll(...open.splice(0));
+});
+
+/** n WriteWithImm round trips between a and b (b answers each one it receives). */
+async function pingPong(a: Side, b: Side, n: number): Promise<void> {
+  const ma = a.pd.regMr(64, ALL);
+  const mb = b.pd.regMr(64, ALL);
+  for (let i = 0; i < n; i++) {
+    a.qp.postRecv({ wrId: i, sgList: [] });
+    b.qp.postRecv({ wrId: i, sgList: [] });
+  }
+  for (let i = 0; i < n; i++) {
+    a.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: ma.addr, length: 64, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
+    const [got] = await take(b.cq, 1, 10_000);
+    expect(got!.status).toBe(WcStatus.Success);
+    b.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, signaled: false, sgList: [{ addr: mb.addr, length: 64, lkey: mb.lkey }], remoteAddr: ma.addr, rkey: ma.rkey });
+    const [back] = await take(a.cq, 1, 10_000);
+    expect(back!.imm).toBe(i);
+  }
+}
+
+describe('NIC thread polling (nicPollUs)', () => {
+  it('nicPollUs is an integer in 0..1000', async () => {
+    for (const bad of [-1, 1.5, 1001, Number.NaN]) {
+      await expect(openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1, nicPollUs: bad })).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
+    }
+  });
+
+  for (const transport of ['udp', 'tcp'] as const) {
+    it(`${transport}: off by default (no polls); with nicPollUs the turns that gave completions poll, and a post in answer is taken by a poll`, async () => {
+      const [a, b] = await connectPair(await side({ device: { transport, workers: 1 } }), await side({ device: { transport, workers: 1 } }));
+      open.push(a, b);
+      await pingPong(a, b, 20);
+      const off = b.dev.stats().nic!;
+      expect(off.polls).toBe(0);
+      expect(off.pollHits).toBe(0);
+      // The application was woken for its completions (it waited for each one).
+      expect(off.doorbells).toBeGreaterThan(0);
+      await closeAll(...open.splice(0));
+
+      // 1 ms: far longer than this thread takes to answer a completion with a post, so nearly
+      // every poll finds one; a machine too loaded to answer some within it still answers others.
+      const [c, d] = await connectPair(await side({ device: { transport, workers: 1, nicPollUs: 1000 } }), await side({ device: { transport, workers: 1, nicPollUs: 1000 } }));
+      open.push(c, d);
+      await pingPong(c, d, 100);
+      const on = d.dev.stats().nic!;
+      expect(on.polls).toBeGreaterThan(0);
+      expect(on.pollHits).toBeGreaterThan(0);
+      expect(on.pollHits).toBeLessThanOrEqual(on.polls);
+    });
+  }
+});
