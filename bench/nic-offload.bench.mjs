@@ -170,7 +170,8 @@ if (isPeer) {
     const cs = switches() - cs0 + far.cs;
     await s.dev.close();
     await call('close');
-    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / ((n * MSG) / 1e9), csPerMB: cs / ((n * MSG) / 1e6) };
+    const gb = (n * MSG) / 1e9;
+    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / gb, reqCpuPerGB: (cpu - far.cpu) / gb, csPerMB: cs / ((n * MSG) / 1e6) };
   }
 
   async function rawUdp(bytes = BYTES) {
@@ -316,10 +317,10 @@ if (isPeer) {
       if (rs.length === 0) continue;
       const mbps = med(rs.map((r) => r.mbps));
       const cpu = med(rs.map((r) => r.cpuPerGB));
-      const each = rs.map((r) => `${r.mbps.toFixed(0)}/${r.cpuPerGB.toFixed(2)}/${r.csPerMB.toFixed(1)}`).join(' ');
+      const each = rs.map((r) => `${r.mbps.toFixed(0)}/${r.cpuPerGB.toFixed(2)} (requester ${r.reqCpuPerGB.toFixed(2)})/${r.csPerMB.toFixed(1)}`).join(' ');
       console.log(
         `${transport} ${name}: ${mbps.toFixed(0)} MB/s (${(mbps / raw).toFixed(2)}× raw, ${(mbps / (inl.length > 0 ? med(inl.map((r) => r.mbps)) : NaN)).toFixed(2)}× workers: 0), ` +
-          `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}, ${med(rs.map((r) => r.csPerMB)).toFixed(1)} context switches per MB; each MB/s / CPU s/GB / switches per MB: ${each}`,
+          `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}, ${med(rs.map((r) => r.csPerMB)).toFixed(1)} context switches per MB; each MB/s / CPU s/GB (the requester's part) / switches per MB: ${each}`,
       );
     }
     if (RTTS <= 0) continue;

@@ -15,6 +15,8 @@ export interface PortOptions extends ProviderOptions {
   maxMr?: number;
   /** How long a NIC thread polls its WQE ring after a turn that gave completions (µs, 0..1000). */
   nicPollUs?: number;
+  /** Poll by spinning instead of a futex wait. */
+  nicPollSpin?: boolean;
 }
 
 /** The memory, link and engine of one device on this thread. */
@@ -58,6 +60,12 @@ export function nicPollUs(given: number | undefined): number {
   return v;
 }
 
+/** openDevice's `nicPollSpin`, checked (default false: a poll is a futex wait, which leaves the core to others). */
+export function nicPollSpin(given: boolean | undefined): boolean {
+  if (given !== undefined && typeof given !== 'boolean') throw new SabreError(ErrorCode.InvalidArgument, 'nicPollSpin must be a boolean');
+  return given === true;
+}
+
 /** A NIC thread per udp / tcp device unless asked otherwise. */
 export const DEFAULT_WORKERS = 1;
 
@@ -69,5 +77,5 @@ export async function openPort(provider: TransportProvider, opts: PortOptions, l
   const workers = opts.workers ?? 0;
   if (workers === 0 || !provider.threaded) return openInline(provider, opts, limits);
   const { workers: _, ...rest } = opts;
-  return ThreadPort.open(provider.name, { ...rest, nicPollUs: nicPollUs(opts.nicPollUs) }, limits as { engine: Record<string, number>; link: Record<string, number> });
+  return ThreadPort.open(provider.name, { ...rest, nicPollUs: nicPollUs(opts.nicPollUs), nicPollSpin: nicPollSpin(opts.nicPollSpin) }, limits as { engine: Record<string, number>; link: Record<string, number> });
 }

@@ -322,6 +322,21 @@ export class RecordRing {
     return found || this.#tail !== Atomics.load(this.#hdr, HEAD);
   }
 
+  /**
+   * Block this thread (Atomics.wait: no CPU, no event loop) until a record is committed and the
+   * doorbell rung, or for timeoutMs; true when one is there to peek. For a worker thread that
+   * expects a post soon: the producer's notify wakes it directly (a futex), not through its
+   * event loop. An async wait of this thread still pending is woken by the same notify.
+   */
+  waitRecordsSync(timeoutMs: number): boolean {
+    if (this.#tail !== Atomics.load(this.#hdr, HEAD)) return true;
+    Atomics.store(this.#hdr, HEAD_SLEEP, 1);
+    const h = Atomics.load(this.#hdr, HEAD);
+    if (h === this.#tail) Atomics.wait(this.#hdr, HEAD, h, timeoutMs);
+    if (this.#recordWaiters === 0) Atomics.store(this.#hdr, HEAD_SLEEP, 0);
+    return this.#tail !== Atomics.load(this.#hdr, HEAD);
+  }
+
   /** Wake every waiter on this ring, in any thread (shutdown: they re-check their own state). */
   wakeAll(): void {
     Atomics.notify(this.#hdr, HEAD);

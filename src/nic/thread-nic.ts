@@ -145,8 +145,10 @@ export class NicThread {
   readonly #peers = new Map<string, { address: DeviceAddress; refs: number }>();
   #serviceNext = 1;
   #stopped = false;
-  /** How long an end of turn polls the WQE ring (µs; 0: never, the default): docs/nic.md. */
+  /** How long an end of turn waits on the WQE ring (µs; 0: never, the default): docs/nic.md. */
   readonly #pollUs: number;
+  /** Poll by spinning on the ring instead of a futex wait (nicPollSpin). */
+  readonly #pollSpin: boolean;
   #waiting = false;
 
   readonly #onClosed: () => void;
@@ -156,6 +158,7 @@ export class NicThread {
     this.port = port;
     this.control = new Int32Array(init.control);
     this.#pollUs = typeof init.opts['nicPollUs'] === 'number' ? init.opts['nicPollUs'] : 0;
+    this.#pollSpin = init.opts['nicPollSpin'] === true;
     this.#wqe = RecordRing.attach(init.wqe);
     this.#cqe = RecordRing.attach(init.cqe);
     this.#buffers = buffers;
@@ -316,12 +319,14 @@ export class NicThread {
     const fresh = head !== this.#turnHead;
     this.#turnHead = head;
     // Polling (nicPollUs): after a turn that gave the application completions, it is likely to
-    // post in answer (the next ping, a write for each one done). Looking at the WQE ring for a
-    // while takes that post without a wake-up of this thread; its sockets wait meanwhile, so
-    // only a turn that published completions polls, and for a bounded time.
+    // post in answer (the next ping, a write for each one done). Waiting on the WQE ring itself
+    // for a while (a futex wait: the doorbell wakes this thread directly, not through its event
+    // loop; or a spin, nicPollSpin) takes that post without the event loop's wake-up path; its
+    // sockets wait meanwhile, so only a turn that published completions polls, for a bounded time.
     if (!fresh || this.#pollUs <= 0 || this.#stopped) return;
     this.#counts.polls++;
-    if (!this.#wqe.pollRecords(performance.now() + this.#pollUs / 1000, clock, this.#pollUs * POLL_CHECKS_PER_US)) return;
+    const found = this.#pollSpin ? this.#wqe.pollRecords(performance.now() + this.#pollUs / 1000, clock, this.#pollUs * POLL_CHECKS_PER_US) : this.#wqe.waitRecordsSync(this.#pollUs / 1000);
+    if (!found) return;
     this.#counts.pollHits++;
     this.#takeWqes();
   };

@@ -14,7 +14,7 @@ import type { AllocatorStats } from '../dataplane/allocator.js';
 import type { PortEvent } from '../nic/port.js';
 import type { NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
-import { defaultWorkers, nicPollUs, openPort } from '../nic/open.js';
+import { defaultWorkers, nicPollSpin, nicPollUs, openPort } from '../nic/open.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import type { RdmapEngine } from '../rdmap/engine.js';
@@ -412,6 +412,7 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   const workers = opts.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
   nicPollUs(opts.nicPollUs);
+  nicPollSpin(opts.nicPollSpin);
   if (opts.maxMr !== undefined && !(Number.isInteger(opts.maxMr) && opts.maxMr >= 1 && opts.maxMr < 1 << 24)) throw new SabreError(ErrorCode.InvalidArgument, 'maxMr must be an integer in 1..16777215');
   return new Device(await openPort(provider, { ...opts, workers }, limits));
 }

@@ -55,13 +55,14 @@ export interface OpenDeviceOptions {
    */
   workers?: number;
   /**
-   * With a NIC thread: how long (µs, 0..1000) it keeps looking at its work-request ring after a
-   * turn that handed this thread completions, before it sleeps — a post made in answer within
-   * that time is taken without waking the NIC thread (lower round-trip latency), at the price
-   * of that thread's core meanwhile. Default: SABRE_NIC_POLL_US if set, else 0 (off). Worth it
-   * only with cores to spare; docs/nic.md says when.
+   * With a NIC thread: how long (µs, 0..1000) it waits on its work-request ring after a turn
+   * that handed this thread completions, before it returns to its event loop — a post made in
+   * answer within that time reaches it directly (a futex wake, not the event loop's), while its
+   * sockets wait. Default: SABRE_NIC_POLL_US if set, else 0 (off). docs/nic.md says when.
    */
   nicPollUs?: number;
+  /** With nicPollUs: spin on the ring instead of a futex wait (takes a core meanwhile; only with cores to spare). Default false. */
+  nicPollSpin?: boolean;
   /** Device memory sizing (bytes); regions from regMr(length) are carved out of it. */
   memoryBytes?: number;
   /** Memory regions registered at once (ibv_device_attr.max_mr), 1..2^24-1. Default 65535. */

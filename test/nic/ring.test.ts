@@ -181,6 +181,24 @@ describe('RecordRing, one thread', () => {
     expect(r.pollRecords(-1, clock, 16)).toBe(true);
   });
 
+  it('waitRecordsSync: true at once when a record is there, false when none came in time, and a pending async waiter keeps the flag', async () => {
+    const r = RecordRing.create(256);
+    expect(r.waitRecordsSync(1)).toBe(false);
+    expect(r.ringDoorbell()).toBe(false); // the flag dropped with nobody else waiting
+    r.reserve(1);
+    r.commit();
+    expect(r.waitRecordsSync(1000)).toBe(true);
+    r.peek();
+    r.advance();
+    const w = r.waitForRecords();
+    expect(w).toBeInstanceOf(Promise);
+    expect(r.waitRecordsSync(1)).toBe(false);
+    r.reserve(2);
+    r.commit();
+    expect(r.ringDoorbell()).toBe(true); // the async sleeper is still rung
+    await w;
+  });
+
   it('waitForSpace resolves when the consumer frees room', async () => {
     const r = RecordRing.create(64);
     while (r.reserve(8) >= 0);
