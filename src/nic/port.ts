@@ -82,7 +82,7 @@ export interface PortStats {
   memory: AllocatorStats;
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
-  /** A NIC thread's own counters: wake-ups of the application it rang, polls of its WQE ring and the polls that found a post. */
+  /** A NIC thread's own counters: doorbells it rang while the application waited for completions, polls of its WQE ring, and the polls that found a post. */
   nic?: { doorbells: number; polls: number; pollHits: number };
 }
 

@@ -37,8 +37,8 @@
 //             last notify and load(headSleep) → notify(head)
 // Either the producer's load sees the flag (and notifies), or the consumer's load sees the new
 // head (and does not sleep); a notify between the consumer's check and its wait is not lost,
-// since the wait compares head with h inside the futex. A consumer that is busy leaves the
-// flag 0, so the doorbell costs one atomic load and no system call. Commit does not ring: a
+// since the wait compares head with h inside the futex. A consumer with no wait pending leaves
+// the flag 0, so the doorbell costs one atomic load and no system call. Commit does not ring: a
 // producer posts a batch, commits (per record or once) and rings once after the last commit;
 // a commit never followed by ringDoorbell() may sit unseen by a sleeping consumer.
 // The flag stays raised while an async wait is pending, busy or not; a consumer that polls

@@ -331,7 +331,7 @@ export class NicThread {
     this.#takeWqes();
   };
 
-  /** dev.stats().nic: wake-ups of the application rung, polls, polls that found a post. */
+  /** dev.stats().nic: doorbells rung while the application waited, polls, polls that found a post. */
   readonly #counts = { doorbells: 0, polls: 0, pollHits: 0 };
 
   readonly #markQp = (qp: { qpn: number }): void => {

@@ -390,7 +390,7 @@ export const LINK_CONTEXTS_SHOWN = 64;
  */
 export type DeviceStats = DeviceCounters & {
   memory: AllocatorStats;
-  /** With a NIC thread: the application wake-ups it rang, its WQE-ring polls (nicPollUs) and the polls that found a post. */
+  /** With a NIC thread: doorbells it rang while this thread waited for completions, its WQE-ring polls (nicPollUs), and the polls that found a post. */
   nic?: { doorbells: number; polls: number; pollHits: number };
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
