@@ -104,6 +104,7 @@ export class UdpSockets {
     private readonly deferAnswers: boolean,
     rxAreas: RxArea[],
     private readonly burst: number,
+    private readonly rxBurst: number,
     private readonly offload: CrcOffloadLike | undefined,
     private readonly offloadBackoff: boolean,
   ) {
@@ -138,13 +139,13 @@ export class UdpSockets {
         this.endpoint.receive(inDev ?? msg, from, now);
         // libuv reads up to 32 datagrams per wake-up before the check phase: 2 MiB at 64 KiB.
         // Waiting for all of them before acking left the sender idle while we read (its window
-        // was in our socket buffer); a burst's worth is delivered and acked at once instead.
+        // was in our socket buffer); an rxBurst's worth is delivered and acked at once instead.
         // A short datagram that starts a read burst (a request, an answer, an ACK) is handled
         // before libuv reads on: its answer leaves from this callback instead of after the
         // trip to the check phase (saved per hop of a ping-pong). Later datagrams of
         // the same burst wait for the check phase as before, so a stream of small messages
         // costs one extra flush per wake-up, not one per datagram.
-        if (++this.rxSinceFlush >= this.burst || (this.rxSinceFlush === 1 && msg.length <= SHORT_DATAGRAM && !this.flushScheduled)) {
+        if (++this.rxSinceFlush >= this.rxBurst || (this.rxSinceFlush === 1 && msg.length <= SHORT_DATAGRAM && !this.flushScheduled)) {
           if (!this.microScheduled) {
             this.microScheduled = true;
             job(this.onRxBurst);
@@ -196,9 +197,10 @@ export class UdpSockets {
     const a = sockets[0].address();
     const areas = opts.rxArea === undefined ? [] : [opts.rxArea, ...(opts.rxSpareAreas ?? [])];
     const burst = opts.burst ?? Math.max(4, Math.min(32, Math.floor((512 << 10) / endpoint.opts.mtu)));
+    const rxBurst = opts.rxBurst ?? Math.max(4, Math.min(32, Math.floor((1 << 20) / endpoint.opts.mtu)));
     return new UdpSockets(
       sockets, endpoint, { transport: 'udp', host: a.address, port: a.port }, handlers, opts.manualRelease ?? false, opts.rxFilter,
-      opts.deferAnswers ?? false, areas, Math.min(burst, off?.maxBatch ?? burst), off, opts.offloadBackoff ?? true,
+      opts.deferAnswers ?? false, areas, Math.min(burst, off?.maxBatch ?? burst), rxBurst, off, opts.offloadBackoff ?? true,
     );
   }
 
