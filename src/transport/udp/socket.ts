@@ -84,6 +84,8 @@ export class UdpSockets {
   private microScheduled = false;
   /** Inside flush() before its poll: output queued now leaves in this flush. */
   private collecting = false;
+  /** The sender of the latest datagram. */
+  private lastFrom: PeerAddress | undefined;
   /** Datagrams received since the last delivery. */
   private rxSinceFlush = 0;
   /** A delivery's release made a window update due (UdpEndpoint.release). */
@@ -121,7 +123,10 @@ export class UdpSockets {
         noteReceived(msg.length);
         const area = this.rxAreas[this.rxCur];
         const inDev = area !== undefined && msg.length <= maxDatagram ? area.copy(msg) : undefined;
-        const from = { host: rinfo.address, port: rinfo.port };
+        // One address object per run of datagrams from one sender, not one per datagram (the
+        // endpoint may keep it as the peer's: it is never written).
+        let from = this.lastFrom;
+        if (from === undefined || from.port !== rinfo.port || from.host !== rinfo.address) this.lastFrom = from = { host: rinfo.address, port: rinfo.port };
         const now = performance.now();
         // Work sharing: with a batch out and a burst already waiting behind it, this thread
         // checks the CRC itself rather than let the worker fall behind (on a machine with no
