@@ -37,13 +37,14 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
    */
   burst?: number;
   /**
-   * Datagrams read before the shell delivers them to the owner and flushes (one engine step,
-   * one ACK) without waiting for the end of the read burst. Default: about 1 MiB of datagrams
-   * (16 at mtu 65000), at least 4, at most 32. Each flush costs the receiver an engine step and
-   * an ACK datagram, and the sender a datagram to read: at half of burst's spacing it was one
-   * datagram back per ~7 received (raw ack-clocked node:dgram acks every ~15); at 1 MiB the
-   * sender (burst: 512 KiB per flush, a 2 MiB window of writes) still hears back twice per
-   * window, so it never waits on a whole window's worth of arrivals.
+   * Large datagrams read before the shell delivers them to the owner and flushes (one engine
+   * step, one ACK) without waiting for the end of the read burst. Default: about 1 MiB of
+   * datagrams (16 at mtu 65000), at least 4, at most 32. It applies once a burst holds 256 KiB;
+   * smaller datagrams are delivered every `burst`, as a stream of small messages waits on each
+   * step's answers. Each flush costs the receiver an engine step and an ACK datagram, and the
+   * sender a datagram to read: at `burst` spacing, 64 KiB datagrams got one datagram back per ~7
+   * received (raw ack-clocked node:dgram acks every ~15); at 1 MiB the sender (burst: 512 KiB
+   * per flush, a 2 MiB window of writes) still hears back twice per window.
    */
   rxBurst?: number;
   /** Where each datagram is copied on arrival (e.g. device memory); reset after each flush's deliveries. */

@@ -43,6 +43,11 @@ export const CLOSE_GRACE_MS = 500;
 /** Bound on close()'s linger loop: it wakes on a timer or a flush, and this many times at most. */
 const LINGER_WAKES = 1000;
 
+/**
+ * A read burst of at least this many bytes is bandwidth-bound: it is delivered every rxBurst
+ * datagrams, not every burst (small datagrams keep the shorter spacing, see rxBurst).
+ */
+const LARGE_RX_BURST = 256 << 10;
 /** Datagrams up to this long are latency-bound (see the receive handler). */
 const SHORT_DATAGRAM = 1024;
 
@@ -88,6 +93,7 @@ export class UdpSockets {
   private lastFrom: PeerAddress | undefined;
   /** Datagrams received since the last delivery. */
   private rxSinceFlush = 0;
+  private rxBytesSinceFlush = 0;
   /** A delivery's release made a window update due (UdpEndpoint.release). */
   private releaseDue = false;
   private closed = false;
@@ -150,7 +156,12 @@ export class UdpSockets {
         // trip to the check phase (saved per hop of a ping-pong). Later datagrams of
         // the same burst wait for the check phase as before, so a stream of small messages
         // costs one extra flush per wake-up, not one per datagram.
-        if (++this.rxSinceFlush >= this.rxBurst || (this.rxSinceFlush === 1 && msg.length <= SHORT_DATAGRAM && !this.flushScheduled)) {
+        const n = ++this.rxSinceFlush;
+        this.rxBytesSinceFlush += msg.length;
+        if (
+          n >= this.rxBurst || (n >= this.burst && this.rxBytesSinceFlush < LARGE_RX_BURST) ||
+          (n === 1 && msg.length <= SHORT_DATAGRAM && !this.flushScheduled)
+        ) {
           if (!this.microScheduled) {
             this.microScheduled = true;
             job(this.onRxBurst);
@@ -398,6 +409,7 @@ export class UdpSockets {
   private deliver(): number {
     const h = this.handlers;
     this.rxSinceFlush = 0;
+    this.rxBytesSinceFlush = 0;
     const delivered = this.endpoint.takeDelivered();
     this.handOver(delivered);
     if (delivered.length > 0) h.onDeliveriesDone?.();
