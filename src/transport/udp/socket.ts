@@ -91,7 +91,7 @@ export class UdpSockets {
   private collecting = false;
   /** The sender of the latest datagram. */
   private lastFrom: PeerAddress | undefined;
-  /** Datagrams received since the last delivery. */
+  /** Datagrams, and their bytes, received since the last delivery. */
   private rxSinceFlush = 0;
   private rxBytesSinceFlush = 0;
   /** A delivery's release made a window update due (UdpEndpoint.release). */
