@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { decodeValue, encodeValue } from './codec.js';
 import { ChannelCore, type CoreStats } from './core.js';
 import type { ChannelHub, HubMember } from './hub.js';
-import type { ResolvedOptions } from './options.js';
+import type { ResolvedOptions, SendOptions } from './options.js';
 import { ChannelDedup, isDedupMessage, isDedupSource } from './dedup.js';
 import { WrKind, wrKindOf } from './link.js';
 import type { DedupSource, Received } from '../dedup/endpoint.js';
@@ -28,15 +28,7 @@ interface Waiting extends Pending {
   value: boolean;
 }
 
-/** Options of one send. */
-export interface SendOptions {
-  /**
-   * Move the bytes (a Uint8Array) by de-duplication (docs/dedup.md): the peer's chunks it
-   * already holds from this channel are not sent again. Arrives as an ordinary message, in
-   * order; ordinary sends made after it wait until it has finished.
-   */
-  dedup?: boolean;
-}
+export type { SendOptions } from './options.js';
 
 export interface ChannelStats extends CoreStats {
   qpn: number;
@@ -49,14 +41,19 @@ const END: IteratorResult<unknown> = Object.freeze({ done: true, value: undefine
 /** The closed error of every channel: one function, not a closure per channel. */
 const channelClosed = (): Error => new SabreError(ErrorCode.Closed, 'channel is closed');
 
+/** Whole ms: an idle channel's times stay small integers in its fields (a fraction takes a heap number each). */
+const clock = (): number => Math.floor(performance.now());
+
 /** The list of every channel no send has waited in: shared, never written (send() makes its own). */
 const NO_WAITING: Waiting[] = [];
+
+/** Channel's flags. */
+const S = { connected: 1, flushing: 2, flushAgain: 4, closeCalled: 8 } as const;
 
 export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts {
   readonly #hub: ChannelHub;
   readonly #qp: QueuePair;
   readonly #pd: ProtectionDomain;
-  readonly #o: ResolvedOptions;
   readonly #core: ChannelCore;
   readonly #reserved: number;
   /** Sends in the core, by seq (made on the first send: an idle channel holds as little as it can). */
@@ -67,14 +64,13 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #readers: Pending<IteratorResult<unknown>>[] | undefined;
   /** Until the peer's HELLO: who waits for it. */
   #connected: { promise: Promise<void>; settle: Pending } | undefined;
-  #isConnected = false;
-  #flushing = false;
-  #flushAgain = false;
+  /** S.* bits: one field for four flags. */
+  #bits = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #timerAt = Infinity;
+  /** When #timer fires (undefined with no timer). */
+  #timerAt: number | undefined = undefined;
   /** close() once; ended at teardown (the QP destroyed, every region released). */
-  readonly #life = new Lifecycle(channelClosed);
-  #closeCalled = false;
+  #life: Lifecycle | undefined;
   #error: SabreError | undefined;
   /** Runs once at teardown (the listener forgets a channel it never handed out). */
   onTeardown: (() => void) | undefined;
@@ -96,10 +92,9 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#hub = hub;
     this.#qp = qp;
     this.#pd = pd;
-    this.#o = o;
     this.#reserved = reserved;
     try {
-      this.#core = new ChannelCore(o, this, performance.now(), preauthMax);
+      this.#core = new ChannelCore(o, this, clock(), preauthMax);
     } catch (e) {
       throw e instanceof RangeError ? new SabreError(ErrorCode.NoMemory, `channel: ${e.message}`) : e;
     }
@@ -118,15 +113,15 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal the QP connected: send HELLO. */
   start(): void {
-    this.#core.start(performance.now());
+    this.#core.start(clock());
     this.#flush();
   }
 
   /** @internal resolves when the peer's HELLO arrived (or rejects with why not). */
   get connected(): Promise<void> {
-    if (this.#isConnected) return Promise.resolve();
+    if (this.#bits & S.connected) return Promise.resolve();
     if (this.#torn) return Promise.reject(this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the peer\'s HELLO'));
-    this.#connected ??= this.#life.owe<void>();
+    this.#connected ??= this.#lc.owe<void>();
     return this.#connected.promise;
   }
 
@@ -164,7 +159,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal */
   holdRendezvous(len: number): boolean {
-    return this.#hub.holdRendezvous(this, len, this.#o);
+    return this.#hub.holdRendezvous(this, len, this.#core.o);
   }
 
   /** @internal */
@@ -175,7 +170,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** @internal the hub released rendezvous budget this channel waited for. */
   onBudget(): void {
     if (this.#torn) return;
-    this.#core.retryReads(performance.now());
+    this.#core.retryReads(clock());
     this.#flush();
   }
 
@@ -193,7 +188,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** Lift the channel to the listener's full options (a no-op on a trusted channel). */
   authorize(): void {
     if (this.#core.authorized || this.#torn) return;
-    this.#core.authorize(performance.now());
+    this.#core.authorize(clock());
     this.#hub.authorized(this);
     this.#flush();
   }
@@ -226,7 +221,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #sendDedup(msg: unknown, from = false): Promise<void> {
     if (!(msg instanceof Uint8Array) && !(from && isDedupSource(msg))) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'send: a dedup send takes a Uint8Array'));
     if (this.#error) return Promise.reject(this.#error);
-    if (this.#life.closing) return Promise.reject(this.#life.closedError());
+    if (this.#life?.closing) return Promise.reject(this.#life.closedError());
     const max = this.#core.maxMessage;
     const length = (msg as Uint8Array | DedupSource).length;
     if (length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${length} bytes, the peer takes at most ${max}`));
@@ -243,13 +238,13 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   #dedupHalf(): ChannelDedup {
     const core = this.#core;
-    const o = this.#o;
+    const o = this.#core.o;
     return (this.#dedup ??= new ChannelDedup({
       // Read at the peer's OPEN: refused until the channel is authorized.
       get accept() {
         return o.dedup && core.authorized;
       },
-      qp: this.#qp, pd: this.#pd, zoneBytes: this.#o.dedupZoneBytes, maxMessage: this.#o.maxMessage, store: this.#o.dedupStore,
+      qp: this.#qp, pd: this.#pd, zoneBytes: this.#core.o.dedupZoneBytes, maxMessage: this.#core.o.maxMessage, store: this.#core.o.dedupStore,
       sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
       deliver: (r) => {
         (this.#front ??= []).push(r);
@@ -284,7 +279,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     for (let guard = 0; guard < 4096 && !this.#torn; guard++) {
       const d = this.#core.peek();
       if (!d || !d.value || !isDedupMessage(d.bytes)) break;
-      this.#core.pollMessage(performance.now());
+      this.#core.pollMessage(clock());
       took = true;
       this.#dedupHalf().onMessage(d.bytes);
     }
@@ -294,7 +289,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /** `raw`: a dedup-kind message (V set, the 0xc1 mark) the channel itself sends. */
   #send(msg: unknown, raw: boolean): Promise<void> {
     if (this.#error) return Promise.reject(this.#error);
-    if (this.#life.closing) return Promise.reject(this.#life.closedError());
+    if (this.#life?.closing) return Promise.reject(this.#life.closedError());
     const value = raw || !(msg instanceof Uint8Array);
     let bytes: Uint8Array;
     try {
@@ -305,14 +300,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     const max = this.#core.maxMessage;
     if (bytes.length > max) return Promise.reject(new SabreError(ErrorCode.LimitExceeded, `send: ${bytes.length} bytes, the peer takes at most ${max}`));
     return new Promise<void>((resolve, reject) => {
-      if (this.#waiting.length === 0 && this.#core.out.outstanding < this.#o.highWaterMark) {
-        const seq = this.#core.send(bytes, value, performance.now(), false);
+      if (this.#waiting.length === 0 && this.#core.out.outstanding < this.#core.o.highWaterMark) {
+        const seq = this.#core.send(bytes, value, clock(), false);
         (this.#sends ??= new Map()).set(seq, { resolve, reject });
         this.#kickSoon();
         return;
       }
-      if (this.#waiting.length >= this.#o.maxQueued) {
-        reject(new SabreError(ErrorCode.QueueFull, `send: ${this.#waiting.length} sends already wait beyond highWaterMark ${this.#o.highWaterMark}`));
+      if (this.#waiting.length >= this.#core.o.maxQueued) {
+        reject(new SabreError(ErrorCode.QueueFull, `send: ${this.#waiting.length} sends already wait beyond highWaterMark ${this.#core.o.highWaterMark}`));
         return;
       }
       if (this.#waiting === NO_WAITING) this.#waiting = [];
@@ -328,7 +323,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     queueMicrotask(() => {
       this.#kickScheduled = false;
       if (this.#torn) return;
-      this.#core.pump(performance.now());
+      this.#core.pump(clock());
       this.#flush();
     });
   }
@@ -346,12 +341,12 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     this.#routeDedupHeads(true);
     const f = this.#front?.shift();
     if (f) return f instanceof Error ? f : { done: false, value: f.bytes };
-    const d = this.#core.pollMessage(performance.now());
+    const d = this.#core.pollMessage(clock());
     if (d) {
       this.#flush();
       this.#routeDedupHeads(true); // a dedup message now next in order goes on without the application
       if (!d.value) return { done: false, value: d.bytes };
-      const v = decodeValue(d.bytes, { maxElements: this.#o.maxValueElements, maxDepth: this.#o.maxValueDepth });
+      const v = decodeValue(d.bytes, { maxElements: this.#core.o.maxValueElements, maxDepth: this.#core.o.maxValueDepth });
       if (v.ok) return { done: false, value: v.value };
       if (v.limit) this.#core.refuse(`the peer sent a value past this end's limits: ${v.error}`);
       else this.#core.fail('protocol', `the peer sent a value that does not decode (${v.error})`);
@@ -401,25 +396,30 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * outstanding reject with ERR_CLOSED). Resolves when the QP and every region are released.
    */
   close(): Promise<void> {
-    return this.#life.close(() => this.#feed());
+    return this.#lc.close(() => this.#feed());
   }
 
   get #torn(): boolean {
-    return this.#life.ended;
+    return this.#life?.ended === true;
+  }
+
+  /** Made at the first close(), owed promise or teardown: an idle channel holds none. */
+  get #lc(): Lifecycle {
+    return (this.#life ??= new Lifecycle(channelClosed));
   }
 
   // ---- the shell ----------------------------------------------------------------------------
 
   /** flush false: inside #flush, which posts what this queued after the actions it holds (in the core's order). */
   #feed(flush = true): void {
-    const now = performance.now();
-    while (this.#waiting.length > 0 && !this.#torn && this.#core.out.outstanding < this.#o.highWaterMark) {
+    const now = clock();
+    while (this.#waiting.length > 0 && !this.#torn && this.#core.out.outstanding < this.#core.o.highWaterMark) {
       const w = this.#waiting.shift()!;
       const seq = this.#core.send(w.bytes, w.value, now, false);
       (this.#sends ??= new Map()).set(seq, w);
     }
-    if (this.#life.closing && !this.#closeCalled && this.#waiting.length === 0 && !this.#torn) {
-      this.#closeCalled = true;
+    if (this.#life?.closing && !(this.#bits & S.closeCalled) && this.#waiting.length === 0 && !this.#torn) {
+      this.#bits |= S.closeCalled;
       this.#core.close(now);
     }
     this.#core.pump(now);
@@ -428,7 +428,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal a completion for this channel's QP. */
   onWc(wc: WorkCompletion): void {
-    const now = performance.now();
+    const now = clock();
     const core = this.#core;
     if (wc.opcode !== WcOpcode.Recv && wc.opcode !== WcOpcode.RecvRdmaWithImm && wrKindOf(Number(wc.wrId)) === WrKind.Dedup) {
       this.#dedup?.onWc(wc);
@@ -450,7 +450,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal */
   onDeviceGone(message: string): void {
-    this.#core.handleQpError(message, performance.now());
+    this.#core.handleQpError(message, clock());
     this.#flush();
   }
 
@@ -460,14 +460,14 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * nested flush would post the next control message before those this one still holds.
    */
   #flush(): void {
-    if (this.#flushing) return void (this.#flushAgain = true);
-    this.#flushing = true;
+    if (this.#bits & S.flushing) return void (this.#bits |= S.flushAgain);
+    this.#bits |= S.flushing;
     const core = this.#core;
     try {
       let refused = false;
-      for (let pass = 0, again = true; again && pass < 1000; pass++, again = this.#flushAgain) {
-        this.#flushAgain = false;
-        core.handleBatchEnd(performance.now());
+      for (let pass = 0, again = true; again && pass < 1000; pass++, again = (this.#bits & S.flushAgain) !== 0) {
+        this.#bits &= ~S.flushAgain;
+        core.handleBatchEnd(clock());
         for (let a = core.pollAction(); a; a = core.pollAction()) {
           // After a refused post nothing more goes to the peer (it would arrive out of order).
           if (refused && (a.kind === 'recv' || a.kind === 'send' || a.kind === 'write' || a.kind === 'read')) continue;
@@ -481,7 +481,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         }
       }
     } finally {
-      this.#flushing = false;
+      this.#bits &= ~S.flushing;
     }
     this.#arm();
   }
@@ -495,9 +495,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       case 'read':
         return postAction(qp, a);
       case 'connected':
-        this.#isConnected = true;
+        this.#bits |= S.connected;
         this.#connected?.settle.resolve();
         this.#connected = undefined;
+        // #connected was its only owed promise: an open channel keeps no lifecycle until close().
+        if (this.#life && !this.#life.closing) this.#life = undefined;
         return;
       case 'placed': {
         const p = this.#sends?.get(a.seq);
@@ -531,7 +533,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     const err = this.#error ?? new SabreError(ErrorCode.Closed, 'channel closed before the message was placed');
     // Ended first: whatever the release below sets off finds a channel that is gone. close()'s
     // promise resolves after this turn, when the rest is done.
-    this.#life.end(err);
+    this.#lc.end(err);
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#qp.destroy();
@@ -568,22 +570,22 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
     if (at === undefined) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = undefined;
-      this.#timerAt = Infinity;
+      this.#timerAt = undefined;
       return;
     }
-    if (this.#timer && at >= this.#timerAt) return;
+    if (this.#timer && this.#timerAt !== undefined && at >= this.#timerAt) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timerAt = at;
     // A closure per arming, not one per channel: idle channels have no deadline and no timer.
-    this.#timer = setTimeout(() => this.#onTimer(), Math.max(0, at - performance.now()) + 1);
+    this.#timer = setTimeout(() => this.#onTimer(), Math.max(0, at - clock()) + 1);
     this.#timer.unref();
   }
 
   #onTimer(): void {
     this.#timer = undefined;
-    this.#timerAt = Infinity;
+    this.#timerAt = undefined;
     if (this.#torn) return;
-    this.#core.handleTimeout(performance.now());
+    this.#core.handleTimeout(clock());
     this.#flush();
   }
 

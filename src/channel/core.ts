@@ -53,35 +53,52 @@ export const IDLE_MBOX_CREDITS = 2;
 /** Phase 0's slots start on a cache line of their own in the fixed region. */
 const SLOTS_ALIGN = 64;
 
+/** ChannelCore's #flags. */
+const F = { torn: 1, released: 2, helloSent: 4, helloReceived: 8, closeQueued: 16 } as const;
+
+/**
+ * Where the fixed region's parts lie, from the options alone (computed, not stored: an idle
+ * channel keeps no descriptor objects for them): the HELLO receive buffer at 0, the mailbox at
+ * CHAN_HELLO_BUF, the send scratch after it, phase 0's slots after that on a cache line.
+ */
+function scratchOff(o: ResolvedOptions): number {
+  return CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
+}
+/** The scratch sends every control message and the HELLO (the largest), and eager data up to the first rung. */
+function scratchLen(o: ResolvedOptions): number {
+  return Math.max(CHAN_HELLO_BUF, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
+}
+function slots0Off(o: ResolvedOptions): number {
+  return Math.ceil((scratchOff(o) + scratchLen(o)) / SLOTS_ALIGN) * SLOTS_ALIGN;
+}
+
 export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   readonly o: ResolvedOptions;
   readonly ports: ChannelPorts;
   readonly fixed: Region;
-  readonly scratch: { region: Region; off: number; len: number };
   readonly inb: Inbound;
   readonly out: Outbound;
   state: CoreState = 'init';
   failure: { kind: FailKind; message: string } | undefined;
-  readonly #actions = new Outbox<Action>();
+  /** Made by the first action after the last was taken: an idle channel holds no queue. */
+  #actions: Outbox<Action> | undefined;
   #wrNext = 1;
   #closeWr = -1;
-  #torn = false;
-  #released = false;
-  #helloSent = false;
-  #helloReceived = false;
-  #helloDeadline = Infinity;
-  #closeDeadline = Infinity;
-  #closeQueued = false;
-  // Our mailbox (the peer's control messages land here).
-  readonly #mboxOff: number;
+  /** F.* bits: one field for five flags (every field of an idle channel costs a word). */
+  #flags = 0;
+  /** The HELLO's deadline until it arrives, then close()'s (close() before the HELLO tears down at once); undefined while none runs. */
+  #deadline: number | undefined = undefined;
+  // Our mailbox (the peer's control messages land here), at CHAN_HELLO_BUF in the fixed region.
   #mboxNext = 0;
   #ctrlReceived = 0;
   /** Starts below 0 by the withheld credits: they count as owed from the start, reported when the mailbox opens. */
   #ctrlReported: number;
   /** Mailbox credits withheld (receives not posted) until the mailbox is first used; 0 once open. */
   #mboxHeld: number;
-  // The peer's mailbox.
-  #peerMbox: { addr: number; rkey: number; slots: number } | undefined;
+  // The peer's mailbox (slots 0: not known yet, before its HELLO).
+  #peerMboxAddr = 0;
+  #peerMboxRkey = 0;
+  #peerMboxSlots = 0;
   #peerMboxNext = 0;
   ctrlCredits = 0;
   /** Control messages waiting for a credit; made on the first (an idle channel has credit). */
@@ -104,31 +121,43 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     this.#preauthMax = preauthMax;
     this.#mboxHeld = Math.max(0, o.ctrlSlots - IDLE_MBOX_CREDITS);
     this.#ctrlReported = -this.#mboxHeld;
-    // The scratch sends every control message, the HELLO (the largest: it fits the peer's HELLO
-    // buffer) included, and eager data up to the first rung; a first rung smaller than the HELLO
-    // must not make it smaller.
-    const scratchLen = Math.max(CHAN_HELLO_BUF, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
-    this.#mboxOff = CHAN_HELLO_BUF;
-    const scratchOff = CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
     // Phase 0's slots follow in the same region (same access): an idle channel end holds one
     // region, not two — one registration, one region table entry, one NIC call to open.
-    const slotsOff = Math.ceil((scratchOff + scratchLen) / SLOTS_ALIGN) * SLOTS_ALIGN;
     const p0 = o.ladder[0]!;
-    const fixed = ports.reg(slotsOff + p0.slots * p0.slotSize, 'fixed');
+    const fixed = ports.reg(slots0Off(o) + p0.slots * p0.slotSize, 'fixed');
     if (!fixed) throw new RangeError('no device memory for the channel');
     this.fixed = fixed;
-    this.scratch = { region: fixed, off: scratchOff, len: scratchLen };
-    this.inb = new Inbound(this, now, { region: fixed, off: slotsOff });
+    this.inb = new Inbound(this, now);
     this.out = new Outbound(this);
     const n = this.#want();
     this.#posted = n;
-    this.#actions.push({ kind: 'recv', n, hello: { region: fixed, off: 0, len: CHAN_HELLO_BUF } });
+    this.emit({ kind: 'recv', n, hello: { region: fixed, off: 0, len: CHAN_HELLO_BUF } });
   }
 
   // ---- Link ---------------------------------------------------------------------------------
 
   get live(): boolean {
     return !this.#torn;
+  }
+
+  get scratchOff(): number {
+    return scratchOff(this.o);
+  }
+  get scratchLen(): number {
+    return scratchLen(this.o);
+  }
+  get slots0Off(): number {
+    return slots0Off(this.o);
+  }
+
+  get #torn(): boolean {
+    return (this.#flags & F.torn) !== 0;
+  }
+  get #helloSent(): boolean {
+    return (this.#flags & F.helloSent) !== 0;
+  }
+  get #helloReceived(): boolean {
+    return (this.#flags & F.helloReceived) !== 0;
   }
 
   get preauthMax(): number {
@@ -160,7 +189,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   }
 
   emit(a: Action): void {
-    this.#actions.push(a);
+    (this.#actions ??= new Outbox()).push(a);
   }
 
   newWr(kind: WrKindValue): number {
@@ -189,7 +218,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const n = this.#want() - this.#posted;
     if (n > 0) {
       this.#posted += n;
-      this.#actions.push({ kind: 'recv', n });
+      this.emit({ kind: 'recv', n });
     }
   }
 
@@ -197,22 +226,22 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     if (this.#torn) return;
     this.state = 'failed';
     this.failure = { kind, message };
-    this.#actions.push({ kind: 'failed', cause: kind, message });
+    this.emit({ kind: 'failed', cause: kind, message });
     // Tell the peer, where the link still carries a control message: its pending sends and
     // reads fail now instead of waiting on this end (a rendezvous DONE would never come).
     // Credit rules do not matter any more; one mailbox credit is enough. The write is inline
     // (copied when posted) and goes before the QP is destroyed; should it be lost, the peer's
     // own deadlines still end its waits.
-    if (kind !== 'closed' && kind !== 'link' && kind !== 'aborted' && this.#peerMbox && this.#helloSent && this.ctrlCredits >= 1) {
+    if (kind !== 'closed' && kind !== 'link' && kind !== 'aborted' && this.#peerMboxSlots > 0 && this.#helloSent && this.ctrlCredits >= 1) {
       this.#postCtrl({ type: ChanType.Close, next: this.out.nextSeq % CHAN_SEQ_MOD, abort: true }, false);
     }
     this.#teardown();
   }
 
   #teardown(): void {
-    this.#torn = true;
+    this.#flags |= F.torn;
     this.#ctrlQ = undefined;
-    this.#actions.push({ kind: 'teardown' });
+    this.emit({ kind: 'teardown' });
   }
 
   // ---- application side ---------------------------------------------------------------------
@@ -220,26 +249,26 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   /** After the QP connected: send HELLO. */
   start(now: number): void {
     if (this.#helloSent || this.#torn) return;
-    this.#helloSent = true;
-    this.#helloDeadline = this.#helloReceived ? Infinity : now + this.o.timeoutMs;
+    this.#flags |= F.helloSent;
+    if (!this.#helloReceived) this.#deadline = now + this.o.timeoutMs;
     const maxEager = this.o.ladder[this.o.ladder.length - 1]!.slotSize;
     const bytes = encodeCtrl({
       type: ChanType.Hello,
       hdr: { flags: 0, ctrlCredits: this.o.ctrlSlots - this.#mboxHeld, epoch: 0, slotCredits: this.inb.helloCredits(), consumed: 0 },
       hello: {
         version: CHAN_VERSION, ctrlSlots: this.o.ctrlSlots, window: this.o.window, maxEager, maxMessage: this.o.maxMessage,
-        mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + this.#mboxOff,
+        mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + CHAN_HELLO_BUF,
       },
       grant: this.inb.helloGrant(),
     });
     const wrId = this.newWr(WrKind.Hello);
-    this.#actions.push({ kind: 'send', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes });
+    this.emit({ kind: 'send', wrId, local: { region: this.fixed, off: this.scratchOff, len: bytes.length }, bytes });
     this.#pump(now);
   }
 
   /** Largest message the peer takes (after connected). */
   get maxMessage(): number {
-    return this.out.peer?.maxMessage ?? 0;
+    return this.out.peerMaxMessage;
   }
 
   /**
@@ -295,21 +324,23 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   /** Graceful close: wait until every accepted send is placed, then CLOSE. */
   close(now: number): void {
     if (this.state !== 'open' && this.state !== 'init') return;
-    if (this.state === 'init' || !this.#peerMbox) {
+    if (this.state === 'init' || this.#peerMboxSlots === 0) {
       // Nothing was ever exchanged: nothing to tell the peer.
       this.state = 'closed';
-      this.#actions.push({ kind: 'ended' });
+      this.emit({ kind: 'ended' });
       this.#teardown();
       return;
     }
     this.state = 'closing';
-    this.#closeDeadline = now + this.o.timeoutMs;
+    this.#deadline = now + this.o.timeoutMs;
     this.#pump(now);
   }
 
   /** The next action, in the order the core made them (src/core/sans-io.ts). */
   pollAction(): Action | undefined {
-    return this.#actions.poll();
+    const a = this.#actions?.poll();
+    if (a === undefined) this.#actions = undefined;
+    return a;
   }
 
   // ---- completions --------------------------------------------------------------------------
@@ -331,15 +362,17 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       hdr.ctrlCredits > h.ctrlSlots || (hdr.ctrlCredits === 1) ? `${hdr.ctrlCredits} mailbox credits of ${h.ctrlSlots}` :
       checkGrant(g, 0, h.maxEager) ?? (hdr.slotCredits > g.slots ? `${hdr.slotCredits} slot credits of ${g.slots}` : undefined);
     if (why) return this.fail('protocol', `HELLO refused: ${why}`);
-    this.#helloReceived = true;
-    this.#helloDeadline = Infinity;
-    this.#peerMbox = { addr: h.mboxAddr, rkey: h.mboxRkey, slots: h.ctrlSlots };
+    this.#flags |= F.helloReceived;
+    this.#deadline = undefined;
+    this.#peerMboxAddr = h.mboxAddr;
+    this.#peerMboxRkey = h.mboxRkey;
+    this.#peerMboxSlots = h.ctrlSlots;
     // A HELLO's credits are what it grants at the start (0: the whole pool).
     this.ctrlCredits = hdr.ctrlCredits || h.ctrlSlots;
     this.out.onHello(h, g, now, hdr.slotCredits || g.slots);
     if (this.state === 'init') {
       this.state = 'open';
-      this.#actions.push({ kind: 'connected' });
+      this.emit({ kind: 'connected' });
     }
     this.refill();
     this.#pump(now);
@@ -358,7 +391,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       if (f.slot !== this.#mboxNext) return this.fail('protocol', `control message in mailbox slot ${f.slot}, the next is ${this.#mboxNext}`);
       if (byteLen < 8 || byteLen > CHAN_MBOX_SLOT) return this.fail('protocol', `control message of ${byteLen} bytes`);
       if (this.#ctrlReceived + 1 > this.#ctrlReported + this.o.ctrlSlots) return this.fail('protocol', 'control message without a mailbox credit');
-      const bytes = this.ports.read(this.fixed, this.#mboxOff + f.slot * CHAN_MBOX_SLOT, byteLen);
+      const bytes = this.ports.read(this.fixed, CHAN_HELLO_BUF + f.slot * CHAN_MBOX_SLOT, byteLen);
       this.#mboxNext = (this.#mboxNext + 1) % this.o.ctrlSlots;
       this.#ctrlReceived++;
       this.#openMailbox();
@@ -373,7 +406,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     if (!r.ok) return this.fail('protocol', `control message: ${r.error}`);
     const m = r.msg;
     this.ctrlCredits += m.hdr.ctrlCredits;
-    if (this.ctrlCredits > this.#peerMbox!.slots) return this.fail('protocol', 'mailbox credits beyond the peer\'s mailbox');
+    if (this.ctrlCredits > this.#peerMboxSlots) return this.fail('protocol', 'mailbox credits beyond the peer\'s mailbox');
     this.out.onCredits(m.hdr);
     if (this.#torn) return;
     switch (m.type) {
@@ -397,7 +430,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
         if (this.#torn) return;
         // Everything the peer sent is here; what we still had for it will not be taken.
         this.state = 'closed';
-        this.#actions.push({ kind: 'ended' });
+        this.emit({ kind: 'ended' });
         this.#teardown();
         return;
     }
@@ -421,7 +454,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       return this.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `control message failed: ${r.status}`);
     } else if (wrId === this.#closeWr) {
       this.state = 'closed';
-      this.#actions.push({ kind: 'ended' });
+      this.emit({ kind: 'ended' });
       this.#teardown();
       return;
     }
@@ -437,8 +470,10 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
 
   handleTimeout(now: number): void {
     if (this.#torn) return;
-    if (now >= this.#helloDeadline) return this.fail('timeout', `no HELLO from the peer within ${this.o.timeoutMs} ms`);
-    if (now >= this.#closeDeadline) return this.fail('timeout', `close: sends still outstanding after ${this.o.timeoutMs} ms`);
+    if (this.#deadline !== undefined && now >= this.#deadline) {
+      if (!this.#helloReceived) return this.fail('timeout', `no HELLO from the peer within ${this.o.timeoutMs} ms`);
+      return this.fail('timeout', `close: sends still outstanding after ${this.o.timeoutMs} ms`);
+    }
     this.out.tick(now);
     if (this.#torn) return;
     this.inb.tick(now);
@@ -447,12 +482,12 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
 
   pollTimeout(): number | undefined {
     if (this.#torn) return undefined;
-    let d = Math.min(this.#helloDeadline, this.#closeDeadline);
+    let d = this.#deadline;
     const a = this.out.deadline();
-    if (a !== undefined) d = Math.min(d, a);
+    if (a !== undefined && (d === undefined || a < d)) d = a;
     const b = this.inb.deadline();
-    if (b !== undefined) d = Math.min(d, b);
-    return d === Infinity ? undefined : d;
+    if (b !== undefined && (d === undefined || b < d)) d = b;
+    return d;
   }
 
   // ---- the control pump ---------------------------------------------------------------------
@@ -462,13 +497,13 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   }
 
   #pump(now: number): void {
-    if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
+    if (this.#torn || !this.#helloSent || this.#peerMboxSlots === 0) return;
     // A posted SWITCH makes new slot credits usable and may lead to another ENLARGE: go round
     // again while control messages go out (each round spends a mailbox credit, so it ends).
     for (let round = 0; round <= this.o.ctrlSlots && !this.#torn; round++) {
       this.out.pump(now);
-      if (this.state === 'closing' && !this.#closeQueued && this.out.outstanding === 0) {
-        this.#closeQueued = true;
+      if (this.state === 'closing' && !(this.#flags & F.closeQueued) && this.out.outstanding === 0) {
+        this.#flags |= F.closeQueued;
         this.queueCtrl({
           make: () => ({ type: ChanType.Close, next: this.out.nextSeq % CHAN_SEQ_MOD }),
           onPost: (wrId) => {
@@ -497,7 +532,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
    * in one message.
    */
   handleBatchEnd(now: number): void {
-    if (this.#torn || !this.#helloSent || !this.#peerMbox) return;
+    if (this.#torn || !this.#helloSent || this.#peerMboxSlots === 0) return;
     this.#pump(now);
     if (this.#torn || (this.#ctrlQ?.length ?? 0) > 0 || this.ctrlCredits < 1) return;
     // Withheld credits are owed, but not due: the peer has not used the mailbox yet.
@@ -510,7 +545,6 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
 
   /** credits false: the message returns none (an abort: nothing will be sent to use them). */
   #postCtrl(body: Body, credits = true): number {
-    const mb = this.#peerMbox!;
     // Receives before the credits that let the peer use them. A CLOSE leaves a mailbox the peer
     // never used withheld: the peer still holds both credits of its HELLO, enough for its CLOSE.
     if (credits && body.type !== ChanType.Close) this.#openMailbox();
@@ -519,13 +553,13 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const c = credits ? this.inb.takeCredits() : { epoch: this.inb.cur.epoch, slotCredits: 0, consumed: this.inb.consumed % CHAN_SEQ_MOD };
     const bytes = encodeCtrl({ ...body, hdr: { flags: 0, ctrlCredits: owedCtrl, epoch: c.epoch, slotCredits: c.slotCredits, consumed: c.consumed } });
     const slot = this.#peerMboxNext;
-    this.#peerMboxNext = (slot + 1) % mb.slots;
+    this.#peerMboxNext = (slot + 1) % this.#peerMboxSlots;
     this.ctrlCredits--;
     this.#ctrlSent++;
     const wrId = this.newWr(WrKind.Ctrl);
-    this.#actions.push({
-      kind: 'write', wrId, local: { region: this.fixed, off: this.scratch.off, len: bytes.length }, bytes,
-      remoteAddr: mb.addr + slot * CHAN_MBOX_SLOT, rkey: mb.rkey, imm: ctrlImm(slot),
+    this.emit({
+      kind: 'write', wrId, local: { region: this.fixed, off: this.scratchOff, len: bytes.length }, bytes,
+      remoteAddr: this.#peerMboxAddr + slot * CHAN_MBOX_SLOT, rkey: this.#peerMboxRkey, imm: ctrlImm(slot),
     });
     return wrId;
   }
@@ -534,16 +568,16 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
 
   /** After 'teardown' (the QP is destroyed): deregister every region. Idempotent. */
   releaseMemory(): void {
-    if (this.#released) return;
-    this.#released = true;
-    this.#torn = true;
+    if (this.#flags & F.released) return;
+    this.#flags |= F.released;
+    this.#flags |= F.torn;
     this.out.releaseMemory();
     this.inb.releaseMemory();
     this.ports.dereg(this.fixed);
   }
 
   get registeredBytes(): number {
-    if (this.#released) return 0;
+    if (this.#flags & F.released) return 0;
     return this.fixed.length + this.inb.registeredBytes + this.out.registeredBytes;
   }
 

@@ -24,10 +24,8 @@ export interface RxEpoch {
   epoch: number;
   phase: number;
   region: Region;
-  /** Where the slots start in region (phase 0's first slots share the fixed region). */
+  /** Where the slots start in region (phase 0's slots lie in the core's fixed region, which the epoch does not deregister). */
   off: number;
-  /** The region is the core's fixed region: the epoch does not deregister it. */
-  shared: boolean;
   slots: number;
   slotSize: number;
   /** Slot the next data message must name. */
@@ -86,14 +84,13 @@ export const IDLE_SLOT_CREDITS = 2;
 
 export class Inbound {
   readonly #l: Link;
-  /** Phase 0's slots in the fixed region: every phase-0 epoch uses them (one is live at a time). */
-  readonly #slots0: { region: Region; off: number };
   cur: RxEpoch;
   /** Granted, not yet fenced by SWITCH. */
   pending: RxEpoch | undefined;
   /** Largest need of an ENLARGE that arrived while an epoch change was under way. */
   #pendingNeed = 0;
-  #grantDeadline = Infinity;
+  /** Until SWITCH fences a granted epoch (undefined while none is granted). */
+  #grantDeadline: number | undefined = undefined;
   #lastDataAt: number;
   /** Messages arrived and not yet taken, by seq (made on the first message: idle channels have none). */
   #inbox: Map<number, Entry> | undefined;
@@ -119,13 +116,12 @@ export class Inbound {
    */
   #held: number;
 
-  /** `slots0`: where the first epoch's slots (phase 0's) lie, in the core's fixed region. */
-  constructor(l: Link, now: number, slots0: { region: Region; off: number }) {
+  /** The first epoch's slots (phase 0's) lie in the core's fixed region, at l.slots0Off: every phase-0 epoch uses them (one is live at a time). */
+  constructor(l: Link, now: number) {
     this.#l = l;
-    this.#slots0 = slots0;
     const p0 = l.o.ladder[0]!;
     this.#held = Math.max(0, p0.slots - IDLE_SLOT_CREDITS);
-    this.cur = { epoch: 0, phase: 0, region: slots0.region, off: slots0.off, shared: true, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: -this.#held };
+    this.cur = { epoch: 0, phase: 0, region: l.fixed, off: l.slots0Off, slots: p0.slots, slotSize: p0.slotSize, next: 0, received: 0, reported: -this.#held };
     this.#lastDataAt = now;
   }
 
@@ -142,12 +138,12 @@ export class Inbound {
 
   /** Bytes an epoch registered itself (the fixed region's are the core's). */
   #own(e: RxEpoch): number {
-    return e.shared ? 0 : e.region.length;
+    return e.region === this.#l.fixed ? 0 : e.region.length;
   }
 
   /** Deregister an epoch's slots, unless they are the fixed region's. */
   #release(e: RxEpoch): void {
-    if (!e.shared) this.#l.ports.dereg(e.region);
+    if (e.region !== this.#l.fixed) this.#l.ports.dereg(e.region);
   }
 
   /** The epoch-0 grant for HELLO. */
@@ -322,7 +318,7 @@ export class Inbound {
     // Back to phase 0 (a shrink): its slots in the fixed region, free since the last phase-0
     // epoch was fenced — no registration, so a shrink can never fail for want of memory.
     const shared = p === 0;
-    const region = shared ? this.#slots0.region : l.ports.reg(ph.slots * ph.slotSize, 'eager');
+    const region = shared ? l.fixed : l.ports.reg(ph.slots * ph.slotSize, 'eager');
     if (!region) {
       if (asked) {
         // No memory for bigger slots: say so, and the sender sends those messages by rendezvous.
@@ -332,8 +328,8 @@ export class Inbound {
       return;
     }
     const epoch = (this.cur.epoch + 1) % CHAN_EPOCH_MOD;
-    const off = shared ? this.#slots0.off : 0;
-    this.pending = { epoch, phase: p, region, off, shared, slots: ph.slots, slotSize: ph.slotSize, next: 0, received: 0, reported: 0 };
+    const off = shared ? l.slots0Off : 0;
+    this.pending = { epoch, phase: p, region, off, slots: ph.slots, slotSize: ph.slotSize, next: 0, received: 0, reported: 0 };
     // Receives for the new slots go in before the GRANT can be read (actions run in order).
     l.refill();
     const grant: Grant = { epoch, slots: ph.slots, slotSize: ph.slotSize, addr: region.addr + off, rkey: region.rkey, phase: p };
@@ -353,7 +349,7 @@ export class Inbound {
     this.#held = 0;
     this.cur = next;
     this.pending = undefined;
-    this.#grantDeadline = Infinity;
+    this.#grantDeadline = undefined;
     if (next.phase > old.phase) this.#count().enlargements++;
     else this.#count().shrinks++;
     this.#lastDataAt = now;
@@ -471,7 +467,7 @@ export class Inbound {
   tick(now: number): void {
     const l = this.#l;
     if (this.pending) {
-      if (now >= this.#grantDeadline) l.fail('timeout', `the peer did not fence epoch ${this.cur.epoch} (SWITCH) within ${l.o.timeoutMs} ms of the GRANT`);
+      if (this.#grantDeadline !== undefined && now >= this.#grantDeadline) l.fail('timeout', `the peer did not fence epoch ${this.cur.epoch} (SWITCH) within ${l.o.timeoutMs} ms of the GRANT`);
       return;
     }
     // Same expression as deadline(): the clock reaching it must fire it (no float round-off).

@@ -27,8 +27,13 @@ export const wrKindOf = (wrId: number): number => wrId & 7;
 export interface Link {
   readonly o: ResolvedOptions;
   readonly ports: ChannelPorts;
-  /** The fixed region's send scratch (inline writes up to its length). */
-  readonly scratch: { region: Region; off: number; len: number };
+  /** HELLO buffer, mailbox, send scratch and phase 0's slots (the channel's life). */
+  readonly fixed: Region;
+  /** The send scratch in the fixed region (inline writes up to its length). */
+  readonly scratchOff: number;
+  readonly scratchLen: number;
+  /** Where phase 0's slots start in the fixed region. */
+  readonly slots0Off: number;
   emit(a: Action): void;
   fail(kind: FailKind, message: string): void;
   queueCtrl(e: CtrlEntry, front?: boolean): void;

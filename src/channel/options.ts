@@ -215,3 +215,13 @@ function storeOptions(v: unknown): Readonly<Required<DedupStoreOptions>> {
     maxEntries: int(o.maxEntries, 'dedupStore.maxEntries', STORE_DEFAULTS.maxEntries, 1, 1 << 24),
   });
 }
+
+/** Options of one send. */
+export interface SendOptions {
+  /**
+   * Move the bytes (a Uint8Array) by de-duplication (docs/dedup.md): the peer's chunks it
+   * already holds from this channel are not sent again. Arrives as an ordinary message, in
+   * order; ordinary sends made after it wait until it has finished.
+   */
+  dedup?: boolean;
+}

@@ -35,14 +35,19 @@ export interface TxEpoch {
   credits: number;
   /** Data messages written in this epoch (SWITCH carries it). */
   written: number;
-  /** Staging for writes above the scratch: one inline slot, or one slot per peer slot. */
-  stage: Region | undefined;
-  stageInline: boolean;
-  /** Per staging slot (peer slot mod stageSlots): a non-inline write from it is in flight. */
+  /** Staging for writes above the scratch (none at phase 0: an idle channel holds no record for it). */
+  stage: Stage | undefined;
+}
+
+export interface Stage {
+  /** One inline slot, or one slot per peer slot. */
+  region: Region;
+  inline: boolean;
+  /** Per staging slot (peer slot mod slots): a non-inline write from it is in flight. */
   busy: Uint8Array | undefined;
-  stageSlots: number;
+  slots: number;
   /** Writes from the stage not yet completed (it is deregistered only at 0). */
-  busyCount: number;
+  count: number;
 }
 
 interface WriteRec {
@@ -69,12 +74,6 @@ interface OutMsg {
   seq: number;
   bytes: Uint8Array;
   value: boolean;
-}
-
-export interface PeerLimits {
-  window: number;
-  maxEager: number;
-  maxMessage: number;
 }
 
 export interface OutboundStats {
@@ -115,7 +114,10 @@ const NO_OFFERS: OfferRec[] = [];
 
 export class Outbound {
   readonly #l: Link;
-  peer: PeerLimits | undefined;
+  /** The peer's limits from its HELLO (0 before it): three words, not an object per channel. */
+  peerWindow = 0;
+  peerMaxEager = 0;
+  peerMaxMessage = 0;
   tx: TxEpoch | undefined;
   /** A GRANT whose SWITCH is queued. */
   #switching: Grant | undefined;
@@ -147,15 +149,15 @@ export class Outbound {
   }
 
   get registeredBytes(): number {
-    let n = this.tx?.stage?.length ?? 0;
-    for (const t of this.#retired ?? []) n += t.stage?.length ?? 0;
+    let n = this.tx?.stage?.region.length ?? 0;
+    for (const t of this.#retired ?? []) n += t.stage!.region.length;
     for (const o of this.#offers) n += o.region.length;
     return n;
   }
 
   /** The largest message that goes eagerly: the peer's, within what this end stages. */
   get #maxEager(): number {
-    return Math.min(this.peer?.maxEager ?? 0, this.#l.stageCap);
+    return Math.min(this.peerMaxEager, this.#l.stageCap);
   }
 
   /** The peer said something (its liveness, for the DONE deadline). */
@@ -166,7 +168,9 @@ export class Outbound {
   /** `credits`: the slot credits the HELLO grants (the core checked them against g.slots). */
   onHello(h: Hello, g: Grant, now: number, credits: number): void {
     this.#now = this.#heardAt = now;
-    this.peer = { window: h.window, maxEager: h.maxEager, maxMessage: h.maxMessage };
+    this.peerWindow = h.window;
+    this.peerMaxEager = h.maxEager;
+    this.peerMaxMessage = h.maxMessage;
     this.#activate(g);
     if (this.tx) this.tx.credits = credits;
   }
@@ -184,13 +188,12 @@ export class Outbound {
   pump(now: number): void {
     const l = this.#l;
     const tx = this.tx;
-    const peer = this.peer;
-    if (!tx || !peer || !l.live) return;
+    if (!tx || !l.live) return;
     this.#now = now;
     const maxEager = this.#maxEager;
     let need = 0;
     let stalled = 0;
-    const limit = this.peerConsumed + peer.window;
+    const limit = this.peerConsumed + this.peerWindow;
     for (let i = 0; i < this.#queue.length && l.live; ) {
       const m = this.#queue[i]!;
       // Everything after a message outside the window is outside it too.
@@ -258,24 +261,25 @@ export class Outbound {
     let inline: Uint8Array | undefined;
     let staged = false;
     if (len === 0) local = undefined;
-    else if (len <= l.scratch.len) {
-      local = { region: l.scratch.region, off: l.scratch.off, len };
+    else if (len <= l.scratchLen) {
+      local = { region: l.fixed, off: l.scratchOff, len };
       inline = bytes;
-    } else if (t.stageInline) {
+    } else if (t.stage!.inline) {
       // Inline, but the post may come later in this step than a SWITCH that retires the
       // stage: it stays registered until the write completes.
-      local = { region: t.stage!, off: 0, len };
+      local = { region: t.stage!.region, off: 0, len };
       inline = bytes;
-      t.busyCount++;
+      t.stage!.count++;
       staged = true;
     } else {
       // Not inline: the engine reads the staging until the write completes.
-      const k = slot % t.stageSlots;
-      if (t.busy![k]) return false;
-      t.busy![k] = 1;
-      t.busyCount++;
+      const st = t.stage!;
+      const k = slot % st.slots;
+      if (st.busy![k]) return false;
+      st.busy![k] = 1;
+      st.count++;
       staged = true;
-      local = { region: t.stage!, off: k * t.useSize, len };
+      local = { region: st.region, off: k * t.useSize, len };
       l.ports.write(local.region, local.off, bytes);
     }
     let msgLen = 0;
@@ -334,8 +338,7 @@ export class Outbound {
   onGrant(g: Grant | undefined, now: number): void {
     const l = this.#l;
     const t = this.tx;
-    const peer = this.peer;
-    if (!t || !peer) return l.fail('protocol', 'GRANT before HELLO');
+    if (!t) return l.fail('protocol', 'GRANT before HELLO');
     if (this.#switching) return l.fail('protocol', 'a second GRANT before the first was fenced');
     if (!g) {
       this.#denied = true;
@@ -343,7 +346,7 @@ export class Outbound {
       this.pump(now);
       return;
     }
-    const why = checkGrant(g, (t.epoch + 1) % CHAN_EPOCH_MOD, peer.maxEager);
+    const why = checkGrant(g, (t.epoch + 1) % CHAN_EPOCH_MOD, this.peerMaxEager);
     if (why) return l.fail('protocol', `GRANT refused: ${why}`);
     this.#switching = g;
     l.queueCtrl(
@@ -380,8 +383,9 @@ export class Outbound {
     const w = writes[i]!;
     writes.splice(i, 1);
     if (w.staged) {
-      if (w.tx.busy) w.tx.busy[w.slot % w.tx.stageSlots] = 0;
-      w.tx.busyCount--;
+      const st = w.tx.stage!;
+      if (st.busy) st.busy[w.slot % st.slots] = 0;
+      st.count--;
       this.#sweepRetired();
     }
     if (!r.ok) {
@@ -401,24 +405,21 @@ export class Outbound {
   #activate(g: Grant): void {
     const l = this.#l;
     const old = this.tx;
-    let stage: Region | undefined;
-    let stageInline = false;
-    let busy: Uint8Array | undefined;
+    let stage: Stage | undefined;
     // The grant is the peer's number; what it costs here is ours: slots are used up to the
     // staging cap, and no more staging slots than fit in it (writes then wait for a free one).
     const cap = l.stageCap;
     const useSize = Math.min(g.slotSize, cap);
-    let stageSlots = 1;
-    if (useSize > l.scratch.len) {
-      stageInline = useSize <= INLINE_MAX;
-      stageSlots = stageInline ? 1 : Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
-      stage = l.ports.reg(stageSlots * useSize, 'stage');
-      if (!stage) return l.fail('memory', `no device memory to stage writes of ${useSize} bytes`);
-      if (!stageInline) busy = new Uint8Array(stageSlots);
+    if (useSize > l.scratchLen) {
+      const inline = useSize <= INLINE_MAX;
+      const slots = inline ? 1 : Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
+      const region = l.ports.reg(slots * useSize, 'stage');
+      if (!region) return l.fail('memory', `no device memory to stage writes of ${useSize} bytes`);
+      stage = { region, inline, busy: inline ? undefined : new Uint8Array(slots), slots, count: 0 };
     }
     this.tx = {
       epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, useSize, addr: g.addr, rkey: g.rkey,
-      next: 0, credits: g.slots, written: 0, stage, stageInline, busy, stageSlots, busyCount: 0,
+      next: 0, credits: g.slots, written: 0, stage,
     };
     this.#switching = undefined;
     this.#denied = false;
@@ -434,8 +435,8 @@ export class Outbound {
     if (retired === undefined) return;
     for (let i = retired.length - 1; i >= 0; i--) {
       const t = retired[i]!;
-      if (t.busyCount > 0) continue;
-      this.#l.ports.dereg(t.stage!);
+      if (t.stage!.count > 0) continue;
+      this.#l.ports.dereg(t.stage!.region);
       retired.splice(i, 1);
     }
   }
@@ -475,9 +476,9 @@ export class Outbound {
 
   releaseMemory(): void {
     const d = this.#l.ports;
-    if (this.tx?.stage) d.dereg(this.tx.stage);
+    if (this.tx?.stage) d.dereg(this.tx.stage.region);
     if (this.tx) this.tx.stage = undefined;
-    for (const t of this.#retired ?? []) d.dereg(t.stage!);
+    for (const t of this.#retired ?? []) d.dereg(t.stage!.region);
     this.#retired = undefined;
     for (const o of this.#offers) d.dereg(o.region);
     this.#offers.length = 0;

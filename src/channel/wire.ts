@@ -20,6 +20,13 @@ export const CLOSE_ABORT = ChanFlag.Abort;
 
 // chanImm's bits as this module's own consts (every write's immediate goes through them; V8
 // folds a module's own consts, not imported ones).
+/**
+ * A decoded 64-bit address as a small integer where it is one: the accessor's arithmetic yields a
+ * heap number even for a small value, and a channel keeps the peer's addresses in its fields
+ * (each such number would be an object of its own per channel).
+ */
+const small = (x: number): number => (x >= 0 && x <= 0x3fff_ffff ? x | 0 : x);
+
 const K = W.CHAN_IMM_IMM_K;
 const P = W.CHAN_IMM_IMM_P;
 const EPOCH = W.CHAN_IMM_IMM_EPOCH;
@@ -125,7 +132,7 @@ function grantFramed(b: Uint8Array, o: number): boolean {
 
 function readGrant(b: Uint8Array, o: number): Grant | string {
   if (!grantFramed(b, o)) return 'GRANT_FRAMING';
-  const addr = W.getChanGrantAddr(b, o);
+  const addr = small(W.getChanGrantAddr(b, o));
   if (addr < 0) return 'ADDR_RANGE';
   return {
     epoch: W.getChanGrantEpoch(b, o),
@@ -214,7 +221,7 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
   let body: Body;
   switch (type) {
     case ChanType.Hello: {
-      const mboxAddr = W.getChanHelloMboxAddr(b, o);
+      const mboxAddr = small(W.getChanHelloMboxAddr(b, o));
       if (mboxAddr < 0) return { ok: false, error: 'ADDR_RANGE' };
       const grant = readGrant(b, o + W.CHAN_HELLO_SIZE);
       if (typeof grant === 'string') return { ok: false, error: grant };
@@ -254,7 +261,7 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
       body = { type, epoch: W.getChanSwitchEpoch(b, o), count: W.getChanSwitchCount(b, o) };
       break;
     case ChanType.Offer: {
-      const addr = W.getChanOfferAddr(b, o);
+      const addr = small(W.getChanOfferAddr(b, o));
       if (addr < 0) return { ok: false, error: 'ADDR_RANGE' };
       body = {
         type, seq: W.getChanOfferSeq(b, o), length: W.getChanOfferLength(b, o), rkey: W.getChanOfferRkey(b, o), addr,

@@ -54,7 +54,7 @@ describe('channel core: handshake and sizes', () => {
     p.run();
     expect(p.a.connected && p.b.connected).toBe(true);
     // fixed: HELLO buffer + the mailbox + a scratch as large as the HELLO buffer
-    expect(p.a.core.scratch.len).toBeGreaterThanOrEqual(CHAN_HELLO_BUF);
+    expect(p.a.core.scratchLen).toBeGreaterThanOrEqual(CHAN_HELLO_BUF);
     const sent = [pattern(10, 1), pattern(48, 2)];
     for (const m of sent) {
       const seq = p.send(p.a, m);
