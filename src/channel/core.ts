@@ -26,7 +26,7 @@
 import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/channel-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import { Inbound, type InboundStats } from './inbound.js';
-import { type CtrlEntry, INLINE_MAX, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
+import { type CtrlEntry, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
 import type { ResolvedOptions } from './options.js';
 import { Outbound, type OutboundStats, checkGrant } from './outbound.js';
 import type { Action, ChannelPorts, Delivered, FailKind, Outcome, Region } from './ports.js';
@@ -64,12 +64,13 @@ const F = { torn: 1, released: 2, helloSent: 4, helloReceived: 8, closeQueued: 1
 function scratchOff(o: ResolvedOptions): number {
   return CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
 }
-/** The scratch sends every control message and the HELLO (the largest), and eager data up to the first rung. */
-function scratchLen(o: ResolvedOptions): number {
-  return Math.max(CHAN_HELLO_BUF, Math.min(o.ladder[0]!.slotSize, INLINE_MAX));
-}
+/**
+ * The scratch sends every control message, the HELLO (the largest) and data up to its size; larger
+ * inline writes go from a stage registered at the first of them (./outbound.ts): none when idle.
+ */
+const SCRATCH_LEN = CHAN_HELLO_BUF;
 function slots0Off(o: ResolvedOptions): number {
-  return Math.ceil((scratchOff(o) + scratchLen(o)) / SLOTS_ALIGN) * SLOTS_ALIGN;
+  return Math.ceil((scratchOff(o) + SCRATCH_LEN) / SLOTS_ALIGN) * SLOTS_ALIGN;
 }
 
 export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
@@ -144,7 +145,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     return scratchOff(this.o);
   }
   get scratchLen(): number {
-    return scratchLen(this.o);
+    return SCRATCH_LEN;
   }
   get slots0Off(): number {
     return slots0Off(this.o);

@@ -264,12 +264,14 @@ export class Outbound {
     else if (len <= l.scratchLen) {
       local = { region: l.fixed, off: l.scratchOff, len };
       inline = bytes;
-    } else if (t.stage!.inline) {
+    } else if (t.useSize <= INLINE_MAX) {
       // Inline, but the post may come later in this step than a SWITCH that retires the
       // stage: it stays registered until the write completes.
-      local = { region: t.stage!.region, off: 0, len };
+      const st = t.stage ?? this.#inlineStage(t);
+      if (st === undefined) return false;
+      local = { region: st.region, off: 0, len };
       inline = bytes;
-      t.stage!.count++;
+      st.count++;
       staged = true;
     } else {
       // Not inline: the engine reads the staging until the write completes.
@@ -410,12 +412,13 @@ export class Outbound {
     // staging cap, and no more staging slots than fit in it (writes then wait for a free one).
     const cap = l.stageCap;
     const useSize = Math.min(g.slotSize, cap);
-    if (useSize > l.scratchLen) {
-      const inline = useSize <= INLINE_MAX;
-      const slots = inline ? 1 : Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
+    // An inline stage (one slot) waits for the first write above the scratch (#inlineStage):
+    // an idle channel's epochs never register one.
+    if (useSize > INLINE_MAX) {
+      const slots = Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
       const region = l.ports.reg(slots * useSize, 'stage');
       if (!region) return l.fail('memory', `no device memory to stage writes of ${useSize} bytes`);
-      stage = { region, inline, busy: inline ? undefined : new Uint8Array(slots), slots, count: 0 };
+      stage = { region, inline: false, busy: new Uint8Array(slots), slots, count: 0 };
     }
     this.tx = {
       epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, useSize, addr: g.addr, rkey: g.rkey,
@@ -428,6 +431,13 @@ export class Outbound {
       (this.#retired ??= []).push(old);
       this.#sweepRetired();
     }
+  }
+
+  /** The current epoch's one inline staging slot, registered at its first write above the scratch. */
+  #inlineStage(t: TxEpoch): Stage | undefined {
+    const region = this.#l.ports.reg(t.useSize, 'stage');
+    if (!region) return void this.#l.fail('memory', `no device memory to stage writes of ${t.useSize} bytes`);
+    return (t.stage = { region, inline: true, busy: undefined, slots: 1, count: 0 });
   }
 
   #sweepRetired(): void {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { pattern, SimPair } from './sim.js';
 
-const FIXED = 64 + 8 * 32 + 256;
+const FIXED = 64 + 8 * 32 + 64;
 const P0 = 256 * 4;
 
 describe('channel core: an untrusted end (preauth)', () => {

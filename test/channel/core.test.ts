@@ -40,8 +40,8 @@ describe('channel core: handshake and sizes', () => {
     expect(s.phase).toBe(0);
     expect(s.eagerSize).toBe(256);
     expect(s.sendEagerSize).toBe(256);
-    // fixed: HELLO buffer + 8 mailbox slots + a 256-byte scratch; eager: 8 x 256
-    expect(s.registeredBytes).toBe(CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT + 256 + 8 * 256);
+    // fixed: HELLO buffer + 8 mailbox slots + a scratch the HELLO's size; eager: 8 x 256
+    expect(s.registeredBytes).toBe(CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT + CHAN_HELLO_BUF + 8 * 256);
     p.close(p.a);
     p.run();
     expect(p.b.ended).toBe(true);

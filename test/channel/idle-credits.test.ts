@@ -10,7 +10,7 @@ import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_VERSION, ChanType } from '../../sr
 import { pattern, SimEnd, SimPair } from './sim.js';
 
 describe('idle channel: receives posted only for the credits granted', () => {
-  it('with default options each idle end keeps 2 + 2 receives posted (not 8 + 4), and the same 1,600 B registered', () => {
+  it('with default options each idle end keeps 2 + 2 receives posted (not 8 + 4), and 1,408 B registered', () => {
     expect(IDLE_MBOX_CREDITS).toBe(2);
     expect(IDLE_SLOT_CREDITS).toBe(2);
     const p = new SimPair();
@@ -19,9 +19,26 @@ describe('idle channel: receives posted only for the credits granted', () => {
     for (const e of [p.a, p.b]) {
       expect(e.posted.length, `${e.name}: receives posted`).toBe(IDLE_MBOX_CREDITS + IDLE_SLOT_CREDITS);
       expect(e.core.stats().ctrlCredits, `${e.name}: mailbox credits from the peer's HELLO`).toBe(IDLE_MBOX_CREDITS);
-      expect(e.core.stats().registeredBytes).toBe(CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT + 256 + 4 * 256);
+      expect(e.core.stats().registeredBytes).toBe(CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT + CHAN_HELLO_BUF + 4 * 256);
       expect(e.core.stats().ctrlSent, `${e.name}: nothing said after HELLO`).toBe(0);
     }
+  });
+
+  it('writes above the scratch (64 B) register a one-slot stage at the first of them, reused after; an idle end has none', () => {
+    const p = new SimPair();
+    p.run(p.now + 100);
+    const idle = CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT + CHAN_HELLO_BUF + 4 * 256;
+    expect(p.a.core.stats().registeredBytes).toBe(idle);
+    p.send(p.a, pattern(CHAN_HELLO_BUF, 1));
+    p.run(p.now + 100);
+    expect(p.a.core.stats().registeredBytes, 'a write the scratch holds').toBe(idle);
+    const big = [pattern(CHAN_HELLO_BUF + 1, 2), pattern(256, 3), pattern(200, 4)];
+    for (const m of big) {
+      p.send(p.a, m);
+      p.run(p.now + 100);
+      expect(p.a.core.stats().registeredBytes, 'one 256-byte stage, made once').toBe(idle + 256);
+    }
+    expect(p.b.received.map((m) => Buffer.from(m as Uint8Array).toString('hex'))).toEqual([pattern(CHAN_HELLO_BUF, 1), ...big].map((m) => Buffer.from(m).toString('hex')));
   });
 
   it('the first message opens both pools: all receives posted, all credits back, and traffic past the idle credits flows', () => {

@@ -9,7 +9,7 @@ import { pattern } from './sim.js';
 const dev = udpDevices();
 
 /** Fixed region (HELLO buffer, 8 mailbox slots, scratch) + phase 0 (256 B x 4) of the default ladder. */
-const IDLE = 64 + 8 * 32 + 256 + 1024;
+const IDLE = 64 + 8 * 32 + 64 + 1024;
 
 describe('preauth listener: untrusted channels', () => {
   it('take messages up to preauth.maxMessage within a small fixed registration; after authorize() the full ladder', async () => {
