@@ -13,9 +13,15 @@
 // is the result then), or when CHAN_SCALE_DEADLINE_MS runs out.
 // Run: npm run build:ts && node bench/channel-scale.bench.mjs
 //   CHAN_SCALE_N (default 10000), CHAN_SCALE_WARMUP (500), CHAN_SCALE_TRANSPORT (udp | tcp; udp),
-//   CHAN_SCALE_DEADLINE_MS (240000)
+//   CHAN_SCALE_DEADLINE_MS (240000), CHAN_SCALE_IDLE_MS (0; see below)
+// With CHAN_SCALE_IDLE_MS > 0 both sides measure again after the channels sat idle that long, the
+// main thread's last collection a memory-reducing one (V8's 'last-resort' flavour: compacts and
+// gives back the free pages it keeps after collecting the opening's garbage — what V8's memory
+// reducer does by itself in an idle process) and the NIC thread left to its own memory reducer:
+// the 'idle' rows, their baseline read the same way after the warm-up. The first rows are read
+// right after the opening, as before.
 import { fileURLToPath } from 'node:url';
-import { settleDevice, youngBytes } from './lib/gc.mjs';
+import { gc, settleDevice, youngBytes } from './lib/gc.mjs';
 import { forkPeer, servePeer } from './lib/peer.mjs';
 import { channelStats, connectChannel, listenChannels, openDevice } from '../dist/index.js';
 
@@ -23,7 +29,15 @@ const N = Number(process.env.CHAN_SCALE_N ?? 10_000);
 const WARMUP = Math.min(N, Number(process.env.CHAN_SCALE_WARMUP ?? 500));
 const TRANSPORT = process.env.CHAN_SCALE_TRANSPORT ?? 'udp';
 const DEADLINE_MS = Number(process.env.CHAN_SCALE_DEADLINE_MS ?? 240_000);
+const IDLE_MS = Number(process.env.CHAN_SCALE_IDLE_MS ?? 0);
 const BATCH = 32;
+
+/** The idle reading: wait, then a memory-reducing collection of this thread before measure(). */
+async function idleMeasure(dev, ms) {
+  await new Promise((r) => setTimeout(r, ms));
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  return measure(dev);
+}
 
 
 async function measure(dev) {
@@ -60,6 +74,9 @@ if (process.argv.includes('--peer')) {
       const until = Date.now() + timeoutMs;
       while (chans.length < n && Date.now() < until && !acceptError) await new Promise((r) => setTimeout(r, 20));
       return { ...(await measure(dev)), accepted: chans.length, acceptError };
+    },
+    async idle({ ms }) {
+      return idleMeasure(dev, ms);
     },
     async close() {
       const all = chans.splice(0);
@@ -103,6 +120,8 @@ if (process.argv.includes('--peer')) {
   const warm = await openTo(WARMUP);
   const mineA = await measure(dev);
   const theirsA = await call('measure', { n: chans.length, timeoutMs: 10_000 });
+  // The idle rows' baseline is read the same way as their end point (idle, memory-reducing).
+  const [mineA2, theirsA2] = IDLE_MS > 0 ? await Promise.all([idleMeasure(dev, IDLE_MS), call('idle', { ms: IDLE_MS })]) : [];
   const rest = await openTo(N);
   const mineB = await measure(dev);
   const theirsB = await call('measure', { n: chans.length, timeoutMs: 10_000 });
@@ -124,7 +143,13 @@ if (process.argv.includes('--peer')) {
   });
   console.log(`channel-scale ${TRANSPORT}: N=${N} warm-up=${WARMUP} opened=${chans.length}${failure ? ` STOPPED: ${failure}` : ''}${theirsB.acceptError ? ` (listener: ${theirsB.acceptError})` : ''}`);
   console.log(`open: warm-up ${(warm.ms / Math.max(1, warm.opened)).toFixed(2)} ms/ch, then ${rest.opened} in ${(rest.ms / 1000).toFixed(1)} s (${(rest.ms / Math.max(1, rest.opened)).toFixed(2)} ms/ch)`);
-  console.table([side(mineA, mineB, 'dialer'), side(theirsA, theirsB, 'listener')]);
+  const rows = [side(mineA, mineB, 'dialer'), side(theirsA, theirsB, 'listener')];
+  if (IDLE_MS > 0) {
+    // Both sides idle at once: the peer's wait runs while this one's does.
+    const [mineC, theirsC] = await Promise.all([idleMeasure(dev, IDLE_MS), call('idle', { ms: IDLE_MS })]);
+    rows.push(side(mineA2, mineC, 'dialer idle'), side(theirsA2, theirsC, 'listener idle'));
+  }
+  console.table(rows);
   for (let i = 0; i < chans.length; i += BATCH) await Promise.all(chans.slice(i, i + BATCH).map((c) => c.close().catch(() => {})));
   await call('close').catch(() => {});
   await dev.close();
