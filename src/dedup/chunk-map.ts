@@ -47,6 +47,12 @@ export const ChunkStatus = DedupChunkStatus;
 
 /** Bytes a map for `capacity` chunks takes. */
 export const chunkMapBytes = (capacity: number): number => HDR + capacity * REC + capacity * 4;
+/**
+ * Bytes of a block a caller gives a map for `capacity` chunks (the map and its segment
+ * descriptors, 64-aligned): a receiver takes one block for all its slots' maps, one allocation
+ * (a blocking call to a NIC thread) instead of two per slot.
+ */
+export const chunkMapBlockBytes = (capacity: number): number => ((chunkMapBytes(capacity) + 63) & ~63) + DESC_BATCH * DESC;
 
 export class ChunkMap {
   readonly mem: DedupMemory;
@@ -57,17 +63,24 @@ export class ChunkMap {
   #doneSeen = 0;
   #count = 0;
   #freed = false;
+  /** The memory is the caller's (`block`): free() leaves it allocated. */
+  readonly #borrowed: boolean;
 
-  /** A map with room for `capacity` chunks, for a zone of `zoneLen` bytes at `zoneAddr`. */
-  constructor(mem: DedupMemory, zoneAddr: number, zoneLen: number, capacity: number, seed: bigint = 0n) {
+  /**
+   * A map with room for `capacity` chunks, for a zone of `zoneLen` bytes at `zoneAddr`; in
+   * `block` (64-aligned, chunkMapBlockBytes(capacity) bytes the caller owns and frees) when
+   * given, else in memory of its own.
+   */
+  constructor(mem: DedupMemory, zoneAddr: number, zoneLen: number, capacity: number, seed: bigint = 0n, block?: number) {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > 1 << 22) throw new SabreError(ErrorCode.InvalidArgument, 'chunk map capacity must be 1..2^22');
     if (!Number.isInteger(zoneAddr) || zoneAddr < 0 || !Number.isInteger(zoneLen) || zoneLen < 0 || zoneAddr + zoneLen > 2 ** 32) {
       throw new SabreError(ErrorCode.InvalidArgument, 'chunk map zone must lie in the 32-bit memory');
     }
     this.mem = mem;
     this.capacity = capacity;
-    this.addr = mem.alloc(chunkMapBytes(capacity), 64);
-    this.#desc = mem.alloc(DESC_BATCH * DESC, 64);
+    this.#borrowed = block !== undefined;
+    this.addr = block ?? mem.alloc(chunkMapBytes(capacity), 64);
+    this.#desc = block !== undefined ? block + ((chunkMapBytes(capacity) + 63) & ~63) : mem.alloc(DESC_BATCH * DESC, 64);
     const dv = mem.dataView();
     for (let i = 0; i < HDR; i += 4) dv.setUint32(this.addr + i, 0, true);
     dv.setUint32(this.addr + H.magic.offset, DEDUP_MAP_MAGIC, true);
@@ -95,6 +108,33 @@ export class ChunkMap {
     const st = this.mem.kernels.chunkMapArm(this.addr);
     if (st !== DedupArmStatus.Ok) throw new SabreError(ErrorCode.InvalidArgument, `chunk map rejected the chunk list (status ${st}: lengths must be > 0 and fit the zone)`);
     this.#count = chunks.length;
+    this.#doneSeen = 0;
+  }
+
+  /**
+   * arm() from 32-byte hash records (dedupEntry.hash: the XXH3-128 value's low64 then high64,
+   * little-endian, is exactly the map's expected field): chunk k is `lens[k]` bytes, its record at
+   * `rec(k)`. No value is decoded per chunk.
+   */
+  armRecords(count: number, len: (k: number) => number, rec: (k: number) => readonly [Uint8Array, number]): void {
+    this.#live();
+    if (count > this.capacity) throw new SabreError(ErrorCode.LimitExceeded, `chunk map holds ${this.capacity} chunks, ${count} given`);
+    const dv = this.mem.dataView();
+    const u8 = this.mem.u8();
+    dv.setUint32(this.addr + H.chunkCount.offset, count, true);
+    let at = 0;
+    for (let k = 0; k < count; k++) {
+      const r = this.#rec(k);
+      const l = len(k);
+      const [h, o] = rec(k);
+      dv.setUint32(r + C.start.offset, at, true);
+      dv.setUint32(r + C.len.offset, l, true);
+      u8.set(h.subarray(o, o + 16), r + C.expected.offset);
+      at += l;
+    }
+    const st = this.mem.kernels.chunkMapArm(this.addr);
+    if (st !== DedupArmStatus.Ok) throw new SabreError(ErrorCode.InvalidArgument, `chunk map rejected the chunk list (status ${st}: lengths must be > 0 and fit the zone)`);
+    this.#count = count;
     this.#doneSeen = 0;
   }
 
@@ -191,6 +231,7 @@ export class ChunkMap {
     if (this.#freed) return;
     this.#freed = true;
     this.mem.dataView().setUint32(this.addr + H.magic.offset, 0, true); // a stale hookup finds no map
+    if (this.#borrowed) return;
     this.mem.free(this.addr);
     this.mem.free(this.#desc);
   }

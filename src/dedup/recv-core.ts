@@ -6,8 +6,8 @@
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
-import { ChunkMap, ChunkStatus } from './chunk-map.js';
-import { HASH_ALG, type HashAlgName, hashKey, xxhValue } from './hash.js';
+import { ChunkMap, chunkMapBlockBytes, ChunkStatus } from './chunk-map.js';
+import { HASH_ALG, type HashAlgName, hashKey } from './hash.js';
 import type { DedupMemory, RecvStats } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
 import type { ChunkStore } from './store.js';
@@ -87,6 +87,8 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   readonly #o: Required<Omit<DedupRecvOptions, 'normalization' | 'progress'>> & { normalization: number; progress: boolean };
   readonly #slotLen: number;
   readonly #maps: Array<ChunkMap | undefined> = [];
+  /** The memory of every slot's map (0: none made yet). */
+  #mapBlock = 0;
   /**
    * Address of the zone's directory (dedupZoneDir): the chunk map of each armed slot. The
    * placement hook (docs/dedup.md) keeps this address for the zone's region and calls
@@ -251,6 +253,8 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.fields.magic.offset, 0, true);
     for (const a of this.#maps) a?.free();
     this.#maps.length = 0;
+    if (this.#mapBlock) this.#o.mem.free(this.#mapBlock);
+    this.#mapBlock = 0;
     this.#o.mem.free(this.zoneDirectory);
   }
 
@@ -300,11 +304,13 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       const ref = o.store.getByKey(o.scope, key);
       if (ref && ref.len === len) {
         // Copied within this call, so nothing here depends on the chunk staying in the store.
-        const v = ref.view ?? u8.subarray(ref.addr, ref.addr + len);
-        if (run && run.buf === v.buffer && run.from + run.len === v.byteOffset && run.to + run.len === this.#sum) run.len += len;
+        // Where its bytes are: the caller's buffer (a basis ingested by reference) or device memory.
+        const buf = ref.src ? ref.src.buffer : ref.view ? ref.view.buffer : u8.buffer;
+        const from = ref.src ? ref.src.byteOffset + ref.off! : ref.view ? ref.view.byteOffset : ref.addr;
+        if (run && run.buf === buf && run.from + run.len === from && run.to + run.len === this.#sum) run.len += len;
         else {
           flush();
-          run = { buf: v.buffer, from: v.byteOffset, to: this.#sum, len };
+          run = { buf, from, to: this.#sum, len };
         }
         this.#placed(idx);
         this.#stats.chunksFromStore++;
@@ -359,15 +365,27 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       this.#cursor = j;
       let map: ChunkMap | undefined;
       if (this.#hashAlg === 'xxh3-128') {
-        map = this.#maps[slot] ??= new ChunkMap(this.#o.mem, ...this.slotRange(slot), Math.floor(this.#slotLen / this.#o.min) + 1, this.#o.store.hasher.seed);
-        map.arm(idx.map((i) => {
-          const [h, at] = this.#hashRec(i);
-          return { len: this.#lens[i]!, hash: xxhValue(h, at) };
-        }));
+        map = this.#mapOf(slot);
+        map.armRecords(idx.length, (k) => this.#lens[idx[k]!]!, (k) => this.#hashRec(idx[k]!));
       }
       this.#armed.set(slot, { idx, bytes, map });
       if (map) this.#setDir(slot, map.addr); // from here on, placement into the slot hashes in-band
     }
+  }
+
+  /**
+   * Slot s's chunk map. The first one needed makes every slot's, in one block of memory: each
+   * allocation is a blocking call to a NIC thread, which is busy placing the transfer's writes.
+   */
+  #mapOf(s: number): ChunkMap {
+    const have = this.#maps[s];
+    if (have) return have;
+    const o = this.#o;
+    const cap = Math.floor(this.#slotLen / o.min) + 1;
+    const per = chunkMapBlockBytes(cap);
+    this.#mapBlock = o.mem.alloc(per * o.slots, 64);
+    for (let k = 0; k < o.slots; k++) this.#maps[k] = new ChunkMap(o.mem, ...this.slotRange(k), cap, o.store.hasher.seed, this.#mapBlock + k * per);
+    return this.#maps[s]!;
   }
 
   #onRound(xfer: number, slot: number, first: number, count: number, bytes: number): RecvAction[] {

@@ -77,6 +77,8 @@ interface Entry {
   readonly addr: number;
   readonly len: number;
   readonly view?: Uint8Array;
+  readonly src?: Uint8Array;
+  readonly off?: number;
   pins: number;
 }
 
@@ -86,6 +88,23 @@ export interface ChunkRef {
   readonly len: number;
   /** The chunk's bytes where an ingest by reference left them (the caller's buffer). */
   readonly view?: Uint8Array;
+  /** The same bytes as `src[off, off + len)`: a caller that copies them needs no view made. */
+  readonly src?: Uint8Array;
+  readonly off?: number;
+}
+
+/**
+ * An entry of an ingest by reference: the caller's bytes and where the chunk lies in them. Its
+ * view is made only when asked for (a basis has thousands of entries, most never looked at).
+ */
+class RefEntry implements Entry {
+  readonly copy = undefined;
+  readonly addr = -1;
+  pins = 0;
+  constructor(readonly scope: string, readonly key: string, readonly len: number, readonly src: Uint8Array, readonly off: number) {}
+  get view(): Uint8Array {
+    return this.src.subarray(this.off, this.off + this.len);
+  }
 }
 
 export interface IngestOptions {
@@ -445,7 +464,7 @@ export class ChunkStore {
         this.#s.refused++;
         continue;
       }
-      this.#add({ scope, key, copy: undefined, addr: -1, len, view: bytes.subarray(at, at + len), pins: 0 });
+      this.#add(new RefEntry(scope, key, len, bytes, at));
       this.#referenced++;
       this.#referencedBytes += len;
       this.#s.inserts++;
@@ -511,6 +530,7 @@ export class ChunkStore {
   #makeRoom(len: number): boolean {
     if (len > this.budgetBytes || this.maxEntries === 0) return false;
     const fits = (): boolean => this.#bytes + len <= this.budgetBytes && this.#lru.size < this.maxEntries;
+    if (fits()) return true; // the common case, before an iterator is made (an insert per chunk)
     for (const e of this.#lru.values()) {
       if (fits()) return true;
       // A reference frees no device memory: it goes only when the entries are what is full.

@@ -89,9 +89,33 @@ export class ClientSession {
   readonly address: DeviceAddress;
   /** Set by authenticate(). */
   limits!: NegotiatedLimits;
-  /** Read sinks (maxReadWriteSize each) and write buffers (maxWriteSize each), leased by index. */
-  sinks: MemoryRegion | undefined;
-  data: MemoryRegion | undefined;
+  /**
+   * Read sinks (maxReadWriteSize each) and write buffers (maxWriteSize each), leased by index.
+   * Each is registered at its first use: a registration zero-fills device memory on the NIC
+   * thread while this thread waits, and a session that only makes dedup transfers (which run on
+   * channels of their own) or only reads or only writes needs none or one of them.
+   */
+  get sinks(): MemoryRegion | undefined {
+    if (!this.#sinks && this.#sinkBytes > 0) this.#sinks = this.#register(this.#sinkBytes, Access.LocalWrite | Access.RemoteWrite);
+    return this.#sinks;
+  }
+
+  get data(): MemoryRegion | undefined {
+    if (!this.#data && this.#dataBytes > 0) this.#data = this.#register(this.#dataBytes, Access.LocalWrite);
+    return this.#data;
+  }
+
+  /** A request that reaches its buffers after the session ended fails as every request then does. */
+  #register(bytes: number, access: number): MemoryRegion {
+    if (this.failure) throw this.failure;
+    if (this.#closed) throw new FileError(LocalCode.Closed, 'the client is closed');
+    return this.#status.pd.regMr(bytes, access);
+  }
+
+  #sinks: MemoryRegion | undefined;
+  #data: MemoryRegion | undefined;
+  #sinkBytes = 0;
+  #dataBytes = 0;
   sinkPool = new LeasePool(0);
   dataPool = new LeasePool(0);
   /** The first failure: every later request fails with it. */
@@ -166,10 +190,9 @@ export class ClientSession {
     try {
       const limits = await ready;
       this.limits = limits;
-      const pd = this.#status.pd;
       const { sinks, writeBuffers: bufs } = pipeline(limits);
-      this.sinks = pd.regMr(sinks * limits.maxReadWriteSize, Access.LocalWrite | Access.RemoteWrite);
-      this.data = pd.regMr(bufs * limits.maxWriteSize, Access.LocalWrite);
+      this.#sinkBytes = sinks * limits.maxReadWriteSize;
+      this.#dataBytes = bufs * limits.maxWriteSize;
       this.sinkPool = new LeasePool(sinks);
       this.dataPool = new LeasePool(bufs);
     } catch (e) {

@@ -33,6 +33,7 @@ import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
 import type { DedupMemory } from '../dedup/types.js';
+import { type DedupTotals, dedupTotals } from '../dedup/stats.js';
 import type { FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
@@ -394,8 +395,11 @@ async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   return v;
 }
 
-type DedupTotalsLike = { sent: { chunks: number; chunksSent: number; bytesSent: number }; received: { chunks: number; chunksReceived: number; bytesReceived: number } };
-const totalsOf = (c: DedupClientSide): DedupTotalsLike | undefined => c.dev.stats().dedup as DedupTotalsLike | undefined;
+/**
+ * The dedup totals of the channel's device memory, read where they are kept: dev.stats() would
+ * be a blocking call to the device's NIC thread, twice per transfer, while it is busy.
+ */
+const totalsOf = (ch: Channel): DedupTotals => dedupTotals(dedupMemoryOf(ch.pd));
 
 /**
  * put --dedup: `bytes` replace `path` on the server, its current version the basis. A source
@@ -408,9 +412,9 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array | DedupSour
   try {
     await ch.send(dedupAuth(neg, 'put', path, fsync));
     const ready = await answer(ch, c.timeoutMs);
-    const before = totalsOf(c)?.sent ?? { chunks: 0, chunksSent: 0, bytesSent: 0 };
+    const before = { ...totalsOf(ch).sent };
     await (bytes instanceof Uint8Array ? ch.send(bytes, { dedup: true }) : ch.sendDedupFrom(bytes));
-    const after = totalsOf(c)!.sent;
+    const after = totalsOf(ch).sent;
     const done = await answer(ch, Math.max(c.timeoutMs, 60_000));
     if (done.ok && done.bytes !== bytes.length) throw Object.assign(new Error(`the server wrote ${done.bytes} of ${bytes.length} bytes`), { status: FileStatus.IoError });
     return { basisBytes: (ready.ok && ready.basis) || 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksSent - before.chunksSent, bytesMoved: after.bytesSent - before.bytesSent };
@@ -452,13 +456,13 @@ async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<De
     // receiver answers no OFFER until it is in). By reference: this call's own copy of the local
     // file, unchanged until the scope is dropped.
     if (basis) filled = store.fill(scope, basis.source, { key, avg }, { reference: true }).catch(() => 0);
-    const before = totalsOf(c)?.received ?? { chunks: 0, chunksReceived: 0, bytesReceived: 0 };
+    const before = { ...totalsOf(ch).received };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
     const r = await within(ch.next(), Math.max(c.timeoutMs, 60_000), 'the file');
     if (r.done || !(r.value instanceof Uint8Array)) throw Object.assign(new Error('expected the file\'s bytes'), { status: FileStatus.Malformed });
     if (head.ok && head.size !== r.value.length) throw Object.assign(new Error(`announced ${head.size} bytes, got ${r.value.length}`), { status: FileStatus.Malformed });
-    const after = totalsOf(c)!.received;
+    const after = totalsOf(ch).received;
     return { bytes: r.value, stats: { basisBytes: basisFile?.size ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived } };
   } finally {
     store.dropScope(scope);
