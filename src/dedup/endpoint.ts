@@ -336,8 +336,10 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
    * Told, synchronously, each time the verified prefix of the object being assembled grows: its
    * first `done` bytes are final (a file can be written while the rest arrives). `bytes` stays
    * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
+   * `moved`: `bytes` is a new array with the same first `done` bytes as the one told before (an
+   * object assembled in its basis, store.inPlaceBasis, left it at the first chunk that moved).
    */
-  onProgress?: (bytes: Uint8Array, done: number) => void;
+  onProgress?: (bytes: Uint8Array, done: number, moved?: boolean) => void;
 }
 
 /**
@@ -365,7 +367,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
   #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
   readonly #totals: DedupTotals;
   readonly #onObject: ((r: Received | Error) => void) | undefined;
-  readonly #onProgress: ((bytes: Uint8Array, done: number) => void) | undefined;
+  readonly #onProgress: ((bytes: Uint8Array, done: number, moved?: boolean) => void) | undefined;
 
   constructor(o: DedupReceiverInit) {
     this.#core = new DedupRecvCore(o.onProgress ? { ...o, progress: true } : o);
@@ -458,7 +460,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
           void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
           break;
         case 'progress':
-          this.#onProgress?.(a.bytes, a.done);
+          this.#onProgress?.(a.bytes, a.done, a.moved);
           break;
         case 'delivered':
           this.#totals.addReceived(a.stats);

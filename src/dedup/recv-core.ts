@@ -5,70 +5,17 @@
 // Everything a page declares is checked against the receiver's limits before work or memory
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
+import type { DedupRecvOptions, LandingZone, RecvAction } from './recv-types.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { ChunkMap, chunkMapBlockBytes, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey } from './hash.js';
-import type { DedupMemory, RecvStats } from './types.js';
+import type { RecvStats } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
-import type { ChunkStore } from './store.js';
 import { giveBack, takeBuffer } from './buffers.js';
+import { WrittenRanges } from './written.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
-export interface LandingZone {
-  /** Device address of the registered zone (slots × slotLen bytes) and its rkey. */
-  addr: number;
-  rkey: number;
-  length: number;
-}
-
-export interface DedupRecvOptions {
-  mem: DedupMemory;
-  store: ChunkStore;
-  /** The store scope of this peer (default scoping: one per peer). */
-  scope: string;
-  zone: LandingZone;
-  slots: number;
-  /** Chunking the sender must use: the receiver's store only matches chunks cut the same way. */
-  avg?: number;
-  min?: number;
-  max?: number;
-  normalization?: number;
-  /**
-   * Chunking key (32 bytes): a secret of this receiver scope, so boundaries do not fingerprint
-   * content. Default: the store's key for the scope (store.chunkKey(scope)), never one key for
-   * several scopes.
-   */
-  key?: Uint8Array;
-  /** Entries per OFFER page (bounds the receive buffer a page needs). Default 1024. */
-  maxEntries?: number;
-  /** Chunks per transfer. Default 2^20. */
-  maxChunks?: number;
-  /** Bytes per transfer (the object is allocated when its first OFFER page arrives). Default 256 MiB. */
-  maxTotal?: number;
-  /**
-   * Put every verified chunk into the store, so later transfers of this scope find it (default
-   * true). false for a scope that lives for one transfer (a file's basis): repeats inside the
-   * object are served from the object itself either way.
-   */
-  keepReceived?: boolean;
-  /**
-   * Queue 'progress' actions as the object's verified prefix grows, so the caller can write the
-   * start of the object out while the rest still arrives (default false).
-   */
-  progress?: boolean;
-}
-
-/** What the receiver's shell carries out, in the order the core made them (pollAction). */
-export type RecvAction =
-  | { kind: 'send'; bytes: Uint8Array }
-  /** The object, assembled (its own memory: the receiver keeps no reference). */
-  | { kind: 'delivered'; bytes: Uint8Array; stats: RecvStats }
-  /**
-   * The first `done` bytes of the object being assembled are final: verified, in place, never
-   * written again. `bytes` is the object (still the receiver's until it is delivered).
-   */
-  | { kind: 'progress'; bytes: Uint8Array; done: number }
-  | { kind: 'failed'; error: SabreError };
+export type { DedupRecvOptions, LandingZone, RecvAction } from './recv-types.js';
 
 interface Armed {
   /** Manifest indices in the slot, in order. */
@@ -110,6 +57,17 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
    * ./buffers.ts: a buffer a caller gave back has its pages already mapped.
    */
   #out: Uint8Array | undefined;
+  /**
+   * The basis the object is assembled in (store.inPlaceBasis: `#out` is its start), and what of it
+   * this transfer has written: a held chunk is copied from its place in the basis to its place
+   * in the object, or is there already; one whose basis bytes were written over is asked for.
+   */
+  #inPlace: Uint8Array | undefined;
+  #written = new WrittenRanges();
+  /** The object is (still) the start of #inPlace. */
+  #inBasisObject = false;
+  /** The object left the basis since the last progress action. */
+  #moved = false;
   #lens: number[] = [];
   #offs: number[] = [];
   #hashes: Uint8Array[] = []; // per page
@@ -242,7 +200,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   /** The pipe failed: drop the transfer. */
   handleFailure(error: SabreError, _now: number): void {
     if (!this.#active) return;
-    giveBack(this.#out);
+    if (!this.#inBasisObject) giveBack(this.#out);
     this.#cleanup();
     this.#actions.push({ kind: 'failed', error });
   }
@@ -286,13 +244,12 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     if (fewest > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `an object of ${total} bytes needs more than ${o.maxChunks} chunks`);
     if (opening) this.#begin(m.xfer, total);
     const bitmap = new Uint8Array((m.count + 7) >> 3);
-    const out = this.#out!;
     const u8 = o.mem.u8();
     // Held chunks adjacent in the object and in their memory (a basis read whole: runs of
     // unchanged chunks) are copied as one run: a copy has a fixed cost per call on top of its bytes.
     let run: { buf: ArrayBufferLike; from: number; to: number; len: number } | undefined;
     const flush = (): void => {
-      if (run) out.set(new Uint8Array(run.buf, run.from, run.len), run.to);
+      if (run) this.#put(new Uint8Array(run.buf, run.from, run.len), run.to);
       run = undefined;
     };
     for (let i = 0; i < m.count; i++) {
@@ -302,7 +259,21 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       this.#offs.push(this.#sum);
       const key = hashKey(m.hashes, i * DEDUP_HASH_BYTES);
       const ref = o.store.getByKey(o.scope, key);
-      if (ref && ref.len === len) {
+      const inBasis = ref !== undefined && ref.src !== undefined && ref.src === this.#inPlace;
+      if (ref && ref.len === len && inBasis && this.#inBasisObject && ref.off === this.#sum) {
+        // The object is assembled in the basis and this chunk is already where it belongs.
+        this.#heldIn(idx, len);
+        this.#sum += len;
+        continue;
+      }
+      // A chunk of the basis that moved: the object leaves the basis first (a move would write
+      // over the basis bytes of chunks still to come, which insertions make the rule). Basis
+      // bytes written over while the object was in it are asked for, below.
+      if (ref && ref.len === len && inBasis && this.#inBasisObject) {
+        flush();
+        this.#leaveBasis();
+      }
+      if (ref && ref.len === len && !(inBasis && this.#written.touches(ref.off!, len))) {
         // Copied within this call, so nothing here depends on the chunk staying in the store.
         // Where its bytes are: the caller's buffer (a basis ingested by reference) or device memory.
         const buf = ref.src ? ref.src.buffer : ref.view ? ref.view.buffer : u8.buffer;
@@ -312,10 +283,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
           flush();
           run = { buf, from, to: this.#sum, len };
         }
-        this.#placed(idx);
-        this.#stats.chunksFromStore++;
-        this.#stats.bytesFromStore += len;
-        this.#assembled += len;
+        this.#heldIn(idx, len);
       } else {
         const first = this.#firstByHash.get(key);
         if (first !== undefined && this.#lens[first] === len) {
@@ -340,6 +308,14 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#arm(); // before the NEED that lets the sender write
     const need: RecvAction = { kind: 'send', bytes: encode({ kind: DedupKind.Need, xfer: this.#xfer, first: m.first, count: m.count, bitmap }) };
     return [need, ...this.#progressed(), ...this.#maybeDone()];
+  }
+
+  /** A held chunk is in the object. */
+  #heldIn(idx: number, len: number): void {
+    this.#placed(idx);
+    this.#stats.chunksFromStore++;
+    this.#stats.bytesFromStore += len;
+    this.#assembled += len;
   }
 
   #hashRec(idx: number): [Uint8Array, number] {
@@ -436,7 +412,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       const len = this.#lens[i]!;
       const dst = this.#offs[i]!;
       if (runDst + runLen !== dst) {
-        if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+        if (runLen) this.#put(u8.subarray(runSrc, runSrc + runLen), runDst);
         runSrc = at;
         runDst = dst;
         runLen = 0;
@@ -450,7 +426,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       }
       at += len;
     });
-    if (runLen) out.set(u8.subarray(runSrc, runSrc + runLen), runDst);
+    if (runLen) this.#put(u8.subarray(runSrc, runSrc + runLen), runDst);
     if (keep) o.store.putMany(o.scope, recs, refs);
     // Later occurrences of these chunks in the object: copied from the verified first one.
     for (const i of a.idx) {
@@ -460,6 +436,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       const from = this.#offs[i]!;
       for (const j of waiting) {
         out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
+        if (this.#inBasisObject) this.#written.add(this.#offs[j]!, this.#lens[i]!);
         this.#placed(j);
         this.#assembled += this.#lens[i]!;
       }
@@ -471,6 +448,30 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#granted.push(slot);
     this.#arm(); // before the GRANT that lets the sender write into it again
     return [{ kind: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#progressed(), ...this.#maybeDone()];
+  }
+
+  /** Copy into the object (remembered while the object is the basis). */
+  #put(from: Uint8Array, at: number): void {
+    this.#out!.set(from, at);
+    if (this.#inBasisObject) this.#written.add(at, from.length);
+  }
+
+  /**
+   * Go on in an object of its own: what is assembled so far (all of it below the chunks offered
+   * until now) is copied over, and the basis is written no more. The progress reported so far
+   * stays true of the new object (`moved` tells the writer so).
+   */
+  #leaveBasis(): void {
+    let fresh: Uint8Array;
+    try {
+      fresh = takeBuffer(this.#total);
+    } catch {
+      throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${this.#total} bytes`);
+    }
+    fresh.set(this.#out!.subarray(0, this.#sum));
+    this.#out = fresh;
+    this.#inBasisObject = false;
+    this.#moved = true;
   }
 
   /** Chunk `idx` is in the object (only tracked with progress). */
@@ -492,13 +493,22 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     const done = this.#prefix < n ? this.#offs[this.#prefix]! : this.#sum;
     if (done <= this.#reported) return [];
     this.#reported = done;
-    return [{ kind: 'progress', bytes: this.#out!, done }];
+    const moved = this.#moved;
+    this.#moved = false;
+    return [moved ? { kind: 'progress', bytes: this.#out!, done, moved } : { kind: 'progress', bytes: this.#out!, done }];
   }
 
   #begin(xfer: number, total: number): void {
     let out: Uint8Array;
+    // The scope's basis, when its owner lets the object be assembled in it and it is large
+    // enough: no object-sized buffer to fault in, and held chunks in place are not copied.
+    const basis = this.#o.store.inPlaceBasis(this.#o.scope);
+    this.#inPlace = basis && basis.length >= total ? basis : undefined;
+    this.#inBasisObject = this.#inPlace !== undefined;
+    this.#moved = false;
+    this.#written = new WrittenRanges();
     try {
-      out = takeBuffer(total);
+      out = this.#inPlace ? this.#inPlace.subarray(0, total) : takeBuffer(total);
     } catch {
       throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${total} bytes`);
     }
@@ -525,7 +535,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #end(status: number, detail: number, why: string, tell = true): RecvAction[] {
     const xfer = this.#xfer;
     const was = this.#active;
-    giveBack(this.#out); // never delivered: nobody else holds it
+    if (!this.#inBasisObject) giveBack(this.#out); // never delivered: nobody else holds it (a basis is its owner's)
     this.#cleanup();
     const out: RecvAction[] = [];
     if (tell) out.push({ kind: 'send', bytes: encode({ kind: DedupKind.End, xfer, status, detail, total: 0 }) });
@@ -536,6 +546,8 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
 
   #cleanup(failed = true): void {
     this.#out = undefined;
+    this.#inPlace = undefined;
+    this.#inBasisObject = false;
     this.#active = false;
     this.#lens = [];
     this.#offs = [];

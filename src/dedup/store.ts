@@ -114,6 +114,13 @@ export interface IngestOptions {
    * count in maxEntries, not in the byte budget).
    */
   reference?: boolean;
+  /**
+   * (fill by reference only) The receiver of this scope may assemble its object in these bytes
+   * once the fill has settled, overwriting them (inPlaceBasis): the caller gives them up to the
+   * transfer and reads the object there. The receiver keeps track of what it overwrote and never
+   * uses an entry whose bytes it has changed.
+   */
+  inPlace?: boolean;
 }
 
 /**
@@ -157,6 +164,8 @@ export class ChunkStore {
   readonly #copies = new Map<string, Copy>();
   /** Each scope's entries by hashKey of their record (a lookup builds no scope-prefixed string). */
   readonly #scopes = new Map<string, Map<string, Entry>>();
+  /** Bases a receiver may assemble in (fill's inPlace), by scope; forgotten with the scope. */
+  readonly #inPlace = new Map<string, Uint8Array>();
   /** Fills in progress by scope (local work only: a peer cannot start one). */
   readonly #filling = new Map<string, { done: Promise<void>; stopped: boolean }>();
   /** The secret chunking keys are derived from (chunkKey). */
@@ -350,6 +359,7 @@ export class ChunkStore {
       if (!src || f.stopped) return 0;
       const whole = src instanceof Uint8Array;
       const bytes = whole ? src : src.bytes;
+      if (o.reference && o.inPlace) this.#inPlace.set(scope, bytes);
       const limit = { avail: whole ? bytes.length : 0, done: whole };
       const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
       const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr);
@@ -383,6 +393,15 @@ export class ChunkStore {
   /** The fill of `scope` in progress, if any (settles when its entries are all in). */
   filling(scope: string): Promise<void> | undefined {
     return this.#filling.get(scope)?.done;
+  }
+
+  /**
+   * The bytes a settled fill of `scope` (by reference, `inPlace`) ingested — the very array its
+   * entries' `src` is —, which the scope's receiver may overwrite with its object; undefined while
+   * the fill runs (its reads may still land there) or when there is none.
+   */
+  inPlaceBasis(scope: string): Uint8Array | undefined {
+    return this.#filling.has(scope) ? undefined : this.#inPlace.get(scope);
   }
 
   /**
@@ -499,6 +518,7 @@ export class ChunkStore {
     const s = scope;
     const f = this.#filling.get(s);
     if (f) f.stopped = true; // its next step would bring entries back
+    this.#inPlace.delete(s);
     let n = 0;
     for (const e of [...(this.#scopes.get(s)?.values() ?? [])]) {
       if (e.pins === 0) {

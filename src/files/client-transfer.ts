@@ -7,7 +7,6 @@ import { promisify } from 'node:util';
 import type { ClientSession } from './client-session.js';
 import { type BasisFile, dedupGet, dedupPut } from './dedup.js';
 import { PrefixWriter } from './dedup-writer.js';
-import { giveBack } from '../dedup/buffers.js';
 import type { OpenOptions, OpOptions, RemoteFile, TransferResult } from './client-types.js';
 import { FileError, LocalCode, statusCode } from './status.js';
 
@@ -55,11 +54,16 @@ export async function getDedup(c: TransferSide, remote: string, local: string): 
     const r = await dedupGet(dedupSide(c.session), remote, basis, writer.progress).catch((e: Error & { status?: number }) => {
       throw e instanceof FileError ? e : new FileError(e.status !== undefined ? statusCode(e.status) : LocalCode.ProtocolError, `get --dedup ${remote}: ${e.message}`, e.status);
     });
-    await writer.finish(r.bytes);
+    try {
+      await writer.finish(r.bytes);
+    } finally {
+      // In the file (or abandoned): its memory, maybe the local basis's, serves a later transfer.
+      await writer.stop();
+      r.release();
+    }
     await promisify(fs.close)(fd);
     ok = true;
     await fs.promises.rename(tmp, local);
-    giveBack(r.bytes); // in the file: a later transfer's object can use its pages
     return { bytes: r.bytes.length, seconds: (performance.now() - t0) / 1000, transport: c.transport, dedup: r.stats };
   } finally {
     if (!ok) {

@@ -24,9 +24,10 @@ export class PrefixWriter {
   }
 
   /** The receiver's onProgress: the first `done` bytes of `bytes` are final. */
-  readonly progress = (bytes: Uint8Array, done: number): void => {
+  readonly progress = (bytes: Uint8Array, done: number, moved?: boolean): void => {
     if (this.#stopped || this.#failed) return;
-    if (this.#bytes !== bytes) {
+    if (moved) this.#bytes = bytes; // the same object in a new place: what is written stays written
+    else if (this.#bytes !== bytes) {
       // Another object (a transfer that failed and a new one): start over.
       this.#bytes = bytes;
       this.#written = 0;

@@ -324,7 +324,9 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     // A basis that cannot be read costs bytes on the wire, not the put.
     const pieces = old && readPieces(basisOf(old), dedupMemoryOf(ch.pd));
     basisRead = pieces;
-    filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg }, { reference: true }).catch(() => 0);
+    // inPlace: the new version is assembled in this copy of the old one (a held chunk already
+    // where it belongs is not copied; no object-sized buffer); it is ours until released below.
+    filled = dedupStoreOf(ch.pd).fill(scope, pieces?.source, { key, avg }, { reference: true, inPlace: true }).catch(() => 0);
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
@@ -335,7 +337,9 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     out = undefined;
     if (st !== FileStatus.Success) return await reply({ ok: false, status: st, why: statusText(st) });
     ctx.counters.dedupPuts++;
-    giveBack(bytes); // in the file: the next transfer's object can use its pages
+    // In the file: the next transfer's object can use its pages (one assembled in the basis goes
+    // back with the basis, below).
+    if (bytes.buffer !== pieces?.source.bytes.buffer) giveBack(bytes);
     await reply({ ok: true, bytes: bytes.length });
   } catch (e) {
     if (!proven) {
@@ -429,7 +433,14 @@ export async function dedupPut(c: DedupClientSide, bytes: Uint8Array | DedupSour
  * where there is room, chunked in place) while the AUTH goes out. `onProgress`: told as the
  * object's verified prefix grows (DedupReceiverInit.onProgress).
  */
-export async function dedupGet(c: DedupClientSide, path: string, basis: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
+/** A get's file: `release()` once done with `bytes` (they may be the local basis's memory, assembled in place). */
+export interface DedupGot {
+  bytes: Uint8Array;
+  stats: DedupTransferStats;
+  release(): void;
+}
+
+export async function dedupGet(c: DedupClientSide, path: string, basis: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
   let neg: Awaited<ReturnType<DedupClientSide['negotiate']>>;
   let ch: Channel;
   try {
@@ -442,12 +453,15 @@ export async function dedupGet(c: DedupClientSide, path: string, basis: BasisFil
   return getOn(c, ch, neg, path, basis, onProgress); // closes the basis (and the channel) itself
 }
 
-async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<DedupClientSide['negotiate']>>, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<{ bytes: Uint8Array; stats: DedupTransferStats }> {
+async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<DedupClientSide['negotiate']>>, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
   const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
   const store = dedupStoreOf(ch.pd);
   let filled: Promise<number> = Promise.resolve(0);
   const basis = basisFile && basisFile.size > 0 ? readPieces(basisFile, dedupMemoryOf(ch.pd)) : undefined;
   if (basisFile && !basis) await basisFile.close().catch(() => undefined);
+  // Out of the store, and its read has stopped (the file closed): its memory serves a later transfer.
+  const releaseBasis = (): void => void (basis && filled.then(() => basis.stop()).then(() => basis.release()));
+  let handedOver = false;
   try {
     const key = new Uint8Array(randomBytes(32));
     const avg = fileDedupAvg(basisFile?.size ?? 0);
@@ -455,7 +469,8 @@ async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<De
     // Read and filled while the AUTH goes out and the server reads, stages and chunks (the
     // receiver answers no OFFER until it is in). By reference: this call's own copy of the local
     // file, unchanged until the scope is dropped.
-    if (basis) filled = store.fill(scope, basis.source, { key, avg }, { reference: true }).catch(() => 0);
+    // inPlace: the file is assembled in this copy of the local one (see the put above).
+    if (basis) filled = store.fill(scope, basis.source, { key, avg }, { reference: true, inPlace: true }).catch(() => 0);
     const before = { ...totalsOf(ch).received };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
@@ -463,11 +478,16 @@ async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<De
     if (r.done || !(r.value instanceof Uint8Array)) throw Object.assign(new Error('expected the file\'s bytes'), { status: FileStatus.Malformed });
     if (head.ok && head.size !== r.value.length) throw Object.assign(new Error(`announced ${head.size} bytes, got ${r.value.length}`), { status: FileStatus.Malformed });
     const after = totalsOf(ch).received;
-    return { bytes: r.value, stats: { basisBytes: basisFile?.size ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived } };
+    const bytes = r.value;
+    const inBasis = basis !== undefined && bytes.buffer === basis.source.bytes.buffer;
+    handedOver = true;
+    return {
+      bytes, stats: { basisBytes: basisFile?.size ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived },
+      release: () => (inBasis ? releaseBasis() : (giveBack(bytes), releaseBasis())),
+    };
   } finally {
     store.dropScope(scope);
-    // Out of the store, and its read has stopped (the file closed): its memory serves a later transfer.
-    if (basis) void filled.then(() => basis.stop()).then(() => basis.release());
+    if (!handedOver) releaseBasis();
     await ch.close().catch(() => undefined);
   }
 }

@@ -1,0 +1,142 @@
+// A receiver that assembles its object in its basis (store.fill(…, { inPlace: true }), what the
+// file service does): chunks already where they belong are not copied and no object-sized
+// buffer is taken; at the first chunk that moved the object leaves the basis, and a basis chunk
+// whose bytes were written over meanwhile is asked for. Byte-exact whatever moved: an insertion,
+// a deletion, halves swapped, a block changed and its old bytes appended at the end. Also
+// WrittenRanges against a model. The shells run over an in-process pipe and a write path that
+// copies into the landing zone (the fill.test.ts harness).
+import { randomBytes } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DeviceMemory } from '../../src/dataplane/device-memory.js';
+import { DedupReceiver, DedupSender, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
+import { ChunkStore } from '../../src/dedup/store.js';
+import { WrittenRanges } from '../../src/dedup/written.js';
+import { same } from './cores.js';
+
+let dm: DeviceMemory;
+beforeAll(async () => {
+  dm = await DeviceMemory.create({ initialBytes: 32 << 20, maximumBytes: 256 << 20, workerSlots: 0 });
+});
+
+const KEY = new Uint8Array(32).fill(9);
+const AVG = 4096;
+const MiB = 1 << 20;
+
+function ends(store: ChunkStore) {
+  let onRx: (b: Uint8Array) => void = () => undefined;
+  let onTx: (b: Uint8Array) => void = () => undefined;
+  const txPipe: MessagePipe = { send: (b) => void queueMicrotask(() => onRx(b)), onMessage: (h) => void (onTx = h) };
+  const rxPipe: MessagePipe = { send: (b) => void queueMicrotask(() => onTx(b)), onMessage: (h) => void (onRx = h) };
+  let src = 0;
+  const w: RdmaWritePath = {
+    stage(bytes) {
+      if (src) dm.free(src);
+      src = dm.alloc(Math.max(1, bytes.length));
+      dm.u8().set(bytes, src);
+      return src;
+    },
+    async write(pieces) {
+      for (const p of pieces) dm.u8().copyWithin(p.remoteAddr, p.src, p.src + p.len);
+    },
+  };
+  const zone = { addr: dm.alloc(4 * MiB), rkey: 0x4321, length: 4 * MiB };
+  const progress: Array<{ bytes: Uint8Array; done: number; moved?: boolean }> = [];
+  const rx = new DedupReceiver({
+    pipe: rxPipe, mem: dm, store, scope: 'p', zone, slots: 4, key: KEY, avg: AVG, keepReceived: false,
+    onProgress: (bytes, done, moved) => progress.push({ bytes, done, ...(moved ? { moved } : {}) }),
+  });
+  const tx = new DedupSender({ pipe: txPipe, rdma: w, mem: dm, step: 256 << 10 });
+  return { rx, tx, progress, close: () => (rx.close(), tx.close(), src && dm.free(src), dm.free(zone.addr)) };
+}
+
+/** Send v2 against a basis that is a copy of v1, assembled in place; returns what arrived and moved. */
+async function transfer(v1: Uint8Array, v2: Uint8Array) {
+  const store = new ChunkStore(dm);
+  const basis = v1.slice(); // given up to the transfer: it is written over
+  await store.fill('p', basis, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+  expect(store.inPlaceBasis('p')).toBe(basis);
+  const e = ends(store);
+  const [r, got] = await Promise.all([e.tx.send(v2), e.rx.next()]);
+  const out = { bytes: got.bytes, sent: r.bytesSent, inBasis: got.bytes.buffer === basis.buffer, progress: e.progress };
+  e.close();
+  store.dropScope('p');
+  expect(store.inPlaceBasis('p')).toBeUndefined();
+  store.close();
+  return out;
+}
+
+describe('assembling the object in its basis', () => {
+  it('versions that keep their chunks in place: the object is the basis, byte-exact, the new half moved', async () => {
+    const v1 = new Uint8Array(randomBytes(6 * MiB));
+    const v2 = v1.slice();
+    for (let at = 0; at < v2.length; at += 2 * MiB) v2.set(randomBytes(MiB), at);
+    const r = await transfer(v1, v2);
+    expect(same(r.bytes, v2)).toBe(true);
+    expect(r.inBasis).toBe(true);
+    expect(r.sent).toBeLessThan(v2.length * 0.56);
+    expect(r.progress.at(-1)!.done).toBe(v2.length);
+    expect(r.progress.some((p) => p.moved)).toBe(false);
+  });
+
+  const cases: Array<[string, (v1: Uint8Array) => Uint8Array, number]> = [
+    ['an insertion near the start', (v1) => concat(v1.subarray(0, 100_000), randomBytes(3000), v1.subarray(100_000)), 0.1],
+    ['a deletion near the start', (v1) => concat(v1.subarray(0, 100_000), v1.subarray(160_000)), 0.1],
+    ['the halves swapped', (v1) => concat(v1.subarray(v1.length / 2), v1.subarray(0, v1.length / 2)), 0.1],
+    // The changed block's new bytes land where its old ones were before the old ones are needed
+    // at the end: those are asked for (or copied, if still intact when their page came).
+    ['a block changed and its old bytes appended', (v1) => concat(v1.subarray(0, MiB), randomBytes(MiB), v1.subarray(2 * MiB), v1.subarray(MiB, 2 * MiB)), 0.45],
+  ];
+  it.each(cases)('%s: byte-exact, and only about the new bytes move', async (_, make, most) => {
+    const v1 = new Uint8Array(randomBytes(6 * MiB));
+    const v2 = make(v1);
+    const r = await transfer(v1, v2);
+    expect(same(r.bytes, v2)).toBe(true);
+    expect(r.sent).toBeLessThan(v2.length * most);
+    // Whatever was told as final before the object left the basis is the same in the new one.
+    for (const p of r.progress) expect(same(p.bytes.subarray(0, p.done), v2.subarray(0, p.done))).toBe(true);
+  });
+
+  it('inPlaceBasis: none while the fill runs or without inPlace; the filled bytes once it has settled', async () => {
+    const store = new ChunkStore(dm);
+    const bytes = new Uint8Array(randomBytes(2 * MiB));
+    const f = store.fill('p', bytes, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+    expect(store.inPlaceBasis('p')).toBeUndefined();
+    await f;
+    expect(store.inPlaceBasis('p')).toBe(bytes);
+    await store.fill('q', bytes, { key: KEY, avg: AVG }, { reference: true });
+    expect(store.inPlaceBasis('q')).toBeUndefined();
+    store.close();
+  });
+});
+
+describe('WrittenRanges', () => {
+  it('answers as a byte map does, for writes in any order', () => {
+    for (let round = 0; round < 20; round++) {
+      const n = 4000;
+      const model = new Uint8Array(n);
+      const w = new WrittenRanges();
+      for (let k = 0; k < 200; k++) {
+        const at = Math.floor(Math.random() * n);
+        const len = Math.floor(Math.random() * 60);
+        const ordered = round % 2 === 0;
+        const a = ordered ? Math.min(n - 1, k * 19) : at;
+        w.add(a, Math.min(len, n - a));
+        model.fill(1, a, Math.min(n, a + len));
+        const qa = Math.floor(Math.random() * n);
+        const ql = 1 + Math.floor(Math.random() * 50);
+        expect(w.touches(qa, ql)).toBe(model.subarray(qa, Math.min(n, qa + ql)).includes(1));
+      }
+      expect(w.size).toBeLessThanOrEqual(200);
+    }
+  });
+});
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
