@@ -13,8 +13,10 @@ import type { DedupMemory } from './types.js';
 const cache = new WeakMap<Device, DedupMemory>();
 
 /** The device memory of the device `pd` belongs to. */
-export function dedupMemoryOf(pd: ProtectionDomain): DedupMemory {
-  const dev = pd.device;
+export const dedupMemoryOf = (pd: ProtectionDomain): DedupMemory => dedupMemoryOfDevice(pd.device);
+
+/** The device memory of `dev` (a file client fills its basis before its dedup channel exists). */
+export function dedupMemoryOfDevice(dev: Device): DedupMemory {
   let m = cache.get(dev);
   if (m) return m;
   m = dev.dataPlane;
@@ -41,11 +43,14 @@ const storeKey = (o: ChunkStoreOptions): string =>
  * channels asking for equal options share it. Every store
  * shows in dev.stats().dedup. The options are checked by the ChunkStore (ERR_INVALID_ARGUMENT).
  */
-export function dedupStoreOf(pd: ProtectionDomain, o: ChunkStoreOptions = {}): ChunkStore {
-  let m = stores.get(pd.device);
-  if (!m) stores.set(pd.device, (m = new Map()));
+export const dedupStoreOf = (pd: ProtectionDomain, o: ChunkStoreOptions = {}): ChunkStore => dedupStoreOfDevice(pd.device, o);
+
+/** dedupStoreOf by the device itself. */
+export function dedupStoreOfDevice(dev: Device, o: ChunkStoreOptions = {}): ChunkStore {
+  let m = stores.get(dev);
+  if (!m) stores.set(dev, (m = new Map()));
   const key = storeKey(o);
   let s = m.get(key);
-  if (!s) m.set(key, (s = new ChunkStore(dedupMemoryOf(pd), o)));
+  if (!s) m.set(key, (s = new ChunkStore(dedupMemoryOfDevice(dev), o)));
   return s;
 }

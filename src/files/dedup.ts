@@ -31,10 +31,10 @@ import type { Channel } from '../channel/channel.js';
 import { connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
-import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
+import { dedupMemoryOf, dedupMemoryOfDevice, dedupStoreOf, dedupStoreOfDevice } from '../dedup/memory.js';
 import type { DedupMemory } from '../dedup/types.js';
 import { type DedupTotals, dedupTotals } from '../dedup/stats.js';
-import type { FillSource } from '../dedup/store.js';
+import type { ChunkStore, FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
@@ -440,37 +440,33 @@ export interface DedupGot {
   release(): void;
 }
 
-export async function dedupGet(c: DedupClientSide, path: string, basis: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
-  let neg: Awaited<ReturnType<DedupClientSide['negotiate']>>;
-  let ch: Channel;
+export async function dedupGet(c: DedupClientSide, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
+  // The local copy is read and filled first, while the key is negotiated and the channel
+  // connects (the receiver answers no OFFER until it is in: it is what the transfer waits for).
+  // By reference: this call's own copy of the local file, unchanged until the scope is dropped;
+  // inPlace: the file is assembled in it (see the put above).
+  const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
+  const key = new Uint8Array(randomBytes(32));
+  const avg = fileDedupAvg(basisFile?.size ?? 0);
+  let store: ChunkStore;
+  let basis: ReturnType<typeof readPieces> | undefined;
   try {
-    neg = await c.negotiate();
-    ch = await openDedupChannel(c);
+    store = dedupStoreOfDevice(c.dev);
+    basis = basisFile && basisFile.size > 0 ? readPieces(basisFile, dedupMemoryOfDevice(c.dev)) : undefined;
   } catch (e) {
-    await basis?.close().catch(() => undefined);
+    await basisFile?.close().catch(() => undefined); // the call closes it, whatever happens
     throw e;
   }
-  return getOn(c, ch, neg, path, basis, onProgress); // closes the basis (and the channel) itself
-}
-
-async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<DedupClientSide['negotiate']>>, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
-  const scope = `files-get:${Buffer.from(randomBytes(12)).toString('hex')}`;
-  const store = dedupStoreOf(ch.pd);
-  let filled: Promise<number> = Promise.resolve(0);
-  const basis = basisFile && basisFile.size > 0 ? readPieces(basisFile, dedupMemoryOf(ch.pd)) : undefined;
   if (basisFile && !basis) await basisFile.close().catch(() => undefined);
+  const filled = basis ? store.fill(scope, basis.source, { key, avg }, { reference: true, inPlace: true }).catch(() => 0) : Promise.resolve(0);
   // Out of the store, and its read has stopped (the file closed): its memory serves a later transfer.
   const releaseBasis = (): void => void (basis && filled.then(() => basis.stop()).then(() => basis.release()));
   let handedOver = false;
+  let ch: Channel | undefined;
   try {
-    const key = new Uint8Array(randomBytes(32));
-    const avg = fileDedupAvg(basisFile?.size ?? 0);
+    const neg = await c.negotiate();
+    ch = await openDedupChannel(c);
     ch.dedupBasis(scope, key, avg, onProgress);
-    // Read and filled while the AUTH goes out and the server reads, stages and chunks (the
-    // receiver answers no OFFER until it is in). By reference: this call's own copy of the local
-    // file, unchanged until the scope is dropped.
-    // inPlace: the file is assembled in this copy of the local one (see the put above).
-    if (basis) filled = store.fill(scope, basis.source, { key, avg }, { reference: true, inPlace: true }).catch(() => 0);
     const before = { ...totalsOf(ch).received };
     await ch.send(dedupAuth(neg, 'get', path, false));
     const head = await answer(ch, c.timeoutMs);
@@ -486,8 +482,8 @@ async function getOn(c: DedupClientSide, ch: Channel, neg: Awaited<ReturnType<De
       release: () => (inBasis ? releaseBasis() : (giveBack(bytes), releaseBasis())),
     };
   } finally {
-    store.dropScope(scope);
+    store.dropScope(scope); // stops a fill still running
     if (!handedOver) releaseBasis();
-    await ch.close().catch(() => undefined);
+    await ch?.close().catch(() => undefined);
   }
 }

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectChannel } from '../../src/channel/listen.js';
-import { dedupAuth, FILE_DEDUP_SERVICE } from '../../src/files/dedup.js';
+import { dedupAuth, dedupGet, FILE_DEDUP_SERVICE } from '../../src/files/dedup.js';
 import { FileClient, type FileServer, serveFiles } from '../../src/files/index.js';
 import { openDevice } from '../../src/index.js';
 import { countingProxy } from '../dedup/proxy.js';
@@ -170,5 +170,39 @@ describe('put --dedup / get --dedup (rsync over RDMA)', () => {
     const get = await run(['get', `127.0.0.1:${srv.address.port}/c`, join(local, 'd'), '--dedup', '--transport', 'tcp']);
     expect(get.stdout).toMatch(/dedup: \d+ bytes of \d+\/\d+ chunks moved/);
     expect(sha(fs.readFileSync(join(local, 'd')))).toBe(sha(v2));
+  });
+
+  it('get --dedup reads and ingests the local copy while it negotiates the channel\'s key (before the channel exists)', async () => {
+    const dev = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
+    cleanup.push(() => dev.close());
+    const local = new Uint8Array(randomBytes(2 << 20));
+    let closed = false;
+    const basis = {
+      size: local.length,
+      read: async (into: Uint8Array, length: number, position: number) => {
+        const n = Math.min(length, local.length - position);
+        into.set(local.subarray(position, position + n));
+        return n;
+      },
+      close: async () => void (closed = true),
+    };
+    const referenced = (): number => (dev.stats().dedup as { store: { referenced: number } } | undefined)?.store.referenced ?? 0;
+    let during = 0;
+    const side = {
+      dev, address: dev.address, timeoutMs: 2000,
+      // The negotiation waits (a slow pipe): the basis goes into the store meanwhile. Bounded: 200 turns.
+      negotiate: async (): Promise<never> => {
+        for (let i = 0; i < 200 && during === 0; i++) {
+          await new Promise((r) => setTimeout(r, 5));
+          during = referenced();
+        }
+        throw new Error('no negotiation in this test');
+      },
+    };
+    await expect(dedupGet(side, 'f.bin', basis)).rejects.toThrow('no negotiation in this test');
+    expect(during).toBeGreaterThan(0);
+    for (let i = 0; i < 200 && (referenced() > 0 || !closed); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(referenced()).toBe(0); // the scope dropped with the failure
+    expect(closed).toBe(true); // and the local file closed
   });
 });
