@@ -13,7 +13,7 @@
 //   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000;
 //    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2;
 //    NIC_MODES: the cases run, default "raw,0,1"; NIC_RTTS=0 skips the round trips, NIC_BYTES=0 the goodput;
-//    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPoll":50}')
+//    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPollUs":50}')
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';

@@ -337,6 +337,11 @@ export class RecordRing {
     return this.#tail !== Atomics.load(this.#hdr, HEAD);
   }
 
+  /** Wake the consumer wherever it waits for records (a poll in Atomics.wait included): it re-checks. */
+  wakeConsumer(): void {
+    Atomics.notify(this.#hdr, HEAD);
+  }
+
   /** Wake every waiter on this ring, in any thread (shutdown: they re-check their own state). */
   wakeAll(): void {
     Atomics.notify(this.#hdr, HEAD);

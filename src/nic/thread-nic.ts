@@ -310,6 +310,9 @@ export class NicThread {
   }
 
   #ringQueued = false;
+  /** Polls in a row that found no post, and the turns still to go without one (nicPollUs). */
+  #pollMisses = 0;
+  #pollSkip = 0;
   /** The completion ring's published position at the last end of turn. */
   #turnHead = 0;
   readonly #ringNow = (): void => {
@@ -323,10 +326,22 @@ export class NicThread {
     // for a while (a futex wait: the doorbell wakes this thread directly, not through its event
     // loop; or a spin, nicPollSpin) takes that post without the event loop's wake-up path; its
     // sockets wait meanwhile, so only a turn that published completions polls, for a bounded time.
-    if (!fresh || this.#pollUs <= 0 || this.#stopped) return;
+    // Not while completions wait for room (the application cannot post until it has taken
+    // them), and less often while polls find nothing (a receive-only stream: every turn publishes
+    // completions nobody answers): after n misses in a row, the next 2^n - 1 turns do not poll.
+    if (!fresh || this.#pollUs <= 0 || this.#stopped || this.#overflow.length > 0) return;
+    if (this.#pollSkip > 0) {
+      this.#pollSkip--;
+      return;
+    }
     this.#counts.polls++;
     const found = this.#pollSpin ? this.#wqe.pollRecords(performance.now() + this.#pollUs / 1000, clock, this.#pollUs * POLL_CHECKS_PER_US) : this.#wqe.waitRecordsSync(this.#pollUs / 1000);
-    if (!found) return;
+    if (!found) {
+      this.#pollMisses = Math.min(this.#pollMisses + 1, 6);
+      this.#pollSkip = (1 << this.#pollMisses) - 1;
+      return;
+    }
+    this.#pollMisses = 0;
     this.#counts.pollHits++;
     this.#takeWqes();
   };

@@ -183,6 +183,8 @@ export class ThreadPort implements NicPort, QpHost {
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}): any {
     if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
+    // A NIC thread polling its WQE ring (nicPollUs) sleeps on the ring, not on the mailbox.
+    this.#wqe.wakeConsumer();
     return this.#mailbox.call(op, args);
   }
 

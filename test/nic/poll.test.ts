@@ -70,4 +70,25 @@ describe('NIC thread polling (nicPollUs)', () => {
       expect(on.pollHits).toBeLessThanOrEqual(on.polls);
     });
   }
+
+  it('a receive-only stream polls less and less: after n polls in a row that found nothing, the next 2^n - 1 turns do not poll', async () => {
+    const [a, b] = await connectPair(await side({ device: { transport: 'udp', workers: 1 } }), await side({ device: { transport: 'udp', workers: 1, nicPollUs: 1000 } }));
+    open.push(a, b);
+    const ma = a.pd.regMr(64, ALL);
+    const mb = b.pd.regMr(64, ALL);
+    const N = 40;
+    for (let i = 0; i < N; i++) b.qp.postRecv({ wrId: i, sgList: [] });
+    // One at a time (each acknowledged before the next goes): every one lands in a turn of its
+    // own at b, whose completions b's application never answers with a post.
+    for (let i = 0; i < N; i++) {
+      a.qp.postSend({ wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, sgList: [{ addr: ma.addr, length: 64, lkey: ma.lkey }], remoteAddr: mb.addr, rkey: mb.rkey });
+      expect((await take(a.cq, 1, 10_000))[0]!.status).toBe(WcStatus.Success);
+    }
+    expect((await take(b.cq, N, 10_000)).length).toBe(N);
+    const nic = b.dev.stats().nic!;
+    // Polling every such turn: about N polls. Backing off: at turns 1, 3, 7, 15, 31 of them.
+    expect(nic.pollHits).toBe(0);
+    expect(nic.polls).toBeGreaterThan(0);
+    expect(nic.polls).toBeLessThanOrEqual(8);
+  });
 });
