@@ -6,7 +6,8 @@
 // a send registers a view of it (an external region over the shared memory, no fill), which is
 // cheap, so the block can serve sends of any channel whatever its protection domain.
 //
-// Bounded: at most MAX_KEPT blocks per memory, dropped (freed) after IDLE_MS without a take.
+// Bounded: at most MAX_KEPT blocks per memory, dropped (freed) after IDLE_MS without a take;
+// counted in dev.stats().dedup.stageKeptBytes.
 // A taken block's bytes are whatever its last send left: every sender writes each byte of its
 // object before the chunker or a write reads it (DedupSender stages whole objects).
 import type { DedupMemory } from './types.js';
@@ -51,11 +52,19 @@ function freeQuietly(mem: DedupMemory, b: StageBlock): void {
   }
 }
 
-/** `length` bytes of device memory (64-aligned): the smallest kept block that holds them, else fresh (throws as alloc does). */
+/**
+ * `length` bytes of device memory (64-aligned): the smallest kept block that holds them and is not
+ * far larger, else fresh (throws as alloc does). A small send does not take a large block: a
+ * large send at the same time would allocate a second one, and the kept bytes would double.
+ */
 export function takeStage(mem: DedupMemory, length: number): StageBlock {
   const p = poolOf(mem);
+  const most = Math.max(2 * length, length + (1 << 20));
   let best = -1;
-  for (let i = 0; i < p.kept.length; i++) if (p.kept[i]!.length >= length && (best < 0 || p.kept[i]!.length < p.kept[best]!.length)) best = i;
+  for (let i = 0; i < p.kept.length; i++) {
+    const n = p.kept[i]!.length;
+    if (n >= length && n <= most && (best < 0 || n < p.kept[best]!.length)) best = i;
+  }
   if (best >= 0) {
     const [b] = p.kept.splice(best, 1);
     dropLater(mem, p);
@@ -78,7 +87,7 @@ export function returnStage(mem: DedupMemory, b: StageBlock): void {
   dropLater(mem, p);
 }
 
-/** Bytes kept now for `mem` (tests). */
+/** Bytes kept now for `mem` (dev.stats().dedup.stageKeptBytes). */
 export function stageKeptBytes(mem: DedupMemory): number {
   let n = 0;
   for (const b of pools.get(mem)?.kept ?? []) n += b.length;

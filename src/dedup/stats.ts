@@ -2,6 +2,7 @@
 // its senders and receivers finished, for dev.stats().dedup. Verbs cannot import dedup (layers),
 // so dedupMemoryOf(pd) registers these totals with the device's generic hook
 // (Device.addStatsSource) the first time dedup touches that device.
+import { stageKeptBytes } from './stage-pool.js';
 import type { ChunkStoreStats, DedupMemory, RecvStats, SendResult } from './types.js';
 
 /**
@@ -35,6 +36,8 @@ export interface DedupDeviceStats {
   store: ChunkStoreStats;
   sent: DedupSentTotals;
   received: DedupReceivedTotals;
+  /** Device memory the senders' staging pool keeps for the next send (at most two blocks, freed after 5 s idle). */
+  stageKeptBytes: number;
 }
 
 interface StatsOf {
@@ -42,9 +45,14 @@ interface StatsOf {
 }
 
 export class DedupTotals {
+  readonly #mem: DedupMemory;
   readonly stores = new Set<StatsOf>();
   readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, ...zeros(SENT_SUMMED) };
   readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, overLimit: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
+
+  constructor(mem: DedupMemory) {
+    this.#mem = mem;
+  }
 
   addSent(r: SendResult): void {
     const s = this.sent;
@@ -67,7 +75,7 @@ export class DedupTotals {
     };
     const acc = store as unknown as Record<string, number>;
     for (const st of this.stores) for (const [k, v] of Object.entries(st.stats())) if (typeof v === 'number') acc[k] = (acc[k] ?? 0) + v;
-    return { stores: this.stores.size, store, sent: { ...this.sent }, received: { ...this.received } };
+    return { stores: this.stores.size, store, sent: { ...this.sent }, received: { ...this.received }, stageKeptBytes: stageKeptBytes(this.#mem) };
   }
 }
 
@@ -76,6 +84,6 @@ const totals = new WeakMap<object, DedupTotals>();
 /** The totals of a device memory (created on first use). */
 export function dedupTotals(mem: DedupMemory): DedupTotals {
   let t = totals.get(mem);
-  if (!t) totals.set(mem, (t = new DedupTotals()));
+  if (!t) totals.set(mem, (t = new DedupTotals(mem)));
   return t;
 }

@@ -184,8 +184,9 @@ describe('dedup sends over channels: a close while the source is still reading',
     expect(stageKeptBytes(mem)).toBe(0); // nor kept for another send
     release();
     expect(await sent).toBeInstanceOf(Error);
-    // Once the read has ended the block serves a later send.
+    // Once the read has ended the block serves a later send (kept, and counted in dev.stats()).
     expect(stageKeptBytes(mem)).toBeGreaterThanOrEqual(into!.length);
+    expect((c.pd.device.stats().dedup as DedupDeviceStats).stageKeptBytes).toBe(stageKeptBytes(mem));
   });
 });
 

@@ -28,4 +28,16 @@ describe('dedup stage pool', () => {
     for (const x of [again, fresh, takeStage(dm, 3 << 20)]) returnStage(dm, x);
     expect(stageKeptBytes(dm)).toBe(7 << 20);
   });
+
+  it('a small take does not get a far larger kept block (a fresh one instead), so a large send beside it does not double what is kept', async () => {
+    const mem = await DeviceMemory.create({ initialBytes: 16 << 20, maximumBytes: 64 << 20, workerSlots: 0 });
+    const big = takeStage(mem, 16 << 20);
+    returnStage(mem, big);
+    const small = takeStage(mem, 4096);
+    expect(small.addr).not.toBe(big.addr);
+    expect(stageKeptBytes(mem)).toBe(16 << 20);
+    const large = takeStage(mem, 12 << 20); // fits the kept one, not far larger: taken
+    expect(large.addr).toBe(big.addr);
+    for (const x of [small, large]) returnStage(mem, x);
+  });
 });
