@@ -210,6 +210,9 @@ export class DedupSender {
   async #transfer(total: number, until: (n: number) => Promise<void>): Promise<SendResult> {
     const h = await this.#hello;
     await until(0); // a source read into a buffer first is staged (this.#src set) once it is all in
+    // Closed while waiting (a close that did not reject the HELLO): a chunker made now would be
+    // freed by nobody.
+    if (this.#error) throw this.#error;
     const alg = hashAlgName(h.hashAlg) as HashAlgName;
     this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
     this.#hasher ??= new ChunkHasher(this.#mem, alg, h.seed);
