@@ -83,7 +83,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #lastAnswered = false;
   #sum = 0;
   #assembled = 0;
-  /** With progress: which chunks are in the object (1), and how many from the start are. */
+  /** Which chunks are in the object (1), and (with progress) how many from the start are. */
   #inObject = new Uint8Array(0);
   #prefix = 0;
   #reported = 0;
@@ -287,11 +287,19 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       } else {
         const first = this.#firstByHash.get(key);
         if (first !== undefined && this.#lens[first] === len) {
-          // Already requested in this transfer: not again; filled from the first when it lands.
-          const waiting = this.#aliases.get(first);
-          if (waiting) waiting.push(idx);
-          else this.#aliases.set(first, [idx]);
+          // Already requested in this transfer: not again; filled from the first when it lands,
+          // or now if it has (nothing would later: its ROUND is done).
           this.#stats.chunksRepeated++;
+          if (this.#inObject[first] === 1) {
+            flush();
+            this.#put(this.#out!.subarray(this.#offs[first]!, this.#offs[first]! + len), this.#sum);
+            this.#placed(idx);
+            this.#assembled += len;
+          } else {
+            const waiting = this.#aliases.get(first);
+            if (waiting) waiting.push(idx);
+            else this.#aliases.set(first, [idx]);
+          }
         } else {
           if (first === undefined) this.#firstByHash.set(key, idx);
           bitmap[i >> 3]! |= 1 << (i & 7);
@@ -476,7 +484,6 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
 
   /** Chunk `idx` is in the object (only tracked with progress). */
   #placed(idx: number): void {
-    if (!this.#o.progress) return;
     if (idx >= this.#inObject.length) {
       const grown = new Uint8Array(Math.max(idx + 1, this.#inObject.length * 2, 1024)); // doubling: linear in all
       grown.set(this.#inObject);

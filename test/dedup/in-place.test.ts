@@ -65,6 +65,22 @@ async function transfer(v1: Uint8Array, v2: Uint8Array) {
   return out;
 }
 
+describe('a chunk repeated far from its first copy (keepReceived: false)', () => {
+  it('is copied from the first copy even when that one landed long before (it hung: nothing filled it)', async () => {
+    const r = new Uint8Array(randomBytes(MiB));
+    const v2 = new Uint8Array(26 * MiB);
+    v2.set(r, 0);
+    v2.set(randomBytes(24 * MiB), MiB); // several OFFER pages of new chunks between the copies
+    v2.set(r, 25 * MiB);
+    const timeout = new Promise<'hung'>((res) => setTimeout(() => res('hung'), 20_000).unref());
+    const got = await Promise.race([transfer(new Uint8Array(randomBytes(MiB)), v2), timeout]);
+    expect(got).not.toBe('hung');
+    if (got === 'hung') return;
+    expect(same(got.bytes, v2)).toBe(true);
+    expect(got.sent).toBeLessThan(v2.length - MiB / 2);
+  }, 30_000);
+});
+
 describe('assembling the object in its basis', () => {
   it('versions that keep their chunks in place: the object is the basis, byte-exact, the new half moved', async () => {
     const v1 = new Uint8Array(randomBytes(6 * MiB));
