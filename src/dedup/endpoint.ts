@@ -340,7 +340,7 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
    * first `done` bytes are final (a file can be written while the rest arrives). `bytes` stays
    * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
    * `moved`: `bytes` is a new array with the same first `done` bytes as the one told before (an
-   * object assembled in its basis, store.inPlaceBasis, left it at the first chunk that moved).
+   * object assembled in its basis, store.takeInPlaceBasis, left it at the first chunk that moved).
    */
   onProgress?: (bytes: Uint8Array, done: number, moved?: boolean) => void;
 }

@@ -58,7 +58,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
    */
   #out: Uint8Array | undefined;
   /**
-   * The basis the object is assembled in (store.inPlaceBasis: `#out` is its start), and what of it
+   * The basis the object is assembled in (store.takeInPlaceBasis: `#out` is its start), and what of it
    * this transfer has written: a held chunk is copied from its place in the basis to its place
    * in the object, or is there already; one whose basis bytes were written over is asked for.
    */
@@ -509,7 +509,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     let out: Uint8Array;
     // The scope's basis, when its owner lets the object be assembled in it and it is large
     // enough: no object-sized buffer to fault in, and held chunks in place are not copied.
-    const basis = this.#o.store.inPlaceBasis(this.#o.scope);
+    const basis = this.#o.store.takeInPlaceBasis(this.#o.scope);
     this.#inPlace = basis && basis.length >= total ? basis : undefined;
     this.#inBasisObject = this.#inPlace !== undefined;
     this.#moved = false;
@@ -552,6 +552,9 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   }
 
   #cleanup(failed = true): void {
+    // A basis this transfer took holds its object (or part of it) now: its entries name bytes
+    // that are no longer there, for any later transfer of the scope.
+    if (this.#inPlace) this.#o.store.dropScope(this.#o.scope);
     this.#out = undefined;
     this.#inPlace = undefined;
     this.#inBasisObject = false;

@@ -116,7 +116,7 @@ export interface IngestOptions {
   reference?: boolean;
   /**
    * (fill by reference only) The receiver of this scope may assemble its object in these bytes
-   * once the fill has settled, overwriting them (inPlaceBasis): the caller gives them up to the
+   * once the fill has settled, overwriting them (takeInPlaceBasis): the caller gives them up to the
    * transfer and reads the object there. The receiver keeps track of what it overwrote and never
    * uses an entry whose bytes it has changed.
    */
@@ -397,11 +397,16 @@ export class ChunkStore {
 
   /**
    * The bytes a settled fill of `scope` (by reference, `inPlace`) ingested — the very array its
-   * entries' `src` is —, which the scope's receiver may overwrite with its object; undefined while
-   * the fill runs (its reads may still land there) or when there is none.
+   * entries' `src` is —, taken by the scope's receiver to overwrite with its object; undefined
+   * while the fill runs (its reads may still land there) or when there is none. One transfer
+   * takes it: once it has written there, the entries no longer name what those bytes hold (the
+   * receiver drops the scope when that transfer ends).
    */
-  inPlaceBasis(scope: string): Uint8Array | undefined {
-    return this.#filling.has(scope) ? undefined : this.#inPlace.get(scope);
+  takeInPlaceBasis(scope: string): Uint8Array | undefined {
+    if (this.#filling.has(scope)) return undefined;
+    const b = this.#inPlace.get(scope);
+    this.#inPlace.delete(scope);
+    return b;
   }
 
   /**

@@ -1,5 +1,5 @@
 // The byte ranges of a buffer written so far, as sorted disjoint intervals: a receiver that
-// assembles its object in the basis it reads chunks from (store.inPlaceBasis) asks, before it
+// assembles its object in the basis it reads chunks from (store.takeInPlaceBasis) asks, before it
 // copies a held chunk from one place of that buffer to another, whether anything it wrote has
 // changed the chunk's bytes there. Writes come mostly in rising order (pages and rounds follow
 // the object), so an append at the end is the common case; one interval per run of adjacent

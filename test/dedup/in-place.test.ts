@@ -54,13 +54,12 @@ async function transfer(v1: Uint8Array, v2: Uint8Array) {
   const store = new ChunkStore(dm);
   const basis = v1.slice(); // given up to the transfer: it is written over
   await store.fill('p', basis, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
-  expect(store.inPlaceBasis('p')).toBe(basis);
   const e = ends(store);
   const [r, got] = await Promise.all([e.tx.send(v2), e.rx.next()]);
   const out = { bytes: got.bytes, sent: r.bytesSent, inBasis: got.bytes.buffer === basis.buffer, progress: e.progress };
   e.close();
   store.dropScope('p');
-  expect(store.inPlaceBasis('p')).toBeUndefined();
+  expect(store.takeInPlaceBasis('p')).toBeUndefined();
   store.close();
   return out;
 }
@@ -79,6 +78,28 @@ describe('a chunk repeated far from its first copy (keepReceived: false)', () =>
     expect(same(got.bytes, v2)).toBe(true);
     expect(got.sent).toBeLessThan(v2.length - MiB / 2);
   }, 30_000);
+});
+
+describe('a basis serves one transfer', () => {
+  it('a second transfer on the scope neither assembles in the basis nor reads the old version from it (it holds the first object now)', async () => {
+    const store = new ChunkStore(dm);
+    const v1 = new Uint8Array(randomBytes(4 * MiB));
+    const basis = v1.slice();
+    await store.fill('p', basis, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+    const v2 = v1.slice();
+    v2.set(randomBytes(MiB), 2 * MiB);
+    const v3 = v1.slice(); // the old version again: its chunks are no longer in the basis
+    const e = ends(store);
+    const [, first] = await Promise.all([e.tx.send(v2), e.rx.next()]);
+    expect(first.bytes.buffer).toBe(basis.buffer);
+    expect(same(first.bytes, v2)).toBe(true);
+    const [, second] = await Promise.all([e.tx.send(v3), e.rx.next()]);
+    expect(second.bytes.buffer).not.toBe(basis.buffer);
+    expect(same(second.bytes, v3)).toBe(true);
+    expect(same(first.bytes, v2)).toBe(true); // the delivered object was not written over
+    e.close();
+    store.close();
+  });
 });
 
 describe('assembling the object in its basis', () => {
@@ -112,15 +133,16 @@ describe('assembling the object in its basis', () => {
     for (const p of r.progress) expect(same(p.bytes.subarray(0, p.done), v2.subarray(0, p.done))).toBe(true);
   });
 
-  it('inPlaceBasis: none while the fill runs or without inPlace; the filled bytes once it has settled', async () => {
+  it('takeInPlaceBasis: none while the fill runs or without inPlace; the filled bytes once it has settled, once', async () => {
     const store = new ChunkStore(dm);
     const bytes = new Uint8Array(randomBytes(2 * MiB));
     const f = store.fill('p', bytes, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
-    expect(store.inPlaceBasis('p')).toBeUndefined();
+    expect(store.takeInPlaceBasis('p')).toBeUndefined();
     await f;
-    expect(store.inPlaceBasis('p')).toBe(bytes);
+    expect(store.takeInPlaceBasis('p')).toBe(bytes);
+    expect(store.takeInPlaceBasis('p')).toBeUndefined();
     await store.fill('q', bytes, { key: KEY, avg: AVG }, { reference: true });
-    expect(store.inPlaceBasis('q')).toBeUndefined();
+    expect(store.takeInPlaceBasis('q')).toBeUndefined();
     store.close();
   });
 });
