@@ -29,6 +29,8 @@ interface Armed {
  * handleMessage for each message of the sender, handleFailure when the pipe failed; after each,
  * the shell polls pollAction() until undefined. No deadlines of its own.
  */
+/** Written ranges a receiver remembers while its object is the basis (written.ts). */
+const WRITTEN_MAX = 1024;
 export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   readonly #actions = new Outbox<RecvAction>();
   readonly #o: Required<Omit<DedupRecvOptions, 'normalization' | 'progress'>> & { normalization: number; progress: boolean };
@@ -406,7 +408,6 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       }
     }
     // Copy into the object, then into the store (under the hashes just verified).
-    const out = this.#out!;
     const u8 = o.mem.u8();
     // What goes into the store: only when it keeps what arrives (a file's basis scope does not).
     const keep = o.keepReceived;
@@ -443,8 +444,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       this.#aliases.delete(i);
       const from = this.#offs[i]!;
       for (const j of waiting) {
-        out.copyWithin(this.#offs[j]!, from, from + this.#lens[i]!);
-        if (this.#inBasisObject) this.#written.add(this.#offs[j]!, this.#lens[i]!);
+        this.#put(this.#out!.subarray(from, from + this.#lens[i]!), this.#offs[j]!);
         this.#placed(j);
         this.#assembled += this.#lens[i]!;
       }
@@ -458,10 +458,16 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     return [{ kind: 'send', bytes: encode({ kind: DedupKind.Grant, xfer: this.#xfer, slot }) }, ...this.#progressed(), ...this.#maybeDone()];
   }
 
-  /** Copy into the object (remembered while the object is the basis). */
+  /**
+   * Copy into the object (remembered while the object is the basis; past WRITTEN_MAX ranges,
+   * writes out of order would make each remembering cost as much as all of them, so the object
+   * leaves the basis instead). `from` may be a view of the object itself.
+   */
   #put(from: Uint8Array, at: number): void {
     this.#out!.set(from, at);
-    if (this.#inBasisObject) this.#written.add(at, from.length);
+    if (!this.#inBasisObject) return;
+    this.#written.add(at, from.length);
+    if (this.#written.size > WRITTEN_MAX) this.#leaveBasis(at + from.length);
   }
 
   /**
@@ -469,14 +475,14 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
    * until now) is copied over, and the basis is written no more. The progress reported so far
    * stays true of the new object (`moved` tells the writer so).
    */
-  #leaveBasis(): void {
+  #leaveBasis(end = this.#sum): void {
     let fresh: Uint8Array;
     try {
       fresh = takeBuffer(this.#total);
     } catch {
       throw new Violation(DedupEndStatus.TooLarge, 0, `no memory for an object of ${this.#total} bytes`);
     }
-    fresh.set(this.#out!.subarray(0, this.#sum));
+    fresh.set(this.#out!.subarray(0, Math.max(end, this.#sum)));
     this.#out = fresh;
     this.#inBasisObject = false;
     this.#moved = true;
