@@ -407,12 +407,10 @@ export class ThreadPort implements NicPort, QpHost {
   /** Every QP's outstanding work completes with WrFlushErr into its CQ (the NIC thread is gone). */
   #flushAll(): void {
     const wc = this.#wcIn;
-    for (const qp of this.#qps.values()) {
-      qp.outstanding((cq, wrId, recv) => {
-        Object.assign(wc, { wrId, status: WcStatus.WrFlushErr, opcode: recv ? WcOpcode.Recv : WcOpcode.Send, byteLen: 0, qpn: qp.qpn, imm: undefined, srcQpn: undefined, src: undefined });
-        this.#cqs.get(cq)?.cq.offer(wc as never);
-      });
-    }
+    for (const qp of this.#qps.values()) qp.outstanding((cq, wrId, recv) => {
+      Object.assign(wc, { wrId, status: WcStatus.WrFlushErr, opcode: recv ? WcOpcode.Recv : WcOpcode.Send, byteLen: 0, qpn: qp.qpn, imm: undefined, srcQpn: undefined, src: undefined });
+      this.#cqs.get(cq)?.cq.offer(wc as never);
+    });
   }
 
   stats(contextsShown: number): PortStats {

@@ -7,6 +7,7 @@ import type { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { ChunkHasher, hashAlgName } from '../../src/dedup/hash.js';
 import { DeviceChunker } from '../../src/dedup/chunker.js';
 import { decode } from '../../src/dedup/messages.js';
+import type { RdmaWritePath } from '../../src/dedup/endpoint.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { DedupRecvCore, DedupSendCore, type RecvAction, type RecvStats, type SendAction, type SendResult } from '../../src/dedup/transfer.js';
 import type { SabreError } from '../../src/core/errors.js';
@@ -183,4 +184,21 @@ export function harness(dm: DeviceMemory, store = new ChunkStore(dm), o: Harness
 export function feed<A extends Tagged>(core: PollsActions<A> & { handleMessage(b: Uint8Array, now: number): void }, b: Uint8Array): A[] {
   core.handleMessage(b, 0);
   return pollAll(core);
+}
+
+/** RDMA WRITE as a copy inside the device memory `dm` (staged bytes kept until the next stage or free()). */
+export function copyWriter(dm: DeviceMemory): RdmaWritePath & { free(): void } {
+  let src = 0;
+  return {
+    stage(bytes) {
+      if (src) dm.free(src);
+      src = dm.alloc(Math.max(1, bytes.length));
+      dm.u8().set(bytes, src);
+      return src;
+    },
+    async write(pieces) {
+      for (const p of pieces) dm.u8().copyWithin(p.remoteAddr, p.src, p.src + p.len);
+    },
+    free: () => void (src && dm.free(src)),
+  };
 }

@@ -6,12 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { DedupReceiver, DedupSender, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
+import { DedupReceiver, DedupSender, type MessagePipe } from '../../src/dedup/endpoint.js';
 import { decode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { DeviceChunker } from '../../src/dedup/chunker.js';
 import { DedupKind } from '../../src/wire/spec.js';
-import { same } from './cores.js';
+import { copyWriter, same } from './cores.js';
 
 let dm: DeviceMemory;
 beforeAll(async () => {
@@ -44,28 +44,11 @@ function pipes() {
   return { tx, rx, toTx };
 }
 
-/** RDMA WRITE as a copy inside the device memory (the zone is not hooked: each slot is hashed at its ROUND). */
-function writer(): RdmaWritePath & { free(): void } {
-  let src = 0;
-  return {
-    stage(bytes) {
-      if (src) dm.free(src);
-      src = dm.alloc(Math.max(1, bytes.length));
-      dm.u8().set(bytes, src);
-      return src;
-    },
-    async write(pieces) {
-      for (const p of pieces) dm.u8().copyWithin(p.remoteAddr, p.src, p.src + p.len);
-    },
-    free: () => src && dm.free(src),
-  };
-}
-
 function ends(store: ChunkStore, o: { maxEntries?: number; window?: number } = {}) {
   const p = pipes();
   const zone = { addr: dm.alloc(4 << 20), rkey: 0x4321, length: 4 << 20 };
   const rx = new DedupReceiver({ pipe: p.rx, mem: dm, store, scope: 'p', zone, slots: 4, key: KEY, avg: AVG, keepReceived: false, ...(o.maxEntries ? { maxEntries: o.maxEntries } : {}) });
-  const w = writer();
+  const w = copyWriter(dm); // the zone is not hooked: each slot is hashed at its ROUND
   const tx = new DedupSender({ pipe: p.tx, rdma: w, mem: dm, step: 256 << 10, ...(o.window ? { window: o.window } : {}) });
   return { rx, tx, toTx: p.toTx, close: () => (rx.close(), tx.close(), w.free(), dm.free(zone.addr)) };
 }

@@ -8,10 +8,10 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { DedupReceiver, DedupSender, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
+import { DedupReceiver, DedupSender, type MessagePipe } from '../../src/dedup/endpoint.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { WrittenRanges } from '../../src/dedup/written.js';
-import { same } from './cores.js';
+import { copyWriter, same } from './cores.js';
 
 let dm: DeviceMemory;
 beforeAll(async () => {
@@ -27,18 +27,7 @@ function ends(store: ChunkStore) {
   let onTx: (b: Uint8Array) => void = () => undefined;
   const txPipe: MessagePipe = { send: (b) => void queueMicrotask(() => onRx(b)), onMessage: (h) => void (onTx = h) };
   const rxPipe: MessagePipe = { send: (b) => void queueMicrotask(() => onTx(b)), onMessage: (h) => void (onRx = h) };
-  let src = 0;
-  const w: RdmaWritePath = {
-    stage(bytes) {
-      if (src) dm.free(src);
-      src = dm.alloc(Math.max(1, bytes.length));
-      dm.u8().set(bytes, src);
-      return src;
-    },
-    async write(pieces) {
-      for (const p of pieces) dm.u8().copyWithin(p.remoteAddr, p.src, p.src + p.len);
-    },
-  };
+  const w = copyWriter(dm);
   const zone = { addr: dm.alloc(4 * MiB), rkey: 0x4321, length: 4 * MiB };
   const progress: Array<{ bytes: Uint8Array; done: number; moved?: boolean }> = [];
   const rx = new DedupReceiver({
@@ -46,7 +35,7 @@ function ends(store: ChunkStore) {
     onProgress: (bytes, done, moved) => progress.push({ bytes, done, ...(moved ? { moved } : {}) }),
   });
   const tx = new DedupSender({ pipe: txPipe, rdma: w, mem: dm, step: 256 << 10 });
-  return { rx, tx, progress, close: () => (rx.close(), tx.close(), src && dm.free(src), dm.free(zone.addr)) };
+  return { rx, tx, progress, close: () => (rx.close(), tx.close(), w.free(), dm.free(zone.addr)) };
 }
 
 /** Send v2 against a basis that is a copy of v1, assembled in place; returns what arrived and moved. */
