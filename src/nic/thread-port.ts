@@ -342,19 +342,20 @@ export class ThreadPort implements NicPort, QpHost {
         return;
       }
       case 'serviceRequest': {
+        // Sent before a close this thread has begun since: the request goes with the NIC's link
+        // (a call now would throw ERR_CLOSED into this message handler).
+        if (!this.#callable) return;
         const handler = this.#services.get(m.service);
-        if (!handler) {
-          this.call('svcReject', { id: m.id, reason: 'no listener' });
-          return;
-        }
+        if (!handler) return void this.call('svcReject', { id: m.id, reason: 'no listener' });
         handler({
           service: m.service, remoteQpn: m.remoteQpn, privateData: m.privateData, from: m.from,
           accept: (qpn: number, privateData?: Uint8Array) => {
+            if (!this.#callable) return Promise.reject(new SabreError(ErrorCode.Closed, 'device is closed'));
             const p = this.#wait(m.id, 's');
             this.call('svcAccept', { id: m.id, qpn, privateData });
             return p;
           },
-          reject: (reason: string, busy?: boolean) => this.call('svcReject', { id: m.id, reason, busy: busy === true }),
+          reject: (reason: string, busy?: boolean) => void (this.#callable && this.call('svcReject', { id: m.id, reason, busy: busy === true })),
         });
         return;
       }
@@ -595,5 +596,4 @@ export class ThreadPort implements NicPort, QpHost {
     hung.unref();
     this.#worker.once('exit', () => clearTimeout(hung));
   }
-
 }
