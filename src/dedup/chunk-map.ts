@@ -91,24 +91,14 @@ export class ChunkMap {
 
   /** Expect these chunks, packed from the zone's start; every stream restarts. */
   arm(chunks: readonly ExpectedChunk[]): void {
-    this.#live();
-    if (chunks.length > this.capacity) throw new SabreError(ErrorCode.LimitExceeded, `chunk map holds ${this.capacity} chunks, ${chunks.length} given`);
-    const dv = this.mem.dataView();
-    dv.setUint32(this.addr + H.chunkCount.offset, chunks.length, true);
-    let at = 0;
-    for (let i = 0; i < chunks.length; i++) {
-      const c = chunks[i]!;
-      const r = this.#rec(i);
-      dv.setUint32(r + C.start.offset, at, true);
-      dv.setUint32(r + C.len.offset, c.len, true);
-      dv.setBigUint64(r + C.expected.offset, c.hash & U64, true);
-      dv.setBigUint64(r + C.expected.offset + 8, (c.hash >> 64n) & U64, true);
-      at += c.len;
-    }
-    const st = this.mem.kernels.chunkMapArm(this.addr);
-    if (st !== DedupArmStatus.Ok) throw new SabreError(ErrorCode.InvalidArgument, `chunk map rejected the chunk list (status ${st}: lengths must be > 0 and fit the zone)`);
-    this.#count = chunks.length;
-    this.#doneSeen = 0;
+    // The hash as the record field holds it (low64 then high64, little-endian), one scratch.
+    const rec = new Uint8Array(16);
+    const dv = new DataView(rec.buffer);
+    this.armRecords(chunks.length, (k) => chunks[k]!.len, (k) => {
+      dv.setBigUint64(0, chunks[k]!.hash & U64, true);
+      dv.setBigUint64(8, (chunks[k]!.hash >> 64n) & U64, true);
+      return [rec, 0];
+    });
   }
 
   /**

@@ -13,7 +13,7 @@ export interface PortOptions extends ProviderOptions {
   memoryBytes?: number;
   maximumMemoryBytes?: number;
   maxMr?: number;
-  /** How long a NIC thread polls its WQE ring after a turn that gave completions (µs, 0..1000). */
+  /** How long a NIC thread polls its WQE ring after a turn that gave completions (µs, 0..1000; resolved by openDevice). */
   nicPollUs?: number;
   /** Poll by spinning instead of a futex wait. */
   nicPollSpin?: boolean;
@@ -77,5 +77,5 @@ export async function openPort(provider: TransportProvider, opts: PortOptions, l
   const workers = opts.workers ?? 0;
   if (workers === 0 || !provider.threaded) return openInline(provider, opts, limits);
   const { workers: _, ...rest } = opts;
-  return ThreadPort.open(provider.name, { ...rest, nicPollUs: nicPollUs(opts.nicPollUs), nicPollSpin: nicPollSpin(opts.nicPollSpin) }, limits as { engine: Record<string, number>; link: Record<string, number> });
+  return ThreadPort.open(provider.name, rest as Record<string, unknown>, limits as { engine: Record<string, number>; link: Record<string, number> });
 }

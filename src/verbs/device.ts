@@ -411,8 +411,8 @@ export async function openDevice(opts: OpenDeviceOptions): Promise<Device> {
   }
   const workers = opts.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 0 || workers > 16) throw new SabreError(ErrorCode.InvalidArgument, 'workers must be an integer in 0..16');
-  nicPollUs(opts.nicPollUs);
-  nicPollSpin(opts.nicPollSpin);
+  // Resolved here (SABRE_NIC_POLL_US included), before anything is opened.
+  const poll = { nicPollUs: nicPollUs(opts.nicPollUs), nicPollSpin: nicPollSpin(opts.nicPollSpin) };
   if (opts.maxMr !== undefined && !(Number.isInteger(opts.maxMr) && opts.maxMr >= 1 && opts.maxMr < 1 << 24)) throw new SabreError(ErrorCode.InvalidArgument, 'maxMr must be an integer in 1..16777215');
-  return new Device(await openPort(provider, { ...opts, workers }, limits));
+  return new Device(await openPort(provider, { ...opts, workers, ...poll }, limits));
 }

@@ -21,6 +21,7 @@ beforeAll(async () => {
 const KEY = new Uint8Array(32).fill(9);
 const AVG = 4096;
 const MiB = 1 << 20;
+const concat = (...parts: Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(parts));
 
 function ends(store: ChunkStore) {
   let onRx: (b: Uint8Array) => void = () => undefined;
@@ -169,13 +170,3 @@ describe('WrittenRanges', () => {
     }
   });
 });
-
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}

@@ -46,11 +46,6 @@ export interface UdpCoreCounters {
   frames: number;
 }
 
-/** Inbound records kept per batch array (a batch of more frames allocates the rest). */
-const MAX_SLOTS = 1024;
-/** What a kept record points at between steps. */
-const NO_FRAME: Frame = Object.freeze({ kind: 'hello', srcQpn: 0, dstQpn: 0, reply: false });
-
 export class UdpCore {
   readonly counters: UdpCoreCounters;
   readonly packer: FramePacker;
@@ -74,12 +69,6 @@ export class UdpCore {
   #lists: Frame[][] = [];
   /** The batch array of the step not running: the two take turns (see deliveriesDone). */
   #spareBatch: Inbound[] = [];
-  /**
-   * The Inbound records of each of the two batch arrays, kept across steps: the engine reads
-   * a record during its step and keeps none (it keeps frames), so a record per frame per step
-   * was garbage. An array that joins the two (after a nested step) gets records of its own.
-   */
-  #slots = new WeakMap<Inbound[], Inbound[]>([[this.#batch, []], [this.#spareBatch, []]]);
   #inStep = false;
   /** The peer seal() is packing and the payloads the layer refused for it (emitPayload's state). */
   #sealPeer: PeerAddress | undefined;
@@ -164,20 +153,7 @@ export class UdpCore {
     this.counters.badFrames += decodeFrames(d.payload, d.dstQpn, d.srcQpn, this.#frames);
     if (this.#frames.length > start) {
       const from = this.#fromOf(d.from);
-      const batch = this.#batch;
-      const slots = this.#slots.get(batch);
-      for (let i = start; i < this.#frames.length; i++) {
-        const frame = this.#frames[i]!;
-        let r = slots?.[batch.length];
-        if (r === undefined) {
-          r = { from, frame };
-          if (slots !== undefined && slots.length < MAX_SLOTS) slots.push(r);
-        } else {
-          r.from = from;
-          r.frame = frame;
-        }
-        batch.push(r);
-      }
+      for (let i = start; i < this.#frames.length; i++) this.#batch.push({ from, frame: this.#frames[i]! });
     }
     this.#frames.length = 0;
   }
@@ -201,11 +177,7 @@ export class UdpCore {
       } finally {
         if (outer) {
           this.#inStep = false;
-          // The engine keeps frames, never the batch array or its records: emptied, it is the
-          // next spare (its records drop their frames, which the engine may have let go).
-          const slots = this.#slots.get(batch);
-          if (slots === undefined) this.#slots.set(batch, []);
-          else for (let i = 0; i < batch.length && i < slots.length; i++) slots[i]!.frame = NO_FRAME;
+          // The engine keeps frames, never the batch array: emptied, it is the next spare.
           batch.length = 0;
           this.#spareBatch = batch;
         }
