@@ -357,13 +357,14 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     ctx.pending.delete(ch);
     if (session) ctx.sessions.unbind(session, ch);
     if (scope) dedupStoreOf(ch.pd).dropScope(scope);
-    // The basis is the store's no more and its read has stopped (its file closed, even when the
-    // fill stopped before it looked): its pages serve a later transfer.
+    // The receiver may still be assembling the object in the basis (inPlace) until its channel
+    // has torn down: ROUNDs in flight are placed until then, whatever the scope. Only then is
+    // the basis released (its read stopped, its file closed) for a later transfer's pages.
+    await ch.close().catch(() => undefined);
     if (basisRead) {
       const r = basisRead;
       void filled.then(() => r.stop()).then(() => r.release());
     }
-    await ch.close().catch(() => undefined);
   }
 }
 
@@ -483,7 +484,9 @@ export async function dedupGet(c: DedupClientSide, path: string, basisFile: Basi
     };
   } finally {
     store.dropScope(scope); // stops a fill still running
-    if (!handedOver) releaseBasis();
+    // A basis the object is assembled in is the receiver's until the channel has torn down
+    // (ROUNDs in flight are still placed): closed first, released after.
     await ch?.close().catch(() => undefined);
+    if (!handedOver) releaseBasis();
   }
 }
