@@ -13,8 +13,12 @@
 //   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000;
 //    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2;
 //    NIC_MODES: the cases run, default "raw,0,1"; NIC_RTTS=0 skips the round trips, NIC_BYTES=0 the goodput;
-//    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPollUs":50}')
+//    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPollUs":50}';
+//    NIC_TASKS=1: each thread's context switches and CPU per MB of a goodput case, both processes)
+// With a NIC thread the goodput rows also give the wake-ups per MB across each side's two threads
+// (dev.stats().nic).
 import dgram from 'node:dgram';
+import fs from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -42,6 +46,48 @@ const switches = () => {
   return r.voluntaryContextSwitches + r.involuntaryContextSwitches;
 };
 
+/** Context switches (voluntary, involuntary) and ms on a CPU of each thread of this process, by thread id (NIC_TASKS=1). */
+function taskSwitches() {
+  if (process.env.NIC_TASKS !== '1') return undefined;
+  const out = {};
+  for (const t of fs.readdirSync('/proc/self/task')) {
+    try {
+      const st = fs.readFileSync(`/proc/self/task/${t}/status`, 'utf8');
+      const v = Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(st)[1]);
+      const i = Number(/nonvoluntary_ctxt_switches:\s*(\d+)/.exec(st)[1]);
+      // schedstat: ns on a CPU (precise, where stat's utime/stime count 10 ms ticks).
+      const ns = Number(fs.readFileSync(`/proc/self/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+      out[t] = [v, i, ns / 1e6];
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return out;
+}
+
+function diffTasks(a, b, mb) {
+  if (!a) return '';
+  const parts = [];
+  for (const [k, [v, i, ms]] of Object.entries(a)) {
+    const [v0, i0, ms0] = b[k] ?? [0, 0, 0];
+    if (v - v0 + i - i0 > 0) parts.push(`${((v - v0) / mb).toFixed(2)}+${((i - i0) / mb).toFixed(2)} ${((ms - ms0) / mb).toFixed(2)}ms`);
+  }
+  return parts.join(', ');
+}
+
+/** NIC-thread counters (dev.stats().nic) since `b`. */
+function diffNic(a, b) {
+  const d = {};
+  for (const k of Object.keys(a)) d[k] = a[k] - (b[k] ?? 0);
+  return d;
+}
+
+/** Wake-ups per MB: the application's (appWakes) and the NIC thread's (wakes) on each side. */
+function perMb(nic, mb) {
+  if (!nic) return '';
+  return `app ${(nic.appWakes / mb).toFixed(2)} NIC ${(nic.wakes / mb).toFixed(2)} (doorbells: NIC ${(nic.doorbells / mb).toFixed(2)}, app ${(nic.appDoorbells / mb).toFixed(2)})`;
+}
+
 async function side(transport, workers) {
   const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers, ...OPTS });
   const pd = dev.allocPd();
@@ -56,6 +102,8 @@ if (isPeer) {
   let elu0;
   let cpu0;
   let cs0;
+  let nic0;
+  let tasks0;
   let server;
   let sink;
   servePeer({
@@ -75,9 +123,12 @@ if (isPeer) {
       elu0 = performance.eventLoopUtilization();
       cpu0 = process.cpuUsage();
       cs0 = switches();
+      nic0 = s?.dev.stats().nic;
+      tasks0 = taskSwitches();
     },
     measured() {
-      return { elu: performance.eventLoopUtilization(elu0).utilization, cpu: cpuSecs(process.cpuUsage(cpu0)), cs: switches() - cs0 };
+      const nic = nic0 && diffNic(s.dev.stats().nic, nic0);
+      return { elu: performance.eventLoopUtilization(elu0).utilization, cpu: cpuSecs(process.cpuUsage(cpu0)), cs: switches() - cs0, nic, tasks: taskSwitches(), tasks0 };
     },
     async close() {
       await s.dev.close();
@@ -161,6 +212,8 @@ if (isPeer) {
     const elu0 = performance.eventLoopUtilization();
     const c0 = process.cpuUsage();
     const cs0 = switches();
+    const nic0 = s.dev.stats().nic;
+    const tasks0 = taskSwitches();
     const t0 = performance.now();
     await run(n);
     const secs = (performance.now() - t0) / 1000;
@@ -168,10 +221,14 @@ if (isPeer) {
     const far = await call('measured');
     const cpu = cpuSecs(process.cpuUsage(c0)) + far.cpu;
     const cs = switches() - cs0 + far.cs;
+    const mb = (n * MSG) / 1e6;
+    const tasks = taskSwitches();
+    if (tasks) console.log(`# ${transport} workers: ${workers} per thread (main first, NIC thread last): switches per MB voluntary+involuntary, CPU ms per MB; requester: ${diffTasks(tasks, tasks0, mb)}; target: ${diffTasks(far.tasks, far.tasks0, mb)}`);
+    const wakes = nic0 ? ` [wake-ups per MB: requester ${perMb(diffNic(s.dev.stats().nic, nic0), mb)}; target ${perMb(far.nic, mb)}]` : '';
     await s.dev.close();
     await call('close');
     const gb = (n * MSG) / 1e9;
-    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / gb, reqCpuPerGB: (cpu - far.cpu) / gb, csPerMB: cs / ((n * MSG) / 1e6) };
+    return { mbps: (n * MSG) / secs / 1e6, tgtElu: far.elu, reqElu, cpuPerGB: cpu / gb, reqCpuPerGB: (cpu - far.cpu) / gb, csPerMB: cs / mb, wakes };
   }
 
   async function rawUdp(bytes = BYTES) {
@@ -317,7 +374,7 @@ if (isPeer) {
       if (rs.length === 0) continue;
       const mbps = med(rs.map((r) => r.mbps));
       const cpu = med(rs.map((r) => r.cpuPerGB));
-      const each = rs.map((r) => `${r.mbps.toFixed(0)}/${r.cpuPerGB.toFixed(2)} (requester ${r.reqCpuPerGB.toFixed(2)})/${r.csPerMB.toFixed(1)}`).join(' ');
+      const each = rs.map((r) => `${r.mbps.toFixed(0)}/${r.cpuPerGB.toFixed(2)} (requester ${r.reqCpuPerGB.toFixed(2)})/${r.csPerMB.toFixed(1)}${r.wakes ?? ''}`).join(' ');
       console.log(
         `${transport} ${name}: ${mbps.toFixed(0)} MB/s (${(mbps / raw).toFixed(2)}× raw, ${(mbps / (inl.length > 0 ? med(inl.map((r) => r.mbps)) : NaN)).toFixed(2)}× workers: 0), ` +
           `CPU ${cpu.toFixed(2)} s/GB (${(cpu / rawCpu).toFixed(2)}× raw), target main-thread ELU ${med(rs.map((r) => r.tgtElu)).toFixed(3)}, requester ${med(rs.map((r) => r.reqElu)).toFixed(3)}, ${med(rs.map((r) => r.csPerMB)).toFixed(1)} context switches per MB; each MB/s / CPU s/GB (the requester's part) / switches per MB: ${each}`,

@@ -76,14 +76,30 @@ export interface PortQp {
   destroy(deviceOpen: boolean): void;
 }
 
+/**
+ * What crosses between the application's thread and a NIC thread. NIC side: `doorbells` it rang
+ * while the application waited for completions, `polls` of its WQE ring (nicPollUs) and
+ * `pollHits` that found a post, `wakes` of it by the application's doorbell, `cqes` written.
+ * Application side: `appWakes` by the NIC's doorbell, `appDoorbells` it rang while the NIC slept.
+ */
+export interface NicCounters {
+  doorbells: number;
+  polls: number;
+  pollHits: number;
+  wakes: number;
+  cqes: number;
+  appWakes: number;
+  appDoorbells: number;
+}
+
 /** The device's counters and what the port's link and memory report. */
 export interface PortStats {
   counters: DeviceCounters;
   memory: AllocatorStats;
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
-  /** A NIC thread's own counters: doorbells it rang while the application waited for completions, polls of its WQE ring, and the polls that found a post. */
-  nic?: { doorbells: number; polls: number; pollHits: number };
+  /** A NIC thread's counters (NicCounters). */
+  nic?: NicCounters;
 }
 
 /**

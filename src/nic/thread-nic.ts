@@ -187,6 +187,7 @@ export class NicThread {
     this.#waiting = true;
     void w.then(() => {
       this.#waiting = false;
+      this.#counts.wakes++;
       this.#takeWqes();
       this.#watchWqes();
     });
@@ -252,6 +253,7 @@ export class NicThread {
   readonly cqeOut: Cqe = { cq: 0, token: 0, qpn: 0, status: 0, opcode: 0, byteLen: 0, imm: undefined, srcQpn: undefined, src: undefined };
 
   putCqe(c: Cqe): void {
+    this.#counts.cqes++;
     if (this.#overflow.length > 0 || !writeCqe(this.#cqe, c)) {
       // Kept past this call: a copy (the caller's record is reused).
       this.#overflow.push({ ...c });
@@ -346,8 +348,11 @@ export class NicThread {
     this.#takeWqes();
   };
 
-  /** dev.stats().nic: doorbells rung while the application waited, polls, polls that found a post. */
-  readonly #counts = { doorbells: 0, polls: 0, pollHits: 0 };
+  /**
+   * dev.stats().nic: doorbells rung while the application waited, polls, polls that found a
+   * post, this thread's wake-ups by the application's doorbell, completion records written.
+   */
+  readonly #counts = { doorbells: 0, polls: 0, pollHits: 0, wakes: 0, cqes: 0 };
 
   readonly #markQp = (qp: { qpn: number }): void => {
     const e = this.#qps.get(qp.qpn);

@@ -6,8 +6,7 @@
 //
 // Only a token crosses for a work request id: the application keeps the ids (as mlx5's
 // providers keep wr_id arrays in user space), so any number or bigint comes back as given.
-import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
-import { fileURLToPath } from 'node:url';
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
 import { WcOpcode, WcStatus } from '../core/enums.js';
@@ -24,7 +23,7 @@ import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
-import { NIC_RESOURCE_LIMITS } from './thread-heap.js';
+import { startNicWorker, threadScript } from './thread-start.js';
 import {
   CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
   type WireError, WQE_RING_BYTES,
@@ -36,34 +35,6 @@ const packr = new Packr({ useRecords: false });
 
 /** What a closed device's memory reports: nothing allocated, nothing free. */
 const CLOSED_ARENA: AllocatorStats = { used: 0, free: 0, capacity: 0, largestFree: 0, grows: 0 };
-
-/** Under vitest this module runs from src/ (TypeScript): the thread loads the dist/ build. */
-/**
- * The NIC thread's Worker. It inherits this process's node flags, except those a Worker refuses:
- * only a main script's (`--input-type`, which would refuse to start a worker from a file), and
- * V8 and per-process ones (`--max-old-space-size`, `--expose-gc`, `--stack-size` …: Node throws
- * ERR_WORKER_INVALID_EXEC_ARGV and names them; a Worker's heap has limits of its own). A
- * process started with any of those must still open devices.
- */
-function startNicWorker(script: string, o: { workerData: unknown; transferList: MessagePort[] }): Worker {
-  let execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return new Worker(script, { ...o, execArgv, resourceLimits: NIC_RESOURCE_LIMITS });
-    } catch (e) {
-      if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || attempt === 2) throw e;
-      const named = /flags: (.*)$/.exec(String((e as Error).message))?.[1]?.split(', ') ?? [];
-      // Left out by name; if the message names none we know, the thread takes no flags at all.
-      const kept = execArgv.filter((a) => !named.includes(a));
-      execArgv = attempt === 0 && kept.length < execArgv.length ? kept : [];
-    }
-  }
-}
-
-function threadScript(): string {
-  const here = new URL(import.meta.url);
-  return fileURLToPath(here.pathname.endsWith('.ts') ? new URL('../../dist/nic/thread-main.js', here) : new URL('./thread-main.js', here));
-}
 
 interface CqEntry {
   cq: PortCq;
@@ -206,7 +177,7 @@ export class ThreadPort implements NicPort, QpHost {
       return;
     }
     this.#wqe.commit();
-    this.#wqe.ringDoorbell();
+    if (this.#wqe.ringDoorbell()) this.#counts.appDoorbells++;
   }
 
   batch(fn: () => void): void {
@@ -219,7 +190,7 @@ export class ThreadPort implements NicPort, QpHost {
       if (this.#pending) {
         this.#pending = false;
         this.#wqe.commit();
-        this.#wqe.ringDoorbell();
+        if (this.#wqe.ringDoorbell()) this.#counts.appDoorbells++;
       }
     }
   }
@@ -325,6 +296,7 @@ export class ThreadPort implements NicPort, QpHost {
   /** The completion ring's doorbell rang: one closure for every wake, not one per wait. */
   readonly #woken = (): void => {
     this.#watching = false;
+    this.#counts.appWakes++;
     this.drain();
     this.#watch();
   };
@@ -415,8 +387,13 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   stats(contextsShown: number): PortStats {
-    return this.call('stats', { contexts: contextsShown }) as PortStats;
+    const st = this.call('stats', { contexts: contextsShown }) as PortStats;
+    st.nic = { ...st.nic!, ...this.#counts };
+    return st;
   }
+
+  /** This thread's side of dev.stats().nic. */
+  readonly #counts = { appWakes: 0, appDoorbells: 0 };
 
   reachable(a: DeviceAddress): boolean {
     // Closing (the close awaits the NIC thread, and the loop runs meanwhile): nothing is.

@@ -12,7 +12,7 @@ import type { Link, ServiceRequest, TransportContextStats } from '../core/link.j
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import type { PortEvent } from '../nic/port.js';
-import type { NicPort } from '../nic/port.js';
+import type { NicCounters, NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
 import { defaultWorkers, nicPollSpin, nicPollUs, openPort } from '../nic/open.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
@@ -390,8 +390,8 @@ export const LINK_CONTEXTS_SHOWN = 64;
  */
 export type DeviceStats = DeviceCounters & {
   memory: AllocatorStats;
-  /** With a NIC thread: doorbells it rang while this thread waited for completions, its WQE-ring polls (nicPollUs), and the polls that found a post. */
-  nic?: { doorbells: number; polls: number; pollHits: number };
+  /** With a NIC thread: the wake-ups and doorbells between this thread and it, its WQE-ring polls (nicPollUs), the completion records it wrote (NicCounters). */
+  nic?: NicCounters;
   link?: Record<string, number>;
   linkContexts?: TransportContextStats[];
   [source: string]: unknown;

@@ -1,7 +1,7 @@
 // nicPollUs: a NIC thread that has just handed the application completions waits on its WQE
 // ring for a while (a futex wait, or a spin with nicPollSpin) before it returns to its event
-// loop, so a post made in answer reaches it without the event loop's wake-up path. dev.stats().nic counts the polls, those that found a post, and the wake-ups of
-// the application the NIC thread rang. Off by default; the option is checked like the others.
+// loop, so a post made in answer reaches it without the event loop's wake-up path. dev.stats().nic counts the polls, those that found a post, the wake-ups of
+// the application the NIC thread rang and the NIC thread's by the application's doorbell. Off by default; the option is checked like the others.
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, Opcode, openDevice, WcStatus } from '../../src/index.js';
 import { ALL, type Side, closeAll, connectPair, side, take } from '../verbs/helpers.js';
@@ -56,6 +56,14 @@ describe('NIC thread polling (nicPollUs)', () => {
       expect(off.pollHits).toBe(0);
       // The application was woken for its completions (it waited for each one).
       expect(off.doorbells).toBeGreaterThan(0);
+      // Both directions' wake-ups are counted: 20 receive completions came through the ring;
+      // the application was woken by the NIC's doorbell, the NIC thread by the application's
+      // (each rung at most once per post: 20 receives and 20 sends here).
+      expect(off.cqes).toBeGreaterThanOrEqual(20);
+      expect(off.appWakes).toBeGreaterThan(0);
+      expect(off.wakes).toBeGreaterThan(0);
+      expect(off.appDoorbells).toBeGreaterThan(0);
+      expect(off.appDoorbells).toBeLessThanOrEqual(40);
       await closeAll(...open.splice(0));
 
       // 1 ms: far longer than this thread takes to answer a completion with a post, so nearly
