@@ -153,6 +153,44 @@ describe('RecordRing, one thread', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(20);
   });
 
+  it('the doorbell takes the flag: posts after the one that woke the consumer ring nobody until it sleeps again', async () => {
+    const r = RecordRing.create(256);
+    const w = r.waitForRecords();
+    expect(w).toBeInstanceOf(Promise);
+    r.reserve(1);
+    r.commit();
+    expect(r.ringDoorbell()).toBe(true);
+    // The consumer is woken but has not run yet: the next post finds the flag lowered.
+    r.reserve(2);
+    r.commit();
+    expect(r.ringDoorbell()).toBe(false);
+    await w;
+    let n = 0;
+    for (; r.peek() >= 0; n++) r.advance();
+    expect(n).toBe(2); // both posts seen by the one wake-up
+    // Asleep again: rung again.
+    const w2 = r.waitForRecords();
+    expect(w2).toBeInstanceOf(Promise);
+    r.reserve(3);
+    r.commit();
+    expect(r.ringDoorbell()).toBe(true);
+    await w2;
+    expect(r.peek()).toBeGreaterThanOrEqual(0);
+    r.advance();
+    // The room direction likewise: one notify for the producer waiting, not one per record freed.
+    const f = RecordRing.create(64);
+    while (f.reserve(8) >= 0);
+    f.commit();
+    const ws = f.waitForSpace(8);
+    expect(ws).toBeInstanceOf(Promise);
+    f.peek();
+    f.advance();
+    f.peek();
+    f.advance();
+    await ws;
+    expect(f.reserve(8)).toBeGreaterThanOrEqual(0);
+  });
+
   it('pollRecords: finds a committed record, gives up at its deadline or its count, and leaves a pending waiter\'s flag raised', async () => {
     const r = RecordRing.create(256);
     let looks = 0;
@@ -260,6 +298,29 @@ import(workerData.url).then(async ({ RecordRing }) => {
   parentPort.postMessage({ got: i, bad, waits });
 });`;
 
+
+// A consumer that sleeps without a timeout (a lost wake-up leaves it asleep: the producer's
+// bounded wait for it then fails) and tells the producer, through a shared counter, how many
+// records it has taken.
+const SLEEPER = `
+const { workerData, parentPort } = require('node:worker_threads');
+import(workerData.url).then(async ({ RecordRing }) => {
+  const keep = setInterval(() => {}, 1000);
+  const r = RecordRing.attach(workerData.sab);
+  const taken = new Int32Array(workerData.taken);
+  let i = 0, sleeps = 0;
+  const deadline = Date.now() + workerData.ms;
+  while (i < workerData.count && Date.now() < deadline) {
+    if (r.peek() < 0) { const w = r.waitForRecords(); if (w) { sleeps++; await w; } continue; }
+    r.advance();
+    i++;
+    Atomics.store(taken, 0, i);
+    Atomics.notify(taken, 0);
+  }
+  clearInterval(keep);
+  parentPort.postMessage({ got: i, sleeps });
+});`;
+
 function run(script: string, workerData: object): { done: Promise<unknown>; worker: Worker } {
   const worker = new Worker(script, { eval: true, workerData });
   const done = new Promise((resolve, reject) => {
@@ -303,6 +364,45 @@ describe('RecordRing across threads', () => {
       expect(r.used()).toBe(0);
       // Both directions of sleeping happened (a 4 KiB ring cannot hold 100k records).
       expect(report.waits + sleeps).toBeGreaterThan(0);
+    } finally {
+      await worker.terminate();
+    }
+  });
+
+  it('no lost wake-up: 3000 bursts, each waited for until the sleeping consumer has taken it', async () => {
+    const r = RecordRing.create(1024);
+    const taken = new Int32Array(new SharedArrayBuffer(4));
+    const ROUNDS = 3000;
+    let sent = 0;
+    for (let k = 0; k < ROUNDS; k++) sent += 1 + (k % 3);
+    const { done, worker } = run(SLEEPER, { url: ringUrl, sab: r.sab, taken: taken.buffer, count: sent, ms: MS });
+    try {
+      let posted = 0;
+      let rounds = 0;
+      let rungs = 0;
+      const deadline = Date.now() + MS;
+      for (let k = 0; k < ROUNDS && Date.now() < deadline; k++) {
+        // A burst of 1-3 posts, each committed and rung (as a thread port's posts outside a batch).
+        for (let b = 0; b <= k % 3; b++) {
+          expect(r.reserve(8)).toBeGreaterThanOrEqual(0);
+          r.commit();
+          if (r.ringDoorbell()) rungs++;
+          posted++;
+        }
+        // Until the consumer took all of it; every few rounds on this thread's event loop, so the
+        // consumer is caught both awake and asleep.
+        while (Atomics.load(taken, 0) < posted && Date.now() < deadline) {
+          if (k % 4 === 0) await new Promise((res) => setImmediate(res));
+          else Atomics.wait(taken, 0, Atomics.load(taken, 0), 50);
+        }
+        if (Atomics.load(taken, 0) === posted) rounds++;
+      }
+      const report = (await done) as { got: number; sleeps: number };
+      expect(rounds).toBe(ROUNDS);
+      expect(report.got).toBe(sent);
+      // It slept and was rung (the wake-up path was taken, not only caught awake).
+      expect(report.sleeps).toBeGreaterThan(0);
+      expect(rungs).toBeGreaterThan(0);
     } finally {
       await worker.terminate();
     }
