@@ -39,10 +39,10 @@
 // new head (and does not sleep); a notify between the consumer's check and its wait is not lost,
 // since the wait compares head with h inside the futex. A consumer with no wait pending leaves
 // the flag 0, so the doorbell costs one atomic operation and no system call. The doorbell takes
-// the flag as it notifies: the notify wakes every wait pending on head, and each waiter, woken,
-// looks at the ring and raises the flag again before it next sleeps; so the posts that follow,
-// until then, ring nobody (without the exchange each of them notified a consumer already woken,
-// about one post in twenty a wake-up in a 64 KiB write stream). Commit does not ring: a
+// the flag as it notifies (ibv_req_notify_cq's one-shot arm: one event per arm): the notify
+// wakes every wait pending on head, and each waiter, woken, looks at the ring and raises the
+// flag again before it next sleeps; so the posts that follow, until then, ring nobody (without
+// the exchange, each of them notified a consumer already woken). Commit does not ring: a
 // producer posts a batch, commits (per record or once) and rings once after the last commit;
 // a commit never followed by ringDoorbell() may sit unseen by a sleeping consumer.
 // The flag stays raised while an async wait is pending and not yet rung; a consumer that polls
