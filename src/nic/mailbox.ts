@@ -86,6 +86,17 @@ class Mailbox {
 
 /** The application thread's side: synchronous calls. */
 export class MailboxClient extends Mailbox {
+  readonly #onRequest: (() => void) | undefined;
+
+  /**
+   * `onRequest`: called once each request is in (a NIC thread that polls another word for work
+   * must be woken there too, after the request exists, or it sleeps out its poll first).
+   */
+  constructor(sab: SharedArrayBuffer, onRequest?: () => void) {
+    super(sab);
+    this.#onRequest = onRequest;
+  }
+
   /**
    * Send {op, args} and block until the reply (its value), or throw: the handler's SabreError
    * (same code and message), ERR_INTERNAL for anything else it threw, ERR_LIMIT_EXCEEDED for a
@@ -148,6 +159,7 @@ export class MailboxClient extends Mailbox {
     Atomics.store(hdr, REQ_SEQ, seq);
     Atomics.store(hdr, LOCK, LOCK_FREE);
     Atomics.notify(hdr, REQ_SEQ);
+    this.#onRequest?.();
     return seq;
   }
 

@@ -132,7 +132,11 @@ export class ThreadPort implements NicPort, QpHost {
       await worker.terminate();
       throw fromWireError(ready.error);
     }
-    const client = new MailboxClient(mailbox);
+    // A NIC thread polling its WQE ring (nicPollUs) sleeps on the ring, not on the mailbox: a
+    // slow-path call wakes it there once the request is in (without polling nothing sleeps there
+    // synchronously, and a wake would only be a spurious turn).
+    const polls = typeof opts['nicPollUs'] === 'number' && opts['nicPollUs'] > 0;
+    const client = new MailboxClient(mailbox, polls ? () => wqe.wakeConsumer() : undefined);
     // The NIC thread owns the allocator. Once it is gone, so is the memory: a free is nothing
     // to do (features release their tables as they close, possibly after the device).
     const gone = { yes: false };
@@ -154,8 +158,6 @@ export class ThreadPort implements NicPort, QpHost {
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}): any {
     if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
-    // A NIC thread polling its WQE ring (nicPollUs) sleeps on the ring, not on the mailbox.
-    this.#wqe.wakeConsumer();
     return this.#mailbox.call(op, args);
   }
 
@@ -478,10 +480,17 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp {
-    const slot = this.#freeQpSlots.pop() ?? this.#qpSlotNext++;
-    if (slot >= QP_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${QP_SLOTS} QPs`);
     const [sq, rq] = [this.#cqId(sendCq), this.#cqId(recvCq)];
-    this.call('createQp', { qpn, slot, type, pd, caps, sendCq: sq, recvCq: rq, reportSource });
+    const slot = this.#freeQpSlots.pop() ?? this.#qpSlotNext;
+    if (slot >= QP_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${QP_SLOTS} QPs`);
+    if (slot === this.#qpSlotNext) this.#qpSlotNext++;
+    try {
+      this.call('createQp', { qpn, slot, type, pd, caps, sendCq: sq, recvCq: rq, reportSource });
+    } catch (e) {
+      // Refused (or the NIC gone): the slot serves the next QP.
+      this.#freeQpSlots.push(slot);
+      throw e;
+    }
     const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr, sq, rq);
     this.#qps.set(qpn, qp);
     return qp;

@@ -30,6 +30,21 @@ async function pingPong(a: Side, b: Side, n: number): Promise<void> {
 }
 
 describe('NIC thread polling (nicPollUs)', () => {
+  it('without polling, a slow-path call does not wake the NIC thread on its WQE ring (no spurious turn per call)', async () => {
+    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
+    try {
+      const pd = dev.allocPd();
+      const before = dev.stats().nic!.wakes;
+      for (let i = 0; i < 100; i++) {
+        pd.regMr(4096, ALL).deregister();
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(dev.stats().nic!.wakes - before).toBeLessThan(5);
+    } finally {
+      await dev.close();
+    }
+  });
+
   it('nicPollUs is an integer in 0..1000, nicPollSpin a boolean', async () => {
     for (const bad of [-1, 1.5, 1001, Number.NaN]) {
       await expect(openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1, nicPollUs: bad })).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
