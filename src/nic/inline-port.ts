@@ -89,6 +89,8 @@ class InlineQp implements PortQp {
 export class InlinePort implements NicPort {
   readonly engine: RdmapEngine;
   readonly memory: EngineMemory;
+  /** Regions over device memory their registrant allocated (a view): deregistering frees nothing. */
+  readonly #lent = new WeakSet<MrRecord>();
   readonly link: Link;
   readonly driver: NicDriver;
   readonly #onEvent: { fn: (ev: NicEvent) => void; after?: () => void } = { fn: () => {} };
@@ -184,13 +186,20 @@ export class InlinePort implements NicPort {
   }
 
   regExternal(buf: Uint8Array, pd: number, access: number): PortMr {
+    // A view of device memory is registered as the device memory it is (placed, checksummed and
+    // hashed in place; a view would go stale at the memory's next growth), and stays its owner's.
+    if (buf.buffer === this.memory.dm.u8().buffer) {
+      const rec = this.memory.register({ addr: buf.byteOffset, length: buf.length, pd, access });
+      this.#lent.add(rec);
+      return rec;
+    }
     return this.memory.register({ length: buf.length, pd, access, ext: buf });
   }
 
   deregister(mr: PortMr): void {
     const rec = mr as MrRecord;
     this.memory.deregister(rec.stag);
-    if (rec.ext) return;
+    if (rec.ext || this.#lent.delete(rec)) return;
     // Send work still queued names this memory: its frames are views of it (and udp may send
     // them again). The memory returns to the device only once that work has left its send
     // queue, so a region registered next cannot have its bytes sent under the old request

@@ -438,7 +438,11 @@ export class NicThread {
       case 'regExternal': {
         const msg = receiveMessageOnPort(this.#buffers)?.message as { buf: Uint8Array } | undefined;
         if (!msg) throw new Error('the region\'s memory did not arrive');
-        const r = port.regExternal(msg.buf, a.pd, a.access);
+        // A view of device memory (at a.device) is taken through this thread's own view of it,
+        // so the port registers it as the device memory it is (the posted view's buffer is
+        // another object).
+        const own = a.device >= 0 ? port.view(a.device, msg.buf.length) : undefined;
+        const r = port.regExternal(own?.length === msg.buf.length ? own : msg.buf, a.pd, a.access);
         if (a.shadow) this.#shadowed.add(r.stag);
         return { stag: r.stag, addr: r.addr };
       }

@@ -422,13 +422,14 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   regExternal(buf: Uint8Array, pd: number, access: number): PortMr {
-    // Shared memory the NIC thread reaches itself; other memory it reaches through a shadow.
+    // Shared memory the NIC thread reaches itself (a view of device memory: as device memory, at r.addr), other through a shadow.
     const shared = buf.buffer instanceof SharedArrayBuffer;
     const shadow = shared ? undefined : new Uint8Array(new SharedArrayBuffer(buf.length));
     shadow?.set(buf);
     this.#buffers.postMessage({ buf: shadow ?? buf });
-    const r = this.call('regExternal', { pd, access, shadow: !shared }) as { stag: number; addr: number };
-    const mr: ThreadMr = { stag: r.stag, addr: r.addr, length: buf.length, pd, access, ext: buf, ...(shadow ? { shadow } : {}) };
+    const device = shared && buf.buffer === this.dataPlane.u8().buffer ? buf.byteOffset : -1;
+    const r = this.call('regExternal', { pd, access, shadow: !shared, device }) as { stag: number; addr: number };
+    const mr: ThreadMr = { stag: r.stag, addr: r.addr, length: buf.length, pd, access, ...(device >= 0 && r.addr === device ? {} : { ext: buf }), ...(shadow ? { shadow } : {}) };
     this.#mrs.set(r.stag, mr);
     return mr;
   }
