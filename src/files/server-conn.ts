@@ -3,6 +3,7 @@
 // its messages) and the files it holds open, with the file-system work the core asks for.
 import { performance } from 'node:perf_hooks';
 import { Access } from '../core/enums.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -33,7 +34,9 @@ export class Conn {
   readonly bufs = new Map<number, RecvBuf>();
   readonly freeBufs: number[] = [];
   recvMrs: MemoryRegion[] = [];
-  staging: MemoryRegion | undefined;
+  /** Registered at the first read or list (stagingMr): a session that only dedups never needs it. */
+  #staging: MemoryRegion | undefined;
+  #released = false;
   scratch: MemoryRegion | undefined;
   readonly files = new Map<number, JailFile>();
   nextHandle = 1;
@@ -62,7 +65,8 @@ export class Conn {
     for (const f of this.files.values()) void f.close(false);
     this.files.clear();
     for (const mr of this.recvMrs) if (mr.valid) mr.deregister();
-    if (this.staging?.valid) this.staging.deregister();
+    if (this.#staging?.valid) this.#staging.deregister();
+    this.#released = true;
     if (this.scratch?.valid) this.scratch.deregister();
     this.recvMrs = [];
     this.registered = 0;
@@ -86,9 +90,22 @@ export class Conn {
       this.bufs.set(id, { addr: mr.addr + i * size, length: size, lkey: mr.lkey, mr, off: i * size });
       this.freeBufs.push(id);
     }
-    this.staging = this.pd.regMr(L.rwDepth * L.maxReadWriteSize, Access.LocalWrite);
-    this.registered += L.rwDepth * L.maxReadWriteSize;
     if (!this.scratch) this.provisionScratch();
+  }
+
+  /**
+   * The staging buffers of reads and lists, registered at first use: a registration zero-fills
+   * the memory on the NIC while this thread waits, a cost a connection that never reads (a
+   * dedup-only session: its bytes go over channels of their own) need not pay at login.
+   */
+  stagingMr(): MemoryRegion {
+    if (this.#staging) return this.#staging;
+    // Released: no new memory (a read that was in flight fails as it did on a deregistered region).
+    if (this.#released) throw new SabreError(ErrorCode.Closed, 'the connection is released');
+    const L = this.limits;
+    this.#staging = this.pd.regMr(L.rwDepth * L.maxReadWriteSize, Access.LocalWrite);
+    this.registered += L.rwDepth * L.maxReadWriteSize;
+    return this.#staging;
   }
 
   takeBuf(): number {
@@ -120,11 +137,11 @@ export class Conn {
         return { status: FileStatus.Success, handle: h, value: o.file.size };
       }
       case 'read': {
-        const view = this.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
+        const view = this.stagingMr().buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
         return { status: FileStatus.Success, value: await this.files.get(w.handle)!.read(view, w.length, w.position) };
       }
       case 'readv': {
-        const view = this.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
+        const view = this.stagingMr().buffer.subarray(w.staging * L.maxReadWriteSize, (w.staging + 1) * L.maxReadWriteSize);
         const f = this.files.get(w.handle)!;
         const parts: number[] = [];
         let total = 0;
@@ -160,7 +177,7 @@ export class Conn {
         return { status: f ? await f.close(w.commit) : FileStatus.Success };
       }
       case 'list': {
-        const view = this.staging!.buffer.subarray(w.staging * L.maxReadWriteSize, w.staging * L.maxReadWriteSize + w.maxBytes);
+        const view = this.stagingMr().buffer.subarray(w.staging * L.maxReadWriteSize, w.staging * L.maxReadWriteSize + w.maxBytes);
         const r = await jail.list(w.parts, w.cookie, view);
         return { status: r.status, value: r.bytes, next: r.next };
       }

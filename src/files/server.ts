@@ -453,7 +453,7 @@ export class FileServer {
         return;
       }
       case 'write': {
-        const st = c.staging!;
+        const st = c.stagingMr();
         qp.postSend({
           wrId: a.token, opcode: Opcode.RdmaWrite, sgList: [{ addr: st.addr + a.staging * c.limits.maxReadWriteSize + a.at, length: a.length, lkey: st.lkey }],
           remoteAddr: a.remoteAddr, rkey: a.rkey,
