@@ -8,6 +8,8 @@
 const MIN_PIECE = 1 << 20;
 /** Largest piece per write call (the next starts as soon as it is done). */
 const MAX_PIECE = 8 << 20;
+/** Writes at once for what is left when the object completes. */
+const TAIL_WRITES = 4;
 
 export class PrefixWriter {
   readonly #write: (from: Uint8Array, at: number) => Promise<unknown>;
@@ -63,8 +65,29 @@ export class PrefixWriter {
       this.#written = 0;
     }
     this.#target = bytes.length;
-    this.#kick(true);
-    while (this.#running) await this.#running;
+    // The tail is on the transfer's critical path (the peer waits for the answer): written by up
+    // to TAIL_WRITES writes at once (each a call on the thread pool), in pieces of at most MAX_PIECE.
+    if (this.#written < bytes.length && !this.#stopped) {
+      const piece = Math.min(MAX_PIECE, Math.max(MIN_PIECE, Math.ceil((bytes.length - this.#written) / TAIL_WRITES)));
+      let next = this.#written;
+      const one = async (): Promise<void> => {
+        try {
+          while (next < bytes.length && !this.#stopped && !this.#failed) {
+            const at = next;
+            next = Math.min(bytes.length, at + piece);
+            await this.#write(bytes.subarray(at, next), at);
+          }
+        } catch (e) {
+          this.#failed ??= e;
+        }
+      };
+      const all = Promise.all(Array.from({ length: TAIL_WRITES }, one)).then(() => {
+        if (!this.#failed && !this.#stopped) this.#written = bytes.length;
+      });
+      // stop() waits for these writes as for any other.
+      this.#running = all.finally(() => (this.#running = undefined));
+      await this.#running;
+    }
     if (this.#failed) throw this.#failed;
   }
 

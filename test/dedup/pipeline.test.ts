@@ -80,12 +80,36 @@ describe('PrefixWriter', () => {
     // The pieces go one write at a time, each after the last finished: wait for them (bounded).
     await vi.waitFor(() => expect(s.writes.reduce((n, [, l]) => n + l, 0)).toBe(3 << 20), { timeout: 5000, interval: 5 });
     expect(s.writes.length).toBeGreaterThan(1);
+    expect(s.overlapped()).toBe(false);
     await w.finish(obj);
     expect(Buffer.compare(s.file.subarray(0, obj.length), obj)).toBe(0);
-    expect(s.overlapped()).toBe(false);
-    // Contiguous, in order, no byte twice.
+    // Contiguous, no byte twice (the tail's pieces may complete in any order).
     let at = 0;
-    for (const [o, l] of s.writes) {
+    for (const [o, l] of [...s.writes].sort((x, y) => x[0] - y[0])) {
+      expect(o).toBe(at);
+      at += l;
+    }
+    expect(at).toBe(obj.length);
+  });
+
+  it('finish writes the tail in several writes at once (at most four), each byte once', async () => {
+    const s = sink();
+    let most = 0;
+    let active = 0;
+    const w = new PrefixWriter(async (from, at) => {
+      most = Math.max(most, ++active);
+      await s.write(from, at);
+      active--;
+    });
+    const obj = new Uint8Array(randomBytes(9 << 20));
+    w.progress(obj, 1 << 20);
+    await vi.waitFor(() => expect(s.writes.length).toBe(1), { timeout: 5000, interval: 5 });
+    await w.finish(obj);
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(4);
+    expect(Buffer.compare(s.file.subarray(0, obj.length), obj)).toBe(0);
+    let at = 0;
+    for (const [o, l] of [...s.writes].sort((x, y) => x[0] - y[0])) {
       expect(o).toBe(at);
       at += l;
     }
