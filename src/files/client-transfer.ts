@@ -59,6 +59,8 @@ export async function getDedup(c: TransferSide, remote: string, local: string): 
     } finally {
       // In the file (or abandoned): its memory, maybe the local basis's, serves a later transfer.
       await writer.stop();
+      // After the channel's teardown: nothing of the transfer writes to the basis any more.
+      await r.closed();
       r.release();
     }
     await promisify(fs.close)(fd);

@@ -439,6 +439,8 @@ export interface DedupGot {
   bytes: Uint8Array;
   stats: DedupTransferStats;
   release(): void;
+  /** The channel's close, under way while the caller writes the object out: await it before the device closes. */
+  closed(): Promise<void>;
 }
 
 export async function dedupGet(c: DedupClientSide, path: string, basisFile: BasisFile | undefined, onProgress?: (bytes: Uint8Array, done: number) => void): Promise<DedupGot> {
@@ -464,6 +466,7 @@ export async function dedupGet(c: DedupClientSide, path: string, basisFile: Basi
   const releaseBasis = (): void => void (basis && filled.then(() => basis.stop()).then(() => basis.release()));
   let handedOver = false;
   let ch: Channel | undefined;
+  let closing: Promise<void> = Promise.resolve();
   try {
     const neg = await c.negotiate();
     ch = await openDedupChannel(c);
@@ -481,12 +484,17 @@ export async function dedupGet(c: DedupClientSide, path: string, basisFile: Basi
     return {
       bytes, stats: { basisBytes: basisFile?.size ?? 0, chunks: after.chunks - before.chunks, chunksMoved: after.chunksReceived - before.chunksReceived, bytesMoved: after.bytesReceived - before.bytesReceived },
       release: () => (inBasis ? releaseBasis() : (giveBack(bytes), releaseBasis())),
+      closed: () => closing,
     };
   } finally {
     store.dropScope(scope); // stops a fill still running
-    // A basis the object is assembled in is the receiver's until the channel has torn down
-    // (ROUNDs in flight are still placed): closed first, released after.
-    await ch?.close().catch(() => undefined);
-    if (!handedOver) releaseBasis();
+    // Handed over: the close overlaps the caller's writing of the object (it waits on closed()).
+    closing = ch ? ch.close().catch(() => undefined) : closing;
+    if (!handedOver) {
+      // A basis the object is assembled in is the receiver's until the channel has torn down
+      // (ROUNDs in flight are still placed): closed first, released after.
+      await closing;
+      releaseBasis();
+    }
   }
 }
