@@ -5,7 +5,7 @@
 // Everything a page declares is checked against the receiver's limits before work or memory
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import type { DedupRecvOptions, LandingZone, RecvAction } from './recv-types.js';
+import { type DedupRecvOptions, type LandingZone, type RecvAction, Violation } from './recv-types.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { ChunkMap, chunkMapBlockBytes, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey } from './hash.js';
@@ -124,7 +124,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   }
 
   static #zero(xfer: number): RecvStats {
-    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0 };
+    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0, leftBasis: 0, leftBasisRanges: 0 };
   }
 
   /** The next action to carry out; undefined when there is none. */
@@ -369,7 +369,11 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     const o = this.#o;
     const cap = Math.floor(this.#slotLen / o.min) + 1;
     const per = chunkMapBlockBytes(cap);
-    this.#mapBlock = o.mem.alloc(per * o.slots, 64);
+    try {
+      this.#mapBlock = o.mem.alloc(per * o.slots, 64);
+    } catch (e) {
+      throw e instanceof SabreError && e.code === ErrorCode.NoMemory ? new Violation(DedupEndStatus.TooLarge, 0, `no device memory for the chunk maps (${per * o.slots} bytes)`) : e;
+    }
     for (let k = 0; k < o.slots; k++) this.#maps[k] = new ChunkMap(o.mem, ...this.slotRange(k), cap, o.store.hasher.seed, this.#mapBlock + k * per);
     return this.#maps[s]!;
   }
@@ -467,7 +471,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#out!.set(from, at);
     if (!this.#inBasisObject) return;
     this.#written.add(at, from.length);
-    if (this.#written.size > WRITTEN_MAX) this.#leaveBasis(at + from.length);
+    if (this.#written.size > WRITTEN_MAX) this.#leaveBasis(at + from.length, true);
   }
 
   /**
@@ -475,7 +479,9 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
    * until now) is copied over, and the basis is written no more. The progress reported so far
    * stays true of the new object (`moved` tells the writer so).
    */
-  #leaveBasis(end = this.#sum): void {
+  #leaveBasis(end = this.#sum, ranges = false): void {
+    this.#stats.leftBasis++;
+    if (ranges) this.#stats.leftBasisRanges++;
     let fresh: Uint8Array;
     try {
       fresh = takeBuffer(this.#total);
@@ -589,11 +595,5 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       this.#granted.length = 0;
       for (let s = 0; s < this.#o.slots; s++) this.#granted.push(s);
     }
-  }
-}
-
-class Violation extends Error {
-  constructor(readonly status: number, readonly detail: number, msg: string) {
-    super(msg);
   }
 }

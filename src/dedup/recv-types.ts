@@ -59,3 +59,10 @@ export type RecvAction =
    */
   | { kind: 'progress'; bytes: Uint8Array; done: number; moved?: boolean }
   | { kind: 'failed'; error: SabreError };
+
+/** A peer's message this receiver cannot go on with: the transfer ends with `status` (END). */
+export class Violation extends Error {
+  constructor(readonly status: number, readonly detail: number, msg: string) {
+    super(msg);
+  }
+}

@@ -11,7 +11,7 @@ import type { ChunkStoreStats, DedupMemory, RecvStats, SendResult } from './type
  */
 const SENT_SUMMED = ['chunks', 'chunksSent', 'bytesSent', 'rounds'] as const satisfies readonly (keyof SendResult)[];
 const RECEIVED_SUMMED = [
-  'chunks', 'chunksFromStore', 'bytesFromStore', 'chunksRepeated', 'chunksReceived', 'bytesReceived', 'rounds', 'hashedInBand', 'rehashedRounds',
+  'chunks', 'chunksFromStore', 'bytesFromStore', 'chunksRepeated', 'chunksReceived', 'bytesReceived', 'rounds', 'hashedInBand', 'rehashedRounds', 'leftBasis', 'leftBasisRanges',
 ] as const satisfies readonly (keyof RecvStats)[];
 
 export type DedupSentTotals = Record<(typeof SENT_SUMMED)[number] | 'transfers' | 'failed' | 'bytes', number>;

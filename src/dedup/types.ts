@@ -47,6 +47,10 @@ export interface RecvStats {
   hashedInBand: number;
   /** Rounds hashed a second time at ROUND because a segment rewrote bytes already hashed (retransmits). */
   rehashedRounds: number;
+  /** 1 when the object, assembled in its basis, left it for a buffer of its own (a chunk moved; no memory is copied before). */
+  leftBasis: number;
+  /** Of those, 1 when it left because the ranges written in the basis reached their bound (1024, written apart). */
+  leftBasisRanges: number;
 }
 
 /** A chunk store's counters (ChunkStore.stats()). */

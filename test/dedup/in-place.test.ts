@@ -11,6 +11,7 @@ import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { DedupReceiver, DedupSender, type MessagePipe } from '../../src/dedup/endpoint.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { WrittenRanges } from '../../src/dedup/written.js';
+import { ErrorCode, SabreError } from '../../src/core/errors.js';
 import { copyWriter, same } from './cores.js';
 
 let dm: DeviceMemory;
@@ -23,7 +24,7 @@ const AVG = 4096;
 const MiB = 1 << 20;
 const concat = (...parts: Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(parts));
 
-function ends(store: ChunkStore) {
+function ends(store: ChunkStore, rxMem: DeviceMemory = dm) {
   let onRx: (b: Uint8Array) => void = () => undefined;
   let onTx: (b: Uint8Array) => void = () => undefined;
   const txPipe: MessagePipe = { send: (b) => void queueMicrotask(() => onRx(b)), onMessage: (h) => void (onTx = h) };
@@ -32,7 +33,7 @@ function ends(store: ChunkStore) {
   const zone = { addr: dm.alloc(4 * MiB), rkey: 0x4321, length: 4 * MiB };
   const progress: Array<{ bytes: Uint8Array; done: number; moved?: boolean }> = [];
   const rx = new DedupReceiver({
-    pipe: rxPipe, mem: dm, store, scope: 'p', zone, slots: 4, key: KEY, avg: AVG, keepReceived: false,
+    pipe: rxPipe, mem: rxMem, store, scope: 'p', zone, slots: 4, key: KEY, avg: AVG, keepReceived: false,
     onProgress: (bytes, done, moved) => progress.push({ bytes, done, ...(moved ? { moved } : {}) }),
   });
   const tx = new DedupSender({ pipe: txPipe, rdma: w, mem: dm, step: 256 << 10 });
@@ -46,7 +47,7 @@ async function transfer(v1: Uint8Array, v2: Uint8Array) {
   await store.fill('p', basis, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
   const e = ends(store);
   const [r, got] = await Promise.all([e.tx.send(v2), e.rx.next()]);
-  const out = { bytes: got.bytes, sent: r.bytesSent, inBasis: got.bytes.buffer === basis.buffer, progress: e.progress };
+  const out = { bytes: got.bytes, sent: r.bytesSent, inBasis: got.bytes.buffer === basis.buffer, progress: e.progress, stats: got.stats };
   e.close();
   store.dropScope('p');
   expect(store.takeInPlaceBasis('p')).toBeUndefined();
@@ -79,7 +80,33 @@ describe('written ranges in the basis are bounded', () => {
     expect(same(r.bytes, v2)).toBe(true);
     expect(r.inBasis).toBe(false);
     expect(r.progress.some((p) => p.moved)).toBe(true);
+    expect(r.stats).toMatchObject({ leftBasis: 1, leftBasisRanges: 1 });
   }, 60_000);
+});
+
+describe('no device memory at the receiver', () => {
+  it('for the chunk maps at the first ROUND: the transfer ends (TooLarge: ERR_LIMIT_EXCEEDED at both ends), nothing thrown out of the receiver', async () => {
+    const store = new ChunkStore(dm);
+    const v1 = new Uint8Array(randomBytes(2 * MiB));
+    await store.fill('p', v1.slice(), { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+    const v2 = v1.slice();
+    v2.set(randomBytes(MiB), MiB);
+    let isFull = false; // after the receiver is made (it allocates its own small tables)
+    const full = new Proxy(dm, {
+      get(t, k) {
+        if (k === 'alloc' && isFull) return () => { throw new SabreError(ErrorCode.NoMemory, 'device memory is full'); };
+        const v = Reflect.get(t, k, t) as unknown;
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    });
+    const e = ends(store, full);
+    isFull = true;
+    const [sent, got] = await Promise.allSettled([e.tx.send(v2), e.rx.next()]);
+    expect(sent).toMatchObject({ status: 'rejected', reason: { code: ErrorCode.LimitExceeded } });
+    expect(got.status).toBe('rejected');
+    e.close();
+    store.close();
+  });
 });
 
 describe('a basis serves one transfer', () => {
@@ -115,6 +142,7 @@ describe('assembling the object in its basis', () => {
     expect(r.sent).toBeLessThan(v2.length * 0.56);
     expect(r.progress.at(-1)!.done).toBe(v2.length);
     expect(r.progress.some((p) => p.moved)).toBe(false);
+    expect(r.stats).toMatchObject({ leftBasis: 0, leftBasisRanges: 0 });
   });
 
   const cases: Array<[string, (v1: Uint8Array) => Uint8Array, number]> = [
