@@ -51,6 +51,8 @@ export interface OpenDeviceOptions {
    * thread is busy; work and completions cross in shared-memory rings. 0: inline, on this
    * thread's event loop — the lowest round-trip latency where cores are few. inproc devices
    * always run inline. Default: the SABRE_WORKERS environment variable if set, else 1.
+   * Today a device runs one NIC thread for any value ≥ 1 (`dev.workers` says what runs):
+   * several per device, each owning its own sockets and a share of the peers, are not built yet.
    * docs/nic.md says when to pick which.
    */
   workers?: number;
