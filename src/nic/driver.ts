@@ -27,6 +27,9 @@ export type NicEvent =
   /** A connection for `qpn` could not be made: `error` says why (before the engine hears of it). */
   | { kind: 'connectFailed'; qpn: number; error: Error };
 
+/** A timer with nothing left to time is left to run out when it is due this far (ms) ahead or more (#arm). */
+const LAZY_CANCEL_MS = 1000;
+
 /** A timer the clock armed: `hold` says whether it keeps the process alive. */
 export interface NicTimer {
   hold(yes: boolean): void;
@@ -218,14 +221,21 @@ export class NicDriver implements LinkEvents {
 
   // ---- the one timer ------------------------------------------------------------------------
 
-  // Left armed when the next deadline moves later (the handler re-checks when it fires);
-  // cleared when nothing is due at all: a timer left running through idle periods woke the
-  // sleeping process during a ping-pong, dearer than a timer-list insert and removal per round
-  // trip. Only the engine's timers and a link with outstanding work keep the process alive.
+  // Left armed when the next deadline moves later (the handler re-checks when it fires).
+  // When nothing is due at all, a timer due soon is cleared (left running, it woke the sleeping
+  // process during a ping-pong for nothing); one due at least LAZY_CANCEL_MS away is only
+  // released (unref) and left to run out: a request's watchdog, seconds long, is armed when
+  // it goes out and moot when its answer comes back, and clearing it there made a timer-list
+  // insert and removal per message, against one spurious wake per watchdog period.
+  // Only the engine's timers and a link with outstanding work keep the process alive.
   #arm(now: number): void {
     const at = Math.min(this.#engineAt, this.#linkAt);
     const hold = this.#engineAt !== Infinity || this.#linkHolds;
     if (at === Infinity) {
+      if (this.#timer !== undefined && this.#timerAt - now >= LAZY_CANCEL_MS) {
+        this.#timer.hold(false);
+        return;
+      }
       this.#timer?.cancel();
       this.#timer = undefined;
       this.#timerAt = Infinity;
