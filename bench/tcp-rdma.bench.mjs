@@ -10,7 +10,9 @@
 //   Every goodput case also reports CPU per GB moved: user + system time of both processes, all
 //   threads (process.cpuUsage() covers a process's threads), per 10^9 bytes (issue #18: the figure
 //   a shared, noisy machine moves much less than wall-clock throughput).
-//   TCP_RDMA_ONLY=bw|lat runs one half.
+//   TCP_RDMA_ONLY=bw|lat|rate runs one part.
+//   4. 64 B message rate: RdmaWrite with 32 in flight vs raw node:net 64 B writes, same window
+//      (TCP_RDMA_RATE_MSGS messages per run, default 200000; REPS alternating runs, best kept).
 //   3. case 1 again with both processes holding a service-sized live heap (TCP_RDMA_HEAP_MB,
 //      default 32; 0 skips it): see bench/lib/service-heap.mjs and docs/tuning.md.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
@@ -36,6 +38,7 @@ const RTTS = Number(process.env.TCP_RDMA_RTTS ?? 4000);
 // unoptimised (5-10x the steady cost; docs/benchmarks.md). The first 1000 are kept as 'cold'.
 const WARM = Number(process.env.TCP_RDMA_WARM ?? 6000);
 const REPS = Number(process.env.TCP_RDMA_REPS ?? 3);
+const RATE_MSGS = Number(process.env.TCP_RDMA_RATE_MSGS ?? 200_000);
 const MSG = 64 << 10;
 const SLOTS = 64;
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead | Access.RemoteAtomic;
@@ -113,13 +116,13 @@ if (process.argv[2] === '--peer') {
 } else {
   const { call } = forkPeer(fileURLToPath(import.meta.url));
 
-  /** Raw node:net: 64 KiB writes of the same bytes, same window as the RDMA case (32 × 64 KiB in flight); done when the receiver reports them all. */
-  async function rawGoodput(bytes = BYTES) {
-    const port = await call('raw', { mode: 'sink', report: 32 * MSG });
+  /** Raw node:net: `msg`-byte writes of the same bytes, same window as the RDMA case (32 × msg in flight); done when the receiver reports them all. */
+  async function rawGoodput(bytes = BYTES, msg = MSG) {
+    const port = await call('raw', { mode: 'sink', report: 32 * msg });
     const sock = net.connect({ host: '127.0.0.1', port, noDelay: true });
     await new Promise((r) => sock.once('connect', r));
-    const buf = Buffer.alloc(MSG, 0x5a);
-    const n = Math.ceil(bytes / MSG);
+    const buf = Buffer.alloc(msg, 0x5a);
+    const n = Math.ceil(bytes / msg);
     let acked = 0;
     let sent = 0;
     const c0 = process.cpuUsage();
@@ -128,7 +131,7 @@ if (process.argv[2] === '--peer') {
     await new Promise((resolve) => {
       let pending = Buffer.alloc(0);
       const pump = () => {
-        while (sent < n && sent * MSG - acked < 32 * MSG) {
+        while (sent < n && sent * msg - acked < 32 * msg) {
           sock.write(buf);
           sent++;
         }
@@ -139,7 +142,7 @@ if (process.argv[2] === '--peer') {
           acked = pending.readDoubleBE(0);
           pending = pending.subarray(8);
         }
-        if (acked >= n * MSG) resolve();
+        if (acked >= n * msg) resolve();
         else pump();
       });
       pump();
@@ -148,7 +151,7 @@ if (process.argv[2] === '--peer') {
     const cpu = cpuPer(c0, p0, await call('cpu'), n);
     sock.destroy();
     await call('rawStop');
-    return { mbps: (n * MSG) / secs / 1e6, cpu };
+    return { mbps: (n * msg) / secs / 1e6, perSec: n / secs, cpu };
   }
 
   /** A raw net echo connection; block(k) runs k 64 B round trips and returns their times. */
@@ -194,15 +197,15 @@ if (process.argv[2] === '--peer') {
     return { me, p };
   }
 
-  async function writeGoodput(bytes = BYTES) {
+  async function writeGoodput(bytes = BYTES, msg = MSG) {
     const { me, p } = await rdmaPair();
-    const n = Math.ceil(bytes / MSG);
+    const n = Math.ceil(bytes / msg);
     const WINDOW = 32;
     let posted = 0;
     let done = 0;
     const post = () => {
       const slot = posted % SLOTS;
-      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.mr.addr + slot * MSG, length: MSG, lkey: me.mr.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
+      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.mr.addr + slot * MSG, length: msg, lkey: me.mr.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
     const c0 = process.cpuUsage();
     const p0 = await call('cpu');
@@ -220,7 +223,7 @@ if (process.argv[2] === '--peer') {
     const cpu = cpuPer(c0, p0, await call('cpu'), n);
     const stats = { me: me.dev.stats(), peer: (await call('stats')).dev };
     await me.dev.close();
-    return { mbps: (n * MSG) / secs / 1e6, stats, cpu };
+    return { mbps: (n * msg) / secs / 1e6, perSec: n / secs, stats, cpu };
   }
 
   /** A sabre pair; wimm(k) runs k RdmaWriteWithImm ping-pongs, read(k) k 64 B RdmaReads. */
@@ -299,8 +302,25 @@ if (process.argv[2] === '--peer') {
 
   const rows = [];
   let lastStats;
-  const ONLY = process.env.TCP_RDMA_ONLY; // 'bw' or 'lat': one half of the bench
-  if (ONLY !== 'lat') {
+  const ONLY = process.env.TCP_RDMA_ONLY; // 'bw', 'lat' or 'rate': one part of the bench
+  if (ONLY === undefined || ONLY === 'rate') {
+  // Message rate: 64 B RdmaWrites, 32 in flight, against raw node:net 64 B writes with the same
+  // window (the receiver reports every 32 messages' bytes), in alternating runs.
+    await rawGoodput(64 * 20_000, 64);
+    await writeGoodput(64 * 20_000, 64);
+    const rr = [];
+    const sr = [];
+    for (let i = 0; i < REPS; i++) {
+      rr.push(await rawGoodput(64 * RATE_MSGS, 64));
+      sr.push(await writeGoodput(64 * RATE_MSGS, 64));
+    }
+    const rBest = Math.max(...rr.map((x) => x.perSec));
+    const sBest = Math.max(...sr.map((x) => x.perSec));
+    const perMsg = (xs) => (xs.reduce((a, x) => a + x.cpu.me + x.cpu.peer, 0) / xs.length).toFixed(1);
+    rows.push({ case: 'raw node:net 64 B writes, 32 in flight', result: `${(rBest / 1e3).toFixed(1)} k/s`, note: `runs ${rr.map((x) => (x.perSec / 1e3).toFixed(0)).join(' / ')} k/s; CPU µs per message ${perMsg(rr)} (both processes)` });
+    rows.push({ case: `sabre rc RdmaWrite 64 B, 32 in flight, MPA CRC ${INTEGRITY === 'none' ? 'off' : 'on'}`, result: `${(sBest / 1e3).toFixed(1)} k ops/s`, note: `${(sBest / rBest).toFixed(2)}× raw; runs ${sr.map((x) => (x.perSec / 1e3).toFixed(0)).join(' / ')} k/s; CPU µs per message ${perMsg(sr)}` });
+  }
+  if (ONLY === undefined || ONLY === 'bw') {
   await rawGoodput(64 << 20);
   await writeGoodput(64 << 20); // warm-up: JIT both processes' paths before timing
   /** REPS interleaved raw and sabre goodput runs (neither gets the machine in a quieter moment): two rows. */
@@ -327,7 +347,7 @@ if (process.argv[2] === '--peer') {
     await holdServiceHeapBoth(call, 0);
   }
   }
-  if (ONLY !== 'bw') {
+  if (ONLY === undefined || ONLY === 'lat') {
   // Latency swings with how busy the two vCPUs are (DESIGN §7), so the three cases run in
   // alternating blocks over the same connections and are compared on the pooled samples.
   const raw = await rawPingPong();
