@@ -111,7 +111,7 @@ export class NicDriver implements LinkEvents {
 
   step(now: number, work?: (now: number) => void): void {
     work?.(now);
-    this.#flush();
+    this.#flush(now);
   }
 
   /** No more steps from the link or the timer (the device is closing); the link stays open. */
@@ -130,8 +130,9 @@ export class NicDriver implements LinkEvents {
   readonly frames = (batch: Inbound[]): void => {
     if (this.#stopped) return;
     // A step written out: no closure per batch on the receive path.
-    this.engine.handleFrames(batch, this.#clock.now());
-    this.#flush();
+    const now = this.#clock.now();
+    this.engine.handleFrames(batch, now);
+    this.#flush(now);
   };
 
   readonly peerLost = (peer: DeviceAddress): void => {
@@ -190,13 +191,14 @@ export class NicDriver implements LinkEvents {
 
   // ---- output -------------------------------------------------------------------------------
 
-  #flush(): void {
+  /** `now`: the step's time (the timer is armed from it: one clock read per step). */
+  #flush(now: number): void {
     const engine = this.engine;
     // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
     for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
     this.#engineAt = engine.pollTimeout() ?? Infinity;
-    if (!this.#stopped) this.#arm(this.#clock.now());
+    if (!this.#stopped) this.#arm(now);
     this.#shell.afterStep?.();
   }
 

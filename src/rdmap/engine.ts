@@ -51,6 +51,9 @@ const TIMER_HANDLERS: { [K in EngineTimer['kind']]: (e: EngineState, t: Extract<
 };
 
 /** A QP's connection went down: what its oldest unfinished work request completes with. */
+/** Whether a timer entry still has something to time (one function: pollTimeout runs every step). */
+const timerLive = (t: EngineTimer): boolean => t.kind !== 'watchdog' || watchdogLive(t.qp, t.flow);
+
 const LINK_DOWN_STATUS: Record<QpDownCause, WcStatusValue | undefined> = {
   lost: WcStatus.RetryExcErr,
   broken: WcStatus.LocQpOpErr,
@@ -388,7 +391,7 @@ export class RdmapEngine {
 
   /** When handleTimeout is next due (undefined: no timer). */
   pollTimeout(): number | undefined {
-    return this.#e.timers.next((t) => t.kind !== 'watchdog' || watchdogLive(t.qp, t.flow));
+    return this.#e.timers.next(timerLive);
   }
 
   // ---- connection by hello (links without connections) --------------------------------------
