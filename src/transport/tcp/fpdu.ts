@@ -137,7 +137,8 @@ export class FpduFramer {
   }
 
   /**
-   * Frame one DDP segment into `tx` (see TxSink). Same bytes as frame(); without markers the
+   * Frame one DDP segment into `tx` (see TxSink). `hdr` is copied (the caller may reuse it on
+   * return); `payload` views may be referenced. Same bytes as frame(); without markers the
    * header, pad and CRC land in the sink's small space and small segments are framed there
    * whole, with no allocation.
    */
@@ -147,7 +148,9 @@ export class FpduFramer {
     if (ulpduLen > this.mulpdu) throw new SabreError(ErrorCode.InvalidArgument, `ULPDU of ${ulpduLen} bytes exceeds MULPDU ${this.mulpdu}`);
     if (this.#markers) {
       const pieces: Uint8Array[] = [];
-      const n = this.#frameMarked(hdr, payload, ulpduLen, pieces);
+      // The header is copied here as it is on the plain path (callers may reuse it at once):
+      // the marked framing hands out views of what it is given.
+      const n = this.#frameMarked(hdr.slice(), payload, ulpduLen, pieces);
       for (const p of pieces) tx.view(p);
       return n;
     }

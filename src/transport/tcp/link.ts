@@ -41,7 +41,7 @@ import { type IncomingRequest, MpaConnector, type MpaConnectorOptions, type TcpA
 import { fault, type TcpFault } from './fault.js';
 import { defaultEmss, type FramingMemory, mulpdu, type RxUlpdu } from './fpdu.js';
 import { decodeSabrePd } from './private-data.js';
-import { decodeSabreControl, encodeSabreControl, SabreControlKind } from './sabre-control.js';
+import { decodeSabreControl, encodeSabreControl, SABRE_CONTROL_ULPDU, SabreControlKind } from './sabre-control.js';
 
 export interface TcpLinkOptions extends Omit<MpaConnectorOptions, 'dp'> {
   dp: FramingMemory;
@@ -140,6 +140,8 @@ export class TcpLink implements Link, QpConnections {
     readsRefused: 0, readPauses: 0,
   };
   readonly #maxQueued: number;
+  /** The control message being framed (connection.send copies the header into its transmit slab). */
+  readonly #ctl = new Uint8Array(SABRE_CONTROL_ULPDU);
   /** What this device asks MPA for: its CRC, on when either side asks (RFC 5044 §7.1). */
   readonly integrity: 'crc32c' | 'none';
   /** The device memory, under which the connections count their negotiated CRCs. */
@@ -237,7 +239,8 @@ export class TcpLink implements Link, QpConnections {
 
   #control(s: QpStream, kind: number, ssn: number): void {
     this.counters.controlOut++;
-    this.#write(s, encodeSabreControl(kind, ssn), [], false, kind === SabreControlKind.Ack);
+    // Framed at once unless the stream is blocked (then it waits in the queue: its own buffer).
+    this.#write(s, encodeSabreControl(kind, ssn, s.blocked ? undefined : this.#ctl), [], false, kind === SabreControlKind.Ack);
   }
 
   #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, ack: boolean): void {

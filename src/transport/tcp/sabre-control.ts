@@ -9,10 +9,18 @@ export { SabreControlKind };
 
 export const SABRE_CONTROL_ULPDU = UNTAGGED_HDR_LEN + SABRE_CONTROL_SIZE;
 
-/** The whole ULPDU (DDP header + payload): one buffer, framed as one FPDU. */
-export function encodeSabreControl(kind: number, ssn: number): Uint8Array {
-  const b = new Uint8Array(SABRE_CONTROL_ULPDU);
-  encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.SabreControl, ulp: 0, qn: QN.Send, msn: 0, mo: 0 }, b, 0);
+/** The DDP header every control message carries (no field of it varies). */
+const TEMPLATE = new Uint8Array(SABRE_CONTROL_ULPDU);
+encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.SabreControl, ulp: 0, qn: QN.Send, msn: 0, mo: 0 }, TEMPLATE, 0);
+
+/**
+ * The whole ULPDU (DDP header + payload), framed as one FPDU. Into `into` when given (a scratch
+ * the caller frames at once: an ack goes out per message received, and this saves it an
+ * allocation), else a new buffer.
+ */
+export function encodeSabreControl(kind: number, ssn: number, into?: Uint8Array): Uint8Array {
+  const b = into ?? new Uint8Array(SABRE_CONTROL_ULPDU);
+  b.set(TEMPLATE);
   const o = UNTAGGED_HDR_LEN;
   setSabreControlKind(b, o, kind);
   setSabreControlSsn(b, o, ssn);

@@ -157,6 +157,35 @@ describe('markers', () => {
     expect(f.streamPos).toBe(628);
   });
 
+  it('frameTo copies the header with markers as without: a header reused right after framing does not change the bytes sent', () => {
+    const hdr = new Uint8Array(14);
+    encodeDdp({ tagged: true, last: true, opcode: 0, stag: 7, to: 0 }, hdr, 0);
+    const payload = new Uint8Array(40).fill(0x33);
+    for (const markers of [false, true]) {
+      const want = frameAll(new FpduFramer({ dp, crc: true, markers }), hdr.slice(), [payload]);
+      // A sink that keeps the stream's pieces in order: its small space, and the views it is handed.
+      const pieces: Uint8Array[] = [];
+      const buf = Buffer.alloc(4096);
+      let off = 0;
+      const sink = {
+        buf,
+        small: (k: number) => {
+          pieces.push(buf.subarray(off, off + k));
+          off += k;
+          return off - k;
+        },
+        view: (v: Uint8Array) => {
+          pieces.push(v);
+        },
+      };
+      const scratch = hdr.slice();
+      const n = new FpduFramer({ dp, crc: true, markers }).frameTo(scratch, [payload], sink);
+      scratch.fill(0xee); // the caller reuses its header buffer at once
+      expect(n).toBe(want.length);
+      expect(Buffer.from(cat(pieces)).equals(Buffer.from(want))).toBe(true);
+    }
+  });
+
   it('a marker falling between pad and CRC belongs to the FPDU; one falling right after the CRC leads the next', () => {
     const f = new FpduFramer({ dp, crc: true, markers: true });
     // Choose ULPDU so the plain bytes before the CRC end exactly at stream 512: 4 (marker) + 2 + u + pad = 512.
