@@ -29,6 +29,7 @@ export type { ServeOptions, FileServerStats, Provider, ConnectOptions, OpenOptio
 // Internal types that public classes carry (a hub member, a jail, a session table…) are listed
 // in typedoc.json's intentionallyNotExported instead.
 export type { DeviceStats } from './verbs/device.js';
+export type { NicCounters } from './nic/port.js';
 export type { AllocatorStats } from './dataplane/allocator.js';
 export type { QpDownCause, TransportContextStats } from './core/link.js';
 export type { QpCaps } from './rdmap/state.js';

@@ -10,6 +10,7 @@ import { decode, encode } from '../../src/dedup/messages.js';
 import { ChunkStore } from '../../src/dedup/store.js';
 import { ErrorCode } from '../../src/core/errors.js';
 import { DedupKind } from '../../src/wire/spec.js';
+import { mulberry32 } from '../fuzz/rng.js';
 import { feed, harness as harnessOn, type HarnessOpts, KEY, same } from './cores.js';
 
 let dm: DeviceMemory;
@@ -19,10 +20,15 @@ beforeAll(async () => {
 
 const harness = (store?: ChunkStore, o?: HarnessOpts) => harnessOn(dm, store, o);
 
+// Seeded bytes where a test bounds what moves: how far past a seam the chunker resynchronises
+// depends on the bytes, so random ones made the bound hold on most runs, not all.
+const nextByte = mulberry32(0x5eed);
+const seeded = (n: number): Uint8Array => Uint8Array.from({ length: n }, () => (nextByte() * 256) | 0);
+
 describe('dedup transfer cores', () => {
   it('assembles exactly, sends only what the store lacks, hashes arrivals in-band', () => {
     const h = harness();
-    const a = new Uint8Array(randomBytes(2_000_000));
+    const a = new Uint8Array(seeded(2_000_000));
     const r1 = h.send(a);
     expect(r1.error).toBeUndefined();
     expect(same(r1.got, a)).toBe(true);
@@ -33,7 +39,7 @@ describe('dedup transfer cores', () => {
     // Half old, half new: only (about) the new half moves.
     const b = new Uint8Array(2_000_000);
     b.set(a.subarray(0, 1_000_000));
-    b.set(randomBytes(1_000_000), 1_000_000);
+    b.set(seeded(1_000_000), 1_000_000);
     const r2 = h.send(b);
     expect(same(r2.got, b)).toBe(true);
     expect(r2.result!.bytesSent).toBeGreaterThan(1_000_000);
@@ -45,11 +51,11 @@ describe('dedup transfer cores', () => {
     expect(r3.result!.bytesSent).toBe(0);
     expect(r3.msgs.filter((k) => k === DedupKind.Round)).toHaveLength(0);
     // A block repeated inside one object moves once (the repeats are copied from the first).
-    const block = new Uint8Array(randomBytes(400_000));
+    const block = new Uint8Array(seeded(400_000));
     const c = new Uint8Array(1_300_000);
     c.set(block, 0);
     c.set(block, 450_000);
-    c.set(randomBytes(50_000), 400_000);
+    c.set(seeded(50_000), 400_000);
     c.set(block, 900_000);
     const r4 = h.send(c);
     expect(same(r4.got, c)).toBe(true);
