@@ -34,21 +34,17 @@
 //   consumer: store(headSleep, 1); h = load(head); if h != tail → store(headSleep, 0), consume;
 //             else waitAsync(head, h) … store(headSleep, 0)
 //   producer: commit() = store(head); ringDoorbell() = if something was committed since the
-//             last notify and compareExchange(headSleep, 1, 0) took the flag → notify(head)
-// Either the producer's exchange sees the flag (and notifies), or the consumer's load sees the
-// new head (and does not sleep); a notify between the consumer's check and its wait is not lost,
+//             last notify and load(headSleep) → notify(head)
+// Either the producer's load sees the flag (and notifies), or the consumer's load sees the new
+// head (and does not sleep); a notify between the consumer's check and its wait is not lost,
 // since the wait compares head with h inside the futex. A consumer with no wait pending leaves
-// the flag 0, so the doorbell costs one atomic operation and no system call. The doorbell takes
-// the flag as it notifies (ibv_req_notify_cq's one-shot arm: one event per arm): the notify
-// wakes every wait pending on head, and each waiter, woken, looks at the ring and raises the
-// flag again before it next sleeps; so the posts that follow, until then, ring nobody (without
-// the exchange, each of them notified a consumer already woken). Commit does not ring: a
+// the flag 0, so the doorbell costs one atomic load and no system call. Commit does not ring: a
 // producer posts a batch, commits (per record or once) and rings once after the last commit;
 // a commit never followed by ringDoorbell() may sit unseen by a sleeping consumer.
-// The flag stays raised while an async wait is pending and not yet rung; a consumer that polls
+// The flag stays raised while an async wait is pending, busy or not; a consumer that polls
 // (pollRecords) lowers it while it looks, so posts made meanwhile ring nobody.
-// The full-ring direction is the same on tail / tailSleep: advance() notifies when it takes the
-// flag the producer raised to wait for room (waitForSpace).
+// The full-ring direction is the same on tail / tailSleep: advance() notifies when the
+// producer flagged it waits for room (waitForSpace).
 //
 // Node: a pending Atomics.waitAsync does not keep a thread's event loop alive. A thread whose
 // only work is a ring wait must hold a ref'd handle of its own (its sockets, a timer).
@@ -202,7 +198,7 @@ export class RecordRing {
     // Nothing published since the last ring: a sleeper has nothing new to see (a driver that
     // rings after every step would otherwise wake an idle consumer for nothing).
     if (this.#committed === this.#rung) return false;
-    if (Atomics.load(this.#hdr, HEAD_SLEEP) === 0 || Atomics.compareExchange(this.#hdr, HEAD_SLEEP, 1, 0) !== 1) return false;
+    if (Atomics.load(this.#hdr, HEAD_SLEEP) === 0) return false;
     this.#rung = this.#committed;
     Atomics.notify(this.#hdr, HEAD);
     return true;
@@ -276,7 +272,7 @@ export class RecordRing {
     this.#tail = (this.#tail + recordBytes(this.#peekLen)) | 0;
     this.#peekLen = -1;
     Atomics.store(this.#hdr, TAIL, this.#tail);
-    if (Atomics.load(this.#hdr, TAIL_SLEEP) !== 0 && Atomics.compareExchange(this.#hdr, TAIL_SLEEP, 1, 0) === 1) Atomics.notify(this.#hdr, TAIL);
+    if (Atomics.load(this.#hdr, TAIL_SLEEP) !== 0) Atomics.notify(this.#hdr, TAIL);
   }
 
   /**
