@@ -15,6 +15,16 @@ beforeAll(async () => {
   dm = await DeviceMemory.create({ initialBytes: 64 << 20, maximumBytes: 256 << 20, workerSlots: 0 });
 });
 
+/** The writes cover [0, length) contiguously, no byte twice (a tail's pieces may complete in any order). */
+function expectContiguous(writes: Array<[number, number]>, length: number): void {
+  let at = 0;
+  for (const [o, l] of [...writes].sort((x, y) => x[0] - y[0])) {
+    expect(o).toBe(at);
+    at += l;
+  }
+  expect(at).toBe(length);
+}
+
 describe('dedup transfer pipelining', () => {
   it('ordered writes: ROUNDs right behind their writes, completions after the GRANTs; exact, transfer after transfer', () => {
     const store = new ChunkStore(dm);
@@ -83,13 +93,7 @@ describe('PrefixWriter', () => {
     expect(s.overlapped()).toBe(false);
     await w.finish(obj);
     expect(Buffer.compare(s.file.subarray(0, obj.length), obj)).toBe(0);
-    // Contiguous, no byte twice (the tail's pieces may complete in any order).
-    let at = 0;
-    for (const [o, l] of [...s.writes].sort((x, y) => x[0] - y[0])) {
-      expect(o).toBe(at);
-      at += l;
-    }
-    expect(at).toBe(obj.length);
+    expectContiguous(s.writes, obj.length);
   });
 
   it('finish writes the tail in several writes at once (at most four), each byte once', async () => {
@@ -108,12 +112,7 @@ describe('PrefixWriter', () => {
     expect(most).toBeGreaterThan(1);
     expect(most).toBeLessThanOrEqual(4);
     expect(Buffer.compare(s.file.subarray(0, obj.length), obj)).toBe(0);
-    let at = 0;
-    for (const [o, l] of [...s.writes].sort((x, y) => x[0] - y[0])) {
-      expect(o).toBe(at);
-      at += l;
-    }
-    expect(at).toBe(obj.length);
+    expectContiguous(s.writes, obj.length);
   });
 
   it('stop: nothing more is written, and it resolves only once the write in flight is done', async () => {
