@@ -57,6 +57,8 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #wqe: RecordRing;
   readonly #cqe: RecordRing;
   readonly #mailbox: MailboxClient;
+  /** This thread's side of dev.stats().nic (NicCounters). */
+  readonly #counts = { appWakes: 0, appDoorbells: 0 };
   readonly #buffers: MessagePort;
   #onEvent: (ev: PortEvent) => void = () => {};
   readonly #mrs = new Map<number, ThreadMr>();
@@ -393,9 +395,6 @@ export class ThreadPort implements NicPort, QpHost {
     st.nic = { ...st.nic!, ...this.#counts };
     return st;
   }
-
-  /** This thread's side of dev.stats().nic. */
-  readonly #counts = { appWakes: 0, appDoorbells: 0 };
 
   reachable(a: DeviceAddress): boolean {
     // Closing (the close awaits the NIC thread, and the loop runs meanwhile): nothing is.

@@ -50,10 +50,10 @@ const TIMER_HANDLERS: { [K in EngineTimer['kind']]: (e: EngineState, t: Extract<
   rnrRetry: (e, t) => rnrRetry(e, t.qp, t.flow, t.ssn, t.m),
 };
 
-/** A QP's connection went down: what its oldest unfinished work request completes with. */
 /** Whether a timer entry still has something to time (one function: pollTimeout runs every step). */
 const timerLive = (t: EngineTimer): boolean => t.kind !== 'watchdog' || watchdogLive(t.qp, t.flow);
 
+/** A QP's connection went down: what its oldest unfinished work request completes with. */
 const LINK_DOWN_STATUS: Record<QpDownCause, WcStatusValue | undefined> = {
   lost: WcStatus.RetryExcErr,
   broken: WcStatus.LocQpOpErr,
