@@ -10,7 +10,9 @@
 // raw baselines are at their best.
 // A plain timed script: a streaming transfer does not fit tinybench's per-iteration model.
 // Run: npm run build:ts && node bench/nic-offload.bench.mjs
-//   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000;
+//   (NIC_BYTES: bytes per goodput case, default 256 MiB; NIC_RTTS: round trips, default 2000,
+//    after NIC_RTT_WARM untimed ones, default 6000 (V8 optimises this path's functions only after
+//    a few thousand round trips: the first thousand run 3-5x slower, docs/benchmarks.md);
 //    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2;
 //    NIC_MODES: the cases run, default "raw,0,1"; NIC_RTTS=0 skips the round trips, NIC_BYTES=0 the goodput;
 //    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPollUs":50}';
@@ -31,6 +33,7 @@ await keepFreedHeapMapped();
 
 const BYTES = Number(process.env.NIC_BYTES ?? 256 << 20);
 const RTTS = Number(process.env.NIC_RTTS ?? 2000);
+const RTT_WARM = Number(process.env.NIC_RTT_WARM ?? 6000);
 const REPS = Number(process.env.NIC_REPS ?? 2);
 const TRANSPORTS = (process.env.NIC_TRANSPORTS ?? 'udp,tcp').split(',');
 const MODES = (process.env.NIC_MODES ?? 'raw,0,1').split(',');
@@ -284,7 +287,7 @@ if (isPeer) {
   /** p50 of RTTS 64 B RdmaWriteWithImm round trips. */
   async function rtt(transport, workers) {
     const { s, t } = await pair(transport, workers);
-    const warm = 200;
+    const warm = RTT_WARM;
     await call('pong', { n: RTTS + warm });
     const times = [];
     let r = 0;
