@@ -13,6 +13,7 @@
 //   word 5 repLen   bytes of the reply
 //   word 6 repKind  0 a value, 1 an error { code, message }
 //   word 7 magic, word 8 area (bytes of each area)
+//   word 9 gone     1 once the server's thread is ending (markMailboxGone): nothing will answer
 //   byte 64 request area, then the reply area
 //
 // Why a sequence number and a lock. A call that times out leaves its request behind: the server
@@ -41,6 +42,7 @@ const REP_LEN = 5;
 const REP_KIND = 6;
 const MAGIC = 7;
 const AREA = 8;
+const GONE = 9;
 const HEADER_BYTES = 64;
 const MAGIC_VALUE = 0x4d424f58; // 'MBOX'
 const LOCK_FREE = 0;
@@ -82,6 +84,18 @@ class Mailbox {
     this.req = new Uint8Array(sab, HEADER_BYTES, area);
     this.rep = new Uint8Array(sab, HEADER_BYTES + area, area);
   }
+}
+
+/**
+ * Say that nothing will serve this mailbox any more (the serving thread is exiting, by close or
+ * by a crash): a call blocked on it, or made later, fails at once with ERR_CLOSED instead of
+ * waiting out its deadline. Safe from a thread's 'exit' handler (two stores and two notifies).
+ */
+export function markMailboxGone(sab: SharedArrayBuffer): void {
+  const hdr = new Int32Array(sab, 0, HEADER_BYTES / 4);
+  Atomics.store(hdr, GONE, 1);
+  Atomics.notify(hdr, REP_SEQ);
+  Atomics.notify(hdr, LOCK);
 }
 
 /** The application thread's side: synchronous calls. */
@@ -131,6 +145,7 @@ export class MailboxClient extends Mailbox {
   #replySeq(seq: number, op: string, deadline: number, timeoutMs: number): number {
     const got = Atomics.load(this.hdr, REP_SEQ);
     if (got === seq) return got;
+    this.#checkGone(op);
     // A call made while an async one was out (against the rule above) was answered after it, over its reply.
     if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
     if (deadline - Date.now() <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
@@ -144,11 +159,13 @@ export class MailboxClient extends Mailbox {
       throw new SabreError(ErrorCode.LimitExceeded, `mailbox request '${op}' of ${bytes.length} bytes exceeds the mailbox's ${this.maxMessage}`);
     }
     const hdr = this.hdr;
+    this.#checkGone(op);
     // The server holds the lock only while it copies a request out; wait for that, bounded.
     for (;;) {
       const was = Atomics.compareExchange(hdr, LOCK, LOCK_FREE, LOCK_CLIENT);
       if (was === LOCK_FREE) break;
       const left = deadline - Date.now();
+      this.#checkGone(op);
       if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': the NIC thread held the mailbox for ${timeoutMs} ms`);
       Atomics.wait(hdr, LOCK, was, Math.min(left, 10));
     }
@@ -161,6 +178,10 @@ export class MailboxClient extends Mailbox {
     Atomics.notify(hdr, REQ_SEQ);
     this.#onRequest?.();
     return seq;
+  }
+
+  #checkGone(op: string): void {
+    if (Atomics.load(this.hdr, GONE) !== 0) throw new SabreError(ErrorCode.Closed, `mailbox '${op}': the NIC thread has ended`);
   }
 
   /** The reply to the request just answered: its value, or the handler's error thrown. */

@@ -1,6 +1,7 @@
 // A NIC thread (a worker_threads Worker): opens the device's memory and link here, runs the
 // driver on this thread's event loop, and serves the application's thread (./thread-nic.ts).
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { markMailboxGone } from './mailbox.js';
 import { openInline } from './open.js';
 import { providerFor } from './providers.js';
 import { NicThread } from './thread-nic.js';
@@ -8,6 +9,10 @@ import { type NicReady, type NicThreadInit, toWireError } from './thread-proto.j
 
 const init = workerData as NicThreadInit & { buffers: MessagePort };
 const up = parentPort!;
+// However this thread ends (closed, or an uncaught error), a call the application's thread is
+// blocked in fails now rather than at its deadline: that thread cannot see this thread's 'exit'
+// event while it blocks.
+process.on('exit', () => markMailboxGone(init.mailbox));
 
 try {
   const provider = providerFor(init.transport);

@@ -25,7 +25,7 @@ import { MailboxServer } from './mailbox.js';
 import type { PortCq, PortDest, PortPiece, PortQp, PortSend } from './port.js';
 import { RecordRing } from './ring.js';
 import { CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
-import { type Cqe, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
+import { type Cqe, cqeBodyLength, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
 import { copyBytes } from '../core/bytes.js';
 
 const packr = new Packr({ useRecords: false });
@@ -261,14 +261,25 @@ export class NicThread {
     }
   }
 
+  /**
+   * One wait at a time for room for the first completion held back (not for the smallest
+   * record: a ring full of CQEs may have room for that and not for a CQE, and the wait would
+   * return at once, turn after turn, while the application is away).
+   */
   #waitForRoom(): void {
-    const w = this.#cqe.waitForSpace();
-    if (w === undefined) {
-      setImmediate(() => this.#afterStep());
-      return;
-    }
-    void w.then(() => this.#afterStep());
+    if (this.#roomWaiting) return;
+    const first = this.#overflow[0];
+    this.#roomWaiting = true;
+    const w = this.#cqe.waitForSpace(first === undefined ? 0 : cqeBodyLength(first));
+    if (w === undefined) setImmediate(this.#roomReady);
+    else void w.then(this.#roomReady);
   }
+
+  #roomWaiting = false;
+  readonly #roomReady = (): void => {
+    this.#roomWaiting = false;
+    this.#afterStep();
+  };
 
   #afterStep(): void {
     let i = 0;
@@ -393,6 +404,13 @@ export class NicThread {
     }
   }
 
+  /** A new (or reset) QP has retired nothing: its words say so before the application's next post. */
+  #zeroRetired(e: QpEntry): void {
+    const b = e.slot * QP_WORDS;
+    Atomics.store(this.control, b + QpWord.sqRetired, 0);
+    Atomics.store(this.control, b + QpWord.rqRetired, 0);
+  }
+
   #op(op: string, a: any): unknown {
     const port = this.port;
     switch (op) {
@@ -407,6 +425,9 @@ export class NicThread {
         const e: QpEntry = { pq, slot: a.slot, sqTaken: 0, rqTaken: 0, dirty: false, peerKey: undefined };
         this.#qps.set(a.qpn, e);
         this.#mark(e);
+        // Now, not at the end of the step: a reused slot still holds its last QP's counts, and
+        // the end of a step publishes none while completions wait for room in the ring.
+        this.#zeroRetired(e);
         return null;
       }
       case 'qp': {
@@ -421,6 +442,7 @@ export class NicThread {
           this.#unpeer(e);
           e.sqTaken = 0;
           e.rqTaken = 0;
+          this.#zeroRetired(e);
         } else if (a.act === 'destroy') {
           e.pq.destroy(a.deviceOpen);
           this.#unpeer(e);

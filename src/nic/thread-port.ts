@@ -17,16 +17,16 @@ import type { EngineBounds } from '../rdmap/bounds.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
-import type { PortEvent } from './port.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient } from './mailbox.js';
-import type { CqSource, NicPort, PortCq, PortDest, PortMr, PortQp, PortStats } from './port.js';
+import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
+import { ThreadServices } from './thread-services.js';
 import { startNicWorker, threadScript } from './thread-start.js';
 import {
   CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
-  type WireError, WQE_RING_BYTES,
+  WQE_RING_BYTES,
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
 import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
@@ -78,9 +78,7 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #cqeIn: Cqe = { cq: 0, token: 0, qpn: 0, status: 0, opcode: 0, byteLen: 0 };
   #closed = false;
   #closing = false;
-  readonly #services = new Map<number, (r: ServiceRequest) => void>();
-  readonly #waits = new Map<string, { resolve: (v: any) => void; reject: (e: Error) => void }>();
-  #waitNext = 1;
+  readonly #svc = new ThreadServices(this);
   #closedP: Promise<void> | undefined;
 
   readonly #arenaGone: { yes: boolean };
@@ -160,8 +158,23 @@ export class ThreadPort implements NicPort, QpHost {
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}): any {
     if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
-    return this.#mailbox.call(op, args);
+    try {
+      return this.#mailbox.call(op, args);
+    } catch (e) {
+      // No answer within the deadline, or the thread ended while this one blocked (its 'exit'
+      // event cannot run meanwhile): the NIC is gone. Later calls fail at once, the thread is
+      // ended, and the device fails as for a crash, from the event loop (not inside this call).
+      if (e instanceof SabreError && (e.code === ErrorCode.Timeout || e.code === ErrorCode.Closed)) {
+        this.#unanswered = true;
+        setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${e.message}`)));
+        void this.#worker.terminate();
+      }
+      throw e;
+    }
   }
+
+  /** A call found the NIC thread gone or hung (see call()). */
+  #unanswered = false;
 
   // ---- posting ------------------------------------------------------------------------------
 
@@ -317,50 +330,15 @@ export class ThreadPort implements NicPort, QpHost {
         else this.#onEvent(ev);
         return;
       }
-      case 'serviceRequest': {
-        // Sent before a close this thread has begun since: the request goes with the NIC's link
-        // (a call now would throw ERR_CLOSED into this message handler).
-        if (!this.#callable) return;
-        const handler = this.#services.get(m.service);
-        if (!handler) return void this.call('svcReject', { id: m.id, reason: 'no listener' });
-        handler({
-          service: m.service, remoteQpn: m.remoteQpn, privateData: m.privateData, from: m.from,
-          accept: (qpn: number, privateData?: Uint8Array) => {
-            if (!this.#callable) return Promise.reject(new SabreError(ErrorCode.Closed, 'device is closed'));
-            const p = this.#wait(m.id, 's');
-            this.call('svcAccept', { id: m.id, qpn, privateData });
-            return p;
-          },
-          reject: (reason: string, busy?: boolean) => void (this.#callable && this.call('svcReject', { id: m.id, reason, busy: busy === true })),
-        });
-        return;
-      }
-      case 'svcAccepted':
-      case 'dialed': {
-        const key = m.kind === 'svcAccepted' ? `s${m.id}` : `d${m.id}`;
-        const w = this.#waits.get(key);
-        this.#waits.delete(key);
-        if (m.error) w?.reject(fromWireError(m.error as WireError));
-        else w?.resolve(m.value);
-        return;
-      }
+      default:
+        this.#svc.onMessage(m);
     }
-  }
-
-  #wait(id: number, prefix: string): Promise<any> {
-    return new Promise((resolve, reject) => this.#waits.set(`${prefix}${id}`, { resolve, reject }));
   }
 
   // ---- NicPort ------------------------------------------------------------------------------
 
   start(onEvent: (ev: PortEvent) => void): void {
     this.#onEvent = onEvent;
-  }
-
-  /** Every request still waiting for the NIC thread's answer fails: none will come. */
-  #failWaits(message: string): void {
-    for (const w of this.#waits.values()) w.reject(new SabreError(ErrorCode.Closed, message));
-    this.#waits.clear();
   }
 
   /** @internal the NIC thread (a test ends it to see the device fail as a NIC that is gone). */
@@ -377,7 +355,7 @@ export class ThreadPort implements NicPort, QpHost {
     if (!this.#closing) this.#flushAll();
     this.#closed = true;
     this.#arenaGone.yes = true;
-    this.#failWaits(`device closed: ${error.message}`);
+    this.#svc.failWaits(`device closed: ${error.message}`);
     this.#onEvent({ kind: 'deviceFatal', error });
   }
 
@@ -502,23 +480,11 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
-    if (handler) this.#services.set(service, handler);
-    else this.#services.delete(service);
-    // A listener closed with its device: the NIC thread is gone already.
-    if (handler === undefined && this.#closed) return;
-    this.call('listen', { service, on: handler !== undefined });
+    this.#svc.listen(service, handler, this.#closed);
   }
 
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
-    const id = this.#waitNext++;
-    const p = this.#wait(id, 'd');
-    try {
-      this.call('dial', { id, qpn, to, service, privateData, timeoutMs });
-    } catch (e) {
-      this.#waits.delete(`d${id}`);
-      return Promise.reject(e);
-    }
-    return p;
+    return this.#svc.dial(qpn, to, service, privateData, timeoutMs);
   }
 
   /** @internal */
@@ -531,7 +497,11 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   stop(): void {
-    if (this.#callable) this.call('stop');
+    try {
+      if (this.#callable) this.call('stop');
+    } catch (e) {
+      if (!this.#unanswered) throw e;
+    }
   }
 
   /** The close request is out to the NIC thread (its reply is awaited): no other call now. */
@@ -543,7 +513,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** The mailbox takes a call: not closed, no close out. */
   get #callable(): boolean {
-    return !this.#closed && !this.#closeCalled;
+    return !this.#closed && !this.#closeCalled && !this.#unanswered;
   }
 
   close(): Promise<void> {
@@ -552,30 +522,33 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   async #close(): Promise<void> {
-    // The NIC thread closes its link before it answers: promises this close settles are
-    // settled in the turn close() resolves in, as inline. Awaited, not blocked on: the link's
-    // close lingers (up to its grace) for its peers' acknowledgements, and this thread's event
-    // loop must run meanwhile (an inline peer in this same thread is the one that answers).
-    // No other call is made while it is out (call() refuses: one request at a time).
-    const dead = this.#closed; // the NIC thread died (#died): nobody would answer
+    // The NIC thread closes its link before it answers: promises this close settles are settled
+    // in the turn close() resolves in, as inline. Awaited, not blocked on: the link's close
+    // lingers for its peers' acknowledgements, and this thread's event loop must run meanwhile
+    // (an inline peer in this thread answers). No other call while it is out (one at a time).
+    const dead = this.#closed || this.#unanswered; // the NIC thread died or hung: nobody would answer
     this.#closeCalled = true;
     // The arena with it: a feature freeing its tables meanwhile has nothing to do (the memory
     // goes with the device), and an allocation is refused.
     this.#arenaGone.yes = true;
+    let answered = false;
     try {
-      if (!dead) await this.#mailbox.callAsync('close', {}, 10_000);
+      if (!dead) {
+        await this.#mailbox.callAsync('close', {}, 10_000);
+        answered = true;
+      }
     } catch {
-      // A thread that does not answer is ended below.
+      // A thread that does not answer (or ended meanwhile) is ended below.
     }
     this.#closed = true;
     this.#arenaGone.yes = true;
     this.#closing = false;
     this.drain();
-    // A thread that died while the device was closing left its outstanding work unflushed.
-    if (dead) this.#flushAll();
+    // A thread that died, or did not finish its close, left its outstanding work unflushed.
+    if (!answered) this.#flushAll();
     this.#qps.clear();
     this.#buffers.close();
-    this.#failWaits('device closed');
+    this.#svc.failWaits('device closed');
     // Never kept alive by a thread that is ending; one that hangs is stopped.
     this.#worker.unref();
     const hung = setTimeout(() => void this.#worker.terminate(), 5_000);

@@ -202,7 +202,12 @@ export class ThreadQp implements PortQp {
 
   destroy(deviceOpen: boolean): void {
     // A NIC thread that is gone has nothing to destroy (its work was flushed when it went).
-    if (this.#port.callable) this.#act('destroy', { deviceOpen });
+    try {
+      if (this.#port.callable) this.#act('destroy', { deviceOpen });
+    } catch (e) {
+      // The NIC thread found gone by this call: its work is flushed as it goes.
+      if (this.#port.callable) throw e;
+    }
     // The device's close takes the flushes at its end, as the inline NIC hands them over.
     if (this.#port.isClosing) return;
     // The flushes of its work are in the ring now: taken while the ids are still known.

@@ -15,7 +15,7 @@ const errorsUrl = new URL('../../dist/core/errors.js', import.meta.url).href;
 // (or 20 s). The 'stop' op stops the server from inside a handler; its reply still goes out.
 const SERVER = `
 const { workerData, parentPort } = require('node:worker_threads');
-Promise.all([import(workerData.mailboxUrl), import(workerData.errorsUrl)]).then(([{ MailboxServer }, { SabreError }]) => {
+Promise.all([import(workerData.mailboxUrl), import(workerData.errorsUrl)]).then(([{ MailboxServer, markMailboxGone }, { SabreError }]) => {
   const nap = new Int32Array(new SharedArrayBuffer(4));
   let polling = workerData.mode === 'poll';
   const server = new MailboxServer(workerData.sab, (op, a) => {
@@ -29,6 +29,8 @@ Promise.all([import(workerData.mailboxUrl), import(workerData.errorsUrl)]).then(
       case 'later': return new Promise((res) => setTimeout(() => res(a.v), a.ms));
       case 'laterFail': return new Promise((_, rej) => setTimeout(() => rej(new SabreError('ERR_CLOSED', 'gone')), a.ms));
       case 'stop': server.stop(); polling = false; return 'stopped';
+      // As the NIC thread does: whatever ends the thread, the mailbox says nobody will answer.
+      case 'crashSoon': process.on('exit', () => markMailboxGone(workerData.sab)); setTimeout(() => { throw new Error('crashed'); }, a.ms); return 'soon';
       default: throw new SabreError('ERR_NOT_SUPPORTED', 'no op ' + op);
     }
   });
@@ -166,6 +168,27 @@ describe('mailbox served by poll() from a busy loop', () => {
       expect(client.call('stop', null)).toBe('stopped');
       expect(await srv.exited).toBe(0);
       expect(srv.messages).toContainEqual({ served: 502 });
+    } finally {
+      await srv.worker.terminate();
+    }
+  });
+});
+
+describe('mailbox whose serving thread ends while a call waits', () => {
+  it('the waiting call and every later one fail ERR_CLOSED, not ERR_TIMEOUT at their deadline', async () => {
+    const sab = createMailbox();
+    const client = new MailboxClient(sab);
+    const srv = serve(sab, 'start');
+    srv.worker.on('error', () => {});
+    try {
+      await srv.ready;
+      expect(client.call('crashSoon', { ms: 50 })).toBe('soon');
+      // Taken and pending (its promise settles in 20 s) when the thread crashes.
+      const e = thrown(() => client.call('later', { v: 1, ms: 20_000 }, 15_000));
+      expect([e.code, e.message]).toEqual([ErrorCode.Closed, "mailbox 'later': the NIC thread has ended"]);
+      expect(thrown(() => client.call('echo', 1, 15_000)).code).toBe(ErrorCode.Closed);
+      await expect(client.callAsync('echo', 1, 15_000)).rejects.toMatchObject({ code: ErrorCode.Closed });
+      expect(await srv.exited).toBe(1);
     } finally {
       await srv.worker.terminate();
     }
