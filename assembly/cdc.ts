@@ -76,38 +76,75 @@ export function cdcPrepareTable(table: usize): void {
 let scanFp: u64 = 0;
 let scanCut: bool = false;
 
-/**
- * Run the hash over [p + i, p + end) with mask m (and m << 1 for the first byte of each pair),
- * starting from fp. Returns the index just past the byte after which a cut falls (scanCut set),
- * or `end` when none does (scanCut clear); the hash is left in scanFp.
- */
 // @ts-ignore: decorator
-@inline function scan(p: usize, i: usize, end: usize, fp: u64, m: u64, g: usize): usize {
+@inline function cutAt(i: usize): usize {
+  scanCut = true;
+  return i;
+}
+
+/**
+ * Run the hash over [p + i, p + end) with mask m, starting from fp. Returns the index just past
+ * the byte after which a cut falls (scanCut set; the hash is of no further use, as the next chunk
+ * restarts it), or `end` when none does (scanCut clear, the hash left in scanFp).
+ */
+function scan(p: usize, i: usize, end: usize, fp: u64, m: u64, g: usize): usize {
   const m2 = m << 1;
-  const gl = g + 2048;
-  // Two bytes a step (one shift, two adds, two tests): the chain fp -> fp is what limits the
-  // speed, and this halves its length against one byte a step.
-  while (i + 2 <= end) {
-    fp = (fp << 2) + load<u64>(gl + (<usize>load<u8>(p + i) << 3));
-    if ((fp & m2) == 0) {
-      scanFp = fp >> 1; // the one-byte fp (bit 63 lost, never in a mask)
-      scanCut = true;
-      return i + 1;
-    }
-    fp += load<u64>(g + (<usize>load<u8>(p + i + 1) << 3));
-    if ((fp & m) == 0) {
-      scanFp = fp;
-      scanCut = true;
-      return i + 2;
-    }
-    i += 2;
+  // Sixteen bytes a turn of the loop, as eight two-byte steps (header): s + a is twice the
+  // one-byte fp after the step's first byte (tested with m << 1), s + a + G[second] the fp after
+  // its second. The loop's own work (its bound test, the engine's stack check) is paid once per
+  // sixteen bytes, the byte loads are constant offsets from one pointer, and the two words are
+  // summed before fp is added, so the chain fp -> fp is one shift and one add a step.
+  let q = p + i;
+  const last = p + end; // differences only: p + end may be 2^32 (memory's end), which wraps to 0
+  let s: u64, a: u64;
+  while (last - q >= 16) {
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 0) << 3), 2048); // G[byte] << 1 (the table's second half)
+    if (((s + a) & m2) == 0) return cutAt(q - p + 1);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 1) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 2);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 2) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 3);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 3) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 4);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 4) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 5);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 5) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 6);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 6) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 7);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 7) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 8);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 8) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 9);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 9) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 10);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 10) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 11);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 11) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 12);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 12) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 13);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 13) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 14);
+    s = fp << 2;
+    a = load<u64>(g + (<usize>load<u8>(q, 14) << 3), 2048);
+    if (((s + a) & m2) == 0) return cutAt(q - p + 15);
+    fp = s + (a + load<u64>(g + (<usize>load<u8>(q, 15) << 3)));
+    if ((fp & m) == 0) return cutAt(q - p + 16);
+    q += 16;
   }
-  if (i < end) {
-    fp = (fp << 1) + load<u64>(g + (<usize>load<u8>(p + i) << 3));
-    i++;
-    scanFp = fp;
-    scanCut = (fp & m) == 0;
-    return i;
+  // The last 0..15 bytes, a byte at a time.
+  while (q != last) {
+    fp = (fp << 1) + load<u64>(g + (<usize>load<u8>(q) << 3));
+    q++;
+    if ((fp & m) == 0) return cutAt(q - p);
   }
   scanFp = fp;
   scanCut = false;
