@@ -86,6 +86,9 @@ let scanCut: bool = false;
  * Run the hash over [p + i, p + end) with mask m, starting from fp. Returns the index just past
  * the byte after which a cut falls (scanCut set; the hash is of no further use, as the next chunk
  * restarts it), or `end` when none does (scanCut clear, the hash left in scanFp).
+ * A function of its own, not inlined into cdcChunk: its loop keeps every value in a register,
+ * and, called once per chunk range, it runs the engine's optimised code as soon as that exists
+ * (a call under way keeps the code it began with, and one cdcChunk call can cover megabytes).
  */
 function scan(p: usize, i: usize, end: usize, fp: u64, m: u64, g: usize): usize {
   const m2 = m << 1;
