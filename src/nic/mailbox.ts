@@ -86,6 +86,15 @@ class Mailbox {
   }
 }
 
+/** Errors of calls nobody answered (deadline passed, server gone), as against a handler's own errors. */
+const unanswered = new WeakSet<Error>();
+const noAnswer = (e: SabreError): SabreError => (unanswered.add(e), e);
+
+/** True for an error of call()/callAsync() that no reply came for (not one the handler threw). */
+export function wasUnanswered(e: unknown): boolean {
+  return e instanceof Error && unanswered.has(e);
+}
+
 /**
  * Say that nothing will serve this mailbox any more (the serving thread is exiting, by close or
  * by a crash): a call blocked on it, or made later, fails at once with ERR_CLOSED instead of
@@ -148,7 +157,7 @@ export class MailboxClient extends Mailbox {
     this.#checkGone(op);
     // A call made while an async one was out (against the rule above) was answered after it, over its reply.
     if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
-    if (deadline - Date.now() <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`);
+    if (deadline - Date.now() <= 0) throw noAnswer(new SabreError(ErrorCode.Timeout, `mailbox '${op}': no reply from the NIC thread within ${timeoutMs} ms`));
     return got;
   }
 
@@ -166,7 +175,7 @@ export class MailboxClient extends Mailbox {
       if (was === LOCK_FREE) break;
       const left = deadline - Date.now();
       this.#checkGone(op);
-      if (left <= 0) throw new SabreError(ErrorCode.Timeout, `mailbox '${op}': the NIC thread held the mailbox for ${timeoutMs} ms`);
+      if (left <= 0) throw noAnswer(new SabreError(ErrorCode.Timeout, `mailbox '${op}': the NIC thread held the mailbox for ${timeoutMs} ms`));
       Atomics.wait(hdr, LOCK, was, Math.min(left, 10));
     }
     let seq = (Atomics.load(hdr, REQ_SEQ) + 1) | 0;
@@ -181,7 +190,7 @@ export class MailboxClient extends Mailbox {
   }
 
   #checkGone(op: string): void {
-    if (Atomics.load(this.hdr, GONE) !== 0) throw new SabreError(ErrorCode.Closed, `mailbox '${op}': the NIC thread has ended`);
+    if (Atomics.load(this.hdr, GONE) !== 0) throw noAnswer(new SabreError(ErrorCode.Closed, `mailbox '${op}': the NIC thread has ended`));
   }
 
   /** The reply to the request just answered: its value, or the handler's error thrown. */

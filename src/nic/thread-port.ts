@@ -19,7 +19,7 @@ import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
-import { createMailbox, MailboxClient } from './mailbox.js';
+import { createMailbox, MailboxClient, wasUnanswered } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
 import { ThreadServices } from './thread-services.js';
@@ -162,11 +162,13 @@ export class ThreadPort implements NicPort, QpHost {
       return this.#mailbox.call(op, args);
     } catch (e) {
       // No answer within the deadline, or the thread ended while this one blocked (its 'exit'
-      // event cannot run meanwhile): the NIC is gone. Later calls fail at once, the thread is
-      // ended, and the device fails as for a crash, from the event loop (not inside this call).
-      if (e instanceof SabreError && (e.code === ErrorCode.Timeout || e.code === ErrorCode.Closed)) {
+      // event cannot run meanwhile; a handler's own errors are not these): the NIC is gone.
+      // Later calls fail at once, the thread is ended, and the device fails as for a crash,
+      // from the event loop (not inside this call).
+      if (wasUnanswered(e)) {
         this.#unanswered = true;
-        setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${e.message}`)));
+        const why = (e as Error).message;
+        setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${why}`)));
         void this.#worker.terminate();
       }
       throw e;

@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, SabreError } from '../../src/core/errors.js';
-import { createMailbox, MailboxClient } from '../../src/nic/mailbox.js';
+import { createMailbox, MailboxClient, wasUnanswered } from '../../src/nic/mailbox.js';
 
 const mailboxUrl = new URL('../../dist/nic/mailbox.js', import.meta.url).href;
 const errorsUrl = new URL('../../dist/core/errors.js', import.meta.url).href;
@@ -135,6 +135,13 @@ describe('mailbox served by a worker with start()', () => {
     expect(thrown(() => client.call('sleep', { ms: 300, tag: 'a' }, 20)).code).toBe(ErrorCode.Timeout);
     expect(thrown(() => client.call('echo', 'b', 20)).code).toBe(ErrorCode.Timeout);
     expect(client.call('echo', 'c', 5000)).toBe('c');
+  });
+
+  it('a call nobody answered is told from a handler that throws ERR_CLOSED or ERR_TIMEOUT itself', () => {
+    for (const code of [ErrorCode.Closed, ErrorCode.Timeout]) expect(wasUnanswered(thrown(() => client.call('sabre', { code, message: 'mine' })))).toBe(false);
+    const late = thrown(() => client.call('sleep', { ms: 200, tag: 'x' }, 20));
+    expect([late.code, wasUnanswered(late)]).toEqual([ErrorCode.Timeout, true]);
+    expect(client.call('echo', 'after', 5000)).toBe('after');
   });
 
   it('requests and replies past the area are ERR_LIMIT_EXCEEDED, and the mailbox goes on', () => {
