@@ -395,7 +395,9 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       }
       n++;
     }
-    pieces.length = n;
+    // A reused list may hold more than this post's pieces; a fresh one holds exactly n (setting
+    // an array's length is a runtime call even when it does not change).
+    if (pieces.length !== n) pieces.length = n;
     return pieces;
   }
 

@@ -13,6 +13,17 @@ describe('crc32cShort (JS table path for short headers)', () => {
     );
   });
 
+  it('agrees on any sub-range [from, to) of a buffer (any alignment, any tail length)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 300 }), fc.nat(), fc.nat(), fc.nat({ max: 0xffffffff }), (b, x, y, prev) => {
+        const from = x % (b.length + 1);
+        const to = from + (y % (b.length - from + 1));
+        expect(crc32cShort(b, prev, from, to)).toBe(nodeCrc32c(Buffer.from(b.subarray(from, to)), prev) >>> 0);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
   it('has the standard check value and chains', () => {
     const s = new TextEncoder().encode('123456789');
     expect(crc32cShort(s)).toBe(0xe3069283);
