@@ -104,6 +104,11 @@ export class NicDriver implements LinkEvents {
     link.start(this);
   }
 
+  /** The driver's clock. */
+  now(): number {
+    return this.#clock.now();
+  }
+
   /** One step at the current time: `work` feeds the engine, then its output goes where it belongs. */
   run(work: (now: number) => void): void {
     this.step(this.#clock.now(), work);

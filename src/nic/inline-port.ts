@@ -1,5 +1,9 @@
 // The inline port: the driver, the RDMAP engine and the link run on the calling thread
-// (openDevice `workers: 0`, and inproc devices). Every verb is one driver step, at once.
+// (openDevice `workers: 0`, and inproc devices). Every verb is one driver step, at once; posts
+// are the exception: the posts of one run of JavaScript join one step, whose output goes out in a
+// promise job when that run ends (an application refilling its window after a completion posts
+// dozens in a row, and each step's poll of the engine's output, events and timers is a
+// per-message cost). The link writes to its socket in a job of its own anyway.
 import type { DeviceAddress } from '../core/address.js';
 import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest } from '../core/link.js';
@@ -9,6 +13,7 @@ import { RdmapEngine } from '../rdmap/engine.js';
 import { EngineMemory, type MrRecord } from '../rdmap/memory.js';
 import type { OpcodeRow } from '../rdmap/opcodes.js';
 import { type EngineQp, newRecvWork, newSendWork, type Piece, type QpCaps } from '../rdmap/state.js';
+import { job } from '../transport/job.js';
 import { NicDriver, type NicEvent } from './driver.js';
 import type { NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
 
@@ -68,15 +73,13 @@ class InlineQp implements PortQp {
     const c = newSendWork(w, row, pieces as Piece[], total);
     if (dest) c.flow = p.engine.srdFlow(this.q, dest.address, dest.remoteQpn, dest.key);
     if (inline) c.inline = inline;
-    if (p.batchNow >= 0) p.engine.postSend(this.q, c, p.batchNow);
-    else p.driver.run((now) => p.engine.postSend(this.q, c, now));
+    p.engine.postSend(this.q, c, p.postTime());
   }
 
   postRecv(wrId: number | bigint, pieces: PortPiece[], total: number): void {
     const p = this.#port;
     const r = newRecvWork(wrId, pieces as Piece[], total);
-    if (p.batchNow >= 0) p.engine.postRecv(this.q, r, p.batchNow);
-    else p.driver.run((now) => p.engine.postRecv(this.q, r, now));
+    p.engine.postRecv(this.q, r, p.postTime());
   }
 
   destroy(deviceOpen: boolean): void {
@@ -94,8 +97,10 @@ export class InlinePort implements NicPort {
   readonly link: Link;
   readonly driver: NicDriver;
   readonly #onEvent: { fn: (ev: NicEvent) => void; after?: () => void } = { fn: () => {} };
-  /** The time of the batch step running now (batch()), or -1: posts then join that one step. */
+  /** The time of the batch step running now (batch(), or posts waiting for their job), or -1: posts then join that one step. */
   batchNow = -1;
+  /** Posts wait for #endPosts (a promise job) to flush their step. */
+  #postsOpen = false;
 
   constructor(mem: DeviceMemory, link: Link, opts: { mss?: number; bounds?: Partial<EngineBounds> } = {}) {
     this.memory = new EngineMemory(mem);
@@ -141,6 +146,24 @@ export class InlinePort implements NicPort {
   get linkServices(): boolean {
     return this.link.connections !== undefined;
   }
+
+  /** The time posts join: the open step's, or a new one's that a promise job flushes. */
+  postTime(): number {
+    if (this.batchNow >= 0) return this.batchNow;
+    const now = this.driver.now();
+    this.batchNow = now;
+    this.#postsOpen = true;
+    job(this.#endPosts);
+    return now;
+  }
+
+  readonly #endPosts = (): void => {
+    if (!this.#postsOpen) return;
+    this.#postsOpen = false;
+    const now = this.batchNow;
+    this.batchNow = -1;
+    this.driver.step(now);
+  };
 
   batch(fn: () => void): void {
     if (this.batchNow >= 0) return fn();
