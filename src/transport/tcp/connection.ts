@@ -305,7 +305,21 @@ export class MpaConnection extends EventEmitter {
     }
   }
 
+  /** Promise jobs the flush has waited through so far (see #flushTick). */
+  #flushHops = 0;
+
   #flushTick = (): void => {
+    // Three jobs deep, as udp's answers (socket.ts onAnswersDue): an `await cq.wait()`
+    // continuation (one to three jobs deep) that answers what this read brought, and the inline
+    // port's step for the posts it made (one job more), queue behind the flush that the receive
+    // step's ack started; a flush at the first job wrote the ack alone and the answer in a
+    // second write (a second syscall, and a wake-up of the peer for the ack).
+    if (this.#flushHops < 2) {
+      this.#flushHops++;
+      job(this.#flushTick);
+      return;
+    }
+    this.#flushHops = 0;
     this.#flushQueued = false;
     this.#flush();
   };
