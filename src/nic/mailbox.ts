@@ -130,7 +130,8 @@ export class MailboxClient extends Mailbox {
     const deadline = Date.now() + timeoutMs;
     const seq = this.#request(op, args, deadline, timeoutMs);
     for (let got = this.#replySeq(seq, op, deadline, timeoutMs); got !== seq; got = this.#replySeq(seq, op, deadline, timeoutMs)) {
-      Atomics.wait(this.hdr, REP_SEQ, got, deadline - Date.now());
+      // In slices: a 'gone' notify between the look at the word and this wait would be missed.
+      Atomics.wait(this.hdr, REP_SEQ, got, Math.min(100, deadline - Date.now()));
     }
     return this.#reply(op);
   }
@@ -154,6 +155,8 @@ export class MailboxClient extends Mailbox {
   #replySeq(seq: number, op: string, deadline: number, timeoutMs: number): number {
     const got = Atomics.load(this.hdr, REP_SEQ);
     if (got === seq) return got;
+    // Gone, unless its reply came just before it went.
+    if (Atomics.load(this.hdr, GONE) !== 0 && Atomics.load(this.hdr, REP_SEQ) === seq) return seq;
     this.#checkGone(op);
     // A call made while an async one was out (against the rule above) was answered after it, over its reply.
     if (((got - seq) | 0) > 0) throw new SabreError(ErrorCode.InvalidState, `mailbox '${op}': its reply was overwritten by a later call's`);
@@ -187,6 +190,11 @@ export class MailboxClient extends Mailbox {
     Atomics.notify(hdr, REQ_SEQ);
     this.#onRequest?.();
     return seq;
+  }
+
+  /** Nothing will answer (this side found the NIC thread gone or hung): later calls fail at once. */
+  markGone(): void {
+    markMailboxGone(this.hdr.buffer as SharedArrayBuffer);
   }
 
   #checkGone(op: string): void {

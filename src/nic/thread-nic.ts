@@ -24,7 +24,7 @@ import type { InlinePort } from './inline-port.js';
 import { MailboxServer } from './mailbox.js';
 import type { PortCq, PortDest, PortPiece, PortQp, PortSend } from './port.js';
 import { RecordRing } from './ring.js';
-import { CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
+import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
 import { type Cqe, cqeBodyLength, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
 import { copyBytes } from '../core/bytes.js';
 
@@ -560,8 +560,21 @@ export class NicThread {
     this.#stopped = true;
     this.port.stop();
     await this.port.close();
+    // The last record: the application drains until it sees it.
+    this.putCqe({ cq: CLOSE_DONE_CQ, token: 0, qpn: 0, status: 0, opcode: 0, byteLen: 0 });
     this.#afterStep();
-    // The reply to the close request still goes out; then nothing holds this thread.
+    // The reply to the close request goes out now; completions still held back (the ring was
+    // full) go as the application takes the ring's, bounded.
+    void this.#handOverThenEnd();
+  }
+
+  async #handOverThenEnd(): Promise<void> {
+    for (const until = Date.now() + 9_000; this.#overflow.length > 0 && Date.now() < until; ) {
+      const w = this.#cqe.waitForSpace(cqeBodyLength(this.#overflow[0]!), Math.max(1, until - Date.now()));
+      if (w !== undefined) await w;
+      this.#afterStep();
+    }
+    // Nothing holds this thread after this.
     this.#mailbox.stop();
     this.#wqe.wakeAll();
     this.#onClosed();

@@ -25,7 +25,7 @@ import { RecordRing } from './ring.js';
 import { ThreadServices } from './thread-services.js';
 import { startNicWorker, threadScript } from './thread-start.js';
 import {
-  CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
+  CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
@@ -102,7 +102,10 @@ export class ThreadPort implements NicPort, QpHost {
     worker.on('message', (m: { kind: string }) => this.#onMessage(m));
     // Without a listener, a NIC thread's uncaught error would be thrown in the application.
     worker.on('error', (e: Error) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread failed: ${e?.message ?? String(e)}`, { cause: e })));
-    worker.once('exit', (code: number) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread exited (${code})`)));
+    worker.once('exit', (code: number) => {
+      this.#exited = true;
+      this.#died(new SabreError(ErrorCode.Internal, `the NIC thread exited (${code})`));
+    });
     this.#watch();
   }
 
@@ -167,6 +170,12 @@ export class ThreadPort implements NicPort, QpHost {
       // from the event loop (not inside this call).
       if (wasUnanswered(e)) {
         this.#unanswered = true;
+        // The arena's calls too (they do not come through here), and the work outstanding is
+        // flushed now: a QP destroyed before the event below would take its work with it.
+        this.#mailbox.markGone();
+        this.#arenaGone.yes = true;
+        this.drain();
+        if (!this.#closing) this.#flushAll();
         const why = (e as Error).message;
         setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${why}`)));
         void this.#worker.terminate();
@@ -177,6 +186,9 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** A call found the NIC thread gone or hung (see call()). */
   #unanswered = false;
+  /** The NIC thread has ended (its 'exit' event), or handed every completion over at close. */
+  #exited = false;
+  #handedOver = false;
 
   // ---- posting ------------------------------------------------------------------------------
 
@@ -259,6 +271,10 @@ export class ThreadPort implements NicPort, QpHost {
     for (let off = ring.peek(); off >= 0; off = ring.peek()) {
       const c = readCqe(ring.dv, off, this.#cqeIn);
       ring.advance();
+      if (c.cq === CLOSE_DONE_CQ) {
+        this.#handedOver = true;
+        continue;
+      }
       if (c.cq === PLACE_RECORD_CQ) {
         const mr = this.#mrs.get(c.token);
         if (mr?.shadow) mr.ext!.set(mr.shadow.subarray(c.qpn, c.qpn + c.byteLen), c.qpn);
@@ -546,6 +562,16 @@ export class ThreadPort implements NicPort, QpHost {
     this.#arenaGone.yes = true;
     this.#closing = false;
     this.drain();
+    // Completions the NIC thread held back (the ring was full) come as this thread takes the
+    // ring's, up to its last record (CLOSE_DONE_CQ), bounded.
+    // (A pending Atomics.waitAsync holds no event loop open: the interval does.)
+    const alive = setInterval(() => {}, 1000);
+    for (const until = Date.now() + 10_000; answered && !this.#handedOver && !this.#exited && Date.now() < until; ) {
+      const w = this.#cqe.waitForRecords(50);
+      if (w !== undefined) await w;
+      this.drain();
+    }
+    clearInterval(alive);
     // A thread that died, or did not finish its close, left its outstanding work unflushed.
     if (!answered) this.#flushAll();
     this.#qps.clear();

@@ -21,6 +21,8 @@ export const CONTROL_BYTES = (CQ_BASE + CQ_SLOTS) * 4;
 
 /** A CQE whose cq is this is an amended-metadata record (M3): token = STag, qpn = offset in the region, byteLen = bytes. */
 export const PLACE_RECORD_CQ = 0xffff_ffff;
+/** A CQE whose cq is this is the NIC thread's last record at close: every completion is in the ring before it. */
+export const CLOSE_DONE_CQ = 0xffff_fffe;
 
 /** Ring sizes: the WQE ring holds a burst of posts, the CQE ring a burst of completions. */
 export const WQE_RING_BYTES = 1 << 20;

@@ -71,7 +71,7 @@ export class ThreadServices {
     if (handler) this.#handlers.set(service, handler);
     else this.#handlers.delete(service);
     // A listener closed with its device: the NIC thread is gone already.
-    if (handler === undefined && deviceClosed) return;
+    if (handler === undefined && (deviceClosed || !this.#port.callable)) return;
     this.#port.call('listen', { service, on: handler !== undefined });
   }
 

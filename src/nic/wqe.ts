@@ -295,12 +295,12 @@ export function readRecvWqe(dv: DataView, off: number, into?: RecvWqe): RecvWqe 
   return w;
 }
 
-/** Reserve and fill one CQE; false when the ring has no room (nothing written). */
 /** Body bytes of `c` as a CQE record (what writeCqe reserves). */
 export function cqeBodyLength(c: Cqe): number {
   return CQE_SIZE + (c.src?.length ?? 0);
 }
 
+/** Reserve and fill one CQE; false when the ring has no room (nothing written). */
 export function writeCqe(ring: RecordRing, c: Cqe): boolean {
   const srcLen = c.src?.length ?? 0;
   if (srcLen > 0xffff) throw new SabreError(ErrorCode.LimitExceeded, `a CQE source address is at most 65535 bytes, got ${srcLen}`);

@@ -106,3 +106,20 @@ describe('a NIC thread that ends while a verbs call blocks on it', () => {
     expect(cq.poll(8).map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.WrFlushErr]]);
   });
 });
+
+describe('a QP destroyed right after a call found the NIC thread gone', () => {
+  it('its outstanding work is flushed into its CQ before it goes', { timeout: 30_000 }, async () => {
+    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
+    dev.on('event', () => {});
+    const pd = dev.allocPd();
+    const cq = dev.createCq({ depth: 8 });
+    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+    const mr = pd.regMr(4096, Access.LocalWrite);
+    qp.postRecv({ wrId: 7, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+    void (dev.nic as unknown as ThreadPort).worker.terminate();
+    expect(() => pd.regMr(4096, Access.LocalWrite)).toThrow(expect.objectContaining({ code: 'ERR_TIMEOUT' }));
+    qp.destroy();
+    expect(cq.poll(8).map((w) => [w.wrId, w.status])).toEqual([[7, WcStatus.WrFlushErr]]);
+    await dev.close();
+  });
+});
