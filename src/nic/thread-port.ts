@@ -159,10 +159,10 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
-  call(op: string, args: Record<string, unknown> = {}): any {
+  call(op: string, args: Record<string, unknown> = {}, timeoutMs?: number): any {
     if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
     try {
-      return this.#mailbox.call(op, args);
+      return this.#mailbox.call(op, args, timeoutMs);
     } catch (e) {
       // No answer within the deadline, or the thread ended while this one blocked (its 'exit'
       // event cannot run meanwhile; a handler's own errors are not these): the NIC is gone.
@@ -405,7 +405,9 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   regDevice(length: number, pd: number, access: number): PortMr {
-    const r = this.call('regDevice', { length, pd, access }) as { stag: number; addr: number };
+    // The NIC zero-fills the region (~1 ms per MiB on a busy machine): a deadline that grows with
+    // it, so a large registration is not taken for a NIC that stopped answering.
+    const r = this.call('regDevice', { length, pd, access }, 5000 + Math.ceil(length / (1 << 20)) * 20) as { stag: number; addr: number };
     // The NIC thread's allocation may have grown the shared memory: this thread's views of it
     // (dataPlane.u8(), refreshed only by this thread's own allocations) must reach the region
     // before its address is handed out. A caller copying into it through a stale view with
