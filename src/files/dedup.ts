@@ -78,6 +78,13 @@ const BYTES_TIMEOUT_MS = 60_000;
  * decoded or staged for a stranger.
  */
 export const DEDUP_AUTH_MAX = 8192;
+/**
+ * Dedup transfers under way at once, all sessions together (ServeOptions.dedupMaxTransfers). Each
+ * may hold its basis and its object in memory, up to dedupMaxBytes each, from its AUTH until it
+ * ends (a put waits up to a minute for its bytes): the per-session cap alone would let one token
+ * holder make the server hold sessions × channels of those.
+ */
+export const DEDUP_MAX_TRANSFERS = 8;
 
 const te = new TextEncoder();
 
@@ -124,9 +131,15 @@ export interface DedupCounters {
   /** Of those, channels closed unauthenticated to make room for a newer one (maxPending). */
   dedupEvicted: number;
   dedupBasisBytes: number;
+  /** Authenticated transfers refused because dedupMaxTransfers were under way (SessionLimit). */
+  dedupBusy: number;
+  /** Transfers under way now (authenticated, not yet ended): at most dedupMaxTransfers. */
+  dedupTransfers: number;
 }
 
-export const newDedupCounters = (): DedupCounters => ({ dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupAuthTimeouts: 0, dedupEvicted: 0, dedupBasisBytes: 0 });
+export const newDedupCounters = (): DedupCounters => ({
+  dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupAuthTimeouts: 0, dedupEvicted: 0, dedupBasisBytes: 0, dedupBusy: 0, dedupTransfers: 0,
+});
 
 export interface DedupServerContext {
   sessions: SessionTable;
@@ -138,6 +151,8 @@ export interface DedupServerContext {
   /** Channels waiting for their AUTH, oldest first; at most maxPending (the oldest is closed for a newer one). */
   pending: Set<Channel>;
   maxPending: number;
+  /** Transfers under way at once, all sessions (default DEDUP_MAX_TRANSFERS); past it refused, counted. */
+  maxTransfers?: number;
   authTimeoutMs?: number;
 }
 
@@ -249,6 +264,7 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
   let basisRead: ReturnType<typeof readPieces> | undefined;
   let filled: Promise<number> = Promise.resolve(0);
   let proven = false;
+  let running = false;
   let out: JailFile | undefined; // a put's temporary, until it is renamed into place
   let writer: PrefixWriter | undefined;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
@@ -282,6 +298,13 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     proven = true;
     ctx.pending.delete(ch);
     ch.authorize();
+    // Before any file is opened or read: what a transfer may hold is bounded across sessions.
+    if (ctx.counters.dedupTransfers >= (ctx.maxTransfers ?? DEDUP_MAX_TRANSFERS)) {
+      ctx.counters.dedupBusy++;
+      return await reply({ ok: false, status: FileStatus.SessionLimit, why: `the server has ${ctx.counters.dedupTransfers} dedup transfers under way, the most it runs at once: try later` });
+    }
+    running = true;
+    ctx.counters.dedupTransfers++;
     const path = checkPath(a.path, { allowRoot: false });
     if (!path.ok) return await reply({ ok: false, status: path.status, why: path.why });
     if (a.op === 'get') {
@@ -363,8 +386,9 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     await ch.close().catch(() => undefined);
     if (basisRead) {
       const r = basisRead;
-      void filled.then(() => r.stop()).then(() => r.release());
-    }
+      // The transfer's slot goes with its basis: only then is that memory free for another.
+      void filled.then(() => r.stop()).then(() => r.release()).catch(() => undefined).then(() => void (running && ctx.counters.dedupTransfers--));
+    } else if (running) ctx.counters.dedupTransfers--;
   }
 }
 

@@ -36,7 +36,7 @@ import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
-import { DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
+import { DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
 import { hostKey } from '../core/address.js';
@@ -44,8 +44,7 @@ import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimi
 import { type Offer, type PipeCounters, newPipeCounters } from './pipe.js';
 import { DEFAULT_PIPE_ADMISSION, PipeShell, type PipeShellCounters } from './pipes.js';
 import {
-  DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits,
-  newServerCounters, receiveSize,
+  DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits, newServerCounters,
 } from './server-core.js';
 import { type SessionCounters, type SessionLimits, SessionTable } from './sessions.js';
 
@@ -96,6 +95,8 @@ export interface ServeOptions {
   dedup?: boolean;
   /** Largest file a dedup transfer moves (assembled in memory). Default 256 MiB. */
   dedupMaxBytes?: number;
+  /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
+  dedupMaxTransfers?: number;
 }
 
 /**
@@ -284,7 +285,7 @@ export class FileServer {
     this.#channelListeners.push(l);
     const ctx = {
       sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters,
-      pending: this.#dedupPending, maxPending: this.#admission.limits.maxUnauthenticated,
+      pending: this.#dedupPending, maxPending: this.#admission.limits.maxUnauthenticated, maxTransfers: this.#opts.dedupMaxTransfers ?? DEDUP_MAX_TRANSFERS,
     };
     void (async () => {
       for await (const ch of l) void serveDedupChannel(ch, ctx);
@@ -330,12 +331,10 @@ export class FileServer {
     qp.postRecv({ wrId: 0, sgList: [{ addr: pre.mr.addr + slot * PREAUTH_RECEIVE, length: PREAUTH_RECEIVE, lkey: pre.mr.lkey }] });
     // A peer deadline: after a stall of this process the AuthenticateRequest that came in time
     // is read before the connection is timed out.
-    c.timer = peerDeadline(c.limits.authTimeoutMs + 5, () => this.#tick(c));
-  }
-
-  #tick(c: Conn): void {
-    c.core.handleTimeout(performance.now() + 10);
-    this.#run(c);
+    c.timer = peerDeadline(c.limits.authTimeoutMs + 5, () => {
+      c.core.handleTimeout(performance.now() + 10);
+      this.#run(c);
+    });
   }
 
   /** The connections' completions; each connection touched runs its core once the CQ is drained. */
