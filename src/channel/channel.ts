@@ -244,15 +244,15 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       get accept() {
         return o.dedup && core.authorized;
       },
-      qp: this.#qp, pd: this.#pd, zoneBytes: this.#core.o.dedupZoneBytes, maxMessage: this.#core.o.maxMessage, store: this.#core.o.dedupStore,
+      qp: this.#qp, pd: this.#pd, zoneBytes: o.dedupZoneBytes, maxMessage: o.maxMessage, store: o.dedupStore, idleMs: o.dedupIdleMs,
       sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
       deliver: (r) => {
         (this.#front ??= []).push(r);
         // Not from inside the dedup receiver's own step: readers run after it has finished.
         queueMicrotask(() => this.#wake());
       },
-      fail: (m) => {
-        this.#core.fail('protocol', m);
+      fail: (m, kind = 'protocol') => {
+        this.#core.fail(kind, m);
         queueMicrotask(() => this.#flush()); // never a flush nested in the one that routed the message
       },
     }));

@@ -18,6 +18,8 @@
 // of the dedup messages that carried it (it handles them only once they are next in order), and
 // the sending channel holds the ordinary sends made after a dedup send until that send has
 // finished, so nothing overtakes the object.
+import { performance } from 'node:perf_hooks';
+import { peerDeadline } from '../core/deadline.js';
 import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -68,8 +70,10 @@ export interface DedupHost {
   sendRaw(bytes: Uint8Array): void;
   /** A received object, in order (or the error of a transfer that failed). */
   deliver(r: Received | Error): void;
-  /** The peer broke the protocol. */
-  fail(message: string): void;
+  /** How long a dedup send waits without word from the receiver (option dedupIdleMs). */
+  readonly idleMs: number;
+  /** The peer broke the protocol ('timeout': it stopped answering a dedup send). */
+  fail(message: string, kind?: 'protocol' | 'timeout'): void;
 }
 
 interface Stage {
@@ -110,6 +114,16 @@ export class ChannelDedup {
   #closed = false;
   /** Sends not settled yet: a source may still be reading into the stage (file reads in flight). */
   #sending = 0;
+  /**
+   * When the receiver last gave word of itself (a message, a write completing) and the deadline on
+   * it while a send is under way: the dedup protocol has no deadlines of its own, and a receiver
+   * whose transport still acknowledges (a stopped process over tcp, a hostile peer) would
+   * otherwise keep the send — its source, its stage — waiting for ever.
+   */
+  #heard = 0;
+  #idle: { clear(): void } | undefined;
+  /** Set when that deadline failed the channel: what the send rejects with (not the pipe's ERR_CLOSED). */
+  #stalled: SabreError | undefined;
 
   constructor(h: DedupHost) {
     this.#h = h;
@@ -131,14 +145,41 @@ export class ChannelDedup {
       this.#h.sendRaw(frame(DedupSub.Open));
     }
     this.#sending++;
+    this.#heard = performance.now();
+    this.#watch();
     return this.#tx.send(bytes).then(
-      (r) => (this.#sending--, this.#releaseStage(), r),
+      (r) => (this.#settled(), r),
       (e: unknown) => {
-        this.#sending--;
-        this.#releaseStage();
-        throw this.#txRefused ?? e;
+        this.#settled();
+        throw this.#txRefused ?? this.#stalled ?? e;
       },
     );
+  }
+
+  #settled(): void {
+    if (--this.#sending === 0) this.#unwatch();
+    this.#releaseStage();
+  }
+
+  /** While a send is under way: fail the channel once the receiver has been silent for idleMs. */
+  #watch(): void {
+    if (this.#idle || this.#closed || this.#sending === 0) return;
+    const ms = this.#h.idleMs;
+    this.#idle = peerDeadline(Math.max(0, this.#heard + ms - performance.now()), () => {
+      this.#idle = undefined;
+      if (this.#closed || this.#sending === 0) return;
+      if (performance.now() - this.#heard >= ms) {
+        const why = `dedup send: no word from the receiver for ${ms} ms`;
+        this.#stalled = new SabreError(ErrorCode.Timeout, `channel: ${why}`);
+        return this.#h.fail(why, 'timeout');
+      }
+      this.#watch();
+    });
+  }
+
+  #unwatch(): void {
+    this.#idle?.clear();
+    this.#idle = undefined;
   }
 
   #onTxClose: ((e?: Error) => void) | undefined;
@@ -160,6 +201,7 @@ export class ChannelDedup {
           return this.#refuse();
         }
       case DedupSub.Refuse:
+        this.#heard = performance.now();
         this.#txRefused = new SabreError(ErrorCode.NotSupported, 'channel: the peer takes no dedup sends (its option dedup is false, or it has no memory for a landing zone)');
         this.#onTxClose?.(this.#txRefused);
         return;
@@ -168,6 +210,7 @@ export class ChannelDedup {
         return this.#rxHandler(body);
       case DedupSub.ToTx:
         if (!this.#txHandler) return this.#h.fail('a dedup answer with no dedup send');
+        this.#heard = performance.now();
         return this.#txHandler(body);
       default:
         return this.#h.fail(`unknown dedup message kind ${b[1]}`);
@@ -294,6 +337,7 @@ export class ChannelDedup {
     const id = Number(wc.wrId);
     const b = this.#batches.get(id);
     if (!b) return;
+    this.#heard = performance.now();
     this.#batches.delete(id);
     if (--this.#inflight === 0) for (const r of this.#retired.splice(0)) this.#dropStage(r);
     if (wc.status !== WcStatus.Success) {
@@ -329,6 +373,7 @@ export class ChannelDedup {
   close(error: Error): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#unwatch();
     for (const w of this.#queue.splice(0)) w.batch.reject(error);
     for (const b of this.#batches.values()) b.reject(error);
     this.#batches.clear();

@@ -47,6 +47,11 @@ export interface ChannelOptions {
   /** Landing zone for incoming dedup sends (4 slots; each holds at least one 64 KiB chunk). Default 4 MiB. */
   dedupZoneBytes?: number;
   /**
+   * How long a dedup send waits without word from its receiver (a message, or a write of the send
+   * completing) before the channel fails with ERR_TIMEOUT. Default 60 000 ms.
+   */
+  dedupIdleMs?: number;
+  /**
    * The device chunk store this end's incoming dedup sends resolve against and fill
    * (docs/dedup.md, "The chunk store"). Default: the device's default store (XXH3-128 keys, one
    * scope per channel, 64 MiB, 2^20 entries). Channels of a device that name equal options share
@@ -100,6 +105,7 @@ export interface ResolvedOptions {
   maxBufferedBytes: number;
   dedup: boolean;
   dedupZoneBytes: number;
+  dedupIdleMs: number;
   /** Normalized (every field set), so equal choices find the same store. */
   dedupStore: Readonly<Required<DedupStoreOptions>>;
   maxValueElements: number;
@@ -185,6 +191,7 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     maxBufferedBytes: int(opts.maxBufferedBytes, 'maxBufferedBytes', 32 * 1024 * 1024, 0, Number.MAX_SAFE_INTEGER),
     dedup: flag(opts.dedup, 'dedup', true),
     dedupZoneBytes: int(opts.dedupZoneBytes, 'dedupZoneBytes', 4 << 20, 256 << 10, 256 << 20),
+    dedupIdleMs: int(opts.dedupIdleMs, 'dedupIdleMs', 60_000, 1, 3_600_000),
     dedupStore: storeOptions(opts.dedupStore),
     maxValueElements: int(opts.maxValueElements, 'maxValueElements', DEFAULT_DECODE_LIMITS.maxElements, 1, 2 ** 31),
     maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', DEFAULT_DECODE_LIMITS.maxDepth, 1, 4096),
