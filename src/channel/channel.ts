@@ -272,11 +272,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   /**
    * While a dedup-kind message is next in order: take it and hand it over (nothing for the
    * application). `flush`: post what that caused now (false inside #flush, which goes on itself:
-   * a nested flush would post out of order).
+   * a nested flush would post out of order). An untaken object holds back what follows, as an unread message does.
    */
   #routeDedupHeads(flush: boolean): void {
     let took = false;
-    for (let guard = 0; guard < 4096 && !this.#torn; guard++) {
+    for (let guard = 0; guard < 4096 && !this.#torn && !this.#front?.length; guard++) {
       const d = this.#core.peek();
       if (!d || !d.value || !isDedupMessage(d.bytes)) break;
       this.#core.pollMessage(clock());
@@ -338,8 +338,9 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
    * when it failed (after the messages already in order), or undefined: nothing yet.
    */
   #poll(): IteratorResult<unknown> | Error | undefined {
+    let f = this.#front?.shift(); // taken first: the dedup messages it held back go on now
     this.#routeDedupHeads(true);
-    const f = this.#front?.shift();
+    f ??= this.#front?.shift();
     if (f) return f instanceof Error ? f : { done: false, value: f.bytes };
     const d = this.#core.pollMessage(clock());
     if (d) {
