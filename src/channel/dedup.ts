@@ -33,6 +33,7 @@ import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
+import { DEDUP_MSG, DedupKind } from '../wire/dedup-spec.js';
 import { WrKind } from './link.js';
 import type { DedupStoreOptions } from './options.js';
 
@@ -70,9 +71,9 @@ export interface DedupHost {
   sendRaw(bytes: Uint8Array): void;
   /** A received object, in order (or the error of a transfer that failed). */
   deliver(r: Received | Error): void;
-  /** How long a dedup send waits without word from the receiver (option dedupIdleMs). */
+  /** How long a dedup transfer waits without word from the peer (option dedupIdleMs). */
   readonly idleMs: number;
-  /** The peer broke the protocol ('timeout': it stopped answering a dedup send). */
+  /** The peer broke the protocol ('timeout': it went silent in a dedup transfer). */
   fail(message: string, kind?: 'protocol' | 'timeout'): void;
 }
 
@@ -115,12 +116,15 @@ export class ChannelDedup {
   /** Sends not settled yet: a source may still be reading into the stage (file reads in flight). */
   #sending = 0;
   /**
-   * When the receiver last gave word of itself (a message, a write completing) and the deadline on
-   * it while a send is under way: the dedup protocol has no deadlines of its own, and a receiver
-   * whose transport still acknowledges (a stopped process over tcp, a hostile peer) would
-   * otherwise keep the send — its source, its stage — waiting for ever.
+   * When the peer last gave word of itself in a dedup transfer (a message, a write of ours
+   * completing) and the deadline on it while a send of ours or a receive is under way: the dedup
+   * protocol has no deadlines of its own, and a peer whose transport still acknowledges (a stopped
+   * process over tcp, a hostile peer) would otherwise keep a send (its source, its stage) or a
+   * receive (the object being assembled, the landing zone) waiting for ever.
    */
   #heard = 0;
+  /** A transfer to us has begun (a message for our receiver) and its object is not out yet. */
+  #receiving = false;
   #idle: { clear(): void } | undefined;
   /** Set when that deadline failed the channel: what the send rejects with (not the pipe's ERR_CLOSED). */
   #stalled: SabreError | undefined;
@@ -157,19 +161,19 @@ export class ChannelDedup {
   }
 
   #settled(): void {
-    if (--this.#sending === 0) this.#unwatch();
+    if (--this.#sending === 0 && !this.#receiving) this.#unwatch();
     this.#releaseStage();
   }
 
-  /** While a send is under way: fail the channel once the receiver has been silent for idleMs. */
+  /** While a transfer is under way: fail the channel once the peer has been silent in it for idleMs. */
   #watch(): void {
-    if (this.#idle || this.#closed || this.#sending === 0) return;
+    if (this.#idle || this.#closed || (this.#sending === 0 && !this.#receiving)) return;
     const ms = this.#h.idleMs;
     this.#idle = peerDeadline(Math.max(0, this.#heard + ms - performance.now()), () => {
       this.#idle = undefined;
-      if (this.#closed || this.#sending === 0) return;
+      if (this.#closed || (this.#sending === 0 && !this.#receiving)) return;
       if (performance.now() - this.#heard >= ms) {
-        const why = `dedup send: no word from the receiver for ${ms} ms`;
+        const why = `dedup ${this.#sending > 0 ? 'send: no word from the receiver' : 'receive: no word from the sender'} for ${ms} ms`;
         this.#stalled = new SabreError(ErrorCode.Timeout, `channel: ${why}`);
         return this.#h.fail(why, 'timeout');
       }
@@ -207,6 +211,10 @@ export class ChannelDedup {
         return;
       case DedupSub.ToRx:
         if (!this.#rxHandler) return this.#h.fail('a dedup message before OPEN');
+        this.#heard = performance.now();
+        // An ABORT ends the transfer, also one our receiver no longer has (then it delivers nothing).
+        this.#receiving = body[DEDUP_MSG.fields.kind.offset] !== DedupKind.Abort;
+        this.#watch();
         return this.#rxHandler(body);
       case DedupSub.ToTx:
         if (!this.#txHandler) return this.#h.fail('a dedup answer with no dedup send');
@@ -258,7 +266,11 @@ export class ChannelDedup {
     this.#rx = new DedupReceiver({
       pipe, mem, store, scope, key, slots: SLOTS, maxEntries: OFFER_ENTRIES,
       zone: { addr: this.#zone.addr, rkey: this.#zone.rkey, length: this.#zone.length }, maxTotal: this.#h.maxMessage,
-      onObject: (r) => this.#h.deliver(r),
+      onObject: (r) => {
+        this.#receiving = false;
+        if (this.#sending === 0) this.#unwatch();
+        this.#h.deliver(r);
+      },
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
       ...(this.#basis?.onProgress ? { onProgress: this.#basis.onProgress } : {}),
       keepReceived: !this.#basis,

@@ -47,8 +47,9 @@ export interface ChannelOptions {
   /** Landing zone for incoming dedup sends (4 slots; each holds at least one 64 KiB chunk). Default 4 MiB. */
   dedupZoneBytes?: number;
   /**
-   * How long a dedup send waits without word from its receiver (a message, or a write of the send
-   * completing) before the channel fails with ERR_TIMEOUT. Default 60 000 ms.
+   * How long a dedup transfer (a send, or a receive begun) waits without word from the peer (a
+   * message of the transfer, or a write of ours completing) before the channel fails with
+   * ERR_TIMEOUT. Default 60 000 ms.
    */
   dedupIdleMs?: number;
   /**
