@@ -173,7 +173,7 @@ export class ChannelDedup {
       this.#idle = undefined;
       if (this.#closed || (this.#sending === 0 && !this.#receiving)) return;
       if (performance.now() - this.#heard >= ms) {
-        const why = `dedup ${this.#sending > 0 ? 'send: no word from the receiver' : 'receive: no word from the sender'} for ${ms} ms`;
+        const why = `dedup ${this.#sending > 0 ? 'send: no word from the receiver (stopped, or its application not taking what came)' : 'receive: no word from the sender'} for ${ms} ms`;
         this.#stalled = new SabreError(ErrorCode.Timeout, `channel: ${why}`);
         return this.#h.fail(why, 'timeout');
       }
