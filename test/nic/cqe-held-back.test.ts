@@ -5,21 +5,27 @@
 // second the application was away). And a QP created on a reused control slot, or reset, while
 // completions were held back read its predecessor's retired counts: its queue caps did not hold.
 import { describe, expect, it } from 'vitest';
-import { Access, openDevice, QpState } from '../../src/index.js';
+import { Access, type Device, openDevice, QpState } from '../../src/index.js';
 
 const blockFor = (ms: number): void => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 const cpuMs = (c: NodeJS.CpuUsage): number => (c.user + c.system) / 1000;
+
+/** A CQ and a QP on `dev` with `n` receives posted (to be flushed). */
+function postReceives(dev: Device, n: number) {
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 1 << 16 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 1, maxRecvWr: 1 << 16, maxSge: 1 });
+  const mr = pd.regMr(64, Access.LocalWrite);
+  for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+  return { cq, qp };
+}
 
 describe('a full completion ring', () => {
   it('the NIC thread waits for room without spinning while the application is away, and hands over every completion after', { timeout: 60_000 }, async () => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
     try {
-      const pd = dev.allocPd();
       const n = 27_000; // more flushes than the completion ring holds
-      const cq = dev.createCq({ depth: 1 << 16 });
-      const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 1, maxRecvWr: 1 << 16, maxSge: 1 });
-      const mr = pd.regMr(64, Access.LocalWrite);
-      for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+      const { cq, qp } = postReceives(dev, n);
       await new Promise((r) => setTimeout(r, 100));
       const c0 = process.cpuUsage();
       qp.modify({ state: QpState.Error });
@@ -87,12 +93,8 @@ describe('a full completion ring', () => {
 
   it('a close hands over every completion held back, as the inline NIC does', { timeout: 60_000 }, async () => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
-    const pd = dev.allocPd();
     const n = 65_000; // more than twice what the ring holds
-    const cq = dev.createCq({ depth: 1 << 16 });
-    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 1, maxRecvWr: 1 << 16, maxSge: 1 });
-    const mr = pd.regMr(64, Access.LocalWrite);
-    for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+    const { cq } = postReceives(dev, n);
     await dev.close();
     const seen = new Set<number>();
     // A closed CQ hands out what it holds, then says it is closed.

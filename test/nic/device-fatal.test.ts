@@ -79,20 +79,26 @@ describe('a NIC thread that ends on its own, with QPs', () => {
   });
 });
 
+/** A NIC-thread device with receive `wrId` posted on a QP, its NIC thread being ended (not awaited). */
+async function receiveThenEndNic(wrId: number) {
+  const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
+  dev.on('event', () => {});
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 8 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+  const mr = pd.regMr(4096, Access.LocalWrite);
+  qp.postRecv({ wrId, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+  void (dev.nic as unknown as ThreadPort).worker.terminate();
+  return { dev, pd, cq, qp };
+}
+
 describe('a NIC thread that ends while a verbs call blocks on it', () => {
   // This thread cannot see the thread's 'exit' while it blocks in a mailbox call: the call fails
   // at its deadline, and then the device fails as for a crash. Before, every later call (the
   // close's destroys and stop) waited out the same deadline again and dev.close() rejected with
   // ERR_TIMEOUT, leaving the work unflushed.
   it('the call fails, and dev.close() resolves and flushes the outstanding work', { timeout: 30_000 }, async () => {
-    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
-    dev.on('event', () => {});
-    const pd = dev.allocPd();
-    const cq = dev.createCq({ depth: 8 });
-    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
-    const mr = pd.regMr(4096, Access.LocalWrite);
-    qp.postRecv({ wrId: 1, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
-    void (dev.nic as unknown as ThreadPort).worker.terminate();
+    const { dev, pd, cq } = await receiveThenEndNic(1);
     let code: unknown;
     try {
       for (let i = 0; i < 10; i++) pd.regMr(4096, Access.LocalWrite);
@@ -109,14 +115,7 @@ describe('a NIC thread that ends while a verbs call blocks on it', () => {
 
 describe('a QP destroyed right after a call found the NIC thread gone', () => {
   it('its outstanding work is flushed into its CQ before it goes', { timeout: 30_000 }, async () => {
-    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
-    dev.on('event', () => {});
-    const pd = dev.allocPd();
-    const cq = dev.createCq({ depth: 8 });
-    const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
-    const mr = pd.regMr(4096, Access.LocalWrite);
-    qp.postRecv({ wrId: 7, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
-    void (dev.nic as unknown as ThreadPort).worker.terminate();
+    const { dev, pd, cq, qp } = await receiveThenEndNic(7);
     expect(() => pd.regMr(4096, Access.LocalWrite)).toThrow(expect.objectContaining({ code: 'ERR_TIMEOUT' }));
     qp.destroy();
     expect(cq.poll(8).map((w) => [w.wrId, w.status])).toEqual([[7, WcStatus.WrFlushErr]]);
