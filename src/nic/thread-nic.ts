@@ -268,11 +268,16 @@ export class NicThread {
    */
   #waitForRoom(): void {
     if (this.#roomWaiting) return;
-    const first = this.#overflow[0];
     this.#roomWaiting = true;
-    const w = this.#cqe.waitForSpace(first === undefined ? 0 : cqeBodyLength(first));
+    const w = this.#roomForHeldBack();
     if (w === undefined) setImmediate(this.#roomReady);
     else void w.then(this.#roomReady);
+  }
+
+  /** undefined when the first completion held back fits the ring now, else a wait for room (see waitForSpace). */
+  #roomForHeldBack(timeoutMs?: number): Promise<void> | undefined {
+    const first = this.#overflow[0];
+    return this.#cqe.waitForSpace(first === undefined ? 0 : cqeBodyLength(first), timeoutMs);
   }
 
   #roomWaiting = false;
@@ -570,7 +575,7 @@ export class NicThread {
 
   async #handOverThenEnd(): Promise<void> {
     for (const until = Date.now() + 9_000; this.#overflow.length > 0 && Date.now() < until; ) {
-      const w = this.#cqe.waitForSpace(cqeBodyLength(this.#overflow[0]!), Math.max(1, until - Date.now()));
+      const w = this.#roomForHeldBack(Math.max(1, until - Date.now()));
       if (w !== undefined) await w;
       this.#afterStep();
     }

@@ -186,8 +186,9 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** A call found the NIC thread gone or hung (see call()). */
   #unanswered = false;
-  /** The NIC thread has ended (its 'exit' event), or handed every completion over at close. */
+  /** The NIC thread has ended (its 'exit' event). */
   #exited = false;
+  /** The NIC thread's last record at close (CLOSE_DONE_CQ) was drained: every completion is in. */
   #handedOver = false;
 
   // ---- posting ------------------------------------------------------------------------------

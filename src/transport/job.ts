@@ -7,3 +7,13 @@ const settled = Promise.resolve();
 export function job(fn: () => void): void {
   void settled.then(fn);
 }
+
+/**
+ * Run `fn` three promise jobs from now: after an `await cq.wait()` continuation woken by this
+ * step (one to three jobs deep) has answered, and the posts it made have joined a step, so the
+ * answer leaves in the same write as what this step owes (the ack). One promise per link, no
+ * closure.
+ */
+export function afterAnswers(fn: () => void): void {
+  void settled.then().then().then(fn);
+}

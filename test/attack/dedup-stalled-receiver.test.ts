@@ -12,6 +12,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { within } from '../lifecycle/within.js';
 import { listenChannels, openDevice } from '../../src/index.js';
 
 const SERVICE = 0x5354414c;
@@ -53,10 +54,7 @@ describe('a dedup send whose receiver stops answering (tcp, a stopped process)',
       const ch = (await accepted).value!;
       const bytes = new Uint8Array(32 << 20).map((_, i) => (i * 2654435761) >>> 24);
       // Bounded: the old code waited for ever; 40 s is far past the 2 s idle deadline.
-      const out = await Promise.race([
-        ch.send(bytes, { dedup: true }).then(() => 'sent', (e: { code?: string }) => e.code ?? 'failed'),
-        new Promise((r) => setTimeout(() => r('still waiting after 40 s'), 40_000)),
-      ]);
+      const out = await within(ch.send(bytes, { dedup: true }).then(() => 'sent', (e: { code?: string }) => e.code ?? 'failed'), 40_000).catch((e: Error) => e.message);
       expect(child.signalCode ?? 'stopped').toBe('stopped');
       expect(out).toBe('ERR_TIMEOUT');
       expect(ch.stats().state).toBe('failed');

@@ -9,6 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { within } from '../lifecycle/within.js';
 import { listenChannels, openDevice } from '../../src/index.js';
 
 const SERVICE = 0x53544c53;
@@ -44,10 +45,7 @@ describe('a dedup send whose sender stops mid-object (tcp, a stopped process)', 
       child = sender(dev.address.port as number);
       const ch = (await accepted).value!;
       // Bounded: 40 s, far past the 2 s idle deadline.
-      const out = await Promise.race([
-        ch.next().then(() => 'delivered', (e: { code?: string }) => e.code ?? 'failed'),
-        new Promise((r) => setTimeout(() => r('still waiting after 40 s'), 40_000)),
-      ]);
+      const out = await within(ch.next().then(() => 'delivered', (e: { code?: string }) => e.code ?? 'failed'), 40_000).catch((e: Error) => e.message);
       expect(child.signalCode ?? 'stopped').toBe('stopped');
       expect(out).toBe('ERR_TIMEOUT');
       expect(ch.stats().state).toBe('failed');

@@ -9,7 +9,7 @@
 import { EventEmitter } from 'node:events';
 import net, { type Socket } from 'node:net';
 import { ErrorCode, SabreError } from '../../core/errors.js';
-import { job } from '../job.js';
+import { afterAnswers } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
 import { TAGGED_HDR_LEN, UNTAGGED_HDR_LEN, QN } from '../../wire/spec.js';
 import { DDP_CTRL_DDP_T, DDP_CTRL_RDMAP_OPCODE, getDdpCtrlDdp, getDdpCtrlRdmap } from '../../wire/fields.gen.js';
@@ -278,7 +278,7 @@ export class MpaConnection extends EventEmitter {
     this.#pendingBytes += this.#framer!.frameTo(hdr, payload, this.#tx);
     if (!this.#flushQueued) {
       this.#flushQueued = true;
-      job(this.#flushTick);
+      afterAnswers(this.#flushTick);
     }
     // Not too many: the kernel should be moving bytes while we frame and CRC the next ones.
     if (this.#pendingBytes >= CORK_LIMIT) this.#flush();
@@ -305,21 +305,10 @@ export class MpaConnection extends EventEmitter {
     }
   }
 
-  /** Promise jobs the flush has waited through so far (see #flushTick). */
-  #flushHops = 0;
-
+  // Three jobs deep (afterAnswers), as udp's answers: a flush at the first job wrote the receive
+  // step's ack alone and the answer to what that read brought in a second write (a second
+  // syscall, and a wake-up of the peer for the ack).
   #flushTick = (): void => {
-    // Three jobs deep, as udp's answers (socket.ts onAnswersDue): an `await cq.wait()`
-    // continuation (one to three jobs deep) that answers what this read brought, and the inline
-    // port's step for the posts it made (one job more), queue behind the flush that the receive
-    // step's ack started; a flush at the first job wrote the ack alone and the answer in a
-    // second write (a second syscall, and a wake-up of the peer for the ack).
-    if (this.#flushHops < 2) {
-      this.#flushHops++;
-      job(this.#flushTick);
-      return;
-    }
-    this.#flushHops = 0;
     this.#flushQueued = false;
     this.#flush();
   };

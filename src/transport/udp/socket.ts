@@ -9,7 +9,7 @@ import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, SabreError } from '../../core/errors.js';
-import { job } from '../job.js';
+import { afterAnswers, job } from '../job.js';
 import type { TxPayload } from './context-options.js';
 import type { CrcOffloadLike } from './crc-offload.js';
 import { UdpIntegrity } from '../../wire/spec.js';
@@ -391,11 +391,6 @@ export class UdpSockets {
     this.flush(true);
   };
 
-  /** Three hops: an `await cq.wait()` continuation (one to three jobs deep) runs before it. */
-  private onAnswersDue = (): void => {
-    job(() => job(this.onMicrotask));
-  };
-
   /** Each delivery to the owner; its credit goes back at once unless the owner releases it (manualRelease). */
   private handOver(ds: readonly Delivery[]): void {
     const h = this.handlers;
@@ -433,7 +428,7 @@ export class UdpSockets {
         // Let the microtasks these deliveries woke run first (see deferAnswers).
         if (!this.microScheduled) {
           this.microScheduled = true;
-          job(this.onAnswersDue);
+          afterAnswers(this.onMicrotask);
         }
         return;
       }
