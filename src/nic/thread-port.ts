@@ -23,7 +23,7 @@ import { createMailbox, MailboxClient, wasUnanswered } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
 import { ThreadServices } from './thread-services.js';
-import { startNicWorker, threadScript } from './thread-start.js';
+import { nicReady, startNicWorker, threadScript } from './thread-start.js';
 import {
   CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
@@ -118,18 +118,13 @@ export class ThreadPort implements NicPort, QpHost {
     const { port1, port2 } = new MessageChannel();
     const init: NicThreadInit & { buffers: MessagePort } = { transport, opts, limits, control, wqe: wqe.sab, cqe: cqe.sab, mailbox, buffers: port2 };
     const worker = startNicWorker(threadScript(), { workerData: init, transferList: [port2] });
-    let onMessage!: (m: NicReady) => void;
-    let onError!: (e: Error) => void;
-    let onExit!: (code: number) => void;
-    const ready = await new Promise<NicReady>((resolve, reject) => {
-      onMessage = resolve;
-      onError = reject;
-      onExit = (code) => reject(new SabreError(ErrorCode.InvalidState, `the NIC thread exited (${code}) before its link opened`));
-      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
-    }).finally(() => {
-      // Only these: the Worker keeps listeners of its own (its port's ref count follows them).
-      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
-    });
+    let ready: NicReady;
+    try {
+      ready = await nicReady(worker);
+    } catch (e) {
+      port1.close();
+      throw e;
+    }
     if (ready.kind === 'failed') {
       port1.close();
       await worker.terminate();

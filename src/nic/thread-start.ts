@@ -1,7 +1,23 @@
-// Starting a NIC thread: the Worker, its flags and its script (./thread-port.ts opens it).
+// Starting a NIC thread: the Worker, its flags and its script, and the wait for its first
+// message (./thread-port.ts opens it).
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { NIC_RESOURCE_LIMITS } from './thread-heap.js';
+import type { NicReady } from './thread-proto.js';
+
+/**
+ * How long a NIC thread may take to report its link open (ms). It loads its modules, compiles
+ * the data plane and binds its sockets: well under a second, seconds on a loaded machine. A
+ * thread that says nothing for this long is stuck, and openDevice must not wait on it for good.
+ * SABRE_NIC_START_MS overrides it (not public API: tests shrink it).
+ */
+const NIC_START_MS = 30_000;
+
+function startDeadline(): number {
+  const n = Number(process.env['SABRE_NIC_START_MS']);
+  return Number.isFinite(n) && n > 0 ? n : NIC_START_MS;
+}
 
 /**
  * The NIC thread's Worker. It inherits this process's node flags, except those a Worker refuses:
@@ -29,4 +45,32 @@ export function startNicWorker(script: string, o: { workerData: unknown; transfe
 export function threadScript(): string {
   const here = new URL(import.meta.url);
   return fileURLToPath(here.pathname.endsWith('.ts') ? new URL('../../dist/nic/thread-main.js', here) : new URL('./thread-main.js', here));
+}
+
+/**
+ * The NIC thread's first message (its link open, or why not). Past the deadline the thread is
+ * ended and this rejects ERR_TIMEOUT; an error or an exit of the thread before it rejects too.
+ */
+export async function nicReady(worker: Worker): Promise<NicReady> {
+  let onMessage!: (m: NicReady) => void;
+  let onError!: (e: Error) => void;
+  let onExit!: (code: number) => void;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ms = startDeadline();
+  try {
+    return await new Promise<NicReady>((resolve, reject) => {
+      onMessage = resolve;
+      onError = reject;
+      onExit = (code) => reject(new SabreError(ErrorCode.InvalidState, `the NIC thread exited (${code}) before its link opened`));
+      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+      timer = setTimeout(() => {
+        reject(new SabreError(ErrorCode.Timeout, `the NIC thread did not report its link open within ${ms} ms`));
+        void worker.terminate();
+      }, ms);
+    });
+  } finally {
+    clearTimeout(timer);
+    // Only these: the Worker keeps listeners of its own (its port's ref count follows them).
+    worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+  }
 }
