@@ -80,10 +80,12 @@ export interface PortQp {
  * What crosses between the application's thread and a NIC thread. NIC side: `doorbells` it rang
  * while the application waited for completions, `polls` of its WQE ring (nicPollUs) and
  * `pollHits` that found a post, `wakes` of it by the application's doorbell, `cqes` written.
+ * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts).
  * Application side: `appWakes` by the NIC's doorbell, `appDoorbells` it rang while the NIC slept.
  */
 export interface NicCounters {
   doorbells: number;
+  badWqes: number;
   polls: number;
   pollHits: number;
   wakes: number;

@@ -7,9 +7,7 @@
 // comes after the posts made before it), and every step ends by committing its completions
 // before it publishes the queues' retired counts, so an application that reads a count and
 // then drains the CQE ring has seen every completion of the work that count retired.
-import { performance, constants as perfConstants, PerformanceObserver } from 'node:perf_hooks';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { performance } from 'node:perf_hooks';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
@@ -17,36 +15,22 @@ import { addressKey } from '../core/address.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { MrRecord } from '../rdmap/memory.js';
-import { rowForWr } from '../rdmap/opcodes.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { InlinePort } from './inline-port.js';
 import { MailboxServer } from './mailbox.js';
-import type { PortCq, PortDest, PortPiece, PortQp, PortSend } from './port.js';
+import type { PortCq } from './port.js';
 import { RecordRing } from './ring.js';
 import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
-import { type Cqe, cqeBodyLength, readRecvWqe, readSendWqe, recordKind, type RecvWqe, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, writeCqe } from './wqe.js';
-import { copyBytes } from '../core/bytes.js';
+import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
+import { heapReading } from './thread-heap.js';
+import { type NicAh, type QpEntry, WqeIntake } from './thread-wqes.js';
 
 const packr = new Packr({ useRecords: false });
 
 /** A bound on the looks of one poll (a look is an atomic load: far more than this per µs would be needed to reach it before the deadline). */
 const POLL_CHECKS_PER_US = 1000;
 const clock = (): number => performance.now();
-
-interface QpEntry {
-  pq: PortQp;
-  slot: number;
-  /** Send / receive WQEs handed to the engine (their tokens are these counts at the time). */
-  sqTaken: number;
-  rqTaken: number;
-  /** On the list of QPs whose words the next publish writes (#dirty). */
-  dirty: boolean;
-  /** Destroyed: its slot may be another QP's next, so its words are never written again. */
-  gone?: boolean;
-  /** Connected: the key of its peer in NicThread.#peers. */
-  peerKey: string | undefined;
-}
 
 /** A CQ as the engine sees it on this thread: completions become CQE records. */
 class RingCq implements PortCq {
@@ -84,38 +68,6 @@ class RingCq implements PortCq {
   }
 }
 
-/** Full (mark-compact) collections this thread has run since its first heap reading (./thread-heap.ts says why they matter). */
-let majorGcs = 0;
-let gcObserver: PerformanceObserver | undefined;
-
-/**
- * This thread's V8 heap, for the memory benches (reached through the device's port, not public
- * API): with `gc`, a full collection first — only when the process allows one (the benches set
- * --expose-gc at run time, a process-wide flag a new context picks up); otherwise none is run
- * and `collected` says so, rather than the library changing V8's flags itself. `young`: the
- * young generation's committed bytes, which grow with the allocation rate, not with what is held.
- * `majorGcs`: full collections counted from the first reading on.
- */
-function heapReading(gc: boolean): { used: number; total: number; external: number; young: number; collected: boolean; majorGcs: number } {
-  if (gcObserver === undefined) {
-    gcObserver = new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) if ((e as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) majorGcs++;
-    });
-    gcObserver.observe({ entryTypes: ['gc'] });
-  }
-  let collected = false;
-  if (gc) {
-    const fn = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as (() => void) | undefined;
-    if (fn) {
-      fn();
-      collected = true;
-    }
-  }
-  const h = v8.getHeapStatistics();
-  const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
-  return { used: h.used_heap_size, total: h.total_heap_size, external: h.external_memory, young, collected, majorGcs };
-}
-
 export class NicThread {
   readonly port: InlinePort;
   readonly control: Int32Array;
@@ -128,10 +80,7 @@ export class NicThread {
   /** QPs whose control words may be stale: only these are written after a step (not every QP). */
   readonly #dirty: QpEntry[] = [];
   readonly #cqs = new Map<number, RingCq>();
-  readonly #ahs = new Map<number, Omit<PortDest, 'remoteQpn'>>();
-  /** The WQE being taken, decoded in place of a new object per record. */
-  readonly #sendIn: SendWqe = { qpn: 0, token: 0, opcode: 0, signaled: false, sges: [] };
-  readonly #recvIn: RecvWqe = { qpn: 0, token: 0, sges: [] };
+  readonly #ahs = new Map<number, NicAh>();
   /** External regions over memory the application keeps (non-shared): placed here, copied there. */
   readonly #shadowed = new Set<number>();
   /** CQEs that found the ring full, in order, ahead of anything later. */
@@ -152,6 +101,7 @@ export class NicThread {
   #waiting = false;
 
   readonly #onClosed: () => void;
+  readonly #intake: WqeIntake;
 
   constructor(port: InlinePort, init: NicThreadInit, buffers: MessagePort, post: (msg: unknown) => void, onClosed: () => void) {
     this.#onClosed = onClosed;
@@ -166,6 +116,7 @@ export class NicThread {
     port.memory.onExtWrite = (rec, addr, len) => {
       if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
     };
+    this.#intake = new WqeIntake(port, this.#qps, this.#ahs);
     port.engine.trackChanges();
     port.start((ev) => this.#onEvent(ev), () => this.#afterStep());
     this.#mailbox = new MailboxServer(init.mailbox, (op: string, a: any) => this.#call(op, a));
@@ -193,58 +144,9 @@ export class NicThread {
     });
   }
 
-  /** Everything the WQE ring holds, in one driver step. */
+  /** Everything the WQE ring holds, in one driver step (checked: ./thread-wqes.ts). */
   #takeWqes(): void {
-    if (this.#stopped || this.#wqe.peek() < 0) return;
-    this.port.batch(() => {
-      const ring = this.#wqe;
-      for (let off = ring.peek(); off >= 0; off = ring.peek()) {
-        const kind = recordKind(ring.dv, off);
-        if (kind === WQE_KIND_SEND) this.#postSend(ring, off);
-        else if (kind === WQE_KIND_RECV) this.#postRecv(ring, off);
-        ring.advance();
-      }
-    });
-  }
-
-  #pieces(sges: readonly { addr: number; length: number; lkey: number }[]): { pieces: PortPiece[]; total: number } {
-    const pieces: PortPiece[] = [];
-    let total = 0;
-    for (const s of sges) {
-      // Checked by the application when posted; a deregister since then waited for this WQE.
-      const rec = this.port.memory.lookup(s.lkey)!;
-      pieces.push({ rec, addr: s.addr, len: s.length });
-      total += s.length;
-    }
-    return { pieces, total };
-  }
-
-  #postSend(ring: RecordRing, off: number): void {
-    // Decoded into one reused record: the engine copies what it keeps (newSendWork).
-    const w = readSendWqe(ring.dv, off, this.#sendIn);
-    const e = this.#qps.get(w.qpn);
-    if (!e) return;
-    e.sqTaken++;
-    const { pieces, total } = this.#pieces(w.sges);
-    let dest: PortDest | undefined;
-    if (w.ah !== undefined) {
-      const ah = this.#ahs.get(w.ah);
-      if (ah) dest = { address: ah.address, key: ah.key, remoteQpn: w.remoteQpn ?? 0 };
-    }
-    const wr: PortSend = {
-      wrId: w.token, opcode: w.opcode as never, signaled: w.signaled, imm: w.imm, remoteAddr: w.remoteAddr, rkey: w.rkey,
-      remoteSgList: w.remoteSges, compareAdd: w.compareAdd, swap: w.swap,
-    };
-    e.pq.postSend(wr, rowForWr(w.opcode)!, pieces, total, dest, w.inline ? copyBytes(w.inline) : undefined);
-  }
-
-  #postRecv(ring: RecordRing, off: number): void {
-    const r = readRecvWqe(ring.dv, off, this.#recvIn);
-    const e = this.#qps.get(r.qpn);
-    if (!e) return;
-    e.rqTaken++;
-    const { pieces, total } = this.#pieces(r.sges);
-    e.pq.postRecv(r.token, pieces, total);
+    if (!this.#stopped) this.#intake.take(this.#wqe);
   }
 
   // ---- the CQE ring and the control table ---------------------------------------------------
@@ -427,7 +329,7 @@ export class NicThread {
         return null;
       case 'createQp': {
         const pq = port.createQp(a.qpn, a.type, a.pd, a.caps as QpCaps, this.#cqs.get(a.sendCq)!, this.#cqs.get(a.recvCq)!, a.reportSource);
-        const e: QpEntry = { pq, slot: a.slot, sqTaken: 0, rqTaken: 0, dirty: false, peerKey: undefined };
+        const e: QpEntry = { pq, slot: a.slot, pd: a.pd, srd: a.type === 'srd', maxSge: (a.caps as QpCaps).maxSge, sqTaken: 0, rqTaken: 0, dirty: false, peerKey: undefined };
         this.#qps.set(a.qpn, e);
         this.#mark(e);
         // Now, not at the end of the step: a reused slot still holds its last QP's counts, and
@@ -483,7 +385,7 @@ export class NicThread {
         this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
-        return { ...port.stats(a.contexts), nic: { ...this.#counts } };
+        return { ...port.stats(a.contexts), nic: { ...this.#counts, badWqes: this.#intake.bad } };
       case 'reachable':
         return port.reachable(a.address);
       case 'listen':

@@ -345,3 +345,21 @@ export function readCqe(dv: DataView, off: number, into?: Cqe): Cqe {
   } else c.src = undefined;
   return c;
 }
+
+/**
+ * Whether the send WQE at off, of `bodyLen` bytes (the ring's record length), holds what its
+ * counts claim: the NIC thread reads records a SharedArrayBuffer exposes to the application's
+ * code, so the counts are checked before anything is read past the fixed part.
+ */
+export function sendWqeFits(dv: DataView, off: number, bodyLen: number): boolean {
+  if (bodyLen < SEND_SIZE) return false;
+  const flags = dv.getUint8(off + S_FLAGS);
+  const lists = (dv.getUint16(off + S_N_SGE, true) + dv.getUint16(off + S_N_REMOTE, true)) * SGE_BYTES;
+  const inl = flags & F_INLINE ? dv.getUint32(off + S_INLINE_LEN, true) : 0;
+  return SEND_SIZE + lists + inl <= bodyLen;
+}
+
+/** Whether the receive WQE at off, of `bodyLen` bytes, holds the SGEs it claims (see sendWqeFits). */
+export function recvWqeFits(dv: DataView, off: number, bodyLen: number): boolean {
+  return bodyLen >= RECV_SIZE && RECV_SIZE + dv.getUint16(off + R_N_SGE, true) * SGE_BYTES <= bodyLen;
+}
