@@ -80,12 +80,16 @@ export interface PortQp {
  * What crosses between the application's thread and a NIC thread. NIC side: `doorbells` it rang
  * while the application waited for completions, `polls` of its WQE ring (nicPollUs) and
  * `pollHits` that found a post, `wakes` of it by the application's doorbell, `cqes` written.
- * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts).
- * Application side: `appWakes` by the NIC's doorbell, `appDoorbells` it rang while the NIC slept.
+ * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts); `ahs`: the
+ * address handles it knows (at most AH_MAX, ./thread-ahs.ts).
+ * Application side: `appWakes` by the NIC's doorbell, `appDoorbells` it rang while the NIC slept,
+ * `ahEvictions`: address-handle ids it gave up to stay within AH_MAX.
  */
 export interface NicCounters {
   doorbells: number;
   badWqes: number;
+  ahs: number;
+  ahEvictions: number;
   polls: number;
   pollHits: number;
   wakes: number;

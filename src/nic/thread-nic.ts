@@ -18,7 +18,9 @@ import type { MrRecord } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { InlinePort } from './inline-port.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { MailboxServer } from './mailbox.js';
+import { AH_MAX, validAhId } from './thread-ahs.js';
 import type { PortCq } from './port.js';
 import { RecordRing } from './ring.js';
 import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
@@ -382,10 +384,12 @@ export class NicThread {
         return null;
       }
       case 'ah':
+        if (!validAhId(a.id)) throw new SabreError(ErrorCode.InvalidArgument, `address handle id ${String(a.id)} is not in 1..${AH_MAX}`);
+        for (const id of (a.forget as number[] | undefined) ?? []) this.#ahs.delete(id);
         this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
-        return { ...port.stats(a.contexts), nic: { ...this.#counts, badWqes: this.#intake.bad } };
+        return { ...port.stats(a.contexts), nic: { ...this.#counts, badWqes: this.#intake.bad, ahs: this.#ahs.size } };
       case 'reachable':
         return port.reachable(a.address);
       case 'listen':

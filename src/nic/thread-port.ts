@@ -22,6 +22,7 @@ import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import { createMailbox, MailboxClient, wasUnanswered } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
+import { AhIds } from './thread-ahs.js';
 import { ThreadServices } from './thread-services.js';
 import { nicReady, startNicWorker, threadScript } from './thread-start.js';
 import {
@@ -64,7 +65,7 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #mrs = new Map<number, ThreadMr>();
   readonly #qps = new Map<number, ThreadQp>();
   readonly #cqs = new Map<number, CqEntry>();
-  readonly #ahs = new Map<string, number>();
+  readonly #ahs = new AhIds();
   readonly #freeQpSlots: number[] = [];
   #qpSlotNext = 0;
   readonly #freeCqSlots: number[] = [];
@@ -222,15 +223,16 @@ export class ThreadPort implements NicPort, QpHost {
     }
   }
 
-  /** @internal the address handle id of `dest`, told to the NIC once. */
+  /** @internal the address handle id of `dest`, told to the NIC once (bounded: ./thread-ahs.ts). */
   ahId(dest: PortDest): number {
-    let id = this.#ahs.get(dest.key);
-    if (id === undefined) {
-      id = this.#ahs.size + 1;
-      this.call('ah', { id, address: dest.address });
-      this.#ahs.set(dest.key, id);
-    }
-    return id;
+    const id = this.#ahs.id(dest.key);
+    if (id !== undefined) return id;
+    const a = this.#ahs.add(dest.key);
+    // Records a batch wrote and has not committed may name an id forgotten here: committed
+    // first, the NIC thread takes them before it serves this request.
+    if (a.forgot.length > 0) this.#wqe.commit();
+    this.call('ah', { id: a.id, address: dest.address, forget: a.forgot });
+    return a.id;
   }
 
   /** @internal a QP whose id tables grew past their queue: trimmed at the next drain. */
@@ -384,7 +386,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   stats(contextsShown: number): PortStats {
     const st = this.call('stats', { contexts: contextsShown }) as PortStats;
-    st.nic = { ...st.nic!, ...this.#counts };
+    st.nic = { ...st.nic!, ...this.#counts, ahEvictions: this.#ahs.evictions };
     return st;
   }
 
