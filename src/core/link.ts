@@ -145,6 +145,12 @@ export interface Link {
   pollTimeout?(): number;
   /** The link's deadline passed: retransmit, probe, give up on peers (reported as events). */
   handleTimeout?(now: number): void;
+  /**
+   * Back-pressure from the device: while held, the link takes in no new frames that it would
+   * have to acknowledge (udp drops new DATA unacknowledged, the sender retransmits; tcp stops
+   * reading its sockets). What it already took is still delivered.
+   */
+  holdReceive?(hold: boolean): void;
   /** Work is outstanding (not just idle bookkeeping): the driver's timer keeps the process alive. */
   readonly busy?: boolean;
   /** Whether `to` can be reached now (inproc: registered; udp/tcp: a well-formed address). */

@@ -81,7 +81,10 @@ export interface PortQp {
  * while the application waited for completions, `polls` of its WQE ring (nicPollUs) and
  * `pollHits` that found a post, `wakes` of it by the application's doorbell, `cqes` written.
  * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts); `ahs`: the
- * address handles it knows (at most AH_MAX, ./thread-ahs.ts).
+ * address handles it knows (at most AH_MAX, ./thread-ahs.ts); `placeHeld` placement records for
+ * regions over non-shared memory held back now (the completion ring full), `placeHeldPeak` the
+ * most at once, `placeMerged` merged into one held back, `receiveHolds` times it stopped taking
+ * in frames for them (./thread-place.ts).
  * Application side: `appWakes` by the NIC's doorbell, `appDoorbells` it rang while the NIC slept,
  * `ahEvictions`: address-handle ids it gave up to stay within AH_MAX.
  */
@@ -90,6 +93,10 @@ export interface NicCounters {
   badWqes: number;
   ahs: number;
   ahEvictions: number;
+  placeHeld: number;
+  placeHeldPeak: number;
+  placeMerged: number;
+  receiveHolds: number;
   polls: number;
   pollHits: number;
   wakes: number;

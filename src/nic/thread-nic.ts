@@ -26,6 +26,7 @@ import { RecordRing } from './ring.js';
 import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
 import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
 import { heapReading } from './thread-heap.js';
+import { HeldPlacements } from './thread-place.js';
 import { type NicAh, type QpEntry, WqeIntake } from './thread-wqes.js';
 
 const packr = new Packr({ useRecords: false });
@@ -104,6 +105,7 @@ export class NicThread {
 
   readonly #onClosed: () => void;
   readonly #intake: WqeIntake;
+  readonly #placed: HeldPlacements;
 
   constructor(port: InlinePort, init: NicThreadInit, buffers: MessagePort, post: (msg: unknown) => void, onClosed: () => void) {
     this.#onClosed = onClosed;
@@ -115,6 +117,8 @@ export class NicThread {
     this.#cqe = RecordRing.attach(init.cqe);
     this.#buffers = buffers;
     this.#post = post;
+    this.#placed = new HeldPlacements((hold) => port.link.holdReceive?.(hold));
+    // Held back behind completions (the ring full), such records merge or are bounded: ./thread-place.ts.
     port.memory.onExtWrite = (rec, addr, len) => {
       if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
     };
@@ -160,7 +164,8 @@ export class NicThread {
     this.#counts.cqes++;
     if (this.#overflow.length > 0 || !writeCqe(this.#cqe, c)) {
       // Kept past this call: a copy (the caller's record is reused).
-      this.#overflow.push({ ...c });
+      const kept = c.cq === PLACE_RECORD_CQ ? this.#placed.add(c.token, c.qpn, c.byteLen) : { ...c };
+      if (kept !== undefined) this.#overflow.push(kept);
       this.#waitForRoom();
     }
   }
@@ -192,7 +197,7 @@ export class NicThread {
 
   #afterStep(): void {
     let i = 0;
-    while (i < this.#overflow.length && writeCqe(this.#cqe, this.#overflow[i]!)) i++;
+    while (i < this.#overflow.length && writeCqe(this.#cqe, this.#overflow[i]!)) this.#placed.written(this.#overflow[i++]!);
     if (i > 0) this.#overflow.splice(0, i);
     this.#cqe.commit();
     // Retired counts only when no completion waits outside the ring (see the file comment).
@@ -381,6 +386,7 @@ export class NicThread {
         const rec = port.lookup(a.stag) as MrRecord | undefined;
         if (rec) port.deregister(rec);
         this.#shadowed.delete(a.stag);
+        this.#placed.forget(a.stag);
         return null;
       }
       case 'ah':
@@ -389,7 +395,7 @@ export class NicThread {
         this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
-        return { ...port.stats(a.contexts), nic: { ...this.#counts, badWqes: this.#intake.bad, ahs: this.#ahs.size } };
+        return { ...port.stats(a.contexts), nic: { ...this.#counts, ...this.#placed.counts(), badWqes: this.#intake.bad, ahs: this.#ahs.size } };
       case 'reachable':
         return port.reachable(a.address);
       case 'listen':

@@ -292,9 +292,23 @@ export class TcpLink implements Link, QpConnections {
       }
       if (s.paused && s.queuedBytes <= this.#maxQueued / 2) {
         s.paused = false;
-        if (!s.dead) s.conn.socket.resume();
+        if (!s.dead && !this.#held) s.conn.socket.resume();
       }
     });
+  }
+
+  /** The device holds receiving (Link.holdReceive): no socket is read meanwhile. */
+  #held = false;
+
+  /** Back-pressure from the device: stop (or resume) reading every connection; TCP's own window holds the peers. */
+  holdReceive(hold: boolean): void {
+    if (hold === this.#held) return;
+    this.#held = hold;
+    for (const s of this.#streams.values()) {
+      if (s.dead) continue;
+      if (hold) s.conn.socket.pause();
+      else if (!s.paused) s.conn.socket.resume();
+    }
   }
 
   // ---- connections (QpConnections) ----------------------------------------------------------
@@ -348,6 +362,7 @@ export class TcpLink implements Link, QpConnections {
     }
     const s = new QpStream(qpn, rqpn, conn);
     this.#streams.set(qpn, s);
+    if (this.#held) conn.socket.pause();
     this.counters.connections++;
     conn.on('failed', (f: TcpFault) => {
       if (s.dead) return;

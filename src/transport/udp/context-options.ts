@@ -23,6 +23,11 @@ export interface ContextOptions {
   maxWindow: number;
   /** Payloads the receiver holds delivered-but-unreleased before it stops accepting more. */
   rcvCredit: number;
+  /**
+   * The owner's hold on receiving (shared by every context of an endpoint): while `held`, a
+   * new DATA payload is dropped unacknowledged, as without credit, and the peer sends it again.
+   */
+  rxHold?: { held: boolean };
   /** What the sender assumes the peer allows before its first ACK arrives. */
   initialPeerWindow: number;
   initialCwnd: number;

@@ -84,6 +84,9 @@ export class UdpEndpoint {
   /** Our wish, as a UdpIntegrity code. */
   readonly integrity: number;
 
+  /** Held: every context drops new DATA unacknowledged (the device's completion path is backed up; Link.holdReceive). */
+  readonly rxHold = { held: false };
+
   constructor(opts: Partial<EndpointOptions> = {}) {
     const mtu = opts.mtu ?? 65000;
     const credit = defaultCredit(mtu);
@@ -106,7 +109,7 @@ export class UdpEndpoint {
       resetBurstPerHost: 20,
       maxTrackedHosts: 4096,
       ...opts,
-      context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context, ...(opts.keepPeer === undefined ? { keepaliveMs: 0 } : {}) },
+      context: { rcvCredit: credit, initialPeerWindow: Math.min(32, credit), ...opts.context, ...(opts.keepPeer === undefined ? { keepaliveMs: 0 } : {}), rxHold: this.rxHold },
     };
     this.maxPayload = maxPayloadFor(mtu);
     if (this.maxPayload < 64) throw new SabreError(ErrorCode.InvalidArgument, `mtu ${mtu} is too small`);

@@ -203,6 +203,11 @@ export class UdpLink implements Link {
     this.udp.handleTimeout(now);
   }
 
+  /** Held: new DATA from every peer is dropped unacknowledged (its sender retransmits), acks still come in. */
+  holdReceive(hold: boolean): void {
+    this.udp.endpoint.rxHold.held = hold;
+  }
+
   /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */
   get busy(): boolean {
     return this.udp.busy;

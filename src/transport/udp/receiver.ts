@@ -71,7 +71,7 @@ export class ContextReceiver {
       this.ackNow = true;
       return false;
     }
-    if (this.pending >= this.opts.rcvCredit) {
+    if (this.pending >= this.opts.rcvCredit || this.opts.rxHold?.held === true) {
       this.counters.rxNoCredit++;
       this.ackNow = true;
       return false;
