@@ -80,7 +80,8 @@ export interface PortQp {
  * What crosses between the application's thread and a NIC thread. NIC side: `doorbells` it rang
  * while the application waited for completions, `polls` of its WQE ring (nicPollUs) and
  * `pollHits` that found a post, `wakes` of it by the application's doorbell, `cqes` written.
- * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts); `ahs`: the
+ * `badWqes`: records of the WQE ring it dropped as malformed (./thread-wqes.ts; a
+ * length in the ring's own prefix that is not a record's drops what the ring held, counted once); `ahs`: the
  * address handles it knows (at most AH_MAX, ./thread-ahs.ts); `placeHeld` placement records for
  * regions over non-shared memory held back now (the completion ring full), `placeHeldPeak` the
  * most at once, `placeMerged` merged into one held back, `receiveHolds` times it stopped taking

@@ -250,15 +250,38 @@ export class RecordRing {
       }
       const pos = this.#tail & this.#mask;
       const len = this.dv.getUint32(pos, true);
+      // What was published from tail on (#headSeen is a commit: records end at or before it).
+      const avail = (this.#headSeen - this.#tail) | 0;
       if (len === WRAP) {
         // A marker is always committed together with the record after it, so the loop runs
         // at most twice.
+        if (this.capacity - pos >= avail) return this.#lost();
         this.#tail = (this.#tail + (this.capacity - pos)) | 0;
         continue;
       }
+      if (len > this.maxRecord || recordBytes(len) > avail || pos + recordBytes(len) > this.capacity) return this.#lost();
       this.#peekLen = len;
       return pos + RECORD_PREFIX_BYTES;
     }
+  }
+
+  /**
+   * Records the consumer gave up on (see #lost): a prefix that does not describe a record of
+   * what was published. The ring is shared memory other code of the producer's thread can
+   * write; the length is checked before it moves the tail, or a wrong one would leave the
+   * tail past the head and the consumer reading garbage for good.
+   */
+  lost = 0;
+
+  /** There is no telling where the next record starts: everything published so far goes (released to the producer). */
+  #lost(): number {
+    this.lost++;
+    this.#headSeen = Atomics.load(this.#hdr, HEAD);
+    this.#tail = this.#headSeen;
+    this.#peekLen = -1;
+    Atomics.store(this.#hdr, TAIL, this.#tail);
+    if (Atomics.load(this.#hdr, TAIL_SLEEP) !== 0) Atomics.notify(this.#hdr, TAIL);
+    return -1;
   }
 
   /** Body length of the record the last peek() returned (-1 when none). */

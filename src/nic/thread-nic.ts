@@ -395,7 +395,7 @@ export class NicThread {
         this.#ahs.set(a.id, { address: a.address, key: addressKey(a.address) });
         return null;
       case 'stats':
-        return { ...port.stats(a.contexts), nic: { ...this.#counts, ...this.#placed.counts(), badWqes: this.#intake.bad, ahs: this.#ahs.size } };
+        return { ...port.stats(a.contexts), nic: { ...this.#counts, ...this.#placed.counts(), badWqes: this.#intake.bad + this.#wqe.lost, ahs: this.#ahs.size } };
       case 'reachable':
         return port.reachable(a.address);
       case 'listen':

@@ -5,7 +5,7 @@
 // (dev.stats().nic.badWqes), never thrown in the NIC thread (that is device-fatal) and never
 // placed outside a region. Before, the first of them ended the NIC thread.
 import { describe, expect, it } from 'vitest';
-import { Access, type Device, type DeviceEvent, Opcode, openDevice, WcStatus, type CompletionQueue, type WorkCompletion } from '../../src/index.js';
+import { Access, type Device, type DeviceEvent, Opcode, openDevice, QpState, WcStatus, type CompletionQueue, type WorkCompletion } from '../../src/index.js';
 import type { RecordRing } from '../../src/nic/ring.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
 import { WQE_KIND_RECV, WQE_KIND_SEND, writeRecvWqe, writeSendWqe } from '../../src/nic/wqe.js';
@@ -104,6 +104,44 @@ describe('garbage in the WQE ring', () => {
       expect(dev.stats().nic?.badWqes).toBe(bad.length);
     } finally {
       await peer.close();
+      await dev.close();
+    }
+  });
+
+  it.each(['udp', 'tcp'] as const)('%s: a record length in the ring that runs past what was published drops what the ring holds, counted; later posts go on', { timeout: 30_000 }, async (transport) => {
+    const dev = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 1 });
+    const events: DeviceEvent[] = [];
+    dev.on('event', (ev: DeviceEvent) => events.push(ev));
+    try {
+      const pd = dev.allocPd();
+      const cq = dev.createCq({ depth: 64 });
+      const mr = pd.regMr(4096, ALL);
+      const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
+      // The prefix before a record's body holds its length (src/nic/ring.ts).
+      inject(dev, (ring) => {
+        const off = ring.reserve(W.RECV_WQE_SIZE);
+        ring.u8.fill(0, off, off + W.RECV_WQE_SIZE);
+        ring.dv.setUint32(off - 8, 0x7fff_0000, true);
+      });
+      // A request takes what the ring holds first: the first is taken (and given up on) before the second is written.
+      expect(dev.stats().nic?.badWqes).toBe(1);
+      inject(dev, (ring) => {
+        const off = ring.reserve(W.RECV_WQE_SIZE);
+        ring.u8.fill(0, off, off + W.RECV_WQE_SIZE);
+        ring.dv.setUint32(off - 8, 4096, true); // within the ring's largest, past what was published
+      });
+      expect(dev.stats().nic?.badWqes).toBe(2);
+      // Posts after it are taken: a receive, flushed when the QP enters ERROR.
+      qp.postRecv({ wrId: 7, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+      qp.modify({ state: QpState.Error });
+      const wcs = [];
+      for (let tries = 0; wcs.length < 1 && tries < 25; tries++) {
+        await cq.wait(200).catch(() => undefined);
+        wcs.push(...cq.poll(4));
+      }
+      expect(wcs.map((w) => [Number(w.wrId), w.status])).toEqual([[7, WcStatus.WrFlushErr]]);
+      expect(events.map((e) => e.type)).not.toContain('device-fatal');
+    } finally {
       await dev.close();
     }
   });

@@ -399,3 +399,26 @@ describe('RecordRing across threads', () => {
     }
   });
 });
+
+describe('a record length the producer did not write', () => {
+  it('one that runs past what was published, or past the largest record, is given up on with all that was published (counted); the ring goes on', () => {
+    const ring = RecordRing.create(1024);
+    const other = RecordRing.attach(ring.sab);
+    for (const bad of [0x7fff_0000, 200, ring.maxRecord + 1]) {
+      const off = ring.reserve(16);
+      ring.reserve(16); // a record after it, committed with it: lost with it
+      ring.commit();
+      ring.dv.setUint32(off - RECORD_PREFIX_BYTES, bad, true);
+      expect(other.peek()).toBe(-1);
+    }
+    expect(other.lost).toBe(3);
+    expect(ring.used()).toBe(0);
+    const off = ring.reserve(8);
+    ring.dv.setUint32(off, 42, true);
+    ring.commit();
+    const at = other.peek();
+    expect([other.peekLength(), other.dv.getUint32(at, true)]).toEqual([8, 42]);
+    other.advance();
+    expect(other.peek()).toBe(-1);
+  });
+});
