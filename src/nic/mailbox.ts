@@ -145,7 +145,8 @@ export class MailboxClient extends Mailbox {
     const deadline = Date.now() + timeoutMs;
     const seq = this.#request(op, args, deadline, timeoutMs);
     for (let got = this.#replySeq(seq, op, deadline, timeoutMs); got !== seq; got = this.#replySeq(seq, op, deadline, timeoutMs)) {
-      const w = waitAsync(this.hdr, REP_SEQ, got, deadline - Date.now());
+      // In slices, as call() waits: a 'gone' notify between the look and this wait would be missed.
+      const w = waitAsync(this.hdr, REP_SEQ, got, Math.min(100, deadline - Date.now()));
       if (w.async) await w.value;
     }
     return this.#reply(op);

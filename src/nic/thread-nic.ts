@@ -23,7 +23,7 @@ import { MailboxServer } from './mailbox.js';
 import { AH_MAX, validAhId } from './thread-ahs.js';
 import type { PortCq } from './port.js';
 import { RecordRing } from './ring.js';
-import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
+import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
 import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
 import { heapReading } from './thread-heap.js';
 import { HeldPlacements } from './thread-place.js';
@@ -365,6 +365,8 @@ export class NicThread {
           const b = e.slot * QP_WORDS;
           Atomics.store(this.control, b + QpWord.state, e.pq.state);
         }
+        // Behind the flushes it made, held back or not: the application's ids stay theirs until it.
+        if (a.fence === true) this.putCqe({ cq: QP_FENCE_CQ, token: 0, qpn: a.qpn, status: 0, opcode: 0, byteLen: 0 });
         return null;
       }
       case 'regDevice': {

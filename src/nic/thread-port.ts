@@ -26,7 +26,7 @@ import { AhIds } from './thread-ahs.js';
 import { ThreadServices } from './thread-services.js';
 import { nicReady, startNicWorker, threadScript } from './thread-start.js';
 import {
-  CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_SLOTS, QP_WORDS, QpWord,
+  CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
@@ -64,6 +64,8 @@ export class ThreadPort implements NicPort, QpHost {
   #onEvent: (ev: PortEvent) => void = () => {};
   readonly #mrs = new Map<number, ThreadMr>();
   readonly #qps = new Map<number, ThreadQp>();
+  /** Destroyed QPs whose flushes may still come (ThreadQp.fencing), by QPN: theirs before a new QP's of that QPN. */
+  readonly #gone = new Map<number, ThreadQp>();
   readonly #cqs = new Map<number, CqEntry>();
   readonly #ahs = new AhIds();
   readonly #freeQpSlots: number[] = [];
@@ -105,6 +107,8 @@ export class ThreadPort implements NicPort, QpHost {
     worker.on('error', (e: Error) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread failed: ${e?.message ?? String(e)}`, { cause: e })));
     worker.once('exit', (code: number) => {
       this.#exited = true;
+      // A thread ended from outside (terminate) runs no exit handler of its own to say so.
+      mailbox.markGone();
       this.#died(new SabreError(ErrorCode.Internal, `the NIC thread exited (${code})`));
     });
     this.#watch();
@@ -243,6 +247,7 @@ export class ThreadPort implements NicPort, QpHost {
   /** @internal */
   forget(qp: ThreadQp): void {
     this.#qps.delete(qp.qpn);
+    if (qp.fencing) this.#gone.set(qp.qpn, qp);
     this.#trim.delete(qp);
     this.#freeQpSlots.push(qp.slot);
   }
@@ -278,18 +283,13 @@ export class ThreadPort implements NicPort, QpHost {
         if (mr?.shadow) mr.ext!.set(mr.shadow.subarray(c.qpn, c.qpn + c.byteLen), c.qpn);
         continue;
       }
-      const entry = this.#cqs.get(c.cq);
-      const qp = this.#qps.get(c.qpn);
-      let wrId: WrId | undefined;
-      if (qp) {
-        if ((c.opcode & 128) !== 0) {
-          wrId = qp.recvs.take(c.token);
-          qp.sawRecv();
-        } else {
-          wrId = qp.sends.takeThrough(c.token);
-          qp.sawSend(c.token);
-        }
+      if (c.cq === QP_FENCE_CQ) {
+        this.#fenced(c.qpn);
+        continue;
       }
+      const entry = this.#cqs.get(c.cq);
+      const qp = (this.#gone.size > 0 ? this.#gone.get(c.qpn) : undefined) ?? this.#qps.get(c.qpn);
+      const wrId = qp?.take(c.token, (c.opcode & 128) !== 0);
       if (!entry || wrId === undefined) continue;
       // One record refilled per completion: the CQ copies it into the completion it hands out.
       const wc = this.#wcIn;
@@ -310,6 +310,13 @@ export class ThreadPort implements NicPort, QpHost {
         this.#trim.delete(qp);
       }
     }
+  }
+
+  #fenced(qpn: number): void {
+    const gone = this.#gone.get(qpn);
+    if (gone === undefined) return this.#qps.get(qpn)?.fenced();
+    gone.fenced();
+    if (!gone.fencing) this.#gone.delete(qpn);
   }
 
   #watch(): void {
@@ -378,7 +385,7 @@ export class ThreadPort implements NicPort, QpHost {
   /** Every QP's outstanding work completes with WrFlushErr into its CQ (the NIC thread is gone). */
   #flushAll(): void {
     const wc = this.#wcIn;
-    for (const qp of this.#qps.values()) qp.outstanding((cq, wrId, recv) => {
+    for (const qp of [...this.#gone.values(), ...this.#qps.values()]) qp.outstanding((cq, wrId, recv) => {
       Object.assign(wc, { wrId, status: WcStatus.WrFlushErr, opcode: recv ? WcOpcode.Recv : WcOpcode.Send, byteLen: 0, qpn: qp.qpn, imm: undefined, srcQpn: undefined, src: undefined });
       this.#cqs.get(cq)?.cq.offer(wc as never);
     });
@@ -550,6 +557,8 @@ export class ThreadPort implements NicPort, QpHost {
     // goes with the device), and an allocation is refused.
     this.#arenaGone.yes = true;
     let answered = false;
+    // (A pending Atomics.waitAsync holds no event loop open: the interval does, for both waits.)
+    const alive = setInterval(() => {}, 1000);
     try {
       if (!dead) {
         await this.#mailbox.callAsync('close', {}, 10_000);
@@ -564,8 +573,6 @@ export class ThreadPort implements NicPort, QpHost {
     this.drain();
     // Completions the NIC thread held back (the ring was full) come as this thread takes the
     // ring's, up to its last record (CLOSE_DONE_CQ), bounded.
-    // (A pending Atomics.waitAsync holds no event loop open: the interval does.)
-    const alive = setInterval(() => {}, 1000);
     for (const until = Date.now() + 10_000; answered && !this.#handedOver && !this.#exited && Date.now() < until; ) {
       const w = this.#cqe.waitForRecords(50);
       if (w !== undefined) await w;
@@ -573,8 +580,9 @@ export class ThreadPort implements NicPort, QpHost {
     }
     clearInterval(alive);
     // A thread that died, or did not finish its close, left its outstanding work unflushed.
-    if (!answered) this.#flushAll();
+    if (!answered || !this.#handedOver) this.#flushAll();
     this.#qps.clear();
+    this.#gone.clear();
     this.#buffers.close();
     this.#svc.failWaits('device closed');
     // Never kept alive by a thread that is ending; one that hangs is stopped.

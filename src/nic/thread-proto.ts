@@ -23,6 +23,11 @@ export const CONTROL_BYTES = (CQ_BASE + CQ_SLOTS) * 4;
 export const PLACE_RECORD_CQ = 0xffff_ffff;
 /** A CQE whose cq is this is the NIC thread's last record at close: every completion is in the ring before it. */
 export const CLOSE_DONE_CQ = 0xffff_fffe;
+/**
+ * A CQE whose cq is this is a QP's fence (qpn): its reset or destroy is done and every completion
+ * of its work before it is in the ring ahead of this record (held-back ones included).
+ */
+export const QP_FENCE_CQ = 0xffff_fffd;
 
 /** Ring sizes: the WQE ring holds a burst of posts, the CQE ring a burst of completions. */
 export const WQE_RING_BYTES = 1 << 20;

@@ -70,8 +70,15 @@ export class ThreadQp implements PortQp {
   sqSeen = 0;
   rqSeen = 0;
   /** Send work request ids by token (the send sequence number); receive ids likewise. */
-  readonly sends = new WrIdWindow();
-  readonly recvs = new WrIdWindow();
+  sends = new WrIdWindow();
+  recvs = new WrIdWindow();
+  /**
+   * The id tables of its lives before a reset or destroy whose completions may still come (the
+   * NIC thread held them back while the ring was full): a completion belongs to the oldest one
+   * until that life's fence record (QP_FENCE_CQ) is drained — tokens start again at 0 after a
+   * reset, so a late flush would otherwise name new work.
+   */
+  readonly #earlier: { sends: WrIdWindow; recvs: WrIdWindow }[] = [];
 
   constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number, sendCq: number, recvCq: number) {
     this.#port = port;
@@ -102,6 +109,18 @@ export class ThreadQp implements PortQp {
     return (this.rqPosted - this.rqSeen) | 0;
   }
 
+  /** The work request id of a completion with `token` (undefined: none held), taken. */
+  take(token: number, recv: boolean): WrId | undefined {
+    const e = this.#earlier[0];
+    if (e !== undefined) return recv ? e.recvs.take(token) : e.sends.takeThrough(token);
+    if (recv) {
+      this.sawRecv();
+      return this.recvs.take(token);
+    }
+    this.sawSend(token);
+    return this.sends.takeThrough(token);
+  }
+
   /** A send completion with `token` was taken. */
   sawSend(token: number): void {
     this.sqSeen = later(this.sqSeen, (token + 1) | 0);
@@ -110,6 +129,27 @@ export class ThreadQp implements PortQp {
   /** A receive completion was taken. */
   sawRecv(): void {
     this.rqSeen = (this.rqSeen + 1) | 0;
+  }
+
+  /** Its oldest earlier life's fence record came: every completion of that life is in. */
+  fenced(): void {
+    this.#earlier.shift();
+  }
+
+  /** Completions of an earlier life may still come. */
+  get fencing(): boolean {
+    return this.#earlier.length > 0;
+  }
+
+  /** Its ids so far wait for their completions apart (see #earlier); new ones from token 0. */
+  #newLife(): void {
+    this.#earlier.push({ sends: this.sends, recvs: this.recvs });
+    this.sends = new WrIdWindow();
+    this.recvs = new WrIdWindow();
+    this.sqPosted = 0;
+    this.rqPosted = 0;
+    this.sqSeen = 0;
+    this.rqSeen = 0;
   }
 
   get standardPeer(): boolean {
@@ -133,14 +173,9 @@ export class ThreadQp implements PortQp {
   }
 
   reset(): void {
-    this.#act('reset');
+    this.#act('reset', { fence: true });
+    this.#newLife();
     this.#port.drain();
-    this.sqPosted = 0;
-    this.rqPosted = 0;
-    this.sqSeen = 0;
-    this.rqSeen = 0;
-    this.sends.clear();
-    this.recvs.clear();
   }
 
   postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
@@ -196,21 +231,29 @@ export class ThreadQp implements PortQp {
   outstanding(each: (cq: number, wrId: WrId, recv: boolean) => void): void {
     // Sends the NIC retired without a completion (unsignaled successes) are not outstanding.
     this.sends.dropBefore(this.#word(QpWord.sqRetired));
-    for (const id of this.sends.takeAll()) each(this.sendCq, id, false);
-    for (const id of this.recvs.takeAll()) each(this.recvCq, id, true);
+    for (const life of [...this.#earlier.splice(0), this]) {
+      for (const id of life.sends.takeAll()) each(this.sendCq, id, false);
+      for (const id of life.recvs.takeAll()) each(this.recvCq, id, true);
+    }
   }
 
   destroy(deviceOpen: boolean): void {
+    // The device's close takes the flushes at its end, as the inline NIC hands them over.
+    const closing = this.#port.isClosing;
+    let fenced = false;
     // A NIC thread that is gone has nothing to destroy (its work was flushed when it went).
     try {
-      if (this.#port.callable) this.#act('destroy', { deviceOpen });
+      if (this.#port.callable) {
+        this.#act('destroy', { deviceOpen, fence: !closing });
+        fenced = !closing;
+      }
     } catch (e) {
       // The NIC thread found gone by this call: its work is flushed as it goes.
       if (this.#port.callable) throw e;
     }
-    // The device's close takes the flushes at its end, as the inline NIC hands them over.
-    if (this.#port.isClosing) return;
-    // The flushes of its work are in the ring now: taken while the ids are still known.
+    if (closing) return;
+    // Its flushes come up to its fence record: the port routes them to it until then.
+    if (fenced) this.#newLife();
     this.#port.drain();
     this.#port.forget(this);
   }
