@@ -48,8 +48,10 @@ const RNR_TIMEOUT_MS = 10;
 export interface CmRequest {
   service: number;
   qpn: number;
-  /** Where the REQ came from (as the link observed it): where to answer and connect. */
+  /** Where the REQ came from (as the link observed it): where to answer. */
   from: DeviceAddress;
+  /** Where to connect: `from`, with the requester's NIC threads' ports when it has several (./core.ts). */
+  peer: DeviceAddress;
   privateData: Uint8Array | undefined;
   reply(qpn: number, privateData?: Uint8Array): void;
   /** `busy`: no room now (backlog full); the requester tries again within its deadline. */
@@ -60,7 +62,7 @@ type Settle = { resolve: (v: { qpn: number; privateData: Uint8Array | undefined 
 
 export class CmAgent {
   readonly dev: Device;
-  readonly #core = new CmCore();
+  readonly #core: CmCore;
   readonly #pd: ProtectionDomain;
   readonly #cq: CompletionQueue;
   readonly #qp: QueuePair;
@@ -73,6 +75,8 @@ export class CmAgent {
 
   constructor(dev: Device) {
     this.dev = dev;
+    const ports = dev.address['ports'];
+    this.#core = new CmCore(Array.isArray(ports) ? { ports: ports as number[] } : {});
     this.#pd = dev.allocPd();
     this.#mr = this.#pd.regMr((SLOTS + 1) * SLOT_BYTES, Access.LocalWrite);
     // Deep enough that failed Sends (unsignaled, but errors complete) never overrun it between polls.
@@ -147,7 +151,7 @@ export class CmAgent {
             this.#step(f);
           };
           h?.({
-            service: a.service, qpn: a.qpn, from: a.from, privateData: a.privateData,
+            service: a.service, qpn: a.qpn, from: a.from, peer: a.peer, privateData: a.privateData,
             reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
             reject: (reason, busy) => answer(() => this.#core.reject(a.from, a.id, reason, busy)),
           });

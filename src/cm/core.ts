@@ -8,12 +8,25 @@ import { randomInt } from 'node:crypto';
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
+import { CM_QPN } from '../verbs/reserved.js';
+
+/**
+ * Where the listener reaches the requester's QP: the address the REQ came from, with the
+ * requester's ports when it told them and the REQ came from the port its CM QP's thread has
+ * there (QP q on thread q mod n): the address was not rewritten on the way (a relay or a NAT
+ * forwards one port, and then only that port is reached).
+ */
+function peerOf(from: DeviceAddress, ports: unknown): DeviceAddress {
+  if (!Array.isArray(ports) || ports.length < 2 || ports.length > 256 || !ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)) return from;
+  // As the requester's own address has it: `port` its first thread's.
+  return ports[(CM_QPN >>> 0) % ports.length] === from.port ? { ...from, port: ports[0], ports: [...(ports as number[])] } : from;
+}
 
 /** At most this many bytes of JSON per message (one receive slot). */
 export const CM_MESSAGE_BYTES = 1024;
 
 export type CmMessage =
-  | { t: 'req'; id: number; service: number; qpn: number; pd?: string }
+  | { t: 'req'; id: number; service: number; qpn: number; pd?: string; ports?: number[] }
   | { t: 'rep'; id: number; qpn: number; pd?: string }
   | { t: 'rej'; id: number; reason: string; busy?: boolean };
 
@@ -21,7 +34,7 @@ export type CmAction =
   /** Send `bytes` to the CM QP at `to`; `req`: the id of our REQ it carries (its failure is ours to hear). */
   | { kind: 'send'; to: DeviceAddress; bytes: Uint8Array; req?: number }
   /** A REQ for the listener of `service`: answer with reply() or reject() and the same `id` and `from`. */
-  | { kind: 'request'; id: number; service: number; qpn: number; from: DeviceAddress; privateData: Uint8Array | undefined }
+  | { kind: 'request'; id: number; service: number; qpn: number; from: DeviceAddress; peer: DeviceAddress; privateData: Uint8Array | undefined }
   /** Our request `id` ended: the peer's QP and private data, or why not. */
   | { kind: 'settled'; id: number; value?: { qpn: number; privateData: Uint8Array | undefined }; error?: SabreError };
 
@@ -57,9 +70,17 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
    * random (48 bits): a device off the exchange's path that could guess them could fail our
    * connects with forged REJs or point our QPs at a QPN of its choosing with forged REPs.
    */
-  constructor(o: { randomId?: () => number } = {}) {
+  /**
+   * `ports`: this device's NIC threads' ports when it has several (its address's `ports`), told
+   * in each REQ: the listener reaches the requesting QP at the thread its QPN names, not at the
+   * CM QP's (src/nic/peer-route.ts).
+   */
+  constructor(o: { randomId?: () => number; ports?: readonly number[] } = {}) {
     this.#randomId = o.randomId ?? (() => randomInt(1, 2 ** 48));
+    this.#ports = o.ports ? [...o.ports] : undefined;
   }
+
+  readonly #ports: number[] | undefined;
 
   pollAction(): CmAction | undefined {
     return this.#out.poll();
@@ -80,7 +101,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     // Bounded: the ids of the requests waiting are few against 2^48.
     for (let i = 0; i < 16 && this.#pending.has(id); i++) id = this.#randomId();
     if (this.#pending.has(id)) throw new SabreError(ErrorCode.Internal, 'no free CM request id');
-    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}) });
+    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports ? { ports: this.#ports } : {}) });
     this.#pending.set(id, { to: addressKey(to), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
     return id;
@@ -131,7 +152,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       this.reject(from, m.id, `no listener for service ${service}`);
       return;
     }
-    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, privateData: unb64(m.pd) });
+    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, peer: peerOf(from, m.ports), privateData: unb64(m.pd) });
   }
 
   /** Our request `id` ends without an answer (its REQ could not be posted): no output. */

@@ -273,8 +273,8 @@ export class CmListener extends Listener<QueuePair> {
     }
     this.#connecting.set(qp, sourceOf(r.from));
     r.reply(qp.qpn, this.#opts.privateData);
-    qp.connect({ address: r.from, qpn: r.qpn }).then(
-      () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.from }),
+    qp.connect({ address: r.peer, qpn: r.qpn }).then(
+      () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.peer }),
       () => this.#settle(qp, undefined),
     );
   }

@@ -219,7 +219,8 @@ export class InlinePort implements NicPort {
     return this.memory.register({ length: buf.length, pd, access, ext: buf });
   }
 
-  deregister(mr: PortMr): void {
+  /** `release`: what gives the memory back once no queued send names it (default: freed here). */
+  deregister(mr: PortMr, release?: () => void): void {
     const rec = mr as MrRecord;
     this.memory.deregister(rec.stag);
     if (rec.ext || this.#lent.delete(rec)) return;
@@ -228,8 +229,9 @@ export class InlinePort implements NicPort {
     // queue, so a region registered next cannot have its bytes sent under the old request
     // (the local half of the deregister fence).
     const dm = this.memory.dm;
-    if (rec.busy) rec.onIdle = () => dm.free(rec.addr);
-    else dm.free(rec.addr);
+    const free = release ?? (() => dm.free(rec.addr));
+    if (rec.busy) rec.onIdle = free;
+    else free();
   }
 
   lookup(stag: number): PortMr | undefined {

@@ -4,6 +4,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import { InlinePort } from './inline-port.js';
+import { MultiPort } from './multi-port.js';
 import { ThreadPort } from './thread-port.js';
 import type { NicPort } from './port.js';
 import type { ProviderOptions, TransportProvider } from './provider.js';
@@ -20,8 +21,9 @@ export interface PortOptions extends ProviderOptions {
 }
 
 /** The memory, link and engine of one device on this thread. */
-export async function openInline(provider: TransportProvider, opts: PortOptions, limits: { engine: Partial<EngineBounds>; link: Record<string, number> }): Promise<InlinePort> {
-  const mem = await DeviceMemory.create({
+export async function openInline(provider: TransportProvider, opts: PortOptions, limits: { engine: Partial<EngineBounds>; link: Record<string, number> }, shared?: DeviceMemory): Promise<InlinePort> {
+  // `shared`: another NIC thread's device memory, attached (./thread-arena.ts).
+  const mem = shared ?? await DeviceMemory.create({
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
     ...(opts.maxMr !== undefined ? { regionEntries: opts.maxMr + 1 } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
@@ -70,12 +72,15 @@ export function nicPollSpin(given: boolean | undefined): boolean {
 export const DEFAULT_WORKERS = 1;
 
 /**
- * `workers` ≥ 1: the NIC runs on a thread of its own (where the provider has a wire; inproc
- * devices hand frames by reference and stay on the calling thread). `workers: 0`: inline.
+ * `workers` ≥ 1: the NIC runs on that many threads of its own (where the provider has a wire;
+ * inproc devices hand frames by reference and stay on the calling thread), each with its own
+ * socket and its share of the QPs (./multi-port.ts). `workers: 0`: inline.
  */
 export async function openPort(provider: TransportProvider, opts: PortOptions, limits: { engine: Partial<EngineBounds>; link: Record<string, number> }): Promise<NicPort> {
   const workers = opts.workers ?? 0;
   if (workers === 0 || !provider.threaded) return openInline(provider, opts, limits);
   const { workers: _, ...rest } = opts;
-  return ThreadPort.open(provider.name, rest as Record<string, unknown>, limits as { engine: Record<string, number>; link: Record<string, number> });
+  const lim = limits as { engine: Record<string, number>; link: Record<string, number> };
+  if (workers >= 2) return MultiPort.open(provider.name, rest as Record<string, unknown>, lim, workers);
+  return ThreadPort.open(provider.name, rest as Record<string, unknown>, lim);
 }

@@ -4,6 +4,7 @@ import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { markMailboxGone } from './mailbox.js';
 import { openInline } from './open.js';
 import { providerFor } from './providers.js';
+import { attachShared, serveArenas } from './thread-arena.js';
 import { NicThread } from './thread-nic.js';
 import { type NicReady, type NicThreadInit, toWireError } from './thread-proto.js';
 
@@ -17,9 +18,13 @@ process.on('exit', () => markMailboxGone(init.mailbox));
 try {
   const provider = providerFor(init.transport);
   // The data-plane workers of the inline mode are not started under a NIC thread.
-  const port = await openInline(provider, { ...init.opts, transport: init.transport, workers: 0 }, init.limits);
+  const shared = init.attach ? await attachShared(init.attach) : undefined;
+  const port = await openInline(provider, { ...init.opts, transport: init.transport, workers: 0 }, init.limits, shared);
+  // The first of several threads: served until it closes (the others have closed by then).
+  const stopArenas = init.arenas ? serveArenas(port.memory.dm, init.arenas) : undefined;
   // Closed by the application's 'close' request (thread-nic.ts): the ports go, the thread ends.
   new NicThread(port, init, init.buffers, (m) => up.postMessage(m), () => {
+    stopArenas?.();
     init.buffers.close();
     up.close();
   });

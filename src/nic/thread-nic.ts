@@ -15,7 +15,6 @@ import { addressKey } from '../core/address.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WorkCompletion } from '../core/work.js';
-import type { MrRecord } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import type { InlinePort } from './inline-port.js';
@@ -28,6 +27,7 @@ import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
 import { heapReading } from './thread-heap.js';
 import { HeldPlacements } from './thread-place.js';
 import { type NicAh, type QpEntry, WqeIntake } from './thread-wqes.js';
+import { adoptRegion, deregisterShared } from './shared-regions.js';
 
 const packr = new Packr({ useRecords: false });
 
@@ -384,13 +384,15 @@ export class NicThread {
         if (a.shadow) this.#shadowed.add(r.stag);
         return { stag: r.stag, addr: r.addr };
       }
-      case 'dereg': {
-        const rec = port.lookup(a.stag) as MrRecord | undefined;
-        if (rec) port.deregister(rec);
+      case 'adopt':
+        adoptRegion(port, a, this.#buffers);
+        if (a.shadow) this.#shadowed.add(a.stag);
+        return null;
+      case 'dereg':
+        deregisterShared(port, a);
         this.#shadowed.delete(a.stag);
         this.#placed.forget(a.stag);
         return null;
-      }
       case 'ah':
         if (!validAhId(a.id)) throw new SabreError(ErrorCode.InvalidArgument, `address handle id ${String(a.id)} is not in 1..${AH_MAX}`);
         for (const id of (a.forget as number[] | undefined) ?? []) this.#ahs.delete(id);

@@ -115,13 +115,13 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   /** Start a NIC thread for `transport` and wait until its link is open (or failed to). */
-  static async open(transport: string, opts: Record<string, unknown>, limits: { engine: Record<string, number>; link: Record<string, number> }): Promise<ThreadPort> {
+  static async open(transport: string, opts: Record<string, unknown>, limits: { engine: Record<string, number>; link: Record<string, number> }, shared?: Pick<NicThreadInit, 'attach' | 'arenas'>): Promise<ThreadPort> {
     const control = new SharedArrayBuffer(CONTROL_BYTES);
     const wqe = RecordRing.create(WQE_RING_BYTES);
     const cqe = RecordRing.create(CQE_RING_BYTES);
     const mailbox = createMailbox();
     const { port1, port2 } = new MessageChannel();
-    const init: NicThreadInit & { buffers: MessagePort } = { transport, opts, limits, control, wqe: wqe.sab, cqe: cqe.sab, mailbox, buffers: port2 };
+    const init: NicThreadInit & { buffers: MessagePort } = { transport, opts, limits, control, wqe: wqe.sab, cqe: cqe.sab, mailbox, buffers: port2, ...shared };
     const worker = startNicWorker(threadScript(), { workerData: init, transferList: [port2] });
     let ready: NicReady;
     try {
@@ -436,9 +436,18 @@ export class ThreadPort implements NicPort, QpHost {
     return mr;
   }
 
-  deregister(mr: PortMr): void {
+  /** `shared`: a region of several NIC threads (./shared-regions.ts DeregArgs). */
+  deregister(mr: PortMr, shared?: { adopted?: boolean; fence?: number }): void {
     this.#mrs.delete(mr.stag);
-    if (this.#callable) this.call('dereg', { stag: mr.stag });
+    if (this.#callable) this.call('dereg', { stag: mr.stag, ...shared });
+  }
+
+  /** @internal another NIC thread's region of this device's memory: the same keys here (./multi-port.ts). */
+  adopt(mr: ThreadMr): void {
+    const mem = mr.shadow ?? mr.ext;
+    if (mem) this.#buffers.postMessage({ buf: mem });
+    this.call('adopt', { stag: mr.stag, addr: mr.addr, length: mr.length, pd: mr.pd, access: mr.access, ext: mem !== undefined, shadow: mr.shadow !== undefined });
+    this.#mrs.set(mr.stag, mr);
   }
 
   lookup(stag: number): PortMr | undefined {

@@ -10,6 +10,7 @@
 // queue's occupancy is posted - retired, read without a message.
 import { ErrorCode, type ErrorCodeValue, SabreError } from '../core/errors.js';
 import type { MemoryMap } from '../dataplane/memory-map.js';
+import type { SharedMemoryInit } from './thread-arena.js';
 
 export const QP_SLOTS = 1 << 16;
 export const QP_WORDS = 4;
@@ -72,6 +73,10 @@ export interface NicThreadInit {
   wqe: SharedArrayBuffer;
   cqe: SharedArrayBuffer;
   mailbox: SharedArrayBuffer;
+  /** One of several NIC threads of a device, not the first: it attaches to the first's device memory. */
+  attach?: SharedMemoryInit;
+  /** The first of several: it serves the others' allocations through these mailboxes. */
+  arenas?: SharedArrayBuffer[];
 }
 
 /** The NIC thread's first message: what the device learns of its link, or why it could not open. */

@@ -155,6 +155,23 @@ export class EngineMemory {
     this.dm.regions.freeIndex(idx);
   }
 
+  /**
+   * A region another thread registered in this shared memory (its region table entry is written
+   * already): this thread's engine takes the same keys. The table stays the registering thread's.
+   */
+  adopt(rec: Omit<MrRecord, 'busy' | 'onIdle'>): MrRecord {
+    const own: MrRecord = { ...rec };
+    this.#mrs.set(rec.stag >>> 8, own);
+    return own;
+  }
+
+  /** An adopted region's keys stop working on this thread (the table entry is the registering thread's to clear). */
+  forget(stag: number): MrRecord | undefined {
+    const rec = this.lookup(stag);
+    if (rec) this.#mrs.delete(stag >>> 8);
+    return rec;
+  }
+
   lookup(stag: number): MrRecord | undefined {
     const rec = this.#mrs.get(stag >>> 8);
     return rec && rec.stag === stag ? rec : undefined;

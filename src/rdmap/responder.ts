@@ -278,6 +278,25 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   emitAll(e, qp, flow, frames);
 }
 
+const HOST_LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/**
+ * The atomic's read-modify-write of a little-endian word; returns the old value. In shared
+ * memory it is one Atomics operation: several NIC threads of a device place into the same
+ * memory, and atomics from QPs on different threads must not lose each other's updates.
+ */
+function rmw64(bytes: Uint8Array, add: boolean, operand: bigint, compare: bigint | undefined): bigint {
+  if (HOST_LE && bytes.buffer instanceof SharedArrayBuffer && (bytes.byteOffset & 7) === 0) {
+    const w = new BigUint64Array(bytes.buffer, bytes.byteOffset, 1);
+    return add ? Atomics.add(w, 0, operand & M64) : Atomics.compareExchange(w, 0, compare ?? 0n, operand & M64);
+  }
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, 8);
+  const old = dv.getBigUint64(0, true);
+  if (add) dv.setBigUint64(0, (old + operand) & M64, true);
+  else if (old === compare) dv.setBigUint64(0, operand, true);
+  return old;
+}
+
 function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {
   const v = decodeAtomicRequest(m.ctl!, 0, m.ctl!.length);
   if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
@@ -286,10 +305,7 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
   if (a.to % 8 !== 0) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
   const bytes = e.mem.view(e.mem.lookup(a.stag)!, a.to, 8);
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, 8);
-  const old = dv.getBigUint64(0, true);
-  if (a.op === 'fetchAdd') dv.setBigUint64(0, (old + a.addOrSwap) & M64, true);
-  else if (old === a.compare) dv.setBigUint64(0, a.addOrSwap, true);
+  const old = rmw64(bytes, a.op === 'fetchAdd', a.addOrSwap, a.compare);
   const target = e.mem.lookup(a.stag)!;
   if (target.ext) e.mem.extWritten(target, a.to, 8);
   const ssn = nextSsn(e, qp, flow);

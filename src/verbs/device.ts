@@ -15,6 +15,7 @@ import type { PortEvent } from '../nic/port.js';
 import type { NicCounters, NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
 import { defaultWorkers, nicPollSpin, nicPollUs, openPort } from '../nic/open.js';
+import { routeTo } from '../core/peer-route.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import type { RdmapEngine } from '../rdmap/engine.js';
@@ -108,7 +109,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** NIC threads running this device's data path: 0 when it runs on the opening thread (inline). */
   get workers(): number {
-    return this.nic instanceof InlinePort ? 0 : 1;
+    if (this.nic instanceof InlinePort) return 0;
+    // Several (nic/multi-port.ts) list their thread ports.
+    return (this.nic as { threads?: readonly unknown[] }).threads?.length ?? 1;
   }
 
   get closed(): boolean {
@@ -280,8 +283,10 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * connection and reports it up (or down).
    */
   connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number): void {
-    this.#connectingTo.set(qp.qpn, addressKey(peer));
-    qp.port.connect(peer, rqpn);
+    // A peer of several NIC threads is reached at the thread that holds its QP (core/peer-route.ts).
+    const to = routeTo(peer, rqpn);
+    this.#connectingTo.set(qp.qpn, addressKey(to));
+    qp.port.connect(to, rqpn);
   }
 
   /** @internal QueuePair.connect waits for its QP's 'connected' (or 'qpError') event here. */
@@ -310,7 +315,8 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** @internal src/cm on a linkServices device: connect rc QP `qpn` to the listener for `service` at `to`. */
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
-    return this.nic.dialService(qpn, to, service, privateData, timeoutMs);
+    // A listener of several NIC threads listens on each: dials spread over them by the dialer's QPN.
+    return this.nic.dialService(qpn, routeTo(to, qpn), service, privateData, timeoutMs);
   }
 
   #onEvent(ev: PortEvent): void {

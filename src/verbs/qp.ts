@@ -424,7 +424,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (this.type === 'srd') {
       if (!(w.ah instanceof AddressHandle) || w.ah.pd.device !== this.pd.device) throw bad('srd work requests need ah (an AddressHandle of this device)');
       if (!isU32(w.remoteQpn)) throw bad('srd work requests need remoteQpn');
-      dest = { address: w.ah.address, key: w.ah.key, remoteQpn: w.remoteQpn };
+      const r = w.ah.route(w.remoteQpn);
+      dest = { address: r.address, key: r.key, remoteQpn: w.remoteQpn };
     }
     if (row.remote === 'one') checkRemote(w);
     else if (row.remote === 'list') {
