@@ -8,7 +8,6 @@ export const inprocProvider: TransportProvider = {
   threaded: false,
   limits: [],
   checkOptions: () => {},
-  dataPlaneWorkers: () => 0,
   // Segments as large as the device allows: 64 KiB unless openDevice asked otherwise.
   open: async (_mem, opts) => ({ link: new InprocLink(), mss: opts.mss ?? 65536 }),
 };

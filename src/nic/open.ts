@@ -27,7 +27,9 @@ export async function openInline(provider: TransportProvider, opts: PortOptions,
     ...(opts.memoryBytes !== undefined ? { initialBytes: opts.memoryBytes } : {}),
     ...(opts.maxMr !== undefined ? { regionEntries: opts.maxMr + 1 } : {}),
     maximumBytes: opts.maximumMemoryBytes ?? 1024 * 1024 * 1024,
-    workerSlots: provider.dataPlaneWorkers(opts.workers ?? 0),
+    // openDevice starts no data-plane workers (`workers` counts NIC threads, ./multi-port.ts):
+    // the memory map keeps no slots for them.
+    workerSlots: 0,
   });
   const { link, mss } = await provider.open(mem, opts, limits.link);
   const segment = mss ?? opts.mss;

@@ -39,8 +39,6 @@ export interface TransportProvider {
   readonly limits: readonly string[];
   /** Options only this transport reads: checked before any memory is made or port bound. */
   checkOptions(opts: ProviderOptions): void;
-  /** Data-plane worker threads the device memory needs slots for, given openDevice's `workers`. */
-  dataPlaneWorkers(workers: number): number;
   /** Bind and open the link; `limits` are the checked values of this provider's limits. */
   open(mem: DeviceMemory, opts: ProviderOptions, limits: Record<string, number>): Promise<OpenedLink>;
 }

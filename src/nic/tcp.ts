@@ -16,7 +16,6 @@ export const tcpProvider: TransportProvider = {
     checkHostPort(opts);
     if (opts.integrity !== undefined) checkIntegrityMode(opts.integrity, TCP_INTEGRITY);
   },
-  dataPlaneWorkers: () => 0,
   open: async (mem, opts, limits) => {
     const host = opts.host ?? '127.0.0.1';
     const link = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa: { crc: opts.integrity !== 'none' } }, ...limits }).catch((e: unknown) => {
