@@ -9,6 +9,7 @@ import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
 import { CM_QPN } from '../verbs/reserved.js';
+import { routeTo } from '../core/peer-route.js';
 
 /**
  * Where the listener reaches the requester's QP: the address the REQ came from, with the
@@ -102,7 +103,8 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     for (let i = 0; i < 16 && this.#pending.has(id); i++) id = this.#randomId();
     if (this.#pending.has(id)) throw new SabreError(ErrorCode.Internal, 'no free CM request id');
     const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports ? { ports: this.#ports } : {}) });
-    this.#pending.set(id, { to: addressKey(to), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
+    // Keyed by where the REQ goes (the CM QP's thread of a device of several): a lost path names that.
+    this.#pending.set(id, { to: addressKey(routeTo(to, CM_QPN)), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
     return id;
   }
