@@ -96,6 +96,19 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
     }
   });
 
+  it('a region over the caller\'s own (non-shared) memory is written and read through QPs on either thread', { timeout: 30_000 }, async () => {
+    const [a, b] = [await dev(transport, 2), await dev(transport, 2)];
+    const { pdA, pdB, cqA, qa } = await pairs(a, b, 2);
+    const mine = new Uint8Array(256).fill(4);
+    const src = pdA.regMr(mine, Access.LocalWrite);
+    const theirs = new Uint8Array(512);
+    const dst = pdB.regMr(theirs, Access.LocalWrite | Access.RemoteWrite);
+    qa.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 256, lkey: src.lkey }], remoteAddr: dst.addr + i * 256, rkey: dst.rkey }));
+    expect((await take(cqA, 2)).every((w) => w.status === WcStatus.Success)).toBe(true);
+    // Placed by each thread into its view of the region, copied into the caller's memory here.
+    await expect.poll(() => theirs.every((x) => x === 4)).toBe(true);
+  });
+
   it('atomics from QPs on different threads to one word lose no update', { timeout: 30_000 }, async () => {
     const [a, b] = [await dev(transport, 2), await dev(transport, 2)];
     const { pdA, pdB, cqA, qa } = await pairs(a, b, 2);
