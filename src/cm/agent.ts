@@ -2,14 +2,16 @@
 // inproc): the device's CM QP (ProtectionDomain.createCmQp, an srd QP at the reserved QPN
 // CM_QPN) carries three small messages as Sends, through the ordinary verbs calls:
 //
-//   REQ { id, service, qpn, pd? }         client → listener: "connect my rc QP `qpn`"
+//   REQ { id, service, qpn, pd?, ports? } client → listener: "connect my rc QP `qpn`" (`ports`:
+//                                         the client's NIC threads' ports, when it has several)
 //   REP { id, qpn, pd? }                  listener → client: "use my rc QP `qpn`"
 //   REJ { id, reason }                    listener → client
 //
 // (JSON, at most 1 KiB; `pd` is base64 private data.) The listener answers, and connects its
 // QP, to the address the REQ came from as the link saw it (the CM QP's receive completions
 // carry it, like a UD completion's source): a client behind a relay or a NAT cannot know the
-// address the listener reaches it at, so it does not write one. After REP both sides call qp.connect on their rc QP with
+// address the listener reaches it at, so it does not write one (a client of several NIC threads
+// writes its ports, used only when the REQ came from the port they give its CM QP: ./core.ts). After REP both sides call qp.connect on their rc QP with
 // the other's address and QPN — the ordinary verbs path, so everything past the exchange is
 // what an application exchanging QP info out of band would do. srd is reliable (each message
 // exactly once), so the exchange needs no retransmission of its own; a timeout bounds a
