@@ -2,8 +2,10 @@
 // inproc): the device's CM QP (ProtectionDomain.createCmQp, an srd QP at the reserved QPN
 // CM_QPN) carries three small messages as Sends, through the ordinary verbs calls:
 //
-//   REQ { id, service, qpn, pd?, ports? } client → listener: "connect my rc QP `qpn`" (`ports`:
-//                                         the client's NIC threads' ports, when it has several)
+//   REQ { id, service, qpn, pd?, ports?, routes? }
+//                                         client → listener: "connect my rc QP `qpn`" (`ports`: the
+//                                         client's NIC threads' ports, when it has several; `routes`:
+//                                         it reaches the listener's QPs by the listener's ports)
 //   REP { id, qpn, pd? }                  listener → client: "use my rc QP `qpn`"
 //   REJ { id, reason }                    listener → client
 //
@@ -54,6 +56,8 @@ export interface CmRequest {
   from: DeviceAddress;
   /** Where to connect: `from`, with the requester's NIC threads' ports when it has several (./core.ts). */
   peer: DeviceAddress;
+  /** The requester reaches this device's QPs at their own threads' ports; else only at `port` (thread 0). */
+  routes: boolean;
   privateData: Uint8Array | undefined;
   reply(qpn: number, privateData?: Uint8Array): void;
   /** `busy`: no room now (backlog full); the requester tries again within its deadline. */
@@ -153,7 +157,7 @@ export class CmAgent {
             this.#step(f);
           };
           h?.({
-            service: a.service, qpn: a.qpn, from: a.from, peer: a.peer, privateData: a.privateData,
+            service: a.service, qpn: a.qpn, from: a.from, peer: a.peer, routes: a.routes, privateData: a.privateData,
             reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
             reject: (reason, busy) => answer(() => this.#core.reject(a.from, a.id, reason, busy)),
           });

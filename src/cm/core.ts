@@ -8,8 +8,7 @@ import { randomInt } from 'node:crypto';
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
-import { CM_QPN } from '../verbs/reserved.js';
-import { routeTo } from '../core/peer-route.js';
+import { CM_QPN, portsOf, routeTo, threadOf } from '../core/peer-route.js';
 
 /**
  * Where the listener reaches the requester's QP: the address the REQ came from, with the
@@ -20,14 +19,14 @@ import { routeTo } from '../core/peer-route.js';
 function peerOf(from: DeviceAddress, ports: unknown): DeviceAddress {
   if (!Array.isArray(ports) || ports.length < 2 || ports.length > 256 || !ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)) return from;
   // As the requester's own address has it: `port` its first thread's.
-  return ports[(CM_QPN >>> 0) % ports.length] === from.port ? { ...from, port: ports[0], ports: [...(ports as number[])] } : from;
+  return ports[threadOf(CM_QPN, ports.length)] === from.port ? { ...from, port: ports[0], ports: [...(ports as number[])] } : from;
 }
 
 /** At most this many bytes of JSON per message (one receive slot). */
 export const CM_MESSAGE_BYTES = 1024;
 
 export type CmMessage =
-  | { t: 'req'; id: number; service: number; qpn: number; pd?: string; ports?: number[] }
+  | { t: 'req'; id: number; service: number; qpn: number; pd?: string; ports?: number[]; routes?: boolean }
   | { t: 'rep'; id: number; qpn: number; pd?: string }
   | { t: 'rej'; id: number; reason: string; busy?: boolean };
 
@@ -35,7 +34,7 @@ export type CmAction =
   /** Send `bytes` to the CM QP at `to`; `req`: the id of our REQ it carries (its failure is ours to hear). */
   | { kind: 'send'; to: DeviceAddress; bytes: Uint8Array; req?: number }
   /** A REQ for the listener of `service`: answer with reply() or reject() and the same `id` and `from`. */
-  | { kind: 'request'; id: number; service: number; qpn: number; from: DeviceAddress; peer: DeviceAddress; privateData: Uint8Array | undefined }
+  | { kind: 'request'; id: number; service: number; qpn: number; from: DeviceAddress; peer: DeviceAddress; routes: boolean; privateData: Uint8Array | undefined }
   /** Our request `id` ended: the peer's QP and private data, or why not. */
   | { kind: 'settled'; id: number; value?: { qpn: number; privateData: Uint8Array | undefined }; error?: SabreError };
 
@@ -102,7 +101,10 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     // Bounded: the ids of the requests waiting are few against 2^48.
     for (let i = 0; i < 16 && this.#pending.has(id); i++) id = this.#randomId();
     if (this.#pending.has(id)) throw new SabreError(ErrorCode.Internal, 'no free CM request id');
-    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports ? { ports: this.#ports } : {}) });
+    // `routes`: the requester reaches the listener's QPs by the ports `to` lists (the QP's own
+    // thread); without it only `port`, thread 0, is reached, and the listener's QP must be there.
+    const routes = portsOf(to) !== undefined;
+    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
     // Keyed by where the REQ goes (the CM QP's thread of a device of several): a lost path names that.
     this.#pending.set(id, { to: addressKey(routeTo(to, CM_QPN)), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
@@ -154,7 +156,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       this.reject(from, m.id, `no listener for service ${service}`);
       return;
     }
-    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, peer: peerOf(from, m.ports), privateData: unb64(m.pd) });
+    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, peer: peerOf(from, m.ports), routes: m.routes === true, privateData: unb64(m.pd) });
   }
 
   /** Our request `id` ends without an answer (its REQ could not be posted): no output. */

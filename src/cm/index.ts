@@ -266,7 +266,8 @@ export class CmListener extends Listener<QueuePair> {
     }
     let qp: QueuePair;
     try {
-      qp = newQp(this.device, this.#opts);
+      // A requester that knows only the device's `port` reaches its first NIC thread only.
+      qp = r.routes ? newQp(this.device, this.#opts) : this.device.onFirstThread(() => newQp(this.device, this.#opts));
     } catch (e) {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;

@@ -8,9 +8,15 @@
 // one NIC thread, or one reached through a relay that forwards one port) is reached at `port`.
 import { addressKey, type DeviceAddress } from './address.js';
 
-/** The thread of QP `qpn` on a device of `n` NIC threads. */
+/** The QPN of a device's connection-manager QP (src/verbs/reserved.ts says more). */
+export const CM_QPN = 0xffff_ffff;
+
+/**
+ * The thread of QP `qpn` on a device of `n` NIC threads. The CM QP is on thread 0, whose port
+ * is the address's `port`: a peer that knows only host:port (a command line, a relay) reaches it.
+ */
 export function threadOf(qpn: number, n: number): number {
-  return (qpn >>> 0) % n;
+  return qpn === CM_QPN ? 0 : (qpn >>> 0) % n;
 }
 
 /** The ports listed in `a` (a device of several NIC threads), or undefined. */

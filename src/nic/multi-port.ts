@@ -13,8 +13,9 @@
 // - completion queues: a CQ is fed by every thread's completion ring (./fan-in-cq.ts); poll and
 //   wait drain them all, and any thread's doorbell wakes a waiter.
 // - the connection manager: a tcp listener listens on every thread; a dialer reaches the
-//   thread its own QPN names, and the accepting QP is made on the thread that took the
-//   request (its connection is there). udp's CM agent is a QP like any other (src/cm/agent.ts).
+//   thread its own QPN names (or thread 0, knowing only `port`), and the accepting QP is made on
+//   the thread that took the request (its connection is there). udp's CM agent QP is on thread
+//   0; a requester that knows only `port` gets its accepting QP there too (src/cm/index.ts).
 // - stats() sums the threads; close() closes them all; a thread that fails fails the device.
 import type { DeviceAddress } from '../core/address.js';
 import type { ServiceRequest } from '../core/link.js';
@@ -229,11 +230,15 @@ export class MultiPort implements NicPort {
     });
   }
 
-  #placedOn(i: number, fn: () => void): void {
+  onFirstThread<T>(fn: () => T): T {
+    return this.#placedOn(0, fn);
+  }
+
+  #placedOn<T>(i: number, fn: () => T): T {
     const before = this.#placeNext;
     this.#placeNext = i;
     try {
-      fn();
+      return fn();
     } finally {
       this.#placeNext = before;
     }

@@ -178,6 +178,8 @@ export interface NicPort {
   addCq(cq: PortCq): void;
   dropCq(cq: PortCq): void;
   hasQpn(qpn: number): boolean;
+  /** Several NIC threads: QPs made inside `fn` go to the first (./multi-port.ts). */
+  onFirstThread?<T>(fn: () => T): T;
   createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp;
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void;
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }>;

@@ -262,6 +262,11 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     if (this.#qpObjects.get(qp.qpn) === qp) this.#qpObjects.delete(qp.qpn);
   }
 
+  /** @internal QPs made inside `fn` go to the device's first NIC thread (where a peer that knows only `port` reaches them). */
+  onFirstThread<T>(fn: () => T): T {
+    return this.nic.onFirstThread ? this.nic.onFirstThread(fn) : fn();
+  }
+
   /** @internal */
   nextQpn(): number {
     return this.#qpnNext++;

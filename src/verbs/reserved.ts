@@ -5,4 +5,5 @@
  * user QPNs count up from 1 and never get there (InfiniBand keeps QP1 for its CM the same way;
  * QPN 0 is not used because the udp link treats it as invalid).
  */
-export const CM_QPN = 0xffff_ffff;
+// (Defined with the routing rule, which keeps this QP on a device's first NIC thread.)
+export { CM_QPN } from '../core/peer-route.js';

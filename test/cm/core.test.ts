@@ -37,7 +37,7 @@ describe('CmCore', () => {
     expect(() => c.listen(5, true)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_STATE' }));
     c.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 4, service: 5, qpn: 12 })), A, 0);
     const [req] = drain(c);
-    expect(req).toEqual({ kind: 'request', id: 4, service: 5, qpn: 12, from: A, peer: A, privateData: undefined });
+    expect(req).toEqual({ kind: 'request', id: 4, service: 5, qpn: 12, from: A, peer: A, routes: false, privateData: undefined });
     c.reply(A, 4, 13, undefined);
     expect(drain(c).map(json)).toEqual([{ t: 'rep', id: 4, qpn: 13 }]);
     c.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 5, service: 6, qpn: 12 })), A, 0);
@@ -47,20 +47,22 @@ describe('CmCore', () => {
   });
 
   it('a requester of several NIC threads tells its ports; the listener connects to them only when the REQ came from its CM QP\'s port', () => {
-    // CM_QPN (0xffffffff) mod 3 = 0, mod 2 = 1: the thread the requester's CM QP is on.
+    // The CM QP is on thread 0: its port is ports[0].
     const c = new CmCore({ ports: [1111, 1112] });
-    c.request(B, 7, 3, undefined, 1000, 0);
-    expect(json(drain(c)[0]!)).toMatchObject({ t: 'req', qpn: 3, ports: [1111, 1112] });
+    c.request({ ...B, ports: [2222, 2223] }, 7, 3, undefined, 1000, 0);
+    expect(json(drain(c)[0]!)).toMatchObject({ t: 'req', qpn: 3, ports: [1111, 1112], routes: true });
+    c.request(B, 7, 4, undefined, 1000, 0);
+    expect(json(drain(c)[0]!)).not.toHaveProperty('routes');
     const l = new CmCore();
     l.listen(5, true);
-    const from = { ...A, port: 1112 };
-    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 4, service: 5, qpn: 12, ports: [1111, 1112] })), from, 0);
-    expect(drain(l)).toMatchObject([{ kind: 'request', from, peer: { ...A, port: 1111, ports: [1111, 1112] } }]);
+    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 4, service: 5, qpn: 12, ports: [1111, 1112], routes: true })), A, 0);
+    expect(drain(l)).toMatchObject([{ kind: 'request', from: A, peer: { ...A, ports: [1111, 1112] }, routes: true }]);
     // From another port (a relay, a NAT): the address as it came.
-    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 5, service: 5, qpn: 12, ports: [1111, 1112] })), A, 0);
-    expect(drain(l)).toMatchObject([{ kind: 'request', from: A, peer: A }]);
-    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 6, service: 5, qpn: 12, ports: ['x', 1112] })), from, 0);
-    expect(drain(l)).toMatchObject([{ kind: 'request', peer: from }]);
+    const other = { ...A, port: 1112 };
+    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 5, service: 5, qpn: 12, ports: [1111, 1112] })), other, 0);
+    expect(drain(l)).toMatchObject([{ kind: 'request', from: other, peer: other, routes: false }]);
+    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 6, service: 5, qpn: 12, ports: ['x', 1112] })), A, 0);
+    expect(drain(l)).toMatchObject([{ kind: 'request', peer: A }]);
   });
 
   it('a REJ, a refusal, a lost peer, a timeout and a close each settle with their own code', () => {

@@ -162,6 +162,27 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
     }
   });
 
+  it('a dialer that knows only host:port (a command line) reaches a listener of several threads: its QPs are accepted on thread 0', { timeout: 30_000 }, async () => {
+    const [a, b] = [await dev(transport, 2), await dev(transport, 2)];
+    const plain = { transport, host: '127.0.0.1', port: b.address.port };
+    const pdB = b.allocPd();
+    const dst = pdB.regMr(4 * 64, Access.LocalWrite | Access.RemoteWrite);
+    const l = listen(b, { service: 4, pd: pdB });
+    try {
+      const clients = await Promise.all([0, 1, 2, 3].map(() => connect(a, plain, { service: 4 })));
+      await Promise.all(clients.map(() => l.accept(10_000)));
+      const src = clients[0]!.pd.regMr(64, Access.LocalWrite);
+      src.buffer.fill(6);
+      const before = placedPerThread(b);
+      clients.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], remoteAddr: dst.addr + i * 64, rkey: dst.rkey }));
+      for (const q of clients) expect((await take(q.sendCq, 1))[0]!.status).toBe(WcStatus.Success);
+      expect(dst.buffer.every((v) => v === 6)).toBe(true);
+      expect(placedPerThread(b).map((x, i) => x - before[i]!)).toEqual([4 * 64, 0]);
+    } finally {
+      await l.close();
+    }
+  });
+
   it('a NIC thread that ends is the device failing: device-fatal, the other thread\'s outstanding work flushed, the device closed', { timeout: 30_000 }, async () => {
     const d = await dev(transport, 2);
     const events: DeviceEvent[] = [];
