@@ -29,7 +29,7 @@ import {
   CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
 } from './thread-proto.js';
-import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
+import { fenced, type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
 import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
@@ -284,7 +284,7 @@ export class ThreadPort implements NicPort, QpHost {
         continue;
       }
       if (c.cq === QP_FENCE_CQ) {
-        this.#fenced(c.qpn);
+        fenced(this.#qps, this.#gone, c.qpn);
         continue;
       }
       const entry = this.#cqs.get(c.cq);
@@ -310,13 +310,6 @@ export class ThreadPort implements NicPort, QpHost {
         this.#trim.delete(qp);
       }
     }
-  }
-
-  #fenced(qpn: number): void {
-    const gone = this.#gone.get(qpn);
-    if (gone === undefined) return this.#qps.get(qpn)?.fenced();
-    gone.fenced();
-    if (!gone.fencing) this.#gone.delete(qpn);
   }
 
   #watch(): void {

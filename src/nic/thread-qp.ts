@@ -258,3 +258,11 @@ export class ThreadQp implements PortQp {
     this.#port.forget(this);
   }
 }
+
+/** The fence record of QP `qpn` came: its oldest earlier life is done (a destroyed QP leaves `gone` with its last). */
+export function fenced(qps: Map<number, ThreadQp>, gone: Map<number, ThreadQp>, qpn: number): void {
+  const g = gone.get(qpn);
+  if (g === undefined) return qps.get(qpn)?.fenced();
+  g.fenced();
+  if (!g.fencing) gone.delete(qpn);
+}
