@@ -274,6 +274,8 @@ export class ChannelDedup {
       ...(this.#basis?.avg !== undefined ? { avg: this.#basis.avg } : {}),
       ...(this.#basis?.onProgress ? { onProgress: this.#basis.onProgress } : {}),
       keepReceived: !this.#basis,
+      // Within the sender's deadline on our silence (its own dedupIdleMs, by default equal).
+      holdMs: Math.floor(this.#h.idleMs / 2),
     });
   }
 

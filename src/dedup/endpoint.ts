@@ -9,6 +9,7 @@
 //
 // src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
 // WRITE into the receiver's landing zone).
+import { peerDeadline } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { untilClosed } from '../core/lifecycle.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
@@ -343,6 +344,13 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
    * object assembled in its basis, store.takeInPlaceBasis, left it at the first chunk that moved).
    */
   onProgress?: (bytes: Uint8Array, done: number, moved?: boolean) => void;
+  /**
+   * The longest the receiver holds the sender's messages for its basis fill (store.fill of its
+   * scope), in ms; past it, it answers from what the basis holds so far. The sender hears
+   * nothing meanwhile: a channel gives half its dedupIdleMs, so a slow fill — or one whose read
+   * never ends — costs bytes on the wire, not the transfer. Default: no bound.
+   */
+  holdMs?: number;
 }
 
 /**
@@ -378,6 +386,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     this.#pipe = o.pipe;
     this.#totals = dedupTotals(o.mem);
     this.#onObject = o.onObject;
+    this.#holdMs = o.holdMs;
     if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
     this.#store = o.store;
     this.#scope = o.scope;
@@ -385,6 +394,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     o.pipe.onClose?.((e) => {
       this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
       this.#held = [];
+      this.#holding?.clear();
       this.#core.handleFailure(this.#closed as SabreError, performance.now());
       this.#run();
       for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
@@ -411,15 +421,24 @@ export class DedupReceiver implements AsyncIterable<Received> {
       const filling = this.#store.filling(this.#scope);
       if (!filling || filling === this.#gaveUp) return this.#handle(b);
       void filling.then(() => this.#release());
+      if (this.#holdMs !== undefined) this.#holding = peerDeadline(this.#holdMs, () => this.#giveUp(filling));
     }
     this.#held.push(b);
-    if (this.#held.length > MAX_HELD) {
-      this.#gaveUp = this.#store.filling(this.#scope); // no more waiting on this fill
-      this.#release();
-    }
+    if (this.#held.length > MAX_HELD) this.#giveUp(this.#store.filling(this.#scope));
   }
 
+  /** No more waiting on this fill: what is held is handled now, and what comes later at once. */
+  #giveUp(filling: Promise<void> | undefined): void {
+    this.#gaveUp = filling;
+    this.#release();
+  }
+
+  readonly #holdMs: number | undefined;
+  #holding: { clear(): void } | undefined;
+
   #release(): void {
+    this.#holding?.clear();
+    this.#holding = undefined;
     if (this.#shut) return;
     const held = this.#held;
     this.#held = [];
@@ -522,6 +541,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     // reused by another region) has a zeroed word already and is left alone.
     this.#shut = true;
     this.#held = [];
+    this.#holding?.clear();
     const h = this.#hooked;
     this.#hooked = undefined;
     if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);
