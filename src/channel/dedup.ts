@@ -33,7 +33,6 @@ import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { DEDUP_MSG, DedupKind } from '../wire/dedup-spec.js';
 import { WrKind } from './link.js';
 import type { DedupStoreOptions } from './options.js';
 
@@ -212,10 +211,14 @@ export class ChannelDedup {
       case DedupSub.ToRx:
         if (!this.#rxHandler) return this.#h.fail('a dedup message before OPEN');
         this.#heard = performance.now();
-        // An ABORT ends the transfer, also one our receiver no longer has (then it delivers nothing).
-        this.#receiving = body[DEDUP_MSG.fields.kind.offset] !== DedupKind.Abort;
+        this.#receiving = true;
         this.#watch();
-        return this.#rxHandler(body);
+        this.#rxHandler(body);
+        // What the message left under way: an ABORT, an object out, or a straggler of a transfer
+        // that has ended (ignored) leaves nothing the sender still owes us word for.
+        this.#receiving = this.#rx!.busy;
+        if (!this.#receiving && this.#sending === 0) this.#unwatch();
+        return;
       case DedupSub.ToTx:
         if (!this.#txHandler) return this.#h.fail('a dedup answer with no dedup send');
         this.#heard = performance.now();

@@ -450,6 +450,11 @@ export class DedupReceiver implements AsyncIterable<Received> {
     return this.#held.length;
   }
 
+  /** A transfer to us is under way: begun, or its first messages held while the basis fills. */
+  get busy(): boolean {
+    return this.#held.length > 0 || this.#core.active;
+  }
+
   /** The next object received (rejects with the error of a failed transfer, in order). */
   next(): Promise<Received> {
     const r = this.#ready.shift();

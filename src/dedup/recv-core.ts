@@ -5,7 +5,7 @@
 // Everything a page declares is checked against the receiver's limits before work or memory
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { type DedupRecvOptions, type LandingZone, type RecvAction, Violation } from './recv-types.js';
+import { type Armed, type DedupRecvOptions, type LandingZone, type RecvAction, Violation, WRITTEN_MAX } from './recv-types.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { ChunkMap, chunkMapBlockBytes, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey } from './hash.js';
@@ -17,20 +17,11 @@ import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
 export type { DedupRecvOptions, LandingZone, RecvAction } from './recv-types.js';
 
-interface Armed {
-  /** Manifest indices in the slot, in order. */
-  idx: number[];
-  bytes: number;
-  map: ChunkMap | undefined;
-}
-
 /**
  * The receiver's core, in the sans-I/O shape of src/core/sans-io.ts: start() queues the HELLO;
  * handleMessage for each message of the sender, handleFailure when the pipe failed; after each,
  * the shell polls pollAction() until undefined. No deadlines of its own.
  */
-/** Written ranges a receiver remembers while its object is the basis (written.ts). */
-const WRITTEN_MAX = 1024;
 export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   readonly #actions = new Outbox<RecvAction>();
   readonly #o: Required<Omit<DedupRecvOptions, 'normalization' | 'progress'>> & { normalization: number; progress: boolean };
@@ -170,6 +161,11 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     return this.#out?.length ?? 0;
   }
 
+  /** A transfer is under way (its first OFFER page came, it has not ended). */
+  get active(): boolean {
+    return this.#active;
+  }
+
   /** A message of the sender. */
   handleMessage(bytes: Uint8Array, _now: number): void {
     this.#enqueue(this.#onMessage(bytes));
@@ -182,6 +178,9 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     } catch (e) {
       return this.#end(DedupEndStatus.Malformed, 0, e instanceof DedupMalformed ? e.message : String(e));
     }
+    // Stragglers of the transfer that ended last (later pages, ROUNDs the sender sent before it
+    // heard our END): nothing to answer — an END for them would end the sender's next transfer.
+    if ((m.kind === DedupKind.Round || (m.kind === DedupKind.Offer && m.first !== 0)) && !this.#active && m.xfer === this.#xfer && m.xfer !== 0) return [];
     try {
       switch (m.kind) {
         case DedupKind.Offer:

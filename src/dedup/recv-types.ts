@@ -1,5 +1,6 @@
 // The receiver core's options and actions (./recv-core.ts), on their own so the core stays one job.
 import type { SabreError } from '../core/errors.js';
+import type { ChunkMap } from './chunk-map.js';
 import type { ChunkStore } from './store.js';
 import type { DedupMemory, RecvStats } from './types.js';
 
@@ -66,3 +67,14 @@ export class Violation extends Error {
     super(msg);
   }
 }
+
+/** A landing-zone slot armed for the sender's next write into it (the receiver core's). */
+export interface Armed {
+  /** Manifest indices in the slot, in order. */
+  idx: number[];
+  bytes: number;
+  map: ChunkMap | undefined;
+}
+
+/** Written ranges a receiver remembers while its object is the basis (written.ts). */
+export const WRITTEN_MAX = 1024;

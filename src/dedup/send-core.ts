@@ -383,6 +383,9 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   }
 
   #fail(error: SabreError): SendAction[] {
+    // What the receiver still sends of a transfer that failed (a second END, answers already
+    // on their way) is not the next transfer's.
+    if (this.#active) this.#aborted = this.#xfer;
     this.#reset();
     // After a failure both ends start the slot order afresh (the receiver does the same).
     this.#inflight.clear();
