@@ -6,7 +6,8 @@
 // CPU seconds of both processes (the client's from /usr/bin/time, the server's from /proc), and
 // the client's minor page faults — on a shared machine the last two move far less than the first.
 //   A=/path/to/base/worktree B=. N=10 T=tcp node bench/dedup-soak-ab.bench.mjs
-// (each tree built: npm run build). Needs Linux (/proc, /usr/bin/time).
+// (each tree built: npm run build). Needs Linux (/proc, /usr/bin/time). OPS: a comma-separated
+// subset of the four operations (a verb is reported when both its forms ran); ranges in brackets.
 import { execFile, fork } from 'node:child_process';
 import { randomBytes, createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -56,8 +57,10 @@ for (let i = 0; i < N; i++) {
 process.stderr.write('\n');
 for (const s of sides) { s.child.kill('SIGTERM'); fs.rmSync(s.dir, { recursive: true, force: true }); fs.rmSync(s.local, { recursive: true, force: true }); }
 console.log(`${T}, ${N} rounds alternated, 32-64 MiB half duplicate, medians (s):`);
-for (const op of ['put', 'get']) {
-  const row = sides.map((s) => `${s.root === A ? 'A' : 'B'} dedup ${med(s.t[op + ' --dedup']).toFixed(3)} plain ${med(s.t[op]).toFixed(3)} = ${(med(s.t[op + ' --dedup']) / med(s.t[op])).toFixed(2)}x`);
+const range = (xs) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
+// Only the verbs whose dedup and plain forms both ran (OPS may name a subset).
+for (const op of ['put', 'get'].filter((v) => OPS.includes(v) && OPS.includes(`${v} --dedup`))) {
+  const row = sides.map((s) => `${s.root === A ? 'A' : 'B'} dedup ${med(s.t[op + ' --dedup']).toFixed(3)} (${range(s.t[op + ' --dedup'])}) plain ${med(s.t[op]).toFixed(3)} (${range(s.t[op])}) = ${(med(s.t[op + ' --dedup']) / med(s.t[op])).toFixed(2)}x`);
   const ratio = med(sides[1].t[op + ' --dedup'].map((x, j) => x / sides[0].t[op + ' --dedup'][j]));
   console.log(`${op}: ${row.join(' | ')} | B/A dedup per round median ${ratio.toFixed(2)}`);
   const crow = sides.map((s) => `${s.root === A ? 'A' : 'B'} CPU s dedup ${med(s.cpu[op + ' --dedup']).toFixed(3)} plain ${med(s.cpu[op]).toFixed(3)} = ${(med(s.cpu[op + ' --dedup']) / med(s.cpu[op])).toFixed(2)}x`);
