@@ -46,6 +46,6 @@ describe('dedup transfer cores: stragglers of a failed transfer', () => {
     expect(feed(h.tx, again)).toEqual([]);
     h.tx.begin(1000); // the next transfer under way
     expect(feed(h.tx, again).filter((x) => x.kind === 'failed')).toEqual([]);
-    expect(feed(h.tx, encode({ kind: DedupKind.End, xfer: decode(again).xfer, status: DedupEndStatus.Malformed, detail: 0, total: 0 }))).toEqual([]);
+    expect(feed(h.tx, encode({ kind: DedupKind.End, xfer: (decode(again) as { xfer: number }).xfer, status: DedupEndStatus.Malformed, detail: 0, total: 0 }))).toEqual([]);
   });
 });
