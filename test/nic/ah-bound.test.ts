@@ -4,20 +4,12 @@
 // AH_MAX (4096): the least recently used ids go, the NIC thread forgets them, a destination whose
 // id went gets a new one at its next send, and dev.stats().nic counts both (ahs, ahEvictions).
 import { describe, expect, it } from 'vitest';
-import { Access, type DeviceAddress, Opcode, openDevice, WcStatus, type CompletionQueue, type WorkCompletion } from '../../src/index.js';
+import { Access, type DeviceAddress, Opcode, openDevice, WcStatus } from '../../src/index.js';
 import { addressKey } from '../../src/core/address.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
+import { take } from '../verbs/helpers.js';
 
 const AH_MAX = 4096;
-
-async function take(cq: CompletionQueue, n: number): Promise<WorkCompletion[]> {
-  const out: WorkCompletion[] = [];
-  for (let tries = 0; out.length < n && tries < 50; tries++) {
-    out.push(...cq.poll(n - out.length));
-    if (out.length < n) await cq.wait(200).catch(() => undefined);
-  }
-  return out;
-}
 
 describe('address-handle ids of a NIC thread', () => {
   it('udp: past AH_MAX destinations both tables stay bounded, evictions are counted, and an evicted destination is still reached', { timeout: 60_000 }, async () => {

@@ -5,22 +5,14 @@
 // (dev.stats().nic.badWqes), never thrown in the NIC thread (that is device-fatal) and never
 // placed outside a region. Before, the first of them ended the NIC thread.
 import { describe, expect, it } from 'vitest';
-import { Access, type Device, type DeviceEvent, Opcode, openDevice, QpState, WcStatus, type CompletionQueue, type WorkCompletion } from '../../src/index.js';
+import { Access, type Device, type DeviceEvent, Opcode, openDevice, QpState, WcStatus } from '../../src/index.js';
 import type { RecordRing } from '../../src/nic/ring.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
 import { WQE_KIND_RECV, WQE_KIND_SEND, writeRecvWqe, writeSendWqe } from '../../src/nic/wqe.js';
 import * as W from '../../src/wire/fields.gen.js';
+import { take } from '../verbs/helpers.js';
 
 const ALL = Access.LocalWrite | Access.RemoteWrite | Access.RemoteRead;
-
-async function take(cq: CompletionQueue, n: number): Promise<WorkCompletion[]> {
-  const out: WorkCompletion[] = [];
-  for (let tries = 0; out.length < n && tries < 50; tries++) {
-    out.push(...cq.poll(n - out.length));
-    if (out.length < n) await cq.wait(200).catch(() => undefined);
-  }
-  return out;
-}
 
 /** A record of `size` zeroed body bytes, then filled by `fill`. */
 function raw(size: number, fill: (dv: DataView, off: number) => void): (ring: RecordRing) => void {

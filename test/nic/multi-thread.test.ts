@@ -3,8 +3,9 @@
 // every thread (src/nic/multi-port.ts). Before, any workers ≥ 1 gave one NIC thread: these
 // tests read each thread's own stats, which one thread does not have.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, type CompletionQueue, connect, type Device, type DeviceEvent, listen, Opcode, openDevice, type QueuePair, WcStatus, type WorkCompletion } from '../../src/index.js';
+import { Access, connect, type Device, type DeviceEvent, listen, Opcode, openDevice, type QueuePair, WcStatus } from '../../src/index.js';
 import type { MultiPort } from '../../src/nic/multi-port.js';
+import { take } from '../verbs/helpers.js';
 
 const devs: Device[] = [];
 afterEach(async () => {
@@ -20,15 +21,6 @@ async function dev(transport: 'udp' | 'tcp', workers: number): Promise<Device> {
 /** Bytes each NIC thread of `d` placed into its regions. */
 function placedPerThread(d: Device): number[] {
   return (d.nic as unknown as MultiPort).threads.map((t) => t.stats(0).counters.directBytes);
-}
-
-async function take(cq: CompletionQueue, n: number): Promise<WorkCompletion[]> {
-  const out: WorkCompletion[] = [];
-  while (out.length < n) {
-    await cq.wait(10_000);
-    out.push(...cq.poll(n - out.length));
-  }
-  return out;
 }
 
 const init = { type: 'rc' as const, maxSendWr: 64, maxRecvWr: 64, maxSge: 2 };
@@ -66,8 +58,8 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
     qa.forEach((q, i) => q.postSend({
       wrId: i, opcode: Opcode.RdmaWriteWithImm, imm: i, sgList: [{ addr: src.addr, length: size, lkey: src.lkey }], remoteAddr: dst.addr + i * size, rkey: dst.rkey,
     }));
-    const sent = await take(cqA, 4);
-    const got = await take(cqB, 4);
+    const sent = await take(cqA, 4, 10_000);
+    const got = await take(cqB, 4, 10_000);
     expect(sent.every((w) => w.status === WcStatus.Success)).toBe(true);
     expect(got.map((w) => w.imm).sort()).toEqual([0, 1, 2, 3]);
     expect(got.every((w) => w.status === WcStatus.Success && w.byteLen === size)).toBe(true);
@@ -87,12 +79,12 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
     dst.buffer.fill(3, 0, 64);
     // Reads from both threads of a, answered by both threads of b, into one region of a.
     qa.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaRead, sgList: [{ addr: src.addr + i * 32, length: 32, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey }));
-    expect((await take(cqA, 2)).map((w) => w.status)).toEqual([WcStatus.Success, WcStatus.Success]);
+    expect((await take(cqA, 2, 10_000)).map((w) => w.status)).toEqual([WcStatus.Success, WcStatus.Success]);
     expect(src.buffer.every((x) => x === 3)).toBe(true);
     dst.deregister();
     for (const q of qa) {
       q.postSend({ wrId: 9, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 8, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
-      expect((await take(cqA, 1))[0]!.status).toBe(WcStatus.RemAccessErr);
+      expect((await take(cqA, 1, 10_000))[0]!.status).toBe(WcStatus.RemAccessErr);
     }
   });
 
@@ -104,7 +96,7 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
     const theirs = new Uint8Array(512);
     const dst = pdB.regMr(theirs, Access.LocalWrite | Access.RemoteWrite);
     qa.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 256, lkey: src.lkey }], remoteAddr: dst.addr + i * 256, rkey: dst.rkey }));
-    expect((await take(cqA, 2)).every((w) => w.status === WcStatus.Success)).toBe(true);
+    expect((await take(cqA, 2, 10_000)).every((w) => w.status === WcStatus.Success)).toBe(true);
     // Placed by each thread into its view of the region, copied into the caller's memory here.
     await expect.poll(() => theirs.every((x) => x === 4)).toBe(true);
   });
@@ -119,7 +111,7 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
       for (const q of qa) for (let k = 0; k < 32; k++) {
         q.postSend({ wrId: k, opcode: Opcode.AtomicFetchAdd, compareAdd: 1n, sgList: [{ addr: old.addr + (k % 64) * 8, length: 8, lkey: old.lkey }], remoteAddr: word.addr, rkey: word.rkey });
       }
-      expect((await take(cqA, 64)).every((w) => w.status === WcStatus.Success)).toBe(true);
+      expect((await take(cqA, 64, 10_000)).every((w) => w.status === WcStatus.Success)).toBe(true);
     }
     expect(new DataView(word.buffer.buffer, word.buffer.byteOffset, 8).getBigUint64(0, true)).toBe(BigInt(rounds * 64));
   });
@@ -133,8 +125,8 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
       const dst = pdB.regMr(512, Access.LocalWrite);
       qb.forEach((q, i) => q.postRecv({ wrId: i, sgList: [{ addr: dst.addr + i * 256, length: 256, lkey: dst.lkey }] }));
       qa.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.Send, sgList: [{ addr: src.addr, length: 256, lkey: src.lkey }] }));
-      await take(cqA, 2);
-      expect((await take(cqB, 2)).every((c) => c.status === WcStatus.Success && c.byteLen === 256)).toBe(true);
+      await take(cqA, 2, 10_000);
+      expect((await take(cqB, 2, 10_000)).every((c) => c.status === WcStatus.Success && c.byteLen === 256)).toBe(true);
       expect(dst.buffer.every((v) => v === 5)).toBe(true);
     }
   });
@@ -152,7 +144,7 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
       const src = pdA.regMr(4096, Access.LocalWrite);
       src.buffer.fill(9);
       clients.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 4096, lkey: src.lkey }], remoteAddr: dst.addr + i * 4096, rkey: dst.rkey }));
-      for (const q of clients) expect((await take(q.sendCq, 1))[0]!.status).toBe(WcStatus.Success);
+      for (const q of clients) expect((await take(q.sendCq, 1, 10_000))[0]!.status).toBe(WcStatus.Success);
       expect(dst.buffer.every((v) => v === 9)).toBe(true);
       const after = placedPerThread(b);
       expect(after.map((x, i) => x - before[i]!)).toEqual([2 * 4096, 2 * 4096]);
@@ -175,7 +167,7 @@ describe.each(['udp', 'tcp'] as const)('%s, workers: 2', (transport) => {
       src.buffer.fill(6);
       const before = placedPerThread(b);
       clients.forEach((q, i) => q.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], remoteAddr: dst.addr + i * 64, rkey: dst.rkey }));
-      for (const q of clients) expect((await take(q.sendCq, 1))[0]!.status).toBe(WcStatus.Success);
+      for (const q of clients) expect((await take(q.sendCq, 1, 10_000))[0]!.status).toBe(WcStatus.Success);
       expect(dst.buffer.every((v) => v === 6)).toBe(true);
       expect(placedPerThread(b).map((x, i) => x - before[i]!)).toEqual([4 * 64, 0]);
     } finally {

@@ -49,6 +49,16 @@ describe('completions held back across a reset or destroy', () => {
   beforeEach(async () => {
     dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 1 });
   });
+  /** N receives flushed while this thread was away and every core busy: most wait in the NIC thread. */
+  async function flushedWhileAway() {
+    const s = setup(dev);
+    for (let i = 0; i < N; i++) s.qp.postRecv({ wrId: i, sgList: s.sge });
+    await new Promise((r) => setTimeout(r, 100));
+    busy = hogs(2000);
+    s.qp.modify({ state: QpState.Error });
+    blockFor(200);
+    return s;
+  }
   afterEach(async () => {
     await Promise.all(busy.map((w) => w.terminate()));
     busy = [];
@@ -56,12 +66,7 @@ describe('completions held back across a reset or destroy', () => {
   });
 
   it('a destroyed QP still gets every flush of its work', { timeout: 60_000 }, async () => {
-    const { cq, sge, qp } = setup(dev);
-    for (let i = 0; i < N; i++) qp.postRecv({ wrId: i, sgList: sge });
-    await new Promise((r) => setTimeout(r, 100));
-    busy = hogs(2000);
-    qp.modify({ state: QpState.Error });
-    blockFor(200);
+    const { cq, sge, qp } = await flushedWhileAway();
     qp.destroy();
     const ids = await collect(cq, N);
     expect(ids.size).toBe(N);
@@ -69,12 +74,7 @@ describe('completions held back across a reset or destroy', () => {
   });
 
   it('a reset QP: late flushes go to the old work, new work keeps its own completions', { timeout: 60_000 }, async () => {
-    const { cq, sge, qp } = setup(dev);
-    for (let i = 0; i < N; i++) qp.postRecv({ wrId: i, sgList: sge });
-    await new Promise((r) => setTimeout(r, 100));
-    busy = hogs(2000);
-    qp.modify({ state: QpState.Error });
-    blockFor(200);
+    const { cq, sge, qp } = await flushedWhileAway();
     qp.modify({ state: QpState.Reset });
     qp.modify({ state: QpState.Init });
     const M = 20_000;
