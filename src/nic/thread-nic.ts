@@ -117,7 +117,13 @@ export class NicThread {
     this.#cqe = RecordRing.attach(init.cqe);
     this.#buffers = buffers;
     this.#post = post;
-    this.#placed = new HeldPlacements((hold) => port.link.holdReceive?.(hold));
+    this.#placed = new HeldPlacements((hold) => {
+      port.link.holdReceive?.(hold);
+      // The engine's not-ready word to the peers goes in a driver step of its own (this runs inside one).
+      queueMicrotask(() => {
+        if (!port.driver.stopped) port.driver.run((now) => port.engine.holdReceive(hold, now));
+      });
+    });
     // Held back behind completions (the ring full), such records merge or are bounded: ./thread-place.ts.
     port.memory.onExtWrite = (rec, addr, len) => {
       if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });

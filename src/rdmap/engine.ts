@@ -36,7 +36,7 @@ import { flushPlacement } from './placement.js';
 import {
   applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
-import { advance, closeNotice } from './responder.js';
+import { advance, closeNotice, NOT_READY_MS, notReady } from './responder.js';
 import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
 import { copyBytes } from '../core/bytes.js';
 
@@ -48,6 +48,11 @@ const NO_OUT: readonly OutItem[] = Object.freeze([]);
 const TIMER_HANDLERS: { [K in EngineTimer['kind']]: (e: EngineState, t: Extract<EngineTimer, { kind: K }>, now: number) => void } = {
   watchdog: (e, t, now) => watchdogExpired(e, t.qp, t.flow, now),
   rnrRetry: (e, t) => rnrRetry(e, t.qp, t.flow, t.ssn, t.m),
+  notReady: (e, _t, now) => {
+    if (!e.holding) return;
+    notReady(e);
+    e.timers.arm({ kind: 'notReady', key: e, at: now + NOT_READY_MS });
+  },
 };
 
 /** Whether a timer entry still has something to time (one function: pollTimeout runs every step). */
@@ -312,6 +317,23 @@ export class RdmapEngine {
       if (m.ctl) m.ctl = copyBytes(m.ctl);
     }
     e.borrowedCount = 0;
+  }
+
+  /**
+   * The device holds its input (Link.holdReceive), or takes it in again. While it holds, every
+   * peer hears from it each NOT_READY_MS (responder.ts notReady), so their watchdogs wait.
+   */
+  holdReceive(hold: boolean, now: number): void {
+    const e = this.#e;
+    e.now = now;
+    if (hold === e.holding) return;
+    e.holding = hold;
+    if (!hold) {
+      e.timers.cancel(e);
+      return;
+    }
+    notReady(e);
+    e.timers.arm({ kind: 'notReady', key: e, at: now + NOT_READY_MS });
   }
 
   handleTimeout(now: number): void {

@@ -366,7 +366,9 @@ export type EngineTimer =
   /** The requester watchdog of a flow with requests out. */
   | { kind: 'watchdog'; key: Flow; at: number; qp: EngineQp; flow: Flow }
   /** A message waiting out its RNR back-off before it is sent again. */
-  | { kind: 'rnrRetry'; key: OutMessage; at: number; qp: EngineQp; flow: Flow; ssn: number; m: OutMessage };
+  | { kind: 'rnrRetry'; key: OutMessage; at: number; qp: EngineQp; flow: Flow; ssn: number; m: OutMessage }
+  /** The device holds its input: the next not-ready word to its peers (responder.ts notReady). */
+  | { kind: 'notReady'; key: EngineState; at: number };
 
 /** A frame for the link, with its destination. */
 export interface OutItem {
@@ -414,6 +416,8 @@ export class EngineState {
   readonly events: EngineEvent[] = [];
   readonly timers = new TimerTable<EngineTimer>();
   now = 0;
+  /** The device holds its input (RdmapEngine.holdReceive). */
+  holding = false;
   // one receive step
   descs: PlaceTarget[] = [];
   /**

@@ -75,4 +75,35 @@ describe('requester watchdog', () => {
     expect(a.engine.pollTimeout()).toBeUndefined();
     expect(qa.state).toBe(QpState.Rts);
   });
+
+  // A device whose completion path is backed up holds its input (Link.holdReceive): its udp
+  // endpoint drops new DATA behind a shut window, and its engine repeats each flow's ack every
+  // NOT_READY_MS. Its peers wait for it — past their watchdog and past udp's retry budget — and
+  // their work completes once it takes frames in again.
+  it.each([
+    ['the link and the engine hold', true, [[1, WcStatus.Success]]],
+    ['only the link holds (the engine silent): the peer gives up', false, [[1, WcStatus.RetryExcErr]]],
+  ] as const)('a responder that holds its input: %s', async (_name, engineToo, want) => {
+    const sim = new Sim(4, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const [qa] = await sim.connect(a, b, { timeoutMs: 1_000 }); // over NOT_READY_MS: a shorter watchdog fires between two words
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    const hold = (on: boolean): void => {
+      b.ep.rxHold.held = on;
+      if (!on) b.ep.windowOpened();
+      if (engineToo) b.driver.run((now) => b.engine.holdReceive(on, now));
+    };
+    hold(true);
+    a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
+    await sim.advance(10_000);
+    hold(false);
+    await sim.settle();
+    expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual(want);
+    if (!engineToo) return;
+    expect(qa.state).toBe(QpState.Rts);
+    expect(a.engine.counters.timeouts).toBe(0);
+    expect(b.engine.pollTimeout()).toBeUndefined();
+  });
 });

@@ -388,6 +388,11 @@ export class UdpEndpoint {
     return d;
   }
 
+  /** Receiving resumes (Link.holdReceive): every open context tells its peer at once that its window opened. */
+  windowOpened(): void {
+    for (const e of this.table.byId.values()) if (e.ctx.state === 'open') e.ctx.rx.ackNow = true;
+  }
+
   /** The device closes: every ACK owed goes in the next poll, not at its delayed-ACK deadline. */
   ackOwed(): void {
     for (const e of this.table.byId.values()) if (e.ctx.state === 'open' && e.ctx.rx.ackDue()) e.ctx.rx.ackNow = true;

@@ -203,9 +203,9 @@ export class UdpLink implements Link {
     this.udp.handleTimeout(now);
   }
 
-  /** Held: new DATA from every peer is dropped unacknowledged (its sender retransmits), acks still come in. */
+  /** Held: new DATA from every peer is dropped unacknowledged behind a shut window (its sender retransmits, and knows we are alive), acks still come in. */
   holdReceive(hold: boolean): void {
-    this.udp.endpoint.rxHold.held = hold;
+    this.udp.holdReceive(hold);
   }
 
   /** Outstanding work (not just idle reclaim): a timer for it keeps the process alive. */

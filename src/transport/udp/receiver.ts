@@ -108,6 +108,9 @@ export class ContextReceiver {
   }
 
   advertisedWindow(): number {
+    // Held (Link.holdReceive): a shut window, so the sender knows the peer is alive but full
+    // (its retries reset) instead of counting the dropped DATA against its retry budget.
+    if (this.opts.rxHold?.held === true) return 0;
     const free = Math.max(0, this.opts.rcvCredit - this.pending);
     return Math.min(this.opts.maxWindow, free + this.ooo, 0xffff);
   }

@@ -240,6 +240,14 @@ export class UdpSockets {
     job(this.onMicrotask);
   }
 
+  /** Held: new DATA is dropped unacknowledged, behind a shut window; released: every peer hears at once that it opened. */
+  holdReceive(hold: boolean): void {
+    this.endpoint.rxHold.held = hold;
+    if (hold) return;
+    this.endpoint.windowOpened();
+    this.scheduleFlush();
+  }
+
   release(ctx: number, n = 1): void {
     // Only a window update that is due now needs a flush; otherwise the next one carries it.
     if (this.endpoint.release(ctx, n)) this.scheduleFlush();
