@@ -4,8 +4,8 @@
 // milliseconds), then polls what to do: pollTransmit (frames for the link), pollEvent (QP
 // connected, QP in ERROR, CQ overrun) and pollTimeout (when to call handleTimeout next). It
 // places data through EngineMemory (one WASM place() call per receive step) and pushes
-// completions into the QPs' completion sinks. The device shell (src/verbs/device.ts) and the
-// deterministic test harness (test/rdmap/harness.ts) are the only things that drive it.
+// completions into the QPs' completion sinks. The NIC driver (src/nic/driver.ts) is the one
+// thing that drives it, on the NIC thread, inline, and on the simulated network of test/sim.
 //
 // The parts, each readable on its own:
 //   opcodes.ts     the RDMAP opcode table: one row per opcode drives build, arrival, execution
@@ -34,7 +34,7 @@ import type { EngineEvent } from './events.js';
 import { holdPieces, type DeviceCounters, type EngineMemory } from './memory.js';
 import { flushPlacement } from './placement.js';
 import {
-  applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
+  applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
 import { advance, closeNotice, NOT_READY_MS, notReady } from './responder.js';
 import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
@@ -330,6 +330,7 @@ export class RdmapEngine {
     e.holding = hold;
     if (!hold) {
       e.timers.cancel(e);
+      resumeWatchdogs(e, now);
       return;
     }
     notReady(e);

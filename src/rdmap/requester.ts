@@ -447,6 +447,12 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
     e.timers.arm({ kind: 'watchdog', key: flow, at: flow.lastHeard + qp.caps.timeoutMs, qp, flow });
     return;
   }
+  if (e.holding) {
+    // This device takes no frames in (RdmapEngine.holdReceive): the answers it leaves unread
+    // are not the peer's silence. resumeWatchdogs starts the count again when it takes them.
+    e.timers.arm({ kind: 'watchdog', key: flow, at: now + qp.caps.timeoutMs, qp, flow });
+    return;
+  }
   e.counters.timeouts++;
   if (qp.type === 'rc') {
     qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
@@ -455,6 +461,11 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
   forgetSrdFlow(qp, flowKey(flow.peerKey, flow.rqpn), flow);
   drainSq(e, qp);
   pump(e, qp);
+}
+
+/** The device takes frames in again after a hold: every flow with requests out gets a whole timeoutMs from now. */
+export function resumeWatchdogs(e: EngineState, now: number): void {
+  for (const qp of e.qps.values()) for (const flow of qp.allFlows()) if (flow.outstanding) flow.lastHeard = Math.max(flow.lastHeard, now);
 }
 
 /** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */

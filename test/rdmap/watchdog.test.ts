@@ -106,4 +106,30 @@ describe('requester watchdog', () => {
     expect(a.engine.counters.timeouts).toBe(0);
     expect(b.engine.pollTimeout()).toBeUndefined();
   });
+
+  // What the holding device sent itself waits too: the answers it does not take in meanwhile
+  // are not its peer's silence.
+  it('a device that holds its input does not time out its own requests meanwhile', async () => {
+    const sim = new Sim(5, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 1_000 });
+    const src = b.regMr(4096);
+    const dst = a.regMr(4096);
+    const hold = (on: boolean): void => {
+      b.ep.rxHold.held = on;
+      if (!on) b.ep.windowOpened();
+      b.driver.run((now) => b.engine.holdReceive(on, now));
+    };
+    hold(true);
+    b.post(qb, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
+    await sim.advance(10_000);
+    expect(b.cq.take()).toEqual([]);
+    hold(false);
+    await sim.settle();
+    expect(b.cq.take().map((w) => [w.wrId, w.status])).toEqual([[2, WcStatus.Success]]);
+    expect(qb.state).toBe(QpState.Rts);
+    expect(qa.state).toBe(QpState.Rts);
+    expect(b.engine.counters.timeouts).toBe(0);
+  });
 });
