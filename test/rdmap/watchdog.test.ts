@@ -5,8 +5,16 @@
 import { describe, expect, it } from 'vitest';
 import { Opcode, QpState, WcStatus } from '../../src/core/enums.js';
 import { clean, instant, lossy } from '../sim/net.js';
+import type { SimNode } from '../sim/node.js';
 import { Sim } from '../sim/sim.js';
 import { piece, wr } from '../sim/work.js';
+
+/** `n` holds its input (or takes it again) as the NIC thread does: its endpoint, and its engine if `engineToo`. */
+function holdInput(n: SimNode, on: boolean, engineToo: boolean): void {
+  n.ep.rxHold.held = on;
+  if (!on) n.ep.windowOpened();
+  if (engineToo) n.driver.run((now) => n.engine.holdReceive(on, now));
+}
 
 describe('requester watchdog', () => {
   it('rc: a responder that takes the request and then goes silent → RetryExcErr at timeoutMs, QP in ERROR, rest flushed', async () => {
@@ -90,11 +98,7 @@ describe('requester watchdog', () => {
     const [qa] = await sim.connect(a, b, { timeoutMs: 1_000 }); // over NOT_READY_MS: a shorter watchdog fires between two words
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
-    const hold = (on: boolean): void => {
-      b.ep.rxHold.held = on;
-      if (!on) b.ep.windowOpened();
-      if (engineToo) b.driver.run((now) => b.engine.holdReceive(on, now));
-    };
+    const hold = (on: boolean): void => holdInput(b, on, engineToo);
     hold(true);
     a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
     await sim.advance(10_000);
@@ -116,11 +120,7 @@ describe('requester watchdog', () => {
     const [qa, qb] = await sim.connect(a, b, { timeoutMs: 1_000 });
     const src = b.regMr(4096);
     const dst = a.regMr(4096);
-    const hold = (on: boolean): void => {
-      b.ep.rxHold.held = on;
-      if (!on) b.ep.windowOpened();
-      b.driver.run((now) => b.engine.holdReceive(on, now));
-    };
+    const hold = (on: boolean): void => holdInput(b, on, true);
     hold(true);
     b.post(qb, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
     await sim.advance(10_000);
