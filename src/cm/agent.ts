@@ -4,8 +4,9 @@
 //
 //   REQ { id, service, qpn, pd?, ports?, routes? }
 //                                         client → listener: "connect my rc QP `qpn`" (`ports`: the
-//                                         client's NIC threads' ports, when it has several; `routes`:
-//                                         it reaches the listener's QPs by the listener's ports)
+//                                         client's NIC threads' ports, when it has several and
+//                                         `routes`: it reaches the listener's QPs by the listener's
+//                                         ports; without them its QP is on thread 0)
 //   REP { id, qpn, pd? }                  listener → client: "use my rc QP `qpn`"
 //   REJ { id, reason }                    listener → client
 //

@@ -17,10 +17,19 @@ import { CM_QPN, portsOf, routeTo, threadOf } from '../core/peer-route.js';
  * forwards one port, and then only that port is reached).
  */
 function peerOf(from: DeviceAddress, ports: unknown): DeviceAddress {
-  if (!Array.isArray(ports) || ports.length < 2 || ports.length > 256 || !ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)) return from;
+  if (!Array.isArray(ports) || ports.length < 2 || ports.length > MAX_PORTS || !ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)) return from;
+  // The list is the requester's word, checked only at its CM QP's port: honoured, it aims the
+  // connect traffic of the listener's QP (a hello the link resends until it is answered or its
+  // retries run out) at another port of the host the REQ came from — another service there,
+  // or another client behind the same NAT. A device's threads past the first bind ports the
+  // system picks (never a well-known one), each its own: a list otherwise is no device's.
+  if (new Set(ports).size !== ports.length || ports.some((p: number, i) => i !== threadOf(CM_QPN, ports.length) && p < 1024)) return from;
   // As the requester's own address has it: `port` its first thread's.
   return ports[threadOf(CM_QPN, ports.length)] === from.port ? { ...from, port: ports[0], ports: [...(ports as number[])] } : from;
 }
+
+/** The most ports a REQ may list: a device has at most 16 NIC threads (openDevice `workers`). */
+const MAX_PORTS = 16;
 
 /** At most this many bytes of JSON per message (one receive slot). */
 export const CM_MESSAGE_BYTES = 1024;
@@ -103,8 +112,11 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     if (this.#pending.has(id)) throw new SabreError(ErrorCode.Internal, 'no free CM request id');
     // `routes`: the requester reaches the listener's QPs by the ports `to` lists (the QP's own
     // thread); without it only `port`, thread 0, is reached, and the listener's QP must be there.
+    // Our ports go only with `routes`: a listener that lists none may reach us at our `port`
+    // alone (a relay or NAT forwards one port), so our QP is on thread 0 (./index.ts) and the
+    // listener connects to it where the REQ came from.
     const routes = portsOf(to) !== undefined;
-    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
+    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports && routes ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
     // Keyed by where the REQ goes (the CM QP's thread of a device of several): a lost path names that.
     this.#pending.set(id, { to: addressKey(routeTo(to, CM_QPN)), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });

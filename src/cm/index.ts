@@ -19,6 +19,7 @@
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
 import { type DeviceAddress, hostKey } from '../core/address.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
+import { portsOf } from '../core/peer-route.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
 import type { CompletionQueue } from '../verbs/cq.js';
@@ -352,7 +353,12 @@ async function connectOnce(dev: Device, address: DeviceAddress, service: number,
   dev.assertOpen();
   const signal = opts.signal;
   if (signal?.aborted) throw abortError(signal, 'connect');
-  const qp = newQp(dev, opts);
+  // udp: a listener whose address lists no ports (a device of one NIC thread, one reached through
+  // a relay or NAT that forwards one port, an older sabre) may reach this device at `port` alone,
+  // thread 0's: the QP goes there, and the REQ tells no ports (./core.ts), so the listener
+  // connects to where the REQ came from. tcp: the QP's connection is the path, from any thread.
+  const first = !dev.linkServices && portsOf(address) === undefined;
+  const qp = first ? dev.onFirstThread(() => newQp(dev, opts)) : newQp(dev, opts);
   let dispose = (): void => {};
   try {
     const aborted = new Promise<never>((_, reject) => {

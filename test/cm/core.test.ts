@@ -51,8 +51,12 @@ describe('CmCore', () => {
     const c = new CmCore({ ports: [1111, 1112] });
     c.request({ ...B, ports: [2222, 2223] }, 7, 3, undefined, 1000, 0);
     expect(json(drain(c)[0]!)).toMatchObject({ t: 'req', qpn: 3, ports: [1111, 1112], routes: true });
+    // A listener that lists no ports may reach the requester at its `port` alone: no ports told
+    // (the requester's QP is on thread 0, ../../src/cm/index.ts).
     c.request(B, 7, 4, undefined, 1000, 0);
-    expect(json(drain(c)[0]!)).not.toHaveProperty('routes');
+    const plain = json(drain(c)[0]!);
+    expect(plain).not.toHaveProperty('routes');
+    expect(plain).not.toHaveProperty('ports');
     const l = new CmCore();
     l.listen(5, true);
     l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 4, service: 5, qpn: 12, ports: [1111, 1112], routes: true })), A, 0);
@@ -63,6 +67,28 @@ describe('CmCore', () => {
     expect(drain(l)).toMatchObject([{ kind: 'request', from: other, peer: other, routes: false }]);
     l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 6, service: 5, qpn: 12, ports: ['x', 1112] })), A, 0);
     expect(drain(l)).toMatchObject([{ kind: 'request', peer: A }]);
+  });
+
+  it('a requester\'s ports aim the listener\'s QP only at ports a device of several threads can have: none well known, none twice, at most 16', () => {
+    // Honoured, a list aims the listener's connect traffic at ports of the REQ's host the listener
+    // never heard from; past the CM QP's port (checked against the datagram) a device's threads
+    // bind ports the system picks. Any other list is ignored: the listener connects to `from`.
+    const l = new CmCore();
+    l.listen(5, true);
+    const req = (from: DeviceAddress, ports: number[]) => {
+      l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 9, service: 5, qpn: 13, ports, routes: true })), from, 0);
+      return (drain(l)[0] as { peer: DeviceAddress }).peer;
+    };
+    const sixteen = [1111, ...Array.from({ length: 15 }, (_, i) => 40000 + i)];
+    expect(req(A, [1111, 53])).toEqual(A);
+    expect(req(A, [1111, 40000, 123])).toEqual(A);
+    expect(req(A, [1111, 40000, 40000])).toEqual(A);
+    expect(req(A, [1111, 1111])).toEqual(A);
+    expect(req(A, [...sixteen, 40100])).toEqual(A);
+    expect(req(A, sixteen)).toEqual({ ...A, ports: sixteen });
+    // The CM QP's own port was seen: a device opened at a well-known port is one.
+    const low = { ...A, port: 500 };
+    expect(req(low, [500, 40000])).toEqual({ ...low, ports: [500, 40000] });
   });
 
   it('a REJ, a refusal, a lost peer, a timeout and a close each settle with their own code', () => {
