@@ -8,7 +8,26 @@
 // Bounded: at most `maxClients` upstream sockets, at most `maxHeld` datagrams held back for
 // reordering (each released after `reorderMs` at the latest), and close() frees everything.
 import dgram from 'node:dgram';
+import type { ProtectionDomain, QpInit, QueuePair } from '../src/index.js';
 import { rng } from './sim/random.js';
+
+/**
+ * A raw rc QP the relay's one port reaches on a device of several NIC threads: one on thread 0,
+ * its number ≡ 0 mod `workers` (a peer given an address without `ports` reaches `port`, thread
+ * 0's; docs/nic.md, "Limits"). The QPs made on the way are destroyed. One thread: the first QP.
+ */
+export function relayQp(pd: ProtectionDomain, init: QpInit): QueuePair {
+  const n = Math.max(1, pd.device.workers);
+  const spare: QueuePair[] = [];
+  let qp = pd.createQp(init);
+  // Bounded: QPNs run in order, so at most n - 1 are passed over.
+  while (qp.qpn % n !== 0) {
+    spare.push(qp);
+    qp = pd.createQp(init);
+  }
+  for (const q of spare) q.destroy();
+  return qp;
+}
 
 export interface RelayImpairment {
   /** Probability that a datagram is dropped. */
