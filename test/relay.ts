@@ -241,3 +241,59 @@ export async function startUdpRelay(opts: RelayOptions): Promise<UdpRelay> {
     },
   };
 }
+
+export interface UdpNat {
+  /** The server as clients behind the NAT reach it: each of its ports at a socket of the NAT's. */
+  readonly address: { transport: 'udp'; host: string; port: number; ports: number[] };
+  close(): Promise<void>;
+}
+
+/**
+ * A NAT in front of clients, unimpaired: a client reaches each of the server's ports at a socket
+ * of the NAT's (`address`), and the server sees each client socket at one socket of the NAT's
+ * whichever of its ports it talks to (an endpoint-independent mapping, as most NATs map); an
+ * answer reaches the client from the NAT socket that stands for the server port it came from.
+ * So a client of several NIC threads keeps its view of the server's ports while the server sees
+ * its ports rewritten. Bounded: at most 64 client sockets mapped.
+ */
+export async function startUdpNat(target: { host: string; ports: readonly number[] }): Promise<UdpNat> {
+  const bound = (s: dgram.Socket): Promise<void> => new Promise((res) => s.bind(0, '127.0.0.1', () => res()));
+  const fronts = target.ports.map(() => dgram.createSocket('udp4'));
+  await Promise.all(fronts.map(bound));
+  const mapped = new Map<string, dgram.Socket>();
+  const mapFor = (host: string, port: number): dgram.Socket | undefined => {
+    const key = `${host}|${port}`;
+    let up = mapped.get(key);
+    if (!up && mapped.size < 64) {
+      const s = dgram.createSocket('udp4');
+      // Sends wait for the bind (node queues them meanwhile).
+      void bound(s);
+      s.on('message', (back, rinfo) => {
+        const i = target.ports.indexOf(rinfo.port);
+        if (i >= 0) fronts[i]!.send(back, port, host, () => {});
+      });
+      s.on('error', () => {});
+      mapped.set(key, (up = s));
+    }
+    return up;
+  };
+  fronts.forEach((f, i) => {
+    f.on('message', (msg, rinfo) => mapFor(rinfo.address, rinfo.port)?.send(msg, target.ports[i]!, target.host, () => {}));
+    f.on('error', () => {});
+  });
+  const ports = fronts.map((f) => f.address().port);
+  return {
+    address: Object.freeze({ transport: 'udp' as const, host: '127.0.0.1', port: ports[0]!, ports }),
+    async close() {
+      const socks = [...fronts, ...mapped.values()];
+      mapped.clear();
+      await Promise.all(socks.map((s) => new Promise<void>((res) => {
+        try {
+          s.close(() => res());
+        } catch {
+          res();
+        }
+      })));
+    },
+  };
+}

@@ -8,7 +8,10 @@
 //                                         `routes`: it reaches the listener's QPs by the listener's
 //                                         ports; without them its QP is on thread 0)
 //   REP { id, qpn, pd? }                  listener → client: "use my rc QP `qpn`"
-//   REJ { id, reason }                    listener → client
+//   REJ { id, reason, busy?, port? }      listener → client (`busy`: ask again later; `port`: the
+//                                         client is reached at its CM QP's port only — its ports
+//                                         were rewritten on the way — so it asks again with a QP
+//                                         on thread 0)
 //
 // (JSON, at most 1 KiB; `pd` is base64 private data.) The listener answers, and connects its
 // QP, to the address the REQ came from as the link saw it (the CM QP's receive completions
@@ -117,10 +120,10 @@ export class CmAgent {
   }
 
   /** Send REQ and wait for REP or REJ. */
-  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
+  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, atPort = false): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
     return new Promise((resolve, reject) => {
       try {
-        this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now), { resolve, reject }));
+        this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now, atPort), { resolve, reject }));
       } catch (e) {
         reject(e);
       }

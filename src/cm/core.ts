@@ -37,7 +37,23 @@ export const CM_MESSAGE_BYTES = 1024;
 export type CmMessage =
   | { t: 'req'; id: number; service: number; qpn: number; pd?: string; ports?: number[]; routes?: boolean }
   | { t: 'rep'; id: number; qpn: number; pd?: string }
-  | { t: 'rej'; id: number; reason: string; busy?: boolean };
+  | { t: 'rej'; id: number; reason: string; busy?: boolean; port?: boolean };
+
+const AT_PORT = 'SabreCmAtPort';
+
+/**
+ * The listener reaches the requester at its `port` alone (the REQ's source was rewritten: a NAT
+ * or relay), and the requesting QP is on another thread: connect asks again with one on thread 0.
+ */
+export function isAtPortOnly(e: unknown): boolean {
+  return e instanceof SabreError && (e.cause as { name?: unknown } | undefined)?.name === AT_PORT;
+}
+
+function atPortError(message: string): SabreError {
+  const cause = new Error('the listener reaches the requester at its port only');
+  cause.name = AT_PORT;
+  return new SabreError(ErrorCode.Unreachable, message, { cause });
+}
 
 export type CmAction =
   /** Send `bytes` to the CM QP at `to`; `req`: the id of our REQ it carries (its failure is ours to hear). */
@@ -103,8 +119,11 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     } else this.#services.delete(service);
   }
 
-  /** Ask the listener of `service` at `to` for a connection to our rc QP `qpn`; returns the request id (settled later). */
-  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number): number {
+  /**
+   * Ask the listener of `service` at `to` for a connection to our rc QP `qpn`; returns the request
+   * id (settled later). `atPort`: the QP is on thread 0 whatever its number, and no ports are told.
+   */
+  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number, atPort = false): number {
     const pd = b64(privateData);
     let id = this.#randomId();
     // Bounded: the ids of the requests waiting are few against 2^48.
@@ -116,7 +135,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     // alone (a relay or NAT forwards one port), so our QP is on thread 0 (./index.ts) and the
     // listener connects to it where the REQ came from.
     const routes = portsOf(to) !== undefined;
-    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports && routes ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
+    const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports && routes && !atPort ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
     // Keyed by where the REQ goes (the CM QP's thread of a device of several): a lost path names that.
     this.#pending.set(id, { to: addressKey(routeTo(to, CM_QPN)), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
@@ -155,7 +174,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       if (m.t === 'rep') this.#settle(m.id, { value: { qpn: m.qpn, privateData: unb64(m.pd) } });
       else {
         const msg = `service ${p.service} at ${p.where} rejected the connection: ${String(m.reason)}`;
-        this.#settle(m.id, { error: m.busy === true ? listenerBusyError(msg) : new SabreError(ErrorCode.Unreachable, msg) });
+        this.#settle(m.id, { error: m.busy === true ? listenerBusyError(msg) : m.port === true ? atPortError(msg) : new SabreError(ErrorCode.Unreachable, msg) });
       }
       return;
     }
@@ -168,7 +187,15 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       this.reject(from, m.id, `no listener for service ${service}`);
       return;
     }
-    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, peer: peerOf(from, m.ports), routes: m.routes === true, privateData: unb64(m.pd) });
+    const peer = peerOf(from, m.ports);
+    // Ports told but not honoured (the REQ's source was rewritten on the way, or the list is no
+    // device's): the requester is reached at `from`, its CM QP's thread, so a QP the told ports
+    // put on another thread would never hear from the listener — it asks again with one there.
+    if (Array.isArray(m.ports) && peer === from && threadOf(m.qpn, Math.max(1, Math.min(m.ports.length, MAX_PORTS))) !== 0) {
+      this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id: m.id, reason: 'the requester is reached at its port only (a relay or NAT rewrote it)', port: true }) });
+      return;
+    }
+    this.#out.push({ kind: 'request', id: m.id, service, qpn: m.qpn, from, peer, routes: m.routes === true, privateData: unb64(m.pd) });
   }
 
   /** Our request `id` ends without an answer (its REQ could not be posted): no output. */

@@ -30,6 +30,7 @@ import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import type { QpInit } from '../verbs/types.js';
 import { agentOf, type CmRequest } from './agent.js';
+import { isAtPortOnly } from './core.js';
 
 export interface CmQpOptions {
   /** Default: one protection domain per device, made on first use (defaultPd(dev)). */
@@ -311,10 +312,18 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   // grows, until the deadline — many clients connecting at once all get in as it accepts.
   const full = (cause: unknown): SabreError =>
     new SabreError(ErrorCode.Timeout, `service ${service} at ${JSON.stringify(address)} had no room for a connection within ${timeoutMs} ms (its backlog stayed full)`, { cause });
+  let atPort = false;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await connectOnce(dev, address, service, opts, Math.max(0, Math.ceil(deadline - performance.now())));
+      return await connectOnce(dev, address, service, opts, Math.max(0, Math.ceil(deadline - performance.now())), atPort);
     } catch (e) {
+      // The listener reaches us at our `port` alone (a NAT or relay rewrote it on the way): ask
+      // again, once, with a QP there.
+      if (!atPort && isAtPortOnly(e)) {
+        atPort = true;
+        attempt--;
+        continue;
+      }
       // The last ask can run out of time before its busy answer comes (a loaded host): the
       // listener has said why already, so that is the error, not "no answer".
       if (attempt > 0 && e instanceof SabreError && e.code === ErrorCode.Timeout) throw full(e);
@@ -349,15 +358,16 @@ function pauseFor(dev: Device, ms: number, signal: AbortSignal | undefined): Pro
   });
 }
 
-async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, timeoutMs: number): Promise<QueuePair> {
+async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, timeoutMs: number, atPort: boolean): Promise<QueuePair> {
   dev.assertOpen();
   const signal = opts.signal;
   if (signal?.aborted) throw abortError(signal, 'connect');
   // udp: a listener whose address lists no ports (a device of one NIC thread, one reached through
   // a relay or NAT that forwards one port, an older sabre) may reach this device at `port` alone,
   // thread 0's: the QP goes there, and the REQ tells no ports (./core.ts), so the listener
-  // connects to where the REQ came from. tcp: the QP's connection is the path, from any thread.
-  const first = !dev.linkServices && portsOf(address) === undefined;
+  // connects to where the REQ came from (`atPort`: as a listener that found our ports rewritten
+  // asked). tcp: the QP's connection is the path, from any thread.
+  const first = !dev.linkServices && (atPort || portsOf(address) === undefined);
   const qp = first ? dev.onFirstThread(() => newQp(dev, opts)) : newQp(dev, opts);
   let dispose = (): void => {};
   try {
@@ -370,7 +380,7 @@ async function connectOnce(dev: Device, address: DeviceAddress, service: number,
       if (dev.linkServices) {
         ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, timeoutMs));
       } else {
-        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs));
+        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs, first));
       }
       await qp.connect({ address, qpn: remoteQpn, timeoutMs });
       infos.set(qp, { privateData, remoteQpn, service, peer: { ...address } });

@@ -1,7 +1,7 @@
 // The CM exchange's sans-I/O core (src/cm/core.ts), driven with a virtual clock and no QP: what
 // it sends, what it hands a listener, how each way a request can end settles it.
 import { describe, expect, it } from 'vitest';
-import { type CmAction, CmCore } from '../../src/cm/core.js';
+import { type CmAction, CmCore, isAtPortOnly } from '../../src/cm/core.js';
 import type { DeviceAddress } from '../../src/core/address.js';
 
 const A: DeviceAddress = { transport: 'udp', host: '127.0.0.1', port: 1111 } as DeviceAddress;
@@ -76,7 +76,8 @@ describe('CmCore', () => {
     const l = new CmCore();
     l.listen(5, true);
     const req = (from: DeviceAddress, ports: number[]) => {
-      l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 9, service: 5, qpn: 13, ports, routes: true })), from, 0);
+      // QP 48: thread 0 of 2, 3 or 16 (a QP off thread 0 behind ports not honoured is the next case).
+      l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 9, service: 5, qpn: 48, ports, routes: true })), from, 0);
       return (drain(l)[0] as { peer: DeviceAddress }).peer;
     };
     const sixteen = [1111, ...Array.from({ length: 15 }, (_, i) => 40000 + i)];
@@ -89,6 +90,33 @@ describe('CmCore', () => {
     // The CM QP's own port was seen: a device opened at a well-known port is one.
     const low = { ...A, port: 500 };
     expect(req(low, [500, 40000])).toEqual({ ...low, ports: [500, 40000] });
+  });
+
+  it('ports told but not honoured, for a QP they put off thread 0: a REJ that asks for one on thread 0, which the requester tells apart', () => {
+    const l = new CmCore();
+    l.listen(5, true);
+    // From another port than the CM QP's (a NAT rewrote it): QP 13 would be on thread 1 of 2.
+    const other = { ...A, port: 3333 };
+    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 9, service: 5, qpn: 13, ports: [1111, 1112], routes: true })), other, 0);
+    const [rej] = drain(l);
+    expect(rej).toMatchObject({ kind: 'send', to: other });
+    expect(json(rej!)).toMatchObject({ t: 'rej', id: 9, port: true });
+    // A list that is no device's, likewise: the listener never aims at it.
+    l.handleMessage(enc.encode(JSON.stringify({ t: 'req', id: 10, service: 5, qpn: 13, ports: [1111, 53], routes: true })), A, 0);
+    expect(json(drain(l)[0]!)).toMatchObject({ t: 'rej', id: 10, port: true });
+    const c = new CmCore({ ports: [1111, 1112], randomId: () => 9 });
+    c.request({ ...B, ports: [2222, 2223] }, 5, 13, undefined, 1000, 0);
+    drain(c);
+    c.handleMessage(rej!.kind === 'send' ? rej!.bytes : new Uint8Array(), B, 1);
+    const [settled] = drain(c);
+    expect(settled).toMatchObject({ kind: 'settled', id: 9, error: { code: 'ERR_UNREACHABLE' } });
+    expect(isAtPortOnly((settled as { error?: unknown }).error)).toBe(true);
+    // Asked again with a QP on thread 0: routes, and no ports.
+    const c2 = new CmCore({ ports: [1111, 1112] });
+    c2.request({ ...B, ports: [2222, 2223] }, 5, 14, undefined, 1000, 0, true);
+    const again = json(drain(c2)[0]!);
+    expect(again).toMatchObject({ routes: true });
+    expect(again).not.toHaveProperty('ports');
   });
 
   it('a REJ, a refusal, a lost peer, a timeout and a close each settle with their own code', () => {
