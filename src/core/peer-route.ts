@@ -5,7 +5,8 @@
 // thread 0's, where listeners are reached). A peer reaches QP q of such a device at
 // ports[q mod ports.length]: both ends of an rc pair then talk between the two threads that own
 // its QPs, and neither thread sees the other's flows. An address without `ports` (a device with
-// one NIC thread, or one reached through a relay that forwards one port) is reached at `port`.
+// one NIC thread, or one reached through a relay that forwards one port) is reached at `port`;
+// through such a path only thread 0's QPs meet, so the cm keeps its QPs there (src/cm/index.ts).
 import { addressKey, type DeviceAddress } from './address.js';
 
 /** The QPN of a device's connection-manager QP (src/verbs/reserved.ts says more). */

@@ -15,7 +15,8 @@
 // - the connection manager: a tcp listener listens on every thread; a dialer reaches the
 //   thread its own QPN names (or thread 0, knowing only `port`), and the accepting QP is made on
 //   the thread that took the request (its connection is there). udp's CM agent QP is on thread
-//   0; a requester that knows only `port` gets its accepting QP there too (src/cm/index.ts).
+//   0; a requester that knows only `port` gets its accepting QP there too, and a requester's own
+//   QP is there when the listener's address lists no ports (src/cm/index.ts).
 // - stats() sums the threads; close() closes them all; a thread that fails fails the device.
 import type { DeviceAddress } from '../core/address.js';
 import type { ServiceRequest } from '../core/link.js';
