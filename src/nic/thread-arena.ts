@@ -9,6 +9,24 @@ import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
 import type { MemoryMap } from '../dataplane/memory-map.js';
 import { createMailbox, MailboxClient, MailboxServer, markMailboxGone, wasUnanswered } from './mailbox.js';
 
+/** What a closed device's memory reports: nothing allocated, nothing free. */
+const CLOSED_ARENA: AllocatorStats = { used: 0, free: 0, capacity: 0, largestFree: 0, grows: 0 };
+
+/**
+ * The application thread's side of a NIC thread's device memory: allocations are that thread's
+ * slow-path calls (`ask`, which fails the device when nobody answers). Once `gone` (the device
+ * closing or failed), the memory went with the thread: a free is nothing to do.
+ */
+export function applicationArena(ask: (op: string, a: Record<string, unknown>) => unknown, gone: { readonly yes: boolean }): Arena {
+  return {
+    alloc: (length, align) => ask('alloc', { length, align }) as number,
+    free: (addr) => void (gone.yes ? undefined : ask('free', { addr })),
+    sizeOf: (addr) => (gone.yes ? undefined : ((ask('sizeOf', { addr }) as number | null) ?? undefined)),
+    stats: () => (gone.yes ? { ...CLOSED_ARENA } : (ask('memStats', {}) as AllocatorStats)),
+    freeBlocks: () => (gone.yes ? [] : (ask('freeBlocks', {}) as Array<[number, number]>)),
+  };
+}
+
 /** What a NIC thread that attaches to another's device memory is started with. */
 export interface SharedMemoryInit {
   memory: WebAssembly.Memory;

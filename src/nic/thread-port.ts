@@ -9,7 +9,6 @@
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Packr } from 'msgpackr';
 import type { DeviceAddress } from '../core/address.js';
-import { WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WrId } from '../core/work.js';
@@ -17,25 +16,23 @@ import type { EngineBounds } from '../rdmap/bounds.js';
 import { PlaceStatus } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
-import type { AllocatorStats } from '../dataplane/allocator.js';
-import { type Arena, DeviceMemory } from '../dataplane/device-memory.js';
-import { createMailbox, MailboxClient, wasUnanswered } from './mailbox.js';
+import { DeviceMemory } from '../dataplane/device-memory.js';
+import { createMailbox, MailboxClient, markMailboxGone, wasUnanswered } from './mailbox.js';
 import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
 import { AhIds } from './thread-ahs.js';
+import { applicationArena } from './thread-arena.js';
 import { ThreadServices } from './thread-services.js';
 import { nicReady, startNicWorker, threadScript } from './thread-start.js';
 import {
   CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
 } from './thread-proto.js';
-import { fenced, type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
+import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
+import { QpTable } from './thread-qps.js';
 import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
-
-/** What a closed device's memory reports: nothing allocated, nothing free. */
-const CLOSED_ARENA: AllocatorStats = { used: 0, free: 0, capacity: 0, largestFree: 0, grows: 0 };
 
 interface CqEntry {
   cq: PortCq;
@@ -63,9 +60,8 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #buffers: MessagePort;
   #onEvent: (ev: PortEvent) => void = () => {};
   readonly #mrs = new Map<number, ThreadMr>();
-  readonly #qps = new Map<number, ThreadQp>();
-  /** Destroyed QPs whose flushes may still come (ThreadQp.fencing), by QPN: theirs before a new QP's of that QPN. */
-  readonly #gone = new Map<number, ThreadQp>();
+  /** Live QPs, and destroyed ones whose flushes may still come (./thread-qps.ts). */
+  readonly #qps = new QpTable();
   readonly #cqs = new Map<number, CqEntry>();
   readonly #ahs = new AhIds();
   readonly #freeQpSlots: number[] = [];
@@ -85,9 +81,12 @@ export class ThreadPort implements NicPort, QpHost {
   #closedP: Promise<void> | undefined;
 
   readonly #arenaGone: { yes: boolean };
+  /** The mailboxes other NIC threads of the device allocate through, served by this one (./thread-arena.ts). */
+  readonly #arenas: readonly SharedArrayBuffer[];
 
-  private constructor(worker: Worker, ready: Extract<NicReady, { kind: 'ready' }>, dataPlane: DeviceMemory, control: SharedArrayBuffer, wqe: RecordRing, cqe: RecordRing, mailbox: MailboxClient, buffers: MessagePort, arenaGone: { yes: boolean }) {
+  private constructor(worker: Worker, ready: Extract<NicReady, { kind: 'ready' }>, dataPlane: DeviceMemory, control: SharedArrayBuffer, wqe: RecordRing, cqe: RecordRing, mailbox: MailboxClient, buffers: MessagePort, arenaGone: { yes: boolean }, arenas: readonly SharedArrayBuffer[]) {
     this.#arenaGone = arenaGone;
+    this.#arenas = arenas;
     this.#worker = worker;
     this.control = new Int32Array(control);
     this.dataPlane = dataPlane;
@@ -107,8 +106,9 @@ export class ThreadPort implements NicPort, QpHost {
     worker.on('error', (e: Error) => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread failed: ${e?.message ?? String(e)}`, { cause: e })));
     worker.once('exit', (code: number) => {
       this.#exited = true;
-      // A thread ended from outside (terminate) runs no exit handler of its own to say so.
-      mailbox.markGone();
+      // A thread ended from outside (terminate) runs no exit handler of its own to say so: its
+      // mailbox, and those of the threads that allocate through it, fail their calls at once.
+      this.#markGone();
       this.#died(new SabreError(ErrorCode.Internal, `the NIC thread exited (${code})`));
     });
     this.#watch();
@@ -143,19 +143,26 @@ export class ThreadPort implements NicPort, QpHost {
     // The NIC thread owns the allocator. Once it is gone, so is the memory: a free is nothing
     // to do (features release their tables as they close, possibly after the device).
     const gone = { yes: false };
+    // Through the port once there is one: a call nobody answers fails the device as any other.
+    let port: ThreadPort | undefined;
     const ask = (op: string, a: Record<string, unknown>): unknown => {
       if (gone.yes) throw new SabreError(ErrorCode.Closed, 'device is closed');
-      return client.call(op, a);
+      return port ? port.call(op, a) : client.call(op, a);
     };
-    const arena: Arena = {
-      alloc: (length, align) => ask('alloc', { length, align }) as number,
-      free: (addr) => void (gone.yes ? undefined : ask('free', { addr })),
-      sizeOf: (addr) => (gone.yes ? undefined : ((ask('sizeOf', { addr }) as number | null) ?? undefined)),
-      stats: () => (gone.yes ? { ...CLOSED_ARENA } : (ask('memStats', {}) as AllocatorStats)),
-      freeBlocks: () => (gone.yes ? [] : (ask('freeBlocks', {}) as Array<[number, number]>)),
-    };
-    const dataPlane = await DeviceMemory.attach(ready.memory, ready.module, ready.map, ready.maximumBytes, arena);
-    return new ThreadPort(worker, ready, dataPlane, control, wqe, cqe, client, port1, gone);
+    const dataPlane = await DeviceMemory.attach(ready.memory, ready.module, ready.map, ready.maximumBytes, applicationArena(ask, gone));
+    port = new ThreadPort(worker, ready, dataPlane, control, wqe, cqe, client, port1, gone, shared?.arenas ?? []);
+    return port;
+  }
+
+  /** @internal the allocation mailboxes this thread serves (a test reads them). */
+  get arenas(): readonly SharedArrayBuffer[] {
+    return this.#arenas;
+  }
+
+  /** Nothing will answer on this thread's mailboxes any more: calls fail at once. */
+  #markGone(): void {
+    this.#mailbox.markGone();
+    for (const sab of this.#arenas) markMailboxGone(sab);
   }
 
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
@@ -170,9 +177,9 @@ export class ThreadPort implements NicPort, QpHost {
       // from the event loop (not inside this call).
       if (wasUnanswered(e)) {
         this.#unanswered = true;
-        // The arena's calls too (they do not come through here), and the work outstanding is
-        // flushed now: a QP destroyed before the event below would take its work with it.
-        this.#mailbox.markGone();
+        // The other threads' allocations too, and the work outstanding is flushed now: a QP
+        // destroyed before the event below would take its work with it.
+        this.#markGone();
         this.#arenaGone.yes = true;
         this.drain();
         if (!this.#closing) this.#flushAll();
@@ -246,8 +253,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** @internal */
   forget(qp: ThreadQp): void {
-    this.#qps.delete(qp.qpn);
-    if (qp.fencing) this.#gone.set(qp.qpn, qp);
+    this.#qps.forget(qp);
     this.#trim.delete(qp);
     this.#freeQpSlots.push(qp.slot);
   }
@@ -284,11 +290,11 @@ export class ThreadPort implements NicPort, QpHost {
         continue;
       }
       if (c.cq === QP_FENCE_CQ) {
-        fenced(this.#qps, this.#gone, c.qpn);
+        this.#qps.fence(c.qpn);
         continue;
       }
       const entry = this.#cqs.get(c.cq);
-      const qp = (this.#gone.size > 0 ? this.#gone.get(c.qpn) : undefined) ?? this.#qps.get(c.qpn);
+      const qp = this.#qps.route(c.qpn);
       const wrId = qp?.take(c.token, (c.opcode & 128) !== 0);
       if (!entry || wrId === undefined) continue;
       // One record refilled per completion: the CQ copies it into the completion it hands out.
@@ -377,11 +383,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** Every QP's outstanding work completes with WrFlushErr into its CQ (the NIC thread is gone). */
   #flushAll(): void {
-    const wc = this.#wcIn;
-    for (const qp of [...this.#gone.values(), ...this.#qps.values()]) qp.outstanding((cq, wrId, recv) => {
-      Object.assign(wc, { wrId, status: WcStatus.WrFlushErr, opcode: recv ? WcOpcode.Recv : WcOpcode.Send, byteLen: 0, qpn: qp.qpn, imm: undefined, srcQpn: undefined, src: undefined });
-      this.#cqs.get(cq)?.cq.offer(wc as never);
-    });
+    this.#qps.flushAll((cq, wc) => this.#cqs.get(cq)?.cq.offer(wc as never));
   }
 
   stats(contextsShown: number): PortStats {
@@ -497,7 +499,7 @@ export class ThreadPort implements NicPort, QpHost {
       throw e;
     }
     const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr, sq, rq);
-    this.#qps.set(qpn, qp);
+    this.#qps.add(qp);
     return qp;
   }
 
@@ -584,7 +586,6 @@ export class ThreadPort implements NicPort, QpHost {
     // A thread that died, or did not finish its close, left its outstanding work unflushed.
     if (!answered || !this.#handedOver) this.#flushAll();
     this.#qps.clear();
-    this.#gone.clear();
     this.#buffers.close();
     this.#svc.failWaits('device closed');
     // Never kept alive by a thread that is ending; one that hangs is stopped.

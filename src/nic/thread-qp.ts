@@ -76,9 +76,10 @@ export class ThreadQp implements PortQp {
    * The id tables of its lives before a reset or destroy whose completions may still come (the
    * NIC thread held them back while the ring was full): a completion belongs to the oldest one
    * until that life's fence record (QP_FENCE_CQ) is drained — tokens start again at 0 after a
-   * reset, so a late flush would otherwise name new work.
+   * reset, so a late flush would otherwise name new work. `retired`: the life's last published
+   * retired send count (see outstanding()).
    */
-  readonly #earlier: { sends: WrIdWindow; recvs: WrIdWindow }[] = [];
+  readonly #earlier: { sends: WrIdWindow; recvs: WrIdWindow; retired: number }[] = [];
 
   constructor(port: QpHost, qpn: number, slot: number, maxSendWr: number, sendCq: number, recvCq: number) {
     this.#port = port;
@@ -141,9 +142,13 @@ export class ThreadQp implements PortQp {
     return this.#earlier.length > 0;
   }
 
-  /** Its ids so far wait for their completions apart (see #earlier); new ones from token 0. */
-  #newLife(): void {
-    this.#earlier.push({ sends: this.sends, recvs: this.recvs });
+  /**
+   * Its ids so far wait for their completions apart (see #earlier); new ones from token 0.
+   * `retired`: the retired send count read before the reset or destroy was asked for (the NIC
+   * zeroes it at a reset, and the slot serves another QP after a destroy).
+   */
+  #newLife(retired: number): void {
+    this.#earlier.push({ sends: this.sends, recvs: this.recvs, retired });
     this.sends = new WrIdWindow();
     this.recvs = new WrIdWindow();
     this.sqPosted = 0;
@@ -173,8 +178,9 @@ export class ThreadQp implements PortQp {
   }
 
   reset(): void {
+    const retired = this.#word(QpWord.sqRetired);
     this.#act('reset', { fence: true });
-    this.#newLife();
+    this.#newLife(retired);
     this.#port.drain();
   }
 
@@ -229,8 +235,12 @@ export class ThreadQp implements PortQp {
 
   /** Its outstanding work, for the flushes a NIC thread that is gone cannot make; none held after. */
   outstanding(each: (cq: number, wrId: WrId, recv: boolean) => void): void {
-    // Sends the NIC retired without a completion (unsignaled successes) are not outstanding.
+    // Sends the NIC retired without a completion (unsignaled successes) are not outstanding: the
+    // NIC publishes a retired count only once every completion of the work it retired is in the
+    // ring, and the ring was drained before this flush, so an id below it still held is one
+    // that never completes. An earlier life's count is the one it had when it ended.
     this.sends.dropBefore(this.#word(QpWord.sqRetired));
+    for (const e of this.#earlier) e.sends.dropBefore(e.retired);
     for (const life of [...this.#earlier.splice(0), this]) {
       for (const id of life.sends.takeAll()) each(this.sendCq, id, false);
       for (const id of life.recvs.takeAll()) each(this.recvCq, id, true);
@@ -241,6 +251,7 @@ export class ThreadQp implements PortQp {
     // The device's close takes the flushes at its end, as the inline NIC hands them over.
     const closing = this.#port.isClosing;
     let fenced = false;
+    const retired = this.#word(QpWord.sqRetired);
     // A NIC thread that is gone has nothing to destroy (its work was flushed when it went).
     try {
       if (this.#port.callable) {
@@ -253,16 +264,8 @@ export class ThreadQp implements PortQp {
     }
     if (closing) return;
     // Its flushes come up to its fence record: the port routes them to it until then.
-    if (fenced) this.#newLife();
+    if (fenced) this.#newLife(retired);
     this.#port.drain();
     this.#port.forget(this);
   }
-}
-
-/** The fence record of QP `qpn` came: its oldest earlier life is done (a destroyed QP leaves `gone` with its last). */
-export function fenced(qps: Map<number, ThreadQp>, gone: Map<number, ThreadQp>, qpn: number): void {
-  const g = gone.get(qpn);
-  if (g === undefined) return qps.get(qpn)?.fenced();
-  g.fenced();
-  if (!g.fencing) gone.delete(qpn);
 }

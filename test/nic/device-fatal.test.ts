@@ -7,6 +7,7 @@
 // and accepts pending and the work unflushed.
 import { describe, expect, it, vi } from 'vitest';
 import { Access, type DeviceEvent, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
+import { MailboxClient } from '../../src/nic/mailbox.js';
 import type { ThreadPort } from '../../src/nic/thread-port.js';
 
 describe('a NIC thread that ends on its own', () => {
@@ -119,6 +120,33 @@ describe('a QP destroyed right after a call found the NIC thread gone', () => {
     expect(() => pd.regMr(4096, Access.LocalWrite)).toThrow(expect.objectContaining({ code: 'ERR_TIMEOUT' }));
     qp.destroy();
     expect(cq.poll(8).map((w) => [w.wrId, w.status])).toEqual([[7, WcStatus.WrFlushErr]]);
+    await dev.close();
+  });
+});
+
+describe('allocations through a NIC thread that is gone', () => {
+  // The application's allocations in device memory (features above verbs, a multi-thread
+  // deregister's fence word) are calls to the NIC thread too: one nobody answers fails the device
+  // as a verbs call does, so later calls fail at once and the work outstanding is flushed.
+  it('an allocation that finds the NIC thread gone fails, and the device with it', { timeout: 30_000 }, async () => {
+    const { dev, cq } = await receiveThenEndNic(3);
+    const port = dev.nic as unknown as ThreadPort;
+    expect(() => port.dataPlane.alloc(64, 8)).toThrow(expect.objectContaining({ code: expect.stringMatching(/^ERR_(TIMEOUT|CLOSED)$/) }));
+    expect(port.callable).toBe(false);
+    expect(cq.poll(8).map((w) => [w.wrId, w.status])).toEqual([[3, WcStatus.WrFlushErr]]);
+    await dev.close();
+  });
+
+  it('workers: 2, the first thread (whose memory the others allocate from) ended: their allocations fail at once', { timeout: 30_000 }, async () => {
+    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 2 });
+    dev.on('event', () => {});
+    const [first] = (dev.nic as unknown as { threads: ThreadPort[] }).threads;
+    const exited = new Promise((r) => first!.worker.once('exit', r));
+    await first!.worker.terminate();
+    await exited;
+    // The second thread's allocation mailbox, as it would call it: refused, not waited out.
+    const client = new MailboxClient(first!.arenas[0]!);
+    expect(() => client.call('memStats', {}, 2000)).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
     await dev.close();
   });
 });
