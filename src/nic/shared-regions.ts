@@ -3,6 +3,8 @@
 // once) and the others adopt it, so the same keys work on every thread. A deregister reaches
 // every thread; the region's memory returns to the device once the last of them has no queued
 // send naming it (a count in device memory, the fence word, each thread taking one off).
+// Keys: the region table entry is shared (every thread's placement kernel checks it), each
+// thread's own record serves its reads and atomics; each thread's deregister ends both.
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
 import type { MrRecord } from '../rdmap/memory.js';
@@ -45,6 +47,13 @@ export function deregisterShared(port: InlinePort, a: DeregArgs): void {
     else release?.();
     return;
   }
+  // The table entry too, still this region's (the first thread, told first, has cleared it
+  // already): a first thread that is gone (a device-fatal) is skipped, and the other threads
+  // run on until the device's close ends them, their kernels placing under the keys it left.
+  // A clear, not a free: the index stays the first thread's to hand out.
+  const idx = a.stag >>> 8;
+  const table = port.memory.dm.regions;
+  if (idx > 0 && idx < table.capacity && table.read(idx).stag === a.stag) table.clear(idx);
   if (rec?.busy && release) rec.onIdle = release;
   else release?.();
 }
