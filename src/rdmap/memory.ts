@@ -133,12 +133,16 @@ export class EngineMemory {
     const stag = t.nextStag(idx);
     let addr = r.addr;
     if (r.ext) {
-      const len = Math.max(64, Math.ceil(r.length / 64) * 64);
+      // Over shared memory, which NIC threads reach directly, the address keeps the memory's
+      // alignment mod 8: an atomic's 8-byte alignment is checked on the address, and must be
+      // the memory's for the atomic to be one Atomics operation (responder.ts rmw64).
+      const skew = r.ext.buffer instanceof SharedArrayBuffer ? r.ext.byteOffset & 7 : 0;
+      const len = Math.max(64, Math.ceil((skew + r.length) / 64) * 64);
       if (this.#extNext + len > 2 ** 32) {
         t.freeIndex(idx);
         throw new SabreError(ErrorCode.NoMemory, 'no address space left for external regions (lower maximumMemoryBytes)');
       }
-      addr = this.#extNext;
+      addr = this.#extNext + skew;
       this.#extNext += len;
     }
     const rec: MrRecord = { stag, addr: addr!, length: r.length, pd: r.pd, access: r.access, ...(r.ext ? { ext: r.ext } : {}) };
