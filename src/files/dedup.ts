@@ -42,6 +42,7 @@ import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
 import { type Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Session, SessionTable } from './sessions.js';
 import { statusText } from './status.js';
 
@@ -78,6 +79,14 @@ const BYTES_TIMEOUT_MS = 60_000;
  * decoded or staged for a stranger.
  */
 export const DEDUP_AUTH_MAX = 8192;
+/** ServeOptions' dedup limits, checked where they are given: a NaN or negative one would make its cap compare false (no cap). */
+export function checkDedupLimits(o: { dedupMaxBytes?: number; dedupMaxTransfers?: number }): void {
+  for (const k of ['dedupMaxBytes', 'dedupMaxTransfers'] as const) {
+    const v = o[k];
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) throw new SabreError(ErrorCode.InvalidArgument, `${k} must be a positive integer, not ${String(v)}`);
+  }
+}
+
 /**
  * Dedup transfers under way at once, all sessions together (ServeOptions.dedupMaxTransfers). Each
  * may hold its basis and its object in memory, up to dedupMaxBytes each, from its AUTH until it

@@ -36,7 +36,7 @@ import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
-import { DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
+import { checkDedupLimits, DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
 import { hostKey } from '../core/address.js';
@@ -587,8 +587,8 @@ export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<
   const token = opts.token ?? randomBytes(20).toString('hex');
   if (typeof token !== 'string' || token.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'token must be a non-empty string');
   if (token.length < (opts.minTokenLength ?? 0)) throw new SabreError(ErrorCode.InvalidArgument, `the token has ${token.length} characters, fewer than minTokenLength (${opts.minTokenLength})`);
-  const jail = await Jail.open(dir);
-  const s = new FileServer(jail, opts, token);
+  checkDedupLimits(opts);
+  const s = new FileServer(await Jail.open(dir), opts, token);
   try {
     await s.start();
   } catch (e) {
