@@ -132,4 +132,29 @@ describe('requester watchdog', () => {
     expect(qa.state).toBe(QpState.Rts);
     expect(b.engine.counters.timeouts).toBe(0);
   });
+
+  // The repeat carries ssn 0: an srd sender quiet past srdIdleMs starts a new epoch at ssn 1, and
+  // a repeat of the old epoch's cumulative ack would complete new messages the holder dropped.
+  it('srd: the not-ready word completes nothing, also for a flow that started a new epoch', async () => {
+    const sim = new Sim(7, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd', { timeoutMs: 100_000 });
+    const qb = b.qp(1, 'srd');
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    const write = (id: number): void => a.postTo(qa, b.addr, qb.qpn, wr({ wrId: id as never, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 32)]));
+    for (let i = 0; i < 3; i++) write(i);
+    await sim.settle();
+    expect(a.cq.take().map((w) => w.status)).toEqual([0, 0, 0]);
+    await sim.advance(31_000); // quiescent past srdIdleMs: a's next message starts a new epoch at ssn 1
+    holdInput(b, true, true);
+    await sim.advance(10);
+    for (let i = 10; i < 15; i++) write(i);
+    await sim.advance(2_000);
+    expect(a.cq.take()).toEqual([]);
+    holdInput(b, false, true);
+    await sim.settle();
+    expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([10, 11, 12, 13, 14].map((i) => [i, WcStatus.Success]));
+  });
 });
