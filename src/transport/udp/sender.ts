@@ -344,6 +344,7 @@ export class ContextSender {
       this.sndUna = (this.sndUna + 1) >>> 0;
       this.counters.scanned++;
     }
+    const shut = this.peerRwnd === 0;
     // Right edge only moves forward with acks that are not older than what we know.
     if (psnDiff(cum, this.peerCum) >= 0 && psnDiff(cum, this.sndNxt) <= 0) {
       this.peerCum = cum;
@@ -363,8 +364,30 @@ export class ContextSender {
     } else if (h.window === 0) {
       // The peer is alive but full: not a reason to give up on it.
       this.retries = 0;
+    } else if (shut && this.sndUna !== this.sndNxt) {
+      this.windowReopened(now);
     }
     this.armPersist(now);
+  }
+
+  /**
+   * The peer's window opened again with nothing newly acked: what it refused while shut (it
+   * holds its input: Link.holdReceive) goes again now, not at the next RTO, which the
+   * retransmissions into the shut window backed off to its cap. Not loss: no congestion response.
+   */
+  private windowReopened(now: number): void {
+    const mask = this.mask;
+    for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
+      const i = p & mask;
+      const f = this.slotFlags[i];
+      if (f & (SACKED | LOST)) continue;
+      if (f & INFLIGHT) this.pipe--;
+      this.slotFlags[i] = (f & ~INFLIGHT) | LOST;
+      this.retx.push(p);
+    }
+    this.retries = 0;
+    this.cc.resetRto();
+    this.rtoDeadline = now + this.cc.rto;
   }
 
   private detectLoss(): void {

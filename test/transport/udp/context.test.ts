@@ -55,6 +55,40 @@ describe('TransportContext', () => {
     expect(a.counters.timeouts).toBe(0);
   });
 
+  // A receiver that holds its input (Link.holdReceive) drops DATA behind a window of 0: the
+  // sender keeps the peer (its retries reset on each window-0 ack, past a budget of 3 here), and
+  // the window update at release sends what the holder dropped at once, not at the next RTO,
+  // which the hold had backed off to its cap.
+  it('a receiver holding its input: the sender waits past its retry budget, and resends at once when the window opens', () => {
+    const hold = { held: true };
+    const opts = { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 1000, retryLimit: 3, retryTimeoutMs: 0, initialCwnd: 64 };
+    const a = new TransportContext(0x1111, 0, opts, 0x2222);
+    const b = new TransportContext(0x2222, 0, { ...opts, rxHold: hold }, 0x1111);
+    const N = 20;
+    for (let i = 0; i < N; i++) a.send(makePayload(i, 64), 0);
+    let now = 0;
+    const exchange = (): void => {
+      for (const d of flush(a, now)) b.receive(d.hdr, d.payload, now);
+      b.release(b.delivered.splice(0).length);
+      for (const d of flush(b, now)) a.receive(d.hdr, d.payload, now);
+      a.tick(now);
+      b.tick(now);
+    };
+    for (; now < 5_000; now += 5) exchange();
+    expect(a.state).toBe('open');
+    expect(a.acked.length).toBe(0);
+    expect(b.counters.rxNoCredit).toBeGreaterThan(3);
+    hold.held = false;
+    b.rx.ackNow = true; // the endpoint's windowOpened
+    const opened = now;
+    const timeoutsAtOpen = a.counters.timeouts;
+    for (; now < opened + 2_000 && a.acked.length < N; now += 5) exchange();
+    expect(a.acked.length).toBe(N);
+    // A few exchanges of slow start (the timeouts during the hold shrank the window), not an RTO.
+    expect(now - opened).toBeLessThan(100);
+    expect(a.counters.timeouts).toBe(timeoutsAtOpen);
+  });
+
   it('a vanished peer: RTO doubles up to the cap, then everything outstanding fails', () => {
     const a = new TransportContext(1, 0, { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 80, retryLimit: 5, retryTimeoutMs: 0 }, 2);
     for (let i = 0; i < 50; i++) a.send(makePayload(i, 100), 0);
