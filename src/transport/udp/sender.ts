@@ -140,18 +140,23 @@ export class ContextSender {
       this.cc.sample(((tsNow(now) - tsEcr) >>> 0) / 1000);
       this.cc.resetRto();
     }
+    this.resendUnsacked();
+    this.retries = 0;
+    this.probes = 0;
+    this.stopTimers();
+  }
+
+  /** Every packet out and not SACKed goes again at the next flush (one already queued for it is left as it is). */
+  private resendUnsacked(): void {
     const mask = this.mask;
     for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
       const i = p & mask;
       const f = this.slotFlags[i];
-      if (f & SACKED) continue;
+      if (f & (SACKED | LOST)) continue;
       if (f & INFLIGHT) this.pipe--;
       this.slotFlags[i] = (f & ~INFLIGHT) | LOST;
       this.retx.push(p);
     }
-    this.retries = 0;
-    this.probes = 0;
-    this.stopTimers();
   }
 
   /** Fire the timers due at `now`; false: the retry limit is spent (the context fails). */
@@ -376,15 +381,7 @@ export class ContextSender {
    * retransmissions into the shut window backed off to its cap. Not loss: no congestion response.
    */
   private windowReopened(now: number): void {
-    const mask = this.mask;
-    for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
-      const i = p & mask;
-      const f = this.slotFlags[i];
-      if (f & (SACKED | LOST)) continue;
-      if (f & INFLIGHT) this.pipe--;
-      this.slotFlags[i] = (f & ~INFLIGHT) | LOST;
-      this.retx.push(p);
-    }
+    this.resendUnsacked();
     this.retries = 0;
     this.cc.resetRto();
     this.rtoDeadline = now + this.cc.rto;
