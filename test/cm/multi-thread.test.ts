@@ -6,28 +6,20 @@
 // path can reach only its first; each connection then carries a Send both ways. Last, a NAT in
 // front of the requester (test/relay.ts startUdpNat): the listener sees its ports rewritten.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, connect, type Device, type DeviceAddress, listen, Opcode, openDevice, type QueuePair, WcStatus } from '../../src/index.js';
-import type { MultiPort } from '../../src/nic/multi-port.js';
+import { Access, connect, type Device, type DeviceAddress, listen, Opcode, type QueuePair, WcStatus } from '../../src/index.js';
 import { startUdpNat, startUdpRelay, type UdpNat, type UdpRelay } from '../relay.js';
+import type { MultiPort } from '../../src/nic/multi-port.js';
 import { take } from '../verbs/helpers.js';
+import { deviceList, placedPerThread } from '../nic/threads.js';
 
-const devs: Device[] = [];
+const devices = deviceList();
 const relays: Array<UdpRelay | UdpNat> = [];
 afterEach(async () => {
   for (const r of relays.splice(0)) await r.close();
-  await Promise.all(devs.splice(0).map((d) => d.close()));
+  await devices.closeAll();
 });
 
-async function dev(transport: 'udp' | 'tcp', workers: number): Promise<Device> {
-  const d = await openDevice({ transport, host: '127.0.0.1', port: 0, workers });
-  devs.push(d);
-  return d;
-}
-
-/** Bytes each NIC thread of `d` (a device of several) placed into its regions. */
-function placedPerThread(d: Device): number[] {
-  return (d.nic as unknown as MultiPort).threads.map((t) => t.stats(0).counters.directBytes);
-}
+const dev = devices.open;
 
 type Path = 'full' | 'plain' | 'relay';
 const CASES: Array<{ transport: 'udp' | 'tcp'; workers: number; path: Path }> = [];

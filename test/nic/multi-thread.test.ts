@@ -3,25 +3,17 @@
 // every thread (src/nic/multi-port.ts). Before, any workers ≥ 1 gave one NIC thread: these
 // tests read each thread's own stats, which one thread does not have.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, connect, type Device, type DeviceEvent, listen, Opcode, openDevice, type QueuePair, WcStatus } from '../../src/index.js';
+import { Access, connect, type Device, type DeviceEvent, listen, Opcode, type QueuePair, WcStatus } from '../../src/index.js';
 import type { MultiPort } from '../../src/nic/multi-port.js';
 import { take } from '../verbs/helpers.js';
+import { deviceList, placedPerThread } from './threads.js';
 
-const devs: Device[] = [];
+const devices = deviceList();
 afterEach(async () => {
-  await Promise.all(devs.splice(0).map((d) => d.close()));
+  await devices.closeAll();
 });
 
-async function dev(transport: 'udp' | 'tcp', workers: number): Promise<Device> {
-  const d = await openDevice({ transport, host: '127.0.0.1', port: 0, workers });
-  devs.push(d);
-  return d;
-}
-
-/** Bytes each NIC thread of `d` placed into its regions. */
-function placedPerThread(d: Device): number[] {
-  return (d.nic as unknown as MultiPort).threads.map((t) => t.stats(0).counters.directBytes);
-}
+const dev = devices.open;
 
 const init = { type: 'rc' as const, maxSendWr: 64, maxRecvWr: 64, maxSge: 2 };
 

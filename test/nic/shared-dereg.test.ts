@@ -14,25 +14,33 @@ afterEach(async () => {
   for (const d of devs.splice(0)) await d.close();
 });
 
+/**
+ * b (two NIC threads) with a 64-byte region `tgt`, and a (inline) with an rc QP connected to a
+ * QP of b's second thread — where a's writes are placed — and a 64-byte source of 7s.
+ */
+async function writerToSecondThread() {
+  const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 2 });
+  const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
+  devs.push(a, b);
+  const pdB = b.allocPd();
+  const cqB = b.createCq({ depth: 16 });
+  const caps = { maxSendWr: 8, maxRecvWr: 8, maxSge: 1 };
+  let qpB: QueuePair;
+  do qpB = pdB.createQp({ type: 'rc', sendCq: cqB, recvCq: cqB, ...caps });
+  while (threadOf(qpB.qpn, 2) !== 1);
+  const pdA = a.allocPd();
+  const cqA = a.createCq({ depth: 16 });
+  const qpA = pdA.createQp({ type: 'rc', sendCq: cqA, recvCq: cqA, ...caps });
+  await Promise.all([qpA.connect({ address: b.address, qpn: qpB.qpn }), qpB.connect({ address: a.address, qpn: qpA.qpn })]);
+  const src = pdA.regMr(64, ALL);
+  src.buffer.fill(7);
+  const tgt = pdB.regMr(64, ALL);
+  return { b, qpA, cqA, src, tgt };
+}
+
 describe('deregister on a device of two NIC threads', () => {
   it('told to the second thread alone (the first gone): a write reaching it is refused and places nothing', { timeout: 30_000 }, async () => {
-    const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 2 });
-    const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
-    devs.push(a, b);
-    const pdB = b.allocPd();
-    const cqB = b.createCq({ depth: 16 });
-    const caps = { maxSendWr: 8, maxRecvWr: 8, maxSge: 1 };
-    // A QP of b's second thread: the write is placed there.
-    let qpB: QueuePair;
-    do qpB = pdB.createQp({ type: 'rc', sendCq: cqB, recvCq: cqB, ...caps });
-    while (threadOf(qpB.qpn, 2) !== 1);
-    const pdA = a.allocPd();
-    const cqA = a.createCq({ depth: 16 });
-    const qpA = pdA.createQp({ type: 'rc', sendCq: cqA, recvCq: cqA, ...caps });
-    await Promise.all([qpA.connect({ address: b.address, qpn: qpB.qpn }), qpB.connect({ address: a.address, qpn: qpA.qpn })]);
-    const src = pdA.regMr(64, ALL);
-    src.buffer.fill(7);
-    const tgt = pdB.regMr(64, ALL);
+    const { b, qpA, cqA, src, tgt } = await writerToSecondThread();
     const write = (wrId: number) => qpA.postSend({ wrId, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], remoteAddr: tgt.addr, rkey: tgt.rkey });
     write(1);
     expect((await take(cqA, 1))[0]).toMatchObject({ wrId: 1, status: WcStatus.Success });
@@ -46,22 +54,7 @@ describe('deregister on a device of two NIC threads', () => {
   });
 
   it('the first thread killed (device-fatal): a region deregistered then takes no write reaching the second thread', { timeout: 30_000 }, async () => {
-    const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 2 });
-    const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
-    devs.push(a, b);
-    const pdB = b.allocPd();
-    const cqB = b.createCq({ depth: 16 });
-    const caps = { maxSendWr: 8, maxRecvWr: 8, maxSge: 1 };
-    let qpB: QueuePair;
-    do qpB = pdB.createQp({ type: 'rc', sendCq: cqB, recvCq: cqB, ...caps });
-    while (threadOf(qpB.qpn, 2) !== 1);
-    const pdA = a.allocPd();
-    const cqA = a.createCq({ depth: 16 });
-    const qpA = pdA.createQp({ type: 'rc', sendCq: cqA, recvCq: cqA, ...caps });
-    await Promise.all([qpA.connect({ address: b.address, qpn: qpB.qpn }), qpB.connect({ address: a.address, qpn: qpA.qpn })]);
-    const src = pdA.regMr(64, ALL);
-    src.buffer.fill(7);
-    const tgt = pdB.regMr(64, ALL);
+    const { b, qpA, cqA, src, tgt } = await writerToSecondThread();
     const mem = tgt.buffer;
     // Deregistered as the device says it failed (the device's close starts right after).
     const fatal = new Promise<void>((resolve) => b.on('event', (ev: DeviceEvent) => {
