@@ -8,10 +8,14 @@
 // With workers n, QP q runs on NIC thread q mod n on both sides (docs/nic.md).
 // Run: npm run build:ts && node bench/multi-qp.bench.mjs
 //   (MQ_BYTES: bytes per case, default 256 MiB; MQ_QPS: default 4; MQ_WORKERS: default "1,2,4";
-//    MQ_TRANSPORTS: default "udp,tcp"; MQ_REPS: alternations, default 3; MQ_DEPTH: default 32 per QP)
+//    MQ_TRANSPORTS: default "udp,tcp"; MQ_REPS: alternations, default 3; MQ_DEPTH: default 32 per QP;
+//    MQ_RAW: udp raw baselines in the same alternation, default "1,4": that many worker-thread
+//    pairs of ack-clocked node:dgram, each sink copying every datagram into shared memory
+//    (./lib/raw-pairs.mjs; 1 pair is single-socket node:dgram); "" for none)
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { forkPeer, isPeer, servePeer } from './lib/peer.mjs';
+import { runSenders, startSinks } from './lib/raw-pairs.mjs';
 import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
 import { Access, Opcode, openDevice } from '../dist/index.js';
 
@@ -23,6 +27,7 @@ const WORKERS = (process.env.MQ_WORKERS ?? '1,2,4').split(',').map(Number);
 const TRANSPORTS = (process.env.MQ_TRANSPORTS ?? 'udp,tcp').split(',');
 const REPS = Number(process.env.MQ_REPS ?? 3);
 const DEPTH = Number(process.env.MQ_DEPTH ?? 32);
+const RAW = (process.env.MQ_RAW ?? '1,4').split(',').filter((x) => x !== '').map(Number);
 const MSG = 64 << 10;
 const cpuSecs = (u) => (u.user + u.system) / 1e6;
 
@@ -44,7 +49,15 @@ function perThread(dev) {
 if (isPeer) {
   let s;
   let cpu0;
+  let sinks;
   servePeer({
+    async rawSinks({ n }) {
+      sinks = await startSinks(n);
+      return sinks.ports;
+    },
+    async rawClose() {
+      return sinks.close();
+    },
     async open({ transport, workers }) {
       s = await side(transport, workers);
       return { address: s.dev.address, qpns: s.qps.map((q) => q.qpn), addr: s.mr.addr, rkey: s.mr.rkey };
@@ -55,20 +68,36 @@ if (isPeer) {
     },
     async begin() {
       cpu0 = process.cpuUsage();
-      return perThread(s.dev);
+      return s ? perThread(s.dev) : [];
     },
     async end() {
-      return { cpu: cpuSecs(process.cpuUsage(cpu0)), placed: perThread(s.dev) };
+      return { cpu: cpuSecs(process.cpuUsage(cpu0)), placed: s ? perThread(s.dev) : [] };
     },
     async close() {
       await s.dev.close();
+      s = undefined;
       return null;
     },
   });
 } else {
   const { call, child } = forkPeer(fileURLToPath(import.meta.url));
   const rows = [];
+  const raws = [];
   for (let rep = 0; rep < REPS; rep++) {
+    if (TRANSPORTS.includes('udp')) {
+      for (const n of RAW) {
+        const ports = await call('rawSinks', { n });
+        await call('begin');
+        const cpu0 = process.cpuUsage();
+        const r = await runSenders(ports, Math.ceil(BYTES / n));
+        const mine = cpuSecs(process.cpuUsage(cpu0));
+        const theirs = await call('end');
+        const bytes = await call('rawClose');
+        const row = { rep, n, mbps: bytes / r.secs / 1e6, cpuPerGb: (mine + theirs.cpu) / (bytes / 1e9), lost: 1 - bytes / r.bytes };
+        raws.push(row);
+        console.log(`udp raw node:dgram, ${n} worker-thread pair${n > 1 ? 's' : ''} rep ${rep}: ${row.mbps.toFixed(0)} MB/s, ${row.cpuPerGb.toFixed(2)} CPU s/GB${row.lost > 0 ? `, ${(row.lost * 100).toFixed(2)} % lost` : ''}`);
+      }
+    }
     for (const transport of TRANSPORTS) {
       for (const workers of WORKERS) {
         const t = await call('open', { transport, workers });
@@ -117,11 +146,20 @@ if (isPeer) {
   }
   console.log('\nmedians (min-max) over reps:');
   const med = (a) => { const b = [...a].sort((x, y) => x - y); return b[Math.floor(b.length / 2)]; };
+  const rawMed = new Map(RAW.map((n) => [n, med(raws.filter((x) => x.n === n).map((x) => x.mbps))]));
+  for (const n of RAW) {
+    const r = raws.filter((x) => x.n === n);
+    const m = r.map((x) => x.mbps);
+    const c = r.map((x) => x.cpuPerGb);
+    console.log(`udp raw ${n} pair${n > 1 ? 's' : ''}: ${med(m).toFixed(0)} MB/s (${Math.min(...m).toFixed(0)}-${Math.max(...m).toFixed(0)}), ${med(c).toFixed(2)} CPU s/GB (${Math.min(...c).toFixed(2)}-${Math.max(...c).toFixed(2)})`);
+  }
   for (const transport of TRANSPORTS) for (const workers of WORKERS) {
     const r = rows.filter((x) => x.transport === transport && x.workers === workers);
     const m = r.map((x) => x.mbps);
     const c = r.map((x) => x.cpuPerGb);
-    console.log(`${transport} workers ${workers}: ${med(m).toFixed(0)} MB/s (${Math.min(...m).toFixed(0)}-${Math.max(...m).toFixed(0)}), ${med(c).toFixed(2)} CPU s/GB (${Math.min(...c).toFixed(2)}-${Math.max(...c).toFixed(2)}), split ${r[0].split}`);
+    // Same-run ratios against each raw case (medians over reps), udp only.
+    const vs = transport === 'udp' ? RAW.map((n) => `, ${(med(m) / rawMed.get(n)).toFixed(2)}× raw ${n} pair${n > 1 ? 's' : ''}`).join('') : '';
+    console.log(`${transport} workers ${workers}: ${med(m).toFixed(0)} MB/s (${Math.min(...m).toFixed(0)}-${Math.max(...m).toFixed(0)})${vs}, ${med(c).toFixed(2)} CPU s/GB (${Math.min(...c).toFixed(2)}-${Math.max(...c).toFixed(2)}), split ${r[0].split}`);
   }
   child.kill();
 }
