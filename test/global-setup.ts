@@ -1,8 +1,12 @@
 // Worker threads load compiled JavaScript from dist/ and every instance loads build/sabre.wasm,
 // so a test run must never see outputs older than their sources. `npm install` builds both;
 // this rebuilds whatever an edit made stale, so the edit-test loop stays one command.
+// It also gives the run a temporary directory of its own (TMPDIR, which the test processes and
+// their children inherit) and removes it at the end: what a test, a served directory or a
+// child process leaves in os.tmpdir() goes with the run instead of piling up in /tmp.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 function newest(dir: string, ext: string): number {
@@ -41,8 +45,16 @@ function withBuildLock(fn: () => void): void {
   }
 }
 
-export default function setup(): void {
+export default function setup(): () => void {
   withBuildLock(rebuildStale);
+  const runTmp = mkdtempSync(join(tmpdir(), 'sabre-test-'));
+  const before = process.env['TMPDIR'];
+  process.env['TMPDIR'] = runTmp;
+  return () => {
+    if (before === undefined) delete process.env['TMPDIR'];
+    else process.env['TMPDIR'] = before;
+    rmSync(runTmp, { recursive: true, force: true });
+  };
 }
 
 function rebuildStale(): void {
