@@ -57,14 +57,14 @@ export const DEDUP_MAX_BYTES = 256 << 20;
  */
 export const FILE_DEDUP_AVG = 4096;
 /**
- * The average chunk for a basis of `size` bytes: FILE_DEDUP_AVG up to 16 MiB, twice that up to
- * 64 MiB, four times above. Each chunk costs both ends a fixed amount of work (an index entry,
- * a manifest entry, its share of the hashing calls) whatever its size: on a 48 MiB file the
- * per-chunk work at 4 KiB was a third of the receiver's CPU. Larger chunks there cost a few
- * more bytes around each edit, a small share of a large file (the number of chunks grows
- * about as the square root of the size, as rsync's block size).
+ * The average chunk for a basis of `size` bytes: FILE_DEDUP_AVG up to 16 MiB, four times that
+ * above. Each chunk costs both ends a fixed amount of work (an index entry, a manifest entry,
+ * an OFFER entry to look up, its share of the hashing calls) whatever its size: on a 48 MiB
+ * file the per-chunk work at 4 KiB was a third of the receiver's CPU, and 16 KiB still costs
+ * a put less CPU than 8 KiB did, for slightly more bytes on the wire (docs/benchmarks.md).
+ * Larger chunks cost a few more bytes around each edit, a small share of a large file.
  */
-export const fileDedupAvg = (size: number): number => (size <= 16 << 20 ? FILE_DEDUP_AVG : size <= 64 << 20 ? FILE_DEDUP_AVG * 2 : FILE_DEDUP_AVG * 4);
+export const fileDedupAvg = (size: number): number => (size <= 16 << 20 ? FILE_DEDUP_AVG : FILE_DEDUP_AVG * 4);
 /**
  * How long the server waits for the client's AUTH, the channel's first message. Long enough that
  * a client whose event loop stalls a few seconds right after connecting is not refused; what a

@@ -5,9 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { FILE_DEDUP_AVG, fileDedupAvg } from '../../src/files/dedup.js';
 
 describe('file dedup chunk size', () => {
-  it('is 4 KiB up to 16 MiB, 8 KiB up to 64 MiB, 16 KiB above', () => {
+  it('is 4 KiB up to 16 MiB, 16 KiB above', () => {
     expect(FILE_DEDUP_AVG).toBe(4096);
-    for (const [size, avg] of [[0, 4096], [4 << 20, 4096], [16 << 20, 4096], [(16 << 20) + 1, 8192], [48 << 20, 8192], [64 << 20, 8192], [(64 << 20) + 1, 16384], [256 << 20, 16384]] as const) {
+    for (const [size, avg] of [[0, 4096], [4 << 20, 4096], [16 << 20, 4096], [(16 << 20) + 1, 16384], [48 << 20, 16384], [64 << 20, 16384], [(64 << 20) + 1, 16384], [256 << 20, 16384]] as const) {
       expect(fileDedupAvg(size), `size ${size}`).toBe(avg);
     }
   });
