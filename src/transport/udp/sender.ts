@@ -29,6 +29,9 @@ export interface HeaderSource {
   header(data: boolean, psn: number, now: number): UdpHdr;
 }
 
+/** Half the header timestamps' wrap (2^31 µs): within it, serial comparison orders them. */
+const TS_HALF_WRAP_MS = 2 ** 31 / 1000;
+
 const USED = 1;
 const INFLIGHT = 2;
 const SACKED = 4;
@@ -56,6 +59,9 @@ export class ContextSender {
   private peerRightEdge: number;
   private peerRwnd: number;
   private peerCum = 0;
+  /** The timestamp (0: none yet) and local time of the header whose window we took last. */
+  private wlTs = 0;
+  private wlAt = 0;
   private rtoDeadline = Infinity;
   // Probe timeout (tail loss probe): a couple of RTTs without an ACK resend the oldest
   // unacknowledged packet once or twice before the conservative RTO collapses the window.
@@ -350,9 +356,10 @@ export class ContextSender {
       this.counters.scanned++;
     }
     const shut = this.peerRwnd === 0;
-    // Right edge only moves forward with acks that are not older than what we know.
-    if (psnDiff(cum, this.peerCum) >= 0 && psnDiff(cum, this.sndNxt) <= 0) {
+    if (this.newerWindow(cum, h.tsVal, now)) {
       this.peerCum = cum;
+      this.wlTs = h.tsVal;
+      this.wlAt = now;
       const edge = (cum + Math.min(h.window, this.opts.maxWindow)) >>> 0;
       this.peerRwnd = h.window;
       this.peerRightEdge = edge;
@@ -369,10 +376,26 @@ export class ContextSender {
     } else if (h.window === 0) {
       // The peer is alive but full: not a reason to give up on it.
       this.retries = 0;
-    } else if (shut && this.sndUna !== this.sndNxt) {
+    } else if (shut && this.peerRwnd > 0 && this.sndUna !== this.sndNxt) {
       this.windowReopened(now);
     }
     this.armPersist(now);
+  }
+
+  /**
+   * Whether a header's window is news (RFC 9293 §3.10.7.4: a window is taken only from a
+   * segment not older than the last that updated it, SND.WL1/SND.WL2). Its cumulative ack
+   * orders it first; with the same ack, its timestamp (the peer's clock when it built the
+   * header, so retransmissions and ACK-only headers are ordered too): a window-0 ACK sent
+   * while the peer held its input, reordered behind the update that ended the hold, carries
+   * the same ack and PSN and would otherwise shut the window until the persist probe.
+   * Timestamps wrap (µs mod 2^32): one last taken more than half a wrap ago orders nothing.
+   */
+  private newerWindow(cum: number, tsVal: number, now: number): boolean {
+    const d = psnDiff(cum, this.peerCum);
+    if (d < 0 || psnDiff(cum, this.sndNxt) > 0) return false;
+    if (d > 0 || this.wlTs === 0) return true;
+    return psnDiff(tsVal, this.wlTs) >= 0 || now - this.wlAt >= TS_HALF_WRAP_MS;
   }
 
   /**
