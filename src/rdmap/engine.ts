@@ -36,7 +36,8 @@ import { flushPlacement } from './placement.js';
 import {
   applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
-import { advance, closeNotice, NOT_READY_MS, notReady } from './responder.js';
+import { advance, closeNotice } from './responder.js';
+import { NOT_READY_MS, notReady } from './not-ready.js';
 import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
 import { copyBytes } from '../core/bytes.js';
 

@@ -83,12 +83,15 @@ export interface DeviceCounters {
   readsDeferred: number;
   /** rc: segments of a write that arrived after a later write placed some of their bytes, placed around them (write-order.ts). */
   lateWrites: number;
+  /** Device-wide not-ready words sent while the device held its input (not-ready.ts): one per peer end each NOT_READY_MS. */
+  notReadySent: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
   oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, srdFlowsFailed: 0, readsRefused: 0, readsDeferred: 0, lateWrites: 0,
+  notReadySent: 0,
 });
 
 const MAX_BATCH = 1024;

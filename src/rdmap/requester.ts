@@ -11,13 +11,14 @@
 // earlier write's late segment around what later writes placed).
 import { addressKey, type DeviceAddress } from '../core/address.js';
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
-import type { Frame, SegFrame } from '../core/frame.js';
+import { DEVICE_QPN, type Frame, type SegFrame } from '../core/frame.js';
 import { GatherCursor } from '../core/gather.js';
 import {
   encodeAtomicRequest, encodeImmediateData, encodeReadRequest, encodeReadRequestV, Qn, RdmapOpcode,
   type ReadRequest, type ReadVEntry, readRequestVLength,
 } from '../wire/rdmap.js';
 import { drainSq, finish, qpError } from './completion.js';
+import { heardNotReady, watchdogHeard } from './not-ready.js';
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
@@ -344,6 +345,10 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
 // ---- answers: acks, RNR, read and atomic completion ------------------------------------------
 
 export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
+  if (qpn === DEVICE_QPN) {
+    if (rqpn === DEVICE_QPN && ssn === 0) heardNotReady(e, key);
+    return;
+  }
   const qp = e.qps.get(qpn);
   if (!qp || qp.state === QpState.Error) return;
   const flow = findFlow(qp, key, rqpn);
@@ -443,8 +448,9 @@ export function watchdogLive(qp: EngineQp, flow: Flow): boolean {
 export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: number): void {
   const bound = qp.type === 'rc' ? qp.flow === flow : qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) === flow;
   if (!qp.live || !bound || !flow.outstanding) return;
-  if (now - flow.lastHeard < qp.caps.timeoutMs) {
-    e.timers.arm({ kind: 'watchdog', key: flow, at: flow.lastHeard + qp.caps.timeoutMs, qp, flow });
+  const heard = watchdogHeard(e, flow.peerKey, flow.lastHeard);
+  if (now - heard < qp.caps.timeoutMs) {
+    e.timers.arm({ kind: 'watchdog', key: flow, at: heard + qp.caps.timeoutMs, qp, flow });
     return;
   }
   if (e.holding) {

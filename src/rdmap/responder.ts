@@ -88,25 +88,6 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
   }
 }
 
-/** How often (ms) a device that holds its input tells each peer it is alive (notReady). */
-export const NOT_READY_MS = 500;
-
-/**
- * The device stopped taking in frames for a while (its completion path is backed up, and its
- * link drops or leaves unread what peers send). A peer's requester watchdog would take the
- * silence for a dead peer and fail its QP. So every NOT_READY_MS, each flow that speaks acks
- * hears an ack of ssn 0: it completes nothing and only tells the watchdog this side is alive —
- * receiver not ready, as TCP's zero window says it without ever giving up. Not the flow's
- * cumulative ack: an srd sender may have started a new epoch at ssn 1 meanwhile (quiescent past
- * srdIdleMs), and an old epoch's ack would complete new messages this side dropped.
- */
-export function notReady(e: EngineState): void {
-  for (const qp of e.qps.values()) {
-    if (!qp.live) continue;
-    for (const flow of qp.allFlows()) if (flow.profile.acks) emit(e, qp, flow, { kind: 'ack', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: 0 });
-  }
-}
-
 /** A message needs a receive that is not posted: RNR NAK — or, to a peer that has no RNR, the RFC 5040 Terminate. */
 function nakRnr(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
   m.rnrArmed = false;

@@ -418,6 +418,8 @@ export class EngineState {
   now = 0;
   /** The device holds its input (RdmapEngine.holdReceive). */
   holding = false;
+  /** When each peer end last said it is alive and not ready (not-ready.ts), by its address key. */
+  readonly notReadyFrom = new Map<string, number>();
   // one receive step
   descs: PlaceTarget[] = [];
   /**

@@ -30,7 +30,7 @@
 // closeQp(), after the engine's last frames were handed over.
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
-import type { Envelope, Inbound, SegFrame } from '../../core/frame.js';
+import { DEVICE_QPN, type Envelope, type Inbound, type SegFrame } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound, QpConnections, ServiceRequest } from '../../core/link.js';
 import { SABRE_PEER, STANDARD_IWARP_PEER, type PeerProfile } from '../../core/peer.js';
 import { carriesData, decodeDdp, isSabreExtension, RdmapOpcode } from '../../wire/rdmap.js';
@@ -197,6 +197,7 @@ export class TcpLink implements Link, QpConnections {
   transmit(out: readonly Outbound[]): void {
     if (this.#closed) return;
     // Each frame names its QP, whose connection carries it: the peer address adds nothing.
+    let notReadySent = false;
     for (const { frame: f } of out) {
       if (f.kind === 'seg') {
         this.#sendSeg(f);
@@ -205,6 +206,13 @@ export class TcpLink implements Link, QpConnections {
       // The engine's acks and RNR NAKs go as opcode 15, which only a sabre peer reads; hellos
       // have no meaning here (the MPA handshake is the connection).
       if (f.kind === 'hello') continue;
+      if (f.srcQpn === DEVICE_QPN) {
+        // The device-wide not-ready word (rdmap/not-ready.ts): a connection's control names its
+        // own QPs only, so every connection to a sabre peer hears one, once per batch.
+        if (!notReadySent) for (const s of this.#streams.values()) if (!s.dead && s.profile.extensions) this.#control(s, SabreControlKind.Ack, 0);
+        notReadySent = true;
+        continue;
+      }
       const s = this.#stream(f.srcQpn);
       if (s?.profile.extensions) this.#control(s, f.kind === 'ack' ? SabreControlKind.Ack : SabreControlKind.Rnr, f.ssn);
     }
