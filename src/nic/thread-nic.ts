@@ -431,6 +431,19 @@ export class NicThread {
           (e: unknown) => this.#post({ kind: 'dialed', id: a.id, error: toWireError(e) }),
         );
         return null;
+      case 'batch': {
+        // A closing device's calls before its close (./thread-close.ts): each runs, in order.
+        let first: unknown;
+        for (const c of a.calls as Array<{ op: string; args: unknown }>) {
+          try {
+            this.#op(c.op, c.args);
+          } catch (e) {
+            first ??= e;
+          }
+        }
+        if (first !== undefined) throw first;
+        return null;
+      }
       case 'stop':
         this.#stopped = true;
         port.stop();

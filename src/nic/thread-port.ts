@@ -21,11 +21,13 @@ import { createMailbox, MailboxClient, markMailboxGone, wasUnanswered } from './
 import type { CqSource, NicPort, PortCq, PortDest, PortEvent, PortMr, PortQp, PortStats } from './port.js';
 import { RecordRing } from './ring.js';
 import { AhIds } from './thread-ahs.js';
+import { CloseCalls } from './thread-close.js';
+import { ThreadCqs } from './thread-cqs.js';
 import { applicationArena } from './thread-arena.js';
 import { ThreadServices } from './thread-services.js';
 import { nicReady, startNicWorker, threadScript } from './thread-start.js';
 import {
-  CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQ_SLOTS, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_SLOTS, QP_WORDS, QpWord,
+  CLOSE_DONE_CQ, CONTROL_BYTES, CQ_BASE, CQE_RING_BYTES, fromWireError, type NicReady, type NicThreadInit, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_SLOTS, QP_WORDS, QpWord,
   WQE_RING_BYTES,
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
@@ -33,11 +35,6 @@ import { QpTable } from './thread-qps.js';
 import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
-
-interface CqEntry {
-  cq: PortCq;
-  slot: number;
-}
 
 export class ThreadPort implements NicPort, QpHost {
   readonly control: Int32Array;
@@ -62,13 +59,10 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #mrs = new Map<number, ThreadMr>();
   /** Live QPs, and destroyed ones whose flushes may still come (./thread-qps.ts). */
   readonly #qps = new QpTable();
-  readonly #cqs = new Map<number, CqEntry>();
+  readonly #cqs = new ThreadCqs();
   readonly #ahs = new AhIds();
   readonly #freeQpSlots: number[] = [];
   #qpSlotNext = 0;
-  readonly #freeCqSlots: number[] = [];
-  #cqSlotNext = 0;
-  #cqIdNext = 1;
   readonly #trim = new Set<ThreadQp>();
   #batching = false;
   #pending = false;
@@ -293,10 +287,10 @@ export class ThreadPort implements NicPort, QpHost {
         this.#qps.fence(c.qpn);
         continue;
       }
-      const entry = this.#cqs.get(c.cq);
+      const cq = this.#cqs.get(c.cq);
       const qp = this.#qps.route(c.qpn);
       const wrId = qp?.take(c.token, (c.opcode & 128) !== 0);
-      if (!entry || wrId === undefined) continue;
+      if (!cq || wrId === undefined) continue;
       // One record refilled per completion: the CQ copies it into the completion it hands out.
       const wc = this.#wcIn;
       wc.wrId = wrId;
@@ -307,7 +301,7 @@ export class ThreadPort implements NicPort, QpHost {
       wc.imm = c.imm;
       wc.srcQpn = c.srcQpn;
       wc.src = c.src !== undefined ? packr.unpack(c.src) : undefined;
-      entry.cq.offer(wc as never);
+      cq.offer(wc as never);
     }
     if (retired) {
       for (const [qp, r] of retired) {
@@ -347,7 +341,7 @@ export class ThreadPort implements NicPort, QpHost {
     switch (m.kind) {
       case 'event': {
         const ev = m.ev;
-        if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq)?.cq as never });
+        if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq) as never });
         else if (ev.kind === 'connectFailed') this.#onEvent({ kind: 'connectFailed', qpn: ev.qpn, error: fromWireError(ev.error) });
         else this.#onEvent(ev);
         return;
@@ -383,7 +377,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** Every QP's outstanding work completes with WrFlushErr into its CQ (the NIC thread is gone). */
   #flushAll(): void {
-    this.#qps.flushAll((cq, wc) => this.#cqs.get(cq)?.cq.offer(wc as never));
+    this.#qps.flushAll((cq, wc) => this.#cqs.get(cq)?.offer(wc as never));
   }
 
   stats(contextsShown: number): PortStats {
@@ -459,12 +453,10 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   addCq(cq: PortCq): void {
-    const slot = this.#freeCqSlots.pop() ?? this.#cqSlotNext++;
-    if (slot >= CQ_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${CQ_SLOTS} CQs`);
+    const { id, slot } = this.#cqs.reserve();
     Atomics.store(this.control, CQ_BASE + slot, 0);
-    const id = this.#cqIdNext++;
     this.call('createCq', { id, slot, depth: cq.depth });
-    this.#cqs.set(id, { cq, slot });
+    this.#cqs.add(id, slot, cq);
     const control = this.control;
     const source: CqSource = {
       drain: () => this.drain(),
@@ -474,12 +466,7 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   dropCq(cq: PortCq): void {
-    for (const [id, e] of this.#cqs) {
-      if (e.cq !== cq) continue;
-      this.#cqs.delete(id);
-      this.#freeCqSlots.push(e.slot);
-      if (this.#callable) this.call('dropCq', { id });
-    }
+    for (const id of this.#cqs.drop(cq)) if (this.#callable) this.call('dropCq', { id });
   }
 
   hasQpn(qpn: number): boolean {
@@ -487,7 +474,7 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp {
-    const [sq, rq] = [this.#cqId(sendCq), this.#cqId(recvCq)];
+    const [sq, rq] = [this.#cqs.idOf(sendCq), this.#cqs.idOf(recvCq)];
     const slot = this.#freeQpSlots.pop() ?? this.#qpSlotNext;
     if (slot >= QP_SLOTS) throw new SabreError(ErrorCode.LimitExceeded, `a device has at most ${QP_SLOTS} QPs`);
     if (slot === this.#qpSlotNext) this.#qpSlotNext++;
@@ -501,11 +488,6 @@ export class ThreadPort implements NicPort, QpHost {
     const qp = new ThreadQp(this, qpn, slot, caps.maxSendWr, sq, rq);
     this.#qps.add(qp);
     return qp;
-  }
-
-  #cqId(cq: PortCq): number {
-    for (const [id, e] of this.#cqs) if (e.cq === cq) return id;
-    throw new SabreError(ErrorCode.InvalidArgument, 'a CQ of another device');
   }
 
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
@@ -525,7 +507,13 @@ export class ThreadPort implements NicPort, QpHost {
     this.#closing = true;
   }
 
+  /** @internal a call the device's close makes (a QP's destroy): sent with the close, awaited. */
+  atClose(op: string, args: Record<string, unknown>): void {
+    this.#atClose.add(op, args);
+  }
+
   stop(): void {
+    if (this.#closing) return this.#atClose.add('stop', {});
     try {
       if (this.#callable) this.call('stop');
     } catch (e) {
@@ -535,6 +523,8 @@ export class ThreadPort implements NicPort, QpHost {
 
   /** The close request is out to the NIC thread (its reply is awaited): no other call now. */
   #closeCalled = false;
+  /** What the device's close asks before the close itself (./thread-close.ts). */
+  readonly #atClose = new CloseCalls();
 
   get callable(): boolean {
     return this.#callable;
@@ -561,10 +551,16 @@ export class ThreadPort implements NicPort, QpHost {
     // goes with the device), and an allocation is refused.
     this.#arenaGone.yes = true;
     let answered = false;
+    let refused: unknown;
     // (A pending Atomics.waitAsync holds no event loop open: the interval does, for both waits.)
     const alive = setInterval(() => {}, 1000);
     try {
       if (!dead) {
+        // A destroy the NIC thread refused leaves the close to go on, and is thrown at its end.
+        await this.#atClose.send(this.#mailbox, 5_000).catch((e: unknown) => {
+          if (wasUnanswered(e)) throw e;
+          refused = e;
+        });
         await this.#mailbox.callAsync('close', {}, 10_000);
         answered = true;
       }
@@ -593,5 +589,6 @@ export class ThreadPort implements NicPort, QpHost {
     const hung = setTimeout(() => void this.#worker.terminate(), 5_000);
     hung.unref();
     this.#worker.once('exit', () => clearTimeout(hung));
+    if (refused !== undefined) throw refused;
   }
 }

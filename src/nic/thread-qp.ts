@@ -21,6 +21,8 @@ export interface QpHost {
   readonly sendOut: SendWqe;
   readonly recvOut: RecvWqe;
   call(op: string, args?: Record<string, unknown>): any;
+  /** A call the device's close makes: sent with the close, awaited (./thread-close.ts). */
+  atClose(op: string, args: Record<string, unknown>): void;
   post<W>(write: (ring: RecordRing, w: W) => boolean, w: W): void;
   drain(): void;
   ahId(dest: PortDest): number;
@@ -248,21 +250,24 @@ export class ThreadQp implements PortQp {
   }
 
   destroy(deviceOpen: boolean): void {
-    // The device's close takes the flushes at its end, as the inline NIC hands them over.
-    const closing = this.#port.isClosing;
+    // The device's close takes the flushes at its end, as the inline NIC hands them over; the
+    // destroy goes with the close, so a NIC thread just ended is seen gone, not waited for.
+    if (this.#port.isClosing) {
+      if (this.#port.callable) this.#port.atClose('qp', { qpn: this.qpn, act: 'destroy', deviceOpen, fence: false });
+      return;
+    }
     let fenced = false;
     const retired = this.#word(QpWord.sqRetired);
     // A NIC thread that is gone has nothing to destroy (its work was flushed when it went).
     try {
       if (this.#port.callable) {
-        this.#act('destroy', { deviceOpen, fence: !closing });
-        fenced = !closing;
+        this.#act('destroy', { deviceOpen, fence: true });
+        fenced = true;
       }
     } catch (e) {
       // The NIC thread found gone by this call: its work is flushed as it goes.
       if (this.#port.callable) throw e;
     }
-    if (closing) return;
     // Its flushes come up to its fence record: the port routes them to it until then.
     if (fenced) this.#newLife(retired);
     this.#port.drain();
