@@ -57,6 +57,8 @@ async function scatteredWrites(transport: 'udp' | 'tcp', blockMs: number, peerTi
     nic = dev.stats().nic!;
     expect(nic.receiveHolds).toBeGreaterThanOrEqual(1);
     expect(nic.placeHeldPeak).toBeLessThan(2 * PLACE_HELD_MAX);
+    // The words that kept the peer's watchdogs waiting are counted (rdmap/not-ready.ts).
+    if (peerTimeoutMs !== undefined) expect(dev.stats().notReadySent).toBeGreaterThan(0);
     // Back: every write completes and every byte is in this thread's array.
     let done = 0;
     const bad: number[] = [];
