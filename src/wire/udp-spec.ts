@@ -68,7 +68,7 @@ export const UDP_HDR = layout({
     ackPsn: { offset: 16, size: 4, type: 'u32', ref: 'sabre', meaning: 'cumulative ACK: every PSN before this one has been received' },
     tsVal: { offset: 20, size: 4, type: 'u32', ref: 'sabre', meaning: 'sender timestamp, microseconds, wrapping' },
     tsEcr: { offset: 24, size: 4, type: 'u32', ref: 'sabre', meaning: 'echo of the tsVal of the datagram that triggered this ACK / COOKIE' },
-    dstQpn: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'destination QP number (datagrams carry no stream to name the QP)' },
+    dstQpn: { offset: 28, size: 4, type: 'u32', ref: 'sabre', meaning: 'destination QP number (datagrams carry no stream to name the QP); 0xfffffffe (DEVICE_QPN) here and in srcQpn with an ack frame of ssn 0: the device-wide not-ready word' },
     srcQpn: { offset: 32, size: 4, type: 'u32', ref: 'sabre', meaning: 'source QP number' },
   },
   tail: 'if flags.Cookie: udpCookie; if flags.Token: udpToken; if flags.Integ: udpInteg; if flags.Sack: udpSack + count udpSackBlock; then (DATA) the DDP segment; then the trailer flags.Trailer names, over everything before it: CRC32C (4 bytes, LSB first), XXH3-64 seed 0 (8 bytes, LSB first) or nothing',
@@ -190,7 +190,7 @@ export const UDP_ENV = layout({
     },
     ssn: {
       offset: 4, size: 4, type: 'u32', ref: 'sabre',
-      meaning: 'seg: message sequence number of this QP direction (1, 2, …; requests and responses alike); ack: every message <= ssn completed; rnr: the message that found no receive; hello: 0',
+      meaning: 'seg: message sequence number of this QP direction (1, 2, …; requests and responses alike); ack: every message <= ssn completed (ssn 0 with both QPNs DEVICE_QPN: the sender holds its input and is alive, for every flow between the two ends: src/rdmap/not-ready.ts); rnr: the message that found no receive; hello: 0',
     },
   },
   tail: 'seg: udpEnvSeg, then the DDP segment (header + payload) up to the end of the frame; other kinds: nothing. Then, if len != 0, the next frame\'s udpEnv',

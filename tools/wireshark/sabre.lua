@@ -28,7 +28,7 @@ local SPEC = {
         { name = "ackPsn", offset = 16, size = 4, type = "u32", meaning = "cumulative ACK: every PSN before this one has been received" },
         { name = "tsVal", offset = 20, size = 4, type = "u32", meaning = "sender timestamp, microseconds, wrapping" },
         { name = "tsEcr", offset = 24, size = 4, type = "u32", meaning = "echo of the tsVal of the datagram that triggered this ACK / COOKIE" },
-        { name = "dstQpn", offset = 28, size = 4, type = "u32", meaning = "destination QP number (datagrams carry no stream to name the QP)" },
+        { name = "dstQpn", offset = 28, size = 4, type = "u32", meaning = "destination QP number (datagrams carry no stream to name the QP); 0xfffffffe (DEVICE_QPN) here and in srcQpn with an ack frame of ssn 0: the device-wide not-ready word" },
         { name = "srcQpn", offset = 32, size = 4, type = "u32", meaning = "source QP number" },
       },
     },
@@ -66,7 +66,7 @@ local SPEC = {
         { name = "kind", offset = 0, size = 1, type = "u8", meaning = "frame kind: 1 seg (udpEnvSeg + DDP segment follow), 2 ack, 3 rnr, 4 hello" },
         { name = "flags", offset = 1, size = 1, type = "u8", meaning = "flags", bits = { { name = "Reply", mask = 0x1, meaning = "hello: this is the answer to a hello" }, { name = "AckPresent", mask = 0x2, meaning = "seg: udpEnvSeg.ack carries a piggy-backed cumulative ack" } } },
         { name = "len", offset = 2, size = 2, type = "u16", meaning = "bytes of this frame, udpEnv included, when another frame follows it in the same DATA payload (frame packing); 0: this frame runs to the end of the payload" },
-        { name = "ssn", offset = 4, size = 4, type = "u32", meaning = "seg: message sequence number of this QP direction (1, 2, \xe2\x80\xa6; requests and responses alike); ack: every message <= ssn completed; rnr: the message that found no receive; hello: 0" },
+        { name = "ssn", offset = 4, size = 4, type = "u32", meaning = "seg: message sequence number of this QP direction (1, 2, \xe2\x80\xa6; requests and responses alike); ack: every message <= ssn completed (ssn 0 with both QPNs DEVICE_QPN: the sender holds its input and is alive, for every flow between the two ends: src/rdmap/not-ready.ts); rnr: the message that found no receive; hello: 0" },
       },
     },
     udpEnvSeg = {
