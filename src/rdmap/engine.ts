@@ -322,7 +322,7 @@ export class RdmapEngine {
 
   /**
    * The device holds its input (Link.holdReceive), or takes it in again. While it holds, every
-   * peer hears from it each NOT_READY_MS (responder.ts notReady), so their watchdogs wait.
+   * peer hears from it each NOT_READY_MS (not-ready.ts), so their watchdogs wait.
    */
   holdReceive(hold: boolean, now: number): void {
     const e = this.#e;

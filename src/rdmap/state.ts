@@ -367,7 +367,7 @@ export type EngineTimer =
   | { kind: 'watchdog'; key: Flow; at: number; qp: EngineQp; flow: Flow }
   /** A message waiting out its RNR back-off before it is sent again. */
   | { kind: 'rnrRetry'; key: OutMessage; at: number; qp: EngineQp; flow: Flow; ssn: number; m: OutMessage }
-  /** The device holds its input: the next not-ready word to its peers (responder.ts notReady). */
+  /** The device holds its input: the next not-ready word to its peers (not-ready.ts). */
   | { kind: 'notReady'; key: EngineState; at: number };
 
 /** A frame for the link, with its destination. */

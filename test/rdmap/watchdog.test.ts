@@ -85,8 +85,8 @@ describe('requester watchdog', () => {
   });
 
   // A device whose completion path is backed up holds its input (Link.holdReceive): its udp
-  // endpoint drops new DATA behind a shut window, and its engine repeats each flow's ack every
-  // NOT_READY_MS. Its peers wait for it — past their watchdog and past udp's retry budget — and
+  // endpoint drops new DATA behind a shut window, and its engine tells each peer it is alive
+  // every NOT_READY_MS (rdmap/not-ready.ts). Its peers wait for it — past their watchdog and past udp's retry budget — and
   // their work completes once it takes frames in again.
   it.each([
     ['the link and the engine hold', true, [[1, WcStatus.Success]]],
@@ -133,8 +133,8 @@ describe('requester watchdog', () => {
     expect(b.engine.counters.timeouts).toBe(0);
   });
 
-  // The repeat carries ssn 0: an srd sender quiet past srdIdleMs starts a new epoch at ssn 1, and
-  // a repeat of the old epoch's cumulative ack would complete new messages the holder dropped.
+  // The word is an ack of ssn 0: an srd sender quiet past srdIdleMs starts a new epoch at ssn 1,
+  // and a repeat of the old epoch's cumulative ack would complete new messages the holder dropped.
   it('srd: the not-ready word completes nothing, also for a flow that started a new epoch', async () => {
     const sim = new Sim(7, clean);
     const a = await sim.node();
