@@ -62,6 +62,10 @@ export type UlpduHandler = (batch: RxUlpdu[], u8: Uint8Array) => void;
  * enough that the peer starts on the first FPDUs while we frame and CRC the next ones.
  */
 const CORK_LIMIT = 256 * 1024;
+/** How long a closed connection waits for the peer's FIN once its last bytes are with the kernel (or after a fault). */
+export const CLOSE_LINGER_MS = 2000;
+/** How long an orderly close lets a slow reader take what was still queued before the socket goes. */
+export const CLOSE_DRAIN_MS = 30_000;
 /** Heap slab for FPDU headers, pads, CRCs and whole small FPDUs (bump-allocated, see TxSink). */
 const SLAB = 64 * 1024;
 const EMPTY_SLAB = Buffer.alloc(0);
@@ -524,14 +528,20 @@ export class MpaConnection extends EventEmitter {
     this.#timer = undefined;
     const s = this.socket;
     this.#flush();
-    if (f) {
-      // Let the Terminate / reject reply drain, but never wait on a peer that stopped reading.
-      s.end();
-      const t = setTimeout(() => s.destroy(), 2000);
-      t.unref();
-      s.once('close', () => clearTimeout(t));
-    } else {
-      s.end();
+    // Let the Terminate / reject reply, or what an orderly close leaves queued, drain; but never
+    // wait on a peer that stopped reading, nor on its FIN: a peer that keeps its end open would
+    // otherwise hold the socket and its slot of the connection caps for as long as it liked.
+    // Bytes handed to the kernel still go out after the socket is destroyed.
+    s.end();
+    let t = setTimeout(() => s.destroy(), f ? CLOSE_LINGER_MS : CLOSE_DRAIN_MS);
+    t.unref();
+    if (!f) {
+      s.once('finish', () => {
+        clearTimeout(t);
+        t = setTimeout(() => s.destroy(), CLOSE_LINGER_MS);
+        t.unref();
+      });
     }
+    s.once('close', () => clearTimeout(t));
   }
 }
