@@ -17,7 +17,7 @@ import type { QueuePair } from '../verbs/qp.js';
 import { Channel } from './channel.js';
 import { hubOf } from './hub.js';
 import { type ChannelOptions, resolveOptions } from './options.js';
-import { addressKey } from '../core/address.js';
+import { addressKey, hostKey } from '../core/address.js';
 
 /** Pre-authentication mode of a listener (option preauth). */
 export interface PreauthOptions {
@@ -55,8 +55,12 @@ export class ChannelListener extends Listener<Channel> {
   readonly #cm: CmListener;
   /** Made in cm's setup hook, their QPs not yet connected. */
   readonly #made = new Map<QueuePair, Channel>();
-  /** Connected, waiting for the peer's HELLO: nobody else would end them if it never comes. */
-  readonly #hello = new Set<Channel>();
+  /**
+   * Connected, waiting for the peer's HELLO (nobody else would end them if it never comes), with
+   * their source host, oldest first. At most `backlog`: the per-peer caps count a channel only
+   * once its HELLO came, so a peer connecting QPs that never send one is held to this alone.
+   */
+  readonly #hello = new Map<Channel, string>();
   readonly #backlog: number;
   readonly #maxPerPeer: number;
   readonly #preauthMax: number;
@@ -109,7 +113,7 @@ export class ChannelListener extends Listener<Channel> {
   /** cm's listener goes (with its service and unaccepted QPs); channels not yet handed over end. */
   protected release(): void {
     this.#cm.close();
-    for (const ch of [...this.#made.values(), ...this.#hello]) ch.abort('listener closed');
+    for (const ch of [...this.#made.values(), ...this.#hello.keys()]) ch.abort('listener closed');
     this.#made.clear();
     this.#hello.clear();
   }
@@ -129,8 +133,9 @@ export class ChannelListener extends Listener<Channel> {
       this.#made.delete(qp);
       ch.onTeardown = undefined;
       ch.peerKey = hubOf(this.device).peerKey(peerKeyOf(qp));
+      this.#roomForHello();
       ch.start();
-      this.#hello.add(ch);
+      this.#hello.set(ch, sourceOf(qp));
       ch.connected.then(
         () => {
           this.#hello.delete(ch);
@@ -153,6 +158,30 @@ export class ChannelListener extends Listener<Channel> {
     }
   }
 
+  /**
+   * Room for one more channel waiting for its HELLO: past `backlog` the oldest of the source
+   * holding the most goes (counted), as the file server's admission does, so a source that only
+   * connects churns its own share and a channel of another source still gets its HELLO's time.
+   */
+  #roomForHello(): void {
+    if (this.#hello.size < this.#backlog) return;
+    // Bounded: the channels waiting are at most the backlog.
+    const count = new Map<string, number>();
+    let most: string | undefined;
+    for (const h of this.#hello.values()) {
+      const n = (count.get(h) ?? 0) + 1;
+      count.set(h, n);
+      if (most === undefined || n > count.get(most)!) most = h;
+    }
+    for (const [ch, h] of this.#hello) {
+      if (h !== most) continue;
+      this.#hello.delete(ch);
+      hubOf(this.device).totals.helloEvicted++;
+      ch.abort('closed for a newer channel: too many channels waiting for their HELLO', 'limit');
+      return;
+    }
+  }
+
   #deliver(ch: Channel): void {
     if (this.ready >= this.#backlog) {
       void ch.close();
@@ -172,6 +201,13 @@ function posInt(v: unknown, name: string, def: number): number {
 function peerKeyOf(qp: QueuePair): string {
   const peer = connectionInfo(qp)?.peer;
   return peer ? addressKey(peer) : `qpn:${qp.qpn}`;
+}
+
+/** The source host of a QP cm accepted (an IPv6 /64 as one: core/address.ts hostKey). */
+function sourceOf(qp: QueuePair): string {
+  const peer = connectionInfo(qp)?.peer;
+  if (!peer) return `qpn:${qp.qpn}`;
+  return peer.host !== undefined ? hostKey(String(peer.host)) : `id:${String(peer['id'])}`;
 }
 
 /** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */
