@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { Access, channelStats, connect, connectChannel, listenChannels, type QueuePair } from '../../src/index.js';
 import { udpDevices } from '../channel/devices.js';
+import { until } from '../files/helpers.js';
 
 const dev = udpDevices();
 
@@ -32,12 +33,13 @@ describe('channels waiting for their HELLO', () => {
         }));
         peak = Math.max(peak, channelStats(server).channels);
       }
-      const s = channelStats(server);
+      // Every one past the backlog is closed for a newer one, once the listener has taken them all.
+      await until(() => channelStats(server).helloEvicted === 200 - backlog, 10_000, 'the listener to take every QP');
       // Before: one channel (QP, receives, registered slots) per QP, 200 held for the HELLO deadline.
-      expect(peak).toBeLessThanOrEqual(backlog + 1);
-      expect(s.channels).toBeLessThanOrEqual(backlog);
-      expect(s.helloEvicted).toBe(200 - backlog);
-      // A client from another source (port) still gets a channel.
+      // At most backlog wait for their HELLO, and at most backlog more are made for QPs still connecting.
+      expect(peak).toBeLessThanOrEqual(2 * backlog);
+      expect(channelStats(server).channels).toBeLessThanOrEqual(backlog);
+      // A client of the same host still gets a channel.
       const c = await connectChannel(client, server.address, { service: 40 });
       const ch = await l.accept(5000);
       await c.send(new Uint8Array([1, 2, 3]));
