@@ -163,10 +163,26 @@ describe.concurrent('sabre serve: token, read-only, a server killed mid-transfer
       const token = /token: (\S+)/.exec(s.stdout())![1]!;
       expect(token).toBe(s.token);
       expect(token.length).toBeGreaterThanOrEqual(20);
+      expect(s.stdout()).not.toMatch(/weak token/);
       const r = await sabre(['ls', `127.0.0.1:${s.port}`, '--token', token]);
       expect(r.code, r.stderr).toBe(0);
       const bad = await sabre(['ls', `127.0.0.1:${s.port}`, '--token', 'guess']);
       expect(bad.code).toBe(1);
+    } finally {
+      await killAndWait(s.child, 'SIGTERM');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('serve with a token shorter than 16 characters says it is weak (online guessing is only rationed), and serves', async () => {
+    const dir = tempDir('cli-weak');
+    fs.writeFileSync(join(dir, 'f'), 'x');
+    const s = await spawnServer(dir, [], { SABRE_TOKEN: TOKEN });
+    try {
+      await until(() => /weak token/.test(s.stdout()), 5000, 'the warning');
+      expect(s.stdout()).toMatch(/weak token: 9 characters, fewer than 16/);
+      const r = await sabre(['ls', `127.0.0.1:${s.port}`, '--token', TOKEN]);
+      expect(r.code, r.stderr).toBe(0);
     } finally {
       await killAndWait(s.child, 'SIGTERM');
       fs.rmSync(dir, { recursive: true, force: true });

@@ -2,7 +2,7 @@
 // line on stderr and exit 1 (main.ts prints it); usage errors exit 2; progress goes to stderr,
 // and only when it is a terminal.
 import { FileClient, type TransferResult } from '../../files/client.js';
-import { serveFiles } from '../../files/server.js';
+import { FileServer, serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
 import { startCliMetrics } from '../metrics.js';
 import { Progress } from '../progress.js';
@@ -56,6 +56,9 @@ async function serve(argv: string[], out: Out): Promise<number> {
   const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
   out(`sabre serve: ${srv.jail.root} on ${srv.address.host}:${srv.address.port} (${ports})${o.readOnly ? ', read-only' : ''}${o.fsync ? ', fsync' : ''}${o.integrity ? `, integrity ${o.integrity}` : ''}`);
   if (!o.token) out(`token: ${srv.token}   (clients: --token ${srv.token}, or SABRE_TOKEN)`);
+  // Online guessing is rationed per source (one checked proof per 2 s), not made impossible: a
+  // short token falls to a patient guesser (docs/files.md "Security model").
+  else if (srv.weakToken) out(`sabre serve: weak token: ${srv.token.length} characters, fewer than ${FileServer.STRONG_TOKEN}: give at least ${FileServer.STRONG_TOKEN} random ones (or leave --token out for a random one)`);
   // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
   // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
   const metrics = o.metricsPort === undefined ? undefined : await startCliMetrics(o.metricsPort).catch((e: Error) => {
