@@ -14,6 +14,7 @@
 // the side with the lower nonce survives, the other is rejected as "crossing connect".
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { hostKey } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
@@ -292,8 +293,9 @@ export class MpaConnector {
       s0.destroy();
       return;
     }
-    // Caps before anything is allocated for the connection: device-wide, then per source host.
-    const host = s0.remoteAddress ?? '';
+    // Caps before anything is allocated for the connection: device-wide, then per source host (an
+    // IPv6 /64 as one host, as every other per-source bound: its holder has 2^64 addresses).
+    const host = hostKey(s0.remoteAddress);
     const onHost = this.#perHost.get(host) ?? 0;
     if (this.#accepted >= (this.#opts.maxConnections ?? 1024)) {
       this.counters.connectionsRefused++;
