@@ -173,7 +173,8 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       }
       if (m.t === 'rep') this.#settle(m.id, { value: { qpn: m.qpn, privateData: unb64(m.pd) } });
       else {
-        const msg = `service ${p.service} at ${p.where} rejected the connection: ${String(m.reason)}`;
+        // The listener's word: JSON, but not necessarily a string (String() of {"toString": 1} throws).
+        const msg = `service ${p.service} at ${p.where} rejected the connection: ${typeof m.reason === 'string' ? m.reason : '(no reason given)'}`;
         this.#settle(m.id, { error: m.busy === true ? listenerBusyError(msg) : m.port === true ? atPortError(msg) : new SabreError(ErrorCode.Unreachable, msg) });
       }
       return;
