@@ -37,6 +37,22 @@ describe('answers a hostile listener writes', () => {
     }
   });
 
+  it('sans-I/O: 20 000 REQs, REPs and REJs with fields of every JSON shape (objects whose String() throws among them) never throw', () => {
+    let seed = 1;
+    const r = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const c = new CmCore({ ports: [1000, 1001] });
+    c.listen(7, true);
+    c.listen(0, true);
+    for (let i = 0; i < 20_000; i++) {
+      const id = c.request(A, 7, 100, undefined, 5000, 0);
+      const shapes: unknown[] = [id, 'x', 1, -1, 1.5, 1e300, null, true, [], [1, 2, 3], [70_000, 1], { toString: 1 }, { valueOf: 1, toString: 1 }, ['a', { toString: 1 }], {}, 'AAAA', Array.from({ length: 20 }, (_, k) => 1024 + k)];
+      const m: Record<string, unknown> = { t: ['req', 'rep', 'rej', 'x'][Math.floor(r() * 4)] };
+      for (const k of ['id', 'qpn', 'service', 'pd', 'ports', 'routes', 'reason', 'busy', 'port']) if (r() < 0.8) m[k] = k === 'id' && r() < 0.7 ? id : shapes[Math.floor(r() * shapes.length)];
+      expect(() => c.handleMessage(enc.encode(JSON.stringify(m)), A, i)).not.toThrow();
+      pollAll(c);
+    }
+  });
+
   describe('over udp', () => {
     let evil: Device;
     let good: Device;
