@@ -428,7 +428,11 @@ async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   const r = await within(ch.next(), ms, 'the server\'s answer');
   if (r.done) throw Object.assign(new Error('the server closed the dedup channel'), { status: FileStatus.IoError });
   const v = r.value as DedupReply;
-  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean') throw Object.assign(new Error('a malformed dedup answer'), { status: FileStatus.Malformed });
+  // The server's word: a refusal's status must be a status number and its reason a string
+  // (msgpack decodes maps: String() of {"toString": 1} throws), or the answer is malformed.
+  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean' || (!v.ok && (!Number.isInteger(v.status) || typeof v.why !== 'string'))) {
+    throw Object.assign(new Error('a malformed dedup answer'), { status: FileStatus.Malformed });
+  }
   if (!v.ok) throw Object.assign(new Error(v.why), { status: v.status });
   return v;
 }
