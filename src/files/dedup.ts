@@ -429,8 +429,11 @@ async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   if (r.done) throw Object.assign(new Error('the server closed the dedup channel'), { status: FileStatus.IoError });
   const v = r.value as DedupReply;
   // The server's word: a refusal's status must be a status number and its reason a string
-  // (msgpack decodes maps: String() of {"toString": 1} throws), or the answer is malformed.
-  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean' || (!v.ok && (!Number.isInteger(v.status) || typeof v.why !== 'string'))) {
+  // (msgpack decodes maps: String() of {"toString": 1} throws), the counts of an acceptance
+  // non-negative integers, or the answer is malformed.
+  const count = (n: unknown): boolean => n === undefined || (Number.isSafeInteger(n) && (n as number) >= 0);
+  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean' || (!v.ok && (!Number.isInteger(v.status) || typeof v.why !== 'string'))
+    || (v.ok && !(count(v.basis) && count(v.size) && count(v.bytes)))) {
     throw Object.assign(new Error('a malformed dedup answer'), { status: FileStatus.Malformed });
   }
   if (!v.ok) throw Object.assign(new Error(v.why), { status: v.status });

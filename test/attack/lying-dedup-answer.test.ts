@@ -22,6 +22,7 @@ describe('a server whose dedup answers are not what the protocol says', () => {
   beforeAll(async () => {
     dir = tempDir('attack-lying-dedup');
     local = tempDir('attack-lying-dedup-local');
+    fs.writeFileSync(join(dir, 'present.bin'), 'x'.repeat(1000));
     srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'] });
     c = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp' });
   }, 30_000);
@@ -35,18 +36,20 @@ describe('a server whose dedup answers are not what the protocol says', () => {
     fs.rmSync(local, { recursive: true, force: true });
   });
 
-  for (const [what, lie] of [
-    ['a reason whose String() throws', { why: { toString: 1 } }],
-    ['a status that is a string', { status: 'abc' }],
-    ['a status that is a map', { status: { toString: 1 } }],
+  for (const [what, ok, lie] of [
+    ['a reason whose String() throws', false, { why: { toString: 1 } }],
+    ['a status that is a string', false, { status: 'abc' }],
+    ['a status that is a map', false, { status: { toString: 1 } }],
+    ['a size that is a map', true, { size: { toString: 1 } }],
+    ['a size that is negative', true, { size: -5 }],
   ] as const) {
     it(`${what}: ERR_FILE_MALFORMED`, async () => {
       Channel.prototype.send = function (this: Channel, msg: unknown, opts?: Parameters<Channel['send']>[1]) {
         const m = msg as { ok?: unknown };
-        return origSend.call(this, m && typeof m === 'object' && m.ok === false ? { ...m, ...lie } : msg, opts);
+        return origSend.call(this, m && typeof m === 'object' && m.ok === ok ? { ...m, ...lie } : msg, opts);
       };
-      // The file does not exist: the server refuses the get with { ok: false, status, why }.
-      const e = await c.get('missing.bin', join(local, 'x'), { dedup: true }).catch((err: unknown) => err);
+      // A missing file is refused with { ok: false, status, why }; a present one announced with { ok: true, size }.
+      const e = await c.get(ok ? 'present.bin' : 'missing.bin', join(local, 'x'), { dedup: true }).catch((err: unknown) => err);
       expect(e).toMatchObject({ code: 'ERR_FILE_MALFORMED' });
       expect(String((e as Error).message)).toMatch(/malformed dedup answer/);
     }, 30_000);
