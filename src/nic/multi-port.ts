@@ -264,8 +264,11 @@ export class MultiPort implements NicPort {
       for (const f of fans) f.hold();
       try {
         // The first thread serves the others' allocations (a closing tcp connection frees its buffer): it closes last.
-        await Promise.all(this.#ports.slice(1).map((p) => p.close()));
+        // Settled, not all(): one that fails must not leave thread 0 open (its worker would keep the process alive).
+        const rest = await Promise.allSettled(this.#ports.slice(1).map((p) => p.close()));
         await this.#ports[0]!.close();
+        const failed = rest.find((r) => r.status === 'rejected');
+        if (failed) throw (failed as PromiseRejectedResult).reason;
       } finally {
         for (const f of fans) f.release();
       }

@@ -5,7 +5,7 @@
 // closed right after would wait out the mailbox's deadline in its first destroy. Awaited, the
 // exit comes in between, the mailbox fails the call at once (markMailboxGone), and the close
 // flushes what was posted as for any NIC that is gone.
-import type { MailboxClient } from './mailbox.js';
+import { type MailboxClient, wasUnanswered } from './mailbox.js';
 
 /** At most this many calls in one mailbox request (each is a few dozen bytes of its area). */
 const PER_BATCH = 1024;
@@ -19,12 +19,20 @@ export class CloseCalls {
 
   /**
    * Send them in order, in batches (the NIC thread runs every call of a batch and then throws
-   * the first error one threw). Rejects as the mailbox does: a call nobody answered, or the
-   * first call of a batch that failed.
+   * the first error one threw). Rejects at once on a call nobody answered; a refused call
+   * rejects once every batch was sent.
    */
   async send(mailbox: MailboxClient, timeoutMs: number): Promise<void> {
     const calls = this.#calls;
     this.#calls = [];
-    for (let i = 0; i < calls.length; i += PER_BATCH) await mailbox.callAsync('batch', { calls: calls.slice(i, i + PER_BATCH) }, timeoutMs);
+    let first: unknown;
+    for (let i = 0; i < calls.length; i += PER_BATCH) {
+      // A batch with a refused call still leaves the later batches (and the stop) to go.
+      await mailbox.callAsync('batch', { calls: calls.slice(i, i + PER_BATCH) }, timeoutMs).catch((e: unknown) => {
+        if (wasUnanswered(e)) throw e;
+        first ??= e;
+      });
+    }
+    if (first !== undefined) throw first;
   }
 }

@@ -436,6 +436,8 @@ export class NicThread {
         let first: unknown;
         for (const c of a.calls as Array<{ op: string; args: unknown }>) {
           try {
+            // Only the synchronous teardown calls: a 'close' or 'dial' here would leave a promise nobody awaits.
+            if (c.op !== 'qp' && c.op !== 'dropCq' && c.op !== 'stop') throw new Error(`'${c.op}' is not a close-batch call`);
             this.#op(c.op, c.args);
           } catch (e) {
             first ??= e;

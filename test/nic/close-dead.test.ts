@@ -20,6 +20,10 @@ describe('dev.close() right after its NIC thread was ended', () => {
     const mr = pd.regMr(4096, Access.LocalWrite);
     const qps = [0, 1].map(() => pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 }));
     for (const [i, qp] of qps.entries()) qp.postRecv({ wrId: i + 1, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+    // A QP with a CQ of its own, as the cm makes them (its destroy drops that CQ too).
+    const own = dev.createCq({ depth: 4 });
+    const cmLike = pd.createQp({ type: 'rc', sendCq: own, recvCq: own, maxSendWr: 2, maxRecvWr: 2, maxSge: 1 });
+    cmLike.ownCq = own;
     // A wait on a CQ nothing completes into settles with the close.
     const waiting = dev.createCq({ depth: 4 }).wait(20_000).catch((e: unknown) => e);
     const nic = dev.nic as unknown as ThreadPort | { threads: ThreadPort[] };
