@@ -30,7 +30,7 @@ export interface PreauthOptions {
 export interface ChannelListenOptions extends ChannelOptions {
   /** Service number (cm's port space within a device). Default 0. */
   service?: number;
-  /** Channels connected and not yet taken by accept() / iteration; more are closed. Default 128. */
+  /** Channels connected and not yet taken by accept() / iteration, and channels waiting for their peer's HELLO (past it the oldest of the busiest source is closed, `helloEvicted`); more are closed. Default 128. */
   backlog?: number;
   /** Channels one peer (device address) may have open on this device; more are refused (ERR_LIMIT_EXCEEDED at the peer). Default 64. */
   maxChannelsPerPeer?: number;
@@ -138,7 +138,9 @@ export class ChannelListener extends Listener<Channel> {
       this.#hello.set(ch, sourceOf(qp));
       ch.connected.then(
         () => {
-          this.#hello.delete(ch);
+          // Evicted for a newer channel after its HELLO came (the eviction ran before this did):
+          // already aborted, neither counted nor delivered.
+          if (!this.#hello.delete(ch)) return;
           if (this.closing) {
             this.dispose(ch);
             return;

@@ -37,7 +37,7 @@ import { type DedupTotals, dedupTotals } from '../dedup/stats.js';
 import type { ChunkStore, FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
-import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
+import { FILE_DEDUP_SERVICE, FILE_STATUS, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
 import { type Jail, JailFile } from './jail.js';
@@ -424,6 +424,9 @@ async function openDedupChannel(c: DedupClientSide): Promise<Channel> {
   return connectChannel(c.dev, c.address, { service: FILE_DEDUP_SERVICE, maxMessage: DEDUP_MAX_BYTES, connectTimeoutMs: c.timeoutMs });
 }
 
+/** A refusal's status: one of the table's, not Success. */
+const isRefusal = (n: unknown): boolean => n !== FileStatus.Success && FILE_STATUS.some((x) => x.code === n);
+
 async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   const r = await within(ch.next(), ms, 'the server\'s answer');
   if (r.done) throw Object.assign(new Error('the server closed the dedup channel'), { status: FileStatus.IoError });
@@ -432,7 +435,7 @@ async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   // (msgpack decodes maps: String() of {"toString": 1} throws), the counts of an acceptance
   // non-negative integers, or the answer is malformed.
   const count = (n: unknown): boolean => n === undefined || (Number.isSafeInteger(n) && (n as number) >= 0);
-  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean' || (!v.ok && (!Number.isInteger(v.status) || typeof v.why !== 'string'))
+  if (!v || typeof v !== 'object' || typeof v.ok !== 'boolean' || (!v.ok && (!isRefusal(v.status) || typeof v.why !== 'string'))
     || (v.ok && !(count(v.basis) && count(v.size) && count(v.bytes)))) {
     throw Object.assign(new Error('a malformed dedup answer'), { status: FileStatus.Malformed });
   }

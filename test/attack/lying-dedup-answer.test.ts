@@ -40,6 +40,8 @@ describe('a server whose dedup answers are not what the protocol says', () => {
     ['a reason whose String() throws', false, { why: { toString: 1 } }],
     ['a status that is a string', false, { status: 'abc' }],
     ['a status that is a map', false, { status: { toString: 1 } }],
+    ['a status no table has', false, { status: 9999 }],
+    ['a refusal with status Success', false, { status: 0 }],
     ['a size that is a map', true, { size: { toString: 1 } }],
     ['a size that is negative', true, { size: -5 }],
   ] as const) {

@@ -531,8 +531,13 @@ export class MpaConnection extends EventEmitter {
     // Let the Terminate / reject reply, or what an orderly close leaves queued, drain; but never
     // wait on a peer that stopped reading, nor on its FIN: a peer that keeps its end open would
     // otherwise hold the socket and its slot of the connection caps for as long as it liked.
-    // Bytes handed to the kernel still go out after the socket is destroyed.
+    // Bytes handed to the kernel still go out after the socket is destroyed (unless unread
+    // input makes the kernel reset it: hence the resume).
     s.end();
+    // Read on (what comes is dropped: the connection is closed): a socket paused while the
+    // device held its input would otherwise leave the peer's FIN unread, and the destroy below
+    // would answer it with a reset instead of the orderly close the peer was owed.
+    s.resume();
     let t = setTimeout(() => s.destroy(), f ? CLOSE_LINGER_MS : CLOSE_DRAIN_MS);
     t.unref();
     if (!f) {
