@@ -18,6 +18,7 @@ import { Channel } from './channel.js';
 import { hubOf } from './hub.js';
 import { type ChannelOptions, resolveOptions } from './options.js';
 import { addressKey, hostKey } from '../core/address.js';
+import { busiestSource, oldestOf } from '../core/busiest.js';
 
 /** Pre-authentication mode of a listener (option preauth). */
 export interface PreauthOptions {
@@ -167,21 +168,12 @@ export class ChannelListener extends Listener<Channel> {
    */
   #roomForHello(): void {
     if (this.#hello.size < this.#backlog) return;
-    // Bounded: the channels waiting are at most the backlog.
-    const count = new Map<string, number>();
-    let most: string | undefined;
-    for (const h of this.#hello.values()) {
-      const n = (count.get(h) ?? 0) + 1;
-      count.set(h, n);
-      if (most === undefined || n > count.get(most)!) most = h;
-    }
-    for (const [ch, h] of this.#hello) {
-      if (h !== most) continue;
-      this.#hello.delete(ch);
-      hubOf(this.device).totals.helloEvicted++;
-      ch.abort('closed for a newer channel: too many channels waiting for their HELLO', 'limit');
-      return;
-    }
+    const { most } = busiestSource(this.#hello);
+    const ch = most === undefined ? undefined : oldestOf(this.#hello, most);
+    if (!ch) return;
+    this.#hello.delete(ch);
+    hubOf(this.device).totals.helloEvicted++;
+    ch.abort('closed for a newer channel: too many channels waiting for their HELLO', 'limit');
   }
 
   #deliver(ch: Channel): void {

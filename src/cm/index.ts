@@ -18,6 +18,7 @@
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
 import { type DeviceAddress, hostKey } from '../core/address.js';
+import { busiestSource, oldestOf } from '../core/busiest.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import { portsOf } from '../core/peer-route.js';
 import type { ServiceRequest } from '../core/link.js';
@@ -211,23 +212,14 @@ export class CmListener extends Listener<QueuePair> {
   #room(host: string): boolean {
     if (this.closing) return false;
     if (this.ready + this.#connecting.size < this.#backlog) return true;
-    // Bounded: the connecting requests are at most the backlog.
-    const count = new Map<string, number>();
-    let most: string | undefined;
-    for (const h of this.#connecting.values()) {
-      const n = (count.get(h) ?? 0) + 1;
-      count.set(h, n);
-      if (most === undefined || n > count.get(most)!) most = h;
-    }
+    const { most, count } = busiestSource(this.#connecting);
     if (most === undefined || most === host || count.get(most)! <= (count.get(host) ?? 0)) return false;
-    for (const [qp, h] of this.#connecting) {
-      if (h !== most) continue;
-      this.#connecting.delete(qp);
-      this.#counters.halfOpenEvicted++;
-      qp.destroy();
-      return true;
-    }
-    return false;
+    const qp = oldestOf(this.#connecting, most);
+    if (qp === undefined) return false;
+    this.#connecting.delete(qp);
+    this.#counters.halfOpenEvicted++;
+    qp.destroy();
+    return true;
   }
 
   /** A request's QP connected (or failed): delivered unless it was closed for a newer request meanwhile. */
