@@ -17,7 +17,7 @@ import type { QueuePair } from '../verbs/qp.js';
 import { Channel } from './channel.js';
 import { hubOf } from './hub.js';
 import { type ChannelOptions, resolveOptions } from './options.js';
-import { addressKey, hostKey } from '../core/address.js';
+import { addressKey, sourceKey } from '../core/address.js';
 import { busiestSource, oldestOf } from '../core/busiest.js';
 
 /** Pre-authentication mode of a listener (option preauth). */
@@ -197,11 +197,10 @@ function peerKeyOf(qp: QueuePair): string {
   return peer ? addressKey(peer) : `qpn:${qp.qpn}`;
 }
 
-/** The source host of a QP cm accepted (an IPv6 /64 as one: core/address.ts hostKey). */
+/** The source host of a QP cm accepted (core/address.ts sourceKey, as cm's listener counts it). */
 function sourceOf(qp: QueuePair): string {
   const peer = connectionInfo(qp)?.peer;
-  if (!peer) return `qpn:${qp.qpn}`;
-  return peer.host !== undefined ? hostKey(String(peer.host)) : `id:${String(peer['id'])}`;
+  return peer ? sourceKey(peer) : `qpn:${qp.qpn}`;
 }
 
 /** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */

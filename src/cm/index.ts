@@ -17,7 +17,7 @@
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
-import { type DeviceAddress, hostKey } from '../core/address.js';
+import { type DeviceAddress, sourceKey } from '../core/address.js';
 import { busiestSource, oldestOf } from '../core/busiest.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import { portsOf } from '../core/peer-route.js';
@@ -144,14 +144,6 @@ export interface CmListenerCounters {
 }
 
 /**
- * The source of a request: its host (its port left out: one host has many), an IPv6 /64 taken as
- * one host (a peer holding a prefix has 2^64 addresses to spread its requests over).
- */
-function sourceOf(a: DeviceAddress): string {
-  return a.host !== undefined ? hostKey(String(a.host)) : `id:${String(a.id)}`;
-}
-
-/**
  * Connected QPs of one service, in connection order: accept(), for-await, close() (../verbs/listener.ts).
  *
  * A request takes a backlog slot from its REQ on, while its QP connects. A peer can make that
@@ -231,7 +223,7 @@ export class CmListener extends Listener<QueuePair> {
   }
 
   #onService(r: ServiceRequest): void {
-    if (!this.#room(sourceOf(r.from))) {
+    if (!this.#room(sourceKey(r.from))) {
       // A full backlog refuses for now only (busy): the dialer asks again, as a SYN is resent.
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
@@ -243,7 +235,7 @@ export class CmListener extends Listener<QueuePair> {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
     }
-    this.#connecting.set(qp, sourceOf(r.from));
+    this.#connecting.set(qp, sourceKey(r.from));
     r.accept(qp.qpn, this.#opts.privateData)
       // The connection is the QP's; connect binds the QP to it (the peer as the link saw it).
       .then(() => qp.connect({ address: r.from, qpn: r.remoteQpn }))
@@ -254,7 +246,7 @@ export class CmListener extends Listener<QueuePair> {
   }
 
   #onDatagram(r: CmRequest): void {
-    if (!this.#room(sourceOf(r.from))) {
+    if (!this.#room(sourceKey(r.from))) {
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
@@ -266,7 +258,7 @@ export class CmListener extends Listener<QueuePair> {
       r.reject(`cannot create a QP: ${(e as Error).message}`);
       return;
     }
-    this.#connecting.set(qp, sourceOf(r.from));
+    this.#connecting.set(qp, sourceKey(r.from));
     r.reply(qp.qpn, this.#opts.privateData);
     qp.connect({ address: r.peer, qpn: r.qpn }).then(
       () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.peer }),

@@ -44,6 +44,14 @@ export function addressKey(a: DeviceAddress): string {
   return keys.map((k) => `${k}=${String(a[k])}`).join('&');
 }
 
+/**
+ * The source a peer's device address counts under for per-source caps: its host (its port left
+ * out: one host has many), an IPv6 /64 taken as one host (hostKey); an inproc device by its id.
+ */
+export function sourceKey(a: DeviceAddress): string {
+  return a.host !== undefined ? hostKey(String(a.host)) : `id:${String(a['id'])}`;
+}
+
 /** The source a rate or a cap applies to: an IPv4 address, or an IPv6 /64 (one host's prefix). */
 export function hostKey(address: string | undefined): string {
   if (!address) return '?';

@@ -37,14 +37,14 @@ import { type DedupTotals, dedupTotals } from '../dedup/stats.js';
 import type { ChunkStore, FillSource } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
 import { giveBack, takeBuffer } from '../dedup/buffers.js';
-import { FILE_DEDUP_SERVICE, FILE_STATUS, FileAccess, FileStatus } from '../wire/files-spec.js';
+import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
 import { type Jail, JailFile } from './jail.js';
 import { checkPath } from './paths.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Session, SessionTable } from './sessions.js';
-import { statusText } from './status.js';
+import { isFileStatus, statusText } from './status.js';
 
 export { FILE_DEDUP_SERVICE };
 /** Largest file a dedup transfer moves (the object is assembled in memory). */
@@ -425,7 +425,7 @@ async function openDedupChannel(c: DedupClientSide): Promise<Channel> {
 }
 
 /** A refusal's status: one of the table's, not Success. */
-const isRefusal = (n: unknown): boolean => n !== FileStatus.Success && FILE_STATUS.some((x) => x.code === n);
+const isRefusal = (n: unknown): boolean => n !== FileStatus.Success && isFileStatus(n);
 
 async function answer(ch: Channel, ms: number): Promise<DedupReply> {
   const r = await within(ch.next(), ms, 'the server\'s answer');

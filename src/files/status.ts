@@ -10,6 +10,9 @@ export const statusName = (s: number): string => FILE_STATUS.find((x) => x.code 
 /** What the status means, for a person: its row's meaning in the status table. */
 export const statusText = (s: number): string => FILE_STATUS.find((x) => x.code === s)?.meaning ?? `status ${s}`;
 
+/** A status the table has (a peer's word checked before it names an error). */
+export const isFileStatus = (n: unknown): n is number => FILE_STATUS.some((x) => x.code === n);
+
 const snake = (n: string): string => n.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
 
 /** 'ERR_FILE_NOT_FOUND' for FileStatus.NotFound. */
