@@ -20,7 +20,7 @@ export function relayQp(pd: ProtectionDomain, init: QpInit): QueuePair {
   const n = Math.max(1, pd.device.workers);
   const spare: QueuePair[] = [];
   let qp = pd.createQp(init);
-  // Bounded: QPNs run in order, so at most n - 1 are passed over.
+  // Bounded: QPs take the threads in turn (src/verbs/qpn.ts), so at most n - 1 are passed over.
   while (qp.qpn % n !== 0) {
     spare.push(qp);
     qp = pd.createQp(init);

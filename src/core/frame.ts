@@ -59,7 +59,7 @@ export interface SegFrame {
 /**
  * The QPN both fields of a device-wide ack name (ssn 0): "this device is alive and not ready",
  * for every flow between the two devices' ends that carry it (src/rdmap/not-ready.ts). Never a
- * QP's number: user QPNs count up from 1, and CM_QPN is the one above this.
+ * QP's number: user QPNs lie below 2^24 (src/verbs/qpn.ts), and CM_QPN is the one above this.
  */
 export const DEVICE_QPN = 0xffff_fffe;
 

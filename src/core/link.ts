@@ -70,11 +70,6 @@ export interface LinkEvents {
    */
   qpDown(qpn: number, cause: QpDownCause, error?: Error): void;
   /**
-   * Connection links: whether an incoming connection for local QP `qpn` may be held until the
-   * QP's own connect comes (the QP does not exist yet, or has not connected yet).
-   */
-  awaitsConnection(qpn: number): boolean;
-  /**
    * Room to send towards `peer` again after send() returned false. The seam for flow-controlled
    * senders (read responses generated as the link has room, an enforced IRD): no link reports
    * backpressure yet, and the engine does not wait for it.

@@ -177,15 +177,6 @@ export class NicDriver implements LinkEvents {
     this.#downCause.delete(qpn);
   };
 
-  /**
-   * A connection for a QP that does not exist yet (the peer process can be a step ahead) or has
-   * not connected yet may be held for its connect().
-   */
-  readonly awaitsConnection = (qpn: number): boolean => {
-    const qp = this.engine.qps.get(qpn);
-    return !qp || (qp.type === 'rc' && (qp.state === QpState.Reset || qp.state === QpState.Init || qp.state === QpState.Rtr));
-  };
-
   /** The link's own deadline may be earlier now (it sent or received on its own schedule). */
   readonly timerChanged = (): void => {
     if (this.#stopped) return;

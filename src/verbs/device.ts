@@ -15,7 +15,8 @@ import type { PortEvent } from '../nic/port.js';
 import type { NicCounters, NicPort } from '../nic/port.js';
 import { InlinePort } from '../nic/inline-port.js';
 import { defaultWorkers, nicPollSpin, nicPollUs, openPort } from '../nic/open.js';
-import { routeTo } from '../core/peer-route.js';
+import { portsOf, routeTo } from '../core/peer-route.js';
+import { QpnSpace } from './qpn.js';
 import { providerFor, splitLimits } from '../nic/providers.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import type { RdmapEngine } from '../rdmap/engine.js';
@@ -56,7 +57,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
   /** The QueuePair objects by QPN, for their per-QP events. */
   readonly #qpObjects = new Map<number, QueuePair>();
   #pdNext = 1;
-  #qpnNext = 1;
+  readonly #qpns = new QpnSpace(() => portsOf(this.address)?.length ?? 1, (q) => this.nic.hasQpn(q) || this.#qpObjects.has(q));
   #closed = false;
 
   /**
@@ -259,7 +260,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** @internal */
   detachQp(qp: QueuePair): void {
-    if (this.#qpObjects.get(qp.qpn) === qp) this.#qpObjects.delete(qp.qpn);
+    if (this.#qpObjects.get(qp.qpn) !== qp) return;
+    this.#qpObjects.delete(qp.qpn);
+    this.#qpns.retire(qp.qpn);
   }
 
   /** @internal QPs made inside `fn` go to the device's first NIC thread (where a peer that knows only `port` reaches them). */
@@ -267,9 +270,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     return this.nic.onFirstThread ? this.nic.onFirstThread(fn) : fn();
   }
 
-  /** @internal */
+  /** @internal A fresh QPN (./qpn.ts: drawn at random, so a third host cannot guess a raw tcp connect's pair). */
   nextQpn(): number {
-    return this.#qpnNext++;
+    return this.#qpns.draw();
   }
 
   /** @internal */

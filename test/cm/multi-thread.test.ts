@@ -2,9 +2,10 @@
 // to listeners that do and do not list their threads' ports: a listener of one thread, one of two
 // reached at its full address, at a plain host:port (a command line), and — udp — through a
 // relay that forwards one port (test/relay.ts, unimpaired: the path here is what is tested, not
-// loss). The requester's QPNs run 1, 2, 3, 4, so its QPs sit on both of its threads unless the
-// path can reach only its first; each connection then carries a Send both ways. Last, a NAT in
-// front of the requester (test/relay.ts startUdpNat): the listener sees its ports rewritten.
+// loss). The requester's QPs take its threads in turn (src/verbs/qpn.ts), so they sit on both
+// of them unless the path can reach only its first; each connection then carries a Send both
+// ways. Last, a NAT in front of the requester (test/relay.ts startUdpNat): the listener sees its
+// ports rewritten.
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, connect, type Device, type DeviceAddress, listen, Opcode, type QueuePair, WcStatus } from '../../src/index.js';
 import { startUdpNat, startUdpRelay, type UdpNat, type UdpRelay } from '../relay.js';
@@ -98,7 +99,7 @@ describe('cm: a requester of workers: 2 behind a NAT, a udp listener of workers:
     const nat = await startUdpNat({ host: '127.0.0.1', ports: b.address['ports'] as number[] });
     relays.push(nat);
     const { qpns, placedA, placedB } = await fourConnects(a, b, nat.address);
-    // QPNs 1, 3 asked first were off thread 0; the QPs made again (2, 4, then 6, 8) are there.
+    // QPs asked first off thread 0 are made again there (the REJ asks for it): all four end on thread 0.
     expect(qpns.length).toBe(4);
     expect(placedA).toEqual([4 * 64, 0]);
     expect(placedB).toEqual([2 * 64, 2 * 64]);

@@ -525,7 +525,10 @@ export class TcpLink implements Link, QpConnections {
     if (r.responderQpn !== undefined && r.responderQpn !== 0) {
       // A QP-to-QP connect whose local openQp() has not run yet: hold it for that call (the QP may
       // not exist yet: the peer process can be a step ahead). Parking is bounded in count and time.
-      if (this.#events?.awaitsConnection(r.responderQpn) && r.park()) return;
+      // One for a QP that is connected, or is no rc QP, is held the same way, never refused at
+      // once: a quick refusal would tell a prober which QPNs are live, a step towards guessing the
+      // pair of a raw connect (src/verbs/qpn.ts).
+      if (r.park()) return;
       r.reject(`QP ${r.responderQpn} does not exist or is not connecting`);
       return;
     }

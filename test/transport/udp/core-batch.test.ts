@@ -42,7 +42,6 @@ describe('UdpCore receive batches', () => {
       peerLost() {},
       qpUp() {},
       qpDown() {},
-      awaitsConnection: () => false,
     });
     for (let round = 0; round < 4; round++) {
       const n = round === 1 ? 3 : round + 1;
