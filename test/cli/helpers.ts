@@ -48,7 +48,8 @@ export function sabreBg(args: string[]): { child: ChildProcessWithoutNullStreams
   let err = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (err += d));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  // 'close', not 'exit': once it settles, out() and err() hold all the child wrote.
+  const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
   return {
     child,
     out: () => out,
@@ -64,7 +65,7 @@ export function sabreBg(args: string[]): { child: ChildProcessWithoutNullStreams
           }
         };
         child.stdout.on('data', check);
-        child.once('exit', () => {
+        child.once('close', () => {
           clearTimeout(t);
           if (!re.test(out)) reject(new Error(`exited before ${re}; stdout: ${out} stderr: ${err}`));
         });

@@ -82,7 +82,7 @@ describe('a reader that goes away', () => {
     await new Promise<void>((r) => child.stdout.once('data', () => r()));
     child.stdout.destroy();
     const t = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
     clearTimeout(t);
     expect(err).not.toMatch(/EPIPE|Unhandled/);
     expect(code).toBe(0);

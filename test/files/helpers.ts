@@ -103,7 +103,8 @@ export function sabre(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: 
     child.stdout.on('data', (b) => (stdout += b));
     child.stderr.on('data', (b) => (stderr += b));
     const t = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs ?? 60_000);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': the child may have exited before its last stderr line was read.
+    child.on('close', (code) => {
       clearTimeout(t);
       resolve({ code, stdout, stderr });
     });

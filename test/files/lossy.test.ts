@@ -27,7 +27,8 @@ function finish(c: ChildProcess): Promise<{ code: number | null; stdout: string;
   let stderr = '';
   c.stdout!.on('data', (b) => (stdout += b));
   c.stderr!.on('data', (b) => (stderr += b));
-  return new Promise((resolve) => c.on('exit', (code) => resolve({ code, stdout, stderr })));
+  // 'close', not 'exit': output may still be unread when the process exits.
+  return new Promise((resolve) => c.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 describe.skipIf(why !== undefined)(`between two network namespaces with 5% drop, 2% dup, 1% corruption, reordering${why ? ` (skipped: ${why})` : ''}`, () => {
