@@ -37,7 +37,7 @@ import {
   applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
-import { NOT_READY_MS, notReady } from './not-ready.js';
+import { flowGone, flowMade, NOT_READY_MS, notReady } from './not-ready.js';
 import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
 import { copyBytes } from '../core/bytes.js';
 
@@ -130,6 +130,7 @@ export class RdmapEngine {
 
   destroyQp(qp: EngineQp): void {
     this.#e.qps.delete(qp.qpn);
+    for (const f of qp.allFlows()) flowGone(this.#e, f);
   }
 
   /**
@@ -144,7 +145,9 @@ export class RdmapEngine {
     let key = e.keys.get(peer);
     if (key === undefined) e.keys.set(peer, (key = addressKey(peer)));
     const flow = new Flow(peer, key, rqpn, now);
+    if (qp.flow) flowGone(e, qp.flow);
     qp.flow = flow;
+    flowMade(e, flow);
     qp.state = QpState.Rtr;
     e.changed(qp);
     if (greet) emit(e, qp, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: false });
@@ -169,6 +172,7 @@ export class RdmapEngine {
 
   /** ERROR → RESET: forget the peer and every counter; the QP can be connected afresh. */
   reset(qp: EngineQp): void {
+    for (const f of qp.allFlows()) flowGone(this.#e, f);
     qp.state = QpState.Reset;
     this.#e.changed(qp);
     qp.flow = undefined;
@@ -190,7 +194,12 @@ export class RdmapEngine {
 
   /** srd: the flow a work request to (peer, rqpn) uses. */
   srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key?: string): Flow {
-    return srdFlow(qp, peer, rqpn, key, this.#e.now);
+    return srdFlow(this.#e, qp, peer, rqpn, key);
+  }
+
+  /** Peer ends remembered as holding their input (not-ready.ts; diagnostics, tests). */
+  get notReadyPeers(): number {
+    return this.#e.notReadyFrom.size;
   }
 
   /** srd: flows `qp` holds with `peer` (diagnostics, tests). */

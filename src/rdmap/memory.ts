@@ -85,13 +85,16 @@ export interface DeviceCounters {
   lateWrites: number;
   /** Device-wide not-ready words sent while the device held its input (not-ready.ts): one per peer end each NOT_READY_MS. */
   notReadySent: number;
+  /** Not-ready words from a peer end this device has no flow to, ignored; remembered peer ends forgotten past the bound, least recently heard first (not-ready.ts). */
+  notReadyRefused: number;
+  notReadyEvicted: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
   oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, srdFlowsFailed: 0, readsRefused: 0, readsDeferred: 0, lateWrites: 0,
-  notReadySent: 0,
+  notReadySent: 0, notReadyRefused: 0, notReadyEvicted: 0,
 });
 
 const MAX_BATCH = 1024;

@@ -9,8 +9,15 @@
 // one socket of a device (a device of several NIC threads has one per thread, and each thread's
 // flows name the socket they talk to). tcp carries no device-wide word (each QP is its own
 // connection): its link sends one control ack per connection instead (transport/tcp/link.ts).
+//
+// The receiving side remembers when each peer end last said so (EngineState.notReadyFrom). Only
+// a peer end this engine has a flow to is remembered (EngineState.peerEnds, kept as flows come
+// and go): the word matters for nothing else, and a table any source could fill would let forged
+// sources push out a real peer's entry — its flows' watchdogs would then fire while it holds.
+// Past NOT_READY_PEERS_MAX (a device with flows to that many peer ends) the least recently heard
+// goes: a peer that holds says so again within NOT_READY_MS and is back.
 import { DEVICE_QPN } from '../core/frame.js';
-import type { EngineState } from './state.js';
+import type { EngineState, Flow } from './state.js';
 
 /** How often (ms) a device that holds its input tells each peer it is alive (notReady). */
 export const NOT_READY_MS = 500;
@@ -34,10 +41,37 @@ export function notReady(e: EngineState): void {
 
 /** The peer end `key` said it is alive and not ready: every flow to it counts as heard from now (watchdogHeard). */
 export function heardNotReady(e: EngineState, key: string): void {
+  if (!e.peerEnds.has(key)) {
+    e.counters.notReadyRefused++;
+    return;
+  }
   const m = e.notReadyFrom;
   m.delete(key);
   m.set(key, e.now);
-  if (m.size > NOT_READY_PEERS_MAX) m.delete(m.keys().next().value!);
+  if (m.size > NOT_READY_PEERS_MAX) {
+    m.delete(m.keys().next().value!);
+    e.counters.notReadyEvicted++;
+  }
+}
+
+/** `flow` came to be: its peer end's not-ready words are taken (heardNotReady). */
+export function flowMade(e: EngineState, flow: Flow): void {
+  if (flow.inPeerEnds) return;
+  flow.inPeerEnds = true;
+  e.peerEnds.set(flow.peerKey, (e.peerEnds.get(flow.peerKey) ?? 0) + 1);
+}
+
+/** `flow` is gone (a QP reset or destroyed, an srd flow dropped): the last one to a peer end takes its entries with it. */
+export function flowGone(e: EngineState, flow: Flow): void {
+  if (!flow.inPeerEnds) return;
+  flow.inPeerEnds = false;
+  const n = (e.peerEnds.get(flow.peerKey) ?? 1) - 1;
+  if (n > 0) {
+    e.peerEnds.set(flow.peerKey, n);
+    return;
+  }
+  e.peerEnds.delete(flow.peerKey);
+  e.notReadyFrom.delete(flow.peerKey);
 }
 
 /** When the peer of a flow was last heard from: its own answers, or its device-wide not-ready word. */

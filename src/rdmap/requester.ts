@@ -18,7 +18,7 @@ import {
   type ReadRequest, type ReadVEntry, readRequestVLength,
 } from '../wire/rdmap.js';
 import { drainSq, finish, qpError } from './completion.js';
-import { heardNotReady, watchdogHeard } from './not-ready.js';
+import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js';
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
@@ -33,13 +33,14 @@ const entryLength = (e: ReadVEntry): number => e.len;
 export const flowKey = (peerKey: string, rqpn: number): string => `${peerKey}#${rqpn}`;
 
 /** srd: the flow to (peer, rqpn), made on first use — by our own work requests, so never refused. */
-export function srdFlow(qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer), now = 0): Flow {
+export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer)): Flow {
   const k = flowKey(key, rqpn);
   let f = qp.flows.get(k);
   if (!f) {
-    f = new Flow(peer, key, rqpn, now);
+    f = new Flow(peer, key, rqpn, e.now);
     qp.ownFlows().set(k, f);
     qp.ownPeerFlows().set(key, (qp.peerFlows.get(key) ?? 0) + 1);
+    flowMade(e, f);
   }
   return f;
 }
@@ -57,7 +58,7 @@ export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqp
     e.counters.srdFlowsRefused++;
     return undefined;
   }
-  return srdFlow(qp, peer, rqpn, key, e.now);
+  return srdFlow(e, qp, peer, rqpn, key);
 }
 
 /**
@@ -70,7 +71,7 @@ function evictIdle(e: EngineState, qp: EngineQp): boolean {
   const idle = 2 * e.bounds.srdIdleMs;
   for (const [k, f] of qp.flows) {
     if (f.outstanding || f.pending.size > 0 || e.now - f.lastSegIn < idle || e.now - f.lastOut < idle) continue;
-    dropFlow(qp, k, f);
+    dropFlow(e, qp, k, f);
     e.counters.srdFlowsEvicted++;
     return true;
   }
@@ -79,9 +80,10 @@ function evictIdle(e: EngineState, qp: EngineQp): boolean {
 }
 
 /** srd: remove flow `f` (key `k`) from its QP's table, releasing what it held. */
-function dropFlow(qp: EngineQp, k: string, f: Flow): void {
+function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
   qp.flows.delete(k);
   releaseFlow(qp, f);
+  flowGone(e, f);
   const n = (qp.peerFlows.get(f.peerKey) ?? 1) - 1;
   if (n > 0) qp.ownPeerFlows().set(f.peerKey, n);
   else qp.peerFlows.delete(f.peerKey);
@@ -214,7 +216,7 @@ function parts(e: EngineState, w: SendWork): Uint8Array[] {
 function transmit(e: EngineState, qp: EngineQp, w: SendWork): void {
   let flow = w.flow ?? qp.flow!;
   // srd: the flow was evicted while the request waited (it was idle): use the current one.
-  if (qp.type === 'srd' && qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) !== flow) w.flow = flow = srdFlow(qp, flow.peer, flow.rqpn, flow.peerKey, e.now);
+  if (qp.type === 'srd' && qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) !== flow) w.flow = flow = srdFlow(e, qp, flow.peer, flow.rqpn, flow.peerKey);
   armWatchdog(e, qp, flow);
   switch (w.row.build) {
     case 'send': return buildSend(e, qp, flow, w);
@@ -464,7 +466,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
     qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
     return;
   }
-  forgetSrdFlow(qp, flowKey(flow.peerKey, flow.rqpn), flow);
+  forgetSrdFlow(e, qp, flowKey(flow.peerKey, flow.rqpn), flow);
   drainSq(e, qp);
   pump(e, qp);
 }
@@ -475,8 +477,8 @@ export function resumeWatchdogs(e: EngineState, now: number): void {
 }
 
 /** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */
-function forgetSrdFlow(qp: EngineQp, k: string, f: Flow): void {
-  dropFlow(qp, k, f);
+function forgetSrdFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
+  dropFlow(e, qp, k, f);
   qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
   for (const w of qp.sq) if (w.flow === f && !w.done) finish(w, WcStatus.RetryExcErr, 0);
 }
@@ -503,7 +505,7 @@ function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendW
   if (m?.recv) m.recv.claimed = false;
   for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
   const k = flowKey(flow.peerKey, flow.rqpn);
-  if (qp.flows.get(k) === flow) dropFlow(qp, k, flow);
+  if (qp.flows.get(k) === flow) dropFlow(e, qp, k, flow);
   else releaseFlow(qp, flow);
   qp.rdAtomic = Math.max(0, qp.rdAtomic - flow.reads.size - flow.atomics.size);
   flow.inflight.clear();
@@ -536,7 +538,7 @@ export function peerLost(e: EngineState, peerKey: string): void {
     for (const [k, f] of qp.flows) {
       if (f.peerKey !== peerKey) continue;
       hit = true;
-      forgetSrdFlow(qp, k, f);
+      forgetSrdFlow(e, qp, k, f);
     }
     if (hit) {
       drainSq(e, qp);

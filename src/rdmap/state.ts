@@ -239,6 +239,8 @@ export class Flow {
   touched = false;
   /** When the peer's engine was last heard from (the requester watchdog, requester.ts). */
   lastHeard = 0;
+  /** Counted in EngineState.peerEnds (not-ready.ts). */
+  inPeerEnds = false;
   /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
   lastSegIn: number;
   lastOut: number;
@@ -418,8 +420,10 @@ export class EngineState {
   now = 0;
   /** The device holds its input (RdmapEngine.holdReceive). */
   holding = false;
-  /** When each peer end last said it is alive and not ready (not-ready.ts), by its address key. */
+  /** When each peer end last said it is alive and not ready (not-ready.ts), by its address key: only peer ends in peerEnds. */
   readonly notReadyFrom = new Map<string, number>();
+  /** Flows per peer end key, over every QP (not-ready.ts flowMade / flowGone): whose not-ready words are taken. */
+  readonly peerEnds = new Map<string, number>();
   // one receive step
   descs: PlaceTarget[] = [];
   /**
