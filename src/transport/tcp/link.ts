@@ -208,8 +208,9 @@ export class TcpLink implements Link, QpConnections {
       if (f.kind === 'hello') continue;
       if (f.srcQpn === DEVICE_QPN) {
         // The device-wide not-ready word (rdmap/not-ready.ts): a connection's control names its
-        // own QPs only, so every connection to a sabre peer hears one, once per batch.
-        if (!notReadySent) for (const s of this.#streams.values()) if (!s.dead && s.profile.extensions) this.#control(s, SabreControlKind.Ack, 0);
+        // own QPs only, so every live connection to a sabre peer hears one, once per batch. A
+        // connection its peer ended is closed before its 'close' takes it off the table: no word.
+        if (!notReadySent) for (const s of this.#streams.values()) if (!s.dead && s.conn.state === 'established' && s.profile.extensions) this.#control(s, SabreControlKind.Ack, 0);
         notReadySent = true;
         continue;
       }
