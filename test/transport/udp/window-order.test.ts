@@ -14,13 +14,17 @@ function flush(c: TransportContext, now: number): TxDatagram[] {
   return out;
 }
 
+/** The clock (ms) at which the peer's header timestamps (µs mod 2^32) wrap to 0. */
+const TS_WRAP_MS = 2 ** 32 / 1000;
+
 describe('udp sender: window updates in order', () => {
-  function held() {
+  /** Both ends with some traffic acknowledged, then b holding and its window-0 ACK (`stale`) built at t0 + 11 ms. */
+  function held(t0 = 0) {
     const hold = { held: false };
     const opts = { initialRtoMs: 10, minRtoMs: 10, maxRtoMs: 1000, initialCwnd: 64 };
-    const a = new TransportContext(0x1111, 0, opts, 0x2222);
-    const b = new TransportContext(0x2222, 0, { ...opts, rxHold: hold }, 0x1111);
-    let now = 1;
+    const a = new TransportContext(0x1111, t0, opts, 0x2222);
+    const b = new TransportContext(0x2222, t0, { ...opts, rxHold: hold }, 0x1111);
+    let now = t0 + 1;
     // Some traffic first, all acknowledged: both sides know each other's state.
     for (let i = 0; i < 4; i++) a.send(makePayload(i, 64), now);
     for (const d of flush(a, now)) b.receive(d.hdr, d.payload as Uint8Array, now);
@@ -30,10 +34,10 @@ describe('udp sender: window updates in order', () => {
     expect(a.acked.length).toBe(4);
     // b holds; a sends into it and b answers with window 0.
     hold.held = true;
-    now = 10;
+    now = t0 + 10;
     a.send(makePayload(9, 64), now);
     for (const d of flush(a, now)) b.receive(d.hdr, d.payload as Uint8Array, now);
-    now = 11;
+    now = t0 + 11;
     const shut = flush(b, now);
     expect(shut.length).toBe(1);
     expect(shut[0].hdr.type).toBe(UdpType.Ack);
@@ -73,6 +77,54 @@ describe('udp sender: window updates in order', () => {
     now = 600;
     b.rx.ackNow = true;
     for (const d of flush(b, now)) a.receive(d.hdr, null, now);
+    expect(a.stats.peerRwnd).toBe(0);
+  });
+
+  // The peer's timestamps wrap every 2^32 µs (about 71.6 minutes): the hold begins just before a
+  // wrap and ends just after it, so the update's timestamp is numerically far below the stale
+  // ACK's. Only serial-number comparison (RFC 1982, as RFC 7323 §5.2 for TCP's timestamps)
+  // orders them; a plain `>=` took the stale window 0 and refused the update.
+  it('across the peer\'s timestamp wrap: the update taken, the stale zero window after it ignored', () => {
+    const t0 = TS_WRAP_MS - 100;
+    const { a, b, hold, stale } = held(t0);
+    const now = t0 + 500;
+    hold.held = false;
+    b.rx.ackNow = true;
+    const update = flush(b, now);
+    expect(update.length).toBe(1);
+    expect(update[0].hdr.window).toBeGreaterThan(0);
+    expect(update[0].hdr.ackPsn).toBe(stale.hdr.ackPsn);
+    // The wrap lies between them: the newer timestamp is the smaller number.
+    expect(stale.hdr.tsVal).toBeGreaterThan(2 ** 32 - 200_000);
+    expect(update[0].hdr.tsVal).toBeLessThan(stale.hdr.tsVal);
+    a.receive(update[0].hdr, null, now);
+    expect(a.stats.peerRwnd).toBeGreaterThan(0);
+    a.receive(stale.hdr, null, now);
+    expect(a.stats.peerRwnd).toBeGreaterThan(0);
+    a.send(makePayload(10, 64), now);
+    const out = flush(a, now);
+    expect(out.filter((d) => d.hdr.type === UdpType.Data).length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('across the wrap, in order: the update before it opens the window, a newer zero window after it shuts it', () => {
+    const t0 = TS_WRAP_MS - 600;
+    const { a, b, hold } = held(t0);
+    let now = t0 + 500;
+    hold.held = false;
+    b.rx.ackNow = true;
+    const update = flush(b, now);
+    for (const d of update) a.receive(d.hdr, null, now);
+    expect(a.stats.peerRwnd).toBeGreaterThan(0);
+    hold.held = true;
+    now = t0 + 700;
+    b.rx.ackNow = true;
+    const shut = flush(b, now);
+    expect(shut.length).toBe(1);
+    expect(shut[0].hdr.tsVal).toBeLessThan(update[0].hdr.tsVal);
+    a.receive(shut[0].hdr, null, now);
+    expect(a.stats.peerRwnd).toBe(0);
+    // And the update, delivered again late (reordered or duplicated), does not open it.
+    a.receive(update[0].hdr, null, now);
     expect(a.stats.peerRwnd).toBe(0);
   });
 });
