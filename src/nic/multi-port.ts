@@ -231,6 +231,10 @@ export class MultiPort implements NicPort {
     });
   }
 
+  placing(): number | undefined {
+    return this.#placeNext;
+  }
+
   onFirstThread<T>(fn: () => T): T {
     return this.#placedOn(0, fn);
   }

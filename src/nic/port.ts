@@ -180,6 +180,8 @@ export interface NicPort {
   hasQpn(qpn: number): boolean;
   /** Several NIC threads: QPs made inside `fn` go to the first (./multi-port.ts). */
   onFirstThread?<T>(fn: () => T): T;
+  /** Several NIC threads: the thread the next QP goes to whatever its number (inside onFirstThread, a listener's accept), or undefined (the number decides). */
+  placing?(): number | undefined;
   createQp(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: PortCq, recvCq: PortCq, reportSource: boolean): PortQp;
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void;
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }>;

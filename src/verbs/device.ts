@@ -272,7 +272,7 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /** @internal A fresh QPN (./qpn.ts: drawn at random, so a third host cannot guess a raw tcp connect's pair). */
   nextQpn(): number {
-    return this.#qpns.draw();
+    return this.#qpns.draw(this.nic.placing?.());
   }
 
   /** @internal */

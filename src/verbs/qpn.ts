@@ -36,10 +36,15 @@ export class QpnSpace {
     private readonly rand: (lo: number, hi: number) => number = randomInt,
   ) {}
 
-  /** A QPN for the next QP: on thread `seq mod n` (a QP lives on thread qpn mod n), not live, not recently destroyed. */
-  draw(): number {
+  /**
+   * A QPN for the next QP: not live, not recently destroyed, and naming the thread the QP goes
+   * to (a peer reaches QP q at thread q mod n): `on` when the device places it (a QP kept on the
+   * first thread, one a listener accepts on the thread that took the request), else the next
+   * thread in turn.
+   */
+  draw(on?: number): number {
     const n = Math.max(1, this.threads());
-    const thread = this.#seq++ % n;
+    const thread = on !== undefined && on >= 0 && on < n ? on : this.#seq++ % n;
     // qpn = thread + n·k with k ≥ 1 (so qpn ≥ 1 on thread 0 too) below the limit.
     const kMax = Math.floor((QPN_LIMIT - 1 - thread) / n);
     for (let i = 0; i < DRAWS; i++) {

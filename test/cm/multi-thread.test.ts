@@ -84,11 +84,13 @@ describe.each(CASES)('cm: a requester of workers: 2 → a $transport listener of
       to = relay.address;
     }
     const { qpns, placedA } = await fourConnects(a, b, to);
-    expect(qpns.map((q) => q % 2).sort()).toEqual([0, 0, 1, 1]);
     // udp: an address that lists no ports (a device of one thread, a relay that forwards one
     // port, an older listener) may reach only the requester's first thread: its QPs are there.
     // One that lists them spreads the QPs (tcp: each rides its own connection, spread alike).
-    expect(placedA).toEqual(transport === 'udp' && (path !== 'full' || workers === 1) ? [4 * 64, 0] : [2 * 64, 2 * 64]);
+    const first = transport === 'udp' && (path !== 'full' || workers === 1);
+    expect(placedA).toEqual(first ? [4 * 64, 0] : [2 * 64, 2 * 64]);
+    // A QPN names the thread its QP is on (src/verbs/qpn.ts), as a peer routes by it.
+    expect(qpns.map((q) => q % 2).sort()).toEqual(first ? [0, 0, 0, 0] : [0, 0, 1, 1]);
   });
 });
 
@@ -102,6 +104,8 @@ describe('cm: a requester of workers: 2 behind a NAT, a udp listener of workers:
     // QPs asked first off thread 0 are made again there (the REJ asks for it): all four end on thread 0.
     expect(qpns.length).toBe(4);
     expect(placedA).toEqual([4 * 64, 0]);
+    // Their numbers name the thread they are on (src/verbs/qpn.ts), as a peer routes by them.
+    expect(qpns.map((q) => q % 2)).toEqual([0, 0, 0, 0]);
     expect(placedB).toEqual([2 * 64, 2 * 64]);
   });
 });

@@ -24,6 +24,16 @@ describe('QpnSpace', () => {
     });
   });
 
+  it('names the thread the device places a QP on, without moving the turn of the others', () => {
+    const r = scripted([5]);
+    const s = new QpnSpace(() => 4, () => false, r.rand);
+    expect(s.draw()).toBe(0 + 4 * 5);
+    expect(s.draw(0)).toBe(0 + 4 * 5);
+    expect(s.draw(3)).toBe(3 + 4 * 5);
+    expect(s.draw()).toBe(1 + 4 * 5);
+    expect(s.draw(9)).toBe(2 + 4 * 5); // not a thread of this device: the turn decides
+  });
+
   it('skips live numbers and numbers of QPs destroyed recently', () => {
     const live = new Set([7]);
     const r = scripted([7, 8, 8, 9]);
