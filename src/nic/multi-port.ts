@@ -165,7 +165,8 @@ export class MultiPort implements NicPort {
     // The region's memory goes back once every thread is done with it: a count of them in
     // device memory (the fence word), each thread taking one off (./shared-regions.ts).
     let fence: number | undefined;
-    if (this.#owned.delete(mr) && p0.callable) {
+    // None while the device closes: the memory goes with it (and nothing is allocated then).
+    if (this.#owned.delete(mr) && p0.callable && !p0.isClosing) {
       const dm = p0.dataPlane;
       fence = dm.alloc(8, 8);
       Atomics.store(new Int32Array(dm.buffer(), fence, 1), 0, this.#ports.length);

@@ -1,5 +1,6 @@
 // The calls a closing device makes to a NIC thread before its close (its QPs' destroys, then
-// stop), sent with the close and awaited rather than blocked on. A NIC thread that was just
+// stop, then what the features' close hooks let go of: regions, CQs), sent with the close and
+// awaited rather than blocked on. A NIC thread that was just
 // ended (terminate(): no handler of its own says so) is seen to be gone only by its 'exit'
 // event, which this thread's event loop cannot take while it blocks in a mailbox call: a device
 // closed right after would wait out the mailbox's deadline in its first destroy. Awaited, the

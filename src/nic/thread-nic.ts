@@ -437,7 +437,7 @@ export class NicThread {
         for (const c of a.calls as Array<{ op: string; args: unknown }>) {
           try {
             // Only the synchronous teardown calls: a 'close' or 'dial' here would leave a promise nobody awaits.
-            if (c.op !== 'qp' && c.op !== 'dropCq' && c.op !== 'stop') throw new Error(`'${c.op}' is not a close-batch call`);
+            if (c.op !== 'qp' && c.op !== 'dropCq' && c.op !== 'stop' && c.op !== 'dereg') throw new Error(`'${c.op}' is not a close-batch call`);
             this.#op(c.op, c.args);
           } catch (e) {
             first ??= e;

@@ -162,6 +162,9 @@ export class ThreadPort implements NicPort, QpHost {
   /** @internal a slow-path request, answered by the NIC thread before this returns. */
   call(op: string, args: Record<string, unknown> = {}, timeoutMs?: number): any {
     if (!this.#callable) throw new SabreError(ErrorCode.Closed, 'device is closed');
+    // Nothing blocks while the device closes: a thread just ended (its 'exit' unseen while this
+    // one blocks) or hung would hold it a deadline per call. The rest is refused (tearDown).
+    if (this.#closing) throw new SabreError(ErrorCode.Closed, 'device is closing');
     try {
       return this.#mailbox.call(op, args, timeoutMs);
     } catch (e) {
@@ -388,7 +391,7 @@ export class ThreadPort implements NicPort, QpHost {
 
   reachable(a: DeviceAddress): boolean {
     // Closing (the close awaits the NIC thread, and the loop runs meanwhile): nothing is.
-    if (!this.#callable) return false;
+    if (!this.#callable || this.#closing) return false;
     return this.call('reachable', { address: a }) as boolean;
   }
 
@@ -428,7 +431,7 @@ export class ThreadPort implements NicPort, QpHost {
   /** `shared`: a region of several NIC threads (./shared-regions.ts DeregArgs). */
   deregister(mr: PortMr, shared?: { adopted?: boolean; fence?: number }): void {
     this.#mrs.delete(mr.stag);
-    if (this.#callable) this.call('dereg', { stag: mr.stag, ...shared });
+    this.tearDown('dereg', { stag: mr.stag, ...shared });
   }
 
   /** @internal another NIC thread's region of this device's memory: the same keys here (./multi-port.ts). */
@@ -466,11 +469,7 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   dropCq(cq: PortCq): void {
-    // While the device closes, after its QPs' destroys in the close's own batch (a QP's own CQ
-    // goes with it): a blocking call here would wait out the mailbox's deadline if the thread
-    // has just ended, and throw out of the close.
-    for (const id of this.#cqs.drop(cq)) if (this.#closing) this.#atClose.add('dropCq', { id });
-    else if (this.#callable) this.call('dropCq', { id });
+    for (const id of this.#cqs.drop(cq)) this.tearDown('dropCq', { id });
   }
 
   hasQpn(qpn: number): boolean {
@@ -495,7 +494,7 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   listenService(service: number, handler: ((r: ServiceRequest) => void) | undefined): void {
-    this.#svc.listen(service, handler, this.#closed);
+    this.#svc.listen(service, handler, this.#closed || this.#closing);
   }
 
   dialService(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
@@ -509,17 +508,23 @@ export class ThreadPort implements NicPort, QpHost {
 
   closing(): void {
     this.#closing = true;
+    // A feature freeing its tables meanwhile has nothing to do (the memory goes with the device).
+    this.#arenaGone.yes = true;
   }
 
-  /** @internal a call the device's close makes (a QP's destroy): sent with the close, awaited. */
-  atClose(op: string, args: Record<string, unknown>): void {
-    this.#atClose.add(op, args);
+  /**
+   * @internal a call that lets go of something (a QP's destroy, a region, a CQ): while the device
+   * closes (its QPs' destroys, a feature's close hook), sent with the close and awaited, never
+   * blocked on (see call()); else now, if the NIC thread takes calls.
+   */
+  tearDown(op: string, args: Record<string, unknown>): void {
+    if (this.#closing) this.#atClose.add(op, args);
+    else if (this.#callable) this.call(op, args);
   }
 
   stop(): void {
-    if (this.#closing) return this.#atClose.add('stop', {});
     try {
-      if (this.#callable) this.call('stop');
+      this.tearDown('stop', {});
     } catch (e) {
       if (!this.#unanswered) throw e;
     }
@@ -551,15 +556,13 @@ export class ThreadPort implements NicPort, QpHost {
     // (an inline peer in this thread answers). No other call while it is out (one at a time).
     const dead = this.#closed || this.#unanswered; // the NIC thread died or hung: nobody would answer
     this.#closeCalled = true;
-    // The arena with it: a feature freeing its tables meanwhile has nothing to do (the memory
-    // goes with the device), and an allocation is refused.
     this.#arenaGone.yes = true;
     let answered = false;
     // (A pending Atomics.waitAsync holds no event loop open: the interval does, for both waits.)
     const alive = setInterval(() => {}, 1000);
     try {
       if (!dead) {
-            // A destroy the NIC thread refused leaves the close to go on: the device closes
+        // A destroy the NIC thread refused leaves the close to go on: the device closes
         // whatever one of its calls said (it used to resolve then too).
         await this.#atClose.send(this.#mailbox, 5_000).catch((e: unknown) => {
           if (wasUnanswered(e)) throw e;

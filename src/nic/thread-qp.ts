@@ -21,8 +21,8 @@ export interface QpHost {
   readonly sendOut: SendWqe;
   readonly recvOut: RecvWqe;
   call(op: string, args?: Record<string, unknown>): any;
-  /** A call the device's close makes: sent with the close, awaited (./thread-close.ts). */
-  atClose(op: string, args: Record<string, unknown>): void;
+  /** A call that lets go of something: while the device closes, sent with the close and awaited (./thread-close.ts). */
+  tearDown(op: string, args: Record<string, unknown>): void;
   post<W>(write: (ring: RecordRing, w: W) => boolean, w: W): void;
   drain(): void;
   ahId(dest: PortDest): number;
@@ -253,7 +253,7 @@ export class ThreadQp implements PortQp {
     // The device's close takes the flushes at its end, as the inline NIC hands them over; the
     // destroy goes with the close, so a NIC thread just ended is seen gone, not waited for.
     if (this.#port.isClosing) {
-      if (this.#port.callable) this.#port.atClose('qp', { qpn: this.qpn, act: 'destroy', deviceOpen, fence: false });
+      if (this.#port.callable) this.#port.tearDown('qp', { qpn: this.qpn, act: 'destroy', deviceOpen, fence: false });
       return;
     }
     let fenced = false;

@@ -70,7 +70,7 @@ export class ThreadServices {
   listen(service: number, handler: ((r: ServiceRequest) => void) | undefined, deviceClosed: boolean): void {
     if (handler) this.#handlers.set(service, handler);
     else this.#handlers.delete(service);
-    // A listener closed with its device: the NIC thread is gone already.
+    // A listener closed with its device: the NIC thread is gone already, or its link goes with the close.
     if (handler === undefined && (deviceClosed || !this.#port.callable)) return;
     this.#port.call('listen', { service, on: handler !== undefined });
   }

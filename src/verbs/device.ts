@@ -213,12 +213,22 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
     for (const pd of this.#pds) for (const qp of [...pd.qps]) qp.destroy();
     this.#closed = true;
     this.nic.stop();
-    for (const hook of [...this.#closeHooks]) hook();
+    // Every hook runs and the close goes on whatever one throws: a close stopped here would
+    // leave the NIC open and every wait pending. The first error is the close's, at its end.
+    let failed: { error: unknown } | undefined;
+    for (const hook of [...this.#closeHooks]) {
+      try {
+        hook();
+      } catch (error) {
+        failed ??= { error };
+      }
+    }
     this.#closeHooks.clear();
     await this.nic.close();
     const closed = (): SabreError => new SabreError(ErrorCode.Closed, 'device closed');
     for (const w of connecting) w.failed(closed());
     for (const cq of this.#cqs) cq.close();
+    if (failed) throw failed.error;
   }
 
   /** @internal run `hook` when the device closes (before the link goes); returns the unregister. */

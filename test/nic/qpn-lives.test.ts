@@ -17,7 +17,7 @@ function host(table: QpTable): QpHost {
     sendOut: { qpn: 0, token: 0, opcode: 0, signaled: true, sges: [] },
     recvOut: { qpn: 0, token: 0, sges: [] },
     call: () => null,
-    atClose: () => {},
+    tearDown: () => {},
     post: () => {},
     drain: () => {},
     ahId: () => 1,

@@ -16,7 +16,7 @@ function host(): QpHost & { posted: number } {
     recvOut: { qpn: 0, token: 0, sges: [] },
     posted: 0,
     call: () => null,
-    atClose: () => {},
+    tearDown: () => {},
     post: () => {
       h.posted++;
     },
