@@ -13,7 +13,7 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import type { WrId } from '../core/work.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
-import { PlaceStatus } from '../rdmap/memory.js';
+import { checkRegion } from '../rdmap/memory.js';
 import type { QpCaps } from '../rdmap/state.js';
 import type { NicEvent } from './driver.js';
 import { DeviceMemory } from '../dataplane/device-memory.js';
@@ -170,22 +170,26 @@ export class ThreadPort implements NicPort, QpHost {
     } catch (e) {
       // No answer within the deadline, or the thread ended while this one blocked (its 'exit'
       // event cannot run meanwhile; a handler's own errors are not these): the NIC is gone.
-      // Later calls fail at once, the thread is ended, and the device fails as for a crash,
-      // from the event loop (not inside this call).
-      if (wasUnanswered(e)) {
-        this.#unanswered = true;
-        // The other threads' allocations too, and the work outstanding is flushed now: a QP
-        // destroyed before the event below would take its work with it.
-        this.#markGone();
-        this.#arenaGone.yes = true;
-        this.drain();
-        if (!this.#closing) this.#flushAll();
-        const why = (e as Error).message;
-        setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${why}`)));
-        void this.#worker.terminate();
-      }
+      if (wasUnanswered(e)) this.hung((e as Error).message);
       throw e;
     }
+  }
+
+  /**
+   * @internal the NIC thread did not answer in time (a call, a dial's answer): later calls fail at
+   * once, the thread is ended, and the device fails as for a crash, from the event loop.
+   */
+  hung(why: string): void {
+    if (this.#unanswered) return;
+    this.#unanswered = true;
+    // The other threads' allocations too, and the work outstanding is flushed now: a QP
+    // destroyed before the event below would take its work with it.
+    this.#markGone();
+    this.#arenaGone.yes = true;
+    this.drain();
+    if (!this.#closing) this.#flushAll();
+    setImmediate(() => this.#died(new SabreError(ErrorCode.Internal, `the NIC thread did not answer: ${why}`)));
+    void this.#worker.terminate();
   }
 
   /** A call found the NIC thread gone or hung (see call()). */
@@ -447,12 +451,7 @@ export class ThreadPort implements NicPort, QpHost {
   }
 
   check(stag: number, pd: number, addr: number, len: number, access: number): number {
-    const r = this.#mrs.get(stag);
-    if (!r) return PlaceStatus.InvalidStag;
-    if (r.pd !== pd) return PlaceStatus.PdMismatch;
-    if ((r.access & access) !== access) return PlaceStatus.Access;
-    if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
-    return PlaceStatus.Placed;
+    return checkRegion(this.#mrs.get(stag), pd, addr, len, access);
   }
 
   addCq(cq: PortCq): void {

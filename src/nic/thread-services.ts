@@ -7,10 +7,18 @@ import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { fromWireError, type WireError } from './thread-proto.js';
 
-/** The port's half the exchange uses: its mailbox call and whether it takes one now. */
+/**
+ * How long past its own deadline for a dial the NIC thread's answer is awaited before the NIC
+ * thread is taken as hung (the mailbox's deadline for a call): the dial fails then, not never,
+ * and the device as for a call nobody answered.
+ */
+const NIC_GRACE_MS = 5_000;
+
+/** The port's half the exchange uses: its mailbox call, whether it takes one now, and the NIC thread found hung. */
 export interface ServiceCalls {
   call(op: string, args: Record<string, unknown>): unknown;
   readonly callable: boolean;
+  hung(why: string): void;
 }
 
 export class ThreadServices {
@@ -77,11 +85,11 @@ export class ThreadServices {
 
   dial(qpn: number, to: DeviceAddress, service: number, privateData: Uint8Array | undefined, timeoutMs: number): Promise<{ remoteQpn: number; privateData: Uint8Array | undefined }> {
     const id = this.#next++;
-    return this.#callAndWait(`d${id}`, 'dial', { id, qpn, to, service, privateData, timeoutMs });
+    return this.#callAndWait(`d${id}`, 'dial', { id, qpn, to, service, privateData, timeoutMs }, timeoutMs + NIC_GRACE_MS);
   }
 
-  /** The call now, its outcome when the NIC thread's message with `key` comes. */
-  #callAndWait(key: string, op: string, args: Record<string, unknown>): Promise<any> {
+  /** The call now, its outcome when the NIC thread's message with `key` comes (ERR_TIMEOUT after `deadlineMs`). */
+  #callAndWait(key: string, op: string, args: Record<string, unknown>, deadlineMs?: number): Promise<any> {
     const p = new Promise((resolve, reject) => this.#waits.set(key, { resolve, reject }));
     try {
       this.#port.call(op, args);
@@ -89,7 +97,16 @@ export class ThreadServices {
       this.#waits.delete(key);
       return Promise.reject(e);
     }
-    return p;
+    // Past a timer's range (an unbounded dial): the NIC thread's own deadline alone.
+    if (deadlineMs === undefined || !(deadlineMs < 2 ** 31)) return p;
+    const t = setTimeout(() => {
+      const w = this.#waits.get(key);
+      this.#waits.delete(key);
+      const why = `the NIC thread did not answer '${op}' within ${deadlineMs} ms`;
+      w?.reject(new SabreError(ErrorCode.Timeout, why));
+      this.#port.hung(why);
+    }, deadlineMs);
+    return p.finally(() => clearTimeout(t));
   }
 
   /** Every request still waiting for the NIC thread's answer fails: none will come. */

@@ -189,12 +189,7 @@ export class EngineMemory {
 
   /** The kernel's checks, in the kernel's order, for the TypeScript paths. */
   check(stag: number, pd: number, addr: number, len: number, access: number): number {
-    const r = this.lookup(stag);
-    if (!r) return PlaceStatus.InvalidStag;
-    if (r.pd !== pd) return PlaceStatus.PdMismatch;
-    if ((r.access & access) !== access) return PlaceStatus.Access;
-    if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
-    return PlaceStatus.Placed;
+    return checkRegion(this.lookup(stag), pd, addr, len, access);
   }
 
   /** [addr, addr+len) of external region `rec` was just written. */
@@ -304,4 +299,13 @@ export class EngineMemory {
     this.count = 0;
     this.stageUsed = 0;
   }
+}
+
+/** The kernel's checks of a region found by its key (undefined: none), in the kernel's order. */
+export function checkRegion(r: { pd: number; access: number; addr: number; length: number } | undefined, pd: number, addr: number, len: number, access: number): number {
+  if (!r) return PlaceStatus.InvalidStag;
+  if (r.pd !== pd) return PlaceStatus.PdMismatch;
+  if ((r.access & access) !== access) return PlaceStatus.Access;
+  if (!(addr >= r.addr) || addr - r.addr > r.length || len > r.length - (addr - r.addr)) return PlaceStatus.Bounds;
+  return PlaceStatus.Placed;
 }
