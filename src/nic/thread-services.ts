@@ -3,6 +3,7 @@
 // dials go as mailbox calls, and what the NIC thread settles later (an accept's handshake, a
 // dial's answer) comes back as a message matched by id.
 import type { DeviceAddress } from '../core/address.js';
+import { peerDeadline } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { fromWireError, type WireError } from './thread-proto.js';
@@ -99,14 +100,15 @@ export class ThreadServices {
     }
     // Past a timer's range (an unbounded dial): the NIC thread's own deadline alone.
     if (deadlineMs === undefined || !(deadlineMs < 2 ** 31)) return p;
-    const t = setTimeout(() => {
+    // A timer made late by this thread's own stall gives the answer that came meanwhile its turn.
+    const t = peerDeadline(deadlineMs, () => {
       const w = this.#waits.get(key);
       this.#waits.delete(key);
       const why = `the NIC thread did not answer '${op}' within ${deadlineMs} ms`;
       w?.reject(new SabreError(ErrorCode.Timeout, why));
       this.#port.hung(why);
-    }, deadlineMs);
-    return p.finally(() => clearTimeout(t));
+    });
+    return p.finally(() => t.clear());
   }
 
   /** Every request still waiting for the NIC thread's answer fails: none will come. */
