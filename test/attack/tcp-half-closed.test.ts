@@ -8,18 +8,13 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Device, listen, openDevice } from '../../src/index.js';
 import type { CmListener } from '../../src/cm/index.js';
-import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
-import { cat } from '../transport/tcp/raw-mpa.js';
+import { sabreMpaRequest } from '../transport/tcp/raw-mpa.js';
 import { until } from '../files/helpers.js';
 
 const SERVICE = 78;
 
-/** MPA Request (CRC, enhanced, IRD/ORD 16, no peer-to-peer) with a sabre connect block for `service`. */
-function request(service: number, qpn: number): Uint8Array {
-  const block = encodeSabrePd({ kind: 'connect', initiatorQpn: qpn, responderQpn: 0, nonce: qpn * 7919, service });
-  const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), block);
-  return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
-}
+/** A sabre MPA Request with a connect block for `service`. */
+const request = (service: number, qpn: number): Uint8Array => sabreMpaRequest({ kind: 'connect', initiatorQpn: qpn, responderQpn: 0, nonce: qpn * 7919, service });
 
 const link = (dev: Device): Record<string, number> => dev.stats().link as unknown as Record<string, number>;
 

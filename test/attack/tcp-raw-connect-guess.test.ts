@@ -7,16 +7,11 @@
 // would use, and the two real peers must still meet each other.
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Device, openDevice } from '../../src/index.js';
-import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
-import { cat } from '../transport/tcp/raw-mpa.js';
+import { type Device, openDevice, type QueuePair } from '../../src/index.js';
+import { sabreMpaRequest } from '../transport/tcp/raw-mpa.js';
 
-/** MPA Request (CRC, enhanced, IRD/ORD 16) with a sabre raw-connect block: initiator `from`, responder `to`. */
-function request(from: number, to: number): Uint8Array {
-  const block = encodeSabrePd({ kind: 'connect', initiatorQpn: from, responderQpn: to, nonce: from * 7919 + to });
-  const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), block);
-  return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
-}
+/** A sabre MPA Request for a raw connect: initiator `from`, responder `to`. */
+const request = (from: number, to: number): Uint8Array => sabreMpaRequest({ kind: 'connect', initiatorQpn: from, responderQpn: to, nonce: from * 7919 + to });
 
 const REPLY_KEY = 'MPA ID Rep Frame';
 /** RFC 5044 §7.1: the R bit of the flags byte after the key (set: rejected). */
@@ -46,6 +41,12 @@ function probe(port: number, bytes: Uint8Array, ms: number): { sock: net.Socket;
   return { sock, answer };
 }
 
+/** An rc QP of its own CQ on `d`. */
+function rcQp(d: Device): QueuePair {
+  const cq = d.createCq({ depth: 16 });
+  return d.allocPd().createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+}
+
 describe('a third host guessing the QPN pair of a raw tcp connect', () => {
   const devs: Device[] = [];
   afterAll(async () => {
@@ -56,21 +57,17 @@ describe('a third host guessing the QPN pair of a raw tcp connect', () => {
     const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
     const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
     devs.push(a, b);
-    const mk = (d: Device) => {
-      const cq = d.createCq({ depth: 16 });
-      return { cq, qp: d.allocPd().createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 }) };
-    };
-    const qa = mk(a);
-    const qb = mk(b);
+    const qa = rcQp(a);
+    const qb = rcQp(b);
     // The first QPNs an in-order device hands out, both ways round, sent to both listeners before the real connects.
     const guesses = [1, 2, 3, 4];
     const probes = [a, b].flatMap((d) => guesses.flatMap((x) => guesses.map((y) => probe(d.address.port as number, request(x, y), 4000))));
     await new Promise((r) => setTimeout(r, 200));
-    await Promise.all([qa.qp.connect({ address: b.address, qpn: qb.qp.qpn }), qb.qp.connect({ address: a.address, qpn: qa.qp.qpn })]);
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
 
     // The pair really joins a and b: b's Send lands in a's receive.
-    const recv = qa.qp.recv();
-    await qb.qp.send({ imm: 0xb0b });
+    const recv = qa.recv();
+    await qb.send({ imm: 0xb0b });
     expect((await recv).imm).toBe(0xb0b);
 
     const answers = await Promise.all(probes.map((p) => p.answer));
@@ -82,12 +79,8 @@ describe('a third host guessing the QPN pair of a raw tcp connect', () => {
     const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
     const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
     devs.push(a, b);
-    const mk = (d: Device) => {
-      const cq = d.createCq({ depth: 4 });
-      return d.allocPd().createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 2, maxRecvWr: 2, maxSge: 1 });
-    };
-    const qa = mk(a);
-    const qb = mk(b);
+    const qa = rcQp(a);
+    const qb = rcQp(b);
     await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
     const port = a.address.port as number;
     const unknown = qa.qpn === 7 ? 9 : 7;

@@ -3,6 +3,7 @@
 // CRC is computed with @node-rs/crc32, not with sabre's kernels.
 import net from 'node:net';
 import { crc32c as refCrc } from '@node-rs/crc32';
+import { encodeSabrePd, type SabreConnectInfo } from '../../../src/transport/tcp/private-data.js';
 
 export const cat = (...xs: Uint8Array[]): Uint8Array => {
   const o = new Uint8Array(xs.reduce((n, x) => n + x.length, 0));
@@ -34,6 +35,12 @@ export const readRequest = (msn: number, sinkStag: number, sinkTo: number, size:
 
 /** The MPA Request of a standard initiator. */
 export const MPA_REQUEST = cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10));
+
+/** The MPA Request of a sabre initiator: CRC, enhanced, IRD/ORD 16, no peer-to-peer, then the sabre block (src/transport/tcp/private-data.ts). */
+export function sabreMpaRequest(block: SabreConnectInfo): Uint8Array {
+  const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), encodeSabrePd(block));
+  return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
+}
 
 export interface RawPeer {
   s: net.Socket;
