@@ -4,17 +4,17 @@
 // of our reads, into a posted receive, or kept as a control payload. Completion happens later,
 // in ssn order (responder.ts).
 import type { DeviceAddress } from '../core/address.js';
-import { WcStatus } from '../core/enums.js';
+import { QpState, WcStatus } from '../core/enums.js';
 import type { DdpHdr, SegFrame } from '../core/frame.js';
 import { decodeDdp, encodeTerminate, Qn, RdmapOpcode, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
 import { ctlFrame } from './segmenter.js';
 import { TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
-import { failMsg, placeInto, placeTagged } from './placement.js';
+import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js';
 import { noteWrite, placeWriteAfter } from './write-order.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
-import { terminateNow } from './responder.js';
+import { advance, terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
@@ -61,6 +61,24 @@ function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
   });
   e.counters.terminatesSent++;
 }
+
+/**
+ * The budget charges a message from its first segment until the receive step's end completes
+ * it (engine.ts), so one step that brings a long in-order burst (a socket read of thousands of
+ * small writes) would fill it with messages that are placed and done, and refuse a peer that
+ * never broke its bound. Before refusing: place what is batched, complete the flow's messages
+ * that are next, and look again.
+ */
+function roomOnceSettled(e: EngineState, qp: EngineQp, flow: Flow, entries: number, bytes: number): boolean {
+  if (inError(qp)) return false;
+  flushPlacement(e);
+  touch(e, qp, flow);
+  advance(e, qp, flow);
+  // A message completed in error fails the QP: nothing more is taken in.
+  return !inError(qp) && hasRoom(e, qp, entries, bytes);
+}
+
+const inError = (qp: EngineQp): boolean => qp.state === QpState.Error;
 
 /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
 export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
@@ -141,7 +159,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   const ctlBytes = h && !h.tagged && rowOf(h.opcode)?.arrive === 'control' ? plen : 0;
   const needE = !m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1;
   const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes;
-  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB)) {
+  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB) && !roomOnceSettled(e, qp, flow, needE, needB)) {
     e.counters.oooRefused++;
     // rc: the peer broke the stream's resources (RFC 5040 §7: RDMAP, remote operation error);
     // srd: the segment is dropped (its sender's watchdog reports it).

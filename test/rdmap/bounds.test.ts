@@ -128,6 +128,24 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     expect(qa.state).toBe(QpState.Error);
   });
 
+  it('an in-order burst larger than the budget, in one receive step, is taken whole: messages already placed are completed before a refusal', async () => {
+    const sim = new Sim(12, clean);
+    const a = await sim.node({ mss: 64 });
+    const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 256 } });
+    const [, qb] = await sim.connect(a, b);
+    const out = sent(b);
+    const dst = b.regMr(1 << 16);
+    // 2000 one-segment writes in order, as one socket read of small writes hands them over.
+    const burst: SegFrame[] = [];
+    for (let ssn = 1; ssn <= 2000; ssn++) burst.push(...write(1, 1, ssn, dst.stag, dst.addr + ssn * 8, 8));
+    b.inject(a.addr, burst);
+    expect(b.engine.counters.oooRefused).toBe(0);
+    expect(terminates(out)).toEqual([]);
+    expect(qb.state).toBe(QpState.Rts);
+    expect(qb.flow!.expected).toBe(2001);
+    expect(pendingOf(qb)).toBe(0);
+  });
+
   it('legit reordering within the budget is untouched: 2000 writes and reads over a lossy, reordering network complete', async () => {
     const sim = new Sim(14, lossy);
     const a = await sim.node({ mss: 64 });

@@ -8,6 +8,7 @@ import type { Link, LinkEvents, Outbound } from '../../src/core/link.js';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { NicDriver, type NicClock, type NicEvent, type NicTimer } from '../../src/nic/driver.js';
 import type { EngineBounds } from '../../src/rdmap/bounds.js';
+import type { ContextOptions } from '../../src/transport/udp/context-options.js';
 import { RdmapEngine } from '../../src/rdmap/engine.js';
 import { EngineMemory, type MrRecord } from '../../src/rdmap/memory.js';
 import type { EngineQp, QpCaps, RecvWork, SendWork } from '../../src/rdmap/state.js';
@@ -82,6 +83,7 @@ class SimUdpLink implements Link {
         }
       },
       release: (ctx, n) => void ep.release(ctx, n),
+      room: (peer) => ep.sendRoom(peer),
     });
     // As the socket shell's flush: the deliveries first (one engine step), then what is queued.
     node.beforePoll = () => {
@@ -129,6 +131,8 @@ export interface NodeOptions {
   /** The engine's segment size, if smaller than what a datagram carries. */
   mss?: number;
   bounds?: Partial<EngineBounds>;
+  /** Options of the node's transport contexts (a small maxSendQueue). */
+  context?: Partial<ContextOptions>;
 }
 
 export class SimNode {
@@ -148,7 +152,7 @@ export class SimNode {
     this.addr = Object.freeze({ transport: 'udp', host: `10.0.0.${i}`, port: 4000 + i });
     let link: SimUdpLink | undefined;
     const node = net.add({ host: `10.0.0.${i}`, port: 4000 + i }, {
-      mtu: o.mtu ?? 1800, randomId: seededIds(seed * 16 + i), keepPeer: (p) => link?.core.keepsPeer(p) ?? false,
+      mtu: o.mtu ?? 1800, randomId: seededIds(seed * 16 + i), keepPeer: (p) => link?.core.keepsPeer(p) ?? false, ...(o.context ? { context: o.context } : {}),
     });
     this.ep = node.ep;
     this.link = link = new SimUdpLink(this.addr, node, () => net.now);

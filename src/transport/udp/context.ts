@@ -75,6 +75,11 @@ export class TransportContext implements HeaderSource {
     return id;
   }
 
+  /** Payloads send() would take now (0 once the context is not open). */
+  get sendRoom(): number {
+    return this.state === 'open' ? this.tx.room : 0;
+  }
+
   /** Payloads accepted by send() and not yet acked or failed. */
   get outstanding(): number {
     return this.tx.outstanding;

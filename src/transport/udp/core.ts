@@ -30,15 +30,28 @@ export function isUdpAddress(a: unknown): a is UdpDeviceAddress {
 export interface UdpCoreIo {
   /** Queue one DATA payload; throws when the layer refuses it (queue full, too many peers). */
   send(peer: PeerAddress, payload: TxPayload, dstQpn: number, srcQpn: number): void;
+  /** Payloads send() takes for `peer` now (its context's queue has a bound). */
+  room(peer: PeerAddress): number;
   /** `n` deliveries of context `ctx` are processed: their credit returns. */
   release(ctx: number, n: number): void;
 }
 
+/** Payloads held for one peer (UdpCore's held list): `items` from `head` on wait. */
+interface HeldPayloads {
+  items: Array<{ payload: Uint8Array | Uint8Array[]; dst: number; src: number }>;
+  head: number;
+}
+
+/** Payloads held for all peers together; past it a refused payload is lost and its peer failed, as a layer refusal is. */
+const HELD_MAX = 1 << 20;
+
 export interface UdpCoreCounters {
   /** Delivered payloads that were not a well-formed engine frame (dropped). */
   badFrames: number;
-  /** Frames for an address that is not a UDP device, or that the layer refused (queue full). */
+  /** Frames for an address that is not a UDP device, or that the layer refused (too many peers, past the held bound). */
   undeliverable: number;
+  /** Payloads held here because their peer's queue was full, sent as it drained (cumulative). */
+  txHeld: number;
   /** Peers reported failed to the engine. */
   linkFailures: number;
   /** Batches handed to the engine, and the frames in them. */
@@ -70,12 +83,22 @@ export class UdpCore {
   /** The batch array of the step not running: the two take turns (see deliveriesDone). */
   #spareBatch: Inbound[] = [];
   #inStep = false;
-  /** The peer seal() is packing and the payloads the layer refused for it (emitPayload's state). */
+  /** The peer seal() is packing, the room its queue has left and the payloads the layer refused for it (emitPayload's state). */
   #sealPeer: PeerAddress | undefined;
+  #sealRoom = 0;
   #sealLost = 0;
+  /**
+   * Payloads a peer's queue had no room for, in order, sent before any newer as it drains. The
+   * engine emits what is posted at once (a send queue of 65,536 small writes, read answers up
+   * to the IRD): more than the transport's queue for one peer holds, which is no reason to
+   * lose them. Bounded by what is posted and answered, and by HELD_MAX past which the peer is
+   * failed as before.
+   */
+  #waiting = new Map<PeerAddress, HeldPayloads>();
+  #heldCount = 0;
 
   /** `maxPayload`: the endpoint's largest DATA payload; `counters`: the owner's, counted into. */
-  constructor(maxPayload: number, io: UdpCoreIo, counters: UdpCoreCounters = { badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0 }) {
+  constructor(maxPayload: number, io: UdpCoreIo, counters: UdpCoreCounters = { badFrames: 0, undeliverable: 0, txHeld: 0, linkFailures: 0, batches: 0, frames: 0 }) {
     this.packer = new FramePacker(maxPayload);
     this.#io = io;
     this.counters = counters;
@@ -90,6 +113,8 @@ export class UdpCore {
     this.#closed = true;
     this.#batch = [];
     this.#pending.clear();
+    this.#waiting.clear();
+    this.#heldCount = 0;
   }
 
   /** Queue the engine's frames per peer, in order; true when any wait for datagrams. */
@@ -111,6 +136,7 @@ export class UdpCore {
 
   /** The shell is about to build datagrams: pack what waits, per peer, and hand it to the endpoint. */
   seal(): void {
+    if (this.#waiting.size > 0) this.#waiting.forEach(this.#drainHeld);
     if (this.#pending.size === 0) return;
     // Two maps taking turns: a send made while these are packed (a failure report) goes to the other.
     const pending = this.#pending;
@@ -122,6 +148,7 @@ export class UdpCore {
 
   readonly #sealPeerFrames = (frames: Frame[], peer: PeerAddress): void => {
     this.#sealPeer = peer;
+    this.#sealRoom = this.#waiting.has(peer) ? 0 : this.#io.room(peer);
     this.#sealLost = 0;
     this.packer.pack(frames, this.#emitPayload);
     frames.length = 0;
@@ -135,6 +162,16 @@ export class UdpCore {
   };
 
   readonly #emitPayload = (payload: Uint8Array | Uint8Array[], dst: number, src: number): void => {
+    if (this.#sealRoom <= 0 && this.#heldCount < HELD_MAX) {
+      const peer = this.#sealPeer!;
+      let h = this.#waiting.get(peer);
+      if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0 }));
+      h.items.push({ payload, dst, src });
+      this.#heldCount++;
+      this.counters.txHeld++;
+      return;
+    }
+    this.#sealRoom--;
     try {
       this.#io.send(this.#sealPeer!, payload, dst, src);
     } catch {
@@ -142,6 +179,33 @@ export class UdpCore {
       // the frames are lost for good, so the work depending on this peer must fail rather
       // than wait forever. Reported after this flush, never re-entrantly.
       this.#sealLost++;
+    }
+  };
+
+  /** What a peer's queue has room for again goes, oldest first. */
+  readonly #drainHeld = (h: HeldPayloads, peer: PeerAddress): void => {
+    let room = this.#io.room(peer);
+    let lost = 0;
+    while (room > 0 && h.head < h.items.length) {
+      const p = h.items[h.head]!;
+      h.items[h.head++] = undefined!;
+      this.#heldCount--;
+      room--;
+      try {
+        this.#io.send(peer, p.payload, p.dst, p.src);
+      } catch {
+        lost++;
+      }
+    }
+    if (h.head === h.items.length) this.#waiting.delete(peer);
+    else if (h.head > 1024 && h.head * 2 > h.items.length) {
+      h.items = h.items.slice(h.head);
+      h.head = 0;
+    }
+    if (lost > 0) {
+      this.counters.undeliverable += lost;
+      const addr = this.#fromOf(peer);
+      queueMicrotask(() => this.#linkFailed(addr));
     }
   };
 

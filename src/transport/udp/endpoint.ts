@@ -24,7 +24,7 @@ import { ownXxh3 } from '../../kernels/xxh3-64.js';
 import { UDP_COOKIE, UDP_INTEG, UDP_MAX_SACK, UDP_TOKEN, UDP_TRAILER_MAX, UdpIntegrity } from '../../wire/spec.js';
 import { UdpType, UDP_HDR_LEN, openUdpDatagram } from '../../wire/udp.js';
 import { DEFAULT_UDP_INTEGRITY, checkIntegrityMode, integrityCode, integrityName, type IntegrityMode } from './integrity.js';
-import { MAX_SACK_BLOCKS, RxVerdict, type FailReason, type TxDatagram, type TxPayload } from './context-options.js';
+import { defaultContextOptions, MAX_SACK_BLOCKS, RxVerdict, type FailReason, type TxDatagram, type TxPayload } from './context-options.js';
 import type { TransportContext } from './context.js';
 import { addrKey, addTotals, ContextTable, type ContextTotals, type Entry } from './contexts.js';
 import type { Delivery, EndpointCounters, EndpointOptions, Failure, OutDatagram, PeerAddress, PollResult } from './endpoint-types.js';
@@ -194,6 +194,21 @@ export class UdpEndpoint {
     return rows;
   }
 
+  /** `peer`'s context, if it has one. The owner hands the same PeerAddress object for a peer each time: no key string per payload. */
+  private entryOf(peer: PeerAddress): Entry | undefined {
+    let e = this.byPeer.get(peer);
+    if (e === undefined || this.table.byId.get(e.ctx.localId) !== e) e = this.table.byAddr.get(addrKey(peer));
+    if (e !== undefined) this.byPeer.set(peer, e);
+    return e;
+  }
+
+  /** Payloads send() would queue for `peer` now (a peer without a context gets a new one's). */
+  sendRoom(peer: PeerAddress): number {
+    if (this.closed) return 0;
+    const e = this.entryOf(peer);
+    return e === undefined ? this.opts.context.maxSendQueue ?? defaultContextOptions.maxSendQueue : e.ctx.sendRoom;
+  }
+
   /**
    * Queue one payload for `peer`. Returns its id, reported later in `acked` (the peer's engine
    * has it) or `failed`. Throws QueueFull when the context's queue is full.
@@ -206,10 +221,7 @@ export class UdpEndpoint {
     if (len > this.maxPayload || len < 2) {
       throw new SabreError(ErrorCode.InvalidArgument, `payload of ${len} bytes outside [2, ${this.maxPayload}]`);
     }
-    // The owner hands the same PeerAddress object for a peer each time: no key string per payload.
-    let e = this.byPeer.get(peer);
-    if (e === undefined || this.table.byId.get(e.ctx.localId) !== e) e = this.table.byAddr.get(addrKey(peer));
-    if (e !== undefined) this.byPeer.set(peer, e);
+    let e = this.entryOf(peer);
     if (e === undefined) {
       if (this.table.byId.size >= this.opts.maxContexts && !this.table.reclaimIdle(now, undefined)) {
         throw new SabreError(ErrorCode.LimitExceeded, 'too many peer contexts');

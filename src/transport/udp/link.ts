@@ -149,13 +149,14 @@ export class UdpLink implements Link {
     const spare = dm && rx && workers ? [0, 1].map(() => new DeviceRxArea(dm, dm.alloc(areaBytes, 64), areaBytes)) : undefined;
     const offload = dm && workers ? new CrcOffload(dm, workers, { ...(offloadMinBytes !== undefined ? { minBytes: offloadMinBytes } : {}) }) : undefined;
     const counters: UdpLinkCounters = {
-      badFrames: 0, undeliverable: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
+      badFrames: 0, undeliverable: 0, txHeld: 0, linkFailures: 0, batches: 0, frames: 0, txFrames: 0, txPayloads: 0, txCuts: 0, rxInDevice: 0, rxAreaFull: 0,
     };
     let udp: UdpSockets | undefined;
     // The core hands the sockets payloads and releases only inside their flushes (seal, and
     // the deliveries' step): after they are open.
     const core = new UdpCore(maxPayloadFor(mtu), {
       send: (peer, payload, dst, src) => udp!.send(peer, payload, dst, src),
+      room: (peer) => udp!.sendRoom(peer),
       release: (ctx, n) => udp!.release(ctx, n),
     }, counters);
     try {

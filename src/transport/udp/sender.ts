@@ -96,8 +96,13 @@ export class ContextSender {
   }
 
   /** Queue a payload; false when the send queue is full. */
+  /** Payloads enqueue() would take now. */
+  get room(): number {
+    return this.opts.maxSendQueue - (this.queue.length - this.qHead);
+  }
+
   enqueue(q: Queued): boolean {
-    if (this.queue.length - this.qHead >= this.opts.maxSendQueue) return false;
+    if (this.room <= 0) return false;
     this.queue.push(q);
     return true;
   }

@@ -220,6 +220,11 @@ export class UdpSockets {
     );
   }
 
+  /** Payloads send() would queue for `peer` now. */
+  sendRoom(peer: PeerAddress): number {
+    return this.closed ? 0 : this.endpoint.sendRoom(peer);
+  }
+
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
   send(peer: PeerAddress, payload: TxPayload, dstQpn = 0, srcQpn = 0): number {
     if (this.closed) throw new SabreError(ErrorCode.Closed, 'transport closed');
