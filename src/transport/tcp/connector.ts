@@ -15,6 +15,7 @@
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { hostKey } from '../../core/address.js';
+import { busiestSource, oldestOf } from '../../core/busiest.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
@@ -40,7 +41,11 @@ export interface MpaConnectorOptions {
   connectTimeoutMs?: number;
   /** A waiting (responder) side initiates too after this long without a matching request (default 1 s). */
   fallbackMs?: number;
-  /** Accepted connections held at once, handshaking or established (default 1024); more are closed at once. */
+  /**
+   * Accepted connections held at once, handshaking or established (default 1024). Past it a
+   * connection from a source holding fewer handshaking ones closes the oldest handshaking one of
+   * the source holding the most (`handshakesEvicted`); otherwise it is refused at once.
+   */
   maxConnections?: number;
   /** … of them from one source host (default 128). */
   maxConnectionsPerHost?: number;
@@ -58,6 +63,8 @@ export interface ConnectorCounters {
   handshakesRefused: number;
   /** Connections (incoming or outgoing) refused at establishment: no device memory left for their receive staging. */
   connectionsRefusedMemory: number;
+  /** Accepted connections still in their MPA handshake closed, at maxConnections, for one from a source holding fewer. */
+  handshakesEvicted: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -111,9 +118,13 @@ export class MpaConnector {
   readonly #conns = new Set<MpaConnection>();
   /** Accepted connections per source host (each is a socket, buffers, a handshake). */
   readonly #perHost = new Map<string, number>();
+  /** Accepted connections not yet established, oldest first, with their source host. */
+  readonly #handshaking = new Map<MpaConnection, string>();
+  /** What gives an accepted connection's slots back (once: at its close, or when it is evicted). */
+  readonly #release = new Map<MpaConnection, () => void>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -293,44 +304,76 @@ export class MpaConnector {
       s0.destroy();
       return;
     }
-    // Caps before anything is allocated for the connection: device-wide, then per source host (an
-    // IPv6 /64 as one host, as every other per-source bound: its holder has 2^64 addresses).
+    // Caps before anything is allocated for the connection: per source host (an IPv6 /64 as one
+    // host, as every other per-source bound: its holder has 2^64 addresses), then device-wide.
     const host = hostKey(s0.remoteAddress);
     const onHost = this.#perHost.get(host) ?? 0;
-    if (this.#accepted >= (this.#opts.maxConnections ?? 1024)) {
-      this.counters.connectionsRefused++;
-      refuseAtOnce(s0, 'too many connections to this device (maxConnections)');
-      return;
-    }
     if (onHost >= (this.#opts.maxConnectionsPerHost ?? 128)) {
       this.counters.connectionsRefusedHost++;
       refuseAtOnce(s0, 'too many connections from your host (maxConnectionsPerHost)');
       return;
     }
+    if (this.#accepted >= (this.#opts.maxConnections ?? 1024) && !this.#roomFor(host)) {
+      this.counters.connectionsRefused++;
+      refuseAtOnce(s0, 'too many connections to this device (maxConnections)');
+      return;
+    }
     this.#accepted++;
-    this.#perHost.set(host, onHost + 1);
+    this.#perHost.set(host, (this.#perHost.get(host) ?? 0) + 1);
     this.counters.connectionsAccepted++;
     const { socket, rx } = adoptAccepted(s0);
     const c = MpaConnection.respond(socket, this.#acceptOpts, rx);
     this.#track(c);
+    this.#handshaking.set(c, host);
     let up = false;
+    let evicted = false;
+    this.#release.set(c, () => {
+      evicted = true;
+      this.#untrack(c, host);
+    });
     c.once('established', () => {
       up = true;
+      this.#handshaking.delete(c);
     });
     c.once('close', () => {
       // Closed before 'established': a bad or refused request, a timeout, a peer that left
-      // (one refused for device memory is counted as that instead).
-      if (!up && c.fault?.code !== 'NO_MEMORY') this.counters.handshakesRefused++;
-      this.#accepted--;
-      const n = (this.#perHost.get(host) ?? 1) - 1;
-      if (n > 0) this.#perHost.set(host, n);
-      else this.#perHost.delete(host);
+      // (one refused for device memory is counted as that instead; an evicted one as evicted).
+      if (!up && !evicted && c.fault?.code !== 'NO_MEMORY') this.counters.handshakesRefused++;
+      this.#untrack(c, host);
     });
     c.on('failed', (f: TcpFault) => {
       // (A timeout in 'rtr' is the handshake's too: the peer-to-peer RTR never came.)
       if (f.code === 'TIMEOUT' && (c.result === undefined || c.state === 'rtr')) this.counters.handshakeTimeouts++;
     });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
+  }
+
+  /** An accepted connection's slots of both caps go back (once). */
+  #untrack(c: MpaConnection, host: string): void {
+    this.#handshaking.delete(c);
+    if (!this.#release.delete(c)) return;
+    this.#accepted--;
+    const n = (this.#perHost.get(host) ?? 1) - 1;
+    if (n > 0) this.#perHost.set(host, n);
+    else this.#perHost.delete(host);
+  }
+
+  /**
+   * Room at maxConnections for one more from `host`: the oldest handshaking connection of the
+   * source holding the most of them goes (counted) when that source holds more than `host` does,
+   * so a few sources opening sockets that never finish their handshake churn their own share and
+   * cannot keep other hosts out until their deadline. Established connections are never closed
+   * for it; a source never closes its own (it is refused, as before).
+   */
+  #roomFor(host: string): boolean {
+    const { most, count } = busiestSource(this.#handshaking);
+    if (most === undefined || most === host || count.get(most)! <= (count.get(host) ?? 0)) return false;
+    const old = oldestOf(this.#handshaking, most)!;
+    this.counters.handshakesEvicted++;
+    this.#release.get(old)!();
+    // A stranger's socket: no Reply is owed, and its slots are already given back.
+    old.socket.destroy();
+    return true;
   }
 
   #route(c: MpaConnection, info: MpaRequestInfo): void {
