@@ -98,6 +98,8 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
       // silently eat a credit until the connection starves.
       this.counters.malformed++;
       this.#release(recvId);
+      // Before authentication that was its one receive: it can no longer authenticate, so it goes.
+      if (this.state === 'authenticating') return this.#terminate(FileStatus.Malformed, 'a malformed message before authentication', true);
       return this.#after();
     }
     const hdr = h.value;
