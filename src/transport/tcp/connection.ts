@@ -373,9 +373,8 @@ export class MpaConnection extends EventEmitter {
 
   #rtrTimeout(): void {
     if (this.#state !== 'rtr') return;
-    const f = fault(TERM.streamLost, 'TIMEOUT', 'no RTR (zero-length RDMA Write) after the MPA Reply within the handshake deadline');
-    this.emit('failed', f);
-    this.#close(f);
+    // #close tells those waiting for 'established' (the 'failed' event).
+    this.#close(fault(TERM.streamLost, 'TIMEOUT', 'no RTR (zero-length RDMA Write) after the MPA Reply within the handshake deadline'));
   }
 
   #established(r: MpaResult, leftover: Uint8Array): void {
@@ -488,7 +487,8 @@ export class MpaConnection extends EventEmitter {
   /** A stream error found by the deframer or the socket: Terminate (when we can still frame), then close. */
   #failStream(f: TcpFault): void {
     if (this.#state === 'closed') return;
-    this.emit('failed', f);
+    // (While the RTR is awaited, #close emits it.)
+    if (this.#state !== 'rtr') this.emit('failed', f);
     if (this.#state === 'established' || this.#state === 'rtr') this.#sendTerminate(f);
     this.#close(f);
   }
@@ -522,6 +522,7 @@ export class MpaConnection extends EventEmitter {
 
   #close(f: TcpFault | undefined): void {
     if (this.#state === 'closed') return;
+    const awaitedRtr = this.#state === 'rtr';
     this.#state = 'closed';
     this.fault ??= f;
     if (this.#timer) clearTimeout(this.#timer);
@@ -548,5 +549,9 @@ export class MpaConnection extends EventEmitter {
       });
     }
     s.once('close', () => clearTimeout(t));
+    // A responder waiting for the peer-to-peer RTR: whoever waits for 'established' (an accept,
+    // a cm listener's QP and backlog slot) hears that it will not come — whatever closed it (the
+    // deadline, a bad first FPDU, the peer's FIN or reset, a local close).
+    if (awaitedRtr) this.emit('failed', this.fault ?? fault(TERM.streamLost, 'CLOSED', 'connection closed before the peer-to-peer RTR'));
   }
 }

@@ -342,8 +342,8 @@ export class MpaConnector {
       this.#untrack(c, host);
     });
     c.on('failed', (f: TcpFault) => {
-      // (A timeout in 'rtr' is the handshake's too: the peer-to-peer RTR never came.)
-      if (f.code === 'TIMEOUT' && (c.result === undefined || c.state === 'rtr')) this.counters.handshakeTimeouts++;
+      // Only the handshake times out (the peer-to-peer RTR's wait is the handshake's too).
+      if (f.code === 'TIMEOUT') this.counters.handshakeTimeouts++;
     });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
   }
