@@ -136,7 +136,9 @@ export class ChannelListener extends Listener<Channel> {
       ch.peerKey = hubOf(this.device).peerKey(peerKeyOf(qp));
       this.#roomForHello();
       ch.start();
-      this.#hello.set(ch, sourceOf(qp));
+      const source = sourceOf(qp);
+      sources.set(ch, source);
+      this.#hello.set(ch, source);
       ch.connected.then(
         () => {
           // Evicted for a newer channel after its HELLO came (the eviction ran before this did):
@@ -201,6 +203,13 @@ function peerKeyOf(qp: QueuePair): string {
 function sourceOf(qp: QueuePair): string {
   const peer = connectionInfo(qp)?.peer;
   return peer ? sourceKey(peer) : `qpn:${qp.qpn}`;
+}
+
+const sources = new WeakMap<Channel, string>();
+
+/** The source host of a channel a listener accepted (core/address.ts sourceKey), for per-source caps above it; '?' for others. */
+export function channelSource(ch: Channel): string {
+  return sources.get(ch) ?? '?';
 }
 
 /** Accept channels for `opts.service` on `dev`: `for await (const ch of listener)`. */

@@ -26,9 +26,10 @@
 // A file larger than maxBytes (default 256 MiB: the object is assembled in memory) is refused.
 import { randomBytes } from 'node:crypto';
 import { peerDeadline } from '../core/deadline.js';
+import { busiestSource, oldestOf } from '../core/busiest.js';
 import { performance } from 'node:perf_hooks';
 import type { Channel } from '../channel/channel.js';
-import { connectChannel } from '../channel/listen.js';
+import { channelSource, connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupMemoryOf, dedupMemoryOfDevice, dedupStoreOf, dedupStoreOfDevice } from '../dedup/memory.js';
@@ -157,8 +158,8 @@ export interface DedupServerContext {
   fsync: boolean;
   maxBytes: number;
   counters: DedupCounters;
-  /** Channels waiting for their AUTH, oldest first; at most maxPending (the oldest is closed for a newer one). */
-  pending: Set<Channel>;
+  /** Channels waiting for their AUTH, oldest first, with their source; at most maxPending (past it the oldest of the source holding the most is closed). */
+  pending: Map<Channel, string>;
   maxPending: number;
   /** Transfers under way at once, all sessions (default DEDUP_MAX_TRANSFERS); past it refused, counted. */
   maxTransfers?: number;
@@ -277,10 +278,12 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
   let out: JailFile | undefined; // a put's temporary, until it is renamed into place
   let writer: PrefixWriter | undefined;
   const reply = (r: DedupReply): Promise<void> => ch.send(r);
-  // Few channels wait for their AUTH at once: the oldest makes room for a newer one.
-  ctx.pending.add(ch);
+  // Few channels wait for their AUTH at once: one of them makes room for a newer one.
+  ctx.pending.set(ch, channelSource(ch));
   if (ctx.pending.size > ctx.maxPending) {
-    const old = ctx.pending.values().next().value as Channel;
+    // The oldest of the source holding the most (core/busiest.ts): a stranger opening channels
+    // churns its own, never an honest client's whose AUTH is on its way.
+    const old = oldestOf(ctx.pending, busiestSource(ctx.pending).most!)!;
     ctx.pending.delete(old);
     ctx.counters.dedupEvicted++;
     void old.close().catch(() => undefined);

@@ -142,7 +142,7 @@ export class FileServer {
   /** Dedup transfers served, refused (bad, late or evicted AUTH, limits), and basis bytes ingested. */
   readonly dedupCounters = newDedupCounters();
   /** Dedup channels waiting for their AUTH (at most maxUnauthenticated, the oldest closed for a newer one). */
-  readonly #dedupPending = new Set<Channel>();
+  readonly #dedupPending = new Map<Channel, string>();
   readonly #channelListeners: ChannelListener[] = [];
   readonly jail: Jail;
   address: { host: string; port: number } = { host: '127.0.0.1', port: 0 };
