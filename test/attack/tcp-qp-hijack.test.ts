@@ -1,12 +1,14 @@
 // Two QPs connected by hand over tcp (QPNs exchanged out of band, both sides call connect): the
 // responder side takes the MPA Request that names its QPN and the peer's, and holds such a
-// request for a QP whose connect has not been called yet. QPNs are handed out in order, so a
-// third host can guess the pair and send that request first: the responder took it and bound
-// its QP to the stranger's connection — what the application sent went to the stranger, and the
-// real peer was refused. A known weakness, not fixed (docs/tcp-framing.md "Known weakness"): a
-// check of the source against the address qp.connect was given would fail relays and aliases,
-// and a fix needs something the real peer has and a third host does not (unguessable QPNs, or a
-// value exchanged with { address, qpn }). it.fails until then; the cm path is not affected.
+// request for a QP whose connect has not been called yet. A third host that knows both QPNs
+// sends that request first: the responder takes it and binds its QP to the stranger's
+// connection — what the application sent goes to the stranger, and the real peer is refused.
+// QPNs are drawn at random (src/verbs/qpn.ts), so a blind guess no longer finds them
+// (tcp-raw-connect-guess.test.ts); but they are names, not secrets, and this third host read
+// them where the application exchanged them. Not fixed (docs/tcp-framing.md "Guessing the
+// pair"): a check of the source against the address qp.connect was given would fail relays
+// and aliases; a fix needs a value both sides exchange with { address, qpn }. it.fails until
+// then; the cm path is not affected.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { type Device, openDevice, QpState } from '../../src/index.js';
