@@ -19,6 +19,7 @@
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
 import { type DeviceAddress, sourceKey } from '../core/address.js';
 import { busiestSource, oldestOf } from '../core/busiest.js';
+import { timerMs } from '../core/deadline.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
 import { portsOf } from '../core/peer-route.js';
 import type { ServiceRequest } from '../core/link.js';
@@ -283,9 +284,10 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   dev.assertOpen();
   if (opts === null || typeof opts !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'connect options must be an object');
   const service = serviceOf(opts.service);
-  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const asked = opts.timeoutMs ?? 10_000;
   // A deadline already past (a caller's remaining budget) times out, it is not a misuse.
-  if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs)) throw new SabreError(ErrorCode.InvalidArgument, 'timeoutMs must be a number');
+  if (typeof asked !== 'number' || Number.isNaN(asked)) throw new SabreError(ErrorCode.InvalidArgument, 'timeoutMs must be a number');
+  const timeoutMs = timerMs(asked);
   checkPeerAddress(dev, address, 'connect');
   const signal = opts.signal;
   checkSignal(signal, 'connect');

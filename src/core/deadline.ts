@@ -4,6 +4,15 @@
 // the I/O that turn brought a short grace of real time before it expires the wait: the peer
 // is not blamed for this process's stall.
 
+/**
+ * The longest wait a timer takes: setTimeout runs a longer one (Infinity too) after 1 ms. A
+ * caller's timeoutMs past it (no deadline asked for) waits this long, ~24.8 days.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** `ms` as a timer can wait it. */
+export const timerMs = (ms: number): number => Math.min(ms, MAX_TIMER_MS);
+
 /** Lateness past which a firing timer is taken as a stall of this process, not of the peer. */
 const STALLED_MS = 100;
 /** Real time the I/O gets after such a stall before the wait expires. */

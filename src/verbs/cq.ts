@@ -10,6 +10,7 @@
 // Device close works the same way with ERR_CLOSED: the flushes of outstanding work (WrFlushErr)
 // are queued before the CQ closes, poll() hands them out, then throws once drained.
 // Size CQs for the work you keep outstanding (maxSendWr + maxRecvWr of the QPs on it).
+import { timerMs } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
 import type { CqSource } from '../nic/port.js';
@@ -187,7 +188,8 @@ export class CompletionQueue implements CompletionSink {
   #arm(at: number): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timerAt = at;
-    this.#timer = setTimeout(this.#expire, Math.max(0, at - performance.now()) + 1);
+    // A deadline past a timer's range is looked at again when the longest timer fires.
+    this.#timer = setTimeout(this.#expire, timerMs(Math.max(0, at - performance.now()) + 1));
   }
 
   #expire = (): void => {

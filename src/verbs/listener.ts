@@ -5,6 +5,7 @@
 // listener holds by then), every accept() still waiting rejects with ERR_CLOSED, as does every
 // accept() after, and what was never taken goes back to the subclass to dispose of. The device
 // closing closes the listener, so nobody waits on one that can no longer accept.
+import { timerMs } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Lifecycle, type Settle, untilClosed } from '../core/lifecycle.js';
 import { abortError, checkSignal, onAbort } from './abort.js';
@@ -92,7 +93,7 @@ export abstract class Listener<T> implements AsyncIterable<T> {
     };
     this.#waiters.push(w);
     const dispose = onAbort(signal, () => w.reject(abortError(signal!, 'accept')));
-    const t = timeoutMs === undefined ? undefined : setTimeout(() => w.reject(new SabreError(ErrorCode.Timeout, `no ${this.#what} within ${timeoutMs} ms`)), timeoutMs);
+    const t = timeoutMs === undefined ? undefined : setTimeout(() => w.reject(new SabreError(ErrorCode.Timeout, `no ${this.#what} within ${timeoutMs} ms`)), timerMs(timeoutMs));
     // However it settles (the lifecycle's end settles it directly), the timer and the abort
     // listener go with it: neither may keep the process alive or fire later.
     const done = (): void => {

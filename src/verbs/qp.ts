@@ -13,6 +13,7 @@
 // extension a standard iWARP peer cannot take) and copied at post time: the caller's SendWr
 // and sgList are free the moment postSend returns.
 import { EventEmitter } from 'node:events';
+import { timerMs } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
@@ -147,7 +148,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       const q = this.port;
       if (q.state === QpState.Reset) q.init();
       if (q.state !== QpState.Init) throw new SabreError(ErrorCode.InvalidState, `connect needs an INIT QP, this one is ${qpStateName(q.state)}`);
-      const timeoutMs = peer.timeoutMs ?? 10_000;
+      const timeoutMs = timerMs(peer.timeoutMs ?? 10_000);
       const address = { ...peer.address };
       const signal = peer.signal;
       if (signal?.aborted) throw abortError(signal, 'connect');

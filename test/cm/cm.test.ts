@@ -121,6 +121,20 @@ describe.each(['tcp', 'udp', 'inproc'] as const)('cm over %s', (transport) => {
     l.close();
   });
 
+  it('timeoutMs: Infinity (no deadline asked for) connects and accepts, and a raw qp.connect connects with it', async () => {
+    // A timer given Infinity (or anything past 2^31 - 1 ms) fires after 1 ms: it was an ERR_TIMEOUT at once.
+    const s = await side(transport);
+    const l = listen(s.dev, { pd: s.pd, qpInit: s.qpInit });
+    const c = await side(transport);
+    const [qp] = await Promise.all([connect(c.dev, s.dev.address, { pd: c.pd, qpInit: c.qpInit, timeoutMs: Infinity }), l.accept(Infinity)]);
+    expect(qp.state).toBe(QpState.Rts);
+    l.close();
+    const a = c.pd.createQp({ type: 'rc', ...c.qpInit });
+    const b = s.pd.createQp({ type: 'rc', ...s.qpInit });
+    await Promise.all([a.connect({ address: s.dev.address, qpn: b.qpn, timeoutMs: Infinity }), b.connect({ address: c.dev.address, qpn: a.qpn, timeoutMs: 2 ** 40 })]);
+    expect([a.state, b.state]).toEqual([QpState.Rts, QpState.Rts]);
+  });
+
   it('no listener for the service: connect rejects, no QP is left behind', async () => {
     const s = await side(transport);
     const c = await side(transport);
