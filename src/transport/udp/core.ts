@@ -104,6 +104,11 @@ export class UdpCore {
     this.counters = counters;
   }
 
+  /** Payloads held for peers whose queue was full (see #waiting). */
+  get waiting(): number {
+    return this.#heldCount;
+  }
+
   start(events: LinkEvents): void {
     this.#events = events;
   }
@@ -262,6 +267,16 @@ export class UdpCore {
     for (const f of fs) {
       if (f.reason === 'closed' || seen.has(f.peer)) continue;
       seen.add(f.peer);
+      // What waits for the failed context's queue goes with it: the engine fails the work.
+      // (The endpoint names the peer with its own object; the waiting list, with this core's.)
+      const peer = this.#peers.get(`${f.peer.host}|${f.peer.port}`) ?? f.peer;
+      const h = this.#waiting.get(peer);
+      if (h !== undefined) {
+        const n = h.items.length - h.head;
+        this.#heldCount -= n;
+        this.counters.undeliverable += n;
+        this.#waiting.delete(peer);
+      }
       this.#linkFailed(this.#fromOf(f.peer));
     }
   }

@@ -27,4 +27,22 @@ describe('a send queue deeper than the transport queue for its peer', () => {
     expect(a.link.core.counters.txHeld).toBeGreaterThan(0);
     expect(b.bytes(dst, 0, 600 * 64)).toEqual(a.bytes(src, 0, 600 * 64));
   });
+
+  it('a peer that stops answering: the held payloads go with its context, every write completes in error, nothing stays held', async () => {
+    const sim = new Sim(32, clean);
+    const a = await sim.node({ context: { maxSendQueue: 16 } });
+    const b = await sim.node();
+    const [qa] = await sim.connect(a, b, { maxSendWr: 1024 });
+    const src = a.regMr(1 << 18);
+    const dst = b.regMr(1 << 18);
+    sim.net.filter = (_from, to) => to.port !== (b.addr.port as number);
+    // 1 KiB each: one payload per write, past the queue of 16.
+    for (let i = 0; i < 200; i++) a.post(qa, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + i * 1024, rkey: dst.stag }, [piece(src, i * 1024, 1024)]));
+    await sim.settle();
+    const wcs = a.cq.take();
+    expect(wcs).toHaveLength(200);
+    expect(wcs.every((w) => w.status !== WcStatus.Success)).toBe(true);
+    expect(a.link.core.counters.txHeld).toBeGreaterThan(0);
+    expect(a.link.core.waiting).toBe(0);
+  });
 });
