@@ -198,7 +198,7 @@ export async function runFilesCampaign(o: SurfaceOptions): Promise<SurfaceReport
         if (!v.ok) return `decodeValue ${v.error.replace(/\d+/g, 'N').slice(0, 60)} (the channel fails before the AUTH parse)`;
         const m = modelChannel(v.value);
         // The fields the server's listener passes (pending: the channels still waiting for their AUTH).
-        const ctx = { sessions: dedupSessions, jail: noJail, readOnly: true, fsync: false, maxBytes: 1 << 20, counters: dedupCounters, pending: new Set(), maxPending: 64 } as unknown as DedupServerContext;
+        const ctx = { sessions: dedupSessions, jail: noJail, readOnly: true, fsync: false, maxBytes: 1 << 20, counters: dedupCounters, pending: new Map(), maxPending: 64 } as unknown as DedupServerContext;
         await serveDedupChannel(m.ch, ctx);
         if (m.replies.length !== 1 || !m.closed()) throw new Error(`serveDedupChannel answered ${m.replies.length} times, closed ${m.closed()}`);
         const r = m.replies[0] as { ok: boolean; why?: string };
