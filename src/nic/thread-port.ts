@@ -517,8 +517,9 @@ export class ThreadPort implements NicPort, QpHost {
    * blocked on (see call()); else now, if the NIC thread takes calls.
    */
   tearDown(op: string, args: Record<string, unknown>): void {
-    if (this.#closing) this.#atClose.add(op, args);
-    else if (this.#callable) this.call(op, args);
+    // Once the close request is out its batch has gone: the thread lets go of everything anyway.
+    if (this.#closing && !this.#closeCalled) this.#atClose.add(op, args);
+    else if (!this.#closing && this.#callable) this.call(op, args);
   }
 
   stop(): void {

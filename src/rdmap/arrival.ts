@@ -66,16 +66,14 @@ function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
  * The budget charges a message from its first segment until the receive step's end completes
  * it (engine.ts), so one step that brings a long in-order burst (a socket read of thousands of
  * small writes) would fill it with messages that are placed and done, and refuse a peer that
- * never broke its bound. Before refusing: place what is batched, complete the flow's messages
- * that are next, and look again.
+ * never broke its bound. Before an rc refusal: place what is batched and complete the flow's
+ * messages that are next. (Not srd: completing there can drop the flow or forget messages,
+ * and a refused srd segment is only dropped, sent again by its sender.)
  */
-function roomOnceSettled(e: EngineState, qp: EngineQp, flow: Flow, entries: number, bytes: number): boolean {
-  if (inError(qp)) return false;
+function settleStep(e: EngineState, qp: EngineQp, flow: Flow): void {
   flushPlacement(e);
   touch(e, qp, flow);
   advance(e, qp, flow);
-  // A message completed in error fails the QP: nothing more is taken in.
-  return !inError(qp) && hasRoom(e, qp, entries, bytes);
 }
 
 const inError = (qp: EngineQp): boolean => qp.state === QpState.Error;
@@ -96,7 +94,7 @@ function gaveUp(flow: Flow, ssn: number): boolean {
   return ssn === 1 && turnRefused(flow);
 }
 
-export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame): void {
+export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame, settled = false): void {
   const env = f.env;
   const qp = e.qps.get(env.dstQpn);
   if (!qp || !qp.live) {
@@ -159,7 +157,16 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   const ctlBytes = h && !h.tagged && rowOf(h.opcode)?.arrive === 'control' ? plen : 0;
   const needE = !m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1;
   const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes;
-  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB) && !roomOnceSettled(e, qp, flow, needE, needB)) {
+  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB)) {
+    // rc: the messages this step placed may be complete and next. Completed now, the segment is
+    // taken again from the top (its message may have completed meanwhile); a QP that failed
+    // meanwhile has sent its Terminate.
+    if (!settled && qp.type === 'rc') {
+      settleStep(e, qp, flow);
+      if (inError(qp)) e.counters.drops++;
+      else onSeg(e, from, key, f, true);
+      return;
+    }
     e.counters.oooRefused++;
     // rc: the peer broke the stream's resources (RFC 5040 §7: RDMAP, remote operation error);
     // srd: the segment is dropped (its sender's watchdog reports it).

@@ -146,6 +146,29 @@ describe('hole 4: out-of-order state per QP is capped in entries and bytes; past
     expect(pendingOf(qb)).toBe(0);
   });
 
+  it('the settle before a refusal: an rc QP it fails sends one Terminate; srd is not settled mid-step (its flow may go), nothing leaks', async () => {
+    const sim = new Sim(42, clean);
+    const a = await sim.node({ mss: 64 });
+    const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 8 } });
+    const [, qb] = await sim.connect(a, b);
+    const out = sent(b);
+    const dst = b.regMr(4096);
+    // ssn 1 malformed (8 bytes past a 4-byte message: it fails when it is next), 3..9 fill the budget, 2 needs room.
+    const batch = (src: number): SegFrame[] => [
+      ...write(src, 1, 1, dst.stag, dst.addr, 8, 4),
+      ...[3, 4, 5, 6, 7, 8, 9].flatMap((ssn) => write(src, 1, ssn, dst.stag, dst.addr + 8 * ssn, 8)),
+      ...write(src, 1, 2, dst.stag, dst.addr + 16, 8),
+    ];
+    b.inject(a.addr, batch(1));
+    expect(terminates(out)).toHaveLength(1);
+    expect(qb.state).toBe(QpState.Error);
+    const srd = b.qp(5, 'srd');
+    for (let round = 0; round < 8; round++) {
+      b.driver.frames(batch(1).map((frame) => ({ from: ghost('bad'), frame: { ...frame, env: { ...frame.env, dstQpn: 5 } } })));
+      expect(srd.oooEntries).toBe([...srd.allFlows()].reduce((n, fl) => n + [...fl.pending.values()].reduce((k, m) => k + m.heldEntries, 0), 0));
+    }
+  });
+
   it('legit reordering within the budget is untouched: 2000 writes and reads over a lossy, reordering network complete', async () => {
     const sim = new Sim(14, lossy);
     const a = await sim.node({ mss: 64 });

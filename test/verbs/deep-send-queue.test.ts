@@ -1,9 +1,9 @@
 // A QP's whole send queue posted at once (maxSendWr 65,536, its largest) of 8-byte RDMA Writes,
-// between two devices over real sockets: every write completes and lands. Two limits failed it
-// before, each below what the caps allow: the responder's out-of-order budget (4,096 messages)
-// filled within one receive step with messages that were placed and in order, and refused the
-// rest with a Terminate (RemInvReqErr); and on udp the transport's queue for one peer (65,536
-// payloads) refused what the engine emitted past it, failing the peer (RetryExcErr).
+// between two devices over real sockets: every write completes and lands. The responder's
+// out-of-order budget (4,096 messages) filled within one receive step with messages that were
+// placed and in order, and refused the rest with a Terminate (RemInvReqErr from 8,192 writes
+// on). (udp's other limit, the transport queue for one peer, is not reached here: the small
+// writes pack many to a datagram; test/transport/udp/send-queue-full.test.ts drives it.)
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, type Device, openDevice, WcStatus } from '../../src/index.js';
 

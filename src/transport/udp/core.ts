@@ -32,6 +32,8 @@ export interface UdpCoreIo {
   send(peer: PeerAddress, payload: TxPayload, dstQpn: number, srcQpn: number): void;
   /** Payloads send() takes for `peer` now (its context's queue has a bound). */
   room(peer: PeerAddress): number;
+  /** The id of `peer`'s context (0: none): held payloads belong to the one that refused them. */
+  contextOf(peer: PeerAddress): number;
   /** `n` deliveries of context `ctx` are processed: their credit returns. */
   release(ctx: number, n: number): void;
 }
@@ -40,10 +42,13 @@ export interface UdpCoreIo {
 interface HeldPayloads {
   items: Array<{ payload: Uint8Array | Uint8Array[]; dst: number; src: number }>;
   head: number;
+  /** The context whose queue was full: a peer that restarted meanwhile (a new context) does not get them. */
+  ctx: number;
 }
 
-/** Payloads held for all peers together; past it a refused payload is lost and its peer failed, as a layer refusal is. */
+/** Payloads held for all peers together, and for one; past either a refused payload is lost and its peer failed, as a layer refusal is. */
 const HELD_MAX = 1 << 20;
+const HELD_PEER_MAX = 1 << 18;
 
 export interface UdpCoreCounters {
   /** Delivered payloads that were not a well-formed engine frame (dropped). */
@@ -161,20 +166,33 @@ export class UdpCore {
     const lost = this.#sealLost;
     if (lost > 0) {
       this.counters.undeliverable += lost;
+      this.#dropWaiting(peer);
       const addr = this.#fromOf(peer);
       queueMicrotask(() => this.#linkFailed(addr));
     }
   };
 
+  /** `peer`'s held payloads are lost (counted): its link failed, their work fails with it. */
+  #dropWaiting(peer: PeerAddress): void {
+    const h = this.#waiting.get(peer);
+    if (h === undefined) return;
+    const n = h.items.length - h.head;
+    this.#heldCount -= n;
+    this.counters.undeliverable += n;
+    this.#waiting.delete(peer);
+  }
+
   readonly #emitPayload = (payload: Uint8Array | Uint8Array[], dst: number, src: number): void => {
-    if (this.#sealRoom <= 0 && this.#heldCount < HELD_MAX) {
+    if (this.#sealRoom <= 0) {
       const peer = this.#sealPeer!;
       let h = this.#waiting.get(peer);
-      if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0 }));
-      h.items.push({ payload, dst, src });
-      this.#heldCount++;
-      this.counters.txHeld++;
-      return;
+      if (this.#heldCount < HELD_MAX && (h === undefined || h.items.length - h.head < HELD_PEER_MAX)) {
+        if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0, ctx: this.#io.contextOf(peer) }));
+        h.items.push({ payload, dst, src });
+        this.#heldCount++;
+        this.counters.txHeld++;
+        return;
+      }
     }
     this.#sealRoom--;
     try {
@@ -189,6 +207,12 @@ export class UdpCore {
 
   /** What a peer's queue has room for again goes, oldest first. */
   readonly #drainHeld = (h: HeldPayloads, peer: PeerAddress): void => {
+    if (this.#io.contextOf(peer) !== h.ctx) {
+      // The context that refused them is gone (the peer restarted, or failed): its failure
+      // fails their work; the new context must not get the old QPs' frames.
+      this.#dropWaiting(peer);
+      return;
+    }
     let room = this.#io.room(peer);
     let lost = 0;
     while (room > 0 && h.head < h.items.length) {
@@ -209,6 +233,7 @@ export class UdpCore {
     }
     if (lost > 0) {
       this.counters.undeliverable += lost;
+      this.#dropWaiting(peer);
       const addr = this.#fromOf(peer);
       queueMicrotask(() => this.#linkFailed(addr));
     }
@@ -269,14 +294,7 @@ export class UdpCore {
       seen.add(f.peer);
       // What waits for the failed context's queue goes with it: the engine fails the work.
       // (The endpoint names the peer with its own object; the waiting list, with this core's.)
-      const peer = this.#peers.get(`${f.peer.host}|${f.peer.port}`) ?? f.peer;
-      const h = this.#waiting.get(peer);
-      if (h !== undefined) {
-        const n = h.items.length - h.head;
-        this.#heldCount -= n;
-        this.counters.undeliverable += n;
-        this.#waiting.delete(peer);
-      }
+      this.#dropWaiting(this.#peers.get(`${f.peer.host}|${f.peer.port}`) ?? f.peer);
       this.#linkFailed(this.#fromOf(f.peer));
     }
   }

@@ -202,6 +202,11 @@ export class UdpEndpoint {
     return e;
   }
 
+  /** The id of `peer`'s context (0: none): a new one after the peer restarted. */
+  contextOf(peer: PeerAddress): number {
+    return this.entryOf(peer)?.ctx.localId ?? 0;
+  }
+
   /** Payloads send() would queue for `peer` now (a peer without a context gets a new one's). */
   sendRoom(peer: PeerAddress): number {
     if (this.closed) return 0;

@@ -220,6 +220,11 @@ export class UdpSockets {
     );
   }
 
+  /** The id of `peer`'s context (0: none). */
+  contextOf(peer: PeerAddress): number {
+    return this.endpoint.contextOf(peer);
+  }
+
   /** Payloads send() would queue for `peer` now. */
   sendRoom(peer: PeerAddress): number {
     return this.closed ? 0 : this.endpoint.sendRoom(peer);

@@ -4,7 +4,9 @@
 // within the QP's caps completed RetryExcErr. Now the core holds what the queue has no room
 // for, in order, and sends it as the queue drains. Driven through the whole driver (test/sim).
 import { describe, expect, it } from 'vitest';
+import type { DeviceAddress } from '../../../src/core/address.js';
 import { Opcode, WcStatus } from '../../../src/core/enums.js';
+import { UdpCore } from '../../../src/transport/udp/core.js';
 import { clean, lossy } from '../../sim/net.js';
 import { Sim } from '../../sim/sim.js';
 import { piece, wr } from '../../sim/work.js';
@@ -44,5 +46,33 @@ describe('a send queue deeper than the transport queue for its peer', () => {
     expect(wcs.every((w) => w.status !== WcStatus.Success)).toBe(true);
     expect(a.link.core.counters.txHeld).toBeGreaterThan(0);
     expect(a.link.core.waiting).toBe(0);
+  });
+
+  it('held payloads go to the context that refused them, not to the one of a peer that restarted meanwhile', () => {
+    const to: DeviceAddress = { transport: 'udp', host: '127.0.0.1', port: 4791 };
+    let room = 0;
+    let ctx = 7;
+    const sent: number[] = [];
+    const core = new UdpCore(1200, { send: (_p, _b, dst) => void sent.push(dst), release: () => {}, room: () => room, contextOf: () => ctx });
+    core.start({ frames: () => {}, peerLost: () => {} } as never);
+    // Acks of 60 QPs, each its own payload (a payload carries one QP pair): none fits.
+    const ack = (q: number) => ({ to, frame: { kind: 'ack' as const, srcQpn: q, dstQpn: q, ssn: 1 } });
+    core.transmit(Array.from({ length: 60 }, (_, q) => ack(q + 1)));
+    core.seal();
+    expect(sent).toEqual([]);
+    const held = core.waiting;
+    expect(held).toBeGreaterThan(0);
+    // Room again in the same context: they go, in order.
+    room = 10;
+    core.seal();
+    expect(sent).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    // The peer restarted: a new context, all the room it wants — the rest are not its.
+    ctx = 8;
+    room = 1000;
+    const before = core.counters.undeliverable;
+    core.seal();
+    expect(sent).toHaveLength(10);
+    expect(core.waiting).toBe(0);
+    expect(core.counters.undeliverable - before).toBe(held - 10);
   });
 });
