@@ -84,7 +84,7 @@ class SimUdpLink implements Link {
       },
       release: (ctx, n) => void ep.release(ctx, n),
       room: (peer) => ep.sendRoom(peer),
-      contextOf: (peer) => ep.contextOf(peer),
+      incarnationOf: (peer) => ep.incarnationOf(peer),
     });
     // As the socket shell's flush: the deliveries first (one engine step), then what is queued.
     node.beforePoll = () => {

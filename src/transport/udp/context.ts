@@ -16,9 +16,18 @@ import {
 import { ContextReceiver } from './receiver.js';
 import { ContextSender, type HeaderSource } from './sender.js';
 
+/** Incarnations of contexts, in this process: unique, so an old context's never names a new one. */
+let nextIncarnation = 1;
+
 export class TransportContext implements HeaderSource {
   readonly opts: ContextOptions;
   localId: number;
+  /**
+   * The stream this context's payloads belong to: new with the context and with a restart that
+   * fails what was unacknowledged ('fail'); one that keeps it for the new stream ('requeue')
+   * keeps it too (a new localId, the same payloads).
+   */
+  incarnation = nextIncarnation++;
   peerId: number;
   state: 'open' | 'failed' = 'open';
   /** Time of the last packet received from the peer or payload queued (for idle reclaim). */
@@ -237,7 +246,10 @@ export class TransportContext implements HeaderSource {
    */
   restart(newLocalId: number, newPeerId: number, mode: 'requeue' | 'fail', now: number): void {
     const unacked = this.tx.takeUnacked();
-    if (mode === 'fail') for (const e of unacked) this.failed.push(e.id);
+    if (mode === 'fail') {
+      for (const e of unacked) this.failed.push(e.id);
+      this.incarnation = nextIncarnation++;
+    }
     this.localId = newLocalId;
     this.peerId = newPeerId;
     this.state = 'open';

@@ -32,8 +32,8 @@ export interface UdpCoreIo {
   send(peer: PeerAddress, payload: TxPayload, dstQpn: number, srcQpn: number): void;
   /** Payloads send() takes for `peer` now (its context's queue has a bound). */
   room(peer: PeerAddress): number;
-  /** The id of `peer`'s context (0: none): held payloads belong to the one that refused them. */
-  contextOf(peer: PeerAddress): number;
+  /** The incarnation of `peer`'s context (0: none): held payloads belong to the one that refused them. */
+  incarnationOf(peer: PeerAddress): number;
   /** `n` deliveries of context `ctx` are processed: their credit returns. */
   release(ctx: number, n: number): void;
 }
@@ -42,7 +42,7 @@ export interface UdpCoreIo {
 interface HeldPayloads {
   items: Array<{ payload: Uint8Array | Uint8Array[]; dst: number; src: number }>;
   head: number;
-  /** The context whose queue was full: a peer that restarted meanwhile (a new context) does not get them. */
+  /** The incarnation of the context whose queue was full: a peer that restarted meanwhile (a new one) does not get them; a context renewed with its payloads kept (requeue) does. */
   ctx: number;
 }
 
@@ -187,7 +187,7 @@ export class UdpCore {
       const peer = this.#sealPeer!;
       let h = this.#waiting.get(peer);
       if (this.#heldCount < HELD_MAX && (h === undefined || h.items.length - h.head < HELD_PEER_MAX)) {
-        if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0, ctx: this.#io.contextOf(peer) }));
+        if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0, ctx: this.#io.incarnationOf(peer) }));
         h.items.push({ payload, dst, src });
         this.#heldCount++;
         this.counters.txHeld++;
@@ -207,7 +207,7 @@ export class UdpCore {
 
   /** What a peer's queue has room for again goes, oldest first. */
   readonly #drainHeld = (h: HeldPayloads, peer: PeerAddress): void => {
-    if (this.#io.contextOf(peer) !== h.ctx) {
+    if (this.#io.incarnationOf(peer) !== h.ctx) {
       // The context that refused them is gone (the peer restarted, or failed): its failure
       // fails their work; the new context must not get the old QPs' frames.
       this.#dropWaiting(peer);

@@ -202,9 +202,9 @@ export class UdpEndpoint {
     return e;
   }
 
-  /** The id of `peer`'s context (0: none): a new one after the peer restarted. */
-  contextOf(peer: PeerAddress): number {
-    return this.entryOf(peer)?.ctx.localId ?? 0;
+  /** The incarnation of `peer`'s context (0: none): a new one once it failed what it held (a peer restart). */
+  incarnationOf(peer: PeerAddress): number {
+    return this.entryOf(peer)?.ctx.incarnation ?? 0;
   }
 
   /** Payloads send() would queue for `peer` now (a peer without a context gets a new one's). */

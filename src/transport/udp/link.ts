@@ -157,7 +157,7 @@ export class UdpLink implements Link {
     const core = new UdpCore(maxPayloadFor(mtu), {
       send: (peer, payload, dst, src) => udp!.send(peer, payload, dst, src),
       room: (peer) => udp!.sendRoom(peer),
-      contextOf: (peer) => udp!.contextOf(peer),
+      incarnationOf: (peer) => udp!.incarnationOf(peer),
       release: (ctx, n) => udp!.release(ctx, n),
     }, counters);
     try {

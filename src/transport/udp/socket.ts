@@ -220,9 +220,9 @@ export class UdpSockets {
     );
   }
 
-  /** The id of `peer`'s context (0: none). */
-  contextOf(peer: PeerAddress): number {
-    return this.endpoint.contextOf(peer);
+  /** The incarnation of `peer`'s context (0: none). */
+  incarnationOf(peer: PeerAddress): number {
+    return this.endpoint.incarnationOf(peer);
   }
 
   /** Payloads send() would queue for `peer` now. */

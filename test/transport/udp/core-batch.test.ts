@@ -21,7 +21,7 @@ function ack(ssn: number): Uint8Array {
 describe('UdpCore receive batches', () => {
   it('hands each step its own frames, in order, across reused records and a nested step', () => {
     const released: [number, number][] = [];
-    const core = new UdpCore(60_000, { send: () => {}, release: (ctx, n) => released.push([ctx, n]), room: () => Infinity, contextOf: () => 1 });
+    const core = new UdpCore(60_000, { send: () => {}, release: (ctx, n) => released.push([ctx, n]), room: () => Infinity, incarnationOf: () => 1 });
     const got = collect();
     let nestOnce = true;
     core.start({

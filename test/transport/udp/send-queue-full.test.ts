@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { DeviceAddress } from '../../../src/core/address.js';
 import { Opcode, WcStatus } from '../../../src/core/enums.js';
+import { TransportContext } from '../../../src/transport/udp/context.js';
 import { UdpCore } from '../../../src/transport/udp/core.js';
 import { clean, lossy } from '../../sim/net.js';
 import { Sim } from '../../sim/sim.js';
@@ -53,7 +54,7 @@ describe('a send queue deeper than the transport queue for its peer', () => {
     let room = 0;
     let ctx = 7;
     const sent: number[] = [];
-    const core = new UdpCore(1200, { send: (_p, _b, dst) => void sent.push(dst), release: () => {}, room: () => room, contextOf: () => ctx });
+    const core = new UdpCore(1200, { send: (_p, _b, dst) => void sent.push(dst), release: () => {}, room: () => room, incarnationOf: () => ctx });
     core.start({ frames: () => {}, peerLost: () => {} } as never);
     // Acks of 60 QPs, each its own payload (a payload carries one QP pair): none fits.
     const ack = (q: number) => ({ to, frame: { kind: 'ack' as const, srcQpn: q, dstQpn: q, ssn: 1 } });
@@ -74,5 +75,15 @@ describe('a send queue deeper than the transport queue for its peer', () => {
     expect(sent).toHaveLength(10);
     expect(core.waiting).toBe(0);
     expect(core.counters.undeliverable - before).toBe(held - 10);
+  });
+
+  it('a context keeps its incarnation through a restart that keeps its payloads (requeue), not through one that fails them, and a new one has its own', () => {
+    const c = new TransportContext(5, 0);
+    const first = c.incarnation;
+    c.restart(6, 9, 'requeue', 0);
+    expect(c.incarnation).toBe(first);
+    c.restart(7, 9, 'fail', 0);
+    expect(c.incarnation).not.toBe(first);
+    expect(new TransportContext(5, 0).incarnation).not.toBe(c.incarnation);
   });
 });
