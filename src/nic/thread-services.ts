@@ -3,7 +3,7 @@
 // dials go as mailbox calls, and what the NIC thread settles later (an accept's handshake, a
 // dial's answer) comes back as a message matched by id.
 import type { DeviceAddress } from '../core/address.js';
-import { peerDeadline } from '../core/deadline.js';
+import { MAX_TIMER_MS, peerDeadline } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServiceRequest } from '../core/link.js';
 import { fromWireError, type WireError } from './thread-proto.js';
@@ -99,7 +99,7 @@ export class ThreadServices {
       return Promise.reject(e);
     }
     // Past a timer's range (an unbounded dial): the NIC thread's own deadline alone.
-    if (deadlineMs === undefined || !(deadlineMs < 2 ** 31)) return p;
+    if (deadlineMs === undefined || !(deadlineMs <= MAX_TIMER_MS)) return p;
     // A timer made late by this thread's own stall gives the answer that came meanwhile its turn.
     const t = peerDeadline(deadlineMs, () => {
       const w = this.#waits.get(key);

@@ -10,7 +10,7 @@ import { SABRE_PEER, type PeerProfile } from '../core/peer.js';
 import type { CompletionSink, WrId } from '../core/work.js';
 import type { TermCode } from '../wire/terminate.js';
 import type { ReadVEntry } from '../wire/rdmap.js';
-import { Deque } from './deque.js';
+import { Deque } from '../core/deque.js';
 import type { EngineEvent } from './events.js';
 import type { DeviceCounters, EngineMemory, MrRecord } from './memory.js';
 import { newCounters } from './memory.js';

@@ -14,7 +14,7 @@ import { timerMs } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { CompletionSink, WorkCompletion } from '../core/work.js';
 import type { CqSource } from '../nic/port.js';
-import { Deque } from '../rdmap/deque.js';
+import { Deque } from '../core/deque.js';
 import { abortError } from './abort.js';
 import { isPromiseWrId, Wc, WorkRequestError } from './wc.js';
 

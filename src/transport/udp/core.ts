@@ -10,6 +10,7 @@ import type { Frame, Inbound } from '../../core/frame.js';
 import type { LinkEvents, Outbound } from '../../core/link.js';
 import type { TxPayload } from './context-options.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint-types.js';
+import { Deque } from '../../core/deque.js';
 import { decodeFrames } from './frame-codec.js';
 import { FramePacker } from './packer.js';
 
@@ -38,10 +39,9 @@ export interface UdpCoreIo {
   release(ctx: number, n: number): void;
 }
 
-/** Payloads held for one peer (UdpCore's held list): `items` from `head` on wait. */
+/** Payloads held for one peer (UdpCore's held list), oldest first. */
 interface HeldPayloads {
-  items: Array<{ payload: Uint8Array | Uint8Array[]; dst: number; src: number }>;
-  head: number;
+  items: Deque<{ payload: Uint8Array | Uint8Array[]; dst: number; src: number }>;
   /** The incarnation of the context whose queue was full: a peer that restarted meanwhile (a new one) does not get them; a context renewed with its payloads kept (requeue) does. */
   ctx: number;
 }
@@ -176,9 +176,8 @@ export class UdpCore {
   #dropWaiting(peer: PeerAddress): void {
     const h = this.#waiting.get(peer);
     if (h === undefined) return;
-    const n = h.items.length - h.head;
-    this.#heldCount -= n;
-    this.counters.undeliverable += n;
+    this.#heldCount -= h.items.length;
+    this.counters.undeliverable += h.items.length;
     this.#waiting.delete(peer);
   }
 
@@ -186,8 +185,8 @@ export class UdpCore {
     if (this.#sealRoom <= 0) {
       const peer = this.#sealPeer!;
       let h = this.#waiting.get(peer);
-      if (this.#heldCount < HELD_MAX && (h === undefined || h.items.length - h.head < HELD_PEER_MAX)) {
-        if (h === undefined) this.#waiting.set(peer, (h = { items: [], head: 0, ctx: this.#io.incarnationOf(peer) }));
+      if (this.#heldCount < HELD_MAX && (h === undefined || h.items.length < HELD_PEER_MAX)) {
+        if (h === undefined) this.#waiting.set(peer, (h = { items: new Deque(), ctx: this.#io.incarnationOf(peer) }));
         h.items.push({ payload, dst, src });
         this.#heldCount++;
         this.counters.txHeld++;
@@ -215,22 +214,16 @@ export class UdpCore {
     }
     let room = this.#io.room(peer);
     let lost = 0;
-    while (room > 0 && h.head < h.items.length) {
-      const p = h.items[h.head]!;
-      h.items[h.head++] = undefined!;
+    for (; room > 0 && h.items.length > 0; room--) {
+      const p = h.items.shift()!;
       this.#heldCount--;
-      room--;
       try {
         this.#io.send(peer, p.payload, p.dst, p.src);
       } catch {
         lost++;
       }
     }
-    if (h.head === h.items.length) this.#waiting.delete(peer);
-    else if (h.head > 1024 && h.head * 2 > h.items.length) {
-      h.items = h.items.slice(h.head);
-      h.head = 0;
-    }
+    if (h.items.length === 0) this.#waiting.delete(peer);
     if (lost > 0) {
       this.counters.undeliverable += lost;
       this.#dropWaiting(peer);

@@ -95,12 +95,12 @@ export class ContextSender {
     this.peerRightEdge = (isn + this.peerRwnd) >>> 0;
   }
 
-  /** Queue a payload; false when the send queue is full. */
   /** Payloads enqueue() would take now. */
   get room(): number {
     return this.opts.maxSendQueue - (this.queue.length - this.qHead);
   }
 
+  /** Queue a payload; false when the send queue is full. */
   enqueue(q: Queued): boolean {
     if (this.room <= 0) return false;
     this.queue.push(q);

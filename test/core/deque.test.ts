@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Deque } from '../../src/rdmap/deque.js';
+import { Deque } from '../../src/core/deque.js';
 
 type Op = { k: 'push'; v: number } | { k: 'shift' } | { k: 'removeAt'; i: number } | { k: 'clear' } | { k: 'takeAll' };
 
