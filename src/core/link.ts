@@ -4,6 +4,7 @@
 // link: it hands the engine's frames to transmit(), turns each event into an engine call, and
 // keeps one timer for the engine's and the link's deadlines.
 import type { DeviceAddress } from './address.js';
+import type { Owns } from './detach.js';
 import type { Frame, Inbound } from './frame.js';
 import type { PeerProfile } from './peer.js';
 
@@ -146,6 +147,14 @@ export interface Link {
    * reading its sockets). What it already took is still delivered.
    */
   holdReceive?(hold: boolean): void;
+  /**
+   * Memory is about to be reused (./detach.ts): every payload view the link still holds that
+   * `owns` claims — frames waiting, payloads queued or kept for retransmission — becomes a copy
+   * of its bytes now. False while views already handed to the system's send queue may still be
+   * read: ask again later, and reuse the memory only once this says true. Links that keep no
+   * views past transmit() need not have it.
+   */
+  detach?(owns: Owns): boolean;
   /** Work is outstanding (not just idle bookkeeping): the driver's timer keeps the process alive. */
   readonly busy?: boolean;
   /** Whether `to` can be reached now (inproc: registered; udp/tcp: a well-formed address). */

@@ -5,6 +5,7 @@
 // dozens in a row, and each step's poll of the engine's output, events and timers is a
 // per-message cost). The link writes to its socket in a job of its own anyway.
 import type { DeviceAddress } from '../core/address.js';
+import { ownsShared, ownsViewsOf } from '../core/detach.js';
 import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest } from '../core/link.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
@@ -16,6 +17,9 @@ import { type EngineQp, newRecvWork, newSendWork, type Piece, type QpCaps } from
 import { job } from '../transport/job.js';
 import { NicDriver, type NicEvent } from './driver.js';
 import type { NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
+
+/** How often a region's memory asks the link again to let go of it (about a millisecond apart). */
+const DETACH_TRIES = 10_000;
 
 class InlineQp implements PortQp {
   readonly qpn: number;
@@ -223,15 +227,46 @@ export class InlinePort implements NicPort {
   deregister(mr: PortMr, release?: () => void): void {
     const rec = mr as MrRecord;
     this.memory.deregister(rec.stag);
-    if (rec.ext || this.#lent.delete(rec)) return;
+    if (rec.ext || this.#lent.delete(rec)) {
+      // The registrant has its memory back now: what the link holds of it goes as copies.
+      if (rec.unsettled) this.#detach(rec, () => {});
+      return;
+    }
     // Send work still queued names this memory: its frames are views of it (and udp may send
     // them again). The memory returns to the device only once that work has left its send
     // queue, so a region registered next cannot have its bytes sent under the old request
     // (the local half of the deregister fence).
     const dm = this.memory.dm;
     const free = release ?? (() => dm.free(rec.addr));
-    if (rec.busy) rec.onIdle = free;
-    else free();
+    this.whenIdle(rec, free);
+  }
+
+  /** `free` once no queued send names `rec` and the link holds nothing of it (see #detach). */
+  whenIdle(rec: MrRecord, free: () => void): void {
+    if (rec.busy) rec.onIdle = () => this.#detach(rec, free);
+    else this.#detach(rec, free);
+  }
+
+  /**
+   * Work that named `rec` and was flushed (not completed) may have left views of it in the link
+   * (queued, kept for retransmission): they become copies before the memory is let go. Views
+   * the system's send queue still holds cannot be copied: the memory waits for them, asking
+   * again each millisecond (a datagram socket's queue drains or closes within moments).
+   */
+  #detach(rec: MrRecord, free: () => void): void {
+    const detach = this.link.detach;
+    if (!rec.unsettled || detach === undefined) {
+      free();
+      return;
+    }
+    const owns = rec.ext ? ownsViewsOf(rec.ext) : ownsShared(rec.addr, rec.addr + rec.length);
+    let tries = 0;
+    const attempt = (): void => {
+      if (detach.call(this.link, owns)) free();
+      // A queue that never drains (never seen): the memory stays the device's, unused, rather than leak.
+      else if (++tries < DETACH_TRIES) setTimeout(attempt, 1).unref();
+    };
+    attempt();
   }
 
   lookup(stag: number): PortMr | undefined {

@@ -54,7 +54,7 @@ export function deregisterShared(port: InlinePort, a: DeregArgs): void {
   const idx = a.stag >>> 8;
   const table = port.memory.dm.regions;
   if (idx > 0 && idx < table.capacity && table.read(idx).stag === a.stag) table.clear(idx);
-  if (rec?.busy && release) rec.onIdle = release;
+  if (rec && release) port.whenIdle(rec, release);
   else release?.();
 }
 

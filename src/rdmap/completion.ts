@@ -21,7 +21,7 @@ export function drainSq(e: EngineState, qp: EngineQp): void {
     const w = qp.sq.shift()!;
     e.changed(qp);
     if (qp.tx > 0) qp.tx--;
-    if (!w.inline) releasePieces(w.pieces);
+    if (!w.inline) releasePieces(w.pieces, w.status !== WcStatus.Success);
     if (w.signaled || w.status !== WcStatus.Success) {
       complete(e, qp.sendCq, {
         wrId: w.wrId, status: w.status, opcode: w.wc, byteLen: w.status === WcStatus.Success ? w.byteLen : 0, qpn: qp.qpn,

@@ -30,6 +30,12 @@ export interface MrRecord {
   busy?: number;
   /** Set by a deregister while `busy`: runs when the last such request leaves (frees the memory). */
   onIdle?: () => void;
+  /**
+   * Some such request left its queue without its peer having its bytes (flushed: its QP in
+   * error or destroyed): the link may still hold views of this memory, to be detached before
+   * the memory is reused (core/detach.ts).
+   */
+  unsettled?: boolean;
 }
 
 /** A send work request that names `pieces` was posted: their regions are busy until it leaves. */
@@ -37,10 +43,11 @@ export function holdPieces(pieces: readonly { rec: MrRecord }[]): void {
   for (const p of pieces) p.rec.busy = (p.rec.busy ?? 0) + 1;
 }
 
-/** It left its send queue (completed or flushed): a region deregistered meanwhile is let go. */
-export function releasePieces(pieces: readonly { rec: MrRecord }[]): void {
+/** It left its send queue (completed, or `flushed`): a region deregistered meanwhile is let go. */
+export function releasePieces(pieces: readonly { rec: MrRecord }[], flushed: boolean): void {
   for (const p of pieces) {
     const r = p.rec;
+    if (flushed) r.unsettled = true;
     if (r.busy !== undefined && --r.busy === 0 && r.onIdle) {
       const f = r.onIdle;
       r.onIdle = undefined;

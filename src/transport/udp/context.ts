@@ -8,6 +8,7 @@
 // and probe timers) is ./sender.ts, its congestion window and RTT estimate ./congestion.ts,
 // the receive half (PSNs seen, credit, ACK scheduling) ./receiver.ts.
 // Headers are src/wire/udp.ts's `UdpHdr`; RESET is handled by the endpoint.
+import type { Owns } from '../../core/detach.js';
 import { UdpType, type UdpHdr } from '../../wire/udp.js';
 import {
   defaultContextOptions, RxVerdict, tsNow, type ContextCounters, type ContextOptions, type FailReason, type RxVerdictValue,
@@ -87,6 +88,11 @@ export class TransportContext implements HeaderSource {
   /** Payloads send() would take now (0 once the context is not open). */
   get sendRoom(): number {
     return this.state === 'open' ? this.tx.room : 0;
+  }
+
+  /** The views of its payloads that `owns` claims become copies (core/detach.ts). */
+  detach(owns: Owns): void {
+    this.tx.detach(owns);
   }
 
   /** Payloads accepted by send() and not yet acked or failed. */

@@ -17,6 +17,7 @@
 // and reclaim ./contexts.ts, datagram framing (header, payload, trailer) ./framing.ts, and the
 // shapes it takes and gives ./endpoint-types.ts.
 import { randomInt } from 'node:crypto';
+import { detachInPlace, type Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { TransportContextStats } from '../../core/link.js';
 import { crc32c as kernelCrc32c } from '../../kernels/crc32c.js';
@@ -445,6 +446,23 @@ export class UdpEndpoint {
     // Until the peer has learnt our id it finds us by source address: use the first socket.
     const path = this.opts.paths > 1 && h.dstCtx !== 0 ? this.rr++ % this.opts.paths : 0;
     this.out.push(this.framer.frame(e.peer, h, d.payload, path, h.dstCtx === 0 ? UdpIntegrity.Crc32c : e.integ ?? UdpIntegrity.Crc32c));
+  }
+
+  /**
+   * Memory is about to be reused: the views `owns` claims in every context's payloads and in
+   * datagrams built and not yet sent (`out`, and the shell's own queue `ds`) become copies. A
+   * datagram whose CRC is still to come is sealed first, from the bytes it was built with.
+   */
+  detach(owns: Owns, ds: readonly OutDatagram[] = []): void {
+    for (const e of this.table.byId.values()) e.ctx.detach(owns);
+    for (const list of [this.out, ds]) {
+      for (const d of list) {
+        if (!d.parts.some(owns)) continue;
+        const p = d.pendingCrc;
+        if (p !== undefined) this.framer.sealDeferred(d, this.opts.crc32c(d.parts[p.part]!, p.prefix));
+        detachInPlace(d.parts, owns);
+      }
+    }
   }
 
   /** Finish a `pendingCrc` datagram given the CRC32C through parts[pendingCrc.part]. */

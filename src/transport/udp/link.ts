@@ -24,6 +24,7 @@
 // it (LinkEvents.keepsPeer: connected rc QPs), is reported as the peerLost event with the
 // peer's device address; the engine fails the work that depended on that peer with RetryExcErr.
 import type { DeviceAddress } from '../../core/address.js';
+import type { Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import type { Link, LinkEvents, Outbound, TransportContextStats } from '../../core/link.js';
 import { UNTAGGED_HDR_LEN } from '../../wire/spec.js';
@@ -240,6 +241,12 @@ export class UdpLink implements Link {
 
   reachable(to: DeviceAddress): boolean {
     return !this.#closed && isUdpAddress(to);
+  }
+
+  /** Memory is about to be reused (Link.detach): frames waiting, payloads held, queued, in flight or in datagrams not yet sent. */
+  detach(owns: Owns): boolean {
+    this.#core.detach(owns);
+    return this.udp.detach(owns);
   }
 
   /** The frames wait per peer until the socket shell builds datagrams (this turn's flush). */

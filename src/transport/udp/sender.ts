@@ -9,6 +9,7 @@
 // acceptable range: [sndUna - maxWindow, sndNxt]); a datagram whose ack fields fail is
 // dropped whole and changes nothing, so the PSNs one datagram can make us visit are at most a
 // few windows' worth (counted in `counters.scanned`), whatever numbers it carries.
+import { detachPayload, type Owns } from '../../core/detach.js';
 import type { UdpHdr } from '../../wire/udp.js';
 import {
   MAX_SACK_BLOCKS, psnDiff, RxVerdict, tsNow, type ContextCounters, type ContextOptions, type RxVerdictValue, type TxDatagram,
@@ -257,6 +258,19 @@ export class ContextSender {
       if (this.ptoDeadline === Infinity && this.probes === 0) this.ptoDeadline = now + this.cc.pto();
     }
     return more;
+  }
+
+  /** Payloads queued or kept for retransmission: the views `owns` claims become copies (core/detach.ts). */
+  detach(owns: Owns): void {
+    for (let p = this.sndUna; p !== this.sndNxt; p = (p + 1) >>> 0) {
+      const i = p & this.mask;
+      const v = this.slotPayload[i];
+      if (v) this.slotPayload[i] = detachPayload(v, owns);
+    }
+    for (let k = this.qHead; k < this.queue.length; k++) {
+      const q = this.queue[k]!;
+      q.payload = detachPayload(q.payload, owns);
+    }
   }
 
   /** Take back every payload not yet acknowledged (sent or queued), in order; the window empties. */

@@ -5,33 +5,19 @@
 // deadlines are its owner's (the NIC driver's one timer, through the udp link), or, for a bare
 // shell, ./standalone-timer.ts's. Several sockets stripe outgoing datagrams (multipath).
 import dgram from 'node:dgram';
-import dns from 'node:dns';
-import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import type { Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { afterAnswers, job } from '../job.js';
 import type { TxPayload } from './context-options.js';
 import type { CrcOffloadLike } from './crc-offload.js';
+import { literalLookup } from './literal-lookup.js';
 import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';
 import { noteReceived } from '../../core/heap-reuse.js';
 import { UdpEndpoint, type Delivery, type OutDatagram, type PeerAddress } from './endpoint.js';
 import type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
 import { standaloneTimer } from './standalone-timer.js';
-
-/**
- * node:dgram resolves the destination of every send through `lookup`, and dns.lookup answers
- * even an IP literal on the next tick: each datagram then left one nextTick after send()
- * returned, behind whatever the rest of the turn did. Peers are addressed by IP literal (the
- * source address of what they sent, or what the user gave), so answer those at once; names
- * still go to the resolver.
- */
-function literalLookup(host: string, options: dns.LookupOneOptions, cb: (err: NodeJS.ErrnoException | null, address: string, family: number) => void): void {
-  const f = isIP(host);
-  if (f !== 0) cb(null, host, f);
-  // node:dgram passes the socket's family as a bare number here; dns.lookup takes either form.
-  else dns.lookup(host, options, cb);
-}
 
 /**
  * How long close() lingers for its last payloads (close notices, and whatever else is not yet
@@ -228,6 +214,12 @@ export class UdpSockets {
   /** Payloads send() would queue for `peer` now. */
   sendRoom(peer: PeerAddress): number {
     return this.closed ? 0 : this.endpoint.sendRoom(peer);
+  }
+
+  /** Memory is about to be reused (core/detach.ts): false while the system's send queue may still read views of it. */
+  detach(owns: Owns): boolean {
+    this.endpoint.detach(owns, this.txq);
+    return this.closed || this.sockets.every((s) => s.getSendQueueCount() === 0);
   }
 
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */

@@ -191,3 +191,40 @@ describe('giving up on a silent peer', () => {
     expect(r.failedAt).toBeLessThan(4000);
   });
 });
+
+// Memory reused while the context still holds payloads over it (core/detach.ts): after detach,
+// what goes out — first sends, the queue behind the window and retransmissions of lost ones —
+// is the bytes the payloads had, not what the memory holds next.
+describe('TransportContext.detach', () => {
+  it('payloads in flight, lost and queued over a buffer detached and then overwritten arrive with their bytes', () => {
+    const { a, b } = pair({ initialPeerWindow: 4, initialCwnd: 4 });
+    const mem = new Uint8Array(new SharedArrayBuffer(64 * 32));
+    mem.fill(0x11);
+    const N = 32;
+    for (let i = 0; i < N; i++) a.send(i % 2 === 0 ? mem.subarray(i * 64, i * 64 + 64) : [mem.subarray(i * 64, i * 64 + 32), mem.subarray(i * 64 + 32, i * 64 + 64)], 0);
+    // The first window goes and is lost; the rest waits in the queue.
+    const lost: TxDatagram[] = [];
+    a.flush(1, lost);
+    expect(lost.length).toBeGreaterThan(0);
+    a.detach((v) => v.buffer === mem.buffer);
+    mem.fill(0xee);
+    let now = 1;
+    const got: Uint8Array[] = [];
+    for (let step = 0; step < 10_000 && got.length < N; step++) {
+      now += 5;
+      a.tick(now);
+      const out: TxDatagram[] = [];
+      a.flush(now, out);
+      for (const d of out) {
+        const p = d.payload === null || d.payload instanceof Uint8Array ? d.payload : Buffer.concat(d.payload);
+        b.receive(d.hdr, p, now);
+      }
+      const ds = b.delivered.splice(0);
+      for (const p of ds) got.push(Uint8Array.from(p));
+      if (ds.length > 0) b.release(ds.length);
+      for (const d of flush(b, now)) a.receive(d.hdr, d.payload, now);
+    }
+    expect(got.length).toBe(N);
+    for (const p of got) expect(p.every((x) => x === 0x11)).toBe(true);
+  });
+});
