@@ -6,6 +6,7 @@
 // be the bytes the work had, never the new owner's. So, before that memory is let go, each view
 // the link still holds of it is replaced by a copy of what it holds now (the deregister fence's
 // local half, docs/resource-bounds.md).
+import type { Frame } from './frame.js';
 
 /** Which views must become copies: those over the memory about to be reused. */
 export type Owns = (v: Uint8Array) => boolean;
@@ -22,9 +23,16 @@ export function ownsViewsOf(mem: Uint8Array): Owns {
   return (v) => v.buffer === mem.buffer && v.byteOffset < hi && v.byteOffset + v.byteLength > lo;
 }
 
+/** A copy of `v`'s bytes (slice() of a shared buffer copies byte by byte; set() is a memcpy). */
+export function copyOf(v: Uint8Array): Uint8Array {
+  const c = new Uint8Array(v.length);
+  c.set(v);
+  return c;
+}
+
 /** `v` itself, or a copy of its bytes when `owns` claims it. */
 export function detachView(v: Uint8Array, owns: Owns): Uint8Array {
-  return owns(v) ? v.slice() : v;
+  return owns(v) ? copyOf(v) : v;
 }
 
 /** A payload (one view or a gather list) with the claimed views copied; the list is copied only if one is. */
@@ -35,7 +43,7 @@ export function detachPayload<T extends Uint8Array | readonly Uint8Array[]>(p: T
     const v = p[i]!;
     if (!owns(v)) continue;
     out ??= p.slice();
-    out[i] = v.slice();
+    out[i] = copyOf(v);
   }
   return (out ?? p) as T;
 }
@@ -45,8 +53,13 @@ export function detachInPlace(parts: Uint8Array[], owns: Owns): boolean {
   let any = false;
   for (let i = 0; i < parts.length; i++) {
     if (!owns(parts[i]!)) continue;
-    parts[i] = parts[i]!.slice();
+    parts[i] = copyOf(parts[i]!);
     any = true;
   }
   return any;
+}
+
+/** A frame's data views (a segment's payload) with the claimed ones copied. */
+export function detachFrame(f: Frame, owns: Owns): void {
+  if (f.kind === 'seg' && f.payload.some(owns)) f.payload = detachPayload(f.payload, owns);
 }

@@ -5,7 +5,7 @@
 // dozens in a row, and each step's poll of the engine's output, events and timers is a
 // per-message cost). The link writes to its socket in a job of its own anyway.
 import type { DeviceAddress } from '../core/address.js';
-import { ownsShared, ownsViewsOf } from '../core/detach.js';
+import { copyOf, ownsShared, ownsViewsOf, type Owns } from '../core/detach.js';
 import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest } from '../core/link.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
@@ -228,8 +228,14 @@ export class InlinePort implements NicPort {
     const rec = mr as MrRecord;
     this.memory.deregister(rec.stag);
     if (rec.ext || this.#lent.delete(rec)) {
-      // The registrant has its memory back now: what the link holds of it goes as copies.
-      if (rec.unsettled) this.#detach(rec, () => {});
+      // The registrant has its memory back now. Work still queued keeps a copy of what the
+      // region holds (it reads its bytes through rec when it is cut), and what the link
+      // holds of it goes as copies.
+      if (rec.busy || rec.unsettled) {
+        const owns = this.#owns(rec);
+        if (rec.busy) rec.ext = copyOf(rec.ext ?? this.memory.view(rec, rec.addr, rec.length));
+        this.#detachViews(owns);
+      }
       return;
     }
     // Send work still queued names this memory: its frames are views of it (and udp may send
@@ -247,6 +253,17 @@ export class InlinePort implements NicPort {
     else this.#detach(rec, free);
   }
 
+  /** The engine's frames not yet handed over or kept for a retry, then the link's: true once nothing can read the old views. */
+  #detachViews(owns: Owns): boolean {
+    this.engine.detach(owns);
+    return this.link.detach?.(owns) ?? true;
+  }
+
+  /** The views of `rec`'s memory (core/detach.ts). */
+  #owns(rec: MrRecord): Owns {
+    return rec.ext ? ownsViewsOf(rec.ext) : ownsShared(rec.addr, rec.addr + rec.length);
+  }
+
   /**
    * Work that named `rec` and was flushed (not completed) may have left views of it in the link
    * (queued, kept for retransmission): they become copies before the memory is let go. Views
@@ -254,15 +271,14 @@ export class InlinePort implements NicPort {
    * again each millisecond (a datagram socket's queue drains or closes within moments).
    */
   #detach(rec: MrRecord, free: () => void): void {
-    const detach = this.link.detach;
-    if (!rec.unsettled || detach === undefined) {
+    if (!rec.unsettled) {
       free();
       return;
     }
-    const owns = rec.ext ? ownsViewsOf(rec.ext) : ownsShared(rec.addr, rec.addr + rec.length);
+    const owns = this.#owns(rec);
     let tries = 0;
     const attempt = (): void => {
-      if (detach.call(this.link, owns)) free();
+      if (this.#detachViews(owns)) free();
       // A queue that never drains (never seen): the memory stays the device's, unused, rather than leak.
       else if (++tries < DETACH_TRIES) setTimeout(attempt, 1).unref();
     };

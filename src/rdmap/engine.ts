@@ -22,6 +22,7 @@
 // read and atomic execution, read completion, and the cumulative ack that tells the requester
 // its Write/Send is placed and visible.
 import { addressKey, type DeviceAddress } from '../core/address.js';
+import { detachFrame, type Owns } from '../core/detach.js';
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { Inbound } from '../core/frame.js';
 import type { QpDownCause } from '../core/link.js';
@@ -400,6 +401,20 @@ export class RdmapEngine {
     e.outbox = [];
     if (e.handoff.size > 0) applyHandoffs(e);
     return o;
+  }
+
+  /**
+   * Memory is about to be reused (core/detach.ts): frames built and not yet polled, and those
+   * kept to be sent again (an RNR retry re-emits a Send's frames), copy the views `owns` claims.
+   */
+  detach(owns: Owns): void {
+    const e = this.#e;
+    for (const o of e.outbox) detachFrame(o.frame, owns);
+    for (const qp of e.qps.values()) {
+      for (const flow of qp.allFlows()) {
+        for (const m of flow.inflight.values()) if (m.frames) for (const f of m.frames) detachFrame(f, owns);
+      }
+    }
   }
 
   /** From now on list the QPs whose state or queue lengths change, for takeChanged. */

@@ -3,6 +3,7 @@
 // hands it over after the turn's synchronous work, as a promise job (./job.ts), or earlier when
 // it knows the turn's frames are all in (drain()).
 import type { DeviceAddress } from '../core/address.js';
+import { detachFrame, type Owns } from '../core/detach.js';
 import type { Frame, Inbound } from '../core/frame.js';
 import { job } from './job.js';
 
@@ -39,6 +40,11 @@ export class Inbox {
     if (b.length > 0) this.#deliver(b);
     this.#after?.();
   };
+
+  /** Memory is about to be reused: waiting frames copy the views `owns` claims (core/detach.ts). */
+  detach(owns: Owns): void {
+    for (const b of this.#batch) detachFrame(b.frame, owns);
+  }
 
   /** Drop what waits (the link closed). */
   clear(): void {

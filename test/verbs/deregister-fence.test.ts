@@ -176,3 +176,40 @@ describe.each([['udp', 0], ['udp', 1], ['tcp', 0], ['tcp', 1], ['inproc', 0]] as
   });
 });
 
+
+// The same for a region over the caller's own buffer: deregister gives it back to the caller at
+// once (the device cannot hold it), so work still queued must keep the bytes it named.
+describe.each([
+  ['udp', 0, 0], ['udp', 1, 0], ['tcp', 0, 0], ['tcp', 1, 0], ['inproc', 0, 0], ['udp', 0, 1], ['tcp', 0, 1], ['inproc', 0, 1],
+] as const)('deregister an external region with send work outstanding (%s, workers: %i, after %i jobs)', (transport, workers, jobs) => {
+  // tcp hands views to its socket (the connection's chunks, then node's write queue), which nothing copies yet.
+  (transport === 'tcp' && jobs > 0 ? it.fails : it)('a Write posted from the caller\'s buffer, the region deregistered and the buffer overwritten: the peer gets the original bytes', async () => {
+    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
+    const a = await open();
+    const b = await open();
+    cleanup.push(() => a.close(), () => b.close());
+    const pa = a.allocPd();
+    const pb = b.allocPd();
+    const cqa = a.createCq({ depth: 16 });
+    const cqb = b.createCq({ depth: 16 });
+    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 });
+    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const own = new Uint8Array(SIZE).fill(ORIGINAL);
+    const src = pa.regMr(own, Access.LocalWrite);
+    const dst = pb.regMr(SIZE, Access.LocalWrite | Access.RemoteWrite);
+    qa.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: SIZE, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });
+    // After a job the post's frames have left the engine for the link (inproc: the peer's inbox).
+    for (let i = 0; i < jobs; i++) await Promise.resolve();
+    src.deregister();
+    own.fill(MARKER);
+    const wcs: { wrId: bigint | number; status: number }[] = [];
+    for (const end = Date.now() + 15_000; wcs.length < 1 && Date.now() < end; ) {
+      await cqa.wait(end - Date.now());
+      wcs.push(...cqa.poll(4));
+    }
+    expect(wcs.map((w) => w.status)).toEqual([WcStatus.Success]);
+    expect(dst.buffer.indexOf(MARKER)).toBe(-1);
+    expect(dst.buffer.every((x) => x === ORIGINAL)).toBe(true);
+  });
+});

@@ -7,6 +7,7 @@
 // shared-memory bridge (./bridge.ts).
 import { threadId } from 'node:worker_threads';
 import type { DeviceAddress } from '../../core/address.js';
+import type { Owns } from '../../core/detach.js';
 import type { Frame } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound } from '../../core/link.js';
 import { Inbox } from '../inbox.js';
@@ -89,6 +90,12 @@ export class InprocLink implements Link, InprocRoute {
   deliver(_to: string, from: DeviceAddress, frames: Frame[]): void {
     if (this.#closed || !this.#inbox) return;
     for (const frame of frames) this.#inbox.push(from, frame);
+  }
+
+  /** Memory is about to be reused (Link.detach): the frames handed over by reference wait in the receivers' inboxes, this thread's (a bridge copies). */
+  detach(owns: Owns): boolean {
+    for (const l of local.values()) l.#inbox?.detach(owns);
+    return true;
   }
 
   close(): void {

@@ -11,7 +11,7 @@ import type { LinkEvents, Outbound } from '../../core/link.js';
 import type { TxPayload } from './context-options.js';
 import type { Delivery, Failure, PeerAddress } from './endpoint-types.js';
 import { Deque } from '../../core/deque.js';
-import { detachPayload, type Owns } from '../../core/detach.js';
+import { detachFrame, detachPayload, type Owns } from '../../core/detach.js';
 import { decodeFrames } from './frame-codec.js';
 import { FramePacker } from './packer.js';
 
@@ -148,7 +148,7 @@ export class UdpCore {
   /** Memory is about to be reused: the views `owns` claims in frames waiting and payloads held become copies (core/detach.ts). */
   detach(owns: Owns): void {
     for (const frames of this.#pending.values()) {
-      for (const f of frames) if (f.kind === 'seg' && f.payload.some(owns)) f.payload = detachPayload(f.payload, owns);
+      for (const f of frames) detachFrame(f, owns);
     }
     for (const h of this.#waiting.values()) {
       for (const p of h.items) p.payload = detachPayload(p.payload, owns);
