@@ -63,3 +63,62 @@ export function detachInPlace(parts: Uint8Array[], owns: Owns): boolean {
 export function detachFrame(f: Frame, owns: Owns): void {
   if (f.kind === 'seg' && f.payload.some(owns)) f.payload = detachPayload(f.payload, owns);
 }
+
+/** A local segment of send work: its region (`ext` when over a caller's buffer) and the range it names. */
+export interface HeldPiece {
+  rec: { addr: number; ext?: Uint8Array | undefined };
+  addr: number;
+  len: number;
+}
+
+/**
+ * The views of any of `pieces` (a flushed send queue can name thousands): their ranges merged
+ * per buffer and searched by halves, so a view costs a few comparisons whatever their number.
+ */
+export function ownsPieces(pieces: readonly HeldPiece[]): Owns {
+  const byBuffer = new Map<ArrayBufferLike | null, number[]>();
+  for (const p of pieces) {
+    if (p.len <= 0) continue;
+    const ext = p.rec.ext;
+    const key = ext ? ext.buffer : null;
+    const lo = ext ? ext.byteOffset + (p.addr - p.rec.addr) : p.addr;
+    let r = byBuffer.get(key);
+    if (r === undefined) byBuffer.set(key, (r = []));
+    r.push(lo, lo + p.len);
+  }
+  const merged = new Map<ArrayBufferLike | null, Float64Array>();
+  for (const [k, r] of byBuffer) merged.set(k, mergeRanges(r));
+  const shared = merged.get(null);
+  merged.delete(null);
+  return (v) => {
+    const m = merged.size > 0 ? merged.get(v.buffer) : undefined;
+    if (m !== undefined && overlaps(m, v.byteOffset, v.byteOffset + v.byteLength)) return true;
+    return shared !== undefined && v.buffer instanceof SharedArrayBuffer && overlaps(shared, v.byteOffset, v.byteOffset + v.byteLength);
+  };
+}
+
+/** [lo0, hi0, lo1, hi1, …] sorted by lo, touching or overlapping ranges joined. */
+function mergeRanges(flat: number[]): Float64Array {
+  const idx = Array.from({ length: flat.length / 2 }, (_, i) => i).sort((a, b) => flat[2 * a]! - flat[2 * b]!);
+  const out: number[] = [];
+  for (const i of idx) {
+    const lo = flat[2 * i]!;
+    const hi = flat[2 * i + 1]!;
+    if (out.length > 0 && lo <= out[out.length - 1]!) out[out.length - 1] = Math.max(out[out.length - 1]!, hi);
+    else out.push(lo, hi);
+  }
+  return Float64Array.from(out);
+}
+
+/** Whether [lo, hi) meets one of the merged ranges `m`. */
+function overlaps(m: Float64Array, lo: number, hi: number): boolean {
+  // The last range starting before hi is the only one that can reach past lo.
+  let a = 0;
+  let b = m.length / 2;
+  while (a < b) {
+    const mid = (a + b) >>> 1;
+    if (m[2 * mid]! < hi) a = mid + 1;
+    else b = mid;
+  }
+  return a > 0 && m[2 * (a - 1) + 1]! > lo;
+}

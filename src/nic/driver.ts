@@ -7,6 +7,7 @@
 // every engine call that can emit output (work, arrivals, timeouts) runs as a driver step.
 import { performance } from 'node:perf_hooks';
 import { addressKey, type DeviceAddress } from '../core/address.js';
+import { ownsPieces } from '../core/detach.js';
 import { QpState } from '../core/enums.js';
 import type { Inbound } from '../core/frame.js';
 import type { Link, LinkEvents, QpDownCause } from '../core/link.js';
@@ -192,6 +193,15 @@ export class NicDriver implements LinkEvents {
     const engine = this.engine;
     // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
+    // Flushed work is the caller's again once its completion is seen (after this step): what
+    // the link still holds of its bytes becomes copies first. Views the system's send queue
+    // holds cannot be; their regions are marked, and their memory waits (InlinePort.whenIdle).
+    const flushed = engine.takeFlushed();
+    if (flushed !== undefined) {
+      const owns = ownsPieces(flushed);
+      engine.detach(owns);
+      this.link.detach?.(owns);
+    }
     for (let ev = engine.pollEvent(); ev !== undefined; ev = engine.pollEvent()) this.#onEngineEvent(ev);
     this.#engineAt = engine.pollTimeout() ?? Infinity;
     if (!this.#stopped) this.#arm(now);

@@ -5,7 +5,6 @@
 // dozens in a row, and each step's poll of the engine's output, events and timers is a
 // per-message cost). The link writes to its socket in a job of its own anyway.
 import type { DeviceAddress } from '../core/address.js';
-import { copyOf, ownsShared, ownsViewsOf, type Owns } from '../core/detach.js';
 import { QpState } from '../core/enums.js';
 import type { Link, ServiceRequest } from '../core/link.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
@@ -16,10 +15,8 @@ import type { OpcodeRow } from '../rdmap/opcodes.js';
 import { type EngineQp, newRecvWork, newSendWork, type Piece, type QpCaps } from '../rdmap/state.js';
 import { job } from '../transport/job.js';
 import { NicDriver, type NicEvent } from './driver.js';
+import { RegionFence } from './region-fence.js';
 import type { NicPort, PortCq, PortDest, PortMr, PortPiece, PortQp, PortSend, PortStats } from './port.js';
-
-/** How often a region's memory asks the link again to let go of it (about a millisecond apart). */
-const DETACH_TRIES = 10_000;
 
 class InlineQp implements PortQp {
   readonly qpn: number;
@@ -100,6 +97,8 @@ export class InlinePort implements NicPort {
   readonly #lent = new WeakSet<MrRecord>();
   readonly link: Link;
   readonly driver: NicDriver;
+  /** When a deregistered region's memory may be handed on. */
+  readonly fence: RegionFence;
   readonly #onEvent: { fn: (ev: NicEvent) => void; after?: () => void } = { fn: () => {} };
   /** The time of the batch step running now (batch(), or posts waiting for their job), or -1: posts then join that one step. */
   batchNow = -1;
@@ -114,6 +113,7 @@ export class InlinePort implements NicPort {
     this.link = link;
     const sink = this.#onEvent;
     this.driver = new NicDriver(this.engine, link, { onEvent: (ev) => sink.fn(ev), afterStep: () => sink.after?.() });
+    this.fence = new RegionFence(this.engine, link, this.memory);
   }
 
   get dataPlane(): DeviceMemory {
@@ -223,66 +223,12 @@ export class InlinePort implements NicPort {
     return this.memory.register({ length: buf.length, pd, access, ext: buf });
   }
 
-  /** `release`: what gives the memory back once no queued send names it (default: freed here). */
+  /** `release`: what gives the memory back once nothing can read it any more (default: freed here; ./region-fence.ts). */
   deregister(mr: PortMr, release?: () => void): void {
     const rec = mr as MrRecord;
     this.memory.deregister(rec.stag);
-    if (rec.ext || this.#lent.delete(rec)) {
-      // The registrant has its memory back now. Work still queued keeps a copy of what the
-      // region holds (it reads its bytes through rec when it is cut), and what the link
-      // holds of it goes as copies.
-      if (rec.busy || rec.unsettled) {
-        const owns = this.#owns(rec);
-        if (rec.busy) rec.ext = copyOf(rec.ext ?? this.memory.view(rec, rec.addr, rec.length));
-        this.#detachViews(owns);
-      }
-      return;
-    }
-    // Send work still queued names this memory: its frames are views of it (and udp may send
-    // them again). The memory returns to the device only once that work has left its send
-    // queue, so a region registered next cannot have its bytes sent under the old request
-    // (the local half of the deregister fence).
     const dm = this.memory.dm;
-    const free = release ?? (() => dm.free(rec.addr));
-    this.whenIdle(rec, free);
-  }
-
-  /** `free` once no queued send names `rec` and the link holds nothing of it (see #detach). */
-  whenIdle(rec: MrRecord, free: () => void): void {
-    if (rec.busy) rec.onIdle = () => this.#detach(rec, free);
-    else this.#detach(rec, free);
-  }
-
-  /** The engine's frames not yet handed over or kept for a retry, then the link's: true once nothing can read the old views. */
-  #detachViews(owns: Owns): boolean {
-    this.engine.detach(owns);
-    return this.link.detach?.(owns) ?? true;
-  }
-
-  /** The views of `rec`'s memory (core/detach.ts). */
-  #owns(rec: MrRecord): Owns {
-    return rec.ext ? ownsViewsOf(rec.ext) : ownsShared(rec.addr, rec.addr + rec.length);
-  }
-
-  /**
-   * Work that named `rec` and was flushed (not completed) may have left views of it in the link
-   * (queued, kept for retransmission): they become copies before the memory is let go. Views
-   * the system's send queue still holds cannot be copied: the memory waits for them, asking
-   * again each millisecond (a datagram socket's queue drains or closes within moments).
-   */
-  #detach(rec: MrRecord, free: () => void): void {
-    if (!rec.unsettled) {
-      free();
-      return;
-    }
-    const owns = this.#owns(rec);
-    let tries = 0;
-    const attempt = (): void => {
-      if (this.#detachViews(owns)) free();
-      // A queue that never drains (never seen): the memory stays the device's, unused, rather than leak.
-      else if (++tries < DETACH_TRIES) setTimeout(attempt, 1).unref();
-    };
-    attempt();
+    this.fence.letGo(rec, rec.ext || this.#lent.delete(rec) ? undefined : release ?? (() => dm.free(rec.addr)));
   }
 
   lookup(stag: number): PortMr | undefined {

@@ -54,7 +54,8 @@ export function deregisterShared(port: InlinePort, a: DeregArgs): void {
   const idx = a.stag >>> 8;
   const table = port.memory.dm.regions;
   if (idx > 0 && idx < table.capacity && table.read(idx).stag === a.stag) table.clear(idx);
-  if (rec && release) port.whenIdle(rec, release);
+  // A region of the caller's memory has no fence word: the caller has it back now.
+  if (rec) port.fence.letGo(rec, release);
   else release?.();
 }
 

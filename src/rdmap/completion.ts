@@ -21,7 +21,13 @@ export function drainSq(e: EngineState, qp: EngineQp): void {
     const w = qp.sq.shift()!;
     e.changed(qp);
     if (qp.tx > 0) qp.tx--;
-    if (!w.inline) releasePieces(w.pieces, w.status !== WcStatus.Success);
+    if (!w.inline) {
+      const flushed = w.status !== WcStatus.Success;
+      releasePieces(w.pieces, flushed);
+      // The work is the caller's again with this completion: what the link still holds of its
+      // bytes must become copies before the caller can reuse them (the driver's step end).
+      if (flushed) for (const p of w.pieces) e.flushed.push({ rec: p.rec, addr: p.addr, len: p.len });
+    }
     if (w.signaled || w.status !== WcStatus.Success) {
       complete(e, qp.sendCq, {
         wrId: w.wrId, status: w.status, opcode: w.wc, byteLen: w.status === WcStatus.Success ? w.byteLen : 0, qpn: qp.qpn,

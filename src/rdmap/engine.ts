@@ -39,7 +39,7 @@ import {
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
 import { flowGone, flowMade, NOT_READY_MS, notReady } from './not-ready.js';
-import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type QpCaps, type RecvWork, type SendWork } from './state.js';
+import { EngineQp, EngineState, Flow, noEntries, type EngineTimer, type OutItem, type Piece, type QpCaps, type RecvWork, type SendWork } from './state.js';
 import { copyBytes } from '../core/bytes.js';
 
 export type { OutItem } from './state.js';
@@ -415,6 +415,15 @@ export class RdmapEngine {
         for (const m of flow.inflight.values()) if (m.frames) for (const f of m.frames) detachFrame(f, owns);
       }
     }
+  }
+
+  /** The local segments of send work flushed since the last call (see EngineState.flushed), or undefined. */
+  takeFlushed(): Piece[] | undefined {
+    const e = this.#e;
+    if (e.flushed.length === 0) return undefined;
+    const f = e.flushed;
+    e.flushed = [];
+    return f;
   }
 
   /** From now on list the QPs whose state or queue lengths change, for takeChanged. */

@@ -415,6 +415,8 @@ export class EngineState {
   maxControl: number;
   /** Frames to hand to the link, in order. */
   outbox: OutItem[] = [];
+  /** Local segments of send work flushed since the last takeFlushed (copies: pieces may be reused): views of them the link holds must be detached. */
+  flushed: Piece[] = [];
   readonly events: EngineEvent[] = [];
   readonly timers = new TimerTable<EngineTimer>();
   now = 0;

@@ -21,6 +21,7 @@ function rig() {
   };
   const engine = {
     pollTransmit: () => [],
+    takeFlushed: () => undefined,
     pollEvent: () => undefined,
     pollTimeout: () => deadline,
     handleTimeout: () => {},

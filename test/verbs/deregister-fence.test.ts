@@ -180,8 +180,9 @@ describe.each([['udp', 0], ['udp', 1], ['tcp', 0], ['tcp', 1], ['inproc', 0]] as
 // The same for a region over the caller's own buffer: deregister gives it back to the caller at
 // once (the device cannot hold it), so work still queued must keep the bytes it named.
 describe.each([
-  ['udp', 0, 0], ['udp', 1, 0], ['tcp', 0, 0], ['tcp', 1, 0], ['inproc', 0, 0], ['udp', 0, 1], ['tcp', 0, 1], ['inproc', 0, 1],
-] as const)('deregister an external region with send work outstanding (%s, workers: %i, after %i jobs)', (transport, workers, jobs) => {
+  ['udp', 0, 0, 0], ['udp', 1, 0, 0], ['tcp', 0, 0, 0], ['tcp', 1, 0, 0], ['inproc', 0, 0, 0], ['udp', 0, 1, 0], ['tcp', 0, 1, 0], ['inproc', 0, 1, 0],
+  ['udp', 2, 0, 1], ['udp', 2, 1, 1],
+] as const)('deregister an external region with send work outstanding (%s, workers: %i, after %i jobs, QP on thread %i)', (transport, workers, jobs, thread) => {
   // tcp hands views to its socket (the connection's chunks, then node's write queue), which nothing copies yet.
   (transport === 'tcp' && jobs > 0 ? it.fails : it)('a Write posted from the caller\'s buffer, the region deregistered and the buffer overwritten: the peer gets the original bytes', async () => {
     const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
@@ -192,10 +193,13 @@ describe.each([
     const pb = b.allocPd();
     const cqa = a.createCq({ depth: 16 });
     const cqb = b.createCq({ depth: 16 });
-    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 });
+    const init = { type: 'rc' as const, sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 };
+    let qa = pa.createQp(init);
+    for (let i = 0; i < 64 && workers > 1 && qa.qpn % workers !== thread; i++) qa = pa.createQp(init);
     const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
     await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
-    const own = new Uint8Array(SIZE).fill(ORIGINAL);
+    // Several NIC threads: the caller's SharedArrayBuffer, which they read in place (a plain buffer gets a shadow).
+    const own = (workers > 1 ? new Uint8Array(new SharedArrayBuffer(SIZE)) : new Uint8Array(SIZE)).fill(ORIGINAL);
     const src = pa.regMr(own, Access.LocalWrite);
     const dst = pb.regMr(SIZE, Access.LocalWrite | Access.RemoteWrite);
     qa.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: SIZE, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey });

@@ -5,6 +5,7 @@
 // deadlines are its owner's (the NIC driver's one timer, through the udp link), or, for a bare
 // shell, ./standalone-timer.ts's. Several sockets stripe outgoing datagrams (multipath).
 import dgram from 'node:dgram';
+import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
@@ -49,10 +50,7 @@ export class UdpSockets {
   readonly endpoint: UdpEndpoint;
   readonly address: UdpAddress;
   readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[], rxOffloaded: 0, rxOffloadedBadCrc: 0, txOffloaded: 0, offloadFailures: 0, offloadBackoffs: 0 };
-  /**
-   * Until then the CRCs are done on this thread: a batch came back slower than computing it
-   * here would have been (no spare core: the worker waited to be scheduled).
-   */
+  /** Until then the CRCs are done on this thread: a batch came back slower than computing it here would have been (no spare core). */
   private offloadOffUntil = 0;
   /** Receive areas (three with a receive offload), the one arrivals are copied into, and those a batch holds. */
   private readonly rxAreas: RxArea[];
@@ -85,6 +83,10 @@ export class UdpSockets {
   private closed = false;
   /** During close()'s last flush: one promise per datagram, settled when the kernel took it. */
   private tracked: Promise<void>[] | undefined;
+  /** Sends to a host name node has not finished (it holds their parts while it resolves); the last IP literal sent to. */
+  private nameSends = 0;
+  private literal = '';
+  private readonly nameSent = (): void => void this.nameSends--;
   /** While close() lingers: wakes it after a flush (an ACK may have come). */
   private lingerWake: (() => void) | undefined;
 
@@ -219,7 +221,7 @@ export class UdpSockets {
   /** Memory is about to be reused (core/detach.ts): false while the system's send queue may still read views of it. */
   detach(owns: Owns): boolean {
     this.endpoint.detach(owns, this.txq);
-    return this.closed || this.sockets.every((s) => s.getSendQueueCount() === 0);
+    return this.closed || (this.nameSends === 0 && this.sockets.every((s) => s.getSendQueueCount() === 0));
   }
 
   /** Queue a payload for `peer`; returns its id (see onAcked / onFailed). */
@@ -497,8 +499,16 @@ export class UdpSockets {
     // completion (with one, every datagram cost an extra loop iteration to call it back).
     // Failures surface as the socket's error event, counted in sendErrors.
     const t = this.tracked;
-    if (t === undefined) this.sockets[i]!.send(d.parts, d.to.port, d.to.host);
-    else t.push(new Promise<void>((r) => this.sockets[i]!.send(d.parts, d.to.port, d.to.host, () => r())));
+    if (t === undefined) {
+      // A peer named by host name: node holds the parts while it resolves (detach must know).
+      const host = d.to.host;
+      if (host !== this.literal && isIP(host) !== 0) this.literal = host;
+      if (host === this.literal) this.sockets[i]!.send(d.parts, d.to.port, host);
+      else {
+        this.nameSends++;
+        this.sockets[i]!.send(d.parts, d.to.port, d.to.host, this.nameSent);
+      }
+    } else t.push(new Promise<void>((r) => this.sockets[i]!.send(d.parts, d.to.port, d.to.host, () => r())));
   }
 
   /**
