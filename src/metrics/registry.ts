@@ -61,6 +61,7 @@ export const DEVICE_STATS: readonly StatMetric[] = [
   { key: 'notReadySent', name: 'sabre_not_ready_sent_total', kind: 'counter', help: 'device-wide not-ready words sent while the device held its input (one per peer end each 500 ms)' },
   { key: 'notReadyRefused', name: 'sabre_not_ready_refused_total', kind: 'counter', help: 'not-ready words ignored: their source is no peer end this device has a flow to' },
   { key: 'notReadyEvicted', name: 'sabre_not_ready_evicted_total', kind: 'counter', help: 'peer ends forgotten as holding their input past the bound of 4096, least recently heard first' },
+  { key: 'regionsKept', name: 'sabre_regions_kept_total', kind: 'counter', help: 'deregistered regions whose memory was kept for good: views of it stayed in the system send queue past the fence' },
   { key: 'rnrRetries', name: 'sabre_rnr_retries_total', kind: 'counter', help: 'messages resent after a receiver-not-ready answer' },
   { key: 'timeouts', name: 'sabre_engine_timeouts_total', kind: 'counter', help: 'work requests that timed out waiting for the peer' },
   { key: 'stagedBytes', name: 'sabre_staged_bytes', kind: 'gauge', help: 'bytes held in staging buffers for the indirect path' },

@@ -22,8 +22,6 @@ export class RegionFence {
   #waiting: Array<{ owns: Owns; free: () => void }> = [];
   #timer: NodeJS.Timeout | undefined;
   #tries = 0;
-  /** Regions whose memory was kept for good (the queue never drained), for stats. */
-  kept = 0;
 
   constructor(engine: RdmapEngine, link: Link, memory: EngineMemory) {
     this.#engine = engine;
@@ -91,7 +89,7 @@ export class RegionFence {
     } else {
       // A queue that never drained: the memory stays the device's, unused, rather than leak.
       this.#tries = 0;
-      this.kept += list.length;
+      this.#engine.counters.regionsKept += list.length;
     }
   };
 }

@@ -95,13 +95,15 @@ export interface DeviceCounters {
   /** Not-ready words from a peer end this device has no flow to, ignored; remembered peer ends forgotten past the bound, least recently heard first (not-ready.ts). */
   notReadyRefused: number;
   notReadyEvicted: number;
+  /** Deregistered regions whose memory was kept for good: views of it stayed in the system's send queue past the fence's retries (nic/region-fence.ts). */
+  regionsKept: number;
 }
 
 export const newCounters = (): DeviceCounters => ({
   directSegments: 0, directBytes: 0, indirectSegments: 0, indirectBytes: 0, placeBatches: 0,
   drops: 0, duplicates: 0, terminatesSent: 0, terminatesReceived: 0, rnrNaksSent: 0, rnrRetries: 0, timeouts: 0, stagedBytes: 0,
   oooRefused: 0, srdFlowsRefused: 0, srdFlowsEvicted: 0, srdEpochs: 0, srdFlowsFailed: 0, readsRefused: 0, readsDeferred: 0, lateWrites: 0,
-  notReadySent: 0, notReadyRefused: 0, notReadyEvicted: 0,
+  notReadySent: 0, notReadyRefused: 0, notReadyEvicted: 0, regionsKept: 0,
 });
 
 const MAX_BATCH = 1024;
