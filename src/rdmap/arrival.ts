@@ -15,7 +15,7 @@ import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js'
 import { noteWrite, placeWriteAfter } from './write-order.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { advance, terminateNow } from './responder.js';
-import { RANGE_BYTES } from './bounds.js';
+import { ASKED_BYTES, RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
 import { refuse, taken, turnRefused } from './srd-refusal.js';
@@ -113,7 +113,6 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     // message we wait for ran out of RNR retries: a new epoch.
     for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
     releaseFlow(qp, flow);
-    flow.asked = undefined;
     flow.expected = 1;
     e.counters.srdEpochs++;
   }
@@ -146,7 +145,13 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
   if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow)) {
-    // The flow's turn was refused: a later message is asked for again in its turn.
+    // The flow's turn was refused: a later message is asked for again in its turn — remembered
+    // as one entry of the budget, so forged later ssns cannot grow the flow past it (a message
+    // held already gives back more than its ssn costs).
+    if (!flow.asked!.has(env.ssn) && !flow.pending.has(env.ssn) && !hasRoom(e, qp, 1, ASKED_BYTES)) {
+      e.counters.oooRefused++;
+      return;
+    }
     refuse(qp, flow, env.ssn);
     touch(e, qp, flow);
     return;
@@ -155,8 +160,10 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   // The out-of-order budget (bounds.ts), before any work for this segment: a new message
   // record, a new range of a message with gaps, a control payload kept until it is next.
   const ctlBytes = h && !h.tagged && rowOf(h.opcode)?.arrive === 'control' ? plen : 0;
-  const needE = !m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1;
-  const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes;
+  // srd: a message kept as asked for gives its entry back when taken (below).
+  const asked = !m && flow.asked?.has(env.ssn) === true ? 1 : 0;
+  const needE = (!m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1) - asked;
+  const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes - asked * ASKED_BYTES;
   if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB)) {
     // rc: the messages this step placed may be complete and next. Completed now, the segment is
     // taken again from the top (its message may have completed meanwhile); a QP that failed
@@ -184,7 +191,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     };
     flow.pending.set(env.ssn, m);
     settle(qp, m);
-    if (qp.type === 'srd') taken(flow, env.ssn);
+    if (qp.type === 'srd') taken(qp, flow, env.ssn);
   }
   if (m.fail) return;
   if (!h) {

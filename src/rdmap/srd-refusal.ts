@@ -6,6 +6,11 @@
 // turn comes, and while the message the flow waits for is refused, every later one is refused
 // too: the flow holds nothing of its sender's that the sender may give up on. A restart at ssn 1
 // below a refused turn is then a new epoch, with nothing stale to meet.
+//
+// Each ssn kept is one entry of the QP's out-of-order budget (bounds.ts, ASKED_BYTES): a peer
+// that sends later ssns while its turn is refused holds no more than the budget allows, and a
+// later one past it is dropped and counted (arrival.ts). releaseFlow (budget.ts) gives them back.
+import { ASKED_BYTES } from './bounds.js';
 import { release } from './budget.js';
 import type { EngineQp, Flow } from './state.js';
 
@@ -18,7 +23,12 @@ export function forget(qp: EngineQp, flow: Flow, ssn: number): void {
     flow.pending.delete(ssn);
     release(qp, m);
   }
-  (flow.asked ??= new Map()).set(ssn, false);
+  const asked = (flow.asked ??= new Map());
+  if (!asked.has(ssn)) {
+    qp.oooEntries++;
+    qp.oooBytes += ASKED_BYTES;
+  }
+  asked.set(ssn, false);
 }
 
 /** Message `ssn` found no receive: forget it — and, when it is the flow's turn, every message after it. */
@@ -34,8 +44,11 @@ export function turnRefused(flow: Flow): boolean {
 }
 
 /** A segment of message `ssn` is taken: it is no longer asked for. */
-export function taken(flow: Flow, ssn: number): void {
-  flow.asked?.delete(ssn);
+export function taken(qp: EngineQp, flow: Flow, ssn: number): void {
+  if (flow.asked?.delete(ssn)) {
+    qp.oooEntries--;
+    qp.oooBytes -= ASKED_BYTES;
+  }
 }
 
 /** The ssn to ask for again now (the flow's refused turn, once per refusal), or undefined. */

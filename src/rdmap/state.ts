@@ -231,7 +231,8 @@ export class Flow {
   writes: PendingWrites<InMessage> | undefined = undefined;
   /**
    * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
-   * RNR NAK asking for it again went out): srd-refusal.ts. At most SSN_WINDOW entries.
+   * RNR NAK asking for it again went out): srd-refusal.ts. Each is one entry of the QP's
+   * out-of-order budget (bounds.ts ASKED_BYTES).
    */
   asked: Map<number, boolean> | undefined = undefined;
   needAck = false;
