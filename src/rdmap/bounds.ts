@@ -30,8 +30,8 @@ export interface EngineBounds {
   /** An srd flow quiescent this long restarts its ssn (and may be evicted after twice this). */
   srdIdleMs: number;
   /**
-   * rc: the peer's RDMA Reads answered and not yet acknowledged (the IRD). One more is a
-   * Terminate. Default 1024, the largest maxRdAtomic a QP may ask for, as nothing negotiates
+   * The peer's RDMA Reads answered and not yet acknowledged (the IRD), per rc QP and per srd
+   * flow. One more is a Terminate (srd: that flow fails, the QP goes on). Default 1024, the largest maxRdAtomic a QP may ask for, as nothing negotiates
    * it on udp/inproc; tcp also enforces the IRD of its MPA exchange (16) in the link.
    */
   maxIrd: number;

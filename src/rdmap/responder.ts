@@ -215,8 +215,11 @@ function takeRecv(qp: EngineQp, m: InMessage): RecvWork | undefined {
 
 function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
   // The IRD (bounds.ts): reads answered and not acknowledged yet. Past it the peer broke the
-  // stream's resources (RFC 5040 §7.2). Hand-off peers (no acks) count until hand-off.
-  if (qp.type === 'rc' && flow.readsIn >= e.bounds.maxIrd) {
+  // stream's resources (RFC 5040 §7.2). Hand-off peers (no acks) count until hand-off. srd
+  // too, per flow: each answer is held until acknowledged, and zero-length reads cost the
+  // answer budget nothing, so without it a peer that talks but never acks grew a flow's
+  // answers in flight without end; past it only that flow fails (flowError).
+  if (flow.readsIn >= e.bounds.maxIrd) {
     e.counters.readsRefused++;
     return fatalNow(e, qp, flow, m, TERM.tooManyReads);
   }
