@@ -337,6 +337,8 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
       addOrSwap: BigInt.asUintN(64, fetchAdd ? w.compareAdd : w.swap), addOrSwapMask: M64,
       compare: fetchAdd ? 0n : BigInt.asUintN(64, w.compareAdd), compareMask: M64,
     }, b, o),
+    // As a read's: the responder's IRD counts our atomics until their answers are acked.
+    ack: flow.expected - 1,
   });
   flow.ownAtomics().set(msn, w);
   qp.rdAtomic++;

@@ -301,6 +301,12 @@ function rmw64(bytes: Uint8Array, add: boolean, operand: bigint, compare: bigint
 }
 
 function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {
+  // An atomic's answer is held until acknowledged as a read's is: the same IRD counts both (as
+  // IB's responder resources do), else a peer that never acks grows the answers in flight.
+  if (flow.readsIn >= e.bounds.maxIrd) {
+    e.counters.readsRefused++;
+    return fatalNow(e, qp, flow, m, TERM.tooManyReads);
+  }
   const v = decodeAtomicRequest(m.ctl!, 0, m.ctl!.length);
   if (!v.ok) return fatalNow(e, qp, flow, m, TERM.invalidRequest);
   const a = v.value;
@@ -316,7 +322,8 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
     bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
   });
-  flow.inflight.set(ssn, { rnrWait: false });
+  flow.inflight.set(ssn, { rnrWait: false, endsRead: true, readBytes: 0 });
+  flow.readsIn++;
   emit(e, qp, flow, f);
 }
 

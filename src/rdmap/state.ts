@@ -160,7 +160,7 @@ export interface OutMessage {
   /** Kept for messages that consume a receive: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
-  /** The last message of our answer to one of the peer's reads: acked, the read leaves the IRD count… */
+  /** The last message of our answer to one of the peer's reads (or an atomic's answer): acked, it leaves the IRD count… */
   endsRead?: boolean;
   /** … and its bytes leave the answer budget. */
   readBytes?: number;
