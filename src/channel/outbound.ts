@@ -275,7 +275,8 @@ export class Outbound {
       staged = true;
     } else {
       // Not inline: the engine reads the staging until the write completes.
-      const st = t.stage!;
+      const st = t.stage ?? this.#bigStage(t);
+      if (st === undefined) return false;
       const k = slot % st.slots;
       if (st.busy![k]) return false;
       st.busy![k] = 1;
@@ -405,24 +406,15 @@ export class Outbound {
   }
 
   #activate(g: Grant): void {
-    const l = this.#l;
     const old = this.tx;
-    let stage: Stage | undefined;
     // The grant is the peer's number; what it costs here is ours: slots are used up to the
-    // staging cap, and no more staging slots than fit in it (writes then wait for a free one).
-    const cap = l.stageCap;
-    const useSize = Math.min(g.slotSize, cap);
-    // An inline stage (one slot) waits for the first write above the scratch (#inlineStage):
-    // an idle channel's epochs never register one.
-    if (useSize > INLINE_MAX) {
-      const slots = Math.max(1, Math.min(g.slots, Math.floor(cap / useSize)));
-      const region = l.ports.reg(slots * useSize, 'stage');
-      if (!region) return l.fail('memory', `no device memory to stage writes of ${useSize} bytes`);
-      stage = { region, inline: false, busy: new Uint8Array(slots), slots, count: 0 };
-    }
+    // staging cap (link.stageCap). The stage waits for the first write that needs it
+    // (#inlineStage, #bigStage): a peer granting big slots — in its HELLO or unasked — does not
+    // make an idle channel end register staging.
+    const useSize = Math.min(g.slotSize, this.#l.stageCap);
     this.tx = {
       epoch: g.epoch, phase: g.phase, slots: g.slots, slotSize: g.slotSize, useSize, addr: g.addr, rkey: g.rkey,
-      next: 0, credits: g.slots, written: 0, stage,
+      next: 0, credits: g.slots, written: 0, stage: undefined,
     };
     this.#switching = undefined;
     this.#denied = false;
@@ -438,6 +430,17 @@ export class Outbound {
     const region = this.#l.ports.reg(t.useSize, 'stage');
     if (!region) return void this.#l.fail('memory', `no device memory to stage writes of ${t.useSize} bytes`);
     return (t.stage = { region, inline: true, busy: undefined, slots: 1, count: 0 });
+  }
+
+  /**
+   * The current epoch's staging above the inline size, registered at its first write: no more
+   * staging slots than fit in the cap (writes then wait for a free one).
+   */
+  #bigStage(t: TxEpoch): Stage | undefined {
+    const slots = Math.max(1, Math.min(t.slots, Math.floor(this.#l.stageCap / t.useSize)));
+    const region = this.#l.ports.reg(slots * t.useSize, 'stage');
+    if (!region) return void this.#l.fail('memory', `no device memory to stage writes of ${t.useSize} bytes`);
+    return (t.stage = { region, inline: false, busy: new Uint8Array(slots), slots, count: 0 });
   }
 
   #sweepRetired(): void {
