@@ -7,7 +7,7 @@
 // addresses below 2^53); whether a field names something this side granted is the core's
 // check, against its own state.
 import { badWindow } from '../wire/codec.js';
-import { CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_TYPES, ChanFlag, ChanType } from '../wire/channel-spec.js';
+import { CHAN_GRANT_HEAD, CHAN_GRANT_TAIL, CHAN_HDR, CHAN_MBOX_SLOT, CHAN_TYPES, ChanFlag, ChanType } from '../wire/channel-spec.js';
 import * as W from '../wire/channel-fields.gen.js';
 
 export { ChanFlag, ChanType };
@@ -222,7 +222,8 @@ export function decodeCtrl(b: Uint8Array, off = 0, end = b.length): CtrlResult {
   switch (type) {
     case ChanType.Hello: {
       const mboxAddr = small(W.getChanHelloMboxAddr(b, o));
-      if (mboxAddr < 0) return { ok: false, error: 'ADDR_RANGE' };
+      // The whole mailbox below 2^53, as a grant's slots: every control write names an address in it.
+      if (mboxAddr < 0 || mboxAddr + W.getChanHelloCtrlSlots(b, o) * CHAN_MBOX_SLOT > Number.MAX_SAFE_INTEGER) return { ok: false, error: 'ADDR_RANGE' };
       const grant = readGrant(b, o + W.CHAN_HELLO_SIZE);
       if (typeof grant === 'string') return { ok: false, error: grant };
       body = {
