@@ -164,7 +164,13 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   const asked = !m && flow.asked?.has(env.ssn) === true ? 1 : 0;
   const needE = (!m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1) - asked;
   const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes - asked * ASKED_BYTES;
-  if ((needE > 0 || needB > 0) && !hasRoom(e, qp, needE, needB)) {
+  // srd: the record of the message a flow waits for is always taken in (past the budget by at
+  // most one record per flow). The budget is shared by every flow of the QP, and a peer that
+  // never sends its flow's next message holds what it filled for good: without this every
+  // other peer of the QP (the CM agent's included) was refused from then on. Its later
+  // segments that open new ranges are charged as any.
+  const turn = qp.type === 'srd' && !m && env.ssn === flow.expected;
+  if ((needE > 0 || needB > 0) && !turn && !hasRoom(e, qp, needE, needB)) {
     // rc: the messages this step placed may be complete and next. Completed now, the segment is
     // taken again from the top (its message may have completed meanwhile); a QP that failed
     // meanwhile has sent its Terminate.

@@ -1,0 +1,49 @@
+// One peer of a shared srd QP sends messages 2..N of a flow and never message 1. The QP's
+// out-of-order budget is shared by all its flows, and a gap is never given up (such a flow is
+// not idle: it holds pending messages), so the hostile flow held the whole budget for good and
+// every other peer's message to the QP was refused from then on — a write from another peer
+// failed RetryExcErr, and again ten minutes later (the CM agent's srd QP is such a QP: no
+// connect would get in). The message a flow waits for is now always taken in (one record per
+// flow past the budget at most); the gap still holds what it filled.
+import { describe, expect, it } from 'vitest';
+import type { DeviceAddress } from '../../src/core/address.js';
+import { WcStatus } from '../../src/core/enums.js';
+import type { SegFrame } from '../../src/core/frame.js';
+import { dataFrames } from '../../src/rdmap/segmenter.js';
+import { RdmapOpcode } from '../../src/wire/rdmap.js';
+import { clean } from '../sim/net.js';
+import { Sim, srdWriter } from '../sim/sim.js';
+
+/** One tagged Write of `len` bytes, as a peer's QP `src` would send it. */
+function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
+  const out: SegFrame[] = [];
+  dataFrames({ srcQpn: src, dstQpn: dst, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(len)], total: len, mss: 1 << 20 }, out);
+  for (const f of out) f.env.msgLen = len;
+  return out;
+}
+const ghost = (id: string): DeviceAddress => ({ transport: 'ghost', id });
+
+describe('srd: a flow that never sends its next message', () => {
+  it('fills the shared out-of-order budget, and another peer\'s writes still land, now and ten minutes later', async () => {
+    const sim = new Sim(61, clean);
+    const a = await sim.node({ mss: 64 });
+    const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 256 } });
+    const qa = a.qp(1, 'srd');
+    const qb = b.qp(1, 'srd');
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), write(9, 1, s, dst.stag, dst.addr + 512, 8));
+    expect(qb.oooEntries).toBe(256);
+    expect(b.engine.counters.oooRefused).toBeGreaterThan(100);
+    const send = srdWriter(sim, a, qa, src, b, qb, dst);
+    await send(1, 0x41);
+    expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.Success]]);
+    expect(b.bytes(dst, 0, 1)[0]).toBe(0x41);
+    await sim.advance(600_000);
+    await send(2, 0x42);
+    expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[2, WcStatus.Success]]);
+    expect(b.bytes(dst, 0, 1)[0]).toBe(0x42);
+    // Past the budget by no more than the records of flows' turns.
+    expect(qb.oooEntries).toBeLessThanOrEqual(256 + qb.flows.size);
+  });
+});
