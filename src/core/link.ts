@@ -71,6 +71,13 @@ export interface LinkEvents {
    */
   qpDown(qpn: number, cause: QpDownCause, error?: Error): void;
   /**
+   * Connection links, QPs whose peer sends no acks (PeerProfile.acks false): the kernel has
+   * taken every byte of local rc QP `qpn`'s messages up to `ssn`, so none is read from device
+   * memory any more. The engine completes the QP's Writes and Sends on it (as the peer's ack).
+   * A link that reports such peers must report this, or their work never completes.
+   */
+  written?(qpn: number, ssn: number): void;
+  /**
    * Room to send towards `peer` again after send() returned false. The seam for flow-controlled
    * senders (read responses generated as the link has room, an enforced IRD): no link reports
    * backpressure yet, and the engine does not wait for it.

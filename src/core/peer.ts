@@ -16,8 +16,9 @@ export interface PeerProfile {
   /**
    * The peer's engine acknowledges what it placed (ack frames) and answers a Send that finds no
    * receive with RNR. Then a Write or Send completes at the requester only once placed and
-   * visible at the responder (DESIGN §4). Without: Writes and Sends complete when handed to the
-   * link, as iWARP defines it; no acks go to the peer; a Send that finds no posted receive is
+   * visible at the responder (DESIGN §4). Without: Writes and Sends complete once the link has
+   * written them out (LinkEvents.written: the kernel took their bytes), as iWARP defines it and
+   * siw does; no acks go to the peer; a Send that finds no posted receive is
    * fatal (Terminate, DDP untagged buffer error "no buffer"), as RFC 5040 says.
    */
   readonly acks: boolean;

@@ -178,6 +178,10 @@ export class NicDriver implements LinkEvents {
     this.#downCause.delete(qpn);
   };
 
+  readonly written = (qpn: number, ssn: number): void => {
+    if (!this.#stopped) this.run((now) => this.engine.handleWritten(qpn, ssn, now));
+  };
+
   /** The link's own deadline may be earlier now (it sent or received on its own schedule). */
   readonly timerChanged = (): void => {
     if (this.#stopped) return;
@@ -191,7 +195,6 @@ export class NicDriver implements LinkEvents {
   /** `now`: the step's time (the timer is armed from it: one clock read per step). */
   #flush(now: number): void {
     const engine = this.engine;
-    // Hand-off completions (a peer without acks) can let more work go: until nothing is left.
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
     // Flushed work is the caller's again once its completion is seen (after this step): what
     // the link still holds of its bytes becomes copies first. Views the system's send queue

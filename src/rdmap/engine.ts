@@ -35,7 +35,7 @@ import type { EngineEvent } from './events.js';
 import { holdPieces, type DeviceCounters, type EngineMemory } from './memory.js';
 import { flushPlacement } from './placement.js';
 import {
-  applyHandoffs, emit, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
+  emit, onWritten, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
 import { flowGone, flowMade, NOT_READY_MS, notReady } from './not-ready.js';
@@ -151,7 +151,7 @@ export class RdmapEngine {
     flowMade(e, flow);
     qp.state = QpState.Rtr;
     e.changed(qp);
-    if (greet) emit(e, qp, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: false });
+    if (greet) emit(e, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: false });
   }
 
   /** Move to ERROR by the user's hand (modify, destroy): outstanding and later work completes with WrFlushErr. */
@@ -297,7 +297,7 @@ export class RdmapEngine {
       if (qp.state !== QpState.Error) advance(e, qp, flow);
       if (flow.needAck && qp.state !== QpState.Error) {
         flow.needAck = false;
-        if (flow.profile.acks) emit(e, qp, flow, { kind: 'ack', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: flow.expected - 1 });
+        if (flow.profile.acks) emit(e, flow, { kind: 'ack', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: flow.expected - 1 });
       }
     }
   }
@@ -386,20 +386,21 @@ export class RdmapEngine {
   // ---- what to do (poll_*) ------------------------------------------------------------------
 
   /**
-   * Frames for the link, in order (the array is the caller's; when there are none, a shared
-   * frozen empty array). Writes and Sends to a peer that sends no acks complete here, at
-   * hand-off; that may let more work go: poll until empty.
+   * A connection link took every byte of QP `qpn`'s messages up to `ssn` out of device memory
+   * (LinkEvents.written): to a peer that sends no acks, that completes our Writes and Sends.
    */
+  handleWritten(qpn: number, ssn: number, now: number): void {
+    this.#e.now = now;
+    onWritten(this.#e, qpn, ssn);
+  }
+
+  /** Frames for the link, in order (the array is the caller's; when there are none, a shared frozen empty array). */
   pollTransmit(): readonly OutItem[] {
     const e = this.#e;
     const o = e.outbox;
     // Every engine step ends with a poll that finds nothing: no fresh outbox for it (no allocation per step).
-    if (o.length === 0) {
-      if (e.handoff.size > 0) applyHandoffs(e);
-      return NO_OUT;
-    }
+    if (o.length === 0) return NO_OUT;
     e.outbox = [];
-    if (e.handoff.size > 0) applyHandoffs(e);
     return o;
   }
 
@@ -459,7 +460,7 @@ export class RdmapEngine {
     if (!qp || qp.type !== 'rc' || !qp.flow) return;
     const flow = qp.flow;
     if (flow.peerKey !== key || flow.rqpn !== rqpn) return;
-    if (!reply) emit(e, qp, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: true });
+    if (!reply) emit(e, flow, { kind: 'hello', srcQpn: qp.qpn, dstQpn: rqpn, reply: true });
     if (qp.state === QpState.Rtr) this.#established(qp);
   }
 

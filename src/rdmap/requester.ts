@@ -25,7 +25,6 @@ import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from '.
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
-const DDP_L = 0x40;
 const entryLength = (e: ReadVEntry): number => e.len;
 
 // ---- flows and the outbox ---------------------------------------------------------------------
@@ -111,19 +110,14 @@ export function findFlow(qp: EngineQp, key: string, rqpn: number): Flow | undefi
   return qp.flows.get(flowKey(key, rqpn));
 }
 
-/**
- * Leave a frame for the link. A peer that sends no acks (a standard iWARP peer) completes our
- * Writes and Sends at hand-off: the last segment of each message is noted, and pollTransmit
- * applies it as that peer's ack once the frames are handed over.
- */
-export function emit(e: EngineState, qp: EngineQp, flow: Flow, frame: Frame): void {
+/** Leave a frame for the link. */
+export function emit(e: EngineState, flow: Flow, frame: Frame): void {
   e.outbox.push({ to: flow.peer, frame });
   if (frame.kind === 'seg') flow.lastOut = e.now;
-  if (!flow.profile.acks && frame.kind === 'seg' && (frame.hdr[0]! & DDP_L) !== 0) e.handoff.set(flow, { qp, ssn: frame.env.ssn });
 }
 
-export function emitAll(e: EngineState, qp: EngineQp, flow: Flow, frames: Frame[]): void {
-  for (const f of frames) emit(e, qp, flow, f);
+export function emitAll(e: EngineState, flow: Flow, frames: Frame[]): void {
+  for (const f of frames) emit(e, flow, f);
 }
 
 // ---- posting order ----------------------------------------------------------------------------
@@ -236,7 +230,7 @@ function buildSend(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void 
   }, frames);
   w.pending = 1;
   flow.inflight.set(ssn, { wr: w, frames, rnrWait: false });
-  emitAll(e, qp, flow, frames);
+  emitAll(e, flow, frames);
 }
 
 function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void {
@@ -246,11 +240,11 @@ function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
   // A Write keeps no frames (it is never sent again by the engine): a one-segment Write goes
   // straight to the outbox without a frame list (no allocation per small message).
-  if (msg.total <= msg.mss) emit(e, qp, flow, dataFrame(msg));
+  if (msg.total <= msg.mss) emit(e, flow, dataFrame(msg));
   else {
     const frames: SegFrame[] = [];
     dataFrames(msg, frames);
-    emitAll(e, qp, flow, frames);
+    emitAll(e, flow, frames);
   }
   if (w.row.imm !== w.opcode) return;
   // RdmaWriteWithImm: RFC 7306 Immediate Data after the write; it consumes a receive.
@@ -258,7 +252,7 @@ function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   const f = immediateFrame(qp.qpn, flow.rqpn, s2, flow.sendMsn++, w.imm, w.total);
   w.pending = 2;
   flow.inflight.set(s2, { wr: w, frames: [f], rnrWait: false });
-  emit(e, qp, flow, f);
+  emit(e, flow, f);
 }
 
 function readEnds(w: SendWork): { srcs: ReadVEntry[]; sinks: ReadVEntry[] } {
@@ -287,7 +281,7 @@ function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   flow.ownReads().set(msn, w);
   qp.rdAtomic++;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
-  emit(e, qp, flow, f);
+  emit(e, flow, f);
 }
 
 /**
@@ -317,7 +311,7 @@ function buildRfcReads(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): v
     if (key < 0) key = msn;
     const ssn = nextSsn(e, qp, flow);
     flow.inflight.set(ssn, { wr: w, rnrWait: false });
-    emit(e, qp, flow, ctlFrame({
+    emit(e, flow, ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadRequest, qn: Qn.ReadRequest, msn,
       bodyLen: 28, body: (b, o) => encodeReadRequest(r, b, o),
     }));
@@ -343,7 +337,7 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
   flow.ownAtomics().set(msn, w);
   qp.rdAtomic++;
   flow.inflight.set(ssn, { wr: w, rnrWait: false });
-  emit(e, qp, flow, f);
+  emit(e, flow, f);
 }
 
 // ---- answers: acks, RNR, read and atomic completion ------------------------------------------
@@ -384,15 +378,23 @@ export function applyAck(flow: Flow, ssn: number, now: number): void {
   flow.acked = ssn;
 }
 
-/** Hand-off completions for peers that send no acks (emit noted them). */
-export function applyHandoffs(e: EngineState): void {
-  for (const [flow, { qp, ssn }] of e.handoff) {
-    e.handoff.delete(flow);
-    if (qp.state === QpState.Error) continue;
-    applyAck(flow, ssn, e.now);
-    drainSq(e, qp);
-    pump(e, qp);
-  }
+/**
+ * A peer that sends no acks (a standard iWARP peer): the link says the kernel has taken every
+ * byte of the QP's messages up to `ssn` (LinkEvents.written). That stands in for the peer's
+ * ack: our Writes and Sends complete here, as siw completes them once tcp_sendmsg has copied
+ * them, and not when the frames were handed to the link, whose socket may hold them as views
+ * of the source memory for as long as the peer does not read; the application may reuse the
+ * buffer, or deregister it, once they complete.
+ */
+export function onWritten(e: EngineState, qpn: number, ssn: number): void {
+  const qp = e.qps.get(qpn);
+  const flow = qp?.type === 'rc' ? qp.flow : undefined;
+  if (!qp || !flow || flow.profile.acks || qp.state === QpState.Error) return;
+  // The peer takes our bytes: the watchdog's sign of life for a peer that never answers a Write.
+  flow.lastHeard = e.now;
+  applyAck(flow, ssn, e.now);
+  drainSq(e, qp);
+  pump(e, qp);
 }
 
 export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
@@ -416,7 +418,7 @@ export function rnrRetry(e: EngineState, qp: EngineQp, flow: Flow, ssn: number, 
   if (qp.state !== QpState.Rts || flow.inflight.get(ssn) !== m) return;
   m.rnrWait = false;
   e.counters.rnrRetries++;
-  emitAll(e, qp, flow, m.frames!);
+  emitAll(e, flow, m.frames!);
 }
 
 /** A read has all its data (ReadComplete, or the last RFC Read Response): it completes. */

@@ -97,7 +97,7 @@ function nakRnr(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
     return;
   }
   e.counters.rnrNaksSent++;
-  emit(e, qp, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: m.ssn });
+  emit(e, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn: m.ssn });
 }
 
 /** srd: the flow's turn was refused (srd-refusal.ts): ask for it again, once per refusal. */
@@ -105,7 +105,7 @@ function askAgain(e: EngineState, qp: EngineQp, flow: Flow): void {
   const ssn = askNow(flow);
   if (ssn === undefined) return;
   e.counters.rnrNaksSent++;
-  emit(e, qp, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn });
+  emit(e, flow, { kind: 'rnr', srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn });
 }
 
 function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow): void {
@@ -215,10 +215,10 @@ function takeRecv(qp: EngineQp, m: InMessage): RecvWork | undefined {
 
 function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: OpcodeRow, srcs: ReadVEntry[], sinks: ReadVEntry[]): void {
   // The IRD (bounds.ts): reads answered and not acknowledged yet. Past it the peer broke the
-  // stream's resources (RFC 5040 §7.2). Hand-off peers (no acks) count until hand-off. srd
-  // too, per flow: each answer is held until acknowledged, and zero-length reads cost the
-  // answer budget nothing, so without it a peer that talks but never acks grew a flow's
-  // answers in flight without end; past it only that flow fails (flowError).
+  // stream's resources (RFC 5040 §7.2). Peers that send no acks count until the link has
+  // written the answer. srd too, per flow: each answer is held until acknowledged, and
+  // zero-length reads cost the answer budget nothing, so without it a peer that talks but never
+  // acks grew a flow's answers in flight without end; past it only that flow fails (flowError).
   if (flow.readsIn >= e.bounds.maxIrd) {
     e.counters.readsRefused++;
     return fatalNow(e, qp, flow, m, TERM.tooManyReads);
@@ -278,7 +278,7 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     flow.readsIn++;
     flow.answerBytes += total;
   }
-  emitAll(e, qp, flow, frames);
+  emitAll(e, flow, frames);
 }
 
 const HOST_LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -324,7 +324,7 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
   });
   flow.inflight.set(ssn, { rnrWait: false, endsRead: true, readBytes: 0 });
   flow.readsIn++;
-  emit(e, qp, flow, f);
+  emit(e, flow, f);
 }
 
 /** Bytes a read request asks for (0 when it does not decode: execution then Terminates it). */
@@ -366,7 +366,7 @@ export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: Ter
  */
 export function closeNotice(e: EngineState, qp: EngineQp, flow: Flow): void {
   const ssn = nextSsn(e, qp, flow);
-  emit(e, qp, flow, ctlFrame({
+  emit(e, flow, ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
     bodyLen: 4, ack: flow.expected - 1, body: (b, o) => encodeTerminate({ ...TERM.peerClosed, m: false, d: false }, b, o),
   }));
@@ -393,7 +393,7 @@ function fatal(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
     copy.set(hdr, 2);
   }
   const ssn = nextSsn(e, qp, flow);
-  emit(e, qp, flow, ctlFrame({
+  emit(e, flow, ctlFrame({
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: flow.termMsn++,
     bodyLen: 4 + (copy ? copy.length : 0), ack: m.ssn - 1,
     body: (b, o) => encodeTerminate({ ...fail.term, m: !!copy, d: !!copy, ...(copy ? { hdrCopy: copy } : {}) }, b, o),

@@ -458,8 +458,6 @@ export class EngineState {
   noQpAnswers = 0;
   // completions
   readonly overrun = new Set<CompletionSink>();
-  /** Standard-peer flows with messages handed to the link since the last pollTransmit: they complete at hand-off. */
-  readonly handoff = new Map<Flow, { qp: EngineQp; ssn: number }>();
   readonly keys = new WeakMap<DeviceAddress, string>();
 
   readonly bounds: EngineBounds;

@@ -167,6 +167,10 @@ export class MpaConnection extends EventEmitter {
   mulpdu = 0;
   /** Why the connection ended, when it did not end cleanly. */
   fault: TcpFault | undefined;
+  /** Told the latest mark given to send() once the kernel has taken every byte up to it. */
+  onWritten: ((mark: number) => void) | undefined;
+  // The latest mark not flushed yet (-1: none).
+  #mark = -1;
 
   private constructor(socket: Socket, role: 'initiator' | 'responder', opts: TcpConnectionOptions, privateData?: Uint8Array, rx?: RxPort) {
     super();
@@ -270,9 +274,11 @@ export class MpaConnection extends EventEmitter {
 
   /**
    * Send one DDP segment (header + payload views, ULPDU <= mulpdu). Returns false when the
-   * caller should wait for 'drain' before sending more.
+   * caller should wait for 'drain' before sending more. `mark` (≥ 0, not below an earlier one):
+   * onWritten hears it once the kernel has taken this segment's bytes (never if the socket
+   * fails first).
    */
-  send(hdr: Uint8Array, payload: readonly Uint8Array[] = []): boolean {
+  send(hdr: Uint8Array, payload: readonly Uint8Array[] = [], mark = -1): boolean {
     if (this.#state !== 'established' && this.#state !== 'rtr') {
       throw new SabreError(ErrorCode.InvalidState, `MPA connection is ${this.#state}`);
     }
@@ -280,6 +286,7 @@ export class MpaConnection extends EventEmitter {
       throw new SabreError(ErrorCode.QueueFull, `TCP write buffer holds ${this.socket.writableLength} bytes (max ${this.#maxWrite})`);
     }
     this.#pendingBytes += this.#framer!.frameTo(hdr, payload, this.#tx);
+    if (mark >= 0) this.#mark = mark;
     if (!this.#flushQueued) {
       this.#flushQueued = true;
       afterAnswers(this.#flushTick);
@@ -317,22 +324,31 @@ export class MpaConnection extends EventEmitter {
     this.#flush();
   };
 
-  /** Hand what was framed to the socket: one write, or one writev of all the chunks. */
+  /**
+   * Hand what was framed to the socket: one write, or one writev of all the chunks. A write's
+   * callback runs once the kernel has taken its bytes (and those of every write before it).
+   */
   #flush(): void {
     this.#cutSmall();
     const c = this.#chunks;
     if (c.length === 0) return;
     this.#chunks = [];
     this.#pendingBytes = 0;
+    const mark = this.#mark;
+    this.#mark = -1;
     const s = this.socket;
     if (s.destroyed || s.writableEnded) return;
-    if (c.length === 1) {
-      s.write(c[0]!);
-      return;
+    const last = c.length - 1;
+    if (last > 0) {
+      s.cork();
+      for (let i = 0; i < last; i++) s.write(c[i]!);
     }
-    s.cork();
-    for (const x of c) s.write(x);
-    s.uncork();
+    if (mark >= 0) {
+      s.write(c[last]!, (err) => {
+        if (!err) this.onWritten?.(mark);
+      });
+    } else s.write(c[last]!);
+    if (last > 0) s.uncork();
   }
 
   #run(evs: MpaEvent[]): void {

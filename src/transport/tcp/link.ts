@@ -28,6 +28,8 @@
 // 'broken'. The connection lost without a Terminate (peer killed, reset, FIN) → qpDown 'lost'.
 // When the QP enters ERROR (a Terminate of the engine's, modify, destroy) the device calls
 // closeQp(), after the engine's last frames were handed over.
+// Completion: a standard peer sends no acks, so the link reports when the kernel has taken
+// each message's last byte (LinkEvents.written); only then may its source be reused.
 import type { DeviceAddress } from '../../core/address.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { DEVICE_QPN, type Envelope, type Inbound, type SegFrame } from '../../core/frame.js';
@@ -63,6 +65,8 @@ interface Queued {
   endsRead: boolean;
   /** A sabre ack: cumulative, so a newer one replaces it while it waits. */
   ack: boolean;
+  /** The ssn of the message it ends, to a peer that sends no acks (-1: none): see #sendSeg. */
+  mark: number;
 }
 
 const CRC_BLOCK = 16384;
@@ -242,17 +246,20 @@ export class TcpLink implements Link, QpConnections {
     // Read Response with L (standard peer). Byte 0: DDP control (L 0x40), byte 1: RDMAP opcode.
     const op = f.hdr[1]! & 0x0f;
     const endsRead = s.profile.extensions ? op === RdmapOpcode.ReadComplete : op === RdmapOpcode.ReadResponse && (f.hdr[0]! & 0x40) !== 0;
-    this.#write(s, f.hdr, f.payload, endsRead, false);
+    // A peer that sends no acks: the message's last segment, once the kernel has taken it, is
+    // what completes the QP's work up to it (LinkEvents.written; its source may then be reused).
+    const mark = !s.profile.acks && (f.hdr[0]! & 0x40) !== 0 ? env.ssn : -1;
+    this.#write(s, f.hdr, f.payload, endsRead, false, mark);
     this.counters.segmentsOut++;
   }
 
   #control(s: QpStream, kind: number, ssn: number): void {
     this.counters.controlOut++;
     // Framed at once unless the stream is blocked (then it waits in the queue: its own buffer).
-    this.#write(s, encodeSabreControl(kind, ssn, s.blocked ? undefined : this.#ctl), [], false, kind === SabreControlKind.Ack);
+    this.#write(s, encodeSabreControl(kind, ssn, s.blocked ? undefined : this.#ctl), [], false, kind === SabreControlKind.Ack, -1);
   }
 
-  #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, ack: boolean): void {
+  #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, ack: boolean, mark: number): void {
     if (s.blocked) {
       const last = s.queue[s.queue.length - 1];
       if (ack && last?.ack) {
@@ -262,7 +269,7 @@ export class TcpLink implements Link, QpConnections {
       }
       let bytes = hdr.length;
       for (const p of payload) bytes += p.length;
-      s.queue.push({ hdr, payload, bytes, endsRead, ack });
+      s.queue.push({ hdr, payload, bytes, endsRead, ack, mark });
       s.queuedBytes += bytes;
       if (s.queuedBytes > this.#maxQueued && !s.paused && !s.profile.extensions) {
         // Backpressure: take no more requests from the peer until it takes our answers.
@@ -272,14 +279,14 @@ export class TcpLink implements Link, QpConnections {
       }
       return;
     }
-    this.#sendNow(s, hdr, payload, endsRead);
+    this.#sendNow(s, hdr, payload, endsRead, mark);
   }
 
   /** Hand one frame to the connection: false when it must wait for 'drain'. */
-  #sendNow(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean): void {
+  #sendNow(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, mark: number): void {
     try {
       if (endsRead && s.readsIn > 0) s.readsIn--;
-      if (!s.conn.send(hdr, payload)) this.#block(s);
+      if (!s.conn.send(hdr, payload, mark)) this.#block(s);
     } catch {
       // The connection went away under us; its 'close' reports the QP down.
       this.counters.dropped++;
@@ -293,7 +300,7 @@ export class TcpLink implements Link, QpConnections {
       while (s.queue.length && !s.blocked && !s.dead) {
         const q = s.queue.shift()!;
         s.queuedBytes -= q.bytes;
-        this.#sendNow(s, q.hdr, q.payload, q.endsRead);
+        this.#sendNow(s, q.hdr, q.payload, q.endsRead, q.mark);
       }
       if (s.dead) {
         s.queue.length = 0;
@@ -373,6 +380,9 @@ export class TcpLink implements Link, QpConnections {
     this.#streams.set(qpn, s);
     if (this.#held) conn.socket.pause();
     this.counters.connections++;
+    conn.onWritten = (ssn) => {
+      if (!s.dead) this.#events?.written?.(qpn, ssn);
+    };
     conn.on('failed', (f: TcpFault) => {
       if (s.dead) return;
       // The stream lost (reset, ended inside an FPDU): the peer stopped answering. Any other

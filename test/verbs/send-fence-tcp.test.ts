@@ -1,0 +1,126 @@
+// The send side of the deregister fence on tcp. Payloads of our Writes and Sends go to the
+// socket as views of device memory, and node reads a view when the kernel takes it, which for
+// a peer that is not reading is later. To a standard iWARP peer (no acks) a Write completed
+// when handed to the link, before the socket took its bytes: the application, told Success,
+// reused the buffer (as it may) and the old request sent the new bytes.
+// A raw iWARP peer (no acks) that stops reading backs the socket up; the marker written into
+// the memory after the completion must never reach it.
+import { afterEach, describe, expect, it } from 'vitest';
+import { Access, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
+import type { Device } from '../../src/verbs/device.js';
+import { parseFpdus, rawConnect, replyLength, type RawPeer } from '../transport/tcp/raw-mpa.js';
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+const ORIGINAL = 0x11;
+const MARKER = 0xee;
+const SIZE = 1 << 20;
+const N = 32;
+
+async function until(what: string, cond: () => boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** A sabre device with a listener, and a raw iWARP peer connected to it whose socket is paused. */
+async function setup(workers: number) {
+  const dev: Device = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
+  cleanup.push(() => dev.close());
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 2 * N });
+  const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: N, maxRecvWr: 4, maxSge: 1 } });
+  cleanup.push(() => l.close());
+  const raw = await rawConnect((dev.address as { port: number }).port);
+  cleanup.push(() => void raw.s.destroy());
+  await until('the MPA Reply', () => raw.received().length >= 20);
+  const qp = await l.accept(5000);
+  raw.s.pause();
+  return { dev, pd, cq, qp, raw };
+}
+
+/** Payload bytes of every FPDU the raw peer got, and how many are not ORIGINAL. */
+function tally(raw: RawPeer): { bytes: number; marker: number } {
+  const got = raw.received();
+  let bytes = 0;
+  let marker = 0;
+  for (const f of parseFpdus(got.subarray(replyLength(got)))) {
+    bytes += f.payload.length;
+    for (const b of f.payload) if (b !== ORIGINAL) marker++;
+  }
+  return { bytes, marker };
+}
+
+const backlog = (dev: Device): number => (dev.stats().link as { queuedBytes?: number } | undefined)?.queuedBytes ?? 0;
+
+describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading (workers: %i)', (workers) => {
+  it(`${N} Writes of 1 MiB: each source overwritten as soon as its Write completes Success; no overwritten byte reaches the peer`, async () => {
+    const { dev, pd, cq, qp, raw } = await setup(workers);
+    const src = pd.regMr(N * SIZE, Access.LocalWrite);
+    src.buffer.fill(ORIGINAL);
+    for (let i = 0; i < N; i++) {
+      qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr + i * SIZE, length: SIZE, lkey: src.lkey }], remoteAddr: i * SIZE, rkey: 0x1234 });
+    }
+    let done = 0;
+    const reap = (): void => {
+      for (const wc of cq.poll(2 * N)) {
+        expect(wc.status).toBe(WcStatus.Success);
+        // The verbs contract: the buffer is the application's again.
+        const i = Number(wc.wrId);
+        src.buffer.fill(MARKER, i * SIZE, (i + 1) * SIZE);
+        done++;
+      }
+    };
+    // The socket is backed up: the link queues what it cannot take.
+    await until('a backlog', () => {
+      reap();
+      return backlog(dev) > 4 * SIZE;
+    });
+    reap();
+    raw.s.resume();
+    await until('every Write completed', () => {
+      reap();
+      return done === N;
+    });
+    await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
+    expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+  }, 60_000);
+
+  it(`${N} Writes of 1 MiB from regions of their own: each region deregistered as soon as its Write completes Success, its memory registered again and overwritten; no marker byte reaches the peer`, async () => {
+    const { dev, pd, cq, qp, raw } = await setup(workers);
+    const srcs = Array.from({ length: N }, () => pd.regMr(SIZE, Access.LocalWrite));
+    for (const [i, m] of srcs.entries()) {
+      m.buffer.fill(ORIGINAL);
+      qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: m.addr, length: SIZE, lkey: m.lkey }], remoteAddr: i * SIZE, rkey: 0x1234 });
+    }
+    const fresh: { buffer: Uint8Array }[] = [];
+    let done = 0;
+    const reap = (): void => {
+      for (const wc of cq.poll(2 * N)) {
+        expect(wc.status).toBe(WcStatus.Success);
+        srcs[Number(wc.wrId)]!.deregister();
+        done++;
+      }
+      // Whatever memory the device hands out now is overwritten.
+      while (fresh.length < done) fresh.push(pd.regMr(SIZE, Access.LocalWrite));
+      for (const m of fresh) m.buffer.fill(MARKER);
+    };
+    await until('a backlog', () => {
+      reap();
+      return backlog(dev) > 4 * SIZE;
+    });
+    reap();
+    raw.s.resume();
+    await until('every Write completed', () => {
+      reap();
+      return done === N;
+    });
+    await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
+    expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+  }, 60_000);
+});
