@@ -1,14 +1,17 @@
 // The send side of the deregister fence on tcp. Payloads of our Writes and Sends go to the
 // socket as views of device memory, and node reads a view when the kernel takes it, which for
-// a peer that is not reading is later. To a standard iWARP peer (no acks) a Write completed
-// when handed to the link, before the socket took its bytes: the application, told Success,
-// reused the buffer (as it may) and the old request sent the new bytes.
+// a peer that is not reading is later. Two ways those views outlived their work request:
+// - to a standard iWARP peer (no acks) a Write completed when handed to the link, before the
+//   socket took its bytes: the application, told Success, reused the buffer (as it may) and
+//   the old request sent the new bytes;
+// - a QP destroyed with views still in the socket's queue: its work is flushed, which lets
+//   the memory go to the next regMr, and the graceful close then sent the new region's bytes.
 // A raw iWARP peer (no acks) that stops reading backs the socket up; the marker written into
-// the memory after the completion must never reach it.
+// the memory after the completion (or after the destroy) must never reach it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { Access, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
 import type { Device } from '../../src/verbs/device.js';
-import { parseFpdus, rawConnect, replyLength, type RawPeer } from '../transport/tcp/raw-mpa.js';
+import { parseFpdus, rawConnect, replyLength, sabreMpaRequest, type RawPeer } from '../transport/tcp/raw-mpa.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -28,15 +31,20 @@ async function until(what: string, cond: () => boolean, ms = 20_000): Promise<vo
   }
 }
 
-/** A sabre device with a listener, and a raw iWARP peer connected to it whose socket is paused. */
-async function setup(workers: number) {
+/**
+ * A sabre device with a listener, and a raw peer connected to it whose socket is paused: a
+ * standard iWARP peer, or one that says it is sabre (then our work waits for its acks, which
+ * never come).
+ */
+async function setup(workers: number, peer: 'iwarp' | 'sabre' = 'iwarp') {
   const dev: Device = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
   cleanup.push(() => dev.close());
   const pd = dev.allocPd();
   const cq = dev.createCq({ depth: 2 * N });
   const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: N, maxRecvWr: 4, maxSge: 1 } });
   cleanup.push(() => l.close());
-  const raw = await rawConnect((dev.address as { port: number }).port);
+  const raw = await rawConnect((dev.address as { port: number }).port, { request: peer === 'iwarp' });
+  if (peer === 'sabre') raw.s.write(sabreMpaRequest({ kind: 'connect', initiatorQpn: 77, responderQpn: 0, nonce: 77 * 7919, service: 0 }));
   cleanup.push(() => void raw.s.destroy());
   await until('the MPA Reply', () => raw.received().length >= 20);
   const qp = await l.accept(5000);
@@ -44,12 +52,13 @@ async function setup(workers: number) {
   return { dev, pd, cq, qp, raw };
 }
 
-/** Payload bytes of every FPDU the raw peer got, and how many are not ORIGINAL. */
+/** Payload bytes of every tagged FPDU (RDMA Write) the raw peer got, and how many are not ORIGINAL. */
 function tally(raw: RawPeer): { bytes: number; marker: number } {
   const got = raw.received();
   let bytes = 0;
   let marker = 0;
   for (const f of parseFpdus(got.subarray(replyLength(got)))) {
+    if (f.hdr.length !== 14) continue;
     bytes += f.payload.length;
     for (const b of f.payload) if (b !== ORIGINAL) marker++;
   }
@@ -122,5 +131,33 @@ describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading 
     });
     await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
     expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+  }, 60_000);
+
+  it.each(['iwarp', 'sabre'] as const)(`the QP destroyed while its Writes wait in the socket (a %s peer); the region deregistered, its memory registered again and overwritten: no marker byte reaches the peer`, async (peer) => {
+    const { dev, pd, qp, raw } = await setup(workers, peer);
+    const src = pd.regMr(N * SIZE, Access.LocalWrite);
+    src.buffer.fill(ORIGINAL);
+    for (let i = 0; i < N; i++) {
+      qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr + i * SIZE, length: SIZE, lkey: src.lkey }], remoteAddr: i * SIZE, rkey: 0x1234 });
+    }
+    await until('a backlog', () => backlog(dev) > 4 * SIZE);
+    qp.destroy();
+    // The flushed work lets the memory go (once the NIC thread, if any, has the destroy): the
+    // next region of that size lies over it (not always at the same address: memory the
+    // connection held may be freed with it).
+    const addr = src.addr;
+    src.deregister();
+    const over = (a: number): boolean => a < addr + N * SIZE && a + N * SIZE > addr;
+    let again = pd.regMr(N * SIZE, Access.LocalWrite);
+    for (const end = Date.now() + 5000; !over(again.addr) && Date.now() < end; ) {
+      await new Promise((r) => setTimeout(r, 10));
+      again.deregister();
+      again = pd.regMr(N * SIZE, Access.LocalWrite);
+    }
+    expect(over(again.addr)).toBe(true);
+    again.buffer.fill(MARKER);
+    raw.s.resume();
+    await raw.closed;
+    expect(tally(raw).marker).toBe(0);
   }, 60_000);
 });

@@ -167,10 +167,17 @@ export class MpaConnection extends EventEmitter {
   mulpdu = 0;
   /** Why the connection ended, when it did not end cleanly. */
   fault: TcpFault | undefined;
+  /** The close cut the stream: views of device memory were still waiting for the kernel. */
+  cut = false;
   /** Told the latest mark given to send() once the kernel has taken every byte up to it. */
   onWritten: ((mark: number) => void) | undefined;
   // The latest mark not flushed yet (-1: none).
   #mark = -1;
+  // Flushes holding views of device memory that the kernel has not taken yet, and whether the
+  // chunks gathered now hold one (see #close).
+  #viewsOut = 0;
+  #viewNow = false;
+  readonly #viewWritten = (): void => void this.#viewsOut--;
 
   private constructor(socket: Socket, role: 'initiator' | 'responder', opts: TcpConnectionOptions, privateData?: Uint8Array, rx?: RxPort) {
     super();
@@ -196,6 +203,8 @@ export class MpaConnection extends EventEmitter {
       view: (v) => {
         this.#cutSmall();
         this.#chunks.push(v);
+        // Device memory (shared: a Write's or Send's source), not a heap copy (a read's answer).
+        if (v.buffer instanceof SharedArrayBuffer) this.#viewNow = true;
       },
     };
     this.socket = socket;
@@ -334,10 +343,13 @@ export class MpaConnection extends EventEmitter {
     if (c.length === 0) return;
     this.#chunks = [];
     this.#pendingBytes = 0;
+    const views = this.#viewNow;
+    this.#viewNow = false;
     const mark = this.#mark;
     this.#mark = -1;
     const s = this.socket;
     if (s.destroyed || s.writableEnded) return;
+    if (views) this.#viewsOut++;
     const last = c.length - 1;
     if (last > 0) {
       s.cork();
@@ -345,9 +357,10 @@ export class MpaConnection extends EventEmitter {
     }
     if (mark >= 0) {
       s.write(c[last]!, (err) => {
+        if (views) this.#viewsOut--;
         if (!err) this.onWritten?.(mark);
       });
-    } else s.write(c[last]!);
+    } else s.write(c[last]!, views ? this.#viewWritten : undefined);
     if (last > 0) s.uncork();
   }
 
@@ -545,6 +558,23 @@ export class MpaConnection extends EventEmitter {
     this.#timer = undefined;
     const s = this.socket;
     this.#flush();
+    // (A write the kernel took at once is off writableLength now; its callback comes later.)
+    if (this.#viewsOut > 0 && s.writableLength > 0) {
+      // Views of device memory the kernel has not taken yet: the QP's work is flushed with this
+      // close, which lets the memory go to the next region registered, whose bytes would then
+      // leave under the old request. They are not sent: the stream is cut here (the peer sees
+      // it end inside an FPDU, or a reset), and the Terminate behind them with it.
+      this.cut = true;
+      s.destroy();
+    } else this.#drainThenDestroy(f !== undefined);
+    // A responder waiting for the peer-to-peer RTR: whoever waits for 'established' (an accept,
+    // a cm listener's QP and backlog slot) hears that it will not come — whatever closed it (the
+    // deadline, a bad first FPDU, the peer's FIN or reset, a local close).
+    if (awaitedRtr) this.emit('failed', this.fault ?? fault(TERM.streamLost, 'CLOSED', 'connection closed before the peer-to-peer RTR'));
+  }
+
+  #drainThenDestroy(faulted: boolean): void {
+    const s = this.socket;
     // Let the Terminate / reject reply, or what an orderly close leaves queued, drain; but never
     // wait on a peer that stopped reading, nor on its FIN: a peer that keeps its end open would
     // otherwise hold the socket and its slot of the connection caps for as long as it liked.
@@ -555,9 +585,9 @@ export class MpaConnection extends EventEmitter {
     // device held its input would otherwise leave the peer's FIN unread, and the destroy below
     // would answer it with a reset instead of the orderly close the peer was owed.
     s.resume();
-    let t = setTimeout(() => s.destroy(), f ? CLOSE_LINGER_MS : CLOSE_DRAIN_MS);
+    let t = setTimeout(() => s.destroy(), faulted ? CLOSE_LINGER_MS : CLOSE_DRAIN_MS);
     t.unref();
-    if (!f) {
+    if (!faulted) {
       s.once('finish', () => {
         clearTimeout(t);
         t = setTimeout(() => s.destroy(), CLOSE_LINGER_MS);
@@ -565,9 +595,5 @@ export class MpaConnection extends EventEmitter {
       });
     }
     s.once('close', () => clearTimeout(t));
-    // A responder waiting for the peer-to-peer RTR: whoever waits for 'established' (an accept,
-    // a cm listener's QP and backlog slot) hears that it will not come — whatever closed it (the
-    // deadline, a bad first FPDU, the peer's FIN or reset, a local close).
-    if (awaitedRtr) this.emit('failed', this.fault ?? fault(TERM.streamLost, 'CLOSED', 'connection closed before the peer-to-peer RTR'));
   }
 }

@@ -27,7 +27,8 @@
 // stream's message structure → Terminate with the RFC 5040 codes, connection closed, qpDown
 // 'broken'. The connection lost without a Terminate (peer killed, reset, FIN) → qpDown 'lost'.
 // When the QP enters ERROR (a Terminate of the engine's, modify, destroy) the device calls
-// closeQp(), after the engine's last frames were handed over.
+// closeQp(), after the engine's last frames were handed over; views of the QP's memory the
+// kernel has not taken by then are not sent (the connection cuts the stream: closesCut).
 // Completion: a standard peer sends no acks, so the link reports when the kernel has taken
 // each message's last byte (LinkEvents.written); only then may its source be reused.
 import type { DeviceAddress } from '../../core/address.js';
@@ -142,6 +143,8 @@ export class TcpLink implements Link, QpConnections {
     segmentsIn: 0, segmentsOut: 0, controlIn: 0, controlOut: 0, terminatesSent: 0, streamFaults: 0, dropped: 0, connections: 0,
     /** Read Requests past the IRD (Terminated), socket reads paused for a full queue. */
     readsRefused: 0, readPauses: 0,
+    /** QPs closed with views of their memory still waiting for the kernel: the stream was cut (connection.ts #close). */
+    closesCut: 0,
   };
   readonly #maxQueued: number;
   /** The control message being framed (connection.send copies the header into its transmit slab). */
@@ -360,6 +363,7 @@ export class TcpLink implements Link, QpConnections {
     s.dead = true;
     this.#drop(s);
     s.conn.close();
+    if (s.conn.cut) this.counters.closesCut++;
   }
 
   /**
