@@ -36,12 +36,12 @@ async function until(what: string, cond: () => boolean, ms = 20_000): Promise<vo
  * standard iWARP peer, or one that says it is sabre (then our work waits for its acks, which
  * never come).
  */
-async function setup(workers: number, peer: 'iwarp' | 'sabre' = 'iwarp') {
+async function setup(workers: number, peer: 'iwarp' | 'sabre' = 'iwarp', timeoutMs?: number) {
   const dev: Device = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
   cleanup.push(() => dev.close());
   const pd = dev.allocPd();
   const cq = dev.createCq({ depth: 2 * N });
-  const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: N, maxRecvWr: 4, maxSge: 1 } });
+  const l = listen(dev, { pd, qpInit: { sendCq: cq, recvCq: cq, maxSendWr: N, maxRecvWr: 4, maxSge: 1, ...(timeoutMs ? { timeoutMs } : {}) } });
   cleanup.push(() => l.close());
   const raw = await rawConnect((dev.address as { port: number }).port, { request: peer === 'iwarp' });
   if (peer === 'sabre') raw.s.write(sabreMpaRequest({ kind: 'connect', initiatorQpn: 77, responderQpn: 0, nonce: 77 * 7919, service: 0 }));
@@ -132,6 +132,26 @@ describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading 
     await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
     expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
   }, 60_000);
+
+  it('a peer that takes none of our bytes for timeoutMs: the QP fails (the oldest Write not written RetryExcErr, the rest flushed); what the kernel took completed Success first, and nothing else', async () => {
+    const { cq, pd, qp, raw } = await setup(workers, 'iwarp', 300);
+    const src = pd.regMr(N * SIZE, Access.LocalWrite);
+    for (let i = 0; i < N; i++) {
+      qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr + i * SIZE, length: SIZE, lkey: src.lkey }], remoteAddr: i * SIZE, rkey: 0x1234 });
+    }
+    const wcs: { wrId: bigint | number; status: number }[] = [];
+    await until('every completion', () => {
+      wcs.push(...cq.poll(2 * N));
+      return wcs.length === N;
+    });
+    const ok = wcs.filter((w) => w.status === WcStatus.Success).length;
+    // In posting order: those the kernel took, then the one the watchdog failed, then the flushed.
+    expect(wcs.map((w) => Number(w.wrId))).toEqual([...Array(N).keys()]);
+    expect(ok).toBeLessThan(N);
+    expect(wcs[ok]!.status).toBe(WcStatus.RetryExcErr);
+    expect(wcs.slice(ok + 1).every((w) => w.status === WcStatus.WrFlushErr)).toBe(true);
+    raw.s.resume();
+  }, 30_000);
 
   it.each(['iwarp', 'sabre'] as const)(`the QP destroyed while its Writes wait in the socket (a %s peer); the region deregistered, its memory registered again and overwritten: no marker byte reaches the peer`, async (peer) => {
     const { dev, pd, qp, raw } = await setup(workers, peer);

@@ -167,7 +167,7 @@ describe('sabre with a standard iWARP peer (no sabre block in the MPA exchange)'
     expect(raw.pending).toBe(0);
   });
 
-  it('RdmaWrite arrives as RFC tagged FPDUs (CRC32C checked), RdmaWriteWithImm as RFC 7306 Immediate Data; both complete at hand-off', async () => {
+  it('RdmaWrite arrives as RFC tagged FPDUs (CRC32C checked), RdmaWriteWithImm as RFC 7306 Immediate Data; both complete once written to the socket (no acks)', async () => {
     const { cq, mr, qp, raw } = await setup();
     for (let i = 0; i < 70000; i++) mr.buffer[i] = (i * 31 + 1) & 0xff;
     qp.postSend({ wrId: 1, opcode: Opcode.RdmaWrite, sgList: [{ addr: mr.addr, length: 70000, lkey: mr.lkey }], remoteAddr: 0x2_0000_0000, rkey: 0xdeadbeef });
