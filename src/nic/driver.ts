@@ -178,6 +178,7 @@ export class NicDriver implements LinkEvents {
     this.#downCause.delete(qpn);
   };
 
+  /** A peer without acks: the kernel took QP `qpn`'s messages up to `ssn` (its Writes and Sends complete). */
   readonly written = (qpn: number, ssn: number): void => {
     if (!this.#stopped) this.run((now) => this.engine.handleWritten(qpn, ssn, now));
   };

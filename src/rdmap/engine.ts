@@ -1,7 +1,7 @@
 // The RDMAP/DDP engine of one device, sans-I/O, in the shape of quinn-proto's Connection: the
 // shell feeds it work (postSend/postRecv, connect, modify) and what happened outside
-// (handleFrames, handleTimeout, handleLinkUp/Down, handlePeerLost — each with the time, in
-// milliseconds), then polls what to do: pollTransmit (frames for the link), pollEvent (QP
+// (handleFrames, handleTimeout, handleLinkUp/Down, handleWritten, handlePeerLost — each with
+// the time, in milliseconds), then polls what to do: pollTransmit (frames for the link), pollEvent (QP
 // connected, QP in ERROR, CQ overrun) and pollTimeout (when to call handleTimeout next). It
 // places data through EngineMemory (one WASM place() call per receive step) and pushes
 // completions into the QPs' completion sinks. The NIC driver (src/nic/driver.ts) is the one
@@ -35,7 +35,7 @@ import type { EngineEvent } from './events.js';
 import { holdPieces, type DeviceCounters, type EngineMemory } from './memory.js';
 import { flushPlacement } from './placement.js';
 import {
-  emit, onWritten, findFlow, onAck, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
+  emit, findFlow, onAck, onWritten, onRnr, peerLost, pump, resumeWatchdogs, rnrRetry, srdFlow, watchdogExpired, watchdogLive,
 } from './requester.js';
 import { advance, closeNotice } from './responder.js';
 import { flowGone, flowMade, NOT_READY_MS, notReady } from './not-ready.js';
