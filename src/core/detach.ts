@@ -99,7 +99,12 @@ export function ownsPieces(pieces: readonly HeldPiece[]): Owns {
 
 /** [lo0, hi0, lo1, hi1, …] sorted by lo, touching or overlapping ranges joined. */
 function mergeRanges(flat: number[]): Float64Array {
-  const idx = Array.from({ length: flat.length / 2 }, (_, i) => i).sort((a, b) => flat[2 * a]! - flat[2 * b]!);
+  const n = flat.length / 2;
+  let sorted = true;
+  for (let i = 1; i < n && sorted; i++) sorted = flat[2 * i]! >= flat[2 * i - 2]!;
+  // A flushed send queue usually names its memory in order: no sort then.
+  const idx = Array.from({ length: n }, (_, i) => i);
+  if (!sorted) idx.sort((a, b) => flat[2 * a]! - flat[2 * b]!);
   const out: number[] = [];
   for (const i of idx) {
     const lo = flat[2 * i]!;

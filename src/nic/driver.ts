@@ -199,7 +199,8 @@ export class NicDriver implements LinkEvents {
     for (let out = engine.pollTransmit(); out.length > 0; out = engine.pollTransmit()) this.link.transmit(out);
     // Flushed work is the caller's again once its completion is seen (after this step): what
     // the link still holds of its bytes becomes copies first. Views the system's send queue
-    // holds cannot be; their regions are marked, and their memory waits (InlinePort.whenIdle).
+    // holds cannot be: their regions are marked, and device memory waits for that queue when
+    // deregistered (./region-fence.ts); a buffer the caller rewrites cannot wait.
     const flushed = engine.takeFlushed();
     if (flushed !== undefined) {
       const owns = ownsPieces(flushed);

@@ -18,10 +18,9 @@ export class RegionFence {
   readonly #engine: RdmapEngine;
   readonly #link: Link;
   readonly #memory: EngineMemory;
-  /** Memory waiting for the system's send queue: one list, one timer, asked together. */
-  #waiting: Array<{ owns: Owns; free: () => void }> = [];
+  /** Memory waiting for the system's send queue: one list, one timer, asked together; each counts its own asks. */
+  #waiting: Array<{ owns: Owns; free: () => void; tries: number }> = [];
   #timer: NodeJS.Timeout | undefined;
-  #tries = 0;
 
   constructor(engine: RdmapEngine, link: Link, memory: EngineMemory) {
     this.#engine = engine;
@@ -56,7 +55,7 @@ export class RegionFence {
       free();
       return;
     }
-    this.#waiting.push({ owns, free });
+    this.#waiting.push({ owns, free, tries: 0 });
     this.#arm();
   }
 
@@ -81,15 +80,14 @@ export class RegionFence {
     const list = this.#waiting;
     this.#waiting = [];
     if (this.#detach((v) => list.some((w) => w.owns(v)))) {
-      this.#tries = 0;
       for (const w of list) w.free();
-    } else if (++this.#tries < RETRIES) {
-      this.#waiting = list.concat(this.#waiting);
-      this.#arm();
-    } else {
-      // A queue that never drained: the memory stays the device's, unused, rather than leak.
-      this.#tries = 0;
-      this.#engine.counters.regionsKept += list.length;
+      return;
     }
+    for (const w of list) {
+      // A queue that never drained: the memory stays the device's, unused, rather than leak.
+      if (++w.tries >= RETRIES) this.#engine.counters.regionsKept++;
+      else this.#waiting.push(w);
+    }
+    if (this.#waiting.length > 0) this.#arm();
   };
 }

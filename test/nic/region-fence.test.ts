@@ -74,3 +74,21 @@ describe('RegionFence', () => {
     expect(asked.length).toBe(1);
   });
 });
+
+describe('RegionFence asks', () => {
+  it('each waiting region counts its own asks: one that joins late is not kept with the first', () => {
+    const { f, counters } = fence(() => false);
+    const first = vi.fn();
+    const late = vi.fn();
+    f.letGo(region({ unsettled: true }), first);
+    vi.advanceTimersByTime(9_990);
+    f.letGo(region({ stag: 2, addr: 8192, unsettled: true }), late);
+    vi.advanceTimersByTime(100);
+    expect(counters.regionsKept).toBe(1);
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(20_000);
+    expect(counters.regionsKept).toBe(2);
+    expect(first).not.toHaveBeenCalled();
+    expect(late).not.toHaveBeenCalled();
+  });
+});

@@ -8,6 +8,7 @@
 // returning false and a 'drain' event; past `maxWriteBuffer` send() throws QueueFull.
 import { EventEmitter } from 'node:events';
 import net, { type Socket } from 'node:net';
+import { detachInPlace, type Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { afterAnswers } from '../job.js';
 import { encodeDdp, encodeTerminate, RdmapOpcode } from '../../wire/rdmap.js';
@@ -18,6 +19,9 @@ import { MpaHandshake, type MpaConfig, type MpaEvent, type MpaRequestInfo, type 
 import { TERM, type TermCode } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
 import { noteReceived } from '../../core/heap-reuse.js';
+import type { RxPort } from './rx-port.js';
+
+export { adoptAccepted, dialSocket, RxPort } from './rx-port.js';
 
 export interface TcpConnectionOptions {
   dp: FramingMemory;
@@ -69,58 +73,6 @@ export const CLOSE_DRAIN_MS = 30_000;
 /** Heap slab for FPDU headers, pads, CRCs and whole small FPDUs (bump-allocated, see TxSink). */
 const SLAB = 64 * 1024;
 const EMPTY_SLAB = Buffer.alloc(0);
-
-/**
- * Zero-copy receive with net's `onread`: the socket reads straight into the deframer's staging
- * area in device memory, so no Buffer is allocated per read and no byte is copied into shared
- * memory by V8 (which copies byte by byte when source and destination are not equally aligned:
- * as slow as a CRC pass). Reads are as large as the free staging space, so one read
- * (and one engine step, one CRC kernel call, one place() call, one ack) covers many FPDUs.
- * The socket must be created with `onread: port.onread` (dialSocket / adoptAccepted); the
- * connection binds itself to the port. Until then (and during the MPA handshake) reads land in
- * a small spare buffer and take the copying path.
- */
-export class RxPort {
-  #target: MpaConnection | undefined;
-  readonly #spare = Buffer.allocUnsafe(4096);
-  readonly onread = {
-    buffer: (): Uint8Array => this.#target?.rxBuffer() ?? this.#spare,
-    callback: (n: number, buf: Uint8Array): boolean => {
-      this.#target?.rxRead(n, buf);
-      return true;
-    },
-  };
-
-  get spare(): Buffer {
-    return this.#spare;
-  }
-
-  bind(c: MpaConnection): void {
-    this.#target = c;
-  }
-}
-
-/** A client socket that reads into device memory (see RxPort). */
-export function dialSocket(host: string, port: number): { socket: Socket; rx: RxPort } {
-  const rx = new RxPort();
-  return { socket: net.connect({ host, port, noDelay: true, onread: rx.onread }), rx };
-}
-
-/**
- * An accepted socket (from a server created with pauseOnConnect, so nothing was read yet) as a
- * socket that reads into device memory: node:net has no `onread` for accepted sockets, so the
- * handle moves to a new Socket made with it. Falls back to the socket as it is.
- */
-export function adoptAccepted(s0: Socket): { socket: Socket; rx?: RxPort } {
-  const any = s0 as unknown as { _handle: unknown };
-  const handle = any._handle;
-  if (!handle || s0.readableLength > 0 || s0.destroyed) return { socket: s0 };
-  const rx = new RxPort();
-  any._handle = null;
-  s0.destroy();
-  const socket = new net.Socket({ handle, readable: true, writable: true, onread: rx.onread } as net.SocketConstructorOpts);
-  return { socket, rx };
-}
 
 type ConnState = 'handshake' | 'rtr' | 'established' | 'closed';
 
@@ -303,6 +255,16 @@ export class MpaConnection extends EventEmitter {
     // Not too many: the kernel should be moving bytes while we frame and CRC the next ones.
     if (this.#pendingBytes >= CORK_LIMIT) this.#flush();
     return this.socket.writableLength < this.#hwm;
+  }
+
+  /**
+   * Memory is about to be reused (core/detach.ts): views framed this turn and not yet handed to
+   * the socket become copies. False while the socket holds views of device memory (no copy
+   * reaches into node's write queue).
+   */
+  detach(owns: Owns): boolean {
+    detachInPlace(this.#chunks, owns);
+    return this.#viewsOut === 0 || this.socket.destroyed;
   }
 
   /** Report an error to the peer with a Terminate (RFC 5040 §4.8) and close. */

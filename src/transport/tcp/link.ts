@@ -32,6 +32,7 @@
 // Completion: a standard peer sends no acks, so the link reports when the kernel has taken
 // each message's last byte (LinkEvents.written); only then may its source be reused.
 import type { DeviceAddress } from '../../core/address.js';
+import type { Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { DEVICE_QPN, type Envelope, type Inbound, type SegFrame } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound, QpConnections, ServiceRequest } from '../../core/link.js';
@@ -175,6 +176,13 @@ export class TcpLink implements Link, QpConnections {
 
   start(events: LinkEvents): void {
     this.#events = events;
+  }
+
+  /** Memory is about to be reused (Link.detach): each connection's views not yet handed to its socket. */
+  detach(owns: Owns): boolean {
+    let clear = true;
+    for (const st of this.#streams.values()) if (!st.conn.detach(owns)) clear = false;
+    return clear;
   }
 
   reachable(to: DeviceAddress): boolean {
