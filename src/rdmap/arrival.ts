@@ -15,7 +15,7 @@ import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js'
 import { noteWrite, placeWriteAfter } from './write-order.js';
 import { applyAck, findFlow, srdFlowIn } from './requester.js';
 import { advance, terminateNow } from './responder.js';
-import { ASKED_BYTES, RANGE_BYTES } from './bounds.js';
+import { RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
 import { refuse, taken, turnRefused } from './srd-refusal.js';
@@ -145,13 +145,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
   if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow)) {
-    // The flow's turn was refused: a later message is asked for again in its turn — remembered
-    // as one entry of the budget, so forged later ssns cannot grow the flow past it (a message
-    // held already gives back more than its ssn costs).
-    if (!flow.asked!.has(env.ssn) && !flow.pending.has(env.ssn) && !hasRoom(e, qp, 1, ASKED_BYTES)) {
-      e.counters.oooRefused++;
-      return;
-    }
+    // The flow's turn was refused: a later message is asked for again in its turn.
     refuse(qp, flow, env.ssn);
     touch(e, qp, flow);
     return;
@@ -160,10 +154,8 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   // The out-of-order budget (bounds.ts), before any work for this segment: a new message
   // record, a new range of a message with gaps, a control payload kept until it is next.
   const ctlBytes = h && !h.tagged && rowOf(h.opcode)?.arrive === 'control' ? plen : 0;
-  // srd: a message kept as asked for gives its entry back when taken (below).
-  const asked = !m && flow.asked?.has(env.ssn) === true ? 1 : 0;
-  const needE = (!m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1) - asked;
-  const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes - asked * ASKED_BYTES;
+  const needE = !m ? 1 : m.offs.joins(env.off, plen) ? 0 : 1;
+  const needB = (!m ? newMessageBytes(hlen) : needE * RANGE_BYTES) + ctlBytes;
   // srd: the record of the message a flow waits for is always taken in (past the budget by at
   // most one record per flow). The budget is shared by every flow of the QP, and a peer that
   // never sends its flow's next message holds what it filled for good: without this every
@@ -197,7 +189,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     };
     flow.pending.set(env.ssn, m);
     settle(qp, m);
-    if (qp.type === 'srd') taken(qp, flow, env.ssn);
+    if (qp.type === 'srd') taken(flow, env.ssn);
   }
   if (m.fail) return;
   if (!h) {

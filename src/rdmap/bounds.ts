@@ -60,5 +60,3 @@ export const DEFAULT_BOUNDS: EngineBounds = {
 export const MSG_BYTES = 432;
 /** … and for each range beyond its first. */
 export const RANGE_BYTES = 16;
-/** … and for each ssn an srd flow keeps of a message it refused (a Map entry: srd-refusal.ts). */
-export const ASKED_BYTES = 40;

@@ -1,6 +1,6 @@
 // The out-of-order budget of a QP (bounds.ts): what its pending messages are charged, checked
 // before a segment is taken in and settled after.
-import { ASKED_BYTES, MSG_BYTES, RANGE_BYTES } from './bounds.js';
+import { MSG_BYTES, RANGE_BYTES } from './bounds.js';
 import type { EngineQp, EngineState, Flow, InMessage } from './state.js';
 
 /** Whether the QP can take `entries` more entries and `bytes` more bytes. */
@@ -30,13 +30,10 @@ export function release(qp: EngineQp, m: InMessage): void {
   m.held = 0;
 }
 
-/** Every pending message of `flow` is dropped, and every ssn it kept as asked for (srd-refusal.ts). */
+/** Every pending message of `flow` is dropped, and what it kept as asked for (srd-refusal.ts). */
 export function releaseFlow(qp: EngineQp, flow: Flow): void {
   for (const m of flow.pending.values()) release(qp, m);
   flow.pending.clear();
-  const asked = flow.asked?.size ?? 0;
-  qp.oooEntries -= asked;
-  qp.oooBytes -= asked * ASKED_BYTES;
-  flow.asked = undefined;
+  flow.clearAsked();
   flow.writes = undefined;
 }

@@ -62,7 +62,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.reads.clear();
     f.atomics.clear();
     f.pending.clear();
-    f.asked = undefined;
+    f.clearAsked();
     f.writes = undefined;
     f.readsIn = 0;
     f.answerBytes = 0;

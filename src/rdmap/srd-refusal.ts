@@ -7,10 +7,14 @@
 // too: the flow holds nothing of its sender's that the sender may give up on. A restart at ssn 1
 // below a refused turn is then a new epoch, with nothing stale to meet.
 //
-// Each ssn kept is one entry of the QP's out-of-order budget (bounds.ts, ASKED_BYTES): a peer
-// that sends later ssns while its turn is refused holds no more than the budget allows, and a
-// later one past it is dropped and counted (arrival.ts). releaseFlow (budget.ts) gives them back.
-import { ASKED_BYTES } from './bounds.js';
+// What is kept is one range of ssns per flow, [askedLo, askedHi]: while a flow's turn is refused
+// every later message that arrives is refused too, so the refused ssns run from the turn up to
+// the highest seen (a message taken out of turn for another's receive, receives.ts, starts a
+// range of its own above the turn, and its flow forgets everything after it when its turn
+// comes). Each ssn of the range is asked for (RNR NAK) in its turn; one the sender never sent
+// is asked for and ignored (requester onRnr), and comes in its turn as any message. So a flow
+// holds two numbers whatever a peer forges (forged ssns stretch its own range, and only cost
+// its own flow RNR rounds), and nothing is charged to the QP's shared budget.
 import { release } from './budget.js';
 import type { EngineQp, Flow } from './state.js';
 
@@ -23,12 +27,15 @@ export function forget(qp: EngineQp, flow: Flow, ssn: number): void {
     flow.pending.delete(ssn);
     release(qp, m);
   }
-  const asked = (flow.asked ??= new Map());
-  if (!asked.has(ssn)) {
-    qp.oooEntries++;
-    qp.oooBytes += ASKED_BYTES;
+  if (flow.askedHi < flow.askedLo) {
+    flow.askedLo = ssn;
+    flow.askedHi = ssn;
+  } else {
+    if (ssn < flow.askedLo) flow.askedLo = ssn;
+    if (ssn > flow.askedHi) flow.askedHi = ssn;
   }
-  asked.set(ssn, false);
+  // Refused again after it was asked for: ask again.
+  if (ssn === flow.askedNak) flow.askedNak = 0;
 }
 
 /** Message `ssn` found no receive: forget it — and, when it is the flow's turn, every message after it. */
@@ -40,20 +47,19 @@ export function refuse(qp: EngineQp, flow: Flow, ssn: number): void {
 
 /** The flow's turn was refused: segments of later messages are refused too until it comes. */
 export function turnRefused(flow: Flow): boolean {
-  return flow.asked !== undefined && flow.asked.has(flow.expected);
+  return flow.askedLo <= flow.expected && flow.expected <= flow.askedHi;
 }
 
-/** A segment of message `ssn` is taken: it is no longer asked for. */
-export function taken(qp: EngineQp, flow: Flow, ssn: number): void {
-  if (flow.asked?.delete(ssn)) {
-    qp.oooEntries--;
-    qp.oooBytes -= ASKED_BYTES;
-  }
+/** A segment of message `ssn` is taken: it is no longer asked for (the range starts above it). */
+export function taken(flow: Flow, ssn: number): void {
+  if (ssn !== flow.askedLo) return;
+  flow.askedLo = ssn + 1;
+  if (flow.askedLo > flow.askedHi) flow.clearAsked();
 }
 
 /** The ssn to ask for again now (the flow's refused turn, once per refusal), or undefined. */
 export function askNow(flow: Flow): number | undefined {
-  if (flow.asked?.get(flow.expected) !== false) return undefined;
-  flow.asked.set(flow.expected, true);
+  if (!turnRefused(flow) || flow.askedNak === flow.expected) return undefined;
+  flow.askedNak = flow.expected;
   return flow.expected;
 }

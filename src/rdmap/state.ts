@@ -230,11 +230,20 @@ export class Flow {
    */
   writes: PendingWrites<InMessage> | undefined = undefined;
   /**
-   * srd: messages refused for want of a receive, kept as nothing but their ssn (true once the
-   * RNR NAK asking for it again went out): srd-refusal.ts. Each is one entry of the QP's
-   * out-of-order budget (bounds.ts ASKED_BYTES).
+   * srd: the ssns refused for want of a receive, to be asked for again (RNR NAK) in their turn,
+   * as one range (empty while askedHi < askedLo), and the ssn whose NAK went out for the
+   * current refusal (0: none): srd-refusal.ts.
    */
-  asked: Map<number, boolean> | undefined = undefined;
+  askedLo = 1;
+  askedHi = 0;
+  askedNak = 0;
+
+  /** Nothing is asked for any more (a new epoch, the flow dropped or in error). */
+  clearAsked(): void {
+    this.askedLo = 1;
+    this.askedHi = 0;
+    this.askedNak = 0;
+  }
   needAck = false;
   /** On EngineState's touched list of this receive step (touch()). */
   touched = false;
