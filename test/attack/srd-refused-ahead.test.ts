@@ -65,7 +65,7 @@ describe('srd: later messages refused while the flow\'s turn is refused', () => 
     for (let i = 0; i < 200; i++) a.postTo(qa, b.addr, qb.qpn, wr({ wrId: i, opcode: Opcode.Send }, [piece(src, 0, 100)]));
     await sim.advance(0.5);
     for (let i = 1; i < 200; i++) b.postRecv(qb, recv(i, [piece(dst, i * 256, 256)]));
-    await sim.run(() => a.cq.length >= 200, { ms: 600_000 });
+    await sim.run(() => a.cq.wcs.length >= 200, { ms: 600_000 });
     expect(a.cq.take().filter((c) => c.status === WcStatus.Success).length).toBe(200);
     expect(b.cq.take().filter((c) => c.status === WcStatus.Success).length).toBe(200);
     expect(qb.oooEntries).toBe(0);

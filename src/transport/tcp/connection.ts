@@ -320,7 +320,8 @@ export class MpaConnection extends EventEmitter {
     if (mark >= 0) {
       s.write(c[last]!, (err) => {
         if (views) this.#viewsOut--;
-        if (!err) this.onWritten?.(mark);
+        // A socket destroyed with the write still queued calls it back without an error.
+        if (!err && !s.destroyed) this.onWritten?.(mark);
       });
     } else s.write(c[last]!, views ? this.#viewWritten : undefined);
     if (last > 0) s.uncork();

@@ -32,7 +32,7 @@
 // Completion: a standard peer sends no acks, so the link reports when the kernel has taken
 // each message's last byte (LinkEvents.written); only then may its source be reused.
 import type { DeviceAddress } from '../../core/address.js';
-import type { Owns } from '../../core/detach.js';
+import { detachPayload, type Owns } from '../../core/detach.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
 import { DEVICE_QPN, type Envelope, type Inbound, type SegFrame } from '../../core/frame.js';
 import type { Link, LinkEvents, Outbound, QpConnections, ServiceRequest } from '../../core/link.js';
@@ -181,7 +181,11 @@ export class TcpLink implements Link, QpConnections {
   /** Memory is about to be reused (Link.detach): each connection's views not yet handed to its socket. */
   detach(owns: Owns): boolean {
     let clear = true;
-    for (const st of this.#streams.values()) if (!st.conn.detach(owns)) clear = false;
+    for (const st of this.#streams.values()) {
+      // Frames waiting while the stream is blocked hold views too (the largest holder).
+      for (const q of st.queue) q.payload = detachPayload(q.payload, owns);
+      if (!st.conn.detach(owns)) clear = false;
+    }
     return clear;
   }
 
@@ -259,7 +263,9 @@ export class TcpLink implements Link, QpConnections {
     const endsRead = s.profile.extensions ? op === RdmapOpcode.ReadComplete : op === RdmapOpcode.ReadResponse && (f.hdr[0]! & 0x40) !== 0;
     // A peer that sends no acks: the message's last segment, once the kernel has taken it, is
     // what completes the QP's work up to it (LinkEvents.written; its source may then be reused).
-    const mark = !s.profile.acks && (f.hdr[0]! & 0x40) !== 0 ? env.ssn : -1;
+    // Any other segment marks the messages before it: each flush taken is a sign of life, so a
+    // peer that reads one long message slowly but steadily is not taken for dead.
+    const mark = s.profile.acks ? -1 : (f.hdr[0]! & 0x40) !== 0 ? env.ssn : env.ssn - 1;
     this.#write(s, f.hdr, f.payload, endsRead, false, mark);
     this.counters.segmentsOut++;
   }
