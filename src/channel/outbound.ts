@@ -434,13 +434,15 @@ export class Outbound {
 
   /**
    * The current epoch's staging above the inline size, registered at its first write: no more
-   * staging slots than fit in the cap (writes then wait for a free one).
+   * staging slots than fit in the cap (writes then wait for a free one), and fewer, down to
+   * one, when the device has not the memory for them all.
    */
   #bigStage(t: TxEpoch): Stage | undefined {
-    const slots = Math.max(1, Math.min(t.slots, Math.floor(this.#l.stageCap / t.useSize)));
-    const region = this.#l.ports.reg(slots * t.useSize, 'stage');
-    if (!region) return void this.#l.fail('memory', `no device memory to stage writes of ${t.useSize} bytes`);
-    return (t.stage = { region, inline: false, busy: new Uint8Array(slots), slots, count: 0 });
+    for (let slots = Math.max(1, Math.min(t.slots, Math.floor(this.#l.stageCap / t.useSize))); slots >= 1; slots = slots === 1 ? 0 : slots >> 1) {
+      const region = this.#l.ports.reg(slots * t.useSize, 'stage');
+      if (region) return (t.stage = { region, inline: false, busy: new Uint8Array(slots), slots, count: 0 });
+    }
+    return void this.#l.fail('memory', `no device memory to stage writes of ${t.useSize} bytes`);
   }
 
   #sweepRetired(): void {
