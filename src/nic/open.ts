@@ -31,7 +31,7 @@ export async function openInline(provider: TransportProvider, opts: PortOptions,
     // the memory map keeps no slots for them.
     workerSlots: 0,
   });
-  const { link, mss } = await provider.open(mem, opts, limits.link);
+  const { link, mss } = await provider.open(mem, opts, limits.link, limits.engine);
   const segment = mss ?? opts.mss;
   return new InlinePort(mem, link, { ...(segment !== undefined ? { mss: segment } : {}), bounds: limits.engine });
 }

@@ -4,6 +4,7 @@
 // the device memory. The verbs layer names no transport: it asks the registry (./providers.ts).
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Link } from '../core/link.js';
+import type { EngineBounds } from '../rdmap/bounds.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
 
 /** The options of openDevice a provider reads (verbs/types.ts OpenDeviceOptions is the public shape). */
@@ -40,7 +41,8 @@ export interface TransportProvider {
   /** Options only this transport reads: checked before any memory is made or port bound. */
   checkOptions(opts: ProviderOptions): void;
   /** Bind and open the link; `limits` are the checked values of this provider's limits. */
-  open(mem: DeviceMemory, opts: ProviderOptions, limits: Record<string, number>): Promise<OpenedLink>;
+  /** `limits`: the link's own (listed in `limits`); `engine`: the engine's bounds, which a link may offer its peers (tcp: MPA's IRD). */
+  open(mem: DeviceMemory, opts: ProviderOptions, limits: Record<string, number>, engine?: Partial<EngineBounds>): Promise<OpenedLink>;
 }
 
 /** host and port of a socket transport, checked the same on every one. */

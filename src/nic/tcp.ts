@@ -2,6 +2,7 @@
 // MULPDU. MPA's only integrity is its CRC, asked for unless integrity 'none' and on when either
 // side asks (RFC 5044 §7.1).
 import { TcpLink } from '../transport/tcp/link.js';
+import { MPA_DEFAULT_IRD } from '../transport/tcp/mpa-handshake.js';
 import { checkIntegrityMode } from '../transport/udp/integrity.js';
 import { bindError, checkHostPort, type TransportProvider } from './provider.js';
 
@@ -16,9 +17,13 @@ export const tcpProvider: TransportProvider = {
     checkHostPort(opts);
     if (opts.integrity !== undefined) checkIntegrityMode(opts.integrity, TCP_INTEGRITY);
   },
-  open: async (mem, opts, limits) => {
+  open: async (mem, opts, limits, engine) => {
     const host = opts.host ?? '127.0.0.1';
-    const link = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa: { crc: opts.integrity !== 'none' } }, ...limits }).catch((e: unknown) => {
+    // The IRD MPA offers the peer is no more than the engine holds it to (limits.maxIrd): a
+    // conforming peer then never meets the engine's Terminate for too many reads.
+    const maxIrd = engine?.maxIrd;
+    const mpa = { crc: opts.integrity !== 'none', ...(maxIrd !== undefined ? { ird: Math.min(MPA_DEFAULT_IRD, maxIrd) } : {}) };
+    const link = await TcpLink.open({ dp: mem, host, port: opts.port ?? 0, connection: { mpa }, ...limits }).catch((e: unknown) => {
       throw bindError(e, 'tcp', host, opts.port ?? 0);
     });
     return { link };

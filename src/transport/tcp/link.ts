@@ -260,7 +260,8 @@ export class TcpLink implements Link, QpConnections {
     // The end of an answer to one of the peer's reads: the ReadComplete (sabre peer), or the
     // Read Response with L (standard peer). Byte 0: DDP control (L 0x40), byte 1: RDMAP opcode.
     const op = f.hdr[1]! & 0x0f;
-    const endsRead = s.profile.extensions ? op === RdmapOpcode.ReadComplete : op === RdmapOpcode.ReadResponse && (f.hdr[0]! & 0x40) !== 0;
+    // An atomic's answer ends one too: RFC 7306 counts atomics in the IRD with reads.
+    const endsRead = s.profile.extensions ? op === RdmapOpcode.ReadComplete || op === RdmapOpcode.AtomicResponse : (op === RdmapOpcode.ReadResponse || op === RdmapOpcode.AtomicResponse) && (f.hdr[0]! & 0x40) !== 0;
     // A peer that sends no acks: the message's last segment, once the kernel has taken it, is
     // what completes the QP's work up to it (LinkEvents.written; its source may then be reused).
     // Any other segment marks the messages before it: each flush taken is a sign of life, so a
@@ -476,11 +477,11 @@ export class TcpLink implements Link, QpConnections {
       return undefined;
     }
     if (!ext && isSabreExtension(h.opcode)) return fault(TERM.badOpcode, 'OPCODE', `sabre extension opcode ${h.opcode} from a peer that is not sabre`);
-    if (!h.tagged && h.last && (h.opcode === RdmapOpcode.ReadRequest || h.opcode === RdmapOpcode.ReadRequestV)) {
-      // RFC 5040 IRD: at most `ird` reads answered and not yet written out; one more is a Terminate.
+    if (!h.tagged && h.last && (h.opcode === RdmapOpcode.ReadRequest || h.opcode === RdmapOpcode.ReadRequestV || h.opcode === RdmapOpcode.AtomicRequest)) {
+      // RFC 5040 IRD: at most `ird` reads (and atomics, RFC 7306) answered and not yet written out; one more is a Terminate.
       if (s.readsIn >= s.ird) {
         this.counters.readsRefused++;
-        return fault(TERM.tooManyReads, 'IRD', `more than ${s.ird} RDMA Read Requests outstanding (the IRD negotiated)`);
+        return fault(TERM.tooManyReads, 'IRD', `more than ${s.ird} RDMA Read and Atomic Requests outstanding (the IRD negotiated)`);
       }
       s.readsIn++;
     }

@@ -92,6 +92,9 @@ const V2 = MPA_V2_PRIVATE.size;
 const MAX_FRAME = MPA_REQ_REP.size + MPA_MAX_PRIVATE_DATA;
 const EMPTY = new Uint8Array(0);
 
+/** The IRD (and ORD) MPA offers when none is configured. */
+export const MPA_DEFAULT_IRD = 16;
+
 function clampDepth(v: number | undefined, dflt: number): number {
   const n = v ?? dflt;
   if (!Number.isInteger(n) || n < 0) return dflt;
@@ -120,8 +123,8 @@ export class MpaHandshake {
     this.#revision = cfg.revision ?? 2;
     this.#crc = cfg.crc ?? true;
     this.#markers = cfg.markers ?? false;
-    this.#ird = clampDepth(cfg.ird, 16);
-    this.#ord = clampDepth(cfg.ord, 16);
+    this.#ird = clampDepth(cfg.ird, MPA_DEFAULT_IRD);
+    this.#ord = clampDepth(cfg.ord, MPA_DEFAULT_IRD);
     this.#p2p = (cfg.p2p ?? false) && this.#revision === 2;
     this.#pd = cfg.privateData ?? EMPTY;
     this.#timeoutMs = cfg.timeoutMs ?? 10_000;
