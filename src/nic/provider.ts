@@ -40,8 +40,7 @@ export interface TransportProvider {
   readonly limits: readonly string[];
   /** Options only this transport reads: checked before any memory is made or port bound. */
   checkOptions(opts: ProviderOptions): void;
-  /** Bind and open the link; `limits` are the checked values of this provider's limits. */
-  /** `limits`: the link's own (listed in `limits`); `engine`: the engine's bounds, which a link may offer its peers (tcp: MPA's IRD). */
+  /** Bind and open the link; `limits`: the checked values of this provider's limits; `engine`: the engine's bounds, which a link may offer its peers (tcp: MPA's IRD). */
   open(mem: DeviceMemory, opts: ProviderOptions, limits: Record<string, number>, engine?: Partial<EngineBounds>): Promise<OpenedLink>;
 }
 
