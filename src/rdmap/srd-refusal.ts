@@ -9,17 +9,19 @@
 //
 // What is kept is one range of ssns per flow, [askedLo, askedHi]: while a flow's turn is refused
 // every later message that arrives is refused too, so the refused ssns run from the turn up to
-// the highest seen (a message taken out of turn for another's receive, receives.ts, starts a
-// range of its own above the turn, and its flow forgets everything after it when its turn
-// comes). Each ssn of the range is asked for (RNR NAK) in its turn; one the sender never sent
-// is asked for and ignored (requester onRnr), and comes in its turn as any message. So a flow
-// holds two numbers whatever a peer forges (forged ssns stretch its own range, and only cost
-// its own flow RNR rounds), and nothing is charged to the QP's shared budget.
+// the highest seen. A message taken out of turn for another's receive (receives.ts) widens the
+// same range, which may then also cover messages the flow holds: a turn whose message is held
+// is not refused, and the part of the range below the turn is dropped as the turn moves on.
+// Each ssn of the range is asked for (RNR NAK) in its turn; one the sender never sent is asked
+// for and ignored (requester onRnr), and comes in its turn as any message. So a flow holds two
+// numbers whatever a peer forges (forged ssns stretch its own range, and only cost its own flow
+// RNR rounds), and nothing is charged to the QP's shared budget.
 import { release } from './budget.js';
 import type { EngineQp, Flow } from './state.js';
 
 /** Drop what `flow` holds of message `ssn` (its receive goes back unclaimed) and note it as asked for. */
 export function forget(qp: EngineQp, flow: Flow, ssn: number): void {
+  trim(flow);
   const m = flow.pending.get(ssn);
   if (m) {
     if (m.recv) m.recv.claimed = false;
@@ -47,7 +49,15 @@ export function refuse(qp: EngineQp, flow: Flow, ssn: number): void {
 
 /** The flow's turn was refused: segments of later messages are refused too until it comes. */
 export function turnRefused(flow: Flow): boolean {
-  return flow.askedLo <= flow.expected && flow.expected <= flow.askedHi;
+  trim(flow);
+  return flow.askedLo <= flow.expected && flow.expected <= flow.askedHi && !flow.pending.has(flow.expected);
+}
+
+/** What of the range lies below the turn was taken in: it goes (the range empties once the turn passes it). */
+function trim(flow: Flow): void {
+  if (flow.askedHi < flow.askedLo || flow.askedLo >= flow.expected) return;
+  if (flow.askedHi < flow.expected) flow.clearAsked();
+  else flow.askedLo = flow.expected;
 }
 
 /** A segment of message `ssn` is taken: it is no longer asked for (the range starts above it). */
