@@ -33,8 +33,13 @@ it.each([['localhost'], ['127.0.0.1']] as const)('a view sent to %s, detached as
   a.send({ host, port: raw.address().port }, mem.subarray(0, 1024));
   for (let i = 0; i < 500 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   expect(got.length, 'the datagram arrived').toBeGreaterThan(0);
-  // The payload is each datagram's last 1024 bytes (integrity none: no trailer); the header's random ids may hold the marker's value.
-  expect(got.reduce((n, m) => n + m.subarray(m.length - 1024).filter((x) => x === 0xee).length, 0), 'marker bytes on the wire').toBe(0);
+  // A leak shows as the 1024 payload bytes; the header's random ids and a first contact's CRC
+  // trailer may hold the marker's value a byte or two at a time.
+  const leaked = got.reduce((n, m) => {
+    const k = m.filter((x) => x === 0xee).length;
+    return n + (k >= 16 ? k : 0);
+  }, 0);
+  expect(leaked, 'marker bytes on the wire').toBe(0);
   // An IP literal goes out synchronously: nothing to wait for.
   expect(free, 'what detach said while node held the datagram').toBe(host === '127.0.0.1');
   // Once node has sent it, the memory may go.
