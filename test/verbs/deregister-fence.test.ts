@@ -5,11 +5,12 @@
 // fix the marker went out (7.2 MB tcp, 20.8 MB udp in the issue); the reader must never see it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
-import { Access, listen, Opcode, openDevice, WcStatus } from '../../src/index.js';
+import { Access, listen, Opcode, WcStatus } from '../../src/index.js';
 import { TcpLink } from '../../src/transport/tcp/link.js';
 import { UdpLink } from '../../src/transport/udp/link.js';
 import { Device } from '../../src/verbs/device.js';
 import { parseFpdus, rawConnect, readRequest, replyLength } from '../transport/tcp/raw-mpa.js';
+import { fencePair } from './fence-pair.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -128,17 +129,7 @@ describe('hole 5: deregister fences read responses', () => {
 // request.
 describe.each([['udp', 0], ['udp', 1], ['tcp', 0], ['tcp', 1], ['inproc', 0]] as const)('deregister with send work outstanding (%s, workers: %i)', (transport, workers) => {
   it('a Write and a Send posted, the source deregistered, its memory asked for again and overwritten: the peer gets the original bytes', async () => {
-    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
-    const a = await open();
-    const b = await open();
-    cleanup.push(() => a.close(), () => b.close());
-    const pa = a.allocPd();
-    const pb = b.allocPd();
-    const cqa = a.createCq({ depth: 16 });
-    const cqb = b.createCq({ depth: 16 });
-    const qa = pa.createQp({ type: 'rc', sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 });
-    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const { pa, pb, cqa, cqb, qa, qb } = await fencePair(transport, workers, cleanup);
     const src = pa.regMr(SIZE, Access.LocalWrite);
     src.buffer.fill(ORIGINAL);
     const dst = pb.regMr(SIZE, Access.LocalWrite | Access.RemoteWrite);
@@ -184,19 +175,7 @@ describe.each([
   ['udp', 2, 0, 1], ['udp', 2, 1, 1],
 ] as const)('deregister an external region with send work outstanding (%s, workers: %i, after %i jobs, QP on thread %i)', (transport, workers, jobs, thread) => {
   it('a Write posted from the caller\'s buffer, the region deregistered and the buffer overwritten: the peer gets the original bytes', async () => {
-    const open = () => openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0, workers });
-    const a = await open();
-    const b = await open();
-    cleanup.push(() => a.close(), () => b.close());
-    const pa = a.allocPd();
-    const pb = b.allocPd();
-    const cqa = a.createCq({ depth: 16 });
-    const cqb = b.createCq({ depth: 16 });
-    const init = { type: 'rc' as const, sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 };
-    let qa = pa.createQp(init);
-    for (let i = 0; i < 64 && workers > 1 && qa.qpn % workers !== thread; i++) qa = pa.createQp(init);
-    const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-    await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
+    const { pa, pb, cqa, qa } = await fencePair(transport, workers, cleanup, { thread });
     // Several NIC threads: the caller's SharedArrayBuffer, which they read in place (a plain buffer gets a shadow).
     const own = (workers > 1 ? new Uint8Array(new SharedArrayBuffer(SIZE)) : new Uint8Array(SIZE)).fill(ORIGINAL);
     const src = pa.regMr(own, Access.LocalWrite);

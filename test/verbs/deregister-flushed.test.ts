@@ -5,7 +5,8 @@
 // overwritten with a marker. Whatever of the old Write the link still sends must be the bytes it
 // had when it was posted: before the fix the link kept views of the memory and sent the marker.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, Opcode, openDevice, QpState, WcStatus, type Device, type QueuePair } from '../../src/index.js';
+import { Access, Opcode, QpState, WcStatus, type Device } from '../../src/index.js';
+import { fencePair } from './fence-pair.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -24,24 +25,6 @@ async function until(what: string, cond: () => boolean, ms = 15_000): Promise<vo
   }
 }
 
-/** Two udp devices, the sender's QP on NIC thread `thread` of `workers`, connected. */
-async function pair(workers: number, thread: number) {
-  const a = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers });
-  const b = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
-  cleanup.push(() => a.close(), () => b.close());
-  const pa = a.allocPd();
-  const pb = b.allocPd();
-  const cqa = a.createCq({ depth: 16 });
-  const cqb = b.createCq({ depth: 16 });
-  const init = { type: 'rc' as const, sendCq: cqa, recvCq: cqa, maxSendWr: 8, maxRecvWr: 4, maxSge: 1 };
-  let qa: QueuePair = pa.createQp(init);
-  for (let i = 0; i < 64 && workers > 1 && qa.qpn % workers !== thread; i++) qa = pa.createQp(init);
-  expect(workers < 2 || qa.qpn % workers === thread).toBe(true);
-  const qb = pb.createQp({ type: 'rc', sendCq: cqb, recvCq: cqb, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-  await Promise.all([qa.connect({ address: b.address, qpn: qb.qpn }), qb.connect({ address: a.address, qpn: qa.qpn })]);
-  return { a, b, pa, pb, cqa, qa };
-}
-
 /** Until the target has received nothing more for 50 ms (what the link still held has gone). */
 async function quiet(b: Device): Promise<void> {
   const rx = () => b.stats().link!.rxDatagrams ?? 0;
@@ -58,7 +41,7 @@ describe.each([
   ['reuse', 0, 'device', 0], ['reuse', 1, 'device', 0], ['reuse', 2, 'shared', 1],
 ] as const)('udp: a Write flushed while its datagrams wait in the link (%s, workers: %i, %s memory, QP on thread %i)', (how, workers, memory, thread) => {
   it('its buffer rewritten (deregistered and its memory reused, or as it is): no marker byte reaches the target', async () => {
-    const { a, b, pa, pb, cqa, qa } = await pair(workers, thread);
+    const { a, b, pa, pb, cqa, qa } = await fencePair('udp', workers, cleanup, { thread, peerWorkers: 0 });
     // external: the caller's own non-shared buffer; shared: the caller's SharedArrayBuffer (a NIC thread reads it in place).
     const own = memory === 'external' ? new Uint8Array(SIZE) : memory === 'shared' ? new Uint8Array(new SharedArrayBuffer(SIZE)) : undefined;
     const src = pa.regMr(own ?? SIZE, Access.LocalWrite);

@@ -67,6 +67,20 @@ function tally(raw: RawPeer): { bytes: number; marker: number } {
 
 const backlog = (dev: Device): number => (dev.stats().link as { queuedBytes?: number } | undefined)?.queuedBytes ?? 0;
 
+/**
+ * The socket backs up (the link queues what it cannot take), then the peer reads again:
+ * `reap` (taking completions and acting on them, returning how many so far) runs throughout,
+ * until all N Writes completed; the peer must then hold every payload byte and no marker.
+ */
+async function backedUpThenDrained(dev: Device, raw: RawPeer, reap: () => number): Promise<void> {
+  await until('a backlog', () => (reap(), backlog(dev) > 4 * SIZE));
+  reap();
+  raw.s.resume();
+  await until('every Write completed', () => reap() === N);
+  await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
+  expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+}
+
 describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading (workers: %i)', (workers) => {
   it(`${N} Writes of 1 MiB: each source overwritten as soon as its Write completes Success; no overwritten byte reaches the peer`, async () => {
     const { dev, pd, cq, qp, raw } = await setup(workers);
@@ -85,19 +99,7 @@ describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading 
         done++;
       }
     };
-    // The socket is backed up: the link queues what it cannot take.
-    await until('a backlog', () => {
-      reap();
-      return backlog(dev) > 4 * SIZE;
-    });
-    reap();
-    raw.s.resume();
-    await until('every Write completed', () => {
-      reap();
-      return done === N;
-    });
-    await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
-    expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+    await backedUpThenDrained(dev, raw, () => (reap(), done));
   }, 60_000);
 
   it(`${N} Writes of 1 MiB from regions of their own: each region deregistered as soon as its Write completes Success, its memory registered again and overwritten; no marker byte reaches the peer`, async () => {
@@ -119,18 +121,7 @@ describe.each([0, 1])('tcp send fence, a standard iWARP peer that stops reading 
       while (fresh.length < done) fresh.push(pd.regMr(SIZE, Access.LocalWrite));
       for (const m of fresh) m.buffer.fill(MARKER);
     };
-    await until('a backlog', () => {
-      reap();
-      return backlog(dev) > 4 * SIZE;
-    });
-    reap();
-    raw.s.resume();
-    await until('every Write completed', () => {
-      reap();
-      return done === N;
-    });
-    await until('every payload byte', () => tally(raw).bytes >= N * SIZE, 30_000);
-    expect(tally(raw)).toEqual({ bytes: N * SIZE, marker: 0 });
+    await backedUpThenDrained(dev, raw, () => (reap(), done));
   }, 60_000);
 
   it('a peer that takes none of our bytes for timeoutMs: the QP fails (the oldest Write not written RetryExcErr, the rest flushed); what the kernel took completed Success first, and nothing else', async () => {

@@ -26,7 +26,7 @@ export function fpdu(ulpdu: Uint8Array): Uint8Array {
 }
 
 /** RFC 5041 §5.2 untagged header: [T=0|L|DV=01], [RV=01|opcode], RsvdULP (32), QN, MSN, MO. */
-const untagged = (last: boolean, opcode: number, qn: number, msn: number, mo: number): Uint8Array =>
+export const untagged = (last: boolean, opcode: number, qn: number, msn: number, mo: number): Uint8Array =>
   Uint8Array.of(0x01 | (last ? 0x40 : 0), 0x40 | opcode, 0, 0, 0, 0, ...be32(qn), ...be32(msn), ...be32(mo));
 
 /** RFC 5040 §4.4 Read Request (52 bytes on the wire). */
