@@ -540,7 +540,7 @@ export const UDP_ENV_KIND_OFF: u32 = 0;
 export const UDP_ENV_FLAGS_OFF: u32 = 1;
 export const UDP_ENV_FLAGS_REPLY: u32 = 0x01;
 export const UDP_ENV_FLAGS_ACK_PRESENT: u32 = 0x02;
-export const UDP_ENV_FLAGS_RSVD: u32 = 0xfc;
+export const UDP_ENV_FLAGS_EPOCH: u32 = 0xfc;
 export const UDP_ENV_LEN_OFF: u32 = 2;
 export const UDP_ENV_SSN_OFF: u32 = 4;
 // @ts-ignore: decorator

@@ -13,6 +13,7 @@
 //                  yet; a byte stream learns it from the segment with the DDP L flag)
 //   off            this segment's payload offset in the message (duplicate detection)
 //   ack            optional piggy-backed cumulative acknowledgement (see AckFrame)
+//   epoch          srd only: the flow's epoch (src/rdmap/srd-epoch.ts); absent or 0 on rc
 //
 // Control frames:
 //   ack    "every message with ssn <= ack from you has been completed here" (cumulative). A
@@ -39,6 +40,8 @@ export interface Envelope {
   msgLen: number;
   off: number;
   ack?: number;
+  /** srd: the flow's epoch (srd-epoch.ts). */
+  epoch?: number;
 }
 
 export interface SegFrame {
@@ -68,6 +71,8 @@ export interface AckFrame {
   srcQpn: number;
   dstQpn: number;
   ssn: number;
+  /** srd: the flow's epoch (srd-epoch.ts). */
+  epoch?: number;
 }
 
 export interface RnrFrame {
@@ -75,6 +80,8 @@ export interface RnrFrame {
   srcQpn: number;
   dstQpn: number;
   ssn: number;
+  /** srd: the flow's epoch (srd-epoch.ts). */
+  epoch?: number;
 }
 
 export interface HelloFrame {

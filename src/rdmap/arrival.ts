@@ -13,10 +13,12 @@ import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js';
 import { noteWrite, placeWriteAfter } from './write-order.js';
-import { applyAck, findFlow, srdFlowIn } from './requester.js';
+import { drainSq } from './completion.js';
+import { applyAck, findFlow, pump, srdFlowIn } from './requester.js';
+import { Epoch, epochCheck } from './srd-epoch.js';
 import { advance, terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
-import { hasRoom, newMessageBytes, releaseFlow, settle } from './budget.js';
+import { hasRoom, newMessageBytes, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
 import { refuse, taken, turnRefused } from './srd-refusal.js';
 import type { EngineQp, EngineState, Flow } from './state.js';
@@ -53,12 +55,13 @@ function noSuchQp(e: EngineState, from: DeviceAddress, f: SegFrame): void {
     e.noQpAnswers = 0;
   }
   if (++e.noQpAnswers > NO_QP_ANSWERS_PER_S) return;
-  e.outbox.push({
-    to: from, frame: ctlFrame({
-      srcQpn: env.dstQpn, dstQpn: env.srcQpn, ssn: 1, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4, ack: env.ssn - 1,
-      body: (buf, o) => encodeTerminate({ ...TERM.invalidQn, m: false, d: false }, buf, o),
-    }),
+  const frame = ctlFrame({
+    srcQpn: env.dstQpn, dstQpn: env.srcQpn, ssn: 1, opcode: RdmapOpcode.Terminate, qn: Qn.Terminate, msn: 1, bodyLen: 4, ack: env.ssn - 1,
+    body: (buf, o) => encodeTerminate({ ...TERM.invalidQn, m: false, d: false }, buf, o),
   });
+  // An srd sender's flow takes only its own epoch (srd-epoch.ts): the answer names the one it asked in.
+  if (env.epoch !== undefined) frame.env.epoch = env.epoch;
+  e.outbox.push({ to: from, frame });
   e.counters.terminatesSent++;
 }
 
@@ -83,17 +86,6 @@ export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
   e.touch(flow, qp);
 }
 
-/**
- * srd: ssn 1 while the message the flow waits for was refused for want of a receive: its
- * sender ran out of RNR retries, failed it and the flow, and starts again at 1
- * (requester.ts srdFlowFailed). We hold nothing of that flow's but ssns (srd-refusal.ts), so
- * the restart is a new epoch; without this the flow would wait for the refused message for
- * ever, taking every new one for a stale copy.
- */
-function gaveUp(flow: Flow, ssn: number): boolean {
-  return ssn === 1 && turnRefused(flow);
-}
-
 export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFrame, settled = false): void {
   const env = f.env;
   const qp = e.qps.get(env.dstQpn);
@@ -102,19 +94,25 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     if (!qp) noSuchQp(e, from, f);
     return;
   }
-  const flow = qp.type === 'rc' ? findFlow(qp, key, env.srcQpn) : srdFlowIn(e, qp, from, env.srcQpn, key);
+  const flow = qp.type === 'rc' ? findFlow(qp, key, env.srcQpn) : srdFlowIn(e, qp, from, env.srcQpn, key, env.epoch);
   if (!flow) {
     e.counters.drops++;
     return;
   }
   flow.lastHeard = e.now;
-  if (qp.type === 'srd' && env.ssn < flow.expected && ((flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs) || gaveUp(flow, env.ssn))) {
-    // The sender restarted the flow at ssn 1 after it was quiescent (bounds.ts), or after the
-    // message we wait for ran out of RNR retries: a new epoch.
-    for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
-    releaseFlow(qp, flow);
-    flow.expected = 1;
-    e.counters.srdEpochs++;
+  if (qp.type === 'srd') {
+    const c = epochCheck(e, qp, flow, env.epoch, env.ssn);
+    if (c === Epoch.Stale) {
+      // A copy from before a restart (srd-epoch.ts): dropped, and our ack tells its sender the epoch.
+      e.counters.duplicates++;
+      flow.needAck = true;
+      touch(e, qp, flow);
+      return;
+    }
+    if (c === Epoch.Restarted) {
+      drainSq(e, qp);
+      pump(e, qp);
+    }
   }
   flow.lastSegIn = e.now;
   if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) {

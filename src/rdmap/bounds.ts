@@ -13,11 +13,11 @@
 // srd flows: one record per (peer address, remote QPN) a QP talks with. Capped per QP and per
 // peer address; when full, a flow with nothing in flight either way and idle for 2×srdIdleMs
 // is evicted (oldest first), else the new flow is refused and its segment dropped. Eviction
-// forgets the flow's ssn state, so flows restart in epochs: a sender whose flow is quiescent
-// for srdIdleMs starts again at ssn 1, and a receiver whose flow from that peer has been idle
-// for srdIdleMs takes a message below its expected ssn as the start of a new epoch rather
-// than as a stale copy (the link delivers each datagram once; nothing of the old epoch can
-// still arrive after that long).
+// forgets the flow's ssn state, so flows restart in epochs (srd-epoch.ts): a sender whose flow
+// is quiet both ways for srdIdleMs starts again at ssn 1 in its next epoch, and a receiver
+// whose flow from that peer has been as quiet takes any epoch, or a message below its
+// expected ssn, as the start of a new one rather than as a stale copy (the link delivers each
+// datagram once; nothing of the old epoch can still arrive after that long).
 export interface EngineBounds {
   /** Out-of-order entries per QP (pending messages + extra placed ranges). */
   maxOooEntries: number;

@@ -273,10 +273,10 @@ export class RdmapEngine {
             onSeg(e, from, lastKey, frame);
             break;
           case 'ack':
-            onAck(e, lastKey, frame.dstQpn, frame.srcQpn, frame.ssn);
+            onAck(e, lastKey, frame.dstQpn, frame.srcQpn, frame.ssn, frame.epoch);
             break;
           case 'rnr':
-            onRnr(e, lastKey, frame.dstQpn, frame.srcQpn, frame.ssn);
+            onRnr(e, lastKey, frame.dstQpn, frame.srcQpn, frame.ssn, frame.epoch);
             break;
           case 'hello':
             this.#onHello(lastKey, frame.dstQpn, frame.srcQpn, frame.reply);

@@ -22,6 +22,7 @@ import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
+import { Epoch, EPOCH_MASK, epochCheck, nextEpoch, quiet, restart, stamp } from './srd-epoch.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
@@ -31,12 +32,17 @@ const entryLength = (e: ReadVEntry): number => e.len;
 
 export const flowKey = (peerKey: string, rqpn: number): string => `${peerKey}#${rqpn}`;
 
-/** srd: the flow to (peer, rqpn), made on first use — by our own work requests, so never refused. */
-export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer)): Flow {
+/**
+ * srd: the flow to (peer, rqpn), made on first use — by our own work requests, so never refused
+ * — in epoch 0, or the epoch of the peer's segment that made it (srd-epoch.ts).
+ */
+export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key = addressKey(peer), epoch = 0): Flow {
   const k = flowKey(key, rqpn);
   let f = qp.flows.get(k);
   if (!f) {
     f = new Flow(peer, key, rqpn, e.now);
+    f.srd = true;
+    f.epoch = epoch & EPOCH_MASK;
     qp.ownFlows().set(k, f);
     qp.ownPeerFlows().set(key, (qp.peerFlows.get(key) ?? 0) + 1);
     flowMade(e, f);
@@ -49,7 +55,7 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
  * (bounds.ts: per QP and per peer address; a full table gives up its oldest idle flow).
  * undefined: refused and counted.
  */
-export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key: string): Flow | undefined {
+export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key: string, epoch = 0): Flow | undefined {
   const f = qp.flows.get(flowKey(key, rqpn));
   if (f) return f;
   const b = e.bounds;
@@ -57,7 +63,7 @@ export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqp
     e.counters.srdFlowsRefused++;
     return undefined;
   }
-  return srdFlow(e, qp, peer, rqpn, key);
+  return srdFlow(e, qp, peer, rqpn, key, epoch);
 }
 
 /**
@@ -89,15 +95,11 @@ function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
 }
 
 /**
- * The ssn of a new message of ours on `flow`. An srd flow quiescent for srdIdleMs starts a new
- * epoch at ssn 1 (its peer may have evicted it; bounds.ts).
+ * The ssn of a new message of ours on `flow`. An srd flow quiet both ways for srdIdleMs starts a
+ * new epoch at ssn 1 (its peer may have evicted it; bounds.ts, srd-epoch.ts).
  */
 export function nextSsn(e: EngineState, qp: EngineQp, flow: Flow): number {
-  if (qp.type === 'srd' && flow.nextSsn > 1 && !flow.outstanding && e.now - flow.lastOut >= e.bounds.srdIdleMs) {
-    flow.nextSsn = 1;
-    flow.acked = 0;
-    flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
-  }
+  if (qp.type === 'srd' && (flow.nextSsn > 1 || flow.expected > 1) && quiet(e, flow)) restart(e, qp, flow, nextEpoch(flow), true);
   return flow.nextSsn++;
 }
 
@@ -112,6 +114,7 @@ export function findFlow(qp: EngineQp, key: string, rqpn: number): Flow | undefi
 
 /** Leave a frame for the link. */
 export function emit(e: EngineState, flow: Flow, frame: Frame): void {
+  if (flow.srd) stamp(flow, frame);
   e.outbox.push({ to: flow.peer, frame });
   if (frame.kind === 'seg') flow.lastOut = e.now;
 }
@@ -342,7 +345,7 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
 
 // ---- answers: acks, RNR, read and atomic completion ------------------------------------------
 
-export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
+export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number, epoch?: number): void {
   if (qpn === DEVICE_QPN) {
     if (rqpn === DEVICE_QPN && ssn === 0) heardNotReady(e, key);
     return;
@@ -352,6 +355,8 @@ export function onAck(e: EngineState, key: string, qpn: number, rqpn: number, ss
   const flow = findFlow(qp, key, rqpn);
   if (!flow) return;
   flow.lastHeard = e.now;
+  // srd: an ack from before a restart acknowledges nothing of the new epoch's.
+  if (flow.srd && epochCheck(e, qp, flow, epoch) === Epoch.Stale) return;
   const before = flow.answerBytes;
   applyAck(flow, ssn, e.now);
   // A read waiting for the answer budget may go now: the flow's in-order step runs again.
@@ -397,11 +402,20 @@ export function onWritten(e: EngineState, qpn: number, ssn: number): void {
   pump(e, qp);
 }
 
-export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number): void {
+export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ssn: number, epoch?: number): void {
   const qp = e.qps.get(qpn);
   if (!qp || qp.state === QpState.Error) return;
   const flow = findFlow(qp, key, rqpn);
   if (flow) flow.lastHeard = e.now;
+  if (flow?.srd) {
+    const c = epochCheck(e, qp, flow, epoch);
+    if (c === Epoch.Stale) return;
+    if (c === Epoch.Restarted) {
+      drainSq(e, qp);
+      pump(e, qp);
+      return;
+    }
+  }
   const m = flow?.inflight.get(ssn);
   if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
   const w = m.wr;
@@ -470,7 +484,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
     qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
     return;
   }
-  forgetSrdFlow(e, qp, flowKey(flow.peerKey, flow.rqpn), flow);
+  forgetSrdFlow(e, qp, flow, false);
   drainSq(e, qp);
   pump(e, qp);
 }
@@ -481,10 +495,9 @@ export function resumeWatchdogs(e: EngineState, now: number): void {
 }
 
 /** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */
-function forgetSrdFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
-  dropFlow(e, qp, k, f);
-  qp.rdAtomic = Math.max(0, qp.rdAtomic - f.reads.size - f.atomics.size);
-  for (const w of qp.sq) if (w.flow === f && !w.done) finish(w, WcStatus.RetryExcErr, 0);
+function forgetSrdFlow(e: EngineState, qp: EngineQp, f: Flow, lost: boolean): void {
+  restart(e, qp, f, nextEpoch(f), false, undefined, undefined, WcStatus.RetryExcErr);
+  f.forgotten = lost;
 }
 
 /**
@@ -499,25 +512,21 @@ export function flowError(e: EngineState, qp: EngineQp, flow: Flow, failing?: Se
 
 /**
  * srd: the stream with one peer QP broke (a protocol error either way, a Terminate from it, its
- * RNR retries spent). Only that flow goes, as when its peer is lost: `failing` completes with
- * `status`, the rest of its unfinished work with WrFlushErr; receives its messages had claimed
- * (`m`'s, those still pending) are given back. The QP keeps running for every other peer — an
+ * RNR retries spent). Only that flow starts again, in its next epoch (srd-epoch.ts): `failing`
+ * completes with `status`, the rest of its unfinished work with WrFlushErr; receives its
+ * messages had claimed (`m`'s, those still pending) are given back; the peer, seeing the new
+ * epoch, drops what it holds of the old one. The QP keeps running for every other peer — an
  * srd QP is shared by whoever sends to it (the CM agent's is a listener's), so one sender's bad
  * frame must not fail the others' work (the udp fuzz campaign's srd pair found this).
  */
 function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendWork, status?: WcStatusValue, m?: InMessage): void {
   if (m?.recv) m.recv.claimed = false;
-  for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
+  restart(e, qp, flow, nextEpoch(flow), false, failing, status);
+  // The peer broke the stream (our Terminate went back): the flow, holding nothing now, goes —
+  // its next message makes a new one, so a hostile peer's flows do not stay in the table. One
+  // that failed on our side stays: its next epoch must reach the peer, whose flow holds the old.
   const k = flowKey(flow.peerKey, flow.rqpn);
-  if (qp.flows.get(k) === flow) dropFlow(e, qp, k, flow);
-  else releaseFlow(qp, flow);
-  qp.rdAtomic = Math.max(0, qp.rdAtomic - flow.reads.size - flow.atomics.size);
-  flow.inflight.clear();
-  flow.reads.clear();
-  flow.atomics.clear();
-  for (const w of qp.sq) {
-    if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? status : WcStatus.WrFlushErr, 0);
-  }
+  if (m && qp.flows.get(k) === flow) dropFlow(e, qp, k, flow);
   e.counters.srdFlowsFailed++;
   drainSq(e, qp);
   pump(e, qp);
@@ -527,8 +536,9 @@ function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendW
  * The link lost a peer device for good: nothing more will arrive from it and what we sent may
  * never land. rc QPs bound to it go to ERROR — their oldest unfinished work request completes
  * with RetryExcErr, the rest flush, as an RC QP past its retry count does. srd QPs keep
- * running: only the work addressed to that peer completes with RetryExcErr, and its flows are
- * forgotten, so a new incarnation of the peer starts at ssn 1 again.
+ * running: only the work addressed to that peer completes with RetryExcErr, and its flows start
+ * again in their next epoch, marked forgotten: a peer that restarted meets them as new flows,
+ * one that did not learns from the new epoch that its old one is gone (srd-epoch.ts).
  */
 export function peerLost(e: EngineState, peerKey: string): void {
   for (const qp of e.qps.values()) {
@@ -539,10 +549,10 @@ export function peerLost(e: EngineState, peerKey: string): void {
       continue;
     }
     let hit = false;
-    for (const [k, f] of qp.flows) {
+    for (const f of qp.flows.values()) {
       if (f.peerKey !== peerKey) continue;
       hit = true;
-      forgetSrdFlow(e, qp, k, f);
+      forgetSrdFlow(e, qp, f, true);
     }
     if (hit) {
       drainSq(e, qp);

@@ -70,7 +70,11 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
       if (m.rnrArmed) nakRnr(e, qp, flow, m);
       return;
     }
-    if (!complete) return;
+    if (!complete) {
+      // srd: a turn held in part may have lost segments to a refusal (srd-refusal.ts turnRefused).
+      if (qp.type === 'srd') askAgain(e, qp, flow);
+      return;
+    }
     // Answers in flight are copies (the deregister fence): past maxAnswerBytes the next read
     // waits until earlier answers are acknowledged, as a responder answers reads one after
     // another. The first always goes (a read larger than the budget is still answered).

@@ -1,11 +1,10 @@
 // srd: what a receiver keeps of a message it refused for want of a posted receive — its ssn,
 // nothing else. A sender whose RNR retries run out fails that message and the flow's later
-// ones and starts again at ssn 1 (requester.ts srdFlowFailed); any state we kept of the old
-// messages (a header, placed bytes) would meet the new ones under the same ssns and complete
-// old bytes as new. So a refused message is forgotten and asked for again (RNR NAK) when its
-// turn comes, and while the message the flow waits for is refused, every later one is refused
-// too: the flow holds nothing of its sender's that the sender may give up on. A restart at ssn 1
-// below a refused turn is then a new epoch, with nothing stale to meet.
+// ones and starts again at ssn 1 in a new epoch (requester.ts srdFlowFailed, srd-epoch.ts),
+// which drops whatever the flow holds; a refused message is forgotten all the same, and asked
+// for again (RNR NAK) when its turn comes, and while the message the flow waits for is refused,
+// every later one is refused too: the flow holds nothing of its sender's that the sender may
+// give up on, and no receive stays claimed by a message that may never complete.
 //
 // What is kept is one range of ssns per flow, [askedLo, askedHi]: while a flow's turn is refused
 // every later message that arrives is refused too, so the refused ssns run from the turn up to
@@ -47,10 +46,17 @@ export function refuse(qp: EngineQp, flow: Flow, ssn: number): void {
   for (const k of [...flow.pending.keys()]) if (k > ssn) forget(qp, flow, k);
 }
 
-/** The flow's turn was refused: segments of later messages are refused too until it comes. */
+/**
+ * The flow's turn was refused: segments of later messages are refused too until it comes. A
+ * turn held whole is not (it was taken out of turn, and the range grew over it); one held in
+ * part is — its other segments were refused before it was the turn (forget), and come again
+ * only when it is asked for: without that the flow waited for them for ever.
+ */
 export function turnRefused(flow: Flow): boolean {
   trim(flow);
-  return flow.askedLo <= flow.expected && flow.expected <= flow.askedHi && !flow.pending.has(flow.expected);
+  if (flow.askedLo > flow.expected || flow.expected > flow.askedHi) return false;
+  const m = flow.pending.get(flow.expected);
+  return m === undefined || !(m.seen && m.got === m.msgLen);
 }
 
 /** What of the range lies below the turn was taken in: it goes (the range empties once the turn passes it). */

@@ -354,8 +354,8 @@ export const UDP_ENV_KIND_OFF = 0;
 export const UDP_ENV_FLAGS_OFF = 1;
 export const UDP_ENV_FLAGS_REPLY = 0x01;
 export const UDP_ENV_FLAGS_ACK_PRESENT = 0x02;
-export const UDP_ENV_FLAGS_RSVD = 0xfc;
-export const UDP_ENV_FLAGS_RSVD_SHIFT = 2;
+export const UDP_ENV_FLAGS_EPOCH = 0xfc;
+export const UDP_ENV_FLAGS_EPOCH_SHIFT = 2;
 export const UDP_ENV_LEN_OFF = 2;
 export const UDP_ENV_SSN_OFF = 4;
 export function getUdpEnvKind(b: Uint8Array, o: number): number { return b[o]!; }

@@ -88,12 +88,15 @@ export function setInprocRecordCount(dv: DataView, o: number, v: number): void {
 // Inproc bridge frame: which QPs it goes between — sabre inproc bridge, little-endian
 export const INPROC_FRAME_SIZE = 12;
 export const INPROC_FRAME_KIND_OFF = 0;
-export const INPROC_FRAME_RSVD_OFF = 1;
-export const INPROC_FRAME_RSVD_LEN = 3;
+export const INPROC_FRAME_EPOCH_OFF = 1;
+export const INPROC_FRAME_RSVD_OFF = 2;
+export const INPROC_FRAME_RSVD_LEN = 2;
 export const INPROC_FRAME_SRC_QPN_OFF = 4;
 export const INPROC_FRAME_DST_QPN_OFF = 8;
 export function getInprocFrameKind(dv: DataView, o: number): number { return dv.getUint8(o); }
 export function setInprocFrameKind(dv: DataView, o: number, v: number): void { dv.setUint8(o, v); }
+export function getInprocFrameEpoch(dv: DataView, o: number): number { return dv.getUint8(o + 1); }
+export function setInprocFrameEpoch(dv: DataView, o: number, v: number): void { dv.setUint8(o + 1, v); }
 export function getInprocFrameSrcQpn(dv: DataView, o: number): number { return dv.getUint32(o + 4, true); }
 export function setInprocFrameSrcQpn(dv: DataView, o: number, v: number): void { dv.setUint32(o + 4, v, true); }
 export function getInprocFrameDstQpn(dv: DataView, o: number): number { return dv.getUint32(o + 8, true); }

@@ -67,7 +67,8 @@ export const INPROC_FRAME = layout({
   sabre: true,
   fields: {
     kind: { offset: 0, size: 1, type: 'u8', ref: 'sabre', meaning: '0 segment (inprocSeg follows), 1 ack, 2 rnr, 3 hello (inprocCtrl follows)' },
-    rsvd: { offset: 1, size: 3, type: 'bytes', ref: 'sabre', meaning: 'reserved, 0' },
+    epoch: { offset: 1, size: 1, type: 'u8', ref: 'sabre', meaning: 'srd: the flow\'s epoch (udpEnv.flags.Epoch); else 0' },
+    rsvd: { offset: 2, size: 2, type: 'bytes', ref: 'sabre', meaning: 'reserved, 0' },
     srcQpn: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'sending QP' },
     dstQpn: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'receiving QP' },
   },

@@ -181,7 +181,7 @@ export const UDP_ENV = layout({
       bits: {
         Reply: { mask: 0x01, meaning: 'hello: this is the answer to a hello' },
         AckPresent: { mask: 0x02, meaning: 'seg: udpEnvSeg.ack carries a piggy-backed cumulative ack' },
-        Rsvd: { mask: 0xfc, meaning: 'reserved, 0 on send, ignored on receive' },
+        Epoch: { mask: 0xfc, meaning: 'srd QPs: the flow\'s epoch (mod 64), both directions: a flow starts again at ssn 1 in the next epoch after its work failed, its peer was lost or it idled (src/rdmap/srd-epoch.ts). A frame of a newer epoch restarts the receiver\'s flow too; a segment of an older one is a copy from before a restart: dropped, answered by an ack of ssn 0 in the current epoch; an older ack or rnr is ignored. rc QPs: 0, ignored' },
       },
     },
     len: {

@@ -36,6 +36,7 @@ const REC_FROM_LEN = H.INPROC_RECORD_FROM_LEN_OFF;
 const REC_COUNT = H.INPROC_RECORD_COUNT_OFF;
 const FRAME = H.INPROC_FRAME_SIZE;
 const FRAME_KIND = H.INPROC_FRAME_KIND_OFF;
+const FRAME_EPOCH = H.INPROC_FRAME_EPOCH_OFF;
 const FRAME_SRC = H.INPROC_FRAME_SRC_QPN_OFF;
 const FRAME_DST = H.INPROC_FRAME_DST_QPN_OFF;
 const SEG = H.INPROC_SEG_SIZE;
@@ -135,6 +136,7 @@ function encodeRecord(kind: number, toB: Uint8Array, fromB: Uint8Array, frames: 
   for (const f of frames) {
     const seg = f.kind === 'seg';
     out[o + FRAME_KIND] = seg ? K_SEG : f.kind === 'ack' ? K_ACK : f.kind === 'rnr' ? K_RNR : K_HELLO;
+    out[o + FRAME_EPOCH] = (seg ? f.env.epoch : f.kind === 'hello' ? 0 : f.epoch) ?? 0;
     dv.setUint32(o + FRAME_SRC, seg ? f.env.srcQpn : f.srcQpn, true);
     dv.setUint32(o + FRAME_DST, seg ? f.env.dstQpn : f.dstQpn, true);
     o += FRAME;
@@ -185,6 +187,7 @@ function decodeFrames(rec: Uint8Array, dv: DataView, count: number, at: number):
   let o = at;
   for (let i = 0; i < count; i++) {
     const k = rec[o + FRAME_KIND];
+    const epoch = rec[o + FRAME_EPOCH]!;
     const srcQpn = dv.getUint32(o + FRAME_SRC, true);
     const dstQpn = dv.getUint32(o + FRAME_DST, true);
     o += FRAME;
@@ -199,12 +202,12 @@ function decodeFrames(rec: Uint8Array, dv: DataView, count: number, at: number):
       const hdr = rec.subarray(o, o + hl); o += hl;
       const payload = pl > 0 ? [rec.subarray(o, o + pl)] : [];
       o += pl;
-      frames.push({ kind: 'seg', env: { srcQpn, dstQpn, ssn, msgLen, off, ...(ack >= 0 ? { ack } : {}) }, hdr, payload });
+      frames.push({ kind: 'seg', env: { srcQpn, dstQpn, ssn, msgLen, off, epoch, ...(ack >= 0 ? { ack } : {}) }, hdr, payload });
     } else {
       const v = dv.getFloat64(o + CTRL_VALUE, true);
       o += CTRL;
       if (k === K_HELLO) frames.push({ kind: 'hello', srcQpn, dstQpn, reply: v === 1 });
-      else frames.push({ kind: k === K_ACK ? 'ack' : 'rnr', srcQpn, dstQpn, ssn: v });
+      else frames.push({ kind: k === K_ACK ? 'ack' : 'rnr', srcQpn, dstQpn, ssn: v, epoch });
     }
   }
   return frames;

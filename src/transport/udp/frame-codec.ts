@@ -20,6 +20,9 @@ const E_FLAGS = W.UDP_ENV_FLAGS_OFF;
 const E_LEN = W.UDP_ENV_LEN_OFF;
 const E_SSN = W.UDP_ENV_SSN_OFF;
 const E_SIZE = W.UDP_ENV_SIZE;
+const EPOCH_SHIFT = W.UDP_ENV_FLAGS_EPOCH_SHIFT;
+/** An srd flow's epoch in udpEnv.flags (rc frames carry 0). */
+const epochBits = (epoch: number | undefined): number => ((epoch ?? 0) << EPOCH_SHIFT) & W.UDP_ENV_FLAGS_EPOCH;
 const S_MSG_LEN = W.UDP_ENV_SEG_MSG_LEN_OFF;
 const S_OFF = W.UDP_ENV_SEG_OFF_OFF;
 const S_ACK = W.UDP_ENV_SEG_ACK_OFF;
@@ -61,7 +64,7 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
     case 'rnr':
     case 'hello':
       buf[off + E_KIND] = f.kind === 'ack' ? UdpEnvKind.Ack : f.kind === 'rnr' ? UdpEnvKind.Rnr : UdpEnvKind.Hello;
-      buf[off + E_FLAGS] = f.kind === 'hello' && f.reply ? UdpEnvFlag.Reply : 0;
+      buf[off + E_FLAGS] = f.kind === 'hello' ? (f.reply ? UdpEnvFlag.Reply : 0) : epochBits(f.epoch);
       wr16(buf, off + E_LEN, 0);
       wr32(buf, off + E_SSN, f.kind === 'hello' ? 0 : f.ssn);
       return ENV_CTL_LEN;
@@ -75,7 +78,7 @@ export function encodeFrame(f: Frame, buf: Uint8Array, off: number): number {
 export function encodeSegHead(f: SegFrame, buf: Uint8Array, off: number): number {
   const env = f.env;
   buf[off + E_KIND] = UdpEnvKind.Seg;
-  buf[off + E_FLAGS] = env.ack !== undefined ? UdpEnvFlag.AckPresent : 0;
+  buf[off + E_FLAGS] = (env.ack !== undefined ? UdpEnvFlag.AckPresent : 0) | epochBits(env.epoch);
   wr16(buf, off + E_LEN, 0);
   wr32(buf, off + E_SSN, env.ssn);
   const s = off + E_SIZE;
@@ -108,7 +111,7 @@ export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Fram
       if (p.length < ENV_SEG_LEN + 2) return undefined;
       const s = E_SIZE;
       const env: SegFrame['env'] = {
-        srcQpn, dstQpn, ssn, msgLen: rd32(p, s + S_MSG_LEN), off: rd32(p, s + S_OFF),
+        srcQpn, dstQpn, ssn, msgLen: rd32(p, s + S_MSG_LEN), off: rd32(p, s + S_OFF), epoch: flags >> EPOCH_SHIFT,
       };
       if (flags & UdpEnvFlag.AckPresent) env.ack = rd32(p, s + S_ACK);
       // Data segments: the DDP header alone in hdr, the data as one payload view (what the
@@ -123,7 +126,7 @@ export function decodeFrame(p: Uint8Array, dstQpn: number, srcQpn: number): Fram
     case UdpEnvKind.Ack:
     case UdpEnvKind.Rnr:
       if (p.length !== ENV_CTL_LEN) return undefined;
-      return { kind: kind === UdpEnvKind.Ack ? 'ack' : 'rnr', srcQpn, dstQpn, ssn };
+      return { kind: kind === UdpEnvKind.Ack ? 'ack' : 'rnr', srcQpn, dstQpn, ssn, epoch: flags >> EPOCH_SHIFT };
     case UdpEnvKind.Hello:
       if (p.length !== ENV_CTL_LEN) return undefined;
       return { kind: 'hello', srcQpn, dstQpn, reply: (flags & UdpEnvFlag.Reply) !== 0 };

@@ -43,18 +43,21 @@ describe('engine envelope codec', () => {
     const hdrS = new Uint8Array(18);
     encodeDdp({ tagged: false, last: true, opcode: 12, ulp: 0xdead, qn: 0, msn: 1, mo: 100 }, hdrS, 0);
     const frames: Frame[] = [
-      { kind: 'ack', srcQpn: 3, dstQpn: 4, ssn: 0xffffffff },
-      { kind: 'rnr', srcQpn: 3, dstQpn: 4, ssn: 1 },
+      { kind: 'ack', srcQpn: 3, dstQpn: 4, ssn: 0xffffffff, epoch: 5 },
+      { kind: 'rnr', srcQpn: 3, dstQpn: 4, ssn: 1, epoch: 63 },
       { kind: 'hello', srcQpn: 3, dstQpn: 4, reply: true },
-      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 5000, off: 1000 }, hdr: hdrT, payload: [new Uint8Array(1000).fill(9)] },
-      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 8, off: 0, ack: 1 }, hdr: hdrU, payload: [] },
-      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 150, off: 100 }, hdr: hdrS, payload: [new Uint8Array(50).fill(1)] },
-      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 0, off: 0 }, hdr: hdrS, payload: [] },
+      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 5000, off: 1000, epoch: 1 }, hdr: hdrT, payload: [new Uint8Array(1000).fill(9)] },
+      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 8, off: 0, ack: 1, epoch: 45 }, hdr: hdrU, payload: [] },
+      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 150, off: 100, epoch: 0 }, hdr: hdrS, payload: [new Uint8Array(50).fill(1)] },
+      { kind: 'seg', env: { srcQpn: 3, dstQpn: 4, ssn: 2, msgLen: 0, off: 0, epoch: 17 }, hdr: hdrS, payload: [] },
     ];
     for (const f of frames) {
       const d = decodeFrame(frameBytes(f), 4, 3);
       expect(d).toEqual(f);
     }
+    // The srd epoch is flags bits 2-7, beside AckPresent (docs/wire.md udpEnv.flags).
+    expect(frameBytes(frames[4]!)[1]).toBe(0x02 | (45 << 2));
+    expect(frameBytes(frames[1]!)[1]).toBe(63 << 2);
   });
 
   it('encodes at an offset inside a larger buffer', () => {

@@ -25,14 +25,14 @@ function tagged(src: number, dst: number, ssn: number, to: number, data: Uint8Ar
   encodeDdp({ tagged: true, last, opcode: 0, stag: 0x1234_5600 | ssn, to }, hdr, 0);
   // Data split over two views, as the segmenter hands over gather lists.
   const cut = data.length >> 1;
-  return { kind: 'seg', env: { srcQpn: src, dstQpn: dst, ssn, msgLen: off + data.length, off }, hdr, payload: [data.subarray(0, cut), data.subarray(cut)].filter((v) => v.length > 0) };
+  return { kind: 'seg', env: { srcQpn: src, dstQpn: dst, ssn, msgLen: off + data.length, off, epoch: 0 }, hdr, payload: [data.subarray(0, cut), data.subarray(cut)].filter((v) => v.length > 0) };
 }
 
 describe('frame packer', () => {
   it('chains frames with udpEnv.len; the last frame carries 0', () => {
     const hdr = new Uint8Array(18);
     encodeDdp({ tagged: false, last: true, opcode: 12, ulp: 0, qn: 0, msn: 1, mo: 0 }, hdr, 0);
-    const send: Frame = { kind: 'seg', env: { srcQpn: 1, dstQpn: 2, ssn: 3, msgLen: 4, off: 0 }, hdr, payload: [Uint8Array.of(9, 8, 7, 6)] };
+    const send: Frame = { kind: 'seg', env: { srcQpn: 1, dstQpn: 2, ssn: 3, msgLen: 4, off: 0, epoch: 0 }, hdr, payload: [Uint8Array.of(9, 8, 7, 6)] };
     const ps = packAll([{ kind: 'ack', srcQpn: 1, dstQpn: 2, ssn: 5 }, { kind: 'rnr', srcQpn: 1, dstQpn: 2, ssn: 7 }, send], 1000);
     expect(ps).toHaveLength(1);
     expect(ps[0]!.dst).toBe(2);
@@ -45,7 +45,7 @@ describe('frame packer', () => {
     expect([...b.subarray(54)]).toEqual([9, 8, 7, 6]);
     const back: Frame[] = [];
     expect(decodeFrames(b, 2, 1, back)).toBe(0);
-    expect(back).toEqual([{ kind: 'ack', srcQpn: 1, dstQpn: 2, ssn: 5 }, { kind: 'rnr', srcQpn: 1, dstQpn: 2, ssn: 7 }, send]);
+    expect(back).toEqual([{ kind: 'ack', srcQpn: 1, dstQpn: 2, ssn: 5, epoch: 0 }, { kind: 'rnr', srcQpn: 1, dstQpn: 2, ssn: 7, epoch: 0 }, send]);
   });
 
   it('a bad len drops the rest of the payload, never throws', () => {
@@ -55,7 +55,7 @@ describe('frame packer', () => {
     expect(out).toEqual([]);
     // Second frame's len runs past the end.
     expect(decodeFrames(Uint8Array.of(2, 0, 0, 8, 0, 0, 0, 1, 2, 0, 0, 99, 0, 0, 0, 1), 1, 1, out)).toBe(1);
-    expect(out).toEqual([{ kind: 'ack', srcQpn: 1, dstQpn: 1, ssn: 1 }]);
+    expect(out).toEqual([{ kind: 'ack', srcQpn: 1, dstQpn: 1, ssn: 1, epoch: 0 }]);
     fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (b) => {
       const o: Frame[] = [];
       const bad = decodeFrames(b, 3, 4, o);
@@ -102,12 +102,12 @@ describe('frame packer', () => {
       let ssn = 1;
       const frames: Frame[] = spec.map((s) => {
         const n = ssn++;
-        if (s.k === 'ack') return { kind: 'ack', srcQpn: 10 + s.qp, dstQpn: 20 + s.qp, ssn: s.ssn };
+        if (s.k === 'ack') return { kind: 'ack', srcQpn: 10 + s.qp, dstQpn: 20 + s.qp, ssn: s.ssn, epoch: 0 };
         const data = Uint8Array.from({ length: s.len }, (_, i) => (i + n * 13) & 0xff);
         if (s.k === 'tag') return tagged(10 + s.qp, 20 + s.qp, n, n * 0x10000, data, s.last, 100);
         const hdr = new Uint8Array(18);
         encodeDdp({ tagged: false, last: true, opcode: RdmapOpcode.Send, ulp: 0, qn: 0, msn: n, mo: 0 }, hdr, 0);
-        return { kind: 'seg', env: { srcQpn: 10 + s.qp, dstQpn: 20 + s.qp, ssn: n, msgLen: s.len, off: 0 }, hdr, payload: s.len > 0 ? [data] : [] };
+        return { kind: 'seg', env: { srcQpn: 10 + s.qp, dstQpn: 20 + s.qp, ssn: n, msgLen: s.len, off: 0, epoch: 0 }, hdr, payload: s.len > 0 ? [data] : [] };
       });
       const ps = packAll(frames, room);
       const decoded: Frame[] = [];
