@@ -484,7 +484,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
     qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
     return;
   }
-  forgetSrdFlow(e, qp, flow, false);
+  forgetSrdFlow(e, qp, flow);
   drainSq(e, qp);
   pump(e, qp);
 }
@@ -495,9 +495,8 @@ export function resumeWatchdogs(e: EngineState, now: number): void {
 }
 
 /** srd: drop one flow; its unfinished work completes with RetryExcErr (the caller drains the SQ). */
-function forgetSrdFlow(e: EngineState, qp: EngineQp, f: Flow, lost: boolean): void {
+function forgetSrdFlow(e: EngineState, qp: EngineQp, f: Flow): void {
   restart(e, qp, f, nextEpoch(f), false, undefined, undefined, WcStatus.RetryExcErr);
-  f.forgotten = lost;
 }
 
 /**
@@ -537,8 +536,8 @@ function srdFlowFailed(e: EngineState, qp: EngineQp, flow: Flow, failing?: SendW
  * never land. rc QPs bound to it go to ERROR — their oldest unfinished work request completes
  * with RetryExcErr, the rest flush, as an RC QP past its retry count does. srd QPs keep
  * running: only the work addressed to that peer completes with RetryExcErr, and its flows start
- * again in their next epoch, marked forgotten: a peer that restarted meets them as new flows,
- * one that did not learns from the new epoch that its old one is gone (srd-epoch.ts).
+ * again in their next epoch: a peer that did not restart learns from it that its old one is
+ * gone (srd-epoch.ts).
  */
 export function peerLost(e: EngineState, peerKey: string): void {
   for (const qp of e.qps.values()) {
@@ -552,7 +551,7 @@ export function peerLost(e: EngineState, peerKey: string): void {
     for (const f of qp.flows.values()) {
       if (f.peerKey !== peerKey) continue;
       hit = true;
-      forgetSrdFlow(e, qp, f, true);
+      forgetSrdFlow(e, qp, f);
     }
     if (hit) {
       drainSq(e, qp);

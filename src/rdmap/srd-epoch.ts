@@ -17,8 +17,11 @@
 //
 // A flow made by our own send starts in epoch 0; one made by a peer's segment takes the peer's.
 // A flow with nothing in flight either way, idle both ways for srdIdleMs, takes any epoch (its
-// peer may have evicted it and made a new one, in epoch 0); so does one we restarted because
-// the link lost its peer, for the first message of a peer that started afresh (epoch 0, ssn 1).
+// peer may have evicted it and made a new one, in epoch 0). A flow we restarted because the link
+// lost its peer does not: a peer still alive may send its first message in epoch 0, ssn 1,
+// while it holds what we sent before, and taking that as a new start would let its old state
+// acknowledge our new epoch's messages; a peer that really started afresh is told our epoch by
+// the ack that drops its first message, and its first Sends fail once (WrFlushErr).
 // An epoch lasts at least a round trip (a restart follows an answer or a timeout), so a copy 32
 // epochs old does not exist.
 import { WcStatus, type WcStatusValue } from '../core/enums.js';
@@ -49,7 +52,7 @@ export type EpochValue = (typeof Epoch)[keyof typeof Epoch];
 
 /**
  * What a frame of epoch `epoch` (a segment: of message `ssn`) is to srd flow `flow` as it is
- * now. A newer epoch, or any on a quiet or forgotten flow, restarts the flow in it first
+ * now. A newer epoch, or any on a quiet flow, restarts the flow in it first
  * (Restarted: the caller drains the send queue and pumps); Stale: a copy to drop.
  */
 export function epochCheck(e: EngineState, qp: EngineQp, flow: Flow, epoch: number | undefined, ssn?: number): EpochValue {
@@ -57,7 +60,7 @@ export function epochCheck(e: EngineState, qp: EngineQp, flow: Flow, epoch: numb
   if (x === flow.epoch) {
     // The same epoch by chance: a peer that evicted the flow starts a new one in epoch 0, at ssn 1.
     if (ssn === undefined || ssn >= flow.expected || !quiet(e, flow)) return Epoch.Same;
-  } else if (((x - flow.epoch) & EPOCH_MASK) > NEWER && !quiet(e, flow) && !(flow.forgotten && x === 0 && ssn === 1)) {
+  } else if (((x - flow.epoch) & EPOCH_MASK) > NEWER && !quiet(e, flow)) {
     return Epoch.Stale;
   }
   // The peer started again: what we sent it before is gone, what we have not sent yet goes in this epoch.
@@ -88,7 +91,6 @@ export function restart(
     if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? status : rest, 0);
   }
   flow.epoch = epoch & EPOCH_MASK;
-  flow.forgotten = false;
   flow.nextSsn = 1;
   flow.acked = 0;
   flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;

@@ -251,13 +251,9 @@ export class Flow {
   lastHeard = 0;
   /** Counted in EngineState.peerEnds (not-ready.ts). */
   inPeerEnds = false;
-  /**
-   * srd (srd-epoch.ts): the flow's epoch, carried in its frames; forgotten: restarted because the
-   * link lost the peer, so a peer that started afresh is taken as it comes.
-   */
+  /** srd (srd-epoch.ts): a flow of an srd QP, and its epoch, carried in its frames. */
   srd = false;
   epoch = 0;
-  forgotten = false;
   /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
   lastSegIn: number;
   lastOut: number;
