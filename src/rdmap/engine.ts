@@ -231,6 +231,7 @@ export class RdmapEngine {
     e.now = now;
     e.changed(qp);
     qp.sq.push(w);
+    if (w.flow) w.flushMark = w.flow.flushes;
     if (!w.inline) holdPieces(w.pieces);
     if (qp.state === QpState.Error) {
       w.done = true;

@@ -22,7 +22,7 @@ import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
-import { Epoch, EPOCH_MASK, epochCheck, nextEpoch, quiet, restart, stamp } from './srd-epoch.js';
+import { Epoch, EPOCH_MASK, epochCheck, nextEpoch, outIdle, restart, stamp } from './srd-epoch.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
@@ -95,11 +95,16 @@ function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
 }
 
 /**
- * The ssn of a new message of ours on `flow`. An srd flow quiet both ways for srdIdleMs starts a
- * new epoch at ssn 1 (its peer may have evicted it; bounds.ts, srd-epoch.ts).
+ * The ssn of a new message of ours on `flow`. An srd flow whose direction from us idled for
+ * srdIdleMs starts that direction again at ssn 1, in the same epoch (its peer may have evicted
+ * the flow; bounds.ts, srd-epoch.ts outIdle).
  */
 export function nextSsn(e: EngineState, qp: EngineQp, flow: Flow): number {
-  if (qp.type === 'srd' && (flow.nextSsn > 1 || flow.expected > 1) && quiet(e, flow)) restart(e, qp, flow, nextEpoch(flow), true);
+  if (qp.type === 'srd' && flow.nextSsn > 1 && outIdle(e, flow)) {
+    flow.nextSsn = 1;
+    flow.acked = 0;
+    flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
+  }
   return flow.nextSsn++;
 }
 
@@ -127,9 +132,18 @@ export function emitAll(e: EngineState, flow: Flow, frames: Frame[]): void {
 
 /** Transmit what the send queue allows, in posting order. */
 export function pump(e: EngineState, qp: EngineQp): void {
+  let flushed = false;
   while (qp.state === QpState.Rts && qp.tx < qp.sq.length) {
     const w = qp.sq.at(qp.tx)!;
     if (w.done) {
+      qp.tx++;
+      continue;
+    }
+    // srd: its flow failed after it was posted (srd-epoch.ts restart): it fails here, unsent.
+    const f = w.flow;
+    if (f !== undefined && f.flushes !== w.flushMark) {
+      finish(w, f.flushStatus, 0);
+      flushed = true;
       qp.tx++;
       continue;
     }
@@ -141,6 +155,7 @@ export function pump(e: EngineState, qp: EngineQp): void {
     transmit(e, qp, w);
     qp.tx++;
   }
+  if (flushed) drainSq(e, qp);
 }
 
 /**
@@ -240,13 +255,20 @@ function buildWrite(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   const ssn = nextSsn(e, qp, flow);
   const msg: DataMsg = { srcQpn: qp.qpn, dstQpn: flow.rqpn, mss: e.taggedMss, ssn, tagged: true, opcode: w.row.code, stag: w.rkey, to: w.remoteAddr, parts: parts(e, w), total: w.total };
   w.pending = 1;
-  flow.inflight.set(ssn, { wr: w, rnrWait: false });
-  // A Write keeps no frames (it is never sent again by the engine): a one-segment Write goes
-  // straight to the outbox without a frame list (no allocation per small message).
-  if (msg.total <= msg.mss) emit(e, flow, dataFrame(msg));
-  else {
+  const out: OutMessage = { wr: w, frames: undefined, rnrWait: false };
+  flow.inflight.set(ssn, out);
+  // An rc Write keeps no frames (it is never sent again by the engine): a one-segment Write goes
+  // straight to the outbox without a frame list (no allocation per small message). srd keeps
+  // them: a Write behind a turn refused for want of a receive is refused too, and asked for
+  // again by an RNR NAK in its turn (srd-refusal.ts).
+  if (msg.total <= msg.mss) {
+    const f = dataFrame(msg);
+    if (flow.srd) out.frames = [f];
+    emit(e, flow, f);
+  } else {
     const frames: SegFrame[] = [];
     dataFrames(msg, frames);
+    if (flow.srd) out.frames = frames;
     emitAll(e, flow, frames);
   }
   if (w.row.imm !== w.opcode) return;
@@ -283,7 +305,7 @@ function buildReadV(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): void
   });
   flow.ownReads().set(msn, w);
   qp.rdAtomic++;
-  flow.inflight.set(ssn, { wr: w, rnrWait: false });
+  flow.inflight.set(ssn, { wr: w, frames: flow.srd ? [f] : undefined, rnrWait: false });
   emit(e, flow, f);
 }
 
@@ -339,7 +361,7 @@ function buildAtomic(e: EngineState, qp: EngineQp, flow: Flow, w: SendWork): voi
   });
   flow.ownAtomics().set(msn, w);
   qp.rdAtomic++;
-  flow.inflight.set(ssn, { wr: w, rnrWait: false });
+  flow.inflight.set(ssn, { wr: w, frames: flow.srd ? [f] : undefined, rnrWait: false });
   emit(e, flow, f);
 }
 
@@ -417,9 +439,10 @@ export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ss
     }
   }
   const m = flow?.inflight.get(ssn);
-  if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
+  if (!flow || !m || !m.frames || m.rnrWait) return;
+  // An srd answer to the peer's read or atomic (no work request of ours) counts its own NAKs.
   const w = m.wr;
-  if (++w.rnrCount > qp.caps.rnrRetry) {
+  if ((w ? ++w.rnrCount : (m.rnrCount = (m.rnrCount ?? 0) + 1)) > qp.caps.rnrRetry) {
     flowError(e, qp, flow, w, WcStatus.RnrRetryExcErr);
     return;
   }
@@ -469,7 +492,9 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
   const bound = qp.type === 'rc' ? qp.flow === flow : qp.flows.get(flowKey(flow.peerKey, flow.rqpn)) === flow;
   if (!qp.live || !bound || !flow.outstanding) return;
   const heard = watchdogHeard(e, flow.peerKey, flow.lastHeard);
-  if (now - heard < qp.caps.timeoutMs) {
+  // Compared as the deadline is armed: now - heard can round below timeoutMs at heard + timeoutMs,
+  // and the watchdog would be armed again at the same instant for ever.
+  if (heard + qp.caps.timeoutMs > now) {
     e.timers.arm({ kind: 'watchdog', key: flow, at: heard + qp.caps.timeoutMs, qp, flow });
     return;
   }

@@ -1,7 +1,7 @@
 // srd flow epochs. An srd flow (our QP and one peer QP, both directions) starts again at ssn 1
 // after its work failed (RNR retries spent, a Terminate either way, the watchdog, the peer lost
-// by the link) or after it idled (bounds.ts srdIdleMs: the peer may have evicted it). Each start
-// is a new epoch, carried mod 64 in every frame of the flow (udpEnv.flags.Epoch, docs/wire.md):
+// by the link). Each such start is a new epoch, carried mod 64 in every frame of the flow
+// (udpEnv.flags.Epoch, docs/wire.md):
 //
 // - a frame of a newer epoch (1..31 ahead) means the peer started again: so does our end — its
 //   unfinished work fails (WrFlushErr: the peer forgot it), the receives its messages claimed go
@@ -15,9 +15,10 @@
 // turn were taken for copies and acknowledged, and the sender reported Success for Sends that
 // were never delivered.
 //
-// A flow made by our own send starts in epoch 0; one made by a peer's segment takes the peer's.
-// A flow with nothing in flight either way, idle both ways for srdIdleMs, takes any epoch (its
-// peer may have evicted it and made a new one, in epoch 0). A flow we restarted because the link
+// A direction that idled (srdIdleMs: the peer may have evicted the flow) starts again at ssn 1
+// in the same epoch, that direction alone (outIdle, inIdle below). A flow made by our own send
+// starts in epoch 0; one made by a peer's segment takes the peer's. A flow idle both ways takes
+// any epoch (its peer may have evicted it and made a new one, in epoch 0). A flow we restarted because the link
 // lost its peer does not: a peer still alive may send its first message in epoch 0, ssn 1,
 // while it holds what we sent before, and taking that as a new start would let its old state
 // acknowledge our new epoch's messages; a peer that really started afresh is told our epoch by
@@ -41,10 +42,23 @@ export function stamp(flow: Flow, f: Frame): void {
   else if (f.kind !== 'hello') f.epoch = flow.epoch;
 }
 
-/** Nothing in flight either way, idle both ways for srdIdleMs: the peer may have forgotten the flow. */
-export function quiet(e: EngineState, flow: Flow): boolean {
-  return !flow.outstanding && flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs && e.now - flow.lastOut >= e.bounds.srdIdleMs;
+/**
+ * Our direction idle for srdIdleMs with nothing unanswered: the peer may have evicted the flow,
+ * so our next message starts again at ssn 1, in the same epoch (requester.ts nextSsn); the peer,
+ * its direction from us as idle (lastOut counts the last ack, which came after our last
+ * segment arrived there), takes an ssn below its expected one as that start (inIdle).
+ */
+export function outIdle(e: EngineState, flow: Flow): boolean {
+  return !flow.outstanding && e.now - flow.lastOut >= e.bounds.srdIdleMs;
 }
+
+/** The peer's direction idle for srdIdleMs with nothing of it held. */
+function inIdle(e: EngineState, flow: Flow): boolean {
+  return flow.pending.size === 0 && e.now - flow.lastSegIn >= e.bounds.srdIdleMs;
+}
+
+/** Both ways idle: the peer may have evicted the flow and made a new one, in epoch 0. */
+const quiet = (e: EngineState, flow: Flow): boolean => outIdle(e, flow) && inIdle(e, flow);
 
 /** What a frame's epoch means for its srd flow (epochCheck). */
 export const Epoch = { Stale: 0, Same: 1, Restarted: 2 } as const;
@@ -58,11 +72,16 @@ export type EpochValue = (typeof Epoch)[keyof typeof Epoch];
 export function epochCheck(e: EngineState, qp: EngineQp, flow: Flow, epoch: number | undefined, ssn?: number): EpochValue {
   const x = (epoch ?? 0) & EPOCH_MASK;
   if (x === flow.epoch) {
-    // The same epoch by chance: a peer that evicted the flow starts a new one in epoch 0, at ssn 1.
-    if (ssn === undefined || ssn >= flow.expected || !quiet(e, flow)) return Epoch.Same;
-  } else if (((x - flow.epoch) & EPOCH_MASK) > NEWER && !quiet(e, flow)) {
-    return Epoch.Stale;
+    // The peer's direction started again at ssn 1 after idling (outIdle), or the peer evicted
+    // the flow and made a new one in epoch 0: that direction alone starts again.
+    if (ssn !== undefined && ssn < flow.expected && inIdle(e, flow)) {
+      releaseFlow(qp, flow);
+      flow.expected = 1;
+      e.counters.srdEpochs++;
+    }
+    return Epoch.Same;
   }
+  if (((x - flow.epoch) & EPOCH_MASK) > NEWER && !quiet(e, flow)) return Epoch.Stale;
   // The peer started again: what we sent it before is gone, what we have not sent yet goes in this epoch.
   restart(e, qp, flow, x, true);
   return Epoch.Restarted;
@@ -73,7 +92,9 @@ export function epochCheck(e: EngineState, qp: EngineQp, flow: Flow, epoch: numb
  * `failing` with `status`, the rest with `rest`; with `onlySent`, only what was sent, and work
  * not sent yet goes in the new epoch — what it held of the peer's messages goes (their
  * receives back to the queue), and what the peer asked of us (reads answered, the IRD) is
- * forgotten. The caller drains the send queue and pumps.
+ * forgotten. The cost is the flow's own work in flight, never the send queue's length (a peer
+ * can make restarts): work not sent yet that fails is failed when the queue reaches it
+ * (`flushes`, requester.ts transmit). The caller drains the send queue and pumps.
  */
 export function restart(
   e: EngineState, qp: EngineQp, flow: Flow, epoch: number, onlySent: boolean,
@@ -82,14 +103,20 @@ export function restart(
   for (const p of flow.pending.values()) if (p.recv) p.recv.claimed = false;
   releaseFlow(qp, flow);
   qp.rdAtomic = Math.max(0, qp.rdAtomic - flow.reads.size - flow.atomics.size);
+  const fail = (w: SendWork | undefined): void => {
+    if (w && !w.done) finish(w, w === failing && status !== undefined ? status : rest, 0);
+  };
+  fail(failing);
+  for (const m of flow.inflight.values()) fail(m.wr);
+  for (const w of flow.reads.values()) fail(w);
+  for (const w of flow.atomics.values()) fail(w);
+  if (!onlySent) {
+    flow.flushes++;
+    flow.flushStatus = rest;
+  }
   flow.inflight.clear();
   flow.reads.clear();
   flow.atomics.clear();
-  const end = onlySent ? qp.tx : qp.sq.length;
-  for (let i = 0; i < end; i++) {
-    const w = qp.sq.at(i)!;
-    if (w.flow === flow && !w.done) finish(w, w === failing && status !== undefined ? status : rest, 0);
-  }
   flow.epoch = epoch & EPOCH_MASK;
   flow.nextSsn = 1;
   flow.acked = 0;

@@ -62,6 +62,8 @@ export interface SendWork {
   status: WcStatusValue;
   byteLen: number;
   rnrCount: number;
+  /** srd: its flow's `flushes` when it was posted — the flow failed since if they differ (srd-epoch.ts). */
+  flushMark: number;
   /** Reads: the sinks the responder may write (ReadResponse targets are checked against them). */
   sinks?: ReadVEntry[];
   /** Reads to a standard iWARP peer: RFC 5040 Read Requests whose last Read Response has not arrived yet. */
@@ -157,9 +159,11 @@ export function noEntries<K, V>(): Map<K, V> {
 /** A message sent and not yet acknowledged. */
 export interface OutMessage {
   wr?: SendWork;
-  /** Kept for messages that consume a receive: resent after an RNR NAK. */
+  /** Kept for messages that consume a receive, and every srd message: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
+  /** RNR NAKs met by a message that is no work request of ours (an answer to the peer's read or atomic). */
+  rnrCount?: number;
   /** The last message of our answer to one of the peer's reads (or an atomic's answer): acked, it leaves the IRD count… */
   endsRead?: boolean;
   /** … and its bytes leave the answer budget. */
@@ -254,6 +258,9 @@ export class Flow {
   /** srd (srd-epoch.ts): a flow of an srd QP, and its epoch, carried in its frames. */
   srd = false;
   epoch = 0;
+  /** srd: how often the flow failed, and the status its work posted before and not yet sent gets. */
+  flushes = 0;
+  flushStatus: WcStatusValue = WcStatus.WrFlushErr;
   /** srd epochs (bounds.ts): the last segment from the peer, and the last of ours sent or acked. */
   lastSegIn: number;
   lastOut: number;
@@ -530,7 +537,7 @@ export function newSendWork(wr: SendWrFields, row: OpcodeRow, pieces: Piece[], t
     wrId: wr.wrId, opcode: wr.opcode, row, kind: row.kind!, wc: row.wr[wr.opcode]!, signaled: wr.signaled ?? true, pieces, total,
     remoteAddr, rkey: (wr.rkey ?? 0) >>> 0, srcs, imm: (wr.imm ?? 0) >>> 0,
     compareAdd: wr.compareAdd ?? 0n, swap: wr.swap ?? 0n,
-    pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0,
+    pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0, flushMark: 0,
   };
   // Remote ranges the request touches (the rc fence).
   if (row.remote === 'one') w.ranges = [{ addr: remoteAddr, len: total }];

@@ -94,6 +94,35 @@ describe('srd epochs', () => {
     expect(a.engine.counters.srdEpochs).toBeGreaterThan(0);
   }, 60_000);
 
+  it('a peer that evicted our idle flow and sends first: our next Send starts our direction again at ssn 1, and both complete', async () => {
+    const sim = new Sim(3, lossy);
+    const bounds = { srdIdleMs: 100 };
+    const a = await sim.node({ bounds: { ...bounds, maxSrdFlows: 1 } });
+    const b = await sim.node({ bounds });
+    const c = await sim.node({ bounds });
+    const qa = a.qp(1, 'srd', { timeoutMs: 1000 });
+    const qb = b.qp(1, 'srd', { timeoutMs: 1000 });
+    const qc = c.qp(1, 'srd', { timeoutMs: 1000 });
+    const ra = a.regMr(4096);
+    const rb = b.regMr(4096);
+    const rc = c.regMr(4096);
+    for (let i = 0; i < 4; i++) a.postRecv(qa, recv(i, [piece(ra, i * 64, 64)]));
+    b.postRecv(qb, recv(0, [piece(rb, 0, 64)]));
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 1, opcode: Opcode.Send }, [piece(rb, 1024, 8)]));
+    await sim.run(() => b.cq.wcs.length >= 1, { ms: 1_000 });
+    await sim.advance(250);
+    // c's Send makes a evict b's flow (a table of one, b's idle past 2×srdIdleMs).
+    c.postTo(qc, a.addr, qa.qpn, wr({ wrId: 2, opcode: Opcode.Send }, [piece(rc, 0, 8)]));
+    await sim.run(() => c.cq.wcs.length >= 1, { ms: 1_000 });
+    expect(a.engine.counters.srdFlowsEvicted).toBe(1);
+    // a sends first on its new flow (epoch 0, ssn 1), then b sends its second message.
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 3, opcode: Opcode.Send }, [piece(ra, 1024, 8)]));
+    await sim.run(() => b.cq.wcs.length >= 2, { ms: 1_000 });
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 4, opcode: Opcode.Send }, [piece(rb, 1024, 8)]));
+    await sim.run(() => a.cq.wcs.length >= 4 && b.cq.wcs.length >= 3, { ms: 3_000 });
+    expect([...b.cq.take(), ...c.cq.take()].map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.Success], [0, WcStatus.Success], [4, WcStatus.Success], [2, WcStatus.Success]]);
+  }, 30_000);
+
   it('the watchdog gives up while the receiver\'s answers are held back: those answers, arriving late, acknowledge nothing of the next epoch', async () => {
     const sim = new Sim(2, lossy);
     const b = await sim.node({ mss: 1024 });

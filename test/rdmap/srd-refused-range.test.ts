@@ -9,7 +9,7 @@
 // turnRefused). With three senders that failed most Sends (429 and 147 of 450).
 import { describe, expect, it } from 'vitest';
 import { Opcode, WcStatus } from '../../src/core/enums.js';
-import { lossy, reordering } from '../sim/net.js';
+import { clean, lossy, reordering } from '../sim/net.js';
 import type { SimNode } from '../sim/node.js';
 import { Sim } from '../sim/sim.js';
 import { piece, recv, wr } from '../sim/work.js';
@@ -76,4 +76,27 @@ describe('srd: a turn held in part is asked for again', () => {
     const tags = new Set(b.cq.take().filter((c) => c.status === WcStatus.Success).map((c) => [...b.bytes(dst, Number(c.wrId) * 4096, 3)].join(':')));
     expect(tags.size).toBe(3 * PER);
   }, 120_000);
+});
+
+describe('srd: a message that needs no receive, behind a refused turn, is asked for again too', () => {
+  it('a Send that finds no receive, then a Write and a Read: all complete once a receive is posted, the Write placed', async () => {
+    const sim = new Sim(3, clean);
+    const b = await sim.node();
+    const a = await sim.node();
+    const qb = b.qp(1, 'srd');
+    const qa = a.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 1, timeoutMs: 1000 });
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    a.bytes(src, 0, 16).fill(0x5a);
+    b.bytes(dst, 2048, 16).fill(0x33);
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 1, opcode: Opcode.Send }, [piece(src, 0, 16)]));
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + 1024, rkey: dst.stag }, [piece(src, 0, 16)]));
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 3, opcode: Opcode.RdmaRead, remoteAddr: dst.addr + 2048, rkey: dst.stag }, [piece(src, 512, 16)]));
+    await sim.advance(3);
+    b.postRecv(qb, recv(9, [piece(dst, 0, 64)]));
+    await sim.run(() => a.cq.wcs.length >= 3, { ms: 5_000 });
+    expect(a.cq.take().map((c) => [c.wrId, c.status])).toEqual([[1, WcStatus.Success], [2, WcStatus.Success], [3, WcStatus.Success]]);
+    expect([...b.bytes(dst, 1024, 16)]).toEqual(new Array(16).fill(0x5a));
+    expect([...a.bytes(src, 512, 16)]).toEqual(new Array(16).fill(0x33));
+  });
 });

@@ -42,6 +42,23 @@ describe('requester watchdog', () => {
     expect(a.engine.counters.timeouts).toBe(1);
   });
 
+  it('a deadline whose difference rounds below timeoutMs still fires (it was armed again at the same instant for ever)', async () => {
+    const sim = new Sim(1, instant);
+    const a = await sim.node();
+    const b = await sim.node();
+    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 500 });
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    b.driver.run(() => b.engine.destroyQp(qb));
+    // Posted at this instant, the deadline is 515.8314795521728, and 515.8314795521728 - 15.831479552172858 is 499.99999999999994.
+    const t = 15.831479552172858;
+    await sim.advance(t - sim.now);
+    expect(sim.now).toBe(t);
+    a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
+    expect(await sim.run(() => a.cq.wcs.length > 0, { steps: 10_000 })).toBe(true);
+    expect(a.cq.take().map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.RetryExcErr]]);
+  });
+
   it('srd: sends to a remote QP that does not exist fail with RetryExcErr; the QP keeps working with a live peer (lossy network)', async () => {
     const sim = new Sim(2, lossy);
     const a = await sim.node();
