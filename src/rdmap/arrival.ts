@@ -20,7 +20,7 @@ import { advance, terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
-import { refuse, taken, turnRefused } from './srd-refusal.js';
+import { isAnswer, refuse, taken, turnRefused } from './srd-refusal.js';
 import type { EngineQp, EngineState, Flow } from './state.js';
 
 /**
@@ -81,6 +81,7 @@ function settleStep(e: EngineState, qp: EngineQp, flow: Flow): void {
 
 const inError = (qp: EngineQp): boolean => qp.state === QpState.Error;
 
+
 /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
 export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
   e.touch(flow, qp);
@@ -114,7 +115,6 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       pump(e, qp);
     }
   }
-  flow.lastSegIn = e.now;
   if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) {
     // Already completed: a stale copy must never be placed again (a later write may have won).
     e.counters.duplicates++;
@@ -122,6 +122,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     touch(e, qp, flow);
     return;
   }
+  // Only a message not yet completed counts as the peer's direction being busy: a late copy
+  // arriving after the sender's last ack must not make us refuse the restart its sender makes
+  // once idle for srdIdleMs from that ack (srd-epoch.ts outIdle), or its new messages below
+  // our expected ssn are taken for copies and acknowledged.
+  flow.lastSegIn = e.now;
   // msgLen -1: not known yet. A byte-exact stream (TCP) learns a message's length only from the
   // segment with the DDP L flag; the link then passes msgLen on that segment.
   if (env.ssn >= flow.expected + SSN_WINDOW || !(env.msgLen >= -1 && env.msgLen <= 0xffff_ffff) || !(env.off >= 0)) {
@@ -142,8 +147,10 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   }
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
-  if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow)) {
-    // The flow's turn was refused: a later message is asked for again in its turn.
+  if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow) && !(h && isAnswer(h.opcode))) {
+    // The flow's turn was refused: a later message is asked for again in its turn. Not an
+    // answer to our own read or atomic: it is taken and waits for its turn (bounded by our
+    // reads in flight), as its sender keeps no copy to send again.
     refuse(qp, flow, env.ssn);
     touch(e, qp, flow);
     return;

@@ -252,12 +252,12 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   }
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];
-  // srd keeps each message's frames: refused behind a refused turn, it is asked for again (srd-refusal.ts).
+  // An answer keeps no frames (the requester takes answers behind a refused turn: arrival.ts):
+  // kept, a requester that never acks would hold their copies here for good.
   const response = (k: ReadVEntry, parts: Uint8Array[]): void => {
     const ssn = nextSsn(e, qp, flow);
-    const from = frames.length;
     dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: e.taggedMss }, frames);
-    flow.inflight.set(ssn, { frames: flow.srd ? frames.slice(from) : undefined, rnrWait: false });
+    flow.inflight.set(ssn, { rnrWait: false });
   };
   // A standard requester completes its read on the Read Response with L: a zero-length read gets one, empty.
   if (!flow.profile.extensions && total === 0) response({ stag: sinks[0]!.stag, to: sinks[0]!.to, len: 0 }, []);
@@ -270,12 +270,11 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   }
   if (flow.profile.extensions) {
     const ssn = nextSsn(e, qp, flow);
-    const f = ctlFrame({
+    frames.push(ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadComplete, qn: Qn.Send, msn: m.msn, bodyLen: 8,
       body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
-    });
-    frames.push(f);
-    flow.inflight.set(ssn, { frames: flow.srd ? [f] : undefined, rnrWait: false });
+    }));
+    flow.inflight.set(ssn, { rnrWait: false });
   }
   // The read's last message (ReadComplete, or the last Read Response) ends it for the IRD.
   const last = flow.inflight.get(flow.nextSsn - 1);
@@ -329,7 +328,7 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
     bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
   });
-  flow.inflight.set(ssn, { frames: flow.srd ? [f] : undefined, rnrWait: false, endsRead: true, readBytes: 0 });
+  flow.inflight.set(ssn, { rnrWait: false, endsRead: true, readBytes: 0 });
   flow.readsIn++;
   emit(e, flow, f);
 }

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { Opcode, WcStatus } from '../../src/core/enums.js';
 import type { Outbound } from '../../src/core/link.js';
-import { lossy } from '../sim/net.js';
+import { clean, lossy } from '../sim/net.js';
 import { Sim } from '../sim/sim.js';
 import type { SimNode } from '../sim/node.js';
 import { piece, recv, wr } from '../sim/work.js';
@@ -121,6 +121,46 @@ describe('srd epochs', () => {
     b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 4, opcode: Opcode.Send }, [piece(rb, 1024, 8)]));
     await sim.run(() => a.cq.wcs.length >= 4 && b.cq.wcs.length >= 3, { ms: 3_000 });
     expect([...b.cq.take(), ...c.cq.take()].map((w) => [w.wrId, w.status])).toEqual([[1, WcStatus.Success], [0, WcStatus.Success], [4, WcStatus.Success], [2, WcStatus.Success]]);
+  }, 30_000);
+
+  it('a late copy after the last ack does not keep the receiver from taking the sender\'s idle restart: the next Sends are delivered', async () => {
+    const sim = new Sim(4, clean);
+    const bounds = { srdIdleMs: 100 };
+    const b = await sim.node({ mss: 1024, bounds });
+    const a = await sim.node({ mss: 1024, bounds });
+    const qb = b.qp(1, 'srd', { maxRecvWr: 4096 });
+    const qa = a.qp(1, 'srd', { maxSendWr: 4096, rnrTimeoutMs: 1 });
+    const src = a.regMr(60 * SLOT);
+    const dst = b.regMr(SLOTS * SLOT);
+    const r = receiver(b, qb, dst);
+    for (let i = 0; i < 10; i++) r.post();
+    for (let i = 0; i < 10; i++) sendTagged(a, qa, src, b, qb, i, i, 100);
+    await sim.run(() => a.cq.wcs.length >= 10, { ms: 1_000 });
+    // Send 11, two segments: the first arrives with no receive posted (refused, RNR NAK), the
+    // second is held back; the resend completes it, and the held copy arrives after the ack.
+    const held: Outbound[] = [];
+    a.link.held = held;
+    sendTagged(a, qa, src, b, qb, 10, 10, 1500);
+    a.link.held = undefined;
+    expect(held.length).toBe(2);
+    a.link.core.transmit([held[0]!]);
+    await sim.advance(0.5);
+    r.post();
+    await sim.run(() => a.cq.wcs.length >= 11, { ms: 1_000 });
+    await sim.advance(20);
+    a.link.core.transmit([held[1]!]);
+    await sim.advance(85);
+    // a has been idle past srdIdleMs since the ack: its next Sends start again at ssn 1.
+    for (let i = 0; i < 20; i++) r.post();
+    for (let i = 0; i < 15; i++) sendTagged(a, qa, src, b, qb, 20 + i, 100 + i, 100);
+    await sim.run(() => a.cq.wcs.length >= 26, { ms: 2_000 });
+    await sim.advance(20);
+    r.collect();
+    const o = outcome(a);
+    const got = new Set(r.tags);
+    expect(o.failed).toBe(0);
+    expect(o.ok.filter((t) => !got.has(t))).toEqual([]);
+    expect(got.size).toBe(r.tags.length);
   }, 30_000);
 
   it('the watchdog gives up while the receiver\'s answers are held back: those answers, arriving late, acknowledge nothing of the next epoch', async () => {

@@ -100,3 +100,26 @@ describe('srd: a message that needs no receive, behind a refused turn, is asked 
     expect([...a.bytes(src, 512, 16)]).toEqual(new Array(16).fill(0x33));
   });
 });
+
+describe('srd: an answer to our read behind a refused turn', () => {
+  it('is taken and waits for its turn: the read completes once the refused Send before it is received', async () => {
+    const sim = new Sim(5, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 1, timeoutMs: 1000 });
+    const qb = b.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 1, timeoutMs: 1000 });
+    const ra = a.regMr(4096);
+    const rb = b.regMr(4096);
+    b.bytes(rb, 2048, 16).fill(0x77);
+    // b's Send to a (no receive posted at a: refused), then a's Read of b, answered after it.
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 1, opcode: Opcode.Send }, [piece(rb, 0, 16)]));
+    await sim.advance(0.2);
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 2, opcode: Opcode.RdmaRead, remoteAddr: rb.addr + 2048, rkey: rb.stag }, [piece(ra, 512, 16)]));
+    await sim.advance(3);
+    a.postRecv(qa, recv(9, [piece(ra, 0, 64)]));
+    await sim.run(() => a.cq.wcs.length >= 2 && b.cq.wcs.length >= 1, { ms: 5_000 });
+    expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[1, WcStatus.Success]]);
+    expect(a.cq.take().map((c) => [c.wrId, c.status]).sort()).toEqual([[2, WcStatus.Success], [9, WcStatus.Success]]);
+    expect([...a.bytes(ra, 512, 16)]).toEqual(new Array(16).fill(0x77));
+  });
+});
