@@ -20,7 +20,7 @@ import { advance, terminateNow } from './responder.js';
 import { RANGE_BYTES } from './bounds.js';
 import { hasRoom, newMessageBytes, settle } from './budget.js';
 import { recvFor, recvForExpected } from './receives.js';
-import { isAnswer, refuse, taken, turnRefused } from './srd-refusal.js';
+import { refuse, taken, turnRefused } from './srd-refusal.js';
 import type { EngineQp, EngineState, Flow } from './state.js';
 
 /**
@@ -147,10 +147,8 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   }
   let plen = hdr.length - (h ? hlen : hdr.length);
   for (const p of f.payload) plen += p.length;
-  if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow) && !(h && isAnswer(h.opcode))) {
-    // The flow's turn was refused: a later message is asked for again in its turn. Not an
-    // answer to our own read or atomic: it is taken and waits for its turn (bounded by our
-    // reads in flight), as its sender keeps no copy to send again.
+  if (qp.type === 'srd' && env.ssn !== flow.expected && turnRefused(flow)) {
+    // The flow's turn was refused: a later message is asked for again in its turn.
     refuse(qp, flow, env.ssn);
     touch(e, qp, flow);
     return;

@@ -439,9 +439,10 @@ export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ss
     }
   }
   const m = flow?.inflight.get(ssn);
-  if (!flow || !m || !m.frames || !m.wr || m.rnrWait) return;
+  if (!flow || !m || !m.frames || m.rnrWait) return;
+  // An srd answer to the peer's read or atomic (no work request of ours) counts its own NAKs.
   const w = m.wr;
-  if (++w.rnrCount > qp.caps.rnrRetry) {
+  if ((w ? ++w.rnrCount : (m.rnrCount = (m.rnrCount ?? 0) + 1)) > qp.caps.rnrRetry) {
     flowError(e, qp, flow, w, WcStatus.RnrRetryExcErr);
     return;
   }

@@ -24,7 +24,7 @@ import { askNow, refuse } from './srd-refusal.js';
 import { complete, drainSq, qpError } from './completion.js';
 import { type OpcodeRow, rowOf } from './opcodes.js';
 import { failMsg } from './placement.js';
-import { emit, emitAll, flowError, nextSsn, pump, readDone } from './requester.js';
+import { armWatchdog, emit, emitAll, flowError, nextSsn, pump, readDone } from './requester.js';
 import { release } from './budget.js';
 import { Offsets } from './offsets.js';
 import { forgetWrite } from './write-order.js';
@@ -252,12 +252,12 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   }
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];
-  // An answer keeps no frames (the requester takes answers behind a refused turn: arrival.ts):
-  // kept, a requester that never acks would hold their copies here for good.
+  // srd keeps each message's frames: refused behind a refused turn, it is asked for again (srd-refusal.ts).
   const response = (k: ReadVEntry, parts: Uint8Array[]): void => {
     const ssn = nextSsn(e, qp, flow);
+    const from = frames.length;
     dataFrames({ srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, tagged: true, opcode: RdmapOpcode.ReadResponse, stag: k.stag, to: k.to, parts, total: k.len, mss: e.taggedMss }, frames);
-    flow.inflight.set(ssn, { rnrWait: false });
+    flow.inflight.set(ssn, { frames: flow.srd ? frames.slice(from) : undefined, rnrWait: false });
   };
   // A standard requester completes its read on the Read Response with L: a zero-length read gets one, empty.
   if (!flow.profile.extensions && total === 0) response({ stag: sinks[0]!.stag, to: sinks[0]!.to, len: 0 }, []);
@@ -270,11 +270,12 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   }
   if (flow.profile.extensions) {
     const ssn = nextSsn(e, qp, flow);
-    frames.push(ctlFrame({
+    const f = ctlFrame({
       srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.ReadComplete, qn: Qn.Send, msn: m.msn, bodyLen: 8,
       body: (b, o) => encodeReadComplete({ imm: m.msn, len: total }, b, o),
-    }));
-    flow.inflight.set(ssn, { rnrWait: false });
+    });
+    frames.push(f);
+    flow.inflight.set(ssn, { frames: flow.srd ? [f] : undefined, rnrWait: false });
   }
   // The read's last message (ReadComplete, or the last Read Response) ends it for the IRD.
   const last = flow.inflight.get(flow.nextSsn - 1);
@@ -284,7 +285,17 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     flow.readsIn++;
     flow.answerBytes += total;
   }
+  keepAnswer(e, qp, flow);
   emitAll(e, flow, frames);
+}
+
+/**
+ * srd keeps an answer's frames until the requester acks it (sent again after an RNR NAK): the
+ * watchdog bounds how long a requester gone silent holds them (a live one, `maxAnswerBytes` per
+ * flow, bounds.ts).
+ */
+function keepAnswer(e: EngineState, qp: EngineQp, flow: Flow): void {
+  if (flow.srd) armWatchdog(e, qp, flow);
 }
 
 const HOST_LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -328,8 +339,9 @@ function answerAtomic(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, ro
     srcQpn: qp.qpn, dstQpn: flow.rqpn, ssn, opcode: RdmapOpcode.AtomicResponse, qn: Qn.AtomicResponse, msn: flow.respMsn++,
     bodyLen: 12, body: (b, o) => encodeAtomicResponse({ reqId: a.reqId, value: old }, b, o),
   });
-  flow.inflight.set(ssn, { rnrWait: false, endsRead: true, readBytes: 0 });
+  flow.inflight.set(ssn, { frames: flow.srd ? [f] : undefined, rnrWait: false, endsRead: true, readBytes: 0 });
   flow.readsIn++;
+  keepAnswer(e, qp, flow);
   emit(e, flow, f);
 }
 

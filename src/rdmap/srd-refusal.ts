@@ -16,7 +16,6 @@
 // numbers whatever a peer forges (forged ssns stretch its own range, and only cost its own flow
 // RNR rounds), and nothing is charged to the QP's shared budget.
 import { release } from './budget.js';
-import { rowOf } from './opcodes.js';
 import type { EngineQp, Flow } from './state.js';
 
 /** Drop what `flow` holds of message `ssn` (its receive goes back unclaimed) and note it as asked for. */
@@ -40,21 +39,11 @@ export function forget(qp: EngineQp, flow: Flow, ssn: number): void {
   if (ssn === flow.askedNak) flow.askedNak = 0;
 }
 
-/**
- * Message `ssn` found no receive: forget it — and, when it is the flow's turn, every message
- * after it but answers to our reads and atomics, whose sender keeps no copy to send again
- * (they wait for their turn, bounded by our reads in flight).
- */
+/** Message `ssn` found no receive: forget it — and, when it is the flow's turn, every message after it. */
 export function refuse(qp: EngineQp, flow: Flow, ssn: number): void {
   forget(qp, flow, ssn);
   if (ssn !== flow.expected) return;
-  for (const [k, m] of [...flow.pending]) if (k > ssn && !isAnswer(m.opcode)) forget(qp, flow, k);
-}
-
-/** An answer to a read or atomic of ours (opcodes.ts `execute`). */
-export function isAnswer(opcode: number): boolean {
-  const x = rowOf(opcode)?.execute;
-  return x === 'readResponse' || x === 'readComplete' || x === 'atomicResponse';
+  for (const k of [...flow.pending.keys()]) if (k > ssn) forget(qp, flow, k);
 }
 
 /**

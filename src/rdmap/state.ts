@@ -159,9 +159,11 @@ export function noEntries<K, V>(): Map<K, V> {
 /** A message sent and not yet acknowledged. */
 export interface OutMessage {
   wr?: SendWork;
-  /** Kept for messages that consume a receive, and every srd request of ours: resent after an RNR NAK. */
+  /** Kept for messages that consume a receive, and every srd message: resent after an RNR NAK. */
   frames?: Frame[];
   rnrWait: boolean;
+  /** RNR NAKs met by a message that is no work request of ours (an answer to the peer's read or atomic). */
+  rnrCount?: number;
   /** The last message of our answer to one of the peer's reads (or an atomic's answer): acked, it leaves the IRD count… */
   endsRead?: boolean;
   /** … and its bytes leave the answer budget. */

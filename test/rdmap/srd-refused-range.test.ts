@@ -12,6 +12,18 @@ import { Opcode, WcStatus } from '../../src/core/enums.js';
 import { clean, lossy, reordering } from '../sim/net.js';
 import type { SimNode } from '../sim/node.js';
 import { Sim } from '../sim/sim.js';
+import type { DeviceAddress } from '../../src/core/address.js';
+import type { SegFrame } from '../../src/core/frame.js';
+import { dataFrames } from '../../src/rdmap/segmenter.js';
+import { RdmapOpcode } from '../../src/wire/rdmap.js';
+
+/** One tagged Write of `len` bytes, as a peer's QP `src` would send it. */
+function gapWrite(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
+  const out: SegFrame[] = [];
+  dataFrames({ srcQpn: src, dstQpn: dst, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(len)], total: len, mss: 1 << 20 }, out);
+  for (const f of out) f.env.msgLen = len;
+  return out;
+}
 import { piece, recv, wr } from '../sim/work.js';
 
 describe('srd: the refused range follows the turn', () => {
@@ -102,7 +114,7 @@ describe('srd: a message that needs no receive, behind a refused turn, is asked 
 });
 
 describe('srd: an answer to our read behind a refused turn', () => {
-  it('is taken and waits for its turn: the read completes once the refused Send before it is received', async () => {
+  it('is asked for again and sent again: the read completes once the refused Send before it is received', async () => {
     const sim = new Sim(5, clean);
     const a = await sim.node();
     const b = await sim.node();
@@ -121,5 +133,53 @@ describe('srd: an answer to our read behind a refused turn', () => {
     expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[1, WcStatus.Success]]);
     expect(a.cq.take().map((c) => [c.wrId, c.status]).sort()).toEqual([[2, WcStatus.Success], [9, WcStatus.Success]]);
     expect([...a.bytes(ra, 512, 16)]).toEqual(new Array(16).fill(0x77));
+  });
+});
+
+describe('srd: answers kept for an RNR NAK', () => {
+  it('an answer refused while another peer holds the out-of-order budget is sent again: the read and the Sends complete', async () => {
+    const sim = new Sim(6, clean);
+    const a = await sim.node({ bounds: { maxOooEntries: 8 } });
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 50, timeoutMs: 1000 });
+    const qb = b.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 50, timeoutMs: 1000 });
+    const ra = a.regMr(8192);
+    const rb = b.regMr(8192);
+    b.bytes(rb, 4096, 3000).fill(0x61);
+    // Another peer fills a's budget with a gap it never closes (its message 1 never comes).
+    const c: DeviceAddress = { transport: 'ghost', id: 'c' };
+    for (let s = 2; s <= 20; s++) a.inject(c, gapWrite(9, qa.qpn, s, ra.stag, ra.addr + 7000, 8));
+    expect(a.engine.counters.oooRefused).toBeGreaterThan(0);
+    // b's Send finds no receive (the turn refused), a's Read of b is answered behind it, b sends again.
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 1, opcode: Opcode.Send }, [piece(rb, 0, 16)]));
+    await sim.advance(0.2);
+    a.postTo(qa, b.addr, qb.qpn, wr({ wrId: 2, opcode: Opcode.RdmaRead, remoteAddr: rb.addr + 4096, rkey: rb.stag }, [piece(ra, 4096, 3000)]));
+    await sim.advance(0.5);
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 3, opcode: Opcode.Send }, [piece(rb, 0, 16)]));
+    for (let i = 0; i < 4; i++) a.postRecv(qa, recv(10 + i, [piece(ra, i * 64, 64)]));
+    await sim.run(() => a.cq.wcs.length >= 3 && b.cq.wcs.length >= 2, { ms: 3_000 });
+    expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[1, WcStatus.Success], [3, WcStatus.Success]]);
+    expect(a.cq.take().filter((c) => c.wrId === 2).map((c) => c.status)).toEqual([WcStatus.Success]);
+    expect([...a.bytes(ra, 4096, 3000)].every((x) => x === 0x61)).toBe(true);
+  });
+
+  it('a requester gone silent does not hold them for good: the watchdog ends the flow and lets them go', async () => {
+    const sim = new Sim(7, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd', { timeoutMs: 300 });
+    const qb = b.qp(1, 'srd', { timeoutMs: 60_000 });
+    const ra = a.regMr(16 * 65536);
+    const rb = b.regMr(16 * 65536);
+    // b's engine output is held from here: its reads reach a and are answered; no ack comes back.
+    b.link.held = [];
+    for (let i = 0; i < 16; i++) b.postTo(qb, a.addr, qa.qpn, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: ra.addr + i * 65536, rkey: ra.stag }, [piece(rb, i * 65536, 65536)]));
+    b.link.core.transmit(b.link.held.splice(0));
+    await sim.advance(50);
+    const flow = [...qa.flows.values()][0]!;
+    expect(flow.inflight.size).toBeGreaterThan(0);
+    await sim.advance(500);
+    expect(a.engine.counters.timeouts).toBe(1);
+    expect(flow.inflight.size).toBe(0);
   });
 });
