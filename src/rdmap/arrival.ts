@@ -177,8 +177,15 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     }
     e.counters.oooRefused++;
     // rc: the peer broke the stream's resources (RFC 5040 §7: RDMAP, remote operation error);
-    // srd: the segment is dropped (its sender's watchdog reports it).
+    // srd: the message is refused as one that found no receive (srd-refusal.ts) and asked for
+    // again by an RNR NAK in its turn (every srd message keeps its frames until acked): a peer
+    // holding the budget with a gap it never closes costs another peer's pipelined messages a
+    // round trip each, not their failure (they were dropped, and failed RetryExcErr).
     if (qp.type === 'rc') terminateNow(e, qp, flow, TERM.outOfOrderLimit, hdr.slice(0, h ? hlen : 0), plen);
+    else {
+      refuse(qp, flow, env.ssn);
+      touch(e, qp, flow);
+    }
     return;
   }
   if (env.ack !== undefined) applyAck(flow, env.ack, e.now);

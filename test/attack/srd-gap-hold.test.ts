@@ -7,12 +7,13 @@
 // flow past the budget at most); the gap still holds what it filled.
 import { describe, expect, it } from 'vitest';
 import type { DeviceAddress } from '../../src/core/address.js';
-import { WcStatus } from '../../src/core/enums.js';
+import { Opcode, WcStatus } from '../../src/core/enums.js';
 import type { SegFrame } from '../../src/core/frame.js';
 import { dataFrames } from '../../src/rdmap/segmenter.js';
 import { RdmapOpcode } from '../../src/wire/rdmap.js';
 import { clean } from '../sim/net.js';
 import { Sim, srdWriter } from '../sim/sim.js';
+import { piece, wr } from '../sim/work.js';
 
 /** One tagged Write of `len` bytes, as a peer's QP `src` would send it. */
 function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
@@ -45,5 +46,24 @@ describe('srd: a flow that never sends its next message', () => {
     expect(b.bytes(dst, 0, 1)[0]).toBe(0x42);
     // Past the budget by no more than the records of flows' turns.
     expect(qb.oooEntries).toBeLessThanOrEqual(256 + qb.flows.size);
+  });
+
+  it('another peer\'s ten pipelined Writes while the budget is held: each refused one is asked for again in its turn, and all complete', async () => {
+    const sim = new Sim(62, clean);
+    const a = await sim.node({ mss: 64 });
+    const b = await sim.node({ mss: 64, bounds: { maxOooEntries: 256 } });
+    const qa = a.qp(1, 'srd', { rnrRetry: 7, rnrTimeoutMs: 1 });
+    const qb = b.qp(1, 'srd');
+    const src = a.regMr(4096);
+    const dst = b.regMr(4096);
+    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), write(9, 1, s, dst.stag, dst.addr + 3000, 8));
+    expect(qb.oooEntries).toBe(256);
+    for (let i = 0; i < 10; i++) {
+      a.bytes(src, i * 16, 16).fill(0x30 + i);
+      a.postTo(qa, b.addr, qb.qpn, wr({ wrId: i, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + i * 16, rkey: dst.stag }, [piece(src, i * 16, 16)]));
+    }
+    await sim.run(() => a.cq.wcs.length >= 10, { ms: 20_000 });
+    expect(a.cq.take().map((w) => w.status)).toEqual(new Array(10).fill(WcStatus.Success));
+    for (let i = 0; i < 10; i++) expect([...b.bytes(dst, i * 16, 16)]).toEqual(new Array(16).fill(0x30 + i));
   });
 });
