@@ -22,7 +22,7 @@ import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
-import { Epoch, EPOCH_MASK, epochCheck, nextEpoch, outIdle, restart, stamp } from './srd-epoch.js';
+import { Epoch, EPOCH_MASK, epochCheck, letAnswersGo, nextEpoch, outIdle, restart, stamp } from './srd-epoch.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
@@ -440,7 +440,8 @@ export function onRnr(e: EngineState, key: string, qpn: number, rqpn: number, ss
   }
   const m = flow?.inflight.get(ssn);
   if (!flow || !m || !m.frames || m.rnrWait) return;
-  // An srd answer to the peer's read or atomic (no work request of ours) counts its own NAKs.
+  // An srd answer to the peer's read or atomic (no work request of ours) counts its own NAKs;
+  // past rnrRetry its flow fails with no work request of ours to name (all of it WrFlushErr).
   const w = m.wr;
   if ((w ? ++w.rnrCount : (m.rnrCount = (m.rnrCount ?? 0) + 1)) > qp.caps.rnrRetry) {
     flowError(e, qp, flow, w, WcStatus.RnrRetryExcErr);
@@ -509,6 +510,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
     qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
     return;
   }
+  if (letAnswersGo(flow)) return;
   forgetSrdFlow(e, qp, flow);
   drainSq(e, qp);
   pump(e, qp);

@@ -128,5 +128,20 @@ export function restart(
   e.counters.srdEpochs++;
 }
 
+/**
+ * The watchdog found the peer silent while `flow` holds only answers to its reads and atomics
+ * (no work of ours): they go, and the flow stays in its epoch. Starting a new one would fail
+ * the peer's next, unrelated work when it speaks again (it would meet our new epoch). False:
+ * work of ours is out, and the flow must start again.
+ */
+export function letAnswersGo(flow: Flow): boolean {
+  if (flow.reads.size > 0 || flow.atomics.size > 0) return false;
+  for (const m of flow.inflight.values()) if (m.wr) return false;
+  flow.inflight.clear();
+  flow.readsIn = 0;
+  flow.answerBytes = 0;
+  return true;
+}
+
 /** The epoch after `flow`'s: ours starts it (a failure, an idle flow). */
 export const nextEpoch = (flow: Flow): number => (flow.epoch + 1) & EPOCH_MASK;

@@ -14,6 +14,7 @@ import type { SimNode } from '../sim/node.js';
 import { Sim } from '../sim/sim.js';
 import type { DeviceAddress } from '../../src/core/address.js';
 import type { SegFrame } from '../../src/core/frame.js';
+import type { Outbound } from '../../src/core/link.js';
 import { dataFrames } from '../../src/rdmap/segmenter.js';
 import { RdmapOpcode } from '../../src/wire/rdmap.js';
 
@@ -181,5 +182,30 @@ describe('srd: answers kept for an RNR NAK', () => {
     await sim.advance(500);
     expect(a.engine.counters.timeouts).toBe(1);
     expect(flow.inflight.size).toBe(0);
+  });
+
+  it('a requester silent for a while, then back: its answers went, but its next Send is not failed by a new epoch', async () => {
+    const sim = new Sim(8, clean);
+    const a = await sim.node();
+    const b = await sim.node();
+    const qa = a.qp(1, 'srd', { timeoutMs: 300 });
+    const qb = b.qp(1, 'srd', { timeoutMs: 60_000 });
+    const ra = a.regMr(4 * 4096);
+    const rb = b.regMr(4 * 4096);
+    a.bytes(ra, 0, 4 * 4096).fill(0x42);
+    a.postRecv(qa, recv(20, [piece(ra, 0, 64)]));
+    const held: Outbound[] = [];
+    b.link.held = held;
+    for (let i = 0; i < 4; i++) b.postTo(qb, a.addr, qa.qpn, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: ra.addr + i * 4096, rkey: ra.stag }, [piece(rb, i * 4096, 4096)]));
+    b.link.core.transmit(held.splice(0));
+    await sim.advance(500);
+    expect(a.engine.counters.timeouts).toBe(1);
+    b.link.held = undefined;
+    b.link.core.transmit(held.splice(0));
+    await sim.run(() => b.cq.wcs.length >= 4, { ms: 1_000 });
+    b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 10, opcode: Opcode.Send }, [piece(rb, 0, 16)]));
+    await sim.run(() => b.cq.wcs.length >= 5 && a.cq.wcs.length >= 1, { ms: 2_000 });
+    expect(b.cq.take().map((c) => [c.wrId, c.status])).toEqual([[0, 0], [1, 0], [2, 0], [3, 0], [10, WcStatus.Success]]);
+    expect(a.cq.take().map((c) => [c.wrId, c.status])).toEqual([[20, WcStatus.Success]]);
   });
 });
