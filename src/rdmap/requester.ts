@@ -22,7 +22,7 @@ import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
-import { Epoch, EPOCH_MASK, epochCheck, letAnswersGo, nextEpoch, outIdle, restart, stamp } from './srd-epoch.js';
+import { Epoch, EPOCH_MASK, epochCheck, letAnswersGo, nextEpoch, outFromOne, outIdle, restart, stamp } from './srd-epoch.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
@@ -100,11 +100,7 @@ function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
  * the flow; bounds.ts, srd-epoch.ts outIdle).
  */
 export function nextSsn(e: EngineState, qp: EngineQp, flow: Flow): number {
-  if (qp.type === 'srd' && flow.nextSsn > 1 && outIdle(e, flow)) {
-    flow.nextSsn = 1;
-    flow.acked = 0;
-    flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
-  }
+  if (qp.type === 'srd' && flow.nextSsn > 1 && outIdle(e, flow)) outFromOne(flow);
   return flow.nextSsn++;
 }
 

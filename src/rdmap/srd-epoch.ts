@@ -18,11 +18,11 @@
 // A direction that idled (srdIdleMs: the peer may have evicted the flow) starts again at ssn 1
 // in the same epoch, that direction alone (outIdle, inIdle below). A flow made by our own send
 // starts in epoch 0; one made by a peer's segment takes the peer's. A flow idle both ways takes
-// any epoch (its peer may have evicted it and made a new one, in epoch 0). A flow we restarted because the link
-// lost its peer does not: a peer still alive may send its first message in epoch 0, ssn 1,
-// while it holds what we sent before, and taking that as a new start would let its old state
-// acknowledge our new epoch's messages; a peer that really started afresh is told our epoch by
-// the ack that drops its first message, and its first Sends fail once (WrFlushErr).
+// any epoch (its peer may have evicted it and made a new one, in epoch 0). A flow we restarted
+// because the link lost its peer does not: a peer still alive may send its first message in
+// epoch 0, ssn 1, while it holds what we sent before, and taking that as a new start would let
+// its old state acknowledge our new epoch's messages; a peer that really started afresh is told
+// our epoch by the ack that drops its first message, and its first Sends fail once (WrFlushErr).
 // An epoch lasts at least a round trip (a restart follows an answer or a timeout), so a copy 32
 // epochs old does not exist.
 import { WcStatus, type WcStatusValue } from '../core/enums.js';
@@ -94,7 +94,7 @@ export function epochCheck(e: EngineState, qp: EngineQp, flow: Flow, epoch: numb
  * receives back to the queue), and what the peer asked of us (reads answered, the IRD) is
  * forgotten. The cost is the flow's own work in flight, never the send queue's length (a peer
  * can make restarts): work not sent yet that fails is failed when the queue reaches it
- * (`flushes`, requester.ts transmit). The caller drains the send queue and pumps.
+ * (`flushes`, requester.ts pump). The caller drains the send queue and pumps.
  */
 export function restart(
   e: EngineState, qp: EngineQp, flow: Flow, epoch: number, onlySent: boolean,
@@ -118,9 +118,7 @@ export function restart(
   flow.reads.clear();
   flow.atomics.clear();
   flow.epoch = epoch & EPOCH_MASK;
-  flow.nextSsn = 1;
-  flow.acked = 0;
-  flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
+  outFromOne(flow);
   flow.readsIn = 0;
   flow.answerBytes = 0;
   flow.expected = 1;
@@ -143,5 +141,12 @@ export function letAnswersGo(flow: Flow): boolean {
   return true;
 }
 
-/** The epoch after `flow`'s: ours starts it (a failure, an idle flow). */
+/** Our direction of `flow` counts from ssn 1 again (a restart; an idle direction: requester.ts nextSsn). */
+export function outFromOne(flow: Flow): void {
+  flow.nextSsn = 1;
+  flow.acked = 0;
+  flow.sendMsn = flow.reqMsn = flow.respMsn = flow.termMsn = 1;
+}
+
+/** The epoch after `flow`'s: ours starts it (a failure). */
 export const nextEpoch = (flow: Flow): number => (flow.epoch + 1) & EPOCH_MASK;

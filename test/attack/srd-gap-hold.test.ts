@@ -8,20 +8,11 @@
 import { describe, expect, it } from 'vitest';
 import type { DeviceAddress } from '../../src/core/address.js';
 import { Opcode, WcStatus } from '../../src/core/enums.js';
-import type { SegFrame } from '../../src/core/frame.js';
-import { dataFrames } from '../../src/rdmap/segmenter.js';
-import { RdmapOpcode } from '../../src/wire/rdmap.js';
 import { clean } from '../sim/net.js';
 import { Sim, srdWriter } from '../sim/sim.js';
 import { piece, wr } from '../sim/work.js';
+import { taggedWrite } from '../sim/hand-frames.js';
 
-/** One tagged Write of `len` bytes, as a peer's QP `src` would send it. */
-function write(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
-  const out: SegFrame[] = [];
-  dataFrames({ srcQpn: src, dstQpn: dst, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(len)], total: len, mss: 1 << 20 }, out);
-  for (const f of out) f.env.msgLen = len;
-  return out;
-}
 const ghost = (id: string): DeviceAddress => ({ transport: 'ghost', id });
 
 describe('srd: a flow that never sends its next message', () => {
@@ -33,7 +24,7 @@ describe('srd: a flow that never sends its next message', () => {
     const qb = b.qp(1, 'srd');
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
-    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), write(9, 1, s, dst.stag, dst.addr + 512, 8));
+    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), taggedWrite(9, 1, s, dst.stag, dst.addr + 512, 8));
     expect(qb.oooEntries).toBe(256);
     expect(b.engine.counters.oooRefused).toBeGreaterThan(100);
     const send = srdWriter(sim, a, qa, src, b, qb, dst);
@@ -56,7 +47,7 @@ describe('srd: a flow that never sends its next message', () => {
     const qb = b.qp(1, 'srd');
     const src = a.regMr(4096);
     const dst = b.regMr(4096);
-    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), write(9, 1, s, dst.stag, dst.addr + 3000, 8));
+    for (let s = 2; s < 400; s++) b.inject(ghost('bad'), taggedWrite(9, 1, s, dst.stag, dst.addr + 3000, 8));
     expect(qb.oooEntries).toBe(256);
     for (let i = 0; i < 10; i++) {
       a.bytes(src, i * 16, 16).fill(0x30 + i);

@@ -130,12 +130,20 @@ describe.concurrent('sabre perf over real sockets', () => {
 
   it('--server on one side, HOST on the other (udp, explicit control port)', async () => {
     const { spawn } = await import('node:child_process');
-    const port = 20000 + Math.floor(Math.random() * 20000);
+    // A port the system just handed out and took back: a random one could be in use (the full
+    // suite holds many sockets; the server then exits with "already in use").
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
     const server = spawn(process.execPath, [MAIN, 'perf', 'send_lat', '--server', '-p', String(port), '--transport', 'udp'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
+    let err = '';
     server.stdout.on('data', (d) => (out += d));
+    server.stderr.on('data', (d) => (err += d));
     await new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 10_000);
+      const t = setTimeout(() => reject(new Error(`server did not start: ${out} ${err}`)), 10_000);
       server.stdout.on('data', () => {
         if (out.includes('Waiting for client')) {
           clearTimeout(t);

@@ -13,18 +13,8 @@ import { clean, lossy, reordering } from '../sim/net.js';
 import type { SimNode } from '../sim/node.js';
 import { Sim } from '../sim/sim.js';
 import type { DeviceAddress } from '../../src/core/address.js';
-import type { SegFrame } from '../../src/core/frame.js';
 import type { Outbound } from '../../src/core/link.js';
-import { dataFrames } from '../../src/rdmap/segmenter.js';
-import { RdmapOpcode } from '../../src/wire/rdmap.js';
-
-/** One tagged Write of `len` bytes, as a peer's QP `src` would send it. */
-function gapWrite(src: number, dst: number, ssn: number, stag: number, to: number, len: number): SegFrame[] {
-  const out: SegFrame[] = [];
-  dataFrames({ srcQpn: src, dstQpn: dst, ssn, tagged: true, opcode: RdmapOpcode.RdmaWrite, stag, to, parts: [new Uint8Array(len)], total: len, mss: 1 << 20 }, out);
-  for (const f of out) f.env.msgLen = len;
-  return out;
-}
+import { taggedWrite } from '../sim/hand-frames.js';
 import { piece, recv, wr } from '../sim/work.js';
 
 describe('srd: the refused range follows the turn', () => {
@@ -149,7 +139,7 @@ describe('srd: answers kept for an RNR NAK', () => {
     b.bytes(rb, 4096, 3000).fill(0x61);
     // Another peer fills a's budget with a gap it never closes (its message 1 never comes).
     const c: DeviceAddress = { transport: 'ghost', id: 'c' };
-    for (let s = 2; s <= 20; s++) a.inject(c, gapWrite(9, qa.qpn, s, ra.stag, ra.addr + 7000, 8));
+    for (let s = 2; s <= 20; s++) a.inject(c, taggedWrite(9, qa.qpn, s, ra.stag, ra.addr + 7000, 8));
     expect(a.engine.counters.oooRefused).toBeGreaterThan(0);
     // b's Send finds no receive (the turn refused), a's Read of b is answered behind it, b sends again.
     b.postTo(qb, a.addr, qa.qpn, wr({ wrId: 1, opcode: Opcode.Send }, [piece(rb, 0, 16)]));
