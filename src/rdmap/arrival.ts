@@ -82,6 +82,13 @@ function settleStep(e: EngineState, qp: EngineQp, flow: Flow): void {
 const inError = (qp: EngineQp): boolean => qp.state === QpState.Error;
 
 
+/** A copy of a message already completed (or of an epoch gone): counted, dropped, answered by our ack. */
+function dropCopy(e: EngineState, qp: EngineQp, flow: Flow): void {
+  e.counters.duplicates++;
+  flow.needAck = true;
+  touch(e, qp, flow);
+}
+
 /** The flow needs its in-order step (and maybe an ack) at the end of this receive step. */
 export function touch(e: EngineState, qp: EngineQp, flow: Flow): void {
   e.touch(flow, qp);
@@ -103,25 +110,15 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
   flow.lastHeard = e.now;
   if (qp.type === 'srd') {
     const c = epochCheck(e, qp, flow, env.epoch, env.ssn);
-    if (c === Epoch.Stale) {
-      // A copy from before a restart (srd-epoch.ts): dropped, and our ack tells its sender the epoch.
-      e.counters.duplicates++;
-      flow.needAck = true;
-      touch(e, qp, flow);
-      return;
-    }
+    // A copy from before a restart (srd-epoch.ts): dropped, and our ack tells its sender the epoch.
+    if (c === Epoch.Stale) return dropCopy(e, qp, flow);
     if (c === Epoch.Restarted) {
       drainSq(e, qp);
       pump(e, qp);
     }
   }
-  if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) {
-    // Already completed: a stale copy must never be placed again (a later write may have won).
-    e.counters.duplicates++;
-    flow.needAck = true;
-    touch(e, qp, flow);
-    return;
-  }
+  // Already completed: a stale copy must never be placed again (a later write may have won).
+  if (!Number.isSafeInteger(env.ssn) || env.ssn < flow.expected) return dropCopy(e, qp, flow);
   // Only a message not yet completed counts as the peer's direction being busy: a late copy
   // arriving after the sender's last ack must not make us refuse the restart its sender makes
   // once idle for srdIdleMs from that ack (srd-epoch.ts outIdle), or its new messages below

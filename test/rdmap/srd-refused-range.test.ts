@@ -127,6 +127,25 @@ describe('srd: an answer to our read behind a refused turn', () => {
   });
 });
 
+/**
+ * b reads `n` × `size` bytes of a over srd (a's timeoutMs 300) with its engine output held from
+ * the post on: the reads reach a and are answered; no ack comes back until `held` is released.
+ */
+async function unackedReads(seed: number, n: number, size: number) {
+  const sim = new Sim(seed, clean);
+  const a = await sim.node();
+  const b = await sim.node();
+  const qa = a.qp(1, 'srd', { timeoutMs: 300 });
+  const qb = b.qp(1, 'srd', { timeoutMs: 60_000 });
+  const ra = a.regMr(n * size);
+  const rb = b.regMr(n * size);
+  const held: Outbound[] = [];
+  b.link.held = held;
+  for (let i = 0; i < n; i++) b.postTo(qb, a.addr, qa.qpn, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: ra.addr + i * size, rkey: ra.stag }, [piece(rb, i * size, size)]));
+  b.link.core.transmit(held.splice(0));
+  return { sim, a, b, qa, qb, ra, rb, held };
+}
+
 describe('srd: answers kept for an RNR NAK', () => {
   it('an answer refused while another peer holds the out-of-order budget is sent again: the read and the Sends complete', async () => {
     const sim = new Sim(6, clean);
@@ -155,17 +174,7 @@ describe('srd: answers kept for an RNR NAK', () => {
   });
 
   it('a requester gone silent does not hold them for good: the watchdog ends the flow and lets them go', async () => {
-    const sim = new Sim(7, clean);
-    const a = await sim.node();
-    const b = await sim.node();
-    const qa = a.qp(1, 'srd', { timeoutMs: 300 });
-    const qb = b.qp(1, 'srd', { timeoutMs: 60_000 });
-    const ra = a.regMr(16 * 65536);
-    const rb = b.regMr(16 * 65536);
-    // b's engine output is held from here: its reads reach a and are answered; no ack comes back.
-    b.link.held = [];
-    for (let i = 0; i < 16; i++) b.postTo(qb, a.addr, qa.qpn, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: ra.addr + i * 65536, rkey: ra.stag }, [piece(rb, i * 65536, 65536)]));
-    b.link.core.transmit(b.link.held.splice(0));
+    const { sim, a, qa } = await unackedReads(7, 16, 65536);
     await sim.advance(50);
     const flow = [...qa.flows.values()][0]!;
     expect(flow.inflight.size).toBeGreaterThan(0);
@@ -175,19 +184,8 @@ describe('srd: answers kept for an RNR NAK', () => {
   });
 
   it('a requester silent for a while, then back: its answers went, but its next Send is not failed by a new epoch', async () => {
-    const sim = new Sim(8, clean);
-    const a = await sim.node();
-    const b = await sim.node();
-    const qa = a.qp(1, 'srd', { timeoutMs: 300 });
-    const qb = b.qp(1, 'srd', { timeoutMs: 60_000 });
-    const ra = a.regMr(4 * 4096);
-    const rb = b.regMr(4 * 4096);
-    a.bytes(ra, 0, 4 * 4096).fill(0x42);
+    const { sim, a, b, qa, qb, ra, rb, held } = await unackedReads(8, 4, 4096);
     a.postRecv(qa, recv(20, [piece(ra, 0, 64)]));
-    const held: Outbound[] = [];
-    b.link.held = held;
-    for (let i = 0; i < 4; i++) b.postTo(qb, a.addr, qa.qpn, wr({ wrId: i, opcode: Opcode.RdmaRead, remoteAddr: ra.addr + i * 4096, rkey: ra.stag }, [piece(rb, i * 4096, 4096)]));
-    b.link.core.transmit(held.splice(0));
     await sim.advance(500);
     expect(a.engine.counters.timeouts).toBe(1);
     b.link.held = undefined;

@@ -16,17 +16,22 @@ function holdInput(n: SimNode, on: boolean, engineToo: boolean): void {
   if (engineToo) n.driver.run((now) => n.engine.holdReceive(on, now));
 }
 
+/** An rc pair (timeoutMs 500, no time on the wire) whose responder's QP then disappears (its process lost it): frames to it are dropped, nothing answers. */
+async function silentResponder() {
+  const sim = new Sim(1, instant);
+  const a = await sim.node();
+  const b = await sim.node();
+  const [qa, qb] = await sim.connect(a, b, { timeoutMs: 500 });
+  const src = a.regMr(4096);
+  const dst = b.regMr(4096);
+  b.driver.run(() => b.engine.destroyQp(qb));
+  return { sim, a, qa, src, dst };
+}
+
 describe('requester watchdog', () => {
   it('rc: a responder that takes the request and then goes silent → RetryExcErr at timeoutMs, QP in ERROR, rest flushed', async () => {
     // No time on the wire, so the expiry is exactly timeoutMs after the post.
-    const sim = new Sim(1, instant);
-    const a = await sim.node();
-    const b = await sim.node();
-    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 500 });
-    const src = a.regMr(4096);
-    const dst = b.regMr(4096);
-    // The responder's QP disappears (its process lost it): frames to it are dropped, nothing answers.
-    b.driver.run(() => b.engine.destroyQp(qb));
+    const { sim, a, qa, src, dst } = await silentResponder();
     const t0 = sim.now;
     a.post(qa, wr({ wrId: 1, opcode: Opcode.RdmaRead, remoteAddr: dst.addr, rkey: dst.stag }, [piece(src, 0, 64)]));
     a.post(qa, wr({ wrId: 2, opcode: Opcode.RdmaWrite, remoteAddr: dst.addr + 1024, rkey: dst.stag }, [piece(src, 128, 64)]));
@@ -43,13 +48,7 @@ describe('requester watchdog', () => {
   });
 
   it('a deadline whose difference rounds below timeoutMs still fires (it was armed again at the same instant for ever)', async () => {
-    const sim = new Sim(1, instant);
-    const a = await sim.node();
-    const b = await sim.node();
-    const [qa, qb] = await sim.connect(a, b, { timeoutMs: 500 });
-    const src = a.regMr(4096);
-    const dst = b.regMr(4096);
-    b.driver.run(() => b.engine.destroyQp(qb));
+    const { sim, a, qa, src, dst } = await silentResponder();
     // Posted at this instant, the deadline is 515.8314795521728, and 515.8314795521728 - 15.831479552172858 is 499.99999999999994.
     const t = 15.831479552172858;
     await sim.advance(t - sim.now);
