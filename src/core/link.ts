@@ -104,13 +104,18 @@ export interface ServiceRequest {
   reject(reason: string, busy?: boolean): void;
 }
 
+/** Bytes a QP-to-QP connect's secret may have (ConnectInit.secret): at least 128 bits, at most an HMAC block. */
+export const CONNECT_SECRET_MIN = 16;
+export const CONNECT_SECRET_MAX = 64;
+
 /** What a connection-oriented link (tcp) does for rc QPs: one connection per QP pair. */
 export interface QpConnections {
   /**
    * Make (or adopt the one a service exchange made) the connection of rc QP `qpn` with `rqpn`
    * at `peer`; qpUp/qpDown tell how it went. Frames from it carry `peer` as their source.
+   * `secret`: the peer's connect was given the same one, and must prove it (tcp).
    */
-  openQp(qpn: number, peer: DeviceAddress, rqpn: number): void;
+  openQp(qpn: number, peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void;
   /** QP `qpn` entered ERROR or is gone: close its connection once what is queued has left. */
   closeQp(qpn: number): void;
   /** Route service connects to `handler` (undefined stops). */

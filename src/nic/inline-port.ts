@@ -50,11 +50,11 @@ class InlineQp implements PortQp {
     this.q.state = QpState.Init;
   }
 
-  connect(peer: DeviceAddress, rqpn: number): void {
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
     const p = this.#port;
     const conns = p.link.connections;
     p.driver.run((now) => p.engine.connect(this.q, peer, rqpn, now, conns === undefined));
-    conns?.openQp(this.qpn, peer, rqpn);
+    conns?.openQp(this.qpn, peer, rqpn, secret);
   }
 
   toError(): void {

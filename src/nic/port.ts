@@ -66,7 +66,8 @@ export interface PortQp {
   readonly standardPeer: boolean;
   /** RESET → INIT. */
   init(): void;
-  connect(peer: DeviceAddress, rqpn: number): void;
+  /** `secret`: both ends' connect were given it (QueuePair.connect's; a tcp pairing proves it). */
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void;
   toError(): void;
   /** ERROR/INIT → RESET. */
   reset(): void;

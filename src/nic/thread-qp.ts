@@ -171,8 +171,8 @@ export class ThreadQp implements PortQp {
     this.#act('init');
   }
 
-  connect(peer: DeviceAddress, rqpn: number): void {
-    this.#act('connect', { peer, rqpn });
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
+    this.#act('connect', { peer, rqpn, ...(secret ? { secret } : {}) });
   }
 
   toError(): void {

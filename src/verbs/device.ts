@@ -300,11 +300,11 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * connections the engines greet each other; a connection link (tcp) is asked for the QP's
    * connection and reports it up (or down).
    */
-  connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number): void {
+  connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
     // A peer of several NIC threads is reached at the thread that holds its QP (core/peer-route.ts).
     const to = routeTo(peer, rqpn);
     this.#connectingTo.set(qp.qpn, addressKey(to));
-    qp.port.connect(to, rqpn);
+    qp.port.connect(to, rqpn, secret);
   }
 
   /** @internal QueuePair.connect waits for its QP's 'connected' (or 'qpError') event here. */

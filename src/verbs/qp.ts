@@ -14,6 +14,7 @@
 // and sgList are free the moment postSend returns.
 import { EventEmitter } from 'node:events';
 import { timerMs } from '../core/deadline.js';
+import { CONNECT_SECRET_MAX, CONNECT_SECRET_MIN } from '../core/link.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
@@ -34,6 +35,12 @@ import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
 const isAddr = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
+
+/** A connect's secret, copied (the caller may reuse its array). */
+function checkSecret(s: unknown): Uint8Array {
+  if (!(s instanceof Uint8Array) || s.length < CONNECT_SECRET_MIN || s.length > CONNECT_SECRET_MAX) throw bad(`connect: secret must be a Uint8Array of ${CONNECT_SECRET_MIN}..${CONNECT_SECRET_MAX} bytes`);
+  return s.slice();
+}
 
 const MAX_MSG = 0xffff_ffff;
 /**
@@ -144,6 +151,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
       const dev = this.pd.device;
       checkPeerAddress(dev, peer.address, 'connect');
       checkSignal(peer.signal, 'connect');
+      const secret = peer.secret === undefined ? undefined : checkSecret(peer.secret);
       if (this.#connecting) throw new SabreError(ErrorCode.InvalidState, 'connect already called on this QP');
       const q = this.port;
       if (q.state === QpState.Reset) q.init();
@@ -179,7 +187,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
               reject(err ?? new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
             },
           });
-          dev.connectQp(this, address, peer.qpn);
+          dev.connectQp(this, address, peer.qpn, secret);
         };
         // Abort: the wait ends, and the half-made connection with it (the QP goes to ERROR,
         // which closes a tcp connection; modify RESET then connect again to retry).

@@ -165,6 +165,13 @@ export interface QpInit {
 export interface ConnectInit {
   address: DeviceAddress;
   qpn: number;
+  /**
+   * 16..64 bytes both ends give their connect, exchanged with { address, qpn }: on tcp each end's
+   * MPA handshake proves it holds it, so a host that read the QPNs cannot take the pairing with a
+   * connection of its own (docs/tcp-framing.md, "Guessing the pair"). udp and inproc bind the
+   * QP to the peer's address and check nothing more.
+   */
+  secret?: Uint8Array;
   /** Default 10 000 ms. */
   timeoutMs?: number;
   /** Aborts the wait: the promise rejects with ERR_ABORTED and the QP goes to ERROR (reset it to retry). */

@@ -11,8 +11,9 @@ export const SABRE_PD_BLOCK_LEN_OFF = 0;
 export const SABRE_PD_VERSION_OFF = 2;
 export const SABRE_PD_KIND_OFF = 3;
 export const SABRE_PD_FLAGS_OFF = 4;
-export const SABRE_PD_FLAGS_RSVD = 0xfffe;
-export const SABRE_PD_FLAGS_RSVD_SHIFT = 1;
+export const SABRE_PD_FLAGS_RSVD = 0xfffc;
+export const SABRE_PD_FLAGS_RSVD_SHIFT = 2;
+export const SABRE_PD_FLAGS_PROOF = 0x0002;
 export const SABRE_PD_FLAGS_BUSY = 0x0001;
 export function getSabrePdBlockLen(b: Uint8Array, o: number): number { return (b[o]! << 8) | b[o + 1]!; }
 export function setSabrePdBlockLen(b: Uint8Array, o: number, v: number): void { b[o] = v >>> 8; b[o + 1] = v; }
@@ -34,6 +35,11 @@ export function getSabrePdConnectResponderQpn(b: Uint8Array, o: number): number 
 export function setSabrePdConnectResponderQpn(b: Uint8Array, o: number, v: number): void { b[o + 4] = v >>> 24; b[o + 5] = v >>> 16; b[o + 6] = v >>> 8; b[o + 7] = v; }
 export function getSabrePdConnectNonce(b: Uint8Array, o: number): number { return ((b[o + 8]! << 24) | (b[o + 9]! << 16) | (b[o + 10]! << 8) | b[o + 11]!) >>> 0; }
 export function setSabrePdConnectNonce(b: Uint8Array, o: number, v: number): void { b[o + 8] = v >>> 24; b[o + 9] = v >>> 16; b[o + 10] = v >>> 8; b[o + 11] = v; }
+
+// CONNECT of a QP-to-QP connect with a secret: the sender holds it — sabre tcp transport, big-endian
+export const SABRE_PD_PROOF_SIZE = 16;
+export const SABRE_PD_PROOF_PROOF_OFF = 0;
+export const SABRE_PD_PROOF_PROOF_LEN = 16;
 
 // rdma_cm-style CONNECT: the listener's service and the application's private data — sabre tcp transport, big-endian
 export const SABRE_PD_SERVICE_SIZE = 4;

@@ -20,9 +20,10 @@ export const SABRE_PD = layout({
     version: { offset: 2, size: 1, type: 'u8', ref: 'sabre', meaning: 'block version, 1; another value: not a sabre block' },
     kind: { offset: 3, size: 1, type: 'u8', ref: 'sabre', meaning: '1 CONNECT (QPN pairing, sabrePdConnect follows), 2 REJECT (UTF-8 reason follows)' },
     flags: {
-      offset: 4, size: 2, type: 'u16', ref: 'sabre', meaning: 'flags; 0 on CONNECT',
+      offset: 4, size: 2, type: 'u16', ref: 'sabre', meaning: 'flags',
       bits: {
-        Rsvd: { mask: 0xfffe, meaning: 'reserved, 0' },
+        Rsvd: { mask: 0xfffc, meaning: 'reserved, 0' },
+        Proof: { mask: 0x0002, meaning: 'CONNECT: sabrePdProof follows sabrePdConnect (a QP-to-QP connect whose two ends were given the same secret, qp.connect({ secret })); no sabrePdService then' },
         Busy: { mask: 0x0001, meaning: 'REJECT: the listener has no room now (its backlog is full), ask again; 0 refuses for good' },
       },
     },
@@ -42,7 +43,22 @@ export const SABRE_PD_CONNECT = layout({
     responderQpn: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'QPN of the responder\'s QP; 0 on an rdma_cm-style connect: any QP of the listener on the service' },
     nonce: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'random per device: of two crossing connects for one QP pair, the lower nonce\'s survives' },
   },
-  tail: 'on rdma_cm-style connects (src/cm), sabrePdService',
+  tail: 'with flags.Proof, sabrePdProof; on rdma_cm-style connects (src/cm), sabrePdService',
+});
+
+export const SABRE_PD_PROOF = layout({
+  name: 'sabrePdProof',
+  title: 'CONNECT of a QP-to-QP connect with a secret: the sender holds it',
+  size: 16,
+  ref: 'sabre tcp transport',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    proof: {
+      offset: 0, size: 16, type: 'bytes', ref: 'sabre',
+      meaning: 'the first 16 bytes of HMAC-SHA256(secret, "sabre-tcp-connect " ‖ role ‖ initiatorQpn ‖ responderQpn ‖ nonce), role "request" in the MPA Request (the initiator\'s nonce), "reply" in the Reply (the responder\'s), the numbers as in sabrePdConnect',
+    },
+  },
 });
 
 export const SABRE_PD_SERVICE = layout({
@@ -59,4 +75,4 @@ export const SABRE_PD_SERVICE = layout({
 });
 
 /** The tcp transport's layouts in document order (spec.ts appends them to HOST_LAYOUTS). */
-export const TCP_LAYOUTS = [SABRE_PD, SABRE_PD_CONNECT, SABRE_PD_SERVICE] as const;
+export const TCP_LAYOUTS = [SABRE_PD, SABRE_PD_CONNECT, SABRE_PD_PROOF, SABRE_PD_SERVICE] as const;

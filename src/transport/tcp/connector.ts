@@ -21,6 +21,7 @@ import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
+import { connectProof, proves } from './connect-proof.js';
 import { faultError, type TcpFault } from './fault.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
@@ -93,6 +94,8 @@ export interface IncomingRequest {
 interface Waiter {
   localQpn: number;
   remoteQpn: number;
+  /** Both ends' secret (qp.connect's): every Request and Reply of the pairing must prove it. */
+  secret: Uint8Array | undefined;
   resolve: (c: MpaConnection) => void;
   reject: (e: Error) => void;
   settled: boolean;
@@ -104,6 +107,8 @@ interface Parked {
   conn: MpaConnection;
   initiatorQpn: number;
   nonce: number;
+  /** The Request's sabrePdProof, if it had one. */
+  proof: Uint8Array | undefined;
 }
 
 export class MpaConnector {
@@ -179,12 +184,15 @@ export class MpaConnector {
     this.#onRequest = handler;
   }
 
-  /** Establish the connection of local QP `localQpn` with `remote.qpn` at `remote.address`. */
-  connectQp(localQpn: number, remote: { address: TcpAddress; qpn: number }): Promise<MpaConnection> {
+  /**
+   * Establish the connection of local QP `localQpn` with `remote.qpn` at `remote.address`; with
+   * `remote.secret` (the peer's connect was given the same one) only a peer that proves it.
+   */
+  connectQp(localQpn: number, remote: { address: TcpAddress; qpn: number; secret?: Uint8Array | undefined }): Promise<MpaConnection> {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     if (this.#waiters.has(localQpn)) return Promise.reject(new SabreError(ErrorCode.InvalidState, `QP ${localQpn} is already connecting`));
     return new Promise<MpaConnection>((resolve, reject) => {
-      const w: Waiter = { localQpn, remoteQpn: remote.qpn, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, resolve, reject, settled: false, outgoing: undefined, timers: [] };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
       const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
@@ -194,7 +202,7 @@ export class MpaConnector {
         this.#initiate(w, remote.address);
         return;
       }
-      const parked = this.#takeParked(localQpn, remote.qpn);
+      const parked = this.#takeParked(w);
       if (parked) {
         this.#acceptFor(w, parked.conn);
         return;
@@ -255,13 +263,20 @@ export class MpaConnector {
 
   #initiate(w: Waiter, to: TcpAddress): void {
     const { socket, rx } = dialSocket(to.host, to.port);
-    const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
+    const proof = w.secret && connectProof(w.secret, 'request', w.localQpn, w.remoteQpn, this.nonce);
+    const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce, ...(proof ? { proof } : {}) });
     const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
     this.#track(c);
     w.outgoing = c;
     c.once('established', () => {
-      if (w.outgoing === c) this.#settle(w, undefined, c);
-      else c.close();
+      if (w.outgoing !== c) return c.close();
+      // The responder proves the secret in its Reply too: whoever answered at that address is the peer.
+      const reply = decodeSabrePd(c.result?.peerPrivateData ?? new Uint8Array(0));
+      if (w.secret && !(reply?.kind === 'connect' && reply.initiatorQpn === w.localQpn && reply.responderQpn === w.remoteQpn && proves(w.secret, 'reply', reply))) {
+        c.close();
+        return this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: the peer at ${to.host}:${to.port} does not prove the connect's secret`));
+      }
+      this.#settle(w, undefined, c);
     });
     c.once('failed', (f: TcpFault) => {
       if (w.outgoing !== c) return;
@@ -286,17 +301,28 @@ export class MpaConnector {
     const initiatorQpn = w.remoteQpn;
     conn.once('established', () => this.#settle(w, undefined, conn));
     conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
-    conn.accept(encodeSabrePd({ kind: 'connect', initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce }));
+    const proof = w.secret && connectProof(w.secret, 'reply', initiatorQpn, w.localQpn, this.nonce);
+    conn.accept(encodeSabrePd({ kind: 'connect', initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce, ...(proof ? { proof } : {}) }));
   }
 
-  #takeParked(localQpn: number, remoteQpn: number): Parked | undefined {
-    const list = this.#parked.get(localQpn);
+  /** A Request for `w`'s pairing that may be accepted: it proves w's secret, where w has one. */
+  #proven(w: Waiter, r: { initiatorQpn: number; nonce: number; proof?: Uint8Array | undefined }): boolean {
+    return !w.secret || proves(w.secret, 'request', { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce, ...(r.proof ? { proof: r.proof } : {}) });
+  }
+
+  /** A parked Request for w's pairing; those for it that do not prove w's secret are refused on the way. */
+  #takeParked(w: Waiter): Parked | undefined {
+    const list = this.#parked.get(w.localQpn);
     if (!list) return undefined;
-    const i = list.findIndex((p) => p.initiatorQpn === remoteQpn && p.conn.state === 'handshake');
-    if (i < 0) return undefined;
-    const [p] = list.splice(i, 1);
-    if (!list.length) this.#parked.delete(localQpn);
-    return p;
+    let found: Parked | undefined;
+    for (const p of [...list]) {
+      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
+      list.splice(list.indexOf(p), 1);
+      if (!found && this.#proven(w, p)) found = p;
+      else p.conn.reject(UNPROVEN);
+    }
+    if (!list.length) this.#parked.delete(w.localQpn);
+    return found;
   }
 
   #incoming(s0: net.Socket): void {
@@ -381,6 +407,8 @@ export class MpaConnector {
     if (pd?.kind === 'connect' && pd.responderQpn !== 0) {
       const w = this.#waiters.get(pd.responderQpn);
       if (w && !w.settled && w.remoteQpn === pd.initiatorQpn) {
+        // Not from the peer the secret names: refused, and the QP waits on for that peer's.
+        if (!this.#proven(w, pd)) return c.reject(UNPROVEN);
         if (w.outgoing) {
           // Crossing connects: the lower nonce's connection survives.
           if (this.nonce < pd.nonce) {
@@ -395,7 +423,7 @@ export class MpaConnector {
         return;
       }
       if (!this.#onRequest) {
-        this.#park(c, pd.responderQpn, pd.initiatorQpn, pd.nonce);
+        this.#park(c, pd.responderQpn, pd.initiatorQpn, pd.nonce, pd.proof);
         return;
       }
     }
@@ -428,19 +456,19 @@ export class MpaConnector {
       },
       park(): boolean {
         if (!sabre || sabre.responderQpn === 0) return false;
-        return self.#park(c, sabre.responderQpn, sabre.initiatorQpn, sabre.nonce);
+        return self.#park(c, sabre.responderQpn, sabre.initiatorQpn, sabre.nonce, sabre.proof);
       },
     };
     this.#onRequest(req);
   }
 
-  #park(c: MpaConnection, responderQpn: number, initiatorQpn: number, nonce: number): boolean {
+  #park(c: MpaConnection, responderQpn: number, initiatorQpn: number, nonce: number, proof: Uint8Array | undefined): boolean {
     const list = this.#parked.get(responderQpn) ?? [];
     if (list.length >= 16) {
       c.reject(`too many pending connections for QP ${responderQpn}`);
       return false;
     }
-    list.push({ conn: c, initiatorQpn, nonce });
+    list.push({ conn: c, initiatorQpn, nonce, proof });
     this.#parked.set(responderQpn, list);
     c.once('close', () => {
       const l = this.#parked.get(responderQpn);
@@ -452,6 +480,9 @@ export class MpaConnector {
     return true;
   }
 }
+
+/** Why a Request for a QP whose connect has a secret is refused. */
+const UNPROVEN = 'the connect request does not prove the QP\'s secret';
 
 /** How long a refused socket may stay open for its reject to be read. */
 const REFUSED_LINGER_MS = 250;

@@ -347,7 +347,7 @@ export class TcpLink implements Link, QpConnections {
 
   // ---- connections (QpConnections) ----------------------------------------------------------
 
-  openQp(qpn: number, peer: DeviceAddress, rqpn: number): void {
+  openQp(qpn: number, peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
     this.#wanted.add(qpn);
     const pre = this.#streams.get(qpn);
     if (pre && !pre.dead && pre.remoteQpn === rqpn) {
@@ -357,7 +357,7 @@ export class TcpLink implements Link, QpConnections {
     }
     if (!isTcpAddress(peer) || this.#connecting.has(qpn)) return;
     this.#connecting.add(qpn);
-    this.connector.connectQp(qpn, { address: { transport: 'tcp', host: peer.host, port: peer.port }, qpn: rqpn }).then(
+    this.connector.connectQp(qpn, { address: { transport: 'tcp', host: peer.host, port: peer.port }, qpn: rqpn, secret }).then(
       (conn) => {
         this.#connecting.delete(qpn);
         const s = this.#adopt(qpn, rqpn, conn);

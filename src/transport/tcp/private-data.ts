@@ -16,6 +16,8 @@ export interface SabreConnectInfo {
   initiatorQpn: number;
   responderQpn: number;
   nonce: number;
+  /** A QP-to-QP connect with a secret: the sender's proof that it holds it (connect-proof.ts). */
+  proof?: Uint8Array;
   /** rdma_cm-style connect: the listener's service number, and the application's private data. */
   service?: number;
   userData?: Uint8Array;
@@ -33,6 +35,7 @@ export type SabrePrivateData = SabreConnectInfo | SabreRejectInfo;
 const HDR = F.SABRE_PD_SIZE;
 const CONNECT = F.SABRE_PD_CONNECT_SIZE;
 const SERVICE = F.SABRE_PD_SERVICE_SIZE;
+const PROOF = F.SABRE_PD_PROOF_SIZE;
 /** blockLen counts the bytes after itself: the block ends at this + blockLen. */
 const LEN_END = F.SABRE_PD_VERSION_OFF;
 const utf8 = new TextEncoder();
@@ -49,11 +52,13 @@ export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
     const ext = pd.service !== undefined || pd.userData !== undefined;
     const user = pd.userData ?? new Uint8Array(0);
     if (user.length > MAX_USER_DATA_BYTES) throw new RangeError(`private data of ${user.length} bytes exceeds ${MAX_USER_DATA_BYTES}`);
-    out = new Uint8Array(HDR + CONNECT + (ext ? SERVICE + user.length : 0));
+    if (pd.proof && (ext || pd.proof.length !== PROOF)) throw new RangeError(`a proof is ${PROOF} bytes, on a QP-to-QP connect only`);
+    out = new Uint8Array(HDR + CONNECT + (pd.proof ? PROOF : ext ? SERVICE + user.length : 0));
     F.setSabrePdConnectInitiatorQpn(out, HDR, pd.initiatorQpn);
     F.setSabrePdConnectResponderQpn(out, HDR, pd.responderQpn);
     F.setSabrePdConnectNonce(out, HDR, pd.nonce);
-    if (ext) {
+    if (pd.proof) out.set(pd.proof, HDR + CONNECT + F.SABRE_PD_PROOF_PROOF_OFF);
+    else if (ext) {
       F.setSabrePdServiceService(out, HDR + CONNECT, pd.service ?? 0);
       out.set(user, HDR + CONNECT + SERVICE);
     }
@@ -66,7 +71,7 @@ export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
   F.setSabrePdBlockLen(out, 0, out.length - LEN_END);
   F.setSabrePdVersion(out, 0, SABRE_PD_VERSION);
   F.setSabrePdKind(out, 0, pd.kind === 'connect' ? SabrePdKind.Connect : SabrePdKind.Reject);
-  F.setSabrePdFlags(out, 0, pd.kind === 'reject' && pd.busy ? SABRE_PD_REJECT_BUSY : 0);
+  F.setSabrePdFlags(out, 0, pd.kind === 'reject' ? (pd.busy ? SABRE_PD_REJECT_BUSY : 0) : pd.proof ? F.SABRE_PD_FLAGS_PROOF : 0);
   return out;
 }
 
@@ -84,7 +89,10 @@ export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
       responderQpn: F.getSabrePdConnectResponderQpn(b, HDR),
       nonce: F.getSabrePdConnectNonce(b, HDR),
     };
-    if (end >= HDR + CONNECT + SERVICE) {
+    if ((F.getSabrePdFlags(b, 0) & F.SABRE_PD_FLAGS_PROOF) !== 0) {
+      if (end !== HDR + CONNECT + PROOF) return undefined;
+      info.proof = b.slice(HDR + CONNECT + F.SABRE_PD_PROOF_PROOF_OFF, end);
+    } else if (end >= HDR + CONNECT + SERVICE) {
       info.service = F.getSabrePdServiceService(b, HDR + CONNECT);
       info.userData = b.slice(HDR + CONNECT + SERVICE, end);
     }

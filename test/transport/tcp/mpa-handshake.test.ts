@@ -2,6 +2,7 @@
 // handshake state machine driven directly (no sockets, no sleeps: the clock is a number).
 import { describe, expect, it } from 'vitest';
 import { MpaHandshake, type MpaConfig, type MpaEvent } from '../../../src/transport/tcp/mpa-handshake.js';
+import { connectProof, proves } from '../../../src/transport/tcp/connect-proof.js';
 import { decodeSabrePd, encodeSabrePd } from '../../../src/transport/tcp/private-data.js';
 
 const ascii = (s: string): number[] => [...s].map((c) => c.charCodeAt(0));
@@ -71,6 +72,26 @@ describe('MPA frame bytes (hand-derived)', () => {
     expect(decodeSabrePd(Uint8Array.of(...block, 0xcc))).toMatchObject({ userData: Uint8Array.of(0xaa, 0xbb) });
     expect(decodeSabrePd(Uint8Array.of(0x00, 0x17, ...block.subarray(2)))).toBeUndefined();
     expect(decodeSabrePd(Uint8Array.of(0x00, 0x0c, ...block.subarray(2, 14)))).toBeUndefined();
+  });
+
+  it('sabre private data of a QP-to-QP connect with a secret: flags.Proof, then the 16-byte proof, which binds role, QPNs and nonce', () => {
+    const secret = new Uint8Array(32).fill(7);
+    const proof = connectProof(secret, 'request', 3, 9, 0x01020304);
+    const block = encodeSabrePd({ kind: 'connect', initiatorQpn: 3, responderQpn: 9, nonce: 0x01020304, proof });
+    expect([...block.subarray(0, 18)]).toEqual([0x00, 0x20, 0x01, 0x01, 0x00, 0x02, 0, 0, 0, 3, 0, 0, 0, 9, 1, 2, 3, 4]);
+    expect([...block.subarray(18)]).toEqual([...proof]);
+    const got = decodeSabrePd(block);
+    expect(got).toEqual({ kind: 'connect', initiatorQpn: 3, responderQpn: 9, nonce: 0x01020304, proof });
+    expect(proves(secret, 'request', got as { initiatorQpn: number; responderQpn: number; nonce: number; proof: Uint8Array })).toBe(true);
+    // Another role, QPN, nonce or secret does not pass.
+    expect(proves(secret, 'reply', { initiatorQpn: 3, responderQpn: 9, nonce: 0x01020304, proof })).toBe(false);
+    expect(proves(secret, 'request', { initiatorQpn: 4, responderQpn: 9, nonce: 0x01020304, proof })).toBe(false);
+    expect(proves(secret, 'request', { initiatorQpn: 3, responderQpn: 9, nonce: 0x01020305, proof })).toBe(false);
+    expect(proves(new Uint8Array(32).fill(8), 'request', { initiatorQpn: 3, responderQpn: 9, nonce: 0x01020304, proof })).toBe(false);
+    expect(proves(secret, 'request', { initiatorQpn: 3, responderQpn: 9, nonce: 0x01020304 })).toBe(false);
+    // The flag with a body of another length is not sabre's; a proof does not go with a service.
+    expect(decodeSabrePd(Uint8Array.of(0x00, 0x1f, ...block.subarray(2, 33)))).toBeUndefined();
+    expect(() => encodeSabrePd({ kind: 'connect', initiatorQpn: 3, responderQpn: 0, nonce: 1, proof, service: 5 })).toThrow(RangeError);
   });
 });
 
