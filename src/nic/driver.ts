@@ -22,7 +22,16 @@ export type NicEvent =
    * QP `qpn` entered ERROR. `cause`: the link's word when its connection went down; `established`:
    * it had reached RTS (its connection is now over).
    */
-  | { kind: 'qpError'; qpn: number; fatal: boolean; cause?: QpDownCause; established: boolean }
+  | {
+    kind: 'qpError'; qpn: number; fatal: boolean; cause?: QpDownCause; established: boolean;
+    /**
+     * From before a reset the application made since (a NIC thread's event, which crosses to
+     * the application after later requests were made): told, but it fails no connect made after.
+     */
+    stale?: boolean;
+    /** A NIC thread's count of the QP's resets when it happened (what `stale` is decided by). */
+    resets?: number;
+  }
   /** A link lost `peer` for good, before the engine fails what depended on it. */
   | { kind: 'peerLost'; peer: DeviceAddress }
   /** A connection for `qpn` could not be made: `error` says why (before the engine hears of it). */

@@ -308,6 +308,9 @@ export class NicThread {
       case 'connectFailed':
         this.#post({ kind: 'event', ev: { kind: 'connectFailed', qpn: ev.qpn, error: toWireError(ev.error) } });
         return;
+      case 'qpError':
+        this.#post({ kind: 'event', ev: { ...ev, resets: this.#qps.get(ev.qpn)?.resets ?? 0 } });
+        return;
       default:
         this.#post({ kind: 'event', ev });
     }
@@ -342,7 +345,7 @@ export class NicThread {
         return null;
       case 'createQp': {
         const pq = port.createQp(a.qpn, a.type, a.pd, a.caps as QpCaps, this.#cqs.get(a.sendCq)!, this.#cqs.get(a.recvCq)!, a.reportSource);
-        const e: QpEntry = { pq, slot: a.slot, pd: a.pd, srd: a.type === 'srd', maxSge: (a.caps as QpCaps).maxSge, sqTaken: 0, rqTaken: 0, dirty: false, peerKey: undefined };
+        const e: QpEntry = { pq, slot: a.slot, pd: a.pd, srd: a.type === 'srd', maxSge: (a.caps as QpCaps).maxSge, sqTaken: 0, rqTaken: 0, resets: 0, dirty: false, peerKey: undefined };
         this.#qps.set(a.qpn, e);
         this.#mark(e);
         // Now, not at the end of the step: a reused slot still holds its last QP's counts, and
@@ -359,6 +362,7 @@ export class NicThread {
         else if (a.act === 'toError') e.pq.toError();
         else if (a.act === 'reset') {
           e.pq.reset();
+          e.resets++;
           this.#unpeer(e);
           e.sqTaken = 0;
           e.rqTaken = 0;

@@ -350,6 +350,7 @@ export class ThreadPort implements NicPort, QpHost {
         const ev = m.ev;
         if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq) as never });
         else if (ev.kind === 'connectFailed') this.#onEvent({ kind: 'connectFailed', qpn: ev.qpn, error: fromWireError(ev.error) });
+        else if (ev.kind === 'qpError') this.#onEvent({ ...ev, stale: (ev.resets ?? 0) < (this.#qps.route(ev.qpn)?.resets ?? 0) });
         else this.#onEvent(ev);
         return;
       }

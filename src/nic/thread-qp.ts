@@ -179,8 +179,12 @@ export class ThreadQp implements PortQp {
     this.#act('toError');
   }
 
+  /** Resets asked of the NIC thread (a qpError it sends with a lower count is from before the last). */
+  resets = 0;
+
   reset(): void {
     const retired = this.#word(QpWord.sqRetired);
+    this.resets++;
     this.#act('reset', { fence: true });
     this.#newLife(retired);
     this.#port.drain();

@@ -30,6 +30,8 @@ export interface QpEntry {
   /** Send / receive WQEs handed to the engine (their tokens are these counts at the time). */
   sqTaken: number;
   rqTaken: number;
+  /** Resets done here: its qpError events carry the count (ThreadQp.resets tells a stale one). */
+  resets: number;
   /** On the list of QPs whose words the next publish writes (#dirty). */
   dirty: boolean;
   /** Destroyed: its slot may be another QP's next, so its words are never written again. */

@@ -352,10 +352,13 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
         this.#emit({ type: 'established', qpn: ev.qpn });
         return;
       case 'qpError': {
-        const w = this.#connecting.get(ev.qpn);
-        this.#connecting.delete(ev.qpn);
-        this.#connectingTo.delete(ev.qpn);
-        w?.failed();
+        // An error from before a reset made since is not the connect under way's.
+        if (!ev.stale) {
+          const w = this.#connecting.get(ev.qpn);
+          this.#connecting.delete(ev.qpn);
+          this.#connectingTo.delete(ev.qpn);
+          w?.failed();
+        }
         const cause = ev.cause;
         if (ev.fatal) this.#emit({ type: 'qp-fatal', qpn: ev.qpn, ...(cause ? { cause } : {}) });
         if (ev.established) this.#emit({ type: 'disconnected', qpn: ev.qpn, ...(cause ? { cause } : {}) });

@@ -38,8 +38,10 @@ export function setSabrePdConnectNonce(b: Uint8Array, o: number, v: number): voi
 
 // CONNECT of a QP-to-QP connect with a secret: the sender holds it — sabre tcp transport, big-endian
 export const SABRE_PD_PROOF_SIZE = 16;
-export const SABRE_PD_PROOF_PROOF_OFF = 0;
-export const SABRE_PD_PROOF_PROOF_LEN = 16;
+export const SABRE_PD_PROOF_SALT_OFF = 0;
+export const SABRE_PD_PROOF_SALT_LEN = 8;
+export const SABRE_PD_PROOF_MAC_OFF = 8;
+export const SABRE_PD_PROOF_MAC_LEN = 8;
 
 // rdma_cm-style CONNECT: the listener's service and the application's private data — sabre tcp transport, big-endian
 export const SABRE_PD_SERVICE_SIZE = 4;

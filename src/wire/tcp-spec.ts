@@ -54,9 +54,10 @@ export const SABRE_PD_PROOF = layout({
   byteOrder: 'big-endian',
   sabre: true,
   fields: {
-    proof: {
-      offset: 0, size: 16, type: 'bytes', ref: 'sabre',
-      meaning: 'the first 16 bytes of HMAC-SHA256(secret, "sabre-tcp-connect " ‖ role ‖ initiatorQpn ‖ responderQpn ‖ nonce), role "request" in the MPA Request (the initiator\'s nonce), "reply" in the Reply (the responder\'s), the numbers as in sabrePdConnect',
+    salt: { offset: 0, size: 8, type: 'bytes', ref: 'sabre', meaning: 'random, drawn for this frame' },
+    mac: {
+      offset: 8, size: 8, type: 'bytes', ref: 'sabre',
+      meaning: 'the first 8 bytes of HMAC-SHA256(secret, "sabre-tcp-connect " ‖ role ‖ initiatorQpn ‖ responderQpn ‖ nonce ‖ salt [‖ the Request\'s salt, in a Reply]), role "request" in the MPA Request (the initiator\'s nonce), "reply" in the Reply (the responder\'s); the numbers as in sabrePdConnect. A responder refuses a Request whose salt it accepted before (a replay)',
     },
   },
 });

@@ -2,27 +2,62 @@
 // { address, qpn } out of band, and with it the same secret: each end's MPA frame proves it
 // holds the secret (sabrePdProof, docs/wire.md), so a third host that read the QPNs where they
 // were exchanged cannot take the pairing with a Request of its own (docs/tcp-framing.md,
-// "Guessing the pair"). The proof binds the role, both QPNs and the sender's nonce; a Request
-// without it, or with another, is refused and the QP waits on for its peer's.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+// "Guessing the pair"). The proof binds the role, both QPNs and the sender's nonce, and a salt
+// drawn for this frame; a Reply's also binds its Request's salt, so an old Reply proves nothing
+// to a new Request. A responder remembers the salts of the Requests it accepted (connector.ts),
+// so one seen on the wire once does not pair again.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SABRE_PD_PROOF } from '../../wire/spec.js';
 
 const PROOF_LEN = SABRE_PD_PROOF.size;
+const SALT = SABRE_PD_PROOF.fields.salt.size;
 
-export type ProofRole = 'request' | 'reply';
+export interface Pairing {
+  initiatorQpn: number;
+  responderQpn: number;
+  /** The sender's nonce (sabrePdConnect.nonce). */
+  nonce: number;
+}
 
-/** HMAC-SHA256(secret, "sabre-tcp-connect " ‖ role ‖ initiatorQpn ‖ responderQpn ‖ nonce), first 16 bytes. */
-export function connectProof(secret: Uint8Array, role: ProofRole, initiatorQpn: number, responderQpn: number, nonce: number): Uint8Array {
+function mac(secret: Uint8Array, role: 'request' | 'reply', p: Pairing, salt: Uint8Array, requestSalt?: Uint8Array): Uint8Array {
   const nums = Buffer.alloc(12);
-  nums.writeUInt32BE(initiatorQpn >>> 0, 0);
-  nums.writeUInt32BE(responderQpn >>> 0, 4);
-  nums.writeUInt32BE(nonce >>> 0, 8);
-  const mac = createHmac('sha256', secret).update(`sabre-tcp-connect ${role}`).update(nums).digest();
-  return new Uint8Array(mac.subarray(0, PROOF_LEN));
+  nums.writeUInt32BE(p.initiatorQpn >>> 0, 0);
+  nums.writeUInt32BE(p.responderQpn >>> 0, 4);
+  nums.writeUInt32BE(p.nonce >>> 0, 8);
+  const h = createHmac('sha256', secret).update(`sabre-tcp-connect ${role}`).update(nums).update(salt);
+  if (requestSalt) h.update(requestSalt);
+  return new Uint8Array(h.digest().subarray(0, PROOF_LEN - SALT));
 }
 
-/** Whether a CONNECT block's proof is the one `secret` gives (constant time). */
-export function proves(secret: Uint8Array, role: ProofRole, c: { initiatorQpn: number; responderQpn: number; nonce: number; proof?: Uint8Array }): boolean {
-  if (!c.proof || c.proof.length !== PROOF_LEN) return false;
-  return timingSafeEqual(connectProof(secret, role, c.initiatorQpn, c.responderQpn, c.nonce), c.proof);
+const withSalt = (salt: Uint8Array, m: Uint8Array): Uint8Array => {
+  const out = new Uint8Array(PROOF_LEN);
+  out.set(salt, 0);
+  out.set(m, SALT);
+  return out;
+};
+
+const check = (proof: Uint8Array | undefined, want: (salt: Uint8Array) => Uint8Array): boolean => {
+  if (!proof || proof.length !== PROOF_LEN) return false;
+  return timingSafeEqual(want(proof.subarray(0, SALT)), proof.subarray(SALT));
+};
+
+/** A Request's proof: a fresh salt, then the MAC. */
+export function requestProof(secret: Uint8Array, p: Pairing): Uint8Array {
+  const salt = new Uint8Array(randomBytes(SALT));
+  return withSalt(salt, mac(secret, 'request', p, salt));
 }
+
+/** A Reply's proof, bound to the Request's (whose first SALT bytes are its salt). */
+export function replyProof(secret: Uint8Array, p: Pairing, request: Uint8Array): Uint8Array {
+  const salt = new Uint8Array(randomBytes(SALT));
+  return withSalt(salt, mac(secret, 'reply', p, salt, request.subarray(0, SALT)));
+}
+
+export const provesRequest = (secret: Uint8Array, p: Pairing, proof: Uint8Array | undefined): boolean =>
+  check(proof, (salt) => mac(secret, 'request', p, salt));
+
+export const provesReply = (secret: Uint8Array, p: Pairing, proof: Uint8Array | undefined, request: Uint8Array): boolean =>
+  check(proof, (salt) => mac(secret, 'reply', p, salt, request.subarray(0, SALT)));
+
+/** What names a Request's proof among those a responder accepted (its salt and the pairing). */
+export const requestKey = (p: Pairing, proof: Uint8Array): string => `${p.initiatorQpn}:${p.responderQpn}:${Buffer.from(proof.subarray(0, SALT)).toString('hex')}`;

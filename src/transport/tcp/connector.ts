@@ -21,7 +21,7 @@ import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import { connectProof, proves } from './connect-proof.js';
+import { type Pairing, provesReply, provesRequest, replyProof, requestKey, requestProof } from './connect-proof.js';
 import { faultError, type TcpFault } from './fault.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
@@ -96,6 +96,8 @@ interface Waiter {
   remoteQpn: number;
   /** Both ends' secret (qp.connect's): every Request and Reply of the pairing must prove it. */
   secret: Uint8Array | undefined;
+  /** The proof of our own Request (#initiate): the Reply's must be bound to it. */
+  sent: Uint8Array | undefined;
   resolve: (c: MpaConnection) => void;
   reject: (e: Error) => void;
   settled: boolean;
@@ -192,19 +194,22 @@ export class MpaConnector {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     if (this.#waiters.has(localQpn)) return Promise.reject(new SabreError(ErrorCode.InvalidState, `QP ${localQpn} is already connecting`));
     return new Promise<MpaConnection>((resolve, reject) => {
-      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, sent: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
       const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
       t.unref();
       w.timers.push(t);
-      if (this.isInitiator(localQpn, remote.address, remote.qpn)) {
-        this.#initiate(w, remote.address);
-        return;
-      }
+      // The peer's Request may be here already, whichever of us initiates: the peer's own
+      // initiative, or its fallback dial when it connected more than fallbackMs before us (left
+      // parked, an initiator's dial would meet the crossing rule there and both would wait out).
       const parked = this.#takeParked(w);
       if (parked) {
-        this.#acceptFor(w, parked.conn);
+        this.#acceptFor(w, parked);
+        return;
+      }
+      if (this.isInitiator(localQpn, remote.address, remote.qpn)) {
+        this.#initiate(w, remote.address);
         return;
       }
       const f = setTimeout(() => {
@@ -263,7 +268,8 @@ export class MpaConnector {
 
   #initiate(w: Waiter, to: TcpAddress): void {
     const { socket, rx } = dialSocket(to.host, to.port);
-    const proof = w.secret && connectProof(w.secret, 'request', w.localQpn, w.remoteQpn, this.nonce);
+    const proof = w.secret && requestProof(w.secret, { initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
+    w.sent = proof;
     const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce, ...(proof ? { proof } : {}) });
     const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
     this.#track(c);
@@ -272,7 +278,7 @@ export class MpaConnector {
       if (w.outgoing !== c) return c.close();
       // The responder proves the secret in its Reply too: whoever answered at that address is the peer.
       const reply = decodeSabrePd(c.result?.peerPrivateData ?? new Uint8Array(0));
-      if (w.secret && !(reply?.kind === 'connect' && reply.initiatorQpn === w.localQpn && reply.responderQpn === w.remoteQpn && proves(w.secret, 'reply', reply))) {
+      if (w.secret && !(reply?.kind === 'connect' && reply.initiatorQpn === w.localQpn && reply.responderQpn === w.remoteQpn && provesReply(w.secret, reply, reply.proof, proof!))) {
         c.close();
         return this.#settle(w, new SabreError(ErrorCode.Unreachable, `QP ${w.localQpn}: the peer at ${to.host}:${to.port} does not prove the connect's secret`));
       }
@@ -297,32 +303,61 @@ export class MpaConnector {
     else w.resolve(conn!);
   }
 
-  #acceptFor(w: Waiter, conn: MpaConnection): void {
+  /** Accept the peer's Request `r` for w's pairing (proven, where w has a secret). */
+  #acceptFor(w: Waiter, r: { conn: MpaConnection; proof?: Uint8Array | undefined }): void {
     const initiatorQpn = w.remoteQpn;
+    const { conn } = r;
     conn.once('established', () => this.#settle(w, undefined, conn));
     conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
-    const proof = w.secret && connectProof(w.secret, 'reply', initiatorQpn, w.localQpn, this.nonce);
-    conn.accept(encodeSabrePd({ kind: 'connect', initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce, ...(proof ? { proof } : {}) }));
+    const me: Pairing = { initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce };
+    let proof: Uint8Array | undefined;
+    if (w.secret && r.proof) {
+      this.#remember(requestKey(me, r.proof));
+      proof = replyProof(w.secret, me, r.proof);
+    }
+    conn.accept(encodeSabrePd({ kind: 'connect', ...me, ...(proof ? { proof } : {}) }));
   }
 
-  /** A Request for `w`'s pairing that may be accepted: it proves w's secret, where w has one. */
+  /**
+   * A Request for `w`'s pairing that may be accepted: where w has a secret, it proves it, and
+   * with a salt no Request we accepted had (one seen on the wire is not taken twice).
+   */
   #proven(w: Waiter, r: { initiatorQpn: number; nonce: number; proof?: Uint8Array | undefined }): boolean {
-    return !w.secret || proves(w.secret, 'request', { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce, ...(r.proof ? { proof: r.proof } : {}) });
+    if (!w.secret) return true;
+    const p: Pairing = { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce };
+    return provesRequest(w.secret, p, r.proof) && !this.#acceptedSalts.has(requestKey(p, r.proof!));
   }
 
-  /** A parked Request for w's pairing; those for it that do not prove w's secret are refused on the way. */
+  /** The salts of Requests with a proof this endpoint accepted, oldest first, at most ACCEPTED_KEPT. */
+  readonly #acceptedSalts = new Set<string>();
+
+  #remember(key: string): void {
+    this.#acceptedSalts.add(key);
+    if (this.#acceptedSalts.size > ACCEPTED_KEPT) this.#acceptedSalts.delete(this.#acceptedSalts.values().next().value!);
+  }
+
+  /**
+   * A parked Request for w's pairing. Where w has a secret, those for the pairing that do not
+   * prove it are refused on the way; others for the pairing stay parked, as before.
+   */
   #takeParked(w: Waiter): Parked | undefined {
     const list = this.#parked.get(w.localQpn);
     if (!list) return undefined;
     let found: Parked | undefined;
     for (const p of [...list]) {
-      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
+      if (found || p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
       list.splice(list.indexOf(p), 1);
-      if (!found && this.#proven(w, p)) found = p;
+      if (this.#proven(w, p)) found = p;
       else p.conn.reject(UNPROVEN);
     }
     if (!list.length) this.#parked.delete(w.localQpn);
     return found;
+  }
+
+  /** Stop waiting for QP `localQpn`'s connection (its QP left the attempt, or a new connect replaces it). */
+  cancel(localQpn: number): void {
+    const w = this.#waiters.get(localQpn);
+    if (w) this.#settle(w, new SabreError(ErrorCode.Closed, `QP ${localQpn}: the connect was given up`));
   }
 
   #incoming(s0: net.Socket): void {
@@ -419,7 +454,7 @@ export class MpaConnector {
           w.outgoing = undefined;
           mine.close();
         }
-        this.#acceptFor(w, c);
+        this.#acceptFor(w, { conn: c, proof: pd.proof });
         return;
       }
       if (!this.#onRequest) {
@@ -481,8 +516,10 @@ export class MpaConnector {
   }
 }
 
-/** Why a Request for a QP whose connect has a secret is refused. */
+/** Why a Request for a QP whose connect has a secret is refused (no proof, another secret's, or a replay). */
 const UNPROVEN = 'the connect request does not prove the QP\'s secret';
+/** Accepted Requests' salts a responder remembers (a replay of an older one is one chance in 2^64 anyway to meet a reset QP pairing). */
+const ACCEPTED_KEPT = 4096;
 
 /** How long a refused socket may stay open for its reject to be read. */
 const REFUSED_LINGER_MS = 250;

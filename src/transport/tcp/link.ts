@@ -136,7 +136,8 @@ export class TcpLink implements Link, QpConnections {
   readonly #streams = new Map<number, QpStream>();
   /** QPs whose connection is wanted: openQp() was called or a service exchange bound one. */
   readonly #wanted = new Set<number>();
-  readonly #connecting = new Set<number>();
+  /** QPs whose connector attempt is under way, each with a token of that attempt (a newer openQp replaces it). */
+  readonly #connecting = new Map<number, object>();
   readonly #services = new Map<number, (r: ServiceRequest) => void>();
   #events: LinkEvents | undefined;
   #closed = false;
@@ -355,23 +356,28 @@ export class TcpLink implements Link, QpConnections {
       this.#attach(pre, peer);
       return;
     }
-    if (!isTcpAddress(peer) || this.#connecting.has(qpn)) return;
-    this.#connecting.add(qpn);
+    if (!isTcpAddress(peer)) return;
+    // A connect again (after a reset): the attempt left from before goes, with its peer and secret.
+    if (this.#connecting.has(qpn)) this.connector.cancel(qpn);
+    const attempt = {};
+    this.#connecting.set(qpn, attempt);
+    const mine = (): boolean => this.#connecting.get(qpn) === attempt && (this.#connecting.delete(qpn), true);
     this.connector.connectQp(qpn, { address: { transport: 'tcp', host: peer.host, port: peer.port }, qpn: rqpn, secret }).then(
       (conn) => {
-        this.#connecting.delete(qpn);
+        if (!mine()) return conn.close();
         const s = this.#adopt(qpn, rqpn, conn);
         if (s) this.#attach(s, peer);
       },
       (e: unknown) => {
-        this.#connecting.delete(qpn);
-        if (this.#wanted.has(qpn)) this.#events?.qpDown(qpn, 'refused', e instanceof Error ? e : undefined);
+        if (mine() && this.#wanted.has(qpn)) this.#events?.qpDown(qpn, 'refused', e instanceof Error ? e : undefined);
       },
     );
   }
 
   closeQp(qpn: number): void {
     this.#wanted.delete(qpn);
+    // Its connect waits no more: a Request for it from now on pairs with nothing.
+    if (this.#connecting.has(qpn)) this.connector.cancel(qpn);
     const s = this.#streams.get(qpn);
     if (!s || s.dead) return;
     // After what is queued (the engine's Terminate, if any): RFC 5040 §5.2, nothing follows it.

@@ -57,7 +57,7 @@ export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
     F.setSabrePdConnectInitiatorQpn(out, HDR, pd.initiatorQpn);
     F.setSabrePdConnectResponderQpn(out, HDR, pd.responderQpn);
     F.setSabrePdConnectNonce(out, HDR, pd.nonce);
-    if (pd.proof) out.set(pd.proof, HDR + CONNECT + F.SABRE_PD_PROOF_PROOF_OFF);
+    if (pd.proof) out.set(pd.proof, HDR + CONNECT);
     else if (ext) {
       F.setSabrePdServiceService(out, HDR + CONNECT, pd.service ?? 0);
       out.set(user, HDR + CONNECT + SERVICE);
@@ -91,7 +91,7 @@ export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
     };
     if ((F.getSabrePdFlags(b, 0) & F.SABRE_PD_FLAGS_PROOF) !== 0) {
       if (end !== HDR + CONNECT + PROOF) return undefined;
-      info.proof = b.slice(HDR + CONNECT + F.SABRE_PD_PROOF_PROOF_OFF, end);
+      info.proof = b.slice(HDR + CONNECT, end);
     } else if (end >= HDR + CONNECT + SERVICE) {
       info.service = F.getSabrePdServiceService(b, HDR + CONNECT);
       info.userData = b.slice(HDR + CONNECT + SERVICE, end);

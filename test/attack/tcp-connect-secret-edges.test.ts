@@ -1,0 +1,123 @@
+// The edges of a QP-to-QP tcp connect with a secret (src/transport/tcp/connect-proof.ts,
+// connector.ts) that a review found, each seen failing on the first version:
+// - a connect that timed out left its connector attempt waiting, without the secret: the retry
+//   with one was dropped on the floor and the old attempt took a stranger's Request;
+// - a proof seen once on the wire could be replayed when the same QPs reconnected (the proof
+//   had nothing fresh in it);
+// - a responder that connected over a second before its initiator dialled it after its 1 s
+//   fallback; the initiator, connecting later, did not look at that parked Request and, when
+//   its nonce was the higher one, had its own dial refused as a crossing: both timed out.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Device, openDevice, QpState } from '../../src/index.js';
+import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
+import { cat } from '../transport/tcp/raw-mpa.js';
+
+/** An MPA Request (enhanced, CRC, IRD/ORD 16) carrying `block` as sabre's private data. */
+function request(block: Uint8Array): Uint8Array {
+  const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), block);
+  return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
+}
+
+const devs: Device[] = [];
+const undo: Array<() => void> = [];
+afterEach(async () => {
+  for (const u of undo.splice(0)) u();
+  for (const d of devs.splice(0)) await d.close();
+});
+
+async function pair(workers = 0) {
+  const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
+  const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
+  devs.push(a, b);
+  const mk = (d: Device) => {
+    const pd = d.allocPd();
+    const cq = d.createCq({ depth: 16 });
+    return pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+  };
+  // The side whose (host, port) sorts higher waits for the other's request.
+  const [ini, resp] = (a.address.port as number) < (b.address.port as number) ? [a, b] : [b, a];
+  return { ini, resp, qi: mk(ini), qr: mk(resp) };
+}
+
+/** Send `bytes` to `port` from 127.0.0.2; the answer collects in `got`. */
+async function stranger(port: number, bytes: Uint8Array): Promise<{ got: Buffer[] }> {
+  const s = net.connect({ host: '127.0.0.1', port, localAddress: '127.0.0.2' });
+  undo.push(() => s.destroy());
+  const got: Buffer[] = [];
+  s.on('error', () => {});
+  s.on('data', (d: Buffer) => got.push(d));
+  await new Promise<void>((r) => s.once('connect', () => r()));
+  s.write(bytes);
+  return { got };
+}
+
+/** An MPA Reply in `got` that accepted (Reject bit clear). */
+const accepted = (got: Buffer[]): boolean => {
+  const r = Buffer.concat(got);
+  return r.length >= 18 && (r[16]! & 0x20) === 0;
+};
+
+describe('tcp QP-to-QP connect with a secret: the edges', () => {
+  it.each([0, 1])('a retry after a connect that timed out carries its secret: a stranger\'s Request is refused (workers: %i)', async (workers) => {
+    const { ini, resp, qi, qr } = await pair(workers);
+    await expect(qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 300 })).rejects.toMatchObject({ code: 'ERR_TIMEOUT' });
+    qr.modify({ state: QpState.Error });
+    qr.modify({ state: QpState.Reset });
+    const secret = new Uint8Array(randomBytes(32));
+    const p = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 1500, secret });
+    const s = await stranger(resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 })));
+    await expect(p).rejects.toBeTruthy(); // its peer never connects
+    expect(accepted(s.got)).toBe(false);
+    expect(Buffer.concat(s.got).toString('latin1')).toContain('does not prove');
+  }, 20_000);
+
+  it('a Request seen on the wire once is refused when the same QPs connect again: the real pair connects', async () => {
+    const { ini, resp, qi, qr } = await pair();
+    // A tap in front of the responder that only reads (a host on the path, once).
+    const seen: Buffer[] = [];
+    const tap = net.createServer((c) => {
+      const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
+      c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
+      up.on('data', (d: Buffer) => c.write(d));
+      for (const [x, y] of [[c, up], [up, c]] as const) {
+        x.on('error', () => y.destroy());
+        x.on('close', () => y.destroy());
+      }
+    });
+    await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
+    undo.push(() => tap.close());
+    const tapAt = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
+    const secret = new Uint8Array(randomBytes(32));
+    // The tap's port must sort above the initiator's so the initiator still dials (ephemeral ports rise).
+    expect(tapAt.port).toBeGreaterThan(ini.address.port as number);
+    await Promise.all([
+      qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 5000 }),
+      qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 5000 }),
+    ]);
+    const wire = Buffer.concat(seen);
+    const block = new Uint8Array(wire.subarray(24, 20 + wire.readUInt16BE(18)));
+    for (const q of [qi, qr]) q.modify({ state: QpState.Error });
+    await new Promise((r) => setTimeout(r, 200));
+    for (const q of [qi, qr]) q.modify({ state: QpState.Reset });
+    // The tap, now off the path, replays the Request first.
+    const s = await stranger(resp.address.port as number, request(block));
+    await new Promise((r) => setTimeout(r, 200));
+    const r = await Promise.allSettled([
+      qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 4000 }),
+      qi.connect({ address: resp.address, qpn: qr.qpn, secret, timeoutMs: 4000 }),
+    ]);
+    expect(accepted(s.got)).toBe(false);
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 30_000);
+
+  it.each([false, true, false, true, false, true])('a responder that connects 1.5 s before its initiator pairs with it (secret: %s)', async (withSecret) => {
+    const { ini, resp, qi, qr } = await pair();
+    const secret = withSecret ? { secret: new Uint8Array(randomBytes(32)) } : {};
+    const early = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 5000, ...secret });
+    await new Promise((r) => setTimeout(r, 1500));
+    const late = qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 5000, ...secret });
+    expect((await Promise.allSettled([early, late])).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
+});
