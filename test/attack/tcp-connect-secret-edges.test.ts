@@ -2,11 +2,14 @@
 // connector.ts) that a review found, each seen failing on the first version:
 // - a connect that timed out left its connector attempt waiting, without the secret: the retry
 //   with one was dropped on the floor and the old attempt took a stranger's Request;
-// - a proof seen once on the wire could be replayed when the same QPs reconnected (the proof
-//   had nothing fresh in it);
+// - a proof seen once on the wire could be replayed when the same QPs reconnected (MPA is one
+//   round trip: the responder adds nothing fresh to a Request's proof), so a secret now pairs
+//   once: a connect given a secret an earlier one had is refused;
 // - a responder that connected over a second before its initiator dialled it after its 1 s
 //   fallback; the initiator, connecting later, did not look at that parked Request and, when
-//   its nonce was the higher one, had its own dial refused as a crossing: both timed out.
+//   its nonce was the higher one, had its own dial refused as a crossing: both timed out. (The
+//   first mend let an initiator take any parked Request before dialling, a stranger's too: a
+//   second review; now only one that proves the secret, or after losing the crossing.)
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -73,11 +76,11 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     expect(Buffer.concat(s.got).toString('latin1')).toContain('does not prove');
   }, 20_000);
 
-  it('a Request seen on the wire once is refused when the same QPs connect again: the real pair connects', async () => {
+  it('a Request seen on the wire once does not pair the same QPs again: a secret is given to one connect, the next attempt has its own', async () => {
     const { ini, resp, qi, qr } = await pair();
     // A tap in front of the responder that only reads (a host on the path, once).
     const seen: Buffer[] = [];
-    const tap = net.createServer((c) => {
+    const tapServer = (): net.Server => net.createServer((c) => {
       const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
       c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
       up.on('data', (d: Buffer) => c.write(d));
@@ -86,11 +89,18 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
         x.on('close', () => y.destroy());
       }
     });
-    await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
+    // Its port must sort above the initiator's, so that the initiator still dials (the port
+    // decides who initiates): ephemeral ports mostly rise, a few tries find one.
+    let tap = tapServer();
+    for (let i = 0; ; i++) {
+      await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
+      if ((tap.address() as net.AddressInfo).port > (ini.address.port as number) || i === 50) break;
+      await new Promise((r) => tap.close(() => r(undefined)));
+      tap = tapServer();
+    }
     undo.push(() => tap.close());
     const tapAt = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
     const secret = new Uint8Array(randomBytes(32));
-    // The tap's port must sort above the initiator's so the initiator still dials (ephemeral ports rise).
     expect(tapAt.port).toBeGreaterThan(ini.address.port as number);
     await Promise.all([
       qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 5000 }),
@@ -101,16 +111,38 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     for (const q of [qi, qr]) q.modify({ state: QpState.Error });
     await new Promise((r) => setTimeout(r, 200));
     for (const q of [qi, qr]) q.modify({ state: QpState.Reset });
-    // The tap, now off the path, replays the Request first.
+    // The same secret again: refused at the connect (the replay below would prove it).
+    await expect(qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 4000 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/earlier connect/) });
+    for (const q of [qi, qr]) {
+      if (q.state !== QpState.Reset) {
+        q.modify({ state: QpState.Error });
+        q.modify({ state: QpState.Reset });
+      }
+    }
+    // The tap, now off the path, replays the Request first; the next attempt has a new secret.
     const s = await stranger(resp.address.port as number, request(block));
     await new Promise((r) => setTimeout(r, 200));
+    const next = new Uint8Array(randomBytes(32));
     const r = await Promise.allSettled([
-      qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 4000 }),
-      qi.connect({ address: resp.address, qpn: qr.qpn, secret, timeoutMs: 4000 }),
+      qr.connect({ address: ini.address, qpn: qi.qpn, secret: next, timeoutMs: 4000 }),
+      qi.connect({ address: resp.address, qpn: qr.qpn, secret: next, timeoutMs: 4000 }),
     ]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
   }, 30_000);
+
+  it.each([false, true])('a stranger\'s Request parked at the initiator before both connect is not taken: the real pair connects (secret: %s)', async (withSecret) => {
+    const { ini, resp, qi, qr } = await pair();
+    const secret = withSecret ? { secret: new Uint8Array(randomBytes(32)) } : {};
+    const s = await stranger(ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
+    await new Promise((r) => setTimeout(r, 200));
+    const r = await Promise.allSettled([
+      qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000, ...secret }),
+      qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 4000, ...secret }),
+    ]);
+    expect(accepted(s.got)).toBe(false);
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
 
   it.each([false, true, false, true, false, true])('a responder that connects 1.5 s before its initiator pairs with it (secret: %s)', async (withSecret) => {
     const { ini, resp, qi, qr } = await pair();

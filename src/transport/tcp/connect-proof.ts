@@ -4,8 +4,9 @@
 // were exchanged cannot take the pairing with a Request of its own (docs/tcp-framing.md,
 // "Guessing the pair"). The proof binds the role, both QPNs and the sender's nonce, and a salt
 // drawn for this frame; a Reply's also binds its Request's salt, so an old Reply proves nothing
-// to a new Request. A responder remembers the salts of the Requests it accepted (connector.ts),
-// so one seen on the wire once does not pair again.
+// to a new Request. The responder adds nothing fresh to a Request's proof (MPA is one round
+// trip), so a Request seen on the wire could prove its secret again: a secret pairs once
+// (connector.ts refuses one given to an earlier connect), and a new attempt has a new one.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SABRE_PD_PROOF } from '../../wire/spec.js';
 
@@ -58,6 +59,3 @@ export const provesRequest = (secret: Uint8Array, p: Pairing, proof: Uint8Array 
 
 export const provesReply = (secret: Uint8Array, p: Pairing, proof: Uint8Array | undefined, request: Uint8Array): boolean =>
   check(proof, (salt) => mac(secret, 'reply', p, salt, request.subarray(0, SALT)));
-
-/** What names a Request's proof among those a responder accepted (its salt and the pairing). */
-export const requestKey = (p: Pairing, proof: Uint8Array): string => `${p.initiatorQpn}:${p.responderQpn}:${Buffer.from(proof.subarray(0, SALT)).toString('hex')}`;

@@ -13,7 +13,7 @@
 // resolved by the random per-device nonce in the private data: the connection initiated by
 // the side with the lower nonce survives, the other is rejected as "crossing connect".
 import net from 'node:net';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { hostKey } from '../../core/address.js';
 import { busiestSource, oldestOf } from '../../core/busiest.js';
 import { ErrorCode, SabreError } from '../../core/errors.js';
@@ -21,7 +21,7 @@ import type { FramingMemory } from './fpdu.js';
 import { adoptAccepted, dialSocket, MpaConnection, type TcpConnectionOptions } from './connection.js';
 import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
-import { type Pairing, provesReply, provesRequest, replyProof, requestKey, requestProof } from './connect-proof.js';
+import { type Pairing, provesReply, provesRequest, replyProof, requestProof } from './connect-proof.js';
 import { faultError, type TcpFault } from './fault.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
@@ -194,21 +194,29 @@ export class MpaConnector {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     if (this.#waiters.has(localQpn)) return Promise.reject(new SabreError(ErrorCode.InvalidState, `QP ${localQpn} is already connecting`));
     return new Promise<MpaConnection>((resolve, reject) => {
+      // A secret pairs once: a Request of an earlier attempt made with it (one that timed out,
+      // seen on its way) would otherwise prove it again, replayed by whoever saw it.
+      if (remote.secret && !this.#firstUse(remote.secret)) {
+        reject(new SabreError(ErrorCode.InvalidArgument, `QP ${localQpn}: this secret was given to an earlier connect: give each connect its own`));
+        return;
+      }
       const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, sent: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
       const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
       t.unref();
       w.timers.push(t);
-      // The peer's Request may be here already, whichever of us initiates: the peer's own
-      // initiative, or its fallback dial when it connected more than fallbackMs before us (left
-      // parked, an initiator's dial would meet the crossing rule there and both would wait out).
-      const parked = this.#takeParked(w);
+      // An initiator takes the peer's Request parked here (its fallback dial, when it connected
+      // more than fallbackMs before us) only if it proves the secret; without one, only once its
+      // own dial has lost the crossing to it (#initiate): an initiator never took a Request
+      // before, and a stranger's parked here would otherwise pair first.
+      const initiator = this.isInitiator(localQpn, remote.address, remote.qpn);
+      const parked = !initiator || w.secret ? this.#takeParked(w) : undefined;
       if (parked) {
         this.#acceptFor(w, parked);
         return;
       }
-      if (this.isInitiator(localQpn, remote.address, remote.qpn)) {
+      if (initiator) {
         this.#initiate(w, remote.address);
         return;
       }
@@ -287,8 +295,13 @@ export class MpaConnector {
     c.once('failed', (f: TcpFault) => {
       if (w.outgoing !== c) return;
       w.outgoing = undefined;
-      // Losing a crossing is not a failure: the peer's own request will be (or was) accepted here.
-      if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) return;
+      // Losing a crossing is not a failure: the peer's own request will be accepted here — or
+      // was parked before our connect, when the peer dialled first: take it now.
+      if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) {
+        const parked = this.#takeParked(w);
+        if (parked) this.#acceptFor(w, parked);
+        return;
+      }
       this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`));
     });
   }
@@ -310,41 +323,37 @@ export class MpaConnector {
     conn.once('established', () => this.#settle(w, undefined, conn));
     conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
     const me: Pairing = { initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce };
-    let proof: Uint8Array | undefined;
-    if (w.secret && r.proof) {
-      this.#remember(requestKey(me, r.proof));
-      proof = replyProof(w.secret, me, r.proof);
-    }
+    const proof = w.secret && r.proof ? replyProof(w.secret, me, r.proof) : undefined;
     conn.accept(encodeSabrePd({ kind: 'connect', ...me, ...(proof ? { proof } : {}) }));
   }
 
-  /**
-   * A Request for `w`'s pairing that may be accepted: where w has a secret, it proves it, and
-   * with a salt no Request we accepted had (one seen on the wire is not taken twice).
-   */
+  /** A Request for `w`'s pairing that may be accepted: where w has a secret, it proves it. */
   #proven(w: Waiter, r: { initiatorQpn: number; nonce: number; proof?: Uint8Array | undefined }): boolean {
-    if (!w.secret) return true;
-    const p: Pairing = { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce };
-    return provesRequest(w.secret, p, r.proof) && !this.#acceptedSalts.has(requestKey(p, r.proof!));
+    return !w.secret || provesRequest(w.secret, { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce }, r.proof);
   }
 
-  /** The salts of Requests with a proof this endpoint accepted, oldest first, at most ACCEPTED_KEPT. */
-  readonly #acceptedSalts = new Set<string>();
+  /** Digests of the secrets connects were given, oldest first, at most SECRETS_KEPT. */
+  readonly #secrets = new Set<string>();
 
-  #remember(key: string): void {
-    this.#acceptedSalts.add(key);
-    if (this.#acceptedSalts.size > ACCEPTED_KEPT) this.#acceptedSalts.delete(this.#acceptedSalts.values().next().value!);
+  /** True the first time `secret` is given to a connect of this endpoint (of its last SECRETS_KEPT). */
+  #firstUse(secret: Uint8Array): boolean {
+    const d = createHash('sha256').update(secret).digest('hex');
+    if (this.#secrets.has(d)) return false;
+    this.#secrets.add(d);
+    if (this.#secrets.size > SECRETS_KEPT) this.#secrets.delete(this.#secrets.values().next().value!);
+    return true;
   }
 
   /**
-   * A parked Request for w's pairing. Where w has a secret, those for the pairing that do not
-   * prove it are refused on the way; others for the pairing stay parked, as before.
+   * A parked Request for w's pairing, the newest first (an older one may be of a dial its peer
+   * has given up, its close still on the way). Where w has a secret, those for the pairing that
+   * do not prove it are refused on the way; others for the pairing stay parked, as before.
    */
   #takeParked(w: Waiter): Parked | undefined {
     const list = this.#parked.get(w.localQpn);
     if (!list) return undefined;
     let found: Parked | undefined;
-    for (const p of [...list]) {
+    for (const p of [...list].reverse()) {
       if (found || p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
       list.splice(list.indexOf(p), 1);
       if (this.#proven(w, p)) found = p;
@@ -518,8 +527,8 @@ export class MpaConnector {
 
 /** Why a Request for a QP whose connect has a secret is refused (no proof, another secret's, or a replay). */
 const UNPROVEN = 'the connect request does not prove the QP\'s secret';
-/** Accepted Requests' salts a responder remembers (a replay of an older one is one chance in 2^64 anyway to meet a reset QP pairing). */
-const ACCEPTED_KEPT = 4096;
+/** Secrets an endpoint remembers having been given (each pairs once). */
+const SECRETS_KEPT = 4096;
 
 /** How long a refused socket may stay open for its reject to be read. */
 const REFUSED_LINGER_MS = 250;
