@@ -168,8 +168,8 @@ export interface ConnectInit {
   /**
    * 16..64 bytes both ends give their connect, exchanged with { address, qpn }: on tcp each end's
    * MPA handshake proves it holds it, so a host that read the QPNs cannot take the pairing with a
-   * connection of its own (docs/tcp-framing.md, "Guessing the pair"). One secret per connect: a
-   * tcp device refuses one given to an earlier connect (ERR_INVALID_ARGUMENT). udp and inproc
+   * connection of its own (docs/tcp-framing.md, "Guessing the pair"). One secret per connect: on
+   * tcp a QP's connect refuses one an earlier connect of that QP had (ERR_INVALID_ARGUMENT). udp and inproc
    * bind the QP to the peer's address and check nothing more.
    */
   secret?: Uint8Array;

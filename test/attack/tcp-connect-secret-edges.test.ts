@@ -10,6 +10,11 @@
 //   its nonce was the higher one, had its own dial refused as a crossing: both timed out. (The
 //   first mend let an initiator take any parked Request before dialling, a stranger's too: a
 //   second review; now only one that proves the secret, or after losing the crossing.)
+// A third review: "a secret pairs once" held per NIC thread for the secret alone, so two QPs of
+// one device could not pair with each other; and the newest parked Request was taken first, so
+// a copy of a parked Request, sent by whoever saw it, paired instead of the real one. Now a
+// secret pairs once per QP, the oldest parked Request goes first, its copies are refused, and
+// a QP answers one Request at a time.
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -130,6 +135,52 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
   }, 30_000);
+
+  it.each([0, 1])('two QPs of one device pair with each other under one secret (workers: %i)', async (workers) => {
+    const dev = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
+    devs.push(dev);
+    const mk = () => dev.allocPd().createQp({ type: 'rc', sendCq: dev.createCq({ depth: 8 }), recvCq: dev.createCq({ depth: 8 }), maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
+    const [q1, q2] = [mk(), mk()];
+    const secret = new Uint8Array(randomBytes(32));
+    const r = await Promise.allSettled([
+      q1.connect({ address: dev.address, qpn: q2.qpn, secret, timeoutMs: 4000 }),
+      q2.connect({ address: dev.address, qpn: q1.qpn, secret, timeoutMs: 4000 }),
+    ]);
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
+
+  it('a copy of the initiator\'s Request, parked at the responder, sent by a host that saw it: the real one pairs', async () => {
+    const { ini, resp, qi, qr } = await pair();
+    const seen: Buffer[] = [];
+    const tapServer = (): net.Server => net.createServer((c) => {
+      const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
+      c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
+      up.on('data', (d: Buffer) => c.write(d));
+      for (const [x, y] of [[c, up], [up, c]] as const) {
+        x.on('error', () => y.destroy());
+        x.on('close', () => y.destroy());
+      }
+    });
+    let tap = tapServer();
+    for (let i = 0; ; i++) {
+      await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
+      if ((tap.address() as net.AddressInfo).port > (ini.address.port as number) || i === 50) break;
+      await new Promise((r) => tap.close(() => r(undefined)));
+      tap = tapServer();
+    }
+    undo.push(() => tap.close());
+    const tapAt = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
+    expect(tapAt.port).toBeGreaterThan(ini.address.port as number);
+    const secret = new Uint8Array(randomBytes(32));
+    // The initiator connects first: its Request (through the tap) waits parked at the responder.
+    const pi = qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 4000 });
+    await new Promise((r) => setTimeout(r, 200));
+    const s = await stranger(resp.address.port as number, new Uint8Array(Buffer.concat(seen)));
+    await new Promise((r) => setTimeout(r, 100));
+    const r = await Promise.allSettled([qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 4000 }), pi]);
+    expect(accepted(s.got)).toBe(false);
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
 
   it.each([false, true])('a stranger\'s Request parked at the initiator before both connect is not taken: the real pair connects (secret: %s)', async (withSecret) => {
     const { ini, resp, qi, qr } = await pair();

@@ -5,8 +5,9 @@
 // "Guessing the pair"). The proof binds the role, both QPNs and the sender's nonce, and a salt
 // drawn for this frame; a Reply's also binds its Request's salt, so an old Reply proves nothing
 // to a new Request. The responder adds nothing fresh to a Request's proof (MPA is one round
-// trip), so a Request seen on the wire could prove its secret again: a secret pairs once
-// (connector.ts refuses one given to an earlier connect), and a new attempt has a new one.
+// trip), so a Request seen on the wire could prove its secret again: a secret pairs once per QP
+// (connector.ts refuses one an earlier connect of the QP had), a new attempt has a new one, and
+// within an attempt the oldest Request is taken and its copies refused.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SABRE_PD_PROOF } from '../../wire/spec.js';
 

@@ -98,6 +98,8 @@ interface Waiter {
   secret: Uint8Array | undefined;
   /** The proof of our own Request (#initiate): the Reply's must be bound to it. */
   sent: Uint8Array | undefined;
+  /** The peer's Request this QP answered (#acceptFor): no other is taken while it completes. */
+  accepting: MpaConnection | undefined;
   resolve: (c: MpaConnection) => void;
   reject: (e: Error) => void;
   settled: boolean;
@@ -196,11 +198,11 @@ export class MpaConnector {
     return new Promise<MpaConnection>((resolve, reject) => {
       // A secret pairs once: a Request of an earlier attempt made with it (one that timed out,
       // seen on its way) would otherwise prove it again, replayed by whoever saw it.
-      if (remote.secret && !this.#firstUse(remote.secret)) {
+      if (remote.secret && !this.#firstUse(remote.secret, localQpn)) {
         reject(new SabreError(ErrorCode.InvalidArgument, `QP ${localQpn}: this secret was given to an earlier connect: give each connect its own`));
         return;
       }
-      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, sent: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, sent: undefined, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
       const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
@@ -320,6 +322,7 @@ export class MpaConnector {
   #acceptFor(w: Waiter, r: { conn: MpaConnection; proof?: Uint8Array | undefined }): void {
     const initiatorQpn = w.remoteQpn;
     const { conn } = r;
+    w.accepting = conn;
     conn.once('established', () => this.#settle(w, undefined, conn));
     conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
     const me: Pairing = { initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce };
@@ -332,12 +335,16 @@ export class MpaConnector {
     return !w.secret || provesRequest(w.secret, { initiatorQpn: r.initiatorQpn, responderQpn: w.localQpn, nonce: r.nonce }, r.proof);
   }
 
-  /** Digests of the secrets connects were given, oldest first, at most SECRETS_KEPT. */
+  /** Digests of the secrets connects were given, with their QPNs, oldest first, at most SECRETS_KEPT. */
   readonly #secrets = new Set<string>();
 
-  /** True the first time `secret` is given to a connect of this endpoint (of its last SECRETS_KEPT). */
-  #firstUse(secret: Uint8Array): boolean {
-    const d = createHash('sha256').update(secret).digest('hex');
+  /**
+   * True the first time `secret` is given to a connect of QP `qpn` here (of the last
+   * SECRETS_KEPT): a proof names the responder's QPN, so a Request seen on the wire proves a
+   * secret for that QP alone, and both ends of a pairing may be QPs of this endpoint.
+   */
+  #firstUse(secret: Uint8Array, qpn: number): boolean {
+    const d = `${qpn}:${createHash('sha256').update(secret).digest('hex')}`;
     if (this.#secrets.has(d)) return false;
     this.#secrets.add(d);
     if (this.#secrets.size > SECRETS_KEPT) this.#secrets.delete(this.#secrets.values().next().value!);
@@ -345,18 +352,20 @@ export class MpaConnector {
   }
 
   /**
-   * A parked Request for w's pairing, the newest first (an older one may be of a dial its peer
-   * has given up, its close still on the way). Where w has a secret, those for the pairing that
-   * do not prove it are refused on the way; others for the pairing stay parked, as before.
+   * The oldest parked Request for w's pairing (a copy of one, made by whoever saw it, can only
+   * come after it). Where w has a secret, those for the pairing that do not prove it are refused
+   * on the way, and so are copies of the one taken (the same proof); others stay parked.
    */
   #takeParked(w: Waiter): Parked | undefined {
     const list = this.#parked.get(w.localQpn);
     if (!list) return undefined;
     let found: Parked | undefined;
-    for (const p of [...list].reverse()) {
-      if (found || p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
+    for (const p of [...list]) {
+      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
+      const copy = found?.proof !== undefined && p.proof !== undefined && Buffer.compare(found.proof, p.proof) === 0;
+      if (found && !copy) continue;
       list.splice(list.indexOf(p), 1);
-      if (this.#proven(w, p)) found = p;
+      if (!copy && this.#proven(w, p)) found = p;
       else p.conn.reject(UNPROVEN);
     }
     if (!list.length) this.#parked.delete(w.localQpn);
@@ -453,6 +462,9 @@ export class MpaConnector {
       if (w && !w.settled && w.remoteQpn === pd.initiatorQpn) {
         // Not from the peer the secret names: refused, and the QP waits on for that peer's.
         if (!this.#proven(w, pd)) return c.reject(UNPROVEN);
+        // One Request at a time: a copy of the one being answered (whoever saw it can resend
+        // it, and race its RTR) is not answered too.
+        if (w.accepting) return c.reject('the QP is answering another connection request');
         if (w.outgoing) {
           // Crossing connects: the lower nonce's connection survives.
           if (this.nonce < pd.nonce) {
