@@ -22,6 +22,26 @@ const WARM = 200;
 const BULK = 1 << 20;
 const DEPTH = 8;
 
+/** Call `each(body)` for every whole length-prefixed (u32 big-endian) frame `s` brings. */
+function onFrames(s, each) {
+  let buf = Buffer.alloc(0);
+  s.on('data', (d) => {
+    buf = buf.length ? Buffer.concat([buf, d]) : d;
+    while (buf.length >= 4) {
+      const n = buf.readUInt32BE(0);
+      if (buf.length < 4 + n) break;
+      const body = buf.subarray(4, 4 + n);
+      buf = buf.subarray(4 + n);
+      each(body);
+    }
+  });
+}
+const frame = (b) => {
+  const h = Buffer.alloc(4);
+  h.writeUInt32BE(b.length);
+  return Buffer.concat([h, b]);
+};
+
 if (isPeer) {
   let dev;
   let server;
@@ -47,17 +67,7 @@ if (isPeer) {
     async rawOpen() {
       server = net.createServer((s) => {
         s.setNoDelay(true);
-        let buf = Buffer.alloc(0);
-        s.on('data', (d) => {
-          buf = buf.length ? Buffer.concat([buf, d]) : d;
-          while (buf.length >= 4) {
-            const n = buf.readUInt32BE(0);
-            if (buf.length < 4 + n) break;
-            const body = buf.subarray(4, 4 + n);
-            buf = buf.subarray(4 + n);
-            s.write(n < 1024 ? Buffer.concat([Buffer.from([0, 0, 0, n]), body]) : Buffer.from([0, 0, 0, 1, 1]));
-          }
-        });
+        onFrames(s, (body) => s.write(body.length < 1024 ? frame(body) : frame(Buffer.from([1]))));
         s.on('error', () => {});
       });
       await new Promise((r) => server.listen(0, '127.0.0.1', r));
@@ -80,17 +90,7 @@ if (isPeer) {
     const s = net.connect({ host: '127.0.0.1', port, noDelay: true });
     await new Promise((r) => s.once('connect', r));
     const waiters = [];
-    let buf = Buffer.alloc(0);
-    s.on('data', (d) => {
-      buf = buf.length ? Buffer.concat([buf, d]) : d;
-      while (buf.length >= 4) {
-        const n = buf.readUInt32BE(0);
-        if (buf.length < 4 + n) break;
-        buf = buf.subarray(4 + n);
-        waiters.shift()?.();
-      }
-    });
-    const frame = (b) => Buffer.concat([Buffer.from([(b.length >>> 24) & 255, (b.length >>> 16) & 255, (b.length >>> 8) & 255, b.length & 255]), b]);
+    onFrames(s, () => waiters.shift()?.());
     return {
       send: (b) => new Promise((r) => (waiters.push(r), s.write(frame(b)))),
       close: () => s.destroy(),

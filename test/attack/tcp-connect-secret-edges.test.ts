@@ -67,6 +67,36 @@ const accepted = (got: Buffer[]): boolean => {
   return r.length >= 18 && (r[16]! & 0x20) === 0;
 };
 
+/**
+ * A tap in front of `resp` that only reads what passes (`seen`), at a port that sorts above
+ * `ini`'s so that `ini` still dials (the port decides who initiates; ephemeral ports mostly
+ * rise, a few tries find one).
+ */
+async function tapFor(ini: Device, resp: Device): Promise<{ seen: Buffer[]; at: { transport: 'tcp'; host: string; port: number } }> {
+  const seen: Buffer[] = [];
+  const make = (): net.Server => net.createServer((c) => {
+    const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
+    c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
+    up.on('data', (d: Buffer) => c.write(d));
+    for (const [x, y] of [[c, up], [up, c]] as const) {
+      x.on('error', () => y.destroy());
+      x.on('close', () => y.destroy());
+    }
+  });
+  let tap = make();
+  for (let i = 0; ; i++) {
+    await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
+    if ((tap.address() as net.AddressInfo).port > (ini.address.port as number) || i === 50) break;
+    await new Promise((r) => tap.close(() => r(undefined)));
+    tap = make();
+  }
+  const t = tap;
+  undo.push(() => t.close());
+  const at = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
+  expect(at.port).toBeGreaterThan(ini.address.port as number);
+  return { seen, at };
+}
+
 describe('tcp QP-to-QP connect with a secret: the edges', () => {
   it.each([0, 1])('a retry after a connect that timed out carries its secret: a stranger\'s Request is refused (workers: %i)', async (workers) => {
     const { ini, resp, qi, qr } = await pair(workers);
@@ -84,29 +114,8 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
   it('a Request seen on the wire once does not pair the same QPs again: a secret is given to one connect, the next attempt has its own', async () => {
     const { ini, resp, qi, qr } = await pair();
     // A tap in front of the responder that only reads (a host on the path, once).
-    const seen: Buffer[] = [];
-    const tapServer = (): net.Server => net.createServer((c) => {
-      const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
-      c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
-      up.on('data', (d: Buffer) => c.write(d));
-      for (const [x, y] of [[c, up], [up, c]] as const) {
-        x.on('error', () => y.destroy());
-        x.on('close', () => y.destroy());
-      }
-    });
-    // Its port must sort above the initiator's, so that the initiator still dials (the port
-    // decides who initiates): ephemeral ports mostly rise, a few tries find one.
-    let tap = tapServer();
-    for (let i = 0; ; i++) {
-      await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
-      if ((tap.address() as net.AddressInfo).port > (ini.address.port as number) || i === 50) break;
-      await new Promise((r) => tap.close(() => r(undefined)));
-      tap = tapServer();
-    }
-    undo.push(() => tap.close());
-    const tapAt = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
+    const { seen, at: tapAt } = await tapFor(ini, resp);
     const secret = new Uint8Array(randomBytes(32));
-    expect(tapAt.port).toBeGreaterThan(ini.address.port as number);
     await Promise.all([
       qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 5000 }),
       qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 5000 }),
@@ -151,26 +160,7 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
 
   it('a copy of the initiator\'s Request, parked at the responder, sent by a host that saw it: the real one pairs', async () => {
     const { ini, resp, qi, qr } = await pair();
-    const seen: Buffer[] = [];
-    const tapServer = (): net.Server => net.createServer((c) => {
-      const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
-      c.on('data', (d: Buffer) => (seen.push(d), up.write(d)));
-      up.on('data', (d: Buffer) => c.write(d));
-      for (const [x, y] of [[c, up], [up, c]] as const) {
-        x.on('error', () => y.destroy());
-        x.on('close', () => y.destroy());
-      }
-    });
-    let tap = tapServer();
-    for (let i = 0; ; i++) {
-      await new Promise<void>((r) => tap.listen(0, '127.0.0.1', () => r()));
-      if ((tap.address() as net.AddressInfo).port > (ini.address.port as number) || i === 50) break;
-      await new Promise((r) => tap.close(() => r(undefined)));
-      tap = tapServer();
-    }
-    undo.push(() => tap.close());
-    const tapAt = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
-    expect(tapAt.port).toBeGreaterThan(ini.address.port as number);
+    const { seen, at: tapAt } = await tapFor(ini, resp);
     const secret = new Uint8Array(randomBytes(32));
     // The initiator connects first: its Request (through the tap) waits parked at the responder.
     const pi = qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 4000 });
