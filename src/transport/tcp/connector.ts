@@ -96,8 +96,6 @@ interface Waiter {
   remoteQpn: number;
   /** Both ends' secret (qp.connect's): every Request and Reply of the pairing must prove it. */
   secret: Uint8Array | undefined;
-  /** The proof of our own Request (#initiate): the Reply's must be bound to it. */
-  sent: Uint8Array | undefined;
   /** The peer's Request this QP answered (#acceptFor): no other is taken while it completes. */
   accepting: MpaConnection | undefined;
   resolve: (c: MpaConnection) => void;
@@ -202,7 +200,7 @@ export class MpaConnector {
         reject(new SabreError(ErrorCode.InvalidArgument, `QP ${localQpn}: this secret was given to an earlier connect: give each connect its own`));
         return;
       }
-      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, sent: undefined, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
       const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
@@ -279,7 +277,6 @@ export class MpaConnector {
   #initiate(w: Waiter, to: TcpAddress): void {
     const { socket, rx } = dialSocket(to.host, to.port);
     const proof = w.secret && requestProof(w.secret, { initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
-    w.sent = proof;
     const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce, ...(proof ? { proof } : {}) });
     const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
     this.#track(c);
