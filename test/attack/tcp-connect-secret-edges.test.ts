@@ -14,7 +14,10 @@
 // one device could not pair with each other; and the newest parked Request was taken first, so
 // a copy of a parked Request, sent by whoever saw it, paired instead of the real one. Now a
 // secret pairs once per QP, the oldest parked Request goes first, its copies are refused, and
-// a QP answers one Request at a time.
+// a QP with a secret answers one Request at a time. A fourth, on connects without a secret: that
+// guard let a stranger's peer-to-peer Request that never sends its RTR hold the QP, and an
+// initiator that lost the crossing took a stranger's parked Request; now the guard is for
+// secrets only, and that initiator takes only one from the host it dialled.
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,9 +25,9 @@ import { type Device, openDevice, QpState } from '../../src/index.js';
 import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
 import { cat } from '../transport/tcp/raw-mpa.js';
 
-/** An MPA Request (enhanced, CRC, IRD/ORD 16) carrying `block` as sabre's private data. */
-function request(block: Uint8Array): Uint8Array {
-  const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), block);
+/** An MPA Request (enhanced, CRC, IRD/ORD 16; `p2p`: peer-to-peer, an RTR due) carrying `block` as sabre's private data. */
+function request(block: Uint8Array, p2p = false): Uint8Array {
+  const pd = cat(p2p ? Uint8Array.of(0x80, 0x10, 0x80, 0x10) : Uint8Array.of(0x00, 0x10, 0x00, 0x10), block);
   return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
 }
 
@@ -181,6 +184,28 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
       qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000, ...secret }),
       qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 4000, ...secret }),
     ]);
+    expect(accepted(s.got)).toBe(false);
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
+
+  it.each([0, 1])('without a secret, a stranger\'s peer-to-peer Request that never sends its RTR does not hold the waiting QP (workers: %i)', async (workers) => {
+    const { ini, resp, qi, qr } = await pair(workers);
+    const pr = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000 });
+    await new Promise((r) => setTimeout(r, 100));
+    await stranger(resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 }), true));
+    await new Promise((r) => setTimeout(r, 100));
+    const pi = qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 4000 });
+    expect((await Promise.allSettled([pr, pi])).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 20_000);
+
+  it.each([1, 2, 3, 4])('without a secret, a stranger\'s Request parked at the initiator, the responder 1.5 s early: the real pair connects (run %i)', async () => {
+    const { ini, resp, qi, qr } = await pair();
+    const s = await stranger(ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
+    await new Promise((r) => setTimeout(r, 100));
+    const early = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 5000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    const late = qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 5000 });
+    const r = await Promise.allSettled([early, late]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
   }, 20_000);

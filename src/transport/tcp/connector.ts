@@ -295,9 +295,11 @@ export class MpaConnector {
       if (w.outgoing !== c) return;
       w.outgoing = undefined;
       // Losing a crossing is not a failure: the peer's own request will be accepted here — or
-      // was parked before our connect, when the peer dialled first: take it now.
+      // was parked before our connect, when the peer dialled first: take it now. Without a
+      // secret nothing tells the peer's Request from a stranger's but where it came from and
+      // the crossing rule: only one from the host we dialled, with the lower nonce that won.
       if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) {
-        const parked = this.#takeParked(w);
+        const parked = this.#takeParked(w, w.secret ? undefined : (p) => p.conn.socket.remoteAddress?.replace(/^::ffff:/, '') === to.host && p.nonce < this.nonce);
         if (parked) this.#acceptFor(w, parked);
         return;
       }
@@ -311,6 +313,7 @@ export class MpaConnector {
     for (const t of w.timers) clearTimeout(t);
     if (this.#waiters.get(w.localQpn) === w) this.#waiters.delete(w.localQpn);
     if (w.outgoing && w.outgoing !== conn) w.outgoing.close();
+    if (w.accepting && w.accepting !== conn) w.accepting.close();
     if (err) w.reject(err);
     else w.resolve(conn!);
   }
@@ -350,15 +353,16 @@ export class MpaConnector {
 
   /**
    * The oldest parked Request for w's pairing (a copy of one, made by whoever saw it, can only
-   * come after it). Where w has a secret, those for the pairing that do not prove it are refused
-   * on the way, and so are copies of the one taken (the same proof); others stay parked.
+   * come after it), of those `eligible` says. Where w has a secret, those for the pairing that
+   * do not prove it are refused on the way, and so are copies of the one taken (the same
+   * proof); others stay parked.
    */
-  #takeParked(w: Waiter): Parked | undefined {
+  #takeParked(w: Waiter, eligible?: (p: Parked) => boolean): Parked | undefined {
     const list = this.#parked.get(w.localQpn);
     if (!list) return undefined;
     let found: Parked | undefined;
     for (const p of [...list]) {
-      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake') continue;
+      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake' || (eligible && !eligible(p))) continue;
       const copy = found?.proof !== undefined && p.proof !== undefined && Buffer.compare(found.proof, p.proof) === 0;
       if (found && !copy) continue;
       list.splice(list.indexOf(p), 1);
@@ -459,9 +463,11 @@ export class MpaConnector {
       if (w && !w.settled && w.remoteQpn === pd.initiatorQpn) {
         // Not from the peer the secret names: refused, and the QP waits on for that peer's.
         if (!this.#proven(w, pd)) return c.reject(UNPROVEN);
-        // One Request at a time: a copy of the one being answered (whoever saw it can resend
-        // it, and race its RTR) is not answered too.
-        if (w.accepting) return c.reject('the QP is answering another connection request');
+        // With a secret, one Request at a time: a copy of the one being answered (whoever saw it
+        // can resend it, and race its RTR) is not answered too. Without one, every Request for
+        // the pairing is answered as before, the first established wins: a stranger's that
+        // never completes must not hold the QP.
+        if (w.secret && w.accepting) return c.reject('the QP is answering another connection request');
         if (w.outgoing) {
           // Crossing connects: the lower nonce's connection survives.
           if (this.nonce < pd.nonce) {
