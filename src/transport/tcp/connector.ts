@@ -12,6 +12,7 @@
 // `fallbackMs`. Both may also decide to initiate; crossing requests for the same QP pair are
 // resolved by the random per-device nonce in the private data: the connection initiated by
 // the side with the lower nonce survives, the other is rejected as "crossing connect".
+import dns from 'node:dns/promises';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { hostKey } from '../../core/address.js';
@@ -299,8 +300,12 @@ export class MpaConnector {
       // secret nothing tells the peer's Request from a stranger's but where it came from and
       // the crossing rule: only one from the host we dialled, with the lower nonce that won.
       if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) {
-        const parked = this.#takeParked(w, w.secret ? undefined : (p) => p.conn.socket.remoteAddress?.replace(/^::ffff:/, '') === to.host && p.nonce < this.nonce);
-        if (parked) this.#acceptFor(w, parked);
+        void addressesOf(to.host).then((hosts) => {
+          if (w.settled) return;
+          const peer = (p: Parked): boolean => hosts.has(p.conn.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '') && p.nonce < this.nonce;
+          const parked = this.#takeParked(w, w.secret ? undefined : peer);
+          if (parked) this.#acceptFor(w, parked);
+        });
         return;
       }
       this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`));
@@ -538,6 +543,13 @@ export class MpaConnector {
     });
     return true;
   }
+}
+
+/** The addresses `host` names: itself if it is an IP literal, else what it resolves to (none if it does not). */
+async function addressesOf(host: string): Promise<Set<string>> {
+  if (net.isIP(host) !== 0) return new Set([host]);
+  const all = await dns.lookup(host, { all: true }).catch(() => []);
+  return new Set(all.map((a) => a.address));
 }
 
 /** Why a Request for a QP whose connect has a secret is refused (no proof, another secret's, or a replay). */

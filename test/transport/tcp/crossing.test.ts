@@ -1,0 +1,42 @@
+// Crossing connects of raw QP-to-QP pairs at the connector (src/transport/tcp/connector.ts): the
+// responder connects first and, after fallbackMs, dials its initiator itself; that Request waits
+// parked there. When the initiator connects and its own dial loses the crossing (the responder's
+// nonce is the lower), it takes that parked Request — without a secret, only one from the host
+// it dialled, so a peer named by a host name is resolved first (a fifth review found 'localhost'
+// deadlocked: both timed out).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
+import { MpaConnector } from '../../../src/transport/tcp/connector.js';
+
+let dm: DeviceMemory;
+const eps: MpaConnector[] = [];
+beforeAll(async () => {
+  dm = await DeviceMemory.create({ initialBytes: 8 << 20, maximumBytes: 64 << 20, regionEntries: 16, workerSlots: 0 });
+});
+afterAll(async () => {
+  await Promise.all(eps.map((e) => e.close()));
+});
+const endpoint = async (host: string): Promise<MpaConnector> => {
+  const e = await MpaConnector.listen({ dp: dm, host, fallbackMs: 200, connectTimeoutMs: 2500 });
+  eps.push(e);
+  return e;
+};
+
+describe('a responder early, its initiator losing the crossing', () => {
+  it.each(['127.0.0.1', 'localhost'])('the pair connects, peers named %s', async (host) => {
+    const a = await endpoint(host);
+    const b = await endpoint(host);
+    const [ini, resp] = a.isInitiator(10, b.address, 20) ? [a, b] : [b, a];
+    // The initiator loses the crossing: the lower nonce's connection survives.
+    (ini as unknown as { nonce: number }).nonce = 0xfffffff0;
+    (resp as unknown as { nonce: number }).nonce = 1;
+    const [qi, qr] = ini === a ? [10, 20] : [20, 10];
+    const early = resp.connectQp(qr, { address: ini.address, qpn: qi });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(ini.parkedRequests).toBe(1);
+    const late = ini.connectQp(qi, { address: resp.address, qpn: qr });
+    const r = await Promise.allSettled([early, late]);
+    for (const x of r) if (x.status === 'fulfilled') x.value.close();
+    expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 10_000);
+});
