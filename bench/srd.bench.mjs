@@ -11,7 +11,8 @@
 //   SRD_MSGS: Sends per size (default 50000); SRD_SIZES: sizes in bytes (default "64,4096");
 //   SRD_WORKERS: NIC threads of both devices (default 1; 0 runs the data path inline).
 import { fileURLToPath } from 'node:url';
-import { forkPeer, servePeer } from './lib/peer.mjs';
+import { keepInFlight } from './lib/in-flight.mjs';
+import { forkPeer, rawSinkOps, servePeer } from './lib/peer.mjs';
 import { Access, Opcode, openDevice, WcStatus } from '../dist/index.js';
 import { RawDgramSink, sendRawDgram } from '../dist/cli/baseline/raw-dgram.js';
 import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
@@ -40,7 +41,6 @@ async function srdSide(slots) {
 
 if (process.argv[2] === '--peer') {
   let side;
-  let sink;
   let got = 0;
   const ops = {
     /** The receiving srd QP: RX_DEPTH receives posted, each posted again as it completes. */
@@ -74,16 +74,7 @@ if (process.argv[2] === '--peer') {
     cpu() {
       return process.cpuUsage();
     },
-    async sinkOpen() {
-      sink = await RawDgramSink.open('127.0.0.1');
-      return { port: sink.port, rcvbuf: sink.rcvbuf };
-    },
-    async sinkClose() {
-      const st = sink.stats();
-      await sink.close();
-      sink = undefined;
-      return st;
-    },
+    ...rawSinkOps(RawDgramSink),
     exit() {
       setImmediate(() => process.exit(0));
     },
@@ -114,24 +105,14 @@ if (process.argv[2] === '--peer') {
     const me = await srdSide(WINDOW);
     me.mr.buffer.fill(0x5a);
     const ah = me.pd.createAh({ address: peer.address });
-    let posted = 0;
-    let done = 0;
-    const post = () => {
-      const slot = posted % WINDOW;
-      me.qp.postSend({ wrId: posted++, opcode: Opcode.Send, sgList: [{ addr: me.mr.addr + slot * SLOT, length: size, lkey: me.mr.lkey }], ah, remoteQpn: peer.qpn });
+    const post = (i) => {
+      const slot = i % WINDOW;
+      me.qp.postSend({ wrId: i, opcode: Opcode.Send, sgList: [{ addr: me.mr.addr + slot * SLOT, length: size, lkey: me.mr.lkey }], ah, remoteQpn: peer.qpn });
     };
     const c0 = process.cpuUsage();
     const p0 = await call('cpu');
     const t0 = performance.now();
-    while (posted < MSGS && posted - done < WINDOW) post();
-    while (done < MSGS) {
-      await me.cq.wait(60_000);
-      for (const w of me.cq.poll(64)) {
-        if (w.status !== WcStatus.Success) throw new Error(`Send ${w.wrId}: status ${w.status}`);
-        done++;
-      }
-      while (posted < MSGS && posted - done < WINDOW) post();
-    }
+    await keepInFlight(me.cq, MSGS, WINDOW, post, 'Send');
     const secs = (performance.now() - t0) / 1000;
     const cpu = await cpuSince(c0, p0);
     const received = await call('close', { expect: MSGS });

@@ -25,6 +25,7 @@ import { holdServiceHeapBoth, serviceHeapOps } from './lib/service-heap.mjs';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, pong, servePeer } from './lib/peer.mjs';
 import { Access, openDevice, Opcode, WcStatus } from '../dist/index.js';
+import { keepInFlight } from './lib/in-flight.mjs';
 import { keepFreedHeapMapped } from '../dist/core/heap-reuse.js';
 
 // Baselines and sabre under the same malloc thresholds in both processes, whichever case runs
@@ -205,24 +206,14 @@ if (process.argv[2] === '--peer') {
     const { me, p } = await rdmaPair();
     const n = Math.ceil(bytes / msg);
     const WINDOW = 32;
-    let posted = 0;
-    let done = 0;
-    const post = () => {
-      const slot = posted % SLOTS;
-      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.mr.addr + slot * MSG, length: msg, lkey: me.mr.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
+    const post = (i) => {
+      const slot = i % SLOTS;
+      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.mr.addr + slot * MSG, length: msg, lkey: me.mr.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
     const c0 = process.cpuUsage();
     const p0 = await call('cpu');
     const t0 = performance.now();
-    while (posted < n && posted - done < WINDOW) post();
-    while (done < n) {
-      await me.cq.wait(60_000);
-      for (const w of me.cq.poll(64)) {
-        if (w.status !== WcStatus.Success) throw new Error(`write ${w.wrId}: status ${w.status}`);
-        done++;
-      }
-      while (posted < n && posted - done < WINDOW) post();
-    }
+    await keepInFlight(me.cq, n, WINDOW, post, 'write');
     const secs = (performance.now() - t0) / 1000;
     const cpu = cpuPer(c0, p0, await call('cpu'), n);
     const stats = { me: me.dev.stats(), peer: (await call('stats')).dev };

@@ -27,11 +27,12 @@
 //   CPU per round trip; UDP_RDMA_PROBE=1 samples the requester's transport context every 2 ms)
 import dgram from 'node:dgram';
 import { fileURLToPath } from 'node:url';
-import { forkPeer, pong, servePeer } from './lib/peer.mjs';
+import { forkPeer, pong, rawSinkOps, servePeer } from './lib/peer.mjs';
 import { holdServiceHeapBoth, serviceHeapOps } from './lib/service-heap.mjs';
 import { DeviceMemory } from '../dist/dataplane/device-memory.js';
 import { DataPlaneWorkers } from '../dist/dataplane/workers.js';
 import { Access, Opcode, WcStatus } from '../dist/index.js';
+import { keepInFlight } from './lib/in-flight.mjs';
 import { RawDgramSink, sendRawDgram } from '../dist/cli/baseline/raw-dgram.js';
 import { UdpLink } from '../dist/transport/udp/link.js';
 import { Device } from '../dist/verbs/device.js';
@@ -86,7 +87,6 @@ async function drain(cq, n) {
 
 if (process.argv[2] === '--peer') {
   let side;
-  let sink;
   let raw;
   const ops = {
     async open({ loss, workers, integrity }) {
@@ -116,17 +116,7 @@ if (process.argv[2] === '--peer') {
     },
     ...serviceHeapOps,
     /** The ack-clocked raw baseline's receiving end. */
-    async sinkOpen() {
-      await sink?.close();
-      sink = await RawDgramSink.open('127.0.0.1');
-      return { port: sink.port, rcvbuf: sink.rcvbuf };
-    },
-    async sinkClose() {
-      const st = sink.stats();
-      await sink.close();
-      sink = undefined;
-      return st;
-    },
+    ...rawSinkOps(RawDgramSink),
     /** The raw ping-pong's echo socket. */
     async raw() {
       raw = dgram.createSocket('udp4');
@@ -221,11 +211,10 @@ if (process.argv[2] === '--peer') {
     const settled = me.t.udp.endpoint.integrityOf({ host: p.address.host, port: p.address.port });
     const n = Math.ceil(bytes / msg);
     const WINDOW = 32;
-    let posted = 0;
-    let done = 0;
-    const post = () => {
-      const slot = posted % 64;
-      me.qp.postSend({ wrId: posted++, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: msg, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
+    const count = { posted: 0, done: 0 };
+    const post = (i) => {
+      const slot = i % 64;
+      me.qp.postSend({ wrId: i, opcode: Opcode.RdmaWrite, sgList: [{ addr: me.src.addr + slot * MSG, length: msg, lkey: me.src.lkey }], remoteAddr: p.addr + slot * MSG, rkey: p.rkey });
     };
     const c0 = process.cpuUsage();
     const p0 = await call('cpu');
@@ -234,18 +223,10 @@ if (process.argv[2] === '--peer') {
     if (process.env.UDP_RDMA_PROBE) {
       const c = me.t.udp.endpoint.context({ host: p.address.host, port: p.address.port });
       const samples = [];
-      probe = setInterval(() => samples.push({ t: (performance.now() - t0).toFixed(1), inflightWr: posted - done, ...c.stats, q: c.outstanding }), 2);
+      probe = setInterval(() => samples.push({ t: (performance.now() - t0).toFixed(1), inflightWr: count.posted - count.done, ...c.stats, q: c.outstanding }), 2);
       probe.samples = samples;
     }
-    while (posted < n && posted - done < WINDOW) post();
-    while (done < n) {
-      await me.cq.wait(60_000);
-      for (const w of me.cq.poll(64)) {
-        if (w.status !== WcStatus.Success) throw new Error(`write ${w.wrId}: status ${w.status}`);
-        done++;
-      }
-      while (posted < n && posted - done < WINDOW) post();
-    }
+    await keepInFlight(me.cq, n, WINDOW, post, 'write', count);
     const secs = (performance.now() - t0) / 1000;
     const cpuPerGB = secPerGB(await cpuSince(c0, p0), n * msg);
     if (probe) {

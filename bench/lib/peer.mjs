@@ -61,3 +61,24 @@ export function pong(s, n, Opcode) {
     }
   })().catch((e) => console.error('pong', e));
 }
+
+/**
+ * The peer ops of the ack-clocked raw node:dgram baseline's receiving end (one sink at a time):
+ * sinkOpen → { port, rcvbuf }, sinkClose → its stats. Spread into a servePeer table.
+ */
+export function rawSinkOps(RawDgramSink) {
+  let sink;
+  return {
+    async sinkOpen() {
+      await sink?.close();
+      sink = await RawDgramSink.open('127.0.0.1');
+      return { port: sink.port, rcvbuf: sink.rcvbuf };
+    },
+    async sinkClose() {
+      const st = sink.stats();
+      await sink.close();
+      sink = undefined;
+      return st;
+    },
+  };
+}
