@@ -104,6 +104,10 @@ interface Waiter {
   settled: boolean;
   outgoing: MpaConnection | undefined;
   timers: NodeJS.Timeout[];
+  /** Where the peer is dialled (#initiate), again after an unproven Request it answered failed. */
+  to: TcpAddress;
+  /** Why the last Request it answered failed (told with a timeout). */
+  lastFault: string | undefined;
 }
 
 interface Parked {
@@ -201,10 +205,16 @@ export class MpaConnector {
         reject(new SabreError(ErrorCode.InvalidArgument, `QP ${localQpn}: this secret was given to an earlier connect: give each connect its own`));
         return;
       }
-      const w: Waiter = { localQpn, remoteQpn: remote.qpn, secret: remote.secret, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [] };
+      const w: Waiter = {
+        localQpn, remoteQpn: remote.qpn, secret: remote.secret, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [],
+        to: remote.address, lastFault: undefined,
+      };
       this.#waiters.set(localQpn, w);
       const timeoutMs = this.#opts.connectTimeoutMs ?? 10_000;
-      const t = setTimeout(() => this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms`)), timeoutMs);
+      const t = setTimeout(() => {
+        const last = w.lastFault === undefined ? '' : ` (a connection request it answered failed: ${w.lastFault})`;
+        this.#settle(w, new SabreError(ErrorCode.Timeout, `QP ${localQpn}: no connection with QP ${remote.qpn} at ${remote.address.host}:${remote.address.port} within ${timeoutMs} ms${last}`));
+      }, timeoutMs);
       t.unref();
       w.timers.push(t);
       // An initiator takes the peer's Request parked here (its fallback dial, when it connected
@@ -329,7 +339,18 @@ export class MpaConnector {
     const { conn } = r;
     w.accepting = conn;
     conn.once('established', () => this.#settle(w, undefined, conn));
-    conn.once('failed', (f: TcpFault) => this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`)));
+    conn.once('failed', (f: TcpFault) => {
+      if (w.settled) return;
+      // A proven Request is the peer's: its failure is the connect's.
+      if (w.secret) return this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`));
+      // Without a secret it may be a stranger's that named the pair and left (or broke the
+      // handshake) before its RTR: that costs the QP this connection, not its connect. It waits
+      // on for the peer's — dialling the peer itself, as its own dial may have been given up for
+      // this Request (a crossing it lost) — until its deadline, which tells this fault.
+      if (w.accepting === conn) w.accepting = undefined;
+      w.lastFault = f.reason;
+      if (!w.outgoing) this.#initiate(w, w.to);
+    });
     const me: Pairing = { initiatorQpn, responderQpn: w.localQpn, nonce: this.nonce };
     const proof = w.secret && r.proof ? replyProof(w.secret, me, r.proof) : undefined;
     conn.accept(encodeSabrePd({ kind: 'connect', ...me, ...(proof ? { proof } : {}) }));
