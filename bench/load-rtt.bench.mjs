@@ -6,10 +6,14 @@
 //     streams 1 MiB writes (8 outstanding, each answered by a 1-byte ack).
 // The question (issue: the software NIC): how much a bulk stream delays everything else on the
 // same devices, inline (`workers: 0`) and through NIC threads (`workers: 1`), where every message
-// crosses two more threads each way. p50 / p90 / max over LOAD_RTT_PINGS pings, after 200 warm.
+// crosses two more threads each way. p50 / p90 / max over LOAD_RTT_PINGS pings, after 200 warm,
+// each pair first warmed by LOAD_RTT_WARMUP idle pings untimed: sabre's ping path is a few hundred
+// functions that V8 compiles over its first ~2,000 round trips (on two vCPUs the compiler threads
+// take the cores the round trip needs), so without it "idle" measured the JIT, 3-10x steady state.
 // A plain timed script (round trips under a stream do not fit tinybench's model).
 // Run: npm run build:ts && node bench/load-rtt.bench.mjs
-//   LOAD_RTT_TRANSPORTS (default "udp,tcp"), LOAD_RTT_WORKERS (default "0,1"), LOAD_RTT_PINGS (300)
+//   LOAD_RTT_TRANSPORTS (default "udp,tcp"), LOAD_RTT_WORKERS (default "0,1"), LOAD_RTT_PINGS (300),
+//   LOAD_RTT_WARMUP (5000)
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { forkPeer, isPeer, servePeer } from './lib/peer.mjs';
@@ -19,6 +23,7 @@ const TRANSPORTS = (process.env.LOAD_RTT_TRANSPORTS ?? 'udp,tcp').split(',');
 const WORKERS = (process.env.LOAD_RTT_WORKERS ?? '0,1').split(',').map(Number);
 const PINGS = Number(process.env.LOAD_RTT_PINGS ?? 300);
 const WARM = 200;
+const WARMUP = Number(process.env.LOAD_RTT_WARMUP ?? 5000);
 const BULK = 1 << 20;
 const DEPTH = 8;
 
@@ -97,6 +102,11 @@ if (isPeer) {
     };
   }
 
+  /** The untimed idle pings a pair starts with (see the file comment). */
+  async function warmUp(ping) {
+    for (let i = 0; i < WARMUP; i++) await ping();
+  }
+
   async function measure(ping, bulkSend) {
     let stop = false;
     const pump = bulkSend
@@ -122,11 +132,12 @@ if (isPeer) {
 
   const small = new Uint8Array(200);
   const big = new Uint8Array(BULK);
-  console.log(`# load-rtt: ${PINGS} round trips of 200 B (after ${WARM}), idle and under a stream of 1 MiB messages, ${DEPTH} outstanding, on the same two processes`);
+  console.log(`# load-rtt: ${PINGS} round trips of 200 B (after ${WARMUP} + ${WARM}), idle and under a stream of 1 MiB messages, ${DEPTH} outstanding, on the same two processes`);
 
   const port = await peer.call('rawOpen');
   const rawPing = await rawConn(port);
   const rawBulk = await rawConn(port);
+  await warmUp(() => rawPing.send(small));
   const rawIdle = await measure(() => rawPing.send(small));
   const rawLoad = await measure(() => rawPing.send(small), () => rawBulk.send(big));
   rawPing.close();
@@ -145,6 +156,7 @@ if (isPeer) {
         await ch.send(small);
         await it.next();
       };
+      await warmUp(ping);
       const idle = await measure(ping);
       const load = await measure(ping, () => bulk.send(big));
       console.log(`${transport} workers: ${workers}  idle: ${show(idle)}; under the stream: ${show(load)}`);

@@ -311,6 +311,7 @@ if (process.argv[2] === '--peer') {
     }
     const rBest = Math.max(...rr.map((x) => x.perSec));
     const sBest = Math.max(...sr.map((x) => x.perSec));
+    if (process.env.TCP_RDMA_STATS) console.log(JSON.stringify({ me: sr.at(-1).stats.me.nic, peer: sr.at(-1).stats.peer.nic, link: sr.at(-1).stats.me.link }));
     // Both processes, and the split (sender + receiver): a change to one side shows on its own.
     const perMsg = (xs) => {
       const m = (k) => xs.reduce((a, x) => a + x.cpu[k], 0) / xs.length;
