@@ -11,8 +11,9 @@ export const SABRE_PD_BLOCK_LEN_OFF = 0;
 export const SABRE_PD_VERSION_OFF = 2;
 export const SABRE_PD_KIND_OFF = 3;
 export const SABRE_PD_FLAGS_OFF = 4;
-export const SABRE_PD_FLAGS_RSVD = 0xfffc;
-export const SABRE_PD_FLAGS_RSVD_SHIFT = 2;
+export const SABRE_PD_FLAGS_RSVD = 0xfff8;
+export const SABRE_PD_FLAGS_RSVD_SHIFT = 3;
+export const SABRE_PD_FLAGS_CROSSING = 0x0004;
 export const SABRE_PD_FLAGS_PROOF = 0x0002;
 export const SABRE_PD_FLAGS_BUSY = 0x0001;
 export function getSabrePdBlockLen(b: Uint8Array, o: number): number { return (b[o]! << 8) | b[o + 1]!; }
@@ -48,6 +49,12 @@ export const SABRE_PD_SERVICE_SIZE = 4;
 export const SABRE_PD_SERVICE_SERVICE_OFF = 0;
 export function getSabrePdServiceService(b: Uint8Array, o: number): number { return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0; }
 export function setSabrePdServiceService(b: Uint8Array, o: number, v: number): void { b[o] = v >>> 24; b[o + 1] = v >>> 16; b[o + 2] = v >>> 8; b[o + 3] = v; }
+
+// REJECT of a crossing connect: who won it (the last 4 bytes of the block, after the reason) — sabre tcp transport, big-endian
+export const SABRE_PD_CROSSING_SIZE = 4;
+export const SABRE_PD_CROSSING_NONCE_OFF = 0;
+export function getSabrePdCrossingNonce(b: Uint8Array, o: number): number { return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0; }
+export function setSabrePdCrossingNonce(b: Uint8Array, o: number, v: number): void { b[o] = v >>> 24; b[o + 1] = v >>> 16; b[o + 2] = v >>> 8; b[o + 3] = v; }
 
 // Inproc bridge ring header (one per direction; the ring's bytes follow) — sabre inproc bridge, little-endian
 export const INPROC_RING_SIZE = 64;

@@ -22,13 +22,14 @@ export const SABRE_PD = layout({
     flags: {
       offset: 4, size: 2, type: 'u16', ref: 'sabre', meaning: 'flags',
       bits: {
-        Rsvd: { mask: 0xfffc, meaning: 'reserved, 0' },
+        Rsvd: { mask: 0xfff8, meaning: 'reserved, 0' },
+        Crossing: { mask: 0x0004, meaning: 'REJECT of a crossing connect (both QPs of the pair dialled, this end\'s nonce is the lower): sabrePdCrossing is the block\'s last 4 bytes, after the reason' },
         Proof: { mask: 0x0002, meaning: 'CONNECT: sabrePdProof follows sabrePdConnect (a QP-to-QP connect whose two ends were given the same secret, qp.connect({ secret })); no sabrePdService then' },
         Busy: { mask: 0x0001, meaning: 'REJECT: the listener has no room now (its backlog is full), ask again; 0 refuses for good' },
       },
     },
   },
-  tail: 'CONNECT: sabrePdConnect; REJECT: the reason as UTF-8 text (to the end of the block)',
+  tail: 'CONNECT: sabrePdConnect; REJECT: the reason as UTF-8 text (to the end of the block, or to sabrePdCrossing with flags.Crossing)',
 });
 
 export const SABRE_PD_CONNECT = layout({
@@ -75,5 +76,20 @@ export const SABRE_PD_SERVICE = layout({
   tail: 'the application\'s private data, to the end of the block',
 });
 
+export const SABRE_PD_CROSSING = layout({
+  name: 'sabrePdCrossing',
+  title: 'REJECT of a crossing connect: who won it (the last 4 bytes of the block, after the reason)',
+  size: 4,
+  ref: 'sabre tcp transport',
+  byteOrder: 'big-endian',
+  sabre: true,
+  fields: {
+    nonce: {
+      offset: 0, size: 4, type: 'u32', ref: 'sabre',
+      meaning: 'the rejecting end\'s nonce (sabrePdConnect): the end that lost the crossing takes the Request parked with it, from whatever address it came (a peer reached at one address may dial from another), and no other. After the reason, so a peer that does not know the flag reads a reason that still starts "crossing connect"',
+    },
+  },
+});
+
 /** The tcp transport's layouts in document order (spec.ts appends them to HOST_LAYOUTS). */
-export const TCP_LAYOUTS = [SABRE_PD, SABRE_PD_CONNECT, SABRE_PD_PROOF, SABRE_PD_SERVICE] as const;
+export const TCP_LAYOUTS = [SABRE_PD, SABRE_PD_CONNECT, SABRE_PD_PROOF, SABRE_PD_SERVICE, SABRE_PD_CROSSING] as const;

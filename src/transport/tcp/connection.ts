@@ -229,8 +229,8 @@ export class MpaConnection extends EventEmitter {
     this.#run(this.#hs.accept(privateData));
   }
 
-  reject(reason: string, busy = false): void {
-    this.#run(this.#hs.reject(reason, undefined, busy));
+  reject(reason: string, busy = false, crossingNonce?: number): void {
+    this.#run(this.#hs.reject(reason, undefined, busy, crossingNonce));
   }
 
   /**

@@ -307,9 +307,18 @@ export class MpaConnector {
       w.outgoing = undefined;
       // Losing a crossing is not a failure: the peer's own request will be accepted here — or
       // was parked before our connect, when the peer dialled first: take it now. Without a
-      // secret nothing tells the peer's Request from a stranger's but where it came from and
-      // the crossing rule: only one from the host we dialled, with the lower nonce that won.
+      // secret nothing tells the peer's Request from a stranger's but the nonce the peer's
+      // REJECT told (sabrePdCrossing: whatever address its dial left from), or, from a peer
+      // that tells none, where it came from: only one from the host we dialled, with the lower
+      // nonce that won.
       if (f.code === 'REJECTED' && f.reason.startsWith('crossing connect')) {
+        const told = f.crossingNonce;
+        if (told !== undefined) {
+          if (told >= this.nonce) return; // not a crossing this end lost: its own Request is answered here
+          const parked = this.#takeParked(w, w.secret ? undefined : (p) => p.nonce === told);
+          if (parked) this.#acceptFor(w, parked);
+          return;
+        }
         void addressesOf(to.host).then((hosts) => {
           if (w.settled) return;
           const peer = (p: Parked): boolean => hosts.has(p.conn.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '') && p.nonce < this.nonce;
@@ -497,7 +506,7 @@ export class MpaConnector {
         if (w.outgoing) {
           // Crossing connects: the lower nonce's connection survives.
           if (this.nonce < pd.nonce) {
-            c.reject('crossing connect: the peer with the lower nonce initiates');
+            c.reject('crossing connect: the peer with the lower nonce initiates', false, this.nonce);
             return;
           }
           const mine = w.outgoing;

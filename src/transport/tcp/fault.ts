@@ -10,6 +10,8 @@ export interface TcpFault extends TermCode {
   reason: string;
   /** The system error behind a SOCKET fault (ECONNREFUSED, ENOTFOUND, …), for the API's `cause`. */
   cause?: Error;
+  /** A REJECTED crossing connect: the rejecting peer's nonce (sabrePdCrossing), when it told it. */
+  crossingNonce?: number;
 }
 
 export function fault(term: TermCode, code: string, reason: string, cause?: Error): TcpFault {

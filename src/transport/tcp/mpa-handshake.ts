@@ -225,12 +225,13 @@ export class MpaHandshake {
   }
 
   /** Responder: refuse with a reason the initiator can read (sabre reject block in the private data). */
-  reject(reason: string, t: TcpFault | undefined = undefined, busy = false): MpaEvent[] {
+  /** `crossingNonce`: a crossing connect's REJECT, with this end's nonce (sabrePdCrossing). */
+  reject(reason: string, t: TcpFault | undefined = undefined, busy = false, crossingNonce?: number): MpaEvent[] {
     if (this.#state !== 'requested') return [];
     const req = this.#request!;
     const revision = Math.min(req.revision, this.#revision);
     const enhanced = revision === 2 && this.#requestInfo!.enhanced;
-    const block = encodeSabrePd({ kind: 'reject', reason, ...(busy ? { busy } : {}) });
+    const block = encodeSabrePd({ kind: 'reject', reason, ...(busy ? { busy } : {}), ...(crossingNonce !== undefined ? { crossingNonce } : {}) });
     const pd = enhanced
       ? this.#withV2(block, { p2p: false, zeroLenSendRtr: false, writeRtr: false, readRtr: false, ird: this.#ird, ord: this.#ord })
       : block;
@@ -297,7 +298,9 @@ export class MpaHandshake {
       this.#state = 'failed';
       // BUSY: a listener without room now (its backlog full); the dialer may try again.
       const code = block?.kind === 'reject' && block.busy ? 'BUSY' : 'REJECTED';
-      return [{ type: 'failed', fault: fault(TERM.invalidReqResp, code, reason), rejected: true, peerPrivateData: ulp }];
+      const f = fault(TERM.invalidReqResp, code, reason);
+      if (block?.kind === 'reject' && block.crossingNonce !== undefined) f.crossingNonce = block.crossingNonce;
+      return [{ type: 'failed', fault: f, rejected: true, peerPrivateData: ulp }];
     }
     if (f.revision > this.#revision) return this.#fail(fault(TERM.invalidReqResp, 'BAD_REVISION', `peer replied with revision ${f.revision}, we offered ${this.#revision}`));
     if (enhanced && (!v2 || !v2.ok)) return this.#fail(fault(TERM.invalidReqResp, 'BAD_V2', 'enhanced MPA Reply without the IRD/ORD word'));

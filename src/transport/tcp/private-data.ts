@@ -28,6 +28,8 @@ export interface SabreRejectInfo {
   reason: string;
   /** The listener had no room now (SABRE_PD_REJECT_BUSY). */
   busy?: boolean;
+  /** A crossing connect's REJECT: the rejecting end's nonce (sabrePdCrossing, flags.Crossing). */
+  crossingNonce?: number;
 }
 
 export type SabrePrivateData = SabreConnectInfo | SabreRejectInfo;
@@ -36,13 +38,14 @@ const HDR = F.SABRE_PD_SIZE;
 const CONNECT = F.SABRE_PD_CONNECT_SIZE;
 const SERVICE = F.SABRE_PD_SERVICE_SIZE;
 const PROOF = F.SABRE_PD_PROOF_SIZE;
+const CROSSING = F.SABRE_PD_CROSSING_SIZE;
 /** blockLen counts the bytes after itself: the block ends at this + blockLen. */
 const LEN_END = F.SABRE_PD_VERSION_OFF;
 const utf8 = new TextEncoder();
 const utf8d = new TextDecoder('utf-8', { fatal: false });
 
 /** Largest reason that fits: the MPA maximum less the IRD/ORD word and the block's head. */
-export const MAX_REASON_BYTES = MPA_MAX_PRIVATE_DATA - MPA_V2_PRIVATE.size - HDR;
+export const MAX_REASON_BYTES = MPA_MAX_PRIVATE_DATA - MPA_V2_PRIVATE.size - HDR - F.SABRE_PD_CROSSING_SIZE;
 /** Largest application private data on a connect: a reason's room less the QPNs, nonce and service. */
 export const MAX_USER_DATA_BYTES = MAX_REASON_BYTES - CONNECT - SERVICE;
 
@@ -65,13 +68,17 @@ export function encodeSabrePd(pd: SabrePrivateData): Uint8Array {
   } else {
     let text = utf8.encode(pd.reason);
     if (text.length > MAX_REASON_BYTES) text = text.subarray(0, MAX_REASON_BYTES);
-    out = new Uint8Array(HDR + text.length);
+    const crossing = pd.crossingNonce !== undefined;
+    out = new Uint8Array(HDR + text.length + (crossing ? CROSSING : 0));
     out.set(text, HDR);
+    if (crossing) F.setSabrePdCrossingNonce(out, HDR + text.length, pd.crossingNonce!);
   }
   F.setSabrePdBlockLen(out, 0, out.length - LEN_END);
   F.setSabrePdVersion(out, 0, SABRE_PD_VERSION);
   F.setSabrePdKind(out, 0, pd.kind === 'connect' ? SabrePdKind.Connect : SabrePdKind.Reject);
-  F.setSabrePdFlags(out, 0, pd.kind === 'reject' ? (pd.busy ? SABRE_PD_REJECT_BUSY : 0) : pd.proof ? F.SABRE_PD_FLAGS_PROOF : 0);
+  F.setSabrePdFlags(out, 0, pd.kind === 'reject'
+    ? (pd.busy ? SABRE_PD_REJECT_BUSY : 0) | (pd.crossingNonce !== undefined ? F.SABRE_PD_FLAGS_CROSSING : 0)
+    : pd.proof ? F.SABRE_PD_FLAGS_PROOF : 0);
   return out;
 }
 
@@ -99,8 +106,13 @@ export function decodeSabrePd(b: Uint8Array): SabrePrivateData | undefined {
     return info;
   }
   if (kind === SabrePdKind.Reject) {
-    const info: SabreRejectInfo = { kind: 'reject', reason: utf8d.decode(b.subarray(HDR, end)) };
-    if ((F.getSabrePdFlags(b, 0) & SABRE_PD_REJECT_BUSY) !== 0) info.busy = true;
+    const flags = F.getSabrePdFlags(b, 0);
+    const crossing = (flags & F.SABRE_PD_FLAGS_CROSSING) !== 0;
+    if (crossing && end < HDR + CROSSING) return undefined;
+    const textEnd = crossing ? end - CROSSING : end;
+    const info: SabreRejectInfo = { kind: 'reject', reason: utf8d.decode(b.subarray(HDR, textEnd)) };
+    if ((flags & SABRE_PD_REJECT_BUSY) !== 0) info.busy = true;
+    if (crossing) info.crossingNonce = F.getSabrePdCrossingNonce(b, textEnd);
     return info;
   }
   return undefined;

@@ -3,7 +3,9 @@
 // parked there. When the initiator connects and its own dial loses the crossing (the responder's
 // nonce is the lower), it takes that parked Request — without a secret, only one from the host
 // it dialled, so a peer named by a host name is resolved first (a fifth review found 'localhost'
-// deadlocked: both timed out).
+// deadlocked: both timed out) — or, from a peer that says which nonce won (the crossing REJECT's
+// sabrePdCrossing), the one parked with that nonce, whatever address the peer's dial left from
+// (before, a peer reached at one address that dials from another deadlocked the same way).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
 import { MpaConnector } from '../../../src/transport/tcp/connector.js';
@@ -38,5 +40,43 @@ describe('a responder early, its initiator losing the crossing', () => {
     const r = await Promise.allSettled([early, late]);
     for (const x of r) if (x.status === 'fulfilled') x.value.close();
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
+  }, 10_000);
+});
+
+describe('a peer reached at one address whose dials leave from another', () => {
+  /** a listens on every address and is told to b as 127.0.0.3; its dials leave from 127.0.0.1. a connects first. */
+  async function pair(strangerNonce?: number) {
+    const a = await endpoint('0.0.0.0');
+    const b = await endpoint('127.0.0.1');
+    const aSeen = { ...a.address, host: '127.0.0.3' };
+    // b loses the crossing: a's nonce is the lower.
+    (a as unknown as { nonce: number }).nonce = 0x100;
+    (b as unknown as { nonce: number }).nonce = 0xfffffff0;
+    let stranger: MpaConnector | undefined;
+    if (strangerNonce !== undefined) {
+      // A stranger's Request for the pair, parked at b before a's: same QPNs, another nonce.
+      stranger = await endpoint('127.0.0.1');
+      (stranger as unknown as { nonce: number }).nonce = strangerNonce;
+      void stranger.connectQp(10, { address: b.address, qpn: 20 }).catch(() => {});
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const early = a.connectQp(10, { address: b.address, qpn: 20 });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.parkedRequests).toBe(strangerNonce === undefined ? 1 : 2);
+    const late = b.connectQp(20, { address: aSeen, qpn: 10 });
+    const r = await Promise.allSettled([early, late]);
+    for (const x of r) if (x.status === 'fulfilled') x.value.close();
+    return { r };
+  }
+
+  it('the pair connects: the end that lost the crossing takes the Request parked with the nonce the REJECT told', async () => {
+    const { r } = await pair();
+    expect(r.map((x) => (x.status === 'rejected' ? String(x.reason) : x.status))).toEqual(['fulfilled', 'fulfilled']);
+  }, 10_000);
+
+  it('a stranger\'s Request parked first with a lower nonce is not the one taken', async () => {
+    // Taken, it would pair b with the stranger and leave a's Request parked: a would time out.
+    const { r } = await pair(1);
+    expect(r.map((x) => (x.status === 'rejected' ? String(x.reason) : x.status))).toEqual(['fulfilled', 'fulfilled']);
   }, 10_000);
 });

@@ -99,4 +99,18 @@ describe('MPA frame bytes (hand-derived)', () => {
     expect(decodeSabrePd(Uint8Array.of(0x00, 0x1f, ...block.subarray(2, 33)))).toBeUndefined();
     expect(() => encodeSabrePd({ kind: 'connect', initiatorQpn: 3, responderQpn: 0, nonce: 1, proof, service: 5 })).toThrow(RangeError);
   });
+
+  it('a crossing connect\'s REJECT: flags.Crossing, the reason, then the rejecting end\'s nonce as the last 4 bytes', () => {
+    const block = encodeSabrePd({ kind: 'reject', reason: 'crossing connect: x', crossingNonce: 0x01020304 });
+    // blockLen 4 + 19 + 4, version 1, kind REJECT, flags 0x0004; the text; the nonce big-endian.
+    expect([...block.subarray(0, 6)]).toEqual([0x00, 27, 1, 2, 0x00, 0x04]);
+    expect(new TextDecoder().decode(block.subarray(6, 25))).toBe('crossing connect: x');
+    expect([...block.subarray(25)]).toEqual([1, 2, 3, 4]);
+    expect(decodeSabrePd(block)).toEqual({ kind: 'reject', reason: 'crossing connect: x', crossingNonce: 0x01020304 });
+    // A decoder that does not know the flag reads the reason to the block's end: it still starts "crossing connect".
+    expect(new TextDecoder().decode(block.subarray(6)).startsWith('crossing connect')).toBe(true);
+    // The flag on a block too short for the nonce is not sabre's; a plain REJECT has no nonce.
+    expect(decodeSabrePd(Uint8Array.of(0x00, 0x06, 1, 2, 0x00, 0x04, 0x41, 0x42))).toBeUndefined();
+    expect(decodeSabrePd(encodeSabrePd({ kind: 'reject', reason: 'no' }))).toEqual({ kind: 'reject', reason: 'no' });
+  });
 });
