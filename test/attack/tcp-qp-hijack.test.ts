@@ -10,12 +10,12 @@
 // the stranger's request is refused and the real pair connects. Without one the limit stays,
 // pinned (it.fails; docs/tcp-framing.md "Guessing the pair"); the cm path is not affected.
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { type Device, openDevice, QpState } from '../../src/index.js';
+import { QpState } from '../../src/index.js';
 import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
 import { cat } from '../transport/tcp/raw-mpa.js';
 import { until } from '../files/helpers.js';
+import { rawTcpPairWithStranger } from './tcp-stranger.js';
 
 /** An enhanced MPA Request (CRC, IRD/ORD 16, no peer-to-peer) with a sabre block for the QP pair. */
 function hijackRequest(initiatorQpn: number, responderQpn: number): Uint8Array {
@@ -26,24 +26,9 @@ function hijackRequest(initiatorQpn: number, responderQpn: number): Uint8Array {
 
 /** A raw tcp pair, a stranger at 127.0.0.2 sending the pairing's Request first; then both connect (with `secret`, if given). */
 async function hijackFirst(secret?: Uint8Array, otherSecret = secret, workers = 0) {
-  const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  // The side whose (host, port) sorts higher waits for the other's request.
-  const [ini, resp] = (a.address.port as number) < (b.address.port as number) ? [a, b] : [b, a];
-  const mk = (d: Device) => {
-    const pd = d.allocPd();
-    const cq = d.createCq({ depth: 16 });
-    return pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-  };
-  const qi = mk(ini);
-  const qr = mk(resp);
-  const s = net.connect({ host: '127.0.0.1', port: resp.address.port as number, localAddress: '127.0.0.2' });
-  const got: Buffer[] = [];
-  s.on('error', () => {});
-  s.on('data', (d: Buffer) => got.push(d));
+  const { ini, resp, qi, qr, stranger, got, close } = await rawTcpPairWithStranger(workers);
   try {
-    await new Promise<void>((r) => s.once('connect', () => r()));
-    s.write(hijackRequest(qi.qpn, qr.qpn));
+    stranger.write(hijackRequest(qi.qpn, qr.qpn));
     await until(() => (resp.stats().link as unknown as Record<string, number>).connectionsAccepted === 1, 5000, 'the request to be read');
     await new Promise((r) => setTimeout(r, 100));
     const results = await Promise.allSettled([
@@ -52,13 +37,11 @@ async function hijackFirst(secret?: Uint8Array, otherSecret = secret, workers = 
     ]);
     // Before: the responder accepted the stranger's request (an MPA Reply without Reject) and the
     // real initiator's connect failed.
-    const reply = Buffer.concat(got);
+    const reply = got();
     const accepted = reply.length >= 18 && (reply[16]! & 0x20) === 0;
     return { accepted, reply, results, states: [qr.state, qi.state] };
   } finally {
-    s.destroy();
-    await a.close();
-    await b.close();
+    await close();
   }
 }
 

@@ -5,14 +5,14 @@
 // handshake) once it has the Reply. That costs the waiting QP the stranger's connection, not its
 // connect: it waits on, and dials the peer itself if it gave its own dial up for the
 // stranger's, and the real pair connects.
-import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { type Device, openDevice, QpState } from '../../src/index.js';
+import { QpState } from '../../src/index.js';
 import { encodeMpaV2Private } from '../../src/wire/mpa.js';
 import { MPA_V2_PRIVATE_SIZE } from '../../src/wire/fields.gen.js';
 import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
 import { cat } from '../transport/tcp/raw-mpa.js';
 import { until } from '../files/helpers.js';
+import { rawTcpPairWithStranger } from './tcp-stranger.js';
 
 /** An enhanced MPA Request (CRC, peer-to-peer with a zero-length RDMA Write RTR) with a sabre block for the pair. */
 function p2pRequest(initiatorQpn: number, responderQpn: number, nonce: number): Uint8Array {
@@ -28,39 +28,20 @@ function p2pRequest(initiatorQpn: number, responderQpn: number, nonce: number): 
  * bytes that are no RTR. Then the initiator connects.
  */
 async function strangerLeaves(leave: 'close' | 'garbage', nonce: number, workers: number) {
-  const devs: Device[] = [];
-  const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  devs.push(a);
-  const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  devs.push(b);
-  // The side whose (host, port) sorts higher waits for the other's request.
-  const [ini, resp] = (a.address.port as number) < (b.address.port as number) ? [a, b] : [b, a];
-  const mk = (d: Device) => {
-    const pd = d.allocPd();
-    const cq = d.createCq({ depth: 16 });
-    return pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
-  };
-  const qi = mk(ini);
-  const qr = mk(resp);
-  const s = net.connect({ host: '127.0.0.1', port: resp.address.port as number, localAddress: '127.0.0.2' });
-  const got: Buffer[] = [];
-  s.on('error', () => {});
-  s.on('data', (d: Buffer) => got.push(d));
+  const { ini, resp, qi, qr, stranger, got, close } = await rawTcpPairWithStranger(workers);
   try {
     const waiting = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000 });
     waiting.catch(() => {});
-    await new Promise<void>((r) => s.once('connect', () => r()));
-    s.write(p2pRequest(qi.qpn, qr.qpn, nonce));
-    await until(() => Buffer.concat(got).length >= 20, 5000, 'the responder\'s Reply to the stranger');
-    const reply = Buffer.concat(got);
-    if (leave === 'close') s.destroy();
-    else s.write(Buffer.alloc(64, 0xee));
+    stranger.write(p2pRequest(qi.qpn, qr.qpn, nonce));
+    await until(() => got().length >= 20, 5000, 'the responder\'s Reply to the stranger');
+    const reply = got();
+    if (leave === 'close') stranger.destroy();
+    else stranger.write(Buffer.alloc(64, 0xee));
     await new Promise((r) => setTimeout(r, 100));
     const results = await Promise.allSettled([waiting, qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 4000 })]);
     return { reply, results, states: [qr.state, qi.state] };
   } finally {
-    s.destroy();
-    for (const d of devs) await d.close();
+    await close();
   }
 }
 
