@@ -308,6 +308,14 @@ export class UdpEndpoint {
       }
     } else {
       e = this.table.byAddr.get(addrKey(from));
+      // Once the peer has named our id, every datagram of its names it: dstCtx 0 with its id is
+      // a late copy of an early one (resent anyway) or a forgery that guessed one 32-bit id of
+      // the two — taken, it would place the forger's bytes and make the peer's real datagram of
+      // that PSN a duplicate, acked and lost.
+      if (e !== undefined && e.peerKnowsUs && e.ctx.peerId === h.srcCtx) {
+        c.stale++;
+        return;
+      }
       // A peer we know sends with dstCtx 0 until it has learnt our id: that is fine. Anything
       // else is a first contact (or a restart claim) and must bring back a cookie of ours.
       if (e === undefined || e.ctx.peerId !== h.srcCtx) {
