@@ -237,19 +237,13 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
       return fatalNow(e, qp, flow, m, TERM.invalidRequest);
     }
   }
-  const views: Uint8Array[] = [];
   let total = 0;
   for (const s of srcs) {
     const st = e.mem.check(s.stag, qp.pd, s.to, s.len, row.access!);
     if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
-    // A copy, taken now, while the key is valid: the answer may wait in a
-    // tcp queue or a socket's buffer, or be sent again by udp, after the region is
-    // deregistered and its memory registered anew; a view would send the new region's bytes
-    // under the old key. Hardware fences outstanding responses on MR invalidation; the copy
-    // is sabre's fence (its cost on the read path: docs/resource-bounds.md).
-    if (s.len > 0) views.push(e.mem.snapshot(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len)));
     total += s.len;
   }
+  const views = snapshotSources(e, srcs);
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];
   // srd keeps each message's frames: refused behind a refused turn, it is asked for again (srd-refusal.ts).
@@ -287,6 +281,46 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
   }
   keepAnswer(e, qp, flow);
   emitAll(e, flow, frames);
+}
+
+/**
+ * The bytes of a read's sources, in order, as copies taken now, while the keys are valid: the
+ * answer may wait in a tcp queue or a socket's buffer, or be sent again by udp, after a region is
+ * deregistered and its memory registered anew; a view would send the new region's bytes under
+ * the old key. Hardware fences outstanding responses on MR invalidation; the copy is sabre's
+ * fence (its cost on the read path: docs/resource-bounds.md). Each byte a request names is
+ * copied once, however often it names it: sources of one key that overlap or touch share one
+ * copy. A request may name one granted region up to maxSge (1024) times; copied per entry, one
+ * ~32 KiB request made the responder copy up to 4 GiB into its heap (found by an audit).
+ */
+function snapshotSources(e: EngineState, srcs: ReadVEntry[]): Uint8Array[] {
+  const views: Uint8Array[] = [];
+  if (srcs.length === 1) {
+    const s = srcs[0]!;
+    if (s.len > 0) views.push(e.mem.snapshot(e.mem.view(e.mem.lookup(s.stag)!, s.to, s.len)));
+    return views;
+  }
+  const order: number[] = [];
+  for (let i = 0; i < srcs.length; i++) if (srcs[i]!.len > 0) order.push(i);
+  order.sort((x, y) => srcs[x]!.stag - srcs[y]!.stag || srcs[x]!.to - srcs[y]!.to);
+  const out: Uint8Array[] = new Array(srcs.length);
+  for (let k = 0; k < order.length;) {
+    const first = srcs[order[k]!]!;
+    let end = first.to + first.len;
+    let j = k + 1;
+    for (; j < order.length; j++) {
+      const n = srcs[order[j]!]!;
+      if (n.stag !== first.stag || n.to > end) break;
+      end = Math.max(end, n.to + n.len);
+    }
+    const copy = e.mem.snapshot(e.mem.view(e.mem.lookup(first.stag)!, first.to, end - first.to));
+    for (; k < j; k++) {
+      const s = srcs[order[k]!]!;
+      out[order[k]!] = copy.subarray(s.to - first.to, s.to - first.to + s.len);
+    }
+  }
+  for (const i of order.sort((x, y) => x - y)) views.push(out[i]!);
+  return views;
 }
 
 /**
