@@ -12,6 +12,8 @@ import type { EndpointCounters, EndpointOptions, PeerAddress } from './endpoint-
 const RESCAN_MS = 10;
 /** Idle time after which a context may be taken for a newcomer (see reclaimIdle). */
 const RECLAIM_GUARD_MS = 1000;
+/** One owed RESET per dropped context this often (its peer's retransmissions come slower: a lost RESET is answered again). */
+const OWED_RESET_MS = 100;
 
 export function addrKey(a: PeerAddress): string {
   return `${a.host}|${a.port}`;
@@ -71,6 +73,15 @@ export class ContextTable {
   readonly byAddr = new Map<string, Entry>();
   readonly hosts = new Map<string, HostState>();
   readonly retired = new Set<number>();
+  /**
+   * Our ids of contexts dropped while their peer may still use them (reclaimed for idleness or a
+   * newcomer, failed), with the peer's address, oldest first, at most maxRetiredIds. A datagram
+   * from that address naming one is owed the RESET that makes the peer start a fresh stream:
+   * outside the rate limits, which an off-path sender can drain with datagrams naming random ids
+   * (to fail the peer's work: it would retransmit into silence). It cannot name these without
+   * guessing 32 bits, and from the peer's address.
+   */
+  readonly dropped = new Map<number, { key: string; resetAt: number }>();
   private scanAt = -Infinity;
   /** Context sums (refusals, retransmissions, keepalives) of the contexts dropped so far (stats() adds the live ones). */
   readonly totals: ContextTotals = zeroSums();
@@ -100,7 +111,13 @@ export class ContextTable {
     return e;
   }
 
-  drop(e: Entry): void {
+  /** `peerMayUse`: the peer may still send to it (reclaimed, failed): see `dropped`. */
+  drop(e: Entry, peerMayUse = false): void {
+    if (peerMayUse && e.ctx.peerId !== 0) {
+      this.dropped.delete(e.ctx.localId);
+      this.dropped.set(e.ctx.localId, { key: e.key, resetAt: -Infinity });
+      if (this.dropped.size > this.opts.maxRetiredIds) this.dropped.delete(this.dropped.keys().next().value!);
+    }
     if (this.byId.get(e.ctx.localId) === e) addTotals(this.totals, e.ctx.counters);
     this.byId.delete(e.ctx.localId);
     if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
@@ -128,8 +145,19 @@ export class ContextTable {
   private newLocalId(): number {
     for (;;) {
       const id = this.opts.randomId() >>> 0;
-      if (id !== 0 && !this.byId.has(id)) return id;
+      if (id !== 0 && !this.byId.has(id)) {
+        this.dropped.delete(id);
+        return id;
+      }
     }
+  }
+
+  /** A datagram from `from` names our dropped context `id`: its RESET is owed (see `dropped`), once per OWED_RESET_MS. */
+  owesReset(id: number, from: PeerAddress, now: number): boolean {
+    const d = this.dropped.get(id);
+    if (d === undefined || d.key !== addrKey(from) || now < d.resetAt) return false;
+    d.resetAt = now + OWED_RESET_MS;
+    return true;
   }
 
   retire(id: number): void {
@@ -163,7 +191,7 @@ export class ContextTable {
       return false;
     }
     this.counters.contextsReclaimed++;
-    this.drop(victim);
+    this.drop(victim, true);
     return true;
   }
 

@@ -129,6 +129,8 @@ export interface EndpointCounters extends IntegrityCounters {
   resetsSent: number;
   /** RESETs owed but held back by the device or per-host rate limit. */
   resetsSuppressed: number;
+  /** RESETs to a peer whose context we dropped (reclaimed, failed), naming it from its address: outside the rate limits. */
+  resetsOwed: number;
   /** RESETs with the peer's token: it dropped our context; we started a fresh stream. */
   resetsReceived: number;
   /** RESETs that did not echo both context ids (forged or misdirected): ignored. */

@@ -65,7 +65,7 @@ export class UdpEndpoint {
     rxDatagrams: 0, txDatagrams: 0, truncated: 0, oversized: 0, badCrc: 0, badHash: 0, badIntegrity: 0, integrityRefused: 0, malformed: 0,
     unknownContext: 0, stale: 0, contextLimit: 0, hostLimit: 0, cookiesSent: 0, cookiesValidated: 0, cookiesFailed: 0,
     cookiesExpired: 0, cookiesReceived: 0, cookiesIgnored: 0, unvalidated: 0, restartClaims: 0, amplificationRefused: 0,
-    resetsSent: 0, resetsSuppressed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
+    resetsSent: 0, resetsSuppressed: 0, resetsOwed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
     contextsCreated: 0, contextsReclaimed: 0, contextsFailed: 0,
   };
   private readonly table: ContextTable;
@@ -161,7 +161,7 @@ export class UdpEndpoint {
    * the receive window, no receive credit left) are summed over live and dropped contexts.
    */
   stats(): EndpointCounters & ContextTotals & {
-    contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number; contextsCrc32c: number; contextsXxh3: number; contextsNone: number;
+    contexts: number; hostsWithContexts: number; resetHosts: number; retiredIds: number; droppedIds: number; contextsCrc32c: number; contextsXxh3: number; contextsNone: number;
   } {
     const r = { ...this.table.totals };
     for (const e of this.table.byId.values()) addTotals(r, e.ctx.counters);
@@ -169,6 +169,7 @@ export class UdpEndpoint {
     for (const e of this.table.byId.values()) if (e.integ !== undefined) by[e.integ]!++;
     return {
       ...this.counters, ...r, contexts: this.table.byId.size, hostsWithContexts: this.table.hosts.size, resetHosts: this.handshake.resetHosts, retiredIds: this.table.retired.size,
+      droppedIds: this.table.dropped.size,
       contextsCrc32c: by[UdpIntegrity.Crc32c]!, contextsXxh3: by[UdpIntegrity.Xxh3]!, contextsNone: by[UdpIntegrity.None]!,
     };
   }
@@ -294,7 +295,7 @@ export class UdpEndpoint {
         // We lost (reclaimed, or restarted without) the context the peer still uses.
         c.unknownContext++;
         if (this.table.retired.has(h.srcCtx)) c.stale++;
-        else this.handshake.sendReset(from, h, buf.length, now, this.out);
+        else this.handshake.sendReset(from, h, buf.length, now, this.out, this.table.owesReset(h.dstCtx, from, now));
         return;
       }
       if (e.ctx.peerId === 0) {
@@ -386,10 +387,10 @@ export class UdpEndpoint {
         if (ctx.failed.length === 0 && ctx.failReason === 'peer-lost') this.failed.push({ id: 0, peer: e.peer, reason: 'peer-lost' });
         this.drainFailures(e, ctx.failReason ?? 'retry-exceeded');
         this.counters.contextsFailed++;
-        this.table.drop(e);
+        this.table.drop(e, true);
       } else if (ctx.quiescent && now - ctx.lastActivity >= this.opts.idleMs) {
         this.counters.contextsReclaimed++;
-        this.table.drop(e);
+        this.table.drop(e, true);
       }
     }
     const res = { more, datagrams: this.out, delivered: this.delivered, acked: this.acked, failed: this.failed };

@@ -201,17 +201,20 @@ export class Handshake {
     out.push(this.framer.frame({ host: to.host, port: to.port }, hdr, null, 0, UdpIntegrity.Crc32c));
   }
 
-  /** Tell the sender we lost the context it names: rate-limited, at most 3x the trigger. */
-  sendReset(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number, out: OutDatagram[]): void {
+  /**
+   * Tell the sender we lost the context it names: at most 3x the trigger, and rate-limited —
+   * unless `owed`: a context we dropped, named from its peer's address (ContextTable.owesReset).
+   */
+  sendReset(to: PeerAddress, h: UdpHdr, triggerLen: number, now: number, out: OutDatagram[], owed = false): void {
     if (RESET_DATAGRAM_LEN > AMPLIFICATION * triggerLen) {
       this.counters.amplificationRefused++;
       return;
     }
-    if (!this.hostResets.take(to.host, now)) {
+    if (owed) this.counters.resetsOwed++;
+    else if (!this.hostResets.take(to.host, now)) {
       this.counters.resetsSuppressed++;
       return;
-    }
-    if (!this.deviceResets.take(now)) {
+    } else if (!this.deviceResets.take(now)) {
       this.counters.resetsSuppressed++;
       return;
     }
