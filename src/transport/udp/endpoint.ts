@@ -245,9 +245,21 @@ export class UdpEndpoint {
   /**
    * One datagram from the socket. Never throws on its content. `crc`: the CRC32C of
    * buf[0, length - 4) when the owner already computed it (a worker did) for a datagram whose
-   * trailer kind is CRC32C, else checked here.
+   * trailer kind is CRC32C, else checked here. False when it changed nothing (refused, dropped,
+   * or a handshake datagram naming no context of ours, unanswered): the shell then owes no flush,
+   * whose visit of every context a stream of strays would otherwise buy one at a time.
    */
-  receive(buf: Uint8Array, from: PeerAddress, now: number, crc?: number): void {
+  receive(buf: Uint8Array, from: PeerAddress, now: number, crc?: number): boolean {
+    const out = this.out.length;
+    this.#took = false;
+    this.#receive(buf, from, now, crc);
+    return this.#took || this.out.length !== out;
+  }
+
+  /** The datagram reached a context of ours (see receive). */
+  #took = false;
+
+  #receive(buf: Uint8Array, from: PeerAddress, now: number, crc?: number): void {
     if (this.closed) return;
     const c = this.counters;
     c.rxDatagrams++;
@@ -280,12 +292,11 @@ export class UdpEndpoint {
       c.badIntegrity++;
       return;
     }
-    if (h.type === UdpType.Reset) {
-      this.handshake.onReset(h, now);
-      return;
-    }
-    if (h.type === UdpType.Cookie) {
-      this.handshake.onCookie(h, now);
+    if (h.type === UdpType.Reset || h.type === UdpType.Cookie) {
+      // Only one naming a context of ours can change it (the handshake checks the rest).
+      this.#took = this.table.byId.has(h.dstCtx);
+      if (h.type === UdpType.Reset) this.handshake.onReset(h, now);
+      else this.handshake.onCookie(h, now);
       return;
     }
     let e: Entry | undefined;
@@ -333,6 +344,7 @@ export class UdpEndpoint {
       else c.badSack++;
       return;
     }
+    this.#took = true;
     // It named our id in a datagram we took: it has our token (it came with our first ones).
     if (h.dstCtx !== 0) e.peerKnowsUs = true;
     if (e.ctx.delivered.length > before) {

@@ -95,6 +95,11 @@ class DeviceRxArea implements RxArea {
     return u8.subarray(at, at + n);
   }
 
+  unCopy(last: Uint8Array): void {
+    const n = (last.length + 63) & ~63;
+    if (last.byteOffset === this.dm.u8().byteOffset + this.base + this.#used - n) this.#used -= n;
+  }
+
   reset(): void {
     this.#used = 0;
   }

@@ -63,6 +63,8 @@ export interface UdpSocketOptions extends Partial<EndpointOptions> {
 /** A receive area: copy() places a datagram (undefined: full, keep the node Buffer); reset() frees all. */
 export interface RxArea {
   copy(datagram: Uint8Array): Uint8Array | undefined;
+  /** Give back the last copy (a datagram that changed nothing: nothing refers to it). */
+  unCopy(last: Uint8Array): void;
   reset(): void;
 }
 

@@ -49,7 +49,8 @@ interface RxWaiting {
 export class UdpSockets {
   readonly endpoint: UdpEndpoint;
   readonly address: UdpAddress;
-  readonly counters = { sendErrors: 0, flushes: 0, txBySocket: [] as number[], rxOffloaded: 0, rxOffloadedBadCrc: 0, txOffloaded: 0, offloadFailures: 0, offloadBackoffs: 0 };
+  /** rxIdle: datagrams that changed nothing (refused, strays): no flush owed for them. */
+  readonly counters = { sendErrors: 0, flushes: 0, rxIdle: 0, txBySocket: [] as number[], rxOffloaded: 0, rxOffloadedBadCrc: 0, txOffloaded: 0, offloadFailures: 0, offloadBackoffs: 0 };
   /** Until then the CRCs are done on this thread: a batch came back slower than computing it here would have been (no spare core). */
   private offloadOffUntil = 0;
   /** Receive areas (three with a receive offload), the one arrivals are copied into, and those a batch holds. */
@@ -135,7 +136,13 @@ export class UdpSockets {
           else this.scheduleFlush();
           return;
         }
-        this.endpoint.receive(inDev ?? msg, from, now);
+        // A datagram that changed nothing (refused, a stray) owes no flush: a flush visits every
+        // context, and strays paced one per wake-up would buy one each (found by an audit).
+        if (!this.endpoint.receive(inDev ?? msg, from, now)) {
+          this.counters.rxIdle++;
+          if (inDev !== undefined) area!.unCopy(inDev);
+          return;
+        }
         // libuv reads up to 32 datagrams per wake-up before the check phase: 2 MiB at 64 KiB.
         // Waiting for all of them before acking left the sender idle while we read (its window
         // was in our socket buffer); an rxBurst's worth is delivered and acked at once instead.
