@@ -26,9 +26,10 @@
 import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_SEQ_MOD, CHAN_VERSION, ChanType } from '../wire/channel-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import { Inbound, type InboundStats } from './inbound.js';
-import { type CtrlEntry, type Link, WrKind, type WrKindValue, wrKindOf } from './link.js';
+import { type CtrlEntry, type Link, MAX_CTRL_WRS, WrKind, type WrKindValue, wrKindOf } from './link.js';
 import type { ResolvedOptions } from './options.js';
-import { Outbound, type OutboundStats, checkGrant } from './outbound.js';
+import { checkHello, SCRATCH_LEN, scratchOff, slots0Off } from './hello.js';
+import { Outbound, type OutboundStats } from './outbound.js';
 import type { Action, ChannelPorts, Delivered, FailKind, Outcome, Region } from './ports.js';
 import { type Body, CTRL_LEN, ctrlImm, decodeCtrl, encodeCtrl, parseImm } from './wire.js';
 
@@ -50,28 +51,9 @@ export interface CoreStats extends InboundStats, OutboundStats {
 const HELLO_LEN = CTRL_LEN.get(ChanType.Hello)!;
 /** Mailbox credits a HELLO grants; the rest of the mailbox is withheld until first used. */
 export const IDLE_MBOX_CREDITS = 2;
-/** Phase 0's slots start on a cache line of their own in the fixed region. */
-const SLOTS_ALIGN = 64;
 
 /** ChannelCore's #flags. */
 const F = { torn: 1, released: 2, helloSent: 4, helloReceived: 8, closeQueued: 16 } as const;
-
-/**
- * Where the fixed region's parts lie, from the options alone (computed, not stored: an idle
- * channel keeps no descriptor objects for them): the HELLO receive buffer at 0, the mailbox at
- * CHAN_HELLO_BUF, the send scratch after it, phase 0's slots after that on a cache line.
- */
-function scratchOff(o: ResolvedOptions): number {
-  return CHAN_HELLO_BUF + o.ctrlSlots * CHAN_MBOX_SLOT;
-}
-/**
- * The scratch sends every control message, the HELLO (the largest) and data up to its size; larger
- * inline writes go from a stage registered at the first of them (./outbound.ts): none when idle.
- */
-const SCRATCH_LEN = CHAN_HELLO_BUF;
-function slots0Off(o: ResolvedOptions): number {
-  return Math.ceil((scratchOff(o) + SCRATCH_LEN) / SLOTS_ALIGN) * SLOTS_ALIGN;
-}
 
 export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   readonly o: ResolvedOptions;
@@ -105,6 +87,8 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   /** Control messages waiting for a credit; made on the first (an idle channel has credit). */
   #ctrlQ: CtrlEntry[] | undefined;
   #posted = 0;
+  /** Control writes posted and not yet completed (MAX_CTRL_WRS at most: the send queue's room). */
+  #ctrlInFlight = 0;
   #ctrlSent = 0;
   #creditOnly = 0;
   /** Untrusted: the largest message the peer may send (0: trusted). */
@@ -355,13 +339,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const r = decodeCtrl(this.ports.read(this.fixed, 0, byteLen));
     if (!r.ok || r.msg.type !== ChanType.Hello) return this.fail('protocol', `first message is not a HELLO (${r.ok ? `type ${r.msg.type}` : r.error})`);
     const { hello: h, grant: g, hdr } = r.msg;
-    const why =
-      h.version !== CHAN_VERSION ? `version ${h.version}` :
-      h.ctrlSlots < 4 || h.ctrlSlots > 64 ? `${h.ctrlSlots} mailbox slots` :
-      h.window < 1 || h.window > CHAN_SEQ_MOD / 2 ? `window ${h.window}` :
-      h.maxEager < 1 || h.maxMessage < h.maxEager ? `maxEager ${h.maxEager} / maxMessage ${h.maxMessage}` :
-      hdr.ctrlCredits > h.ctrlSlots || (hdr.ctrlCredits === 1) ? `${hdr.ctrlCredits} mailbox credits of ${h.ctrlSlots}` :
-      checkGrant(g, 0, h.maxEager) ?? (hdr.slotCredits > g.slots ? `${hdr.slotCredits} slot credits of ${g.slots}` : undefined);
+    const why = checkHello(h, hdr, g);
     if (why) return this.fail('protocol', `HELLO refused: ${why}`);
     this.#flags |= F.helloReceived;
     this.#deadline = undefined;
@@ -448,6 +426,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   handleComplete(wrId: number, r: Outcome, now: number): void {
     if (this.#torn) return;
     const kind = wrKindOf(wrId);
+    if (kind === WrKind.Ctrl) this.#ctrlInFlight--;
     if (kind === WrKind.Data) this.out.onWriteDone(wrId, r, now);
     else if (kind === WrKind.Read) this.inb.onReadDone(wrId, r);
     else if (!r.ok) {
@@ -515,6 +494,8 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       let posted = false;
       for (let q = this.#ctrlQ; !this.#torn && q !== undefined && q.length > 0; q = this.#ctrlQ) {
         if (!(this.ctrlCredits >= 2 || (this.ctrlCredits === 1 && this.#carriesCredit()))) break;
+        // A full share of the send queue: the rest wait for a completion (handleComplete pumps).
+        if (this.#ctrlInFlight >= MAX_CTRL_WRS) break;
         const e = q.shift()!;
         const body = e.make();
         if (!body) continue;
@@ -535,7 +516,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   handleBatchEnd(now: number): void {
     if (this.#torn || !this.#helloSent || this.#peerMboxSlots === 0) return;
     this.#pump(now);
-    if (this.#torn || (this.#ctrlQ?.length ?? 0) > 0 || this.ctrlCredits < 1) return;
+    if (this.#torn || (this.#ctrlQ?.length ?? 0) > 0 || this.ctrlCredits < 1 || this.#ctrlInFlight >= MAX_CTRL_WRS) return;
     // Withheld credits are owed, but not due: the peer has not used the mailbox yet.
     const owedCtrl = this.#ctrlReceived - this.#ctrlReported - this.#mboxHeld;
     if (owedCtrl >= Math.ceil(this.o.ctrlSlots / 2) || this.inb.creditDue) {
@@ -556,6 +537,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const slot = this.#peerMboxNext;
     this.#peerMboxNext = (slot + 1) % this.#peerMboxSlots;
     this.ctrlCredits--;
+    this.#ctrlInFlight++;
     this.#ctrlSent++;
     const wrId = this.newWr(WrKind.Ctrl);
     this.emit({

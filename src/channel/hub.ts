@@ -5,9 +5,10 @@
 //
 // One PD per channel: a peer's rkey is honoured only on a QP of the region's PD, so a channel's
 // peer can never touch another channel's slots, mailbox or rendezvous sources, whatever key it
-// guesses. The CQ is shared and sized for every channel's worst case (sends and receives a
-// channel can have outstanding by its own credits): it cannot overrun, and a channel that would
-// exceed its capacity is refused (ERR_LIMIT_EXCEEDED) before its QP is made.
+// guesses. The CQ is shared and sized for every channel's worst case (the sends and receives a
+// channel can have outstanding by its own limits and its own grants, whatever the peer grants):
+// it cannot overrun, and a channel that would exceed its capacity is refused
+// (ERR_LIMIT_EXCEEDED) before its QP is made.
 import { DEDUP_WRS } from './dedup.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -15,8 +16,8 @@ import type { CompletionQueue } from '../verbs/cq.js';
 import { driveCq } from '../verbs/cq-driver.js';
 import type { Device } from '../verbs/device.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
-import { MAX_OFFERS } from './outbound.js';
-import { INLINE_MAX } from './link.js';
+import { dataWrCap } from './outbound.js';
+import { INLINE_MAX, MAX_CTRL_WRS } from './link.js';
 import type { ResolvedOptions } from './options.js';
 import { type BudgetMember, type BudgetTotals, PeerBudget } from './budget.js';
 
@@ -57,8 +58,6 @@ export interface ChannelTotals extends BudgetTotals {
 }
 
 const CQ_DEPTH = 1 << 22;
-/** Control writes in flight are bounded by the peer's mailbox (at most 64 slots). */
-const MAX_PEER_MBOX = 64;
 
 export class ChannelHub {
   readonly dev: Device;
@@ -83,9 +82,10 @@ export class ChannelHub {
   static caps(o: ResolvedOptions): { maxSendWr: number; maxRecvWr: number } {
     const maxSlots = Math.max(...o.ladder.map((p) => p.slots));
     return {
-      // Writes of up to three epochs can await their completions; control writes; reads; HELLO;
-      // the dedup writes (./dedup.ts).
-      maxSendWr: 3 * maxSlots + MAX_PEER_MBOX + o.maxReads + MAX_OFFERS + 2 + DEDUP_WRS,
+      // What this end itself holds back to, never what the peer grants (a full queue fails the
+      // channel): data writes (./outbound.ts dataWrCap), control writes (MAX_CTRL_WRS), reads,
+      // the HELLO and an abort's CLOSE, the dedup writes (./dedup.ts).
+      maxSendWr: dataWrCap(o) + MAX_CTRL_WRS + o.maxReads + 2 + DEDUP_WRS,
       // HELLO's receive, the mailbox, the live slots and the granted ones.
       maxRecvWr: 1 + o.ctrlSlots + 2 * maxSlots,
     };

@@ -8,6 +8,14 @@ import type { Body } from './wire.js';
 /** Writes up to this many bytes are inline: verbs copies them at post time (QueuePair maxInline cap). */
 export const INLINE_MAX = 4096;
 
+/**
+ * Control writes this end keeps awaiting their completions, at most (the send queue has room for
+ * them: ./hub.ts). The peer's mailbox credits bound them too (64 slots at most), but a credit
+ * comes back when the peer has the message, which can be before this end has polled the write's
+ * completion: the credits alone do not bound what the send queue holds.
+ */
+export const MAX_CTRL_WRS = 64;
+
 /** A control message waiting for a mailbox credit. Built at post time, so its fields are current then. */
 export interface CtrlEntry {
   /** The body to send now, or undefined to drop the entry (no longer needed). */

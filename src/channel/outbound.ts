@@ -19,6 +19,7 @@
 // fails with ERR_PROTOCOL, nothing written.
 import { CHAN_EPOCH_MOD, CHAN_MAX_SLOTS, CHAN_SEQ_MOD, ChanType } from '../wire/channel-spec.js';
 import { INLINE_MAX, type Link, WrKind } from './link.js';
+import type { ResolvedOptions } from './options.js';
 import type { Outcome, Region, Seg } from './ports.js';
 import { dataImm, type Grant, type Hdr, type Hello, packRecords, RECORD_HDR, RECORD_MAX } from './wire.js';
 
@@ -93,6 +94,19 @@ export interface OutboundStats {
 
 /** Offers outstanding at once (each holds a registered copy of its message). */
 export const MAX_OFFERS = 4;
+
+/**
+ * Data writes this end keeps awaiting their completions, at most: what its send queue is sized
+ * for (./hub.ts). The peer's slot credits (up to CHAN_MAX_SLOTS an epoch, and a new epoch's come
+ * while the old one's writes complete) and its window are the peer's numbers; this one is ours,
+ * so no grant can make a post overrun the queue. A write past it waits as one without a slot
+ * credit does, until a completion frees an entry (onWriteDone pumps). Every write carries at
+ * least one accepted send and the shell accepts highWaterMark at most, so below 256 it only
+ * restates that bound.
+ */
+export function dataWrCap(o: ResolvedOptions): number {
+  return Math.min(o.highWaterMark, CHAN_MAX_SLOTS);
+}
 
 /** What an Outbound counts for stats(). */
 class OutTally {
@@ -252,6 +266,7 @@ export class Outbound {
   #postEager(t: TxEpoch, i: number, n: number): boolean {
     const l = this.#l;
     if (t.credits === 0) return false;
+    if ((this.#writes?.length ?? 0) >= dataWrCap(l.o)) return false;
     const slot = t.next;
     const first = this.#queue[i]!;
     const packed = n > 1;

@@ -9,6 +9,19 @@ import { CHAN_HELLO_BUF, CHAN_MBOX_SLOT, CHAN_VERSION, ChanType } from '../../sr
 
 const RW = Access.LocalWrite | Access.RemoteWrite;
 
+/**
+ * What a raw end grants in its HELLO and keeps posted (defaults: 8 slots of 256 B, window 64,
+ * 100 receives after the HELLO's, none posted again).
+ */
+export interface RawOptions {
+  slots?: number;
+  slotSize?: number;
+  window?: number;
+  recvs?: number;
+  /** Post a receive again for every write with immediate taken (a peer that keeps up). */
+  repost?: boolean;
+}
+
 /** One raw end of a channel: its own regions, HELLO, and a hand on every message. */
 export class RawEnd {
   readonly pd;
@@ -25,22 +38,22 @@ export class RawEnd {
   statuses: number[] = [];
   onCtrl: (m: CtrlMsg) => void = () => {};
 
-  constructor(readonly dev: Device) {
+  constructor(readonly dev: Device, readonly ro: RawOptions = {}) {
     this.pd = dev.allocPd();
     this.cq = dev.createCq({ depth: 4096 });
     this.fixed = this.pd.regMr(CHAN_HELLO_BUF + 8 * CHAN_MBOX_SLOT, RW);
-    this.slots = this.pd.regMr(8 * 256, RW);
+    this.slots = this.pd.regMr((ro.slots ?? 8) * (ro.slotSize ?? 256), RW);
     this.scratch = this.pd.regMr(4096, Access.LocalWrite);
   }
 
   get qpInit() {
-    return { sendCq: this.cq, recvCq: this.cq, maxSendWr: 256, maxRecvWr: 256, maxSge: 1, maxInline: 4096 };
+    return { sendCq: this.cq, recvCq: this.cq, maxSendWr: 256, maxRecvWr: Math.max(256, (this.ro.recvs ?? 100) + 1), maxSge: 1, maxInline: 4096 };
   }
 
   setup = (qp: QueuePair): void => {
     qp.postRecv([
       { wrId: 0, sgList: [{ addr: this.fixed.addr, length: CHAN_HELLO_BUF, lkey: this.fixed.lkey }] },
-      ...Array.from({ length: 100 }, () => ({ wrId: 0 })),
+      ...Array.from({ length: this.ro.recvs ?? 100 }, () => ({ wrId: 0 })),
     ]);
   };
 
@@ -50,11 +63,11 @@ export class RawEnd {
     const hello = encodeCtrl({
       type: ChanType.Hello, hdr: { flags: 0, ctrlCredits: 0, epoch: 0, slotCredits: 0, consumed: 0 },
       hello: {
-        version: CHAN_VERSION, ctrlSlots: 8, window: 64, maxEager: big ? 0xffff_ffff : 32768, maxMessage: big ? 0xffff_ffff : 1 << 26,
+        version: CHAN_VERSION, ctrlSlots: 8, window: this.ro.window ?? 64, maxEager: big ? 0xffff_ffff : 32768, maxMessage: big ? 0xffff_ffff : 1 << 26,
         mboxRkey: this.fixed.rkey, mboxAddr: this.fixed.addr + CHAN_HELLO_BUF,
       },
       grant: big ? { epoch: 0, slots: 200, slotSize: 4 << 20, addr: this.slots.addr, rkey: this.slots.rkey, phase: 0 }
-        : { epoch: 0, slots: 8, slotSize: 256, addr: this.slots.addr, rkey: this.slots.rkey, phase: 0 },
+        : { epoch: 0, slots: this.ro.slots ?? 8, slotSize: this.ro.slotSize ?? 256, addr: this.slots.addr, rkey: this.slots.rkey, phase: 0 },
     });
     this.scratch.buffer.set(hello, 0);
     qp.postSend({ wrId: this.#wr++, opcode: Opcode.Send, sgList: [{ addr: this.scratch.addr, length: hello.length, lkey: this.scratch.lkey }] });
@@ -105,6 +118,7 @@ export class RawEnd {
             this.peerGrant = r.msg.grant;
           }
         } else if (wc.opcode === WcOpcode.RecvRdmaWithImm && wc.status === WcStatus.Success) {
+          if (this.ro.repost) this.qp.postRecv({ wrId: 0 });
           const f = parseImm(wc.imm!);
           if (f.ctrl) {
             const at = CHAN_HELLO_BUF + f.slot * CHAN_MBOX_SLOT;
@@ -120,8 +134,8 @@ export class RawEnd {
   }
 }
 
-export async function rawListener(d: Device, service: number, big = false): Promise<{ raw: RawEnd; accepted: Promise<void> }> {
-  const raw = new RawEnd(d);
+export async function rawListener(d: Device, service: number, big = false, ro?: RawOptions): Promise<{ raw: RawEnd; accepted: Promise<void> }> {
+  const raw = new RawEnd(d, ro);
   const l = listen(d, { pd: raw.pd, qpInit: raw.qpInit, service, setup: raw.setup });
   const accepted = l.accept(10_000).then((qp) => {
     raw.start(qp, big);

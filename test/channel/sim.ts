@@ -4,8 +4,12 @@
 // link per direction that delivers in posting order (a delayed message holds back the ones
 // behind it, as on rc). Faults are injected per message by a filter: delay it, drop it silently
 // (the sender sees success, the receiver nothing: a peer that ignores it), or fail it as a dead
-// link would. No sockets, no timers, no sleeps.
+// link would. No sockets, no timers, no sleeps. Each end's send queue has the depth the device's
+// hub gives a channel's QP (less the dedup writes, which the core never posts): a post past it
+// throws, as verbs' "send queue full" fails a real channel.
 import { ChannelCore } from '../../src/channel/core.js';
+import { DEDUP_WRS } from '../../src/channel/dedup.js';
+import { ChannelHub } from '../../src/channel/hub.js';
 import { resolveOptions, type ChannelOptions } from '../../src/channel/options.js';
 import type { Action, ChannelPorts, Delivered, Outcome, Region, RegionUse, Seg } from '../../src/channel/ports.js';
 import { decodeCtrl, parseImm, unpackRecords } from '../../src/channel/wire.js';
@@ -131,10 +135,16 @@ export class SimEnd {
   connected = false;
   /** Take messages as soon as they are readable. */
   autoTake = true;
+  /** Send-queue depth (the hub's maxSendWr for these options, less the dedup writes). */
+  readonly sqDepth: number;
+  /** The most send work requests this end had posted and not completed at once. */
+  sqPeak = 0;
 
   constructor(readonly name: 'a' | 'b', opts: ChannelOptions, now: number, memBudget?: number, preauthMax = 0) {
     this.mem = new SimMemory(name, name === 'a' ? 0x100000 : 0x40000000, memBudget);
-    this.core = new ChannelCore(resolveOptions(opts), this.mem, now, preauthMax);
+    const o = resolveOptions(opts);
+    this.sqDepth = ChannelHub.caps(o).maxSendWr - DEDUP_WRS;
+    this.core = new ChannelCore(o, this.mem, now, preauthMax);
   }
 
   take(now: number): Delivered | undefined {
@@ -260,6 +270,9 @@ export class SimPair {
     const v = this.filter(this.#info(e.name, w));
     const last = q.length ? q[q.length - 1]!.at : 0;
     const delay = typeof v === 'object' ? v.delayMs : 0;
+    // Everything posted and not delivered is uncompleted (completions come at delivery).
+    if (q.length >= e.sqDepth) throw new Error(`${e.name}: send queue full (${e.sqDepth} work requests outstanding)`);
+    e.sqPeak = Math.max(e.sqPeak, q.length + 1);
     // rc: nothing overtakes what was posted before it.
     q.push({ w, at: Math.max(last, this.now + this.latency + delay), drop: v === 'drop', fail: v === 'fail' });
   }
