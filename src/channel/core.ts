@@ -415,11 +415,23 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     }
   }
 
-  /** A receive completed in error (the QP went to ERROR). */
+  /**
+   * A receive completed in error (the QP went to ERROR). Every receive but the HELLO's is posted
+   * with no buffer, so one that overflowed (length) means the peer sent bytes where none were
+   * granted: a peer breaking the protocol, not a failed link. A remote-class status on a receive
+   * names the peer's side too (this engine completes none with one). The rest is the link's.
+   */
   handleRecvError(r: Outcome, _now: number): void {
     if (this.#torn) return;
     this.#posted--;
-    if (!r.ok) this.fail(r.why === 'flush' ? 'closed' : 'link', `receive failed: ${r.status}`);
+    if (r.ok) return;
+    if (r.why === 'length') {
+      return this.fail('protocol', this.#helloReceived
+        ? `the peer sent a Send with bytes after its HELLO, where no receive buffer is granted (${r.status})`
+        : `the peer's HELLO is longer than the ${CHAN_HELLO_BUF}-byte HELLO buffer (${r.status})`);
+    }
+    if (r.why === 'remote') return this.fail('protocol', `a receive failed with the peer's error (${r.status})`);
+    this.fail(r.why === 'flush' ? 'closed' : 'link', `receive failed: ${r.status}`);
   }
 
   /** A posted send / write / read completed. */

@@ -82,8 +82,12 @@ export type Action =
 /** How a work request ended, classified by the shell from its completion status. */
 export type Outcome =
   | { ok: true }
-  /** flush: QP in ERROR; remote: the peer refused the access; link: retries exhausted; rnr: the peer had no receive; local: our own bug. */
-  | { ok: false; why: 'flush' | 'remote' | 'link' | 'rnr' | 'local'; status: string };
+  /**
+   * flush: QP in ERROR; remote: the peer refused the access; link: retries exhausted; rnr: the
+   * peer had no receive; length: a message longer than the work request's buffer (on a receive:
+   * the peer sent more bytes than this end posted room for); local: our own bug.
+   */
+  | { ok: false; why: 'flush' | 'remote' | 'link' | 'rnr' | 'length' | 'local'; status: string };
 
 /** A received message in sequence order. */
 export interface Delivered {

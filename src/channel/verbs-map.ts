@@ -40,6 +40,8 @@ export function outcome(wc: WorkCompletion): Outcome {
       return { ok: false, why: 'link', status };
     case WcStatus.RnrRetryExcErr:
       return { ok: false, why: 'rnr', status };
+    case WcStatus.LocLenErr:
+      return { ok: false, why: 'length', status };
     default:
       return { ok: false, why: 'local', status };
   }
