@@ -127,6 +127,9 @@ export class DedupSender {
       this.#run();
       const h = this.#core.hello;
       if (h) this.#helloResolve(h);
+      // A refused HELLO fails the send waiting for it and every later one (no transfer of
+      // this pipe has parameters), rather than leaving them waiting for a HELLO that came.
+      else if (this.#core.helloRefused) this.#broken(this.#core.helloRefused);
     });
     o.pipe.onClose?.((e) => this.#broken(new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`)));
   }

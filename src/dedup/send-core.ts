@@ -7,6 +7,7 @@
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { HASH_ALG } from './hash.js';
+import { cdcParamsUsable } from '../kernels/cdc-params.js';
 import type { SendResult } from './types.js';
 import { decode, type DedupMessage, encode, type Hello } from './messages.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
@@ -52,6 +53,8 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   readonly #actions = new Outbox<SendAction>();
   readonly #window: number;
   #hello: Hello | undefined;
+  /** Why the receiver's HELLO was refused: the pipe has no usable parameters, now or later. */
+  #helloRefused: SabreError | undefined;
   #xferNext = 1;
   // current transfer
   #xfer = 0;
@@ -89,6 +92,11 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     return this.#hello;
   }
 
+  /** Set once the receiver's HELLO was refused: no transfer can run on this pipe. */
+  get helloRefused(): SabreError | undefined {
+    return this.#helloRefused;
+  }
+
   get active(): boolean {
     return this.#active;
   }
@@ -123,10 +131,12 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
     if (this.#aborted !== 0 && m.kind !== DedupKind.Hello && m.xfer === this.#aborted) return [];
     switch (m.kind) {
       case DedupKind.Hello: {
-        if (this.#hello) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
+        if (this.#hello || this.#helloRefused) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
         const h = m;
-        if (h.slots < 1 || h.slots > 64 || h.slotLen < h.max || h.max < h.avg || h.min > h.avg || h.maxEntries < 1 || HASH_ALG['xxh3-128'] !== h.hashAlg && HASH_ALG.sha256 !== h.hashAlg) {
-          return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters'));
+        if (h.slots < 1 || h.slots > 64 || h.slotLen < h.max || h.max < h.avg || h.min > h.avg || h.maxEntries < 1 || HASH_ALG['xxh3-128'] !== h.hashAlg && HASH_ALG.sha256 !== h.hashAlg
+          // Parameters the chunker refuses are the peer's fault, found here, not a caller's invalid argument at the first send.
+          || !cdcParamsUsable(h)) {
+          return this.#fail((this.#helloRefused = new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters')));
         }
         this.#hello = h;
         this.#freeSlots = Array.from({ length: h.slots }, (_, i) => i);
