@@ -75,6 +75,15 @@ export const DEDUP_AUTH_TIMEOUT_MS = 5000;
 /** How long the server waits for a put's bytes once it answered the AUTH. */
 const BYTES_TIMEOUT_MS = 60_000;
 /**
+ * How long the server waits for the client to take an answer it goes on from ({ ok, basis },
+ * { ok, size }, { ok, bytes }): ch.send resolves once the answer is placed, which needs room in
+ * the client's channel window, and a client that never reads never gives it. As for the AUTH,
+ * an honest client is waiting for the answer when it is sent, so a few seconds allow for a
+ * stalled event loop; past them the transfer ends and its slot, temporary and basis are freed
+ * (the close after it has the channel's own deadline). Refusals are not waited for at all.
+ */
+export const DEDUP_REPLY_TIMEOUT_MS = 5000;
+/**
  * Largest message the dedup service takes before the AUTH is proven (the listener's preauth):
  * the AUTH itself, a path of up to 4096 bytes and its fixed fields. Nothing bigger is received,
  * decoded or staged for a stranger.
@@ -145,10 +154,12 @@ export interface DedupCounters {
   dedupBusy: number;
   /** Transfers under way now (authenticated, not yet ended): at most dedupMaxTransfers. */
   dedupTransfers: number;
+  /** Transfers ended because the client did not take an answer within DEDUP_REPLY_TIMEOUT_MS (it does not read its channel). */
+  dedupReplyTimeouts: number;
 }
 
 export const newDedupCounters = (): DedupCounters => ({
-  dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupAuthTimeouts: 0, dedupEvicted: 0, dedupBasisBytes: 0, dedupBusy: 0, dedupTransfers: 0,
+  dedupPuts: 0, dedupGets: 0, dedupRefused: 0, dedupAuthTimeouts: 0, dedupEvicted: 0, dedupBasisBytes: 0, dedupBusy: 0, dedupTransfers: 0, dedupReplyTimeouts: 0,
 });
 
 export interface DedupServerContext {
@@ -164,6 +175,8 @@ export interface DedupServerContext {
   /** Transfers under way at once, all sessions (default DEDUP_MAX_TRANSFERS); past it refused, counted. */
   maxTransfers?: number;
   authTimeoutMs?: number;
+  /** Default DEDUP_REPLY_TIMEOUT_MS. */
+  replyTimeoutMs?: number;
 }
 
 class Late extends Error {}
@@ -277,7 +290,19 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
   let running = false;
   let out: JailFile | undefined; // a put's temporary, until it is renamed into place
   let writer: PrefixWriter | undefined;
-  const reply = (r: DedupReply): Promise<void> => ch.send(r);
+  let replyLate = false;
+  // An answer the transfer goes on from: waited for until it is placed, within a deadline.
+  const reply = (r: DedupReply): Promise<void> =>
+    within(ch.send(r), ctx.replyTimeoutMs ?? DEDUP_REPLY_TIMEOUT_MS, 'the client taking a dedup answer').catch((e: unknown) => {
+      if (e instanceof Late) {
+        replyLate = true;
+        ctx.counters.dedupReplyTimeouts++;
+      }
+      throw e;
+    });
+  // A refusal ends the transfer: queued, not waited for. Its resources are released at once; the
+  // graceful close below places it (or gives up at the channel's own deadline).
+  const refuse = (r: DedupReply & { ok: false }): void => void ch.send(r).catch(() => undefined);
   // Few channels wait for their AUTH at once: one of them makes room for a newer one.
   ctx.pending.set(ch, channelSource(ch));
   if (ctx.pending.size > ctx.maxPending) {
@@ -295,16 +320,16 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     const a = first.done ? undefined : parseAuth(first.value);
     if (!a) {
       ctx.counters.dedupRefused++;
-      return await reply({ ok: false, status: FileStatus.Malformed, why: 'the first message is not a dedup AUTH' });
+      return refuse({ ok: false, status: FileStatus.Malformed, why: 'the first message is not a dedup AUTH' });
     }
     const auth = ctx.sessions.authenticate({ resumeKey: a.resumeKey, keyId: a.keyId, nonce: a.nonce, mac: a.mac, params: params(a.op, a.path, a.fsync) }, performance.now());
     if (!auth.ok) {
       ctx.counters.dedupRefused++;
-      return await reply({ ok: false, status: auth.status, why: auth.why });
+      return refuse({ ok: false, status: auth.status, why: auth.why });
     }
     if (!ctx.sessions.bind(auth.session, ch)) {
       ctx.counters.dedupRefused++;
-      return await reply({ ok: false, status: FileStatus.SessionLimit, why: 'the session has all the connections it may have' });
+      return refuse({ ok: false, status: FileStatus.SessionLimit, why: 'the session has all the connections it may have' });
     }
     session = auth.session;
     proven = true;
@@ -313,16 +338,16 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     // Before any file is opened or read: what a transfer may hold is bounded across sessions.
     if (ctx.counters.dedupTransfers >= (ctx.maxTransfers ?? DEDUP_MAX_TRANSFERS)) {
       ctx.counters.dedupBusy++;
-      return await reply({ ok: false, status: FileStatus.SessionLimit, why: `the server has ${ctx.counters.dedupTransfers} dedup transfers under way, the most it runs at once: try later` });
+      return refuse({ ok: false, status: FileStatus.SessionLimit, why: `the server has ${ctx.counters.dedupTransfers} dedup transfers under way, the most it runs at once: try later` });
     }
     running = true;
     ctx.counters.dedupTransfers++;
     const path = checkPath(a.path, { allowRoot: false });
-    if (!path.ok) return await reply({ ok: false, status: path.status, why: path.why });
+    if (!path.ok) return refuse({ ok: false, status: path.status, why: path.why });
     if (a.op === 'get') {
       const f = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
-      if (!f) return await reply({ ok: false, status: FileStatus.NotFound, why: `${a.path} does not exist` });
-      if (!(f instanceof JailFile)) return await reply({ ok: false, ...f });
+      if (!f) return refuse({ ok: false, status: FileStatus.NotFound, why: `${a.path} does not exist` });
+      if (!(f instanceof JailFile)) return refuse({ ok: false, ...f });
       try {
         ctx.counters.dedupGets++;
         await reply({ ok: true, size: f.size });
@@ -334,20 +359,20 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       }
       return;
     }
-    if (ctx.readOnly) return await reply({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
+    if (ctx.readOnly) return refuse({ ok: false, status: FileStatus.ReadOnly, why: 'the server is read-only' });
     // put: the file as it is now is the basis, under this transfer's own scope and key. It is
     // read a piece at a time and each piece ingested while the next is read, as the client
     // stages, chunks and hashes (store.fill: the receiver answers no OFFER until it is in). By
     // reference: the read is this function's own copy, unchanged until the scope is dropped.
     const old = await openWhole(ctx.jail, path.parts, ctx.maxBytes);
-    if (old && !(old instanceof JailFile)) return await reply({ ok: false, ...old });
+    if (old && !(old instanceof JailFile)) return refuse({ ok: false, ...old });
     // The new version goes to a temporary (Replace) opened now, so the object's verified prefix
     // is written while the rest still arrives; renamed over the name once it is all in.
     const access = FileAccess.Write | FileAccess.Create | FileAccess.Replace | (a.fsync || ctx.fsync ? FileAccess.Fsync : 0);
     const o = await ctx.jail.open(path.parts, access, 0o644, a.fsync || ctx.fsync);
     if (o.status !== FileStatus.Success) {
       await old?.close(false).catch(() => undefined);
-      return await reply({ ok: false, status: o.status, why: (o as { why: string }).why });
+      return refuse({ ok: false, status: o.status, why: (o as { why: string }).why });
     }
     out = (o as { file: JailFile }).file;
     const file = out;
@@ -365,12 +390,12 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     ctx.counters.dedupBasisBytes += old?.size ?? 0;
     await reply({ ok: true, basis: old?.size ?? 0 });
     const got = await within(ch.next(), BYTES_TIMEOUT_MS, 'the dedup bytes');
-    if (got.done || !(got.value instanceof Uint8Array)) return await reply({ ok: false, status: FileStatus.Malformed, why: 'expected the file\'s bytes' });
+    if (got.done || !(got.value instanceof Uint8Array)) return refuse({ ok: false, status: FileStatus.Malformed, why: 'expected the file\'s bytes' });
     const bytes = got.value;
     await writer.finish(bytes);
     const st = await file.close(true);
     out = undefined;
-    if (st !== FileStatus.Success) return await reply({ ok: false, status: st, why: statusText(st) });
+    if (st !== FileStatus.Success) return refuse({ ok: false, status: st, why: statusText(st) });
     ctx.counters.dedupPuts++;
     // In the file: the next transfer's object can use its pages (one assembled in the basis goes
     // back with the basis, below).
@@ -382,7 +407,8 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       ctx.counters.dedupRefused++;
       if (e instanceof Late) ctx.counters.dedupAuthTimeouts++;
     }
-    await reply({ ok: false, status: FileStatus.IoError, why: e instanceof Error ? e.message : String(e) }).catch(() => undefined);
+    // Not to a client that does not take its answers: it would only wait for the close.
+    if (!replyLate) refuse({ ok: false, status: FileStatus.IoError, why: e instanceof Error ? e.message : String(e) });
   } finally {
     if (out) {
       // Not committed: no write of it is left in flight, then the temporary is dropped.
