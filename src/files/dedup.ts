@@ -42,6 +42,7 @@ import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.j
 import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
 import { type Jail, JailFile } from './jail.js';
+import type { OpenFileBudget } from './open-files.js';
 import { checkPath } from './paths.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { Session, SessionTable } from './sessions.js';
@@ -177,7 +178,12 @@ export interface DedupServerContext {
   authTimeoutMs?: number;
   /** Default DEDUP_REPLY_TIMEOUT_MS. */
   replyTimeoutMs?: number;
+  /** The server's open files (ServeOptions.maxOpenFiles): a transfer holds DEDUP_FILES of them from its AUTH to its end. */
+  openFiles?: OpenFileBudget;
 }
+
+/** Files a transfer may hold at once: a put's current file (its basis) and its temporary; a get, one. */
+const DEDUP_FILES = 2;
 
 class Late extends Error {}
 
@@ -300,6 +306,11 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
       }
       throw e;
     });
+  // The slot and the files go when the transfer's files are closed (its basis's read stopped).
+  const ended = (): void => {
+    ctx.counters.dedupTransfers--;
+    ctx.openFiles?.give(DEDUP_FILES);
+  };
   // A refusal ends the transfer: queued, not waited for. Its resources are released at once; the
   // graceful close below places it (or gives up at the channel's own deadline).
   const refuse = (r: DedupReply & { ok: false }): void => void ch.send(r).catch(() => undefined);
@@ -339,6 +350,10 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     if (ctx.counters.dedupTransfers >= (ctx.maxTransfers ?? DEDUP_MAX_TRANSFERS)) {
       ctx.counters.dedupBusy++;
       return refuse({ ok: false, status: FileStatus.SessionLimit, why: `the server has ${ctx.counters.dedupTransfers} dedup transfers under way, the most it runs at once: try later` });
+    }
+    // Likewise the server's open files, all connections and transfers (./open-files.ts).
+    if (ctx.openFiles && !ctx.openFiles.take(DEDUP_FILES)) {
+      return refuse({ ok: false, status: FileStatus.TooManyOpenFiles, why: `the server has ${ctx.openFiles.open} files open, the most it holds at once: try later` });
     }
     running = true;
     ctx.counters.dedupTransfers++;
@@ -425,8 +440,8 @@ export async function serveDedupChannel(ch: Channel, ctx: DedupServerContext): P
     if (basisRead) {
       const r = basisRead;
       // The transfer's slot goes with its basis: only then is that memory free for another.
-      void filled.then(() => r.stop()).then(() => r.release()).catch(() => undefined).then(() => void (running && ctx.counters.dedupTransfers--));
-    } else if (running) ctx.counters.dedupTransfers--;
+      void filled.then(() => r.stop()).then(() => r.release()).catch(() => undefined).then(() => void (running && ended()));
+    } else if (running) ended();
   }
 }
 

@@ -10,6 +10,7 @@ import type { QueuePair } from '../verbs/qp.js';
 import { FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import type { Jail, JailFile } from './jail.js';
+import type { OpenFileBudget } from './open-files.js';
 import { type FsOp, type FsResult, ServerConnection, type ServerCounters, type ServerLimits, receiveSize } from './server-core.js';
 import type { SessionTable } from './sessions.js';
 
@@ -51,8 +52,11 @@ export class Conn {
   freeOnDestroy = false;
   /** Authenticated and bound to a session. */
   bound = false;
+  /** The server's open files, all connections: each of `files` holds one of it until its close has finished. */
+  readonly #budget: OpenFileBudget;
 
-  constructor(srv: { sessions: SessionTable; counters: ServerCounters }, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number, limits: ServerLimits) {
+  constructor(srv: { sessions: SessionTable; counters: ServerCounters; openFiles: OpenFileBudget }, pd: ProtectionDomain, qp: QueuePair, preauthSlot: number, limits: ServerLimits) {
+    this.#budget = srv.openFiles;
     this.pd = pd;
     this.qp = qp;
     this.preauthSlot = preauthSlot;
@@ -62,7 +66,7 @@ export class Conn {
 
   /** Its files closed (a Replace put abandoned), its memory deregistered. */
   release(): void {
-    for (const f of this.files.values()) void f.close(false);
+    for (const f of this.files.values()) void f.close(false).catch(() => undefined).then(() => this.#budget.give());
     this.files.clear();
     for (const mr of this.recvMrs) if (mr.valid) mr.deregister();
     if (this.#staging?.valid) this.#staging.deregister();
@@ -130,8 +134,13 @@ export class Conn {
     const L = this.limits;
     switch (w.op) {
       case 'open': {
-        const o = await jail.open(w.parts, w.access, w.mode, w.fsync);
-        if (o.status !== FileStatus.Success || !('file' in o)) return { status: o.status };
+        // The server's cap, all connections (./open-files.ts), before a descriptor is taken.
+        if (!this.#budget.take()) return { status: FileStatus.TooManyOpenFiles };
+        const o = await jail.open(w.parts, w.access, w.mode, w.fsync).catch((e: unknown) => (this.#budget.give(), Promise.reject(e)));
+        if (o.status !== FileStatus.Success || !('file' in o)) {
+          this.#budget.give();
+          return { status: o.status };
+        }
         const h = this.nextHandle++;
         this.files.set(h, o.file);
         return { status: FileStatus.Success, handle: h, value: o.file.size };
@@ -174,7 +183,12 @@ export class Conn {
       case 'close': {
         const f = this.files.get(w.handle);
         this.files.delete(w.handle);
-        return { status: f ? await f.close(w.commit) : FileStatus.Success };
+        if (!f) return { status: FileStatus.Success };
+        try {
+          return { status: await f.close(w.commit) };
+        } finally {
+          this.#budget.give();
+        }
       }
       case 'list': {
         const view = this.stagingMr().buffer.subarray(w.staging * L.maxReadWriteSize, w.staging * L.maxReadWriteSize + w.maxBytes);

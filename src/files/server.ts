@@ -39,6 +39,7 @@ import { listenChannels, type ChannelListener } from '../channel/listen.js';
 import { checkDedupLimits, DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
+import { checkMaxOpenFiles, defaultMaxOpenFiles, OpenFileBudget, type OpenFileCounters } from './open-files.js';
 import { hostKey } from '../core/address.js';
 import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff } from './admission.js';
 import { type Offer, type PipeCounters, newPipeCounters } from './pipe.js';
@@ -97,6 +98,8 @@ export interface ServeOptions {
   dedupMaxBytes?: number;
   /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
   dedupMaxTransfers?: number;
+  /** Files open at once, all connections and dedup transfers (limits.maxOpenFiles is per connection). Default: a quarter of the soft fd limit (./open-files.ts). */
+  maxOpenFiles?: number;
 }
 
 /**
@@ -112,7 +115,7 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   inproc: {},
 };
 
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters {
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters {
   sessions: number;
   /** RDMA connections not yet authenticated, now; pipes likewise. */
   unauthenticatedConnections: number;
@@ -125,7 +128,6 @@ export interface FileServerStats extends ServerCounters, PipeCounters, SessionCo
   dedupPending: number;
   /** RDMA connections alive now (authenticating or bound). */
   liveConnections: number;
-  openFiles: number;
   pipes: number;
   connectionsRefused: number;
   /** Bytes of device memory the connections have registered now. */
@@ -141,6 +143,8 @@ export class FileServer {
   readonly pipeCounters = newPipeCounters();
   /** Dedup transfers served, refused (bad, late or evicted AUTH, limits), and basis bytes ingested. */
   readonly dedupCounters = newDedupCounters();
+  /** Files open now against ServeOptions.maxOpenFiles, all connections and dedup transfers. */
+  readonly openFiles: OpenFileBudget;
   /** Dedup channels waiting for their AUTH (at most maxUnauthenticated, the oldest closed for a newer one). */
   readonly #dedupPending = new Map<Channel, string>();
   readonly #channelListeners: ChannelListener[] = [];
@@ -172,6 +176,7 @@ export class FileServer {
     this.limits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, readOnly: opts.readOnly ?? opts.limits?.readOnly ?? false, fsync: opts.fsync ?? opts.limits?.fsync ?? false };
     this.sessions = new SessionTable(opts.sessions ?? {}, (n) => new Uint8Array(randomBytes(n)));
     this.#maxConnections = opts.maxConnections ?? 64;
+    this.openFiles = new OpenFileBudget(opts.maxOpenFiles ?? defaultMaxOpenFiles());
     this.#admission = new Admission<Conn>({
       max: this.#maxConnections, maxUnauthenticated: opts.maxUnauthenticated ?? 16, maxUnauthenticatedPerHost: opts.maxUnauthenticatedPerHost ?? 4, maxPerHost: Infinity,
     });
@@ -284,7 +289,7 @@ export class FileServer {
     const l = listenChannels(dev, { service: FILE_DEDUP_SERVICE, maxMessage: max, backlog: 16, preauth: { maxMessage: DEDUP_AUTH_MAX } });
     this.#channelListeners.push(l);
     const ctx = {
-      sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters,
+      sessions: this.sessions, jail: this.jail, readOnly: this.#opts.readOnly ?? false, fsync: this.#opts.fsync ?? false, maxBytes: max, counters: this.dedupCounters, openFiles: this.openFiles,
       pending: this.#dedupPending, maxPending: this.#admission.limits.maxUnauthenticated, maxTransfers: this.#opts.dedupMaxTransfers ?? DEDUP_MAX_TRANSFERS,
     };
     void (async () => {
@@ -538,15 +543,11 @@ export class FileServer {
   }
 
   stats(): FileServerStats {
-    let openFiles = 0;
     let registered = 0;
-    for (const c of this.#conns.values()) {
-      openFiles += c.files.size;
-      registered += c.registered;
-    }
+    for (const c of this.#conns.values()) registered += c.registered;
     return {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
-      sessions: this.sessions.size, liveConnections: this.#conns.size, openFiles, pipes: this.#pipes.size,
+      ...this.openFiles.counters(), sessions: this.sessions.size, liveConnections: this.#conns.size, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
       connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),
@@ -577,10 +578,7 @@ export class FileServer {
   }
 }
 
-/**
- * Serve `dir` to file clients. Without `token` a random one is made (server.token): give it to
- * the clients out of band.
- */
+/** Serve `dir` to file clients. Without `token` a random one is made (server.token): give it to the clients out of band. */
 export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<FileServer> {
   // Hex, not base64url: a token starting with '-' is read as an option by a command line
   // (`sabre ls --token -x…` fails in node's parseArgs), and base64url starts with one 1 time in 64.
@@ -588,6 +586,7 @@ export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<
   if (typeof token !== 'string' || token.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'token must be a non-empty string');
   if (token.length < (opts.minTokenLength ?? 0)) throw new SabreError(ErrorCode.InvalidArgument, `the token has ${token.length} characters, fewer than minTokenLength (${opts.minTokenLength})`);
   checkDedupLimits(opts);
+  checkMaxOpenFiles(opts.maxOpenFiles);
   const s = new FileServer(await Jail.open(dir), opts, token);
   try {
     await s.start();

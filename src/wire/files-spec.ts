@@ -101,7 +101,7 @@ export const FILE_STATUS = [
   { code: 7, name: 'PathOutside', meaning: 'the path leaves the served directory (.., absolute, a symbolic link out, NUL)' },
   { code: 8, name: 'InvalidParameter', meaning: 'a field out of range or inconsistent with the message' },
   { code: 9, name: 'LimitExceeded', meaning: 'longer or more vectored than the negotiated limits' },
-  { code: 10, name: 'TooManyOpenFiles', meaning: 'the connection holds the negotiated maximum of open files' },
+  { code: 10, name: 'TooManyOpenFiles', meaning: 'the connection holds the negotiated maximum of open files, or the server its maximum across connections' },
   { code: 11, name: 'InvalidHandle', meaning: 'no such file id on this connection, or not opened for this access' },
   { code: 12, name: 'ReadOnly', meaning: 'the server is read-only' },
   { code: 13, name: 'Cancelled', meaning: 'cancelled by the client' },
