@@ -178,7 +178,7 @@ export interface DedupServerContext {
   authTimeoutMs?: number;
   /** Default DEDUP_REPLY_TIMEOUT_MS. */
   replyTimeoutMs?: number;
-  /** The server's open files (ServeOptions.maxOpenFiles): a transfer holds DEDUP_FILES of them from its AUTH to its end. */
+  /** The server's open files (ServeOptions.maxOpenFilesTotal): a transfer holds DEDUP_FILES of them from its AUTH to its end. */
   openFiles?: OpenFileBudget;
 }
 

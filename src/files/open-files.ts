@@ -41,15 +41,15 @@ export function defaultMaxOpenFiles(limits?: string): number {
   return Math.max(MIN_MAX_OPEN_FILES, Math.floor(soft / 4));
 }
 
-/** ServeOptions.maxOpenFiles, checked where it is given: a NaN or negative one would make the cap compare false (no cap). */
+/** ServeOptions.maxOpenFilesTotal, checked where it is given: a NaN or negative one would make the cap compare false (no cap). */
 export function checkMaxOpenFiles(v: number | undefined): void {
-  if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) throw new SabreError(ErrorCode.InvalidArgument, `maxOpenFiles must be a positive integer, not ${String(v)}`);
+  if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) throw new SabreError(ErrorCode.InvalidArgument, `maxOpenFilesTotal must be a positive integer, not ${String(v)}`);
 }
 
 export interface OpenFileCounters {
-  /** Files open now (or being opened), all connections and dedup transfers: at most maxOpenFiles. */
+  /** Files open now (or being opened), all connections and dedup transfers: at most maxOpenFilesTotal. */
   openFiles: number;
-  /** Opens (and dedup transfers) refused with TooManyOpenFiles because the server held maxOpenFiles. */
+  /** Opens (and dedup transfers) refused with TooManyOpenFiles because the server held maxOpenFilesTotal. */
   openFilesRefused: number;
 }
 

@@ -99,7 +99,7 @@ export interface ServeOptions {
   /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
   dedupMaxTransfers?: number;
   /** Files open at once, all connections and dedup transfers (limits.maxOpenFiles is per connection). Default: a quarter of the soft fd limit (./open-files.ts). */
-  maxOpenFiles?: number;
+  maxOpenFilesTotal?: number;
 }
 
 /**
@@ -143,7 +143,7 @@ export class FileServer {
   readonly pipeCounters = newPipeCounters();
   /** Dedup transfers served, refused (bad, late or evicted AUTH, limits), and basis bytes ingested. */
   readonly dedupCounters = newDedupCounters();
-  /** Files open now against ServeOptions.maxOpenFiles, all connections and dedup transfers. */
+  /** Files open now against ServeOptions.maxOpenFilesTotal, all connections and dedup transfers. */
   readonly openFiles: OpenFileBudget;
   /** Dedup channels waiting for their AUTH (at most maxUnauthenticated, the oldest closed for a newer one). */
   readonly #dedupPending = new Map<Channel, string>();
@@ -176,7 +176,7 @@ export class FileServer {
     this.limits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, readOnly: opts.readOnly ?? opts.limits?.readOnly ?? false, fsync: opts.fsync ?? opts.limits?.fsync ?? false };
     this.sessions = new SessionTable(opts.sessions ?? {}, (n) => new Uint8Array(randomBytes(n)));
     this.#maxConnections = opts.maxConnections ?? 64;
-    this.openFiles = new OpenFileBudget(opts.maxOpenFiles ?? defaultMaxOpenFiles());
+    this.openFiles = new OpenFileBudget(opts.maxOpenFilesTotal ?? defaultMaxOpenFiles());
     this.#admission = new Admission<Conn>({
       max: this.#maxConnections, maxUnauthenticated: opts.maxUnauthenticated ?? 16, maxUnauthenticatedPerHost: opts.maxUnauthenticatedPerHost ?? 4, maxPerHost: Infinity,
     });
@@ -586,7 +586,7 @@ export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<
   if (typeof token !== 'string' || token.length === 0) throw new SabreError(ErrorCode.InvalidArgument, 'token must be a non-empty string');
   if (token.length < (opts.minTokenLength ?? 0)) throw new SabreError(ErrorCode.InvalidArgument, `the token has ${token.length} characters, fewer than minTokenLength (${opts.minTokenLength})`);
   checkDedupLimits(opts);
-  checkMaxOpenFiles(opts.maxOpenFiles);
+  checkMaxOpenFiles(opts.maxOpenFilesTotal);
   const s = new FileServer(await Jail.open(dir), opts, token);
   try {
     await s.start();

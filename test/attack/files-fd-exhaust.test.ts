@@ -5,7 +5,7 @@
 // 8192. Under a soft limit of 400 the attacker's opens ran the process out of descriptors, after
 // which every other client's open failed with EMFILE (reported as IoError) and new connections
 // could not be accepted — no counter said why (this test failed then). Checked now: the server
-// caps its open files, all connections and dedup transfers together (ServeOptions.maxOpenFiles,
+// caps its open files, all connections and dedup transfers together (ServeOptions.maxOpenFilesTotal,
 // by default a quarter of the soft fd limit: 100 here): past it an open, and a dedup transfer at
 // its AUTH, is refused with TooManyOpenFiles and counted (openFiles, openFilesRefused), the
 // server keeps descriptors for its sockets (another client still connects), and the room comes

@@ -1,4 +1,4 @@
-// The server-wide cap on open files (ServeOptions.maxOpenFiles, src/files/open-files.ts): its
+// The server-wide cap on open files (ServeOptions.maxOpenFilesTotal, src/files/open-files.ts): its
 // default from the process's soft descriptor limit, the check of the option, and the cap across
 // two connections in process (the attack it answers, under a real descriptor limit, is
 // test/attack/files-fd-exhaust.test.ts).
@@ -13,7 +13,7 @@ import { servedDir, tempDir, until } from './helpers.js';
 const limits = (soft: string): string =>
   `Limit                     Soft Limit           Hard Limit           Units     \nMax processes             63704                63704                processes \nMax open files            ${soft}                 4096                 files     \n`;
 
-describe('maxOpenFiles', () => {
+describe('maxOpenFilesTotal', () => {
   it('defaults to a quarter of the soft fd limit (at least 16; 256 when it cannot be read)', () => {
     expect(softFdLimit(limits('1024'))).toBe(1024);
     expect(defaultMaxOpenFiles(limits('1024'))).toBe(256);
@@ -28,7 +28,7 @@ describe('maxOpenFiles', () => {
     const dir = tempDir('open-files-opt');
     try {
       for (const v of [0, -1, 1.5, Number.NaN, Infinity]) {
-        await expect(serveFiles(dir, { token: 'open-files-option-0123456789', transports: ['tcp'], maxOpenFiles: v })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+        await expect(serveFiles(dir, { token: 'open-files-option-0123456789', transports: ['tcp'], maxOpenFilesTotal: v })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
       }
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
@@ -37,7 +37,7 @@ describe('maxOpenFiles', () => {
 
   describe('across connections', () => {
     const TOKEN = 'open-files-cap-0123456789abcdef';
-    const served = servedDir('open-files-cap', { token: TOKEN, transports: ['tcp'], maxOpenFiles: 3 }, { 'a.txt': 'a', 'b.txt': 'b' });
+    const served = servedDir('open-files-cap', { token: TOKEN, transports: ['tcp'], maxOpenFilesTotal: 3 }, { 'a.txt': 'a', 'b.txt': 'b' });
 
     it('3 files open in all: a second connection is refused past them, counted; room comes back at a close', async () => {
       const srv = served.srv;
