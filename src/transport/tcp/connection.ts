@@ -20,6 +20,7 @@ import { TERM, type TermCode } from '../../wire/terminate.js';
 import { fault, type TcpFault } from './fault.js';
 import { noteReceived } from '../../core/heap-reuse.js';
 import type { RxPort } from './rx-port.js';
+import { UnownedUlpdus } from './unowned.js';
 
 export { adoptAccepted, dialSocket, RxPort } from './rx-port.js';
 
@@ -95,7 +96,8 @@ export class MpaConnection extends EventEmitter {
   #framer: FpduFramer | undefined;
   #deframer: FpduDeframer | undefined;
   #handler: UlpduHandler | undefined;
-  #queued: Uint8Array[] = [];
+  /** What arrives before onUlpdus is called (./unowned.ts). */
+  readonly #unowned: UnownedUlpdus;
   // Transmit: what the FPDUs framed since the last flush became. Small bytes are bump-allocated
   // in #slab and never rewritten (a full slab is replaced; chunks handed to the socket keep the
   // old one alive), so a tick of small FPDUs — an ack, a Write and its Immediate Data — is one
@@ -160,6 +162,7 @@ export class MpaConnection extends EventEmitter {
       },
     };
     this.socket = socket;
+    this.#unowned = new UnownedUlpdus(socket);
     this.role = role;
     this.#dp = opts.dp;
     this.#opts = opts;
@@ -203,9 +206,8 @@ export class MpaConnection extends EventEmitter {
   /** Where whole ULPDUs go; ULPDUs that arrived before a handler was set are delivered now (as copies). */
   onUlpdus(handler: UlpduHandler): void {
     this.#handler = handler;
-    if (this.#queued.length) {
-      const q = this.#queued;
-      this.#queued = [];
+    const q = this.#unowned.take(this.#state === 'established');
+    if (q.length) {
       const total = q.reduce((n, b) => n + b.length, 0);
       const at = this.#orNoMemory(() => this.#dp.alloc(Math.max(total, 1)));
       if (at === undefined) return;
@@ -391,6 +393,7 @@ export class MpaConnection extends EventEmitter {
     } else {
       this.#state = 'established';
       if (r.rtr === 'write') this.#sendRtr();
+      this.#awaitOwner();
       this.emit('established', r);
     }
     if (leftover.length && (this.#state as ConnState) !== 'closed') this.#deframer.push(leftover);
@@ -413,6 +416,7 @@ export class MpaConnection extends EventEmitter {
         return;
       }
       this.#state = 'established';
+      this.#awaitOwner();
       this.emit('established', this.result);
       batch = batch.slice(1);
       if (!batch.length) return;
@@ -423,7 +427,20 @@ export class MpaConnection extends EventEmitter {
       this.#handler(batch, u8);
       return;
     }
-    for (const u of batch) this.#queued.push(u8.slice(u.ptr, u.ptr + u.len));
+    this.#unowned.keep(batch, u8);
+  }
+
+  /**
+   * An established connection is taken (onUlpdus) within the handshake's deadline, or closed:
+   * one nobody takes — its owner gone, or a peer's that completed too late to be anyone's — would
+   * otherwise hold its slot of the connection caps for good (fault NO_OWNER, counted).
+   */
+  #awaitOwner(): void {
+    if (this.#handler !== undefined) return;
+    const ms = this.#opts.mpa?.timeoutMs ?? 10_000;
+    this.#unowned.awaitOwner(ms, () => {
+      if (this.#handler === undefined && this.#state === 'established') this.#failStream(fault(TERM.streamLost, 'NO_OWNER', `established, not taken within ${ms} ms`));
+    });
   }
 
   /** @internal RxPort: where the socket's next read goes. */
@@ -519,6 +536,7 @@ export class MpaConnection extends EventEmitter {
     this.fault ??= f;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#unowned.clear();
     const s = this.socket;
     this.#flush();
     // (A write the kernel took at once is off writableLength now; its callback comes later.)

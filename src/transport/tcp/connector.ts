@@ -24,6 +24,7 @@ import type { MpaRequestInfo } from './mpa-handshake.js';
 import { decodeSabrePd, encodeSabrePd } from './private-data.js';
 import { type Pairing, provesReply, provesRequest, replyProof, requestProof } from './connect-proof.js';
 import { faultError, type TcpFault } from './fault.js';
+import { type Parked, ParkedRequests } from './parked.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
 export interface TcpAddress {
@@ -65,6 +66,8 @@ export interface ConnectorCounters {
   handshakesRefused: number;
   /** Connections (incoming or outgoing) refused at establishment: no device memory left for their receive staging. */
   connectionsRefusedMemory: number;
+  /** Established connections nobody took within the handshake deadline (a cm accept whose QP never connected, a Request completed after another won): closed. */
+  connectionsUnowned: number;
   /** Accepted connections still in their MPA handshake closed, at maxConnections, for one from a source holding fewer. */
   handshakesEvicted: number;
 }
@@ -99,6 +102,12 @@ interface Waiter {
   secret: Uint8Array | undefined;
   /** The peer's Request this QP answered (#acceptFor): no other is taken while it completes. */
   accepting: MpaConnection | undefined;
+  /**
+   * Every Request it answered and that has not failed (without a secret, all for the pairing):
+   * the one that completes first wins, and the settle closes the rest — one left answered would
+   * become, at its late RTR, an established connection nobody owns, buffering what it is sent.
+   */
+  answered: Set<MpaConnection>;
   resolve: (c: MpaConnection) => void;
   reject: (e: Error) => void;
   settled: boolean;
@@ -110,14 +119,6 @@ interface Waiter {
   lastFault: string | undefined;
 }
 
-interface Parked {
-  conn: MpaConnection;
-  initiatorQpn: number;
-  nonce: number;
-  /** The Request's sabrePdProof, if it had one. */
-  proof: Uint8Array | undefined;
-}
-
 export class MpaConnector {
   readonly address: TcpAddress;
   /** Random per endpoint; breaks crossing connects. */
@@ -126,7 +127,7 @@ export class MpaConnector {
   readonly #opts: MpaConnectorOptions;
   readonly #connOpts: TcpConnectionOptions;
   readonly #waiters = new Map<number, Waiter>();
-  readonly #parked = new Map<number, Parked[]>();
+  readonly #parked = new ParkedRequests();
   readonly #conns = new Set<MpaConnection>();
   /** Accepted connections per source host (each is a socket, buffers, a handshake). */
   readonly #perHost = new Map<string, number>();
@@ -136,7 +137,7 @@ export class MpaConnector {
   readonly #release = new Map<MpaConnection, () => void>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -168,9 +169,7 @@ export class MpaConnector {
 
   /** MPA Requests waiting for a local connectQp (diagnostics, tests). */
   get parkedRequests(): number {
-    let n = 0;
-    for (const l of this.#parked.values()) n += l.length;
-    return n;
+    return this.#parked.size;
   }
 
   /** Live MPA connections (handshaking or established). */
@@ -206,7 +205,7 @@ export class MpaConnector {
         return;
       }
       const w: Waiter = {
-        localQpn, remoteQpn: remote.qpn, secret: remote.secret, accepting: undefined, resolve, reject, settled: false, outgoing: undefined, timers: [],
+        localQpn, remoteQpn: remote.qpn, secret: remote.secret, accepting: undefined, answered: new Set(), resolve, reject, settled: false, outgoing: undefined, timers: [],
         to: remote.address, lastFault: undefined,
       };
       this.#waiters.set(localQpn, w);
@@ -271,8 +270,7 @@ export class MpaConnector {
     if (this.#closed) return;
     this.#closed = true;
     for (const w of this.#waiters.values()) this.#settle(w, new SabreError(ErrorCode.Closed, 'TCP endpoint closed'));
-    for (const list of this.#parked.values()) for (const p of list) p.conn.close();
-    this.#parked.clear();
+    this.#parked.closeAll();
     for (const c of this.#conns) c.socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
@@ -282,6 +280,7 @@ export class MpaConnector {
     c.once('close', () => this.#conns.delete(c));
     c.on('failed', (f: TcpFault) => {
       if (f.code === 'NO_MEMORY') this.counters.connectionsRefusedMemory++;
+      else if (f.code === 'NO_OWNER') this.counters.connectionsUnowned++;
     });
   }
 
@@ -337,7 +336,8 @@ export class MpaConnector {
     for (const t of w.timers) clearTimeout(t);
     if (this.#waiters.get(w.localQpn) === w) this.#waiters.delete(w.localQpn);
     if (w.outgoing && w.outgoing !== conn) w.outgoing.close();
-    if (w.accepting && w.accepting !== conn) w.accepting.close();
+    for (const c of w.answered) if (c !== conn) c.close();
+    w.answered.clear();
     if (err) w.reject(err);
     else w.resolve(conn!);
   }
@@ -347,8 +347,14 @@ export class MpaConnector {
     const initiatorQpn = w.remoteQpn;
     const { conn } = r;
     w.accepting = conn;
-    conn.once('established', () => this.#settle(w, undefined, conn));
+    w.answered.add(conn);
+    conn.once('established', () => {
+      // Completed after another won (or the connect ended): nobody takes it.
+      if (w.settled) return conn.close();
+      this.#settle(w, undefined, conn);
+    });
     conn.once('failed', (f: TcpFault) => {
+      w.answered.delete(conn);
       if (w.settled) return;
       // A proven Request is the peer's: its failure is the connect's.
       if (w.secret) return this.#settle(w, faultError(f, `QP ${w.localQpn}: ${f.reason}`));
@@ -386,26 +392,9 @@ export class MpaConnector {
     return true;
   }
 
-  /**
-   * The oldest parked Request for w's pairing (a copy of one, made by whoever saw it, can only
-   * come after it), of those `eligible` says. Where w has a secret, those for the pairing that
-   * do not prove it are refused on the way, and so are copies of the one taken (the same
-   * proof); others stay parked.
-   */
+  /** The oldest parked Request for w's pairing that `eligible` says may be it (ParkedRequests.take). */
   #takeParked(w: Waiter, eligible?: (p: Parked) => boolean): Parked | undefined {
-    const list = this.#parked.get(w.localQpn);
-    if (!list) return undefined;
-    let found: Parked | undefined;
-    for (const p of [...list]) {
-      if (p.initiatorQpn !== w.remoteQpn || p.conn.state !== 'handshake' || (eligible && !eligible(p))) continue;
-      const copy = found?.proof !== undefined && p.proof !== undefined && Buffer.compare(found.proof, p.proof) === 0;
-      if (found && !copy) continue;
-      list.splice(list.indexOf(p), 1);
-      if (!copy && this.#proven(w, p)) found = p;
-      else p.conn.reject(UNPROVEN);
-    }
-    if (!list.length) this.#parked.delete(w.localQpn);
-    return found;
+    return this.#parked.take(w.localQpn, w.remoteQpn, (p) => this.#proven(w, p), UNPROVEN, eligible);
   }
 
   /** Stop waiting for QP `localQpn`'s connection (its QP left the attempt, or a new connect replaces it). */
@@ -557,21 +546,7 @@ export class MpaConnector {
   }
 
   #park(c: MpaConnection, responderQpn: number, initiatorQpn: number, nonce: number, proof: Uint8Array | undefined): boolean {
-    const list = this.#parked.get(responderQpn) ?? [];
-    if (list.length >= 16) {
-      c.reject(`too many pending connections for QP ${responderQpn}`);
-      return false;
-    }
-    list.push({ conn: c, initiatorQpn, nonce, proof });
-    this.#parked.set(responderQpn, list);
-    c.once('close', () => {
-      const l = this.#parked.get(responderQpn);
-      if (!l) return;
-      const i = l.findIndex((p) => p.conn === c);
-      if (i >= 0) l.splice(i, 1);
-      if (!l.length) this.#parked.delete(responderQpn);
-    });
-    return true;
+    return this.#parked.park(responderQpn, { conn: c, initiatorQpn, nonce, proof });
   }
 }
 
