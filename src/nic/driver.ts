@@ -125,8 +125,13 @@ export class NicDriver implements LinkEvents {
   }
 
   step(now: number, work?: (now: number) => void): void {
-    work?.(now);
-    this.#flush(now);
+    try {
+      work?.(now);
+    } finally {
+      // What the work gave the engine before it threw (a list of posts refused part-way: those
+      // before the bad one stay posted, as ibverbs' bad_wr) leaves now, not at some later step.
+      this.#flush(now);
+    }
   }
 
   /** No more steps from the link or the timer (the device is closing); the link stays open. */

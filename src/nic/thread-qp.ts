@@ -4,7 +4,7 @@
 import type { DeviceAddress } from '../core/address.js';
 import type { QpStateValue } from '../core/enums.js';
 import type { WrId } from '../core/work.js';
-import type { OpcodeRow } from '../rdmap/opcodes.js';
+import { type OpcodeRow, SEND_TAKES_COMPARE_ADD, SEND_TAKES_IMM, SEND_TAKES_REMOTE, SEND_TAKES_REMOTE_LIST, SEND_TAKES_SWAP, sendFieldsTaken } from '../rdmap/opcodes.js';
 import type { PortDest, PortMr, PortPiece, PortQp, PortSend } from './port.js';
 import type { RecordRing } from './ring.js';
 import { QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord } from './thread-proto.js';
@@ -191,7 +191,6 @@ export class ThreadQp implements PortQp {
   }
 
   postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
-    void row;
     void total;
     const port = this.#port;
     const token = this.sqPosted >>> 0;
@@ -205,12 +204,14 @@ export class ThreadQp implements PortQp {
     q.token = token;
     q.opcode = w.opcode;
     q.signaled = w.signaled ?? true;
-    q.imm = w.imm;
-    q.remoteAddr = w.remoteAddr;
-    q.rkey = w.rkey;
-    q.remoteSges = w.remoteSgList;
-    q.compareAdd = w.compareAdd;
-    q.swap = w.swap;
+    // Only what the opcode takes (sendFieldsTaken): checked by verbs, the rest ignored.
+    const takes = sendFieldsTaken(row, w.opcode, w.remoteSgList !== undefined);
+    q.imm = takes & SEND_TAKES_IMM ? w.imm : undefined;
+    q.remoteAddr = takes & SEND_TAKES_REMOTE ? w.remoteAddr : undefined;
+    q.rkey = takes & SEND_TAKES_REMOTE ? w.rkey : undefined;
+    q.remoteSges = takes & SEND_TAKES_REMOTE_LIST ? w.remoteSgList : undefined;
+    q.compareAdd = takes & SEND_TAKES_COMPARE_ADD ? w.compareAdd : undefined;
+    q.swap = takes & SEND_TAKES_SWAP ? w.swap : undefined;
     q.ah = dest ? port.ahId(dest) : undefined;
     q.remoteQpn = dest?.remoteQpn;
     q.inline = inline;

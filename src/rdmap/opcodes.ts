@@ -126,3 +126,26 @@ export function rowForWr(op: unknown): OpcodeRow | undefined {
   return typeof op === 'number' ? wrRows.get(op) : undefined;
 }
 
+
+/**
+ * The fields of a send work request its opcode takes, as bits (SEND_TAKES_*): the others are
+ * ignored, as ibverbs ignores the members of its union an opcode does not use, whatever they
+ * hold. Every port copies only these: a field another opcode uses (a bigint imm on a Send, a
+ * remoteSgList on a Write) made one port throw half-way through a work request it then sent
+ * (a NIC thread's ring record), and another ignore it (found by an audit).
+ */
+export function sendFieldsTaken(row: OpcodeRow, opcode: number, hasRemoteList: boolean): number {
+  let t = 0;
+  if (row.imm === opcode) t |= SEND_TAKES_IMM;
+  if (row.remote === 'one' || row.remote === 'word' || (row.remote === 'list' && !hasRemoteList)) t |= SEND_TAKES_REMOTE;
+  if (row.remote === 'list' && hasRemoteList) t |= SEND_TAKES_REMOTE_LIST;
+  if (row.remote === 'word') t |= SEND_TAKES_COMPARE_ADD;
+  if (row.wr[opcode as OpcodeValue] === WcOpcode.CmpSwap) t |= SEND_TAKES_SWAP;
+  return t;
+}
+export const SEND_TAKES_IMM = 1;
+/** remoteAddr and rkey. */
+export const SEND_TAKES_REMOTE = 2;
+export const SEND_TAKES_REMOTE_LIST = 4;
+export const SEND_TAKES_COMPARE_ADD = 8;
+export const SEND_TAKES_SWAP = 16;

@@ -16,7 +16,7 @@ import type { DeviceCounters, EngineMemory, MrRecord } from './memory.js';
 import { newCounters } from './memory.js';
 import { DEFAULT_BOUNDS, type EngineBounds } from './bounds.js';
 import type { Offsets } from './offsets.js';
-import type { OpcodeRow, WrKindValue } from './opcodes.js';
+import { type OpcodeRow, SEND_TAKES_COMPARE_ADD, SEND_TAKES_IMM, SEND_TAKES_REMOTE, SEND_TAKES_REMOTE_LIST, SEND_TAKES_SWAP, sendFieldsTaken, type WrKindValue } from './opcodes.js';
 import { TimerTable } from './timers.js';
 import type { PendingWrites } from './write-index.js';
 
@@ -530,13 +530,14 @@ export interface SendWrFields {
  * opcode table's row for its opcode, `pieces` its checked local segments).
  */
 export function newSendWork(wr: SendWrFields, row: OpcodeRow, pieces: Piece[], total: number): SendWork {
-  const srcs = wr.remoteSgList && row.remote === 'list' ? wr.remoteSgList.map((r) => ({ stag: r.rkey >>> 0, to: r.addr, len: r.length })) : undefined;
-  const remoteAddr = wr.remoteAddr ?? 0;
+  const takes = sendFieldsTaken(row, wr.opcode, wr.remoteSgList !== undefined);
+  const srcs = takes & SEND_TAKES_REMOTE_LIST ? wr.remoteSgList!.map((r) => ({ stag: r.rkey >>> 0, to: r.addr, len: r.length })) : undefined;
+  const remoteAddr = takes & SEND_TAKES_REMOTE ? wr.remoteAddr ?? 0 : 0;
   // One shape for every work request (no optional fields added later but flow/inline/ranges/sinks/readParts).
   const w: SendWork = {
     wrId: wr.wrId, opcode: wr.opcode, row, kind: row.kind!, wc: row.wr[wr.opcode]!, signaled: wr.signaled ?? true, pieces, total,
-    remoteAddr, rkey: (wr.rkey ?? 0) >>> 0, srcs, imm: (wr.imm ?? 0) >>> 0,
-    compareAdd: wr.compareAdd ?? 0n, swap: wr.swap ?? 0n,
+    remoteAddr, rkey: takes & SEND_TAKES_REMOTE ? (wr.rkey ?? 0) >>> 0 : 0, srcs, imm: takes & SEND_TAKES_IMM ? (wr.imm ?? 0) >>> 0 : 0,
+    compareAdd: takes & SEND_TAKES_COMPARE_ADD ? wr.compareAdd ?? 0n : 0n, swap: takes & SEND_TAKES_SWAP ? wr.swap ?? 0n : 0n,
     pending: 0, done: false, status: WcStatus.Success, byteLen: 0, rnrCount: 0, flushMark: 0,
   };
   // Remote ranges the request touches (the rc fence).

@@ -3,6 +3,7 @@
 // completion ring was full): every life's completions reach that life's work requests, in the
 // order the NIC thread writes them — a life's flushes, its fence record, the next life's.
 import { describe, expect, it } from 'vitest';
+import { rowForWr } from '../../src/rdmap/opcodes.js';
 import type { PortPiece } from '../../src/nic/port.js';
 import { QP_WORDS, QpWord } from '../../src/nic/thread-proto.js';
 import { type QpHost, ThreadQp } from '../../src/nic/thread-qp.js';
@@ -84,7 +85,7 @@ describe('lives of one QPN', () => {
 
 /** Sends `ids` posted on `qp`, the first `unsignaled` of them unsignaled. */
 function sends(qp: ThreadQp, ids: number[], unsignaled: number): void {
-  ids.forEach((id, i) => qp.postSend({ wrId: id, opcode: 0 as never, signaled: i >= unsignaled }, {} as never, none, 0, undefined, undefined));
+  ids.forEach((id, i) => qp.postSend({ wrId: id, opcode: 0 as never, signaled: i >= unsignaled }, rowForWr(0)!, none, 0, undefined, undefined));
 }
 
 describe('an earlier life flushed by the application (the NIC thread gone before its fence)', () => {

@@ -3,6 +3,7 @@
 // completion in between must see its slot free (a repost would otherwise be refused with
 // ERR_QUEUE_FULL), and the counts, int32 words, may wrap.
 import { describe, expect, it } from 'vitest';
+import { rowForWr } from '../../src/rdmap/opcodes.js';
 import type { PortPiece } from '../../src/nic/port.js';
 import { type QpHost, ThreadQp } from '../../src/nic/thread-qp.js';
 import { QP_WORDS, QpWord } from '../../src/nic/thread-proto.js';
@@ -50,7 +51,7 @@ describe('ThreadQp queue lengths', () => {
   it('a send completion retires its send and every send before it', () => {
     const h = host();
     const qp = new ThreadQp(h, 5, 0, 64, 1, 1);
-    for (let i = 0; i < 10; i++) qp.postSend({ wrId: i, opcode: 0 as never }, {} as never, none, 0, undefined, undefined);
+    for (let i = 0; i < 10; i++) qp.postSend({ wrId: i, opcode: 0 as never }, rowForWr(0)!, none, 0, undefined, undefined);
     expect(qp.sqLength).toBe(10);
     // Sends 0..5 unsignaled, 6 signaled: its completion (token 6) retires seven.
     qp.sawSend(6);
