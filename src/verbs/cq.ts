@@ -72,9 +72,22 @@ export class CompletionQueue implements CompletionSink {
     return this.#overrun;
   }
 
-  /** Completions lost to the overrun. */
+  /** Completions lost to the overrun (with a NIC thread: at least 1 once it overran; the thread counts no more). */
   get dropped(): number {
     return this.#dropped;
+  }
+
+  /**
+   * @internal the device's NIC refused a completion for this CQ (a NIC thread's completion ring
+   * full: its own offer, not this one's): it overran, as offer() would have found it. What the
+   * ring holds is taken first, so poll() still returns the completions from before the overrun.
+   */
+  markOverrun(): void {
+    if (this.#overrun) return;
+    this.#source?.drain();
+    this.#overrun = true;
+    this.#dropped++;
+    this.#wake();
   }
 
   /** @internal the engine's side: false when the CQ was full (the completion is lost, the CQ overran). */

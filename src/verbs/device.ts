@@ -365,8 +365,12 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
         return;
       }
       case 'cqError':
-        // The CQ reports its overrun itself too (poll/wait throw InvalidState once drained).
-        if (ev.cq instanceof CompletionQueue) this.#emit({ type: 'cq-error', cq: ev.cq });
+        // The CQ reports its overrun itself too (poll/wait throw InvalidState once drained): a
+        // NIC thread's refusal is told here (the inline engine's offer already marked it).
+        if (ev.cq instanceof CompletionQueue) {
+          ev.cq.markOverrun();
+          this.#emit({ type: 'cq-error', cq: ev.cq });
+        }
         return;
       case 'peerLost': {
         // A connect waiting on that peer fails with the cause (udp has no refusal: a port where
