@@ -143,7 +143,7 @@ export class FileServer {
   readonly pipeCounters = newPipeCounters();
   /** Dedup transfers served, refused (bad, late or evicted AUTH, limits), and basis bytes ingested. */
   readonly dedupCounters = newDedupCounters();
-  /** Files open now against ServeOptions.maxOpenFilesTotal, all connections and dedup transfers. */
+  /** @internal files open now against ServeOptions.maxOpenFilesTotal, all connections and dedup transfers (stats() shows the counts). */
   readonly openFiles: OpenFileBudget;
   /** Dedup channels waiting for their AUTH (at most maxUnauthenticated, the oldest closed for a newer one). */
   readonly #dedupPending = new Map<Channel, string>();

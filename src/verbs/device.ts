@@ -142,6 +142,9 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
    * the link; and one key per stats source a feature registered (addStatsSource).
    */
   stats(): DeviceStats {
+    // ERR_CLOSED on a closed device, as every call (a NIC thread's stats went with it; inline
+    // ones answered: one outcome for both, found by an audit).
+    this.assertOpen();
     const { counters, memory, link, linkContexts, nic } = this.nic.stats(LINK_CONTEXTS_SHOWN);
     const out: DeviceStats = { ...counters, memory, ...(link ? { link } : {}), ...(linkContexts ? { linkContexts } : {}), ...(nic ? { nic } : {}) };
     for (const [name, fn] of this.#statsSources) out[name] = fn();
