@@ -29,7 +29,7 @@ import { release } from './budget.js';
 import { Offsets } from './offsets.js';
 import { forgetWrite } from './write-order.js';
 import { ctlFrame, dataFrames } from './segmenter.js';
-import type { EngineQp, EngineState, Flow, InMessage, RecvWork } from './state.js';
+import type { EngineQp, EngineState, Flow, InMessage, RecvWork, SendWork } from './state.js';
 
 const M64 = (1n << 64n) - 1n;
 const NO_HDR = new Uint8Array(0);
@@ -182,7 +182,10 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       // Without the sender's ack (a standard iWARP peer's Terminate carries none) the oldest
       // unfinished work request is the one that failed.
       // srd: only the work addressed to that peer QP fails; the QP serves every other peer.
-      const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.sq.find((w) => !w.done && (qp.type === 'rc' || w.flow === flow));
+      // (srd looks at that flow's own work: a scan of the QP's send queue per Terminate let a peer
+      // restarting its flow buy ~0.8 ms of NIC thread per frame with 60,000 sends to another
+      // peer queued; found by an audit.)
+      const failed = m.ackHint !== undefined ? flow.inflight.get(m.ackHint + 1)?.wr : qp.type === 'rc' ? qp.sq.find((w) => !w.done) : oldestOf(flow);
       // The peer's close notice (rc): what it took is acked above; the rest is flushed.
       if (v.ok && qp.type === 'rc' && isPeerClosed(v.value)) return qpError(e, qp, undefined, undefined, false, 'closed');
       const status = v.ok ? statusForTerm(v.value) : WcStatus.RemOpErr;
@@ -190,6 +193,14 @@ function execute(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row: Op
       return;
     }
   }
+}
+
+/** The oldest unfinished work request an srd flow has out (messages in flight, then reads and atomics waiting for their answers). */
+function oldestOf(flow: Flow): SendWork | undefined {
+  for (const o of flow.inflight.values()) if (o.wr && !o.wr.done) return o.wr;
+  for (const w of flow.reads.values()) if (!w.done) return w;
+  for (const w of flow.atomics.values()) if (!w.done) return w;
+  return undefined;
 }
 
 function recvComplete(e: EngineState, qp: EngineQp, flow: Flow, wc: WorkCompletion): void {
