@@ -9,7 +9,7 @@ import { udpProvider } from './udp.js';
 
 /** The openDevice limits the engine enforces, on every transport. */
 const ENGINE_LIMITS: readonly string[] = [
-  'maxOooEntries', 'maxOooBytes', 'maxSrdFlows', 'maxSrdFlowsPerPeer', 'maxIrd', 'maxAnswerBytes',
+  'maxOooEntries', 'maxOooBytes', 'maxSrdFlows', 'maxSrdFlowsPerPeer', 'maxIrd', 'maxAnswerBytes', 'maxQpAnswerBytes',
 ] satisfies (keyof EngineBounds)[];
 
 const PROVIDERS = new Map<string, TransportProvider>();

@@ -41,6 +41,14 @@ export interface EngineBounds {
    * answered, whatever its size.
    */
   maxAnswerBytes: number;
+  /**
+   * srd: bytes of read answers in flight over all of a QP's flows (each flow holds up to
+   * maxAnswerBytes, and a QP up to maxSrdFlows of them: a peer that reads from many source QPNs
+   * and never acks held 512 MiB of copies on one QP in 0.4 s with a 2 MiB flow budget; found by
+   * an audit). A read that would take a QP past it fails its flow (readsRefused), as one past
+   * the IRD does; the QP serves its other flows.
+   */
+  maxQpAnswerBytes: number;
 }
 
 export const DEFAULT_BOUNDS: EngineBounds = {
@@ -51,6 +59,7 @@ export const DEFAULT_BOUNDS: EngineBounds = {
   srdIdleMs: 30_000,
   maxIrd: 1024,
   maxAnswerBytes: 64 << 20,
+  maxQpAnswerBytes: 256 << 20,
 };
 
 /**

@@ -42,6 +42,7 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
   if (!f) {
     f = new Flow(peer, key, rqpn, e.now);
     f.srd = true;
+    f.answers = qp.answers;
     f.epoch = epoch & EPOCH_MASK;
     qp.ownFlows().set(k, f);
     qp.ownPeerFlows().set(key, (qp.peerFlows.get(key) ?? 0) + 1);
@@ -87,6 +88,7 @@ function evictIdle(e: EngineState, qp: EngineQp): boolean {
 /** srd: remove flow `f` (key `k`) from its QP's table, releasing what it held. */
 function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
   qp.flows.delete(k);
+  f.answerBytes = 0;
   releaseFlow(qp, f);
   flowGone(e, f);
   const n = (qp.peerFlows.get(f.peerKey) ?? 1) - 1;

@@ -254,6 +254,11 @@ function answerRead(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage, row:
     if (st !== PlaceStatus.Placed) return fatalNow(e, qp, flow, m, termForPlaceStatus(st));
     total += s.len;
   }
+  // srd: the QP's flows together hold at most maxQpAnswerBytes of copies (bounds.ts).
+  if (flow.answers !== undefined && flow.answers.bytes > 0 && flow.answers.bytes + total > e.bounds.maxQpAnswerBytes) {
+    e.counters.readsRefused++;
+    return fatalNow(e, qp, flow, m, TERM.tooManyReads);
+  }
   const views = snapshotSources(e, srcs);
   // Tagged writes straight from the source regions into the sinks: one message per sink.
   const frames: SegFrame[] = [];

@@ -223,7 +223,16 @@ export class Flow {
   atomics: Map<number, SendWork> = noEntries();
   /** The peer's reads we answered whose answer is not acknowledged yet (bounds.ts maxIrd), and their bytes (maxAnswerBytes). */
   readsIn = 0;
-  answerBytes = 0;
+  #answerBytes = 0;
+  /** srd: its QP's total of its flows' answerBytes (bounds.ts maxQpAnswerBytes), kept by the setter. */
+  answers: { bytes: number } | undefined;
+  get answerBytes(): number {
+    return this.#answerBytes;
+  }
+  set answerBytes(v: number) {
+    if (this.answers) this.answers.bytes += v - this.#answerBytes;
+    this.#answerBytes = v;
+  }
   // incoming direction
   expected = 1;
   readonly pending = new Map<number, InMessage>();
@@ -347,6 +356,8 @@ export class EngineQp {
   /** Out-of-order state held for all flows (budget.ts), in entries and bytes. */
   oooEntries = 0;
   oooBytes = 0;
+  /** srd: bytes of read answers its flows hold (Flow.answers). */
+  readonly answers = { bytes: 0 };
   /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
   peerFlows: Map<string, number> = noEntries();
   evictRetryAt = 0;

@@ -122,6 +122,8 @@ export interface DeviceLimits {
   maxIrd?: number;
   /** rc: bytes of read answers in flight per flow (64 MiB). */
   maxAnswerBytes?: number;
+  /** srd: bytes of read answers in flight over all of a QP's flows (256 MiB): a read past it fails its flow. */
+  maxQpAnswerBytes?: number;
   /** udp: transport contexts per device (1024) and per source host (64). */
   maxContexts?: number;
   maxContextsPerHost?: number;
