@@ -8,7 +8,7 @@ import type { DeviceLimits } from '../../src/verbs/types.js';
 
 /** Typed as a record over DeviceLimits: a limit added to the public type must be added here. */
 const EVERY_LIMIT: Record<keyof DeviceLimits, number> = {
-  maxOooEntries: 1, maxOooBytes: 1, maxSrdFlows: 1, maxSrdFlowsPerPeer: 1, maxIrd: 1, maxAnswerBytes: 1,
+  maxOooEntries: 1, maxOooBytes: 1, maxSrdFlows: 1, maxSrdFlowsPerPeer: 1, maxIrd: 1, maxAnswerBytes: 1, maxQpAnswerBytes: 1,
   maxContexts: 1, maxContextsPerHost: 1,
   maxConnections: 1, maxConnectionsPerHost: 1, handshakeTimeoutMs: 1, maxQueuedBytes: 1,
 };
@@ -27,7 +27,7 @@ describe('transport providers', () => {
       const p = providerFor(t);
       const { engine, link } = splitLimits(EVERY_LIMIT, p);
       // The engine's go to the engine on every transport; a transport gets only its own.
-      expect(Object.keys(engine).sort()).toEqual(['maxAnswerBytes', 'maxIrd', 'maxOooBytes', 'maxOooEntries', 'maxSrdFlows', 'maxSrdFlowsPerPeer']);
+      expect(Object.keys(engine).sort()).toEqual(['maxAnswerBytes', 'maxIrd', 'maxOooBytes', 'maxOooEntries', 'maxQpAnswerBytes', 'maxSrdFlows', 'maxSrdFlowsPerPeer']);
       expect(Object.keys(link).sort()).toEqual([...p.limits].sort());
     }
     const owned = ['inproc', 'udp', 'tcp'].flatMap((t) => providerFor(t).limits);
