@@ -75,7 +75,9 @@ const WRITE_HDR = HDR_LEN + bodyLength({ op: FileOp.Write, fileId: 0, offset: 0,
  */
 export function fitToSegments(max: number, hdr: number, mss: number): number {
   const k = Math.floor((max + hdr) / mss);
-  return k >= 1 && k * mss - hdr > 0 ? k * mss - hdr : max;
+  // Never below 1: readInto and write step through a request by this size (the limits are
+  // checked at authentication; this is the second guard against a loop that never ends).
+  return Math.max(1, k >= 1 && k * mss - hdr > 0 ? k * mss - hdr : max);
 }
 
 /** The pipeline of get and put for `limits` (see FileClient.pipeline). */

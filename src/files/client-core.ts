@@ -28,6 +28,33 @@ export interface NegotiatedLimits {
   creditsMax: number;
 }
 
+/**
+ * The range each announced limit must be in. The client cuts reads and writes at the two sizes
+ * (0 would loop for ever) and registers sinks × maxReadWriteSize and writeBuffers × maxWriteSize
+ * bytes from them (a server must not make it register gigabytes): 16 MiB is 16 times the
+ * server's default. maxVectors bounds a readv/writev, whose entries must fit one request's
+ * header area (./client-session.ts HDR_AREA, 4224 bytes; a ReadV entry is 24 bytes: 128 fit
+ * with room). The others the client sizes nothing by; they must only be possible (≥ 1).
+ */
+export const LIMIT_RANGES: Record<keyof NegotiatedLimits, readonly [number, number]> = {
+  maxReceiveSize: [1, 0xffff_ffff],
+  maxReadWriteSize: [1, 16 << 20],
+  maxWriteSize: [1, 16 << 20],
+  maxVectors: [1, 128],
+  maxOpenFiles: [1, 0xffff_ffff],
+  rwDepth: [1, 0xffff_ffff],
+  creditsMax: [1, 0xffff_ffff],
+};
+
+/** What is wrong with `l` ('maxWriteSize 0 (must be 1 to 16777216)'), or undefined. */
+export function limitsProblem(l: NegotiatedLimits): string | undefined {
+  for (const [k, [lo, hi]] of Object.entries(LIMIT_RANGES) as [keyof NegotiatedLimits, readonly [number, number]][]) {
+    const v = l[k];
+    if (!Number.isInteger(v) || v < lo || v > hi) return `${k} ${v} (must be ${lo} to ${hi})`;
+  }
+  return undefined;
+}
+
 export interface AuthInput {
   resumeKey: Uint8Array;
   keyId: Uint8Array;
@@ -203,10 +230,13 @@ export class ClientConnection implements PollsActions<ClientAction> {
           return this.fail(statusCode(FileStatus.AccessDenied), 'the server could not prove it holds the authentication key', FileStatus.AccessDenied);
         }
         if (body.status !== FileStatus.Success) return this.fail(statusCode(body.status), `authentication refused: ${statusText(body.status)}`, body.status);
-        this.limits = {
+        const limits: NegotiatedLimits = {
           maxReceiveSize: body.maxReceiveSize, maxReadWriteSize: body.maxReadWriteSize, maxWriteSize: body.maxWriteSize,
           maxVectors: body.maxVectors, maxOpenFiles: body.maxOpenFiles, rwDepth: body.rwDepth, creditsMax: body.creditsMax,
         };
+        const bad = limitsProblem(limits);
+        if (bad) return this.fail(LocalCode.ProtocolError, `the server announced ${bad}`);
+        this.limits = limits;
         this.state = 'authenticated';
         break;
       }
