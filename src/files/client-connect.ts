@@ -25,6 +25,16 @@ export interface ConnectOptions {
   /** Whole connect deadline (ms). Default 10 000. */
   timeoutMs?: number;
   /**
+   * Deadline of each request after connect (ms; 0: none). Default 60 000. A request without an
+   * answer by then is cancelled; if the server answers the Cancel (within the deadline again, at
+   * most 10 s) only that operation fails, with ERR_FILE_TIMEOUT; if it does not, the session
+   * fails with ERR_FILE_TIMEOUT. Large reads and writes, get and put are cut into requests of at
+   * most maxReadWriteSize / maxWriteSize, each with its own deadline, so the size of a transfer
+   * does not count; what can take long is one file-system call at the server — a Close that
+   * fsyncs (put --fsync, OpenOptions.fsync) a large file on slow storage: raise it for those.
+   */
+  requestTimeoutMs?: number;
+  /**
    * Credits the server may hold (our receives for its messages: each interrupt-mode completion
    * spends one). Default 16: as many as the requests a server lets us have outstanding (its
    * default credits, on every provider).
@@ -104,6 +114,8 @@ function parseTarget(t: string | { host: string; port: number }): { host: string
  */
 export async function openSession(target: string | { host: string; port: number }, opts: ConnectOptions): Promise<ClientSession> {
   if (!opts || typeof opts.token !== 'string' || opts.token.length === 0) throw new FileError('ERR_FILE_INVALID_PARAMETER', 'connect needs { token }');
+  const rt = opts.requestTimeoutMs;
+  if (rt !== undefined && (typeof rt !== 'number' || !(rt >= 0))) throw new FileError('ERR_FILE_INVALID_PARAMETER', `requestTimeoutMs must be a number ≥ 0 (0: none), got ${String(rt)}`);
   const server = parseTarget(target);
   const prefs = ([] as Provider[]).concat(opts.transport ?? ['udp', 'tcp']);
   const timeoutMs = opts.timeoutMs ?? 10_000;

@@ -37,7 +37,14 @@ export interface SessionOptions {
   mode?: 'interrupt' | 'poll';
   spinMs?: number;
   timeoutMs?: number;
+  /** ConnectOptions.requestTimeoutMs (ms; 0: none). */
+  requestTimeoutMs?: number;
 }
+
+/** The default deadline of one request (ConnectOptions.requestTimeoutMs). */
+export const REQUEST_TIMEOUT_MS = 60_000;
+/** After a request's deadline, how long its Cancel may take (at most; the deadline if shorter). */
+const CANCEL_GRACE_MS = 10_000;
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -60,6 +67,10 @@ interface Waiting {
   poll: boolean;
   since: number;
   asked: boolean;
+  /** The deadline, then the Cancel's grace (cleared when the request settles). */
+  timer?: ReturnType<typeof setTimeout>;
+  /** Past its deadline, a Cancel sent: a Cancelled answer rejects with ERR_FILE_TIMEOUT. */
+  overdue?: string;
 }
 
 /** What ./client-connect.ts made: the connected QP, its buffers and the pipe it was negotiated on. */
@@ -244,7 +255,10 @@ export class ClientSession {
     this.#core.fail(e.code, e.message, e.status);
     this.#run();
     this.#onFail(e);
-    for (const w of this.#waiting.values()) w.reject(e);
+    for (const w of this.#waiting.values()) {
+      clearTimeout(w.timer);
+      w.reject(e);
+    }
     this.#waiting.clear();
     this.sinkPool.fail(e);
     this.dataPool.fail(e);
@@ -330,7 +344,12 @@ export class ClientSession {
       case 'complete': {
         const w = this.#waiting.get(a.id);
         this.#waiting.delete(a.id);
-        w?.resolve(a);
+        if (!w) return;
+        clearTimeout(w.timer);
+        // Overdue and cancelled: the deadline is what the caller hears. Any other answer is
+        // what the server did after all (a write that happened must not read as not done).
+        if (w.overdue && a.status === FileStatus.Cancelled) w.reject(new FileError(LocalCode.Timeout, w.overdue));
+        else w.resolve(a);
         return;
       }
       case 'ready':
@@ -381,6 +400,9 @@ export class ClientSession {
       const id = this.#core.request(body, { interrupt: !poll, ...(o.collapse ? { collapse: true } : {}), ...(o.data ? { data: o.data } : {}) });
       const w: Waiting = { resolve, reject, what, poll, since: performance.now(), asked: false };
       this.#waiting.set(id, w);
+      const limit = this.#opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+      // Above setTimeout's range (2^31 − 1 ms, 24.8 days) it would fire at once: none.
+      if (limit > 0 && limit <= 0x7fff_ffff) w.timer = setTimeout(() => this.#overdue(id, w, limit), limit);
       if (o.signal) {
         const onAbort = (): void => {
           this.#core.cancel(id);
@@ -401,6 +423,24 @@ export class ClientSession {
       this.#run();
       if (poll) this.#startPolling();
     });
+  }
+
+  /**
+   * Request `id` had no answer within `limit` ms. Cancel it, and let the server say so: until it
+   * answers, its slot and its sink stay the server's (a read's data may still land there, and a
+   * later request must not find it). A server that answers neither within the grace is not
+   * serving: the session fails with ERR_FILE_TIMEOUT, every request with it, and a late answer
+   * finds the core closed.
+   */
+  #overdue(id: number, w: Waiting, limit: number): void {
+    if (this.#waiting.get(id) !== w) return;
+    w.overdue = `${w.what}: no answer from the server within ${limit} ms`;
+    const grace = Math.min(limit, CANCEL_GRACE_MS);
+    w.timer = setTimeout(() => {
+      if (this.#waiting.get(id) === w) this.fail(new FileError(LocalCode.Timeout, `${w.overdue}, nor to its Cancel within ${grace} ms: the session is given up`));
+    }, grace);
+    this.#core.cancel(id);
+    this.#run();
   }
 
   /** Polling completions: look at the slots every turn of the event loop; ask for an interrupt after spinMs. */

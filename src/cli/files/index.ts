@@ -1,7 +1,7 @@
 // `sabre serve / get / put / ls`: the file service (M6) from the command line. A failure is one
 // line on stderr and exit 1 (main.ts prints it); usage errors exit 2; progress goes to stderr,
 // and only when it is a terminal.
-import { FileClient, type TransferResult } from '../../files/client.js';
+import { type ConnectOptions, FileClient, type TransferResult } from '../../files/client.js';
 import { FileServer, serveFiles } from '../../files/server.js';
 import { FileError } from '../../files/status.js';
 import { startCliMetrics } from '../metrics.js';
@@ -9,7 +9,7 @@ import { Progress } from '../progress.js';
 import type { Command } from '../command.js';
 import { formatRate } from '../table.js';
 import { UsageError } from '../usage.js';
-import { FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
+import { type ClientCli, FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
 
 export const FILES_COMMANDS = ['serve', 'get', 'put', 'ls'] as const;
 export type FilesCommand = (typeof FILES_COMMANDS)[number];
@@ -94,6 +94,14 @@ function progress(enabled: boolean): { update: (done: number, total: number) => 
   };
 }
 
+/** The client side of get, put and ls. */
+function connectOptions(o: ClientCli): ConnectOptions {
+  return {
+    token: o.token, transport: o.transport, ...(o.integrity ? { integrity: o.integrity } : {}),
+    ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
+  };
+}
+
 async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<number> {
   const { o, positionals } = parseClient(argv, cmd);
   const remoteArg = cmd === 'get' ? positionals[0]! : positionals[1]!;
@@ -107,7 +115,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
     total = t;
     bar.update(d, t);
   };
-  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: Error) => {
+  const c = await FileClient.connect({ host: r.host, port: r.port }, connectOptions(o)).catch((e: Error) => {
     throw new Error(`${cmd}: ${e.message}`);
   });
   let res: TransferResult;
@@ -136,7 +144,7 @@ async function transfer(cmd: 'get' | 'put', argv: string[], out: Out): Promise<n
 async function ls(argv: string[], out: Out): Promise<number> {
   const { o, positionals } = parseClient(argv, 'ls');
   const r = parseRemote(positionals[0]!, false);
-  const c = await FileClient.connect({ host: r.host, port: r.port }, { token: o.token, transport: o.transport, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: Error) => {
+  const c = await FileClient.connect({ host: r.host, port: r.port }, connectOptions(o)).catch((e: Error) => {
     throw new Error(`ls: ${e.message}`);
   });
   try {

@@ -25,7 +25,7 @@ ${INTEGRITY_HELP}
   --metrics-port M    serve Prometheus metrics (devices, QPs, links, the file service's
                       counters) at http://127.0.0.1:M/metrics (0: any free port, printed)
   -h, --help          this help`,
-  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup] [--integrity I]
+  get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup] [--integrity I] [--request-timeout MS]
 
 Download REMOTE/PATH (relative to the served directory) into LOCALFILE (written to
 LOCALFILE.sabre-part and renamed when complete).
@@ -35,9 +35,11 @@ LOCALFILE.sabre-part and renamed when complete).
   --json              print one JSON object: bytes, seconds, transport, …
   --dedup             rsync over RDMA: LOCALFILE as it is now is the basis, only the chunks of
                       the server's version it lacks cross the wire (files up to 256 MiB)
+  --request-timeout MS  give up on a request the server has not answered within MS ms
+                      (default 60000; 0: never): the command fails with one line
 ${INTEGRITY_HELP}
   -h, --help          this help`,
-  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync] [--dedup] [--integrity I]
+  put: `usage: sabre put LOCALFILE HOST:PORT/REMOTE/PATH [--token T] [--transport udp|tcp] [--json] [--fsync] [--dedup] [--integrity I] [--request-timeout MS]
 
 Upload LOCALFILE to REMOTE/PATH. The server writes a temporary file and renames it over the
 name only when every byte is in it: an interrupted put never leaves a truncated file there.
@@ -48,15 +50,19 @@ name only when every byte is in it: an interrupted put never leaves a truncated 
   --json              print one JSON object: bytes, seconds, transport, …
   --dedup             rsync over RDMA: the server's current version of the file is the basis,
                       only the chunks of LOCALFILE it lacks cross the wire (files up to 256 MiB)
+  --request-timeout MS  give up on a request the server has not answered within MS ms
+                      (default 60000; 0: never): the command fails with one line
 ${INTEGRITY_HELP}
   -h, --help          this help`,
-  ls: `usage: sabre ls HOST:PORT[/REMOTE/DIR] [--token T] [--transport udp|tcp] [--json] [--integrity I]
+  ls: `usage: sabre ls HOST:PORT[/REMOTE/DIR] [--token T] [--transport udp|tcp] [--json] [--integrity I] [--request-timeout MS]
 
 List a directory of the served tree (default: its top).
 
   --token T           the server's token (default: $SABRE_TOKEN)
   --transport T       udp | tcp (default: udp if the server has it, else tcp)
   --json              print one JSON object { path, entries: [...] }
+  --request-timeout MS  give up on a request the server has not answered within MS ms
+                      (default 60000; 0: never): the command fails with one line
 ${INTEGRITY_HELP}
   -h, --help          this help`,
 };
@@ -89,6 +95,8 @@ export interface ClientCli {
   fsync: boolean;
   dedup: boolean;
   integrity: FilesIntegrity | undefined;
+  /** --request-timeout (ConnectOptions.requestTimeoutMs), or undefined for its default. */
+  requestTimeoutMs: number | undefined;
 }
 
 /** HOST:PORT[/PATH] — the path is relative to the served directory (its leading "/" dropped). */
@@ -140,7 +148,7 @@ export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: Cli
   const { values, positionals } = parse(cmd, {
     args: argv, allowPositionals: true, strict: true,
     options: {
-      token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, integrity: { type: 'string' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}),
+      token: { type: 'string' }, transport: { type: 'string' }, json: { type: 'boolean' }, integrity: { type: 'string' }, 'request-timeout': { type: 'string' }, ...(cmd === 'put' ? { fsync: { type: 'boolean' } } : {}),
       ...(cmd !== 'ls' ? { dedup: { type: 'boolean' } } : {}),
     },
   });
@@ -151,6 +159,7 @@ export function parseClient(argv: string[], cmd: 'get' | 'put' | 'ls'): { o: Cli
   return {
     o: { token, transport: ((t) => (t ? [t] : ['udp', 'tcp']))(choice('--transport', values.transport as string | undefined, TRANSPORTS)) as FilesTransport[], json: (values.json as boolean | undefined) ?? false, fsync: (values.fsync as boolean | undefined) ?? false, dedup: (values.dedup as boolean | undefined) ?? false,
       integrity: choice('--integrity', values.integrity as string | undefined, INTEGRITY),
+      requestTimeoutMs: intOption('--request-timeout', values['request-timeout'] as string | undefined, 0, 0x7fff_ffff),
     },
     positionals,
   };
