@@ -10,7 +10,8 @@ import { sabreVersion } from '../version.js';
 import { runBaseline } from './baseline.js';
 import { BwSender, needsReceives, Responder } from './bw.js';
 import { pump } from './completions.js';
-import type { ControlPeer } from './control.js';
+import { checkCpu, checkFinishRow, checkHello } from './answers.js';
+import { CALL_TIMEOUT_MS, type ControlPeer } from './control.js';
 import { runLatClient } from './lat.js';
 import { attachMetrics, observeRow } from './observe.js';
 import { type PeerParams, peerParams, type PerfOptions } from './options.js';
@@ -74,7 +75,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
   const { out } = env;
   const p = peerParams(o);
   const quiet = o.json || o.output !== undefined;
-  const remote = await ctl.call<SideInfo>('hello', p);
+  const remote = checkHello(await ctl.call('hello', p), p.qps);
   const side = await PerfSide.open({ ...p, ...(env.bindHost ? { bindHost: env.bindHost } : {}), ...(o.mtu !== undefined ? { mtu: o.mtu } : {}), workers: o.workers, integrity: o.integrity });
   try {
     if (env.metrics) attachMetrics(side, env.metrics, 'client');
@@ -175,11 +176,11 @@ async function measure(
   }
   const wall0 = performance.now();
   const c0 = process.cpuUsage();
-  const r0 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
+  const r0 = env.oneProcess ? undefined : checkCpu(await ctl.call('cpu'));
   const live = o.durationS !== undefined ? { progress: env.progress, label: `sabre perf ${o.test}: ${size} B`, totalS: o.durationS } : undefined;
   const got = await once(o, side, remote, ctl, responder, size, 'run', first, undefined, live);
   const mine = cpuUs(process.cpuUsage(c0));
-  const r1 = env.oneProcess ? undefined : await ctl.call<NodeJS.CpuUsage>('cpu');
+  const r1 = env.oneProcess ? undefined : checkCpu(await ctl.call('cpu'));
   const theirs = r0 && r1 ? r1.user - r0.user + r1.system - r0.system : 0;
   const wallMs = performance.now() - wall0;
   const cpuUtil = o.cpuUtil ? { cpuUtilPct: (100 * mine) / 1000 / Math.max(wallMs, 1e-3) } : {};
@@ -189,6 +190,14 @@ async function measure(
     return { row: { ...got.row, cpuSecPerGB: cpuPerGB(mine + theirs, moved), ...cpuUtil, ...warm } as BwRow };
   }
   return { row: { ...got.row, ...cpuUtil, ...warm } as LatRow, samples: got.samples };
+}
+
+/**
+ * finish waits for the server's side of the run, which started with ours at prepare: under -b
+ * its own direction may run as long as ours again, so twice what ours took, and a margin.
+ */
+function finishTimeout(t0: number): number {
+  return 2 * (performance.now() - t0) + CALL_TIMEOUT_MS;
 }
 
 type Once = { kind: 'bw'; row: BwRow } | { kind: 'lat'; row: LatRow; samples: number[] };
@@ -204,13 +213,14 @@ async function once(
 ): Promise<Once | number> {
   const warm = phase === 'warmup';
   await ctl.call('prepare', { size, phase } satisfies PrepareParams);
+  const t0 = performance.now();
   if (o.kind === 'lat') {
     // -D: the duration alone ends the run (o.iters is then only the test's default count).
     const iters = warm ? WARM_LAT_ITERS : o.durationS !== undefined ? Infinity : o.iters;
     const ran = new LiveCount();
     ran.live = live ? startLive(live.progress, { ...live, count: () => ran.done, rate: latRate }) : undefined;
     const samples = await runLatClient(side, remote, { size, iters, durationS: warm ? WARM_LAT_S : o.durationS, gapUs: o.latencyGapUs }, responder, first, !warm, ran).finally(() => ran.live?.stop());
-    await ctl.call('finish', { size });
+    await ctl.call('finish', { size }, finishTimeout(t0));
     if (count) count.done += ran.done;
     if (warm) return first + ran.done;
     return { kind: 'lat', row: latRow('sabre', size, samples), samples };
@@ -228,8 +238,8 @@ async function once(
       // Our direction done: ask the server to finish (under -b, its own direction) while this
       // loop keeps our receives posted for whatever it still sends.
       if (sender.finished && !finish) {
-        finish = ctl.call<BwRow | null>('finish', { size }).then(
-          (r) => (theirs = r),
+        finish = ctl.call('finish', { size }, finishTimeout(t0)).then(
+          (r) => (theirs = checkFinishRow(r)),
           (e: Error) => ((failed = e), (theirs = null)),
         );
       }

@@ -6,9 +6,18 @@ import { createServer, connect as netConnect, type Server, type Socket } from 'n
 import { publish } from '../../metrics/diagnostics.js';
 
 export interface ControlPeer {
-  call<T = unknown>(method: string, params?: unknown): Promise<T>;
+  /** `timeoutMs`: how long the answer may take (default CALL_TIMEOUT_MS; the in-process peer has none). */
+  call<T = unknown>(method: string, params?: unknown, timeoutMs?: number): Promise<T>;
   close(): void;
 }
+
+/**
+ * How long a control call may wait for its answer. Every call but finish is quick at a working
+ * server (hello opens its device, connect its QPs: well under a second); a peer that takes the
+ * connection and says nothing must not hold the CLI for good. finish waits for the server's end
+ * of the run: its caller gives the run's length plus a margin.
+ */
+export const CALL_TIMEOUT_MS = 15_000;
 
 /** Where the client's control connection arrived: the server's data plane binds there. */
 export interface ControlConn {
@@ -128,6 +137,7 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000, b
             return;
           }
           const p = pending.get(msg.id);
+          // An answer after its call timed out finds nothing (the socket is gone by then anyway).
           if (!p) return;
           pending.delete(msg.id);
           if (msg.error !== undefined) p.reject(new Error(`perf server: ${msg.error}`));
@@ -137,16 +147,27 @@ export function connectControl(host: string, port: number, timeoutMs = 10_000, b
       );
       resolve({
         localAddress: plainAddress(sock.localAddress),
-        call<T>(method: string, params?: unknown): Promise<T> {
+        call<T>(method: string, params?: unknown, timeoutMs = CALL_TIMEOUT_MS): Promise<T> {
           const id = nextId++;
           const t0 = performance.now();
           return new Promise<T>((res, rej) => {
+            // Past it the control connection is given up: the run cannot go on without the answer,
+            // and every other call fails with it (the close fails them).
+            const t = setTimeout(() => {
+              pending.delete(id);
+              rej(new Error(`the perf server at ${host}:${port} did not answer '${method}' within ${Math.round(timeoutMs / 100) / 10} s`));
+              sock.destroy();
+            }, timeoutMs);
             pending.set(id, {
               resolve: (v) => {
+                clearTimeout(t);
                 publish('sabre:perf:control', () => ({ role: 'client', method, ms: performance.now() - t0 }));
                 res(v as T);
               },
-              reject: rej,
+              reject: (e) => {
+                clearTimeout(t);
+                rej(e);
+              },
             });
             sock.write(JSON.stringify({ id, method, params: params ?? null }) + '\n');
           });

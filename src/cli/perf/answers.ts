@@ -1,0 +1,35 @@
+// What the client takes from the perf server's control answers, checked before use: the peer at
+// the control port may be anything (an old or foreign server, a hostile one), and an answer of
+// the wrong shape used as it came made TypeErrors ("Cannot read properties of null") of what is
+// one clear sentence: the perf server's <call> is malformed.
+import type { BwRow } from './results.js';
+import type { SideInfo } from './side.js';
+
+const count = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function malformed(what: string): Error {
+  return new Error(`the perf server's ${what} is malformed`);
+}
+
+/** The hello's SideInfo: the device address, one {qpn, psn} per QP we asked for, the buffer. */
+export function checkHello(v: unknown, qps: number): SideInfo {
+  if (!isObject(v) || !isObject(v.address) || !Array.isArray(v.qps) || v.qps.length !== qps) throw malformed('hello');
+  if (!v.qps.every((q) => isObject(q) && count(q.qpn) && count(q.psn))) throw malformed('hello');
+  if (![v.rkey, v.vaddr, v.length, v.slotBytes, v.slots].every(count)) throw malformed('hello');
+  return v as unknown as SideInfo;
+}
+
+/** finish: null, or (under -b) the row of the server's own direction, whose numbers we add to ours. */
+export function checkFinishRow(v: unknown): BwRow | null {
+  if (v === null) return null;
+  const num = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x) && x >= 0;
+  if (!isObject(v) || v.kind !== 'bw' || ![v.iterations, v.seconds, v.bwPeakMiBs, v.bwAvgMiBs, v.bwPeakGbs, v.bwAvgGbs, v.msgRateMpps].every(num)) throw malformed('finish row');
+  return v as unknown as BwRow;
+}
+
+/** cpu: process.cpuUsage() of the server (microseconds). */
+export function checkCpu(v: unknown): NodeJS.CpuUsage {
+  if (!isObject(v) || !count(v.user) || !count(v.system)) throw malformed('cpu answer');
+  return v as unknown as NodeJS.CpuUsage;
+}
