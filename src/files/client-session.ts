@@ -233,7 +233,9 @@ export class ClientSession {
     for (let e = this.#pc.pollAction(); e; e = this.#pc.pollAction()) {
       if (e.kind === 'write') this.#pipe.write(e.bytes);
       else if (e.kind === 'error') {
-        for (const w of this.#negotiating.splice(0)) w.reject(new FileError(statusCode(e.status), e.message, e.status));
+        // A refusal answers the oldest negotiation (the server answers in order); a failed pipe all.
+        const err = new FileError(statusCode(e.status), e.message, e.status);
+        for (const w of e.fatal ? this.#negotiating.splice(0) : this.#negotiating.splice(0, 1)) w.reject(err);
       } else this.#negotiating.shift()?.resolve(e.result);
     }
   }

@@ -300,10 +300,18 @@ export interface Negotiated {
 export type PipeClientEvent =
   | { kind: 'write'; bytes: Uint8Array }
   | { kind: 'negotiated'; result: Negotiated }
-  | { kind: 'error'; status: number; message: string };
+  /**
+   * `fatal`: the pipe failed (closed; every negotiation waiting fails with it). Otherwise one
+   * negotiation was refused — the oldest waiting, as the server answers in order — and the
+   * pipe goes on.
+   */
+  | { kind: 'error'; status: number; message: string; fatal: boolean };
 
 export class PipeClient implements PollsActions<PipeClientEvent> {
+  /** 'negotiating': one or more NegotiateRequests wait for their answers. */
   state: 'challenge' | 'welcome' | 'resume' | 'ready' | 'negotiating' | 'closed' = 'challenge';
+  /** NegotiateRequests sent and not yet answered (the server answers them in order). */
+  #asked = 0;
   readonly #token: string;
   readonly #providers: number;
   readonly #reader = new PipeReader();
@@ -325,9 +333,13 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
     return this.#events.poll();
   }
 
-  /** Ask for another key (one per RDMA connection). */
+  /**
+   * Ask for another key (one per RDMA connection). Each call sends a request, one in flight or
+   * not: concurrent dedup transfers each wait for an answer of their own.
+   */
   negotiate(): void {
-    if (this.state !== 'ready') return;
+    if (this.state !== 'ready' && this.state !== 'negotiating') return;
+    this.#asked++;
     this.state = 'negotiating';
     this.#write(FilePipeType.NegotiateRequest, body(FILE_PIPE_NEGOTIATE_REQ, { resumeKey: this.resumeKey, providers: this.#providers }));
   }
@@ -356,7 +368,7 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
 
   #fail(status: number, message: string): void {
     this.state = 'closed';
-    this.#events.push({ kind: 'error', status, message });
+    this.#events.push({ kind: 'error', status, message, fatal: true });
   }
 
   #frame(f: PipeFrame): void {
@@ -395,11 +407,14 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
         const r = readFields(FILE_PIPE_NEGOTIATE_RESP, f.body, 0);
         if (f.body.length !== FILE_PIPE_NEGOTIATE_RESP.size + r.inprocIdLen) return this.#fail(FileStatus.Malformed, 'NegotiateResponse length disagrees with inprocIdLen');
         const keyId = bytesAt(FILE_PIPE_NEGOTIATE_RESP, f.body, 0, 'keyId');
-        this.state = 'ready';
+        this.#asked--;
+        this.state = this.#asked > 0 ? 'negotiating' : 'ready';
         if (r.status !== FileStatus.Success) {
+          // This negotiation's answer, not the pipe's: the others and later ones go on.
           const have = FILE_PROVIDERS.filter((p) => p.code & this.#providers).map((p) => p.name).join(', ');
-          return this.#fail(r.status, r.status === FileStatus.NoCommonProvider
-            ? `the server serves none of the providers asked for (${have})` : `negotiate refused: ${statusText(r.status)}`);
+          this.#events.push({ kind: 'error', status: r.status, fatal: false, message: r.status === FileStatus.NoCommonProvider
+            ? `the server serves none of the providers asked for (${have})` : `negotiate refused: ${statusText(r.status)}` });
+          return;
         }
         this.#events.push({
           kind: 'negotiated',
