@@ -168,7 +168,13 @@ export async function openSession(target: string | { host: string; port: number 
   pipe.on('error', () => {});
 
   // 2. The RDMA connection over the first provider of ours the server has.
-  const transport = prefs.find((p) => neg.providers & FileProvider[p])!;
+  const transport = prefs.find((p) => neg.providers & FileProvider[p]);
+  if (!transport) {
+    // A Success naming none of ours (0, or only providers we did not ask for): the server broke
+    // the negotiate (an honest one answers NoCommonProvider).
+    pipe.destroy();
+    throw new FileError(LocalCode.ProtocolError, `the server named no provider we asked for (${prefs.join(', ')}; it named ${neg.providers})`);
+  }
   const localHost = (pipe.localAddress ?? '127.0.0.1').replace(/^::ffff:/, '');
   let dev: Device | undefined;
   try {
