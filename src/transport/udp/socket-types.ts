@@ -1,6 +1,7 @@
 // The socket shell's options and the owner's handlers (./socket.ts UdpSockets).
 import type { CrcOffloadLike } from './crc-offload.js';
 import type { Delivery, EndpointOptions, Failure } from './endpoint.js';
+import type { PeerAddress } from './endpoint-types.js';
 
 export interface UdpAddress {
   transport: 'udp';
@@ -87,4 +88,11 @@ export interface UdpHandlers {
    * handleTimeout() when it is due. Without it ./standalone-timer.ts does that.
    */
   onTimerChanged?: () => void;
+}
+
+/** A datagram whose CRC32C a worker is checking (UdpSockets' offload), with where and when it came. */
+export interface RxWaiting {
+  buf: Uint8Array;
+  from: PeerAddress;
+  at: number;
 }

@@ -17,7 +17,7 @@ import { UdpIntegrity } from '../../wire/spec.js';
 import { udpTrailerKind } from '../../wire/udp.js';
 import { noteReceived } from '../../core/heap-reuse.js';
 import { UdpEndpoint, type Delivery, type OutDatagram, type PeerAddress } from './endpoint.js';
-import type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
+import type { RxArea, RxWaiting, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
 import { standaloneTimer } from './standalone-timer.js';
 
 /**
@@ -39,12 +39,6 @@ const LARGE_RX_BURST = 256 << 10;
 const SHORT_DATAGRAM = 1024;
 
 export type { RxArea, UdpAddress, UdpHandlers, UdpSocketOptions } from './socket-types.js';
-
-interface RxWaiting {
-  buf: Uint8Array;
-  from: PeerAddress;
-  at: number;
-}
 
 export class UdpSockets {
   readonly endpoint: UdpEndpoint;
