@@ -1,5 +1,5 @@
 // The file server's open files, all RDMA connections and dedup transfers together
-// (ServeOptions.maxOpenFiles). Each connection has its own cap (limits.maxOpenFiles, 64) and the
+// (ServeOptions.maxOpenFilesTotal). Each connection has its own cap (limits.maxOpenFiles, 64) and the
 // server caps connections (maxConnections, 64), but a Replace open holds two descriptors (its
 // temporary and its held directory), so a token holder with a few connections could open files
 // until the process hit RLIMIT_NOFILE, after which every other client's open — and the server's

@@ -51,17 +51,28 @@ async function stalledPut(srv: FileServer, dev: Device, pipes: net.Socket[], cha
   return ch;
 }
 
+/** `f` with a put --dedup stalled at its first answer (stalledPut) and counted as under way; its device, pipes and channels gone after. */
+async function withStalledPut(srv: FileServer, f: (ch: Channel) => Promise<void>): Promise<void> {
+  const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
+  const pipes: net.Socket[] = [];
+  const chans: Channel[] = [];
+  try {
+    const ch = await stalledPut(srv, dev, pipes, chans);
+    expect(await within(() => srv.stats().dedupTransfers === 1, 5000)).toBe(true);
+    await f(ch);
+  } finally {
+    for (const ch of chans) await ch.close().catch(() => undefined);
+    for (const p of pipes) p.destroy();
+    await dev.close();
+  }
+}
+
 describe('a dedup put whose client never takes the server\'s answers', () => {
   const served = servedDir('attack-dedup-reply-untaken', { token: TOKEN, transports: ['udp'], dedupMaxTransfers: 1 }, { 'base.bin': 'b'.repeat(BASE) });
 
   it('the first answer left unread, then not the bytes: the refusal is not waited for, the slot, temporary and basis are freed, an honest put --dedup goes through', async () => {
     const srv = served.srv;
-    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-    const pipes: net.Socket[] = [];
-    const chans: Channel[] = [];
-    try {
-      const ch = await stalledPut(srv, dev, pipes, chans);
-      expect(await within(() => srv.stats().dedupTransfers === 1, 5000)).toBe(true);
+    await withStalledPut(srv, async (ch) => {
       await ch.send({ not: 'bytes' });
       // The refusal's cleanup does not wait for the client; the close gives up at the channel's
       // deadline (5 s). 12 s bound (the server's own deadlines: 5 s, 60 s for a put's bytes).
@@ -69,22 +80,13 @@ describe('a dedup put whose client never takes the server\'s answers', () => {
       expect(fs.readdirSync(served.dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
       expect(await honestPut(srv, served.dir, 'c')).toBe('ok');
       expect(fs.readFileSync(join(served.dir, 'base.bin')).equals(Buffer.alloc(BASE, 'c'))).toBe(true);
-    } finally {
-      for (const ch of chans) await ch.close().catch(() => undefined);
-      for (const p of pipes) p.destroy();
-      await dev.close();
-    }
+    });
   }, 60_000);
 
   it('the first answer left unread, then the bytes: the last answer is waited for within DEDUP_REPLY_TIMEOUT_MS, counted, and the slot freed', async () => {
     const srv = served.srv;
     const before = srv.stats().dedupReplyTimeouts;
-    const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-    const pipes: net.Socket[] = [];
-    const chans: Channel[] = [];
-    try {
-      const ch = await stalledPut(srv, dev, pipes, chans);
-      expect(await within(() => srv.stats().dedupTransfers === 1, 5000)).toBe(true);
+    await withStalledPut(srv, async (ch) => {
       // The bytes as an ordinary message (the window is the server's, not ours): the server writes
       // them and answers { ok, bytes } into a window the unread first answer holds.
       void ch.send(new Uint8Array(BASE).fill(0x64)).catch(() => undefined);
@@ -94,10 +96,6 @@ describe('a dedup put whose client never takes the server\'s answers', () => {
       expect(s.dedupReplyTimeouts).toBe(before + 1);
       expect(fs.readdirSync(served.dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
       expect(await honestPut(srv, served.dir, 'e')).toBe('ok');
-    } finally {
-      for (const ch of chans) await ch.close().catch(() => undefined);
-      for (const p of pipes) p.destroy();
-      await dev.close();
-    }
+    });
   }, 60_000);
 });

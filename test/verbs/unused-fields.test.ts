@@ -44,6 +44,17 @@ async function collect(cq: CompletionQueue, ms: number): Promise<WorkCompletion[
 
 type P = Awaited<ReturnType<typeof pair>>;
 type Mr = ReturnType<P['pdA']['regMr']>;
+
+/** `f` on a fresh udp pair of `workers` NIC threads each, with a 4 KiB region on either side; both devices closed after. */
+async function withPair(workers: number, f: (p: P, src: Mr, dst: Mr) => Promise<void>): Promise<void> {
+  const p = await pair('udp', workers);
+  try {
+    await f(p, p.pdA.regMr(4096, ALL), p.pdB.regMr(4096, ALL));
+  } finally {
+    await p.a.close();
+    await p.b.close();
+  }
+}
 const CASES: [string, (p: P, src: Mr, dst: Mr) => void][] = [
   ['Send with a bigint imm', (p) => p.qpA.postSend({ wrId: 100, opcode: Opcode.Send, sgList: [], imm: 1n as never })],
   ['Send with a bigint remoteAddr', (p) => p.qpA.postSend({ wrId: 100, opcode: Opcode.Send, sgList: [], remoteAddr: 1n as never })],
@@ -54,10 +65,7 @@ const CASES: [string, (p: P, src: Mr, dst: Mr) => void][] = [
 
 describe.each([0, 1])('workers %i: a postSend with a field its opcode does not use', (workers) => {
   it.each(CASES)('%s: refused with a SabreError (nothing sent) or taken and completed once; the next post completes once as itself', { timeout: 30_000 }, async (_name, post) => {
-    const p = await pair('udp', workers);
-    try {
-      const src = p.pdA.regMr(4096, ALL);
-      const dst = p.pdB.regMr(4096, ALL);
+    await withPair(workers, async (p, src, dst) => {
       for (let i = 0; i < 4; i++) p.qpB.postRecv({ wrId: 500 + i, sgList: [{ addr: dst.addr + 1024, length: 256, lkey: dst.lkey }] });
       let thrown: unknown;
       try {
@@ -77,19 +85,13 @@ describe.each([0, 1])('workers %i: a postSend with a field its opcode does not u
         expect.soft(atB.map((w) => [w.wrId, w.byteLen]), 'what reached the responder (a refused post must send nothing)').toEqual([[500, 4]]);
         expect.soft(thrown, 'what the refused post threw').toBeInstanceOf(SabreError);
       }
-    } finally {
-      await p.a.close();
-      await p.b.close();
-    }
+    });
   });
 });
 
 describe.each([0, 1])('workers %i: remoteSgList on an opcode that takes none', (workers) => {
   it('an RdmaWrite naming remoteAddr/rkey and more remoteSgList entries than maxSge: refused at the call, or done and completed', { timeout: 30_000 }, async () => {
-    const p = await pair('udp', workers);
-    try {
-      const src = p.pdA.regMr(4096, ALL);
-      const dst = p.pdB.regMr(4096, ALL);
+    await withPair(workers, async (p, src, dst) => {
       src.buffer.fill(7, 0, 8);
       let thrown: unknown;
       try {
@@ -109,19 +111,13 @@ describe.each([0, 1])('workers %i: remoteSgList on an opcode that takes none', (
       const got = await collect(p.cqA, 3000);
       expect(got.map((w) => [w.wrId, w.status])).toEqual([[100, WcStatus.Success]]);
       expect([...dst.buffer.subarray(0, 8)]).toEqual([7, 7, 7, 7, 7, 7, 7, 7]);
-    } finally {
-      await p.a.close();
-      await p.b.close();
-    }
+    });
   });
 });
 
 describe.each([0, 1])('workers %i: a list of work requests with one bad field', (workers) => {
   it('postSend([good, bad]) that throws posts none of them (every request is checked before any is posted)', { timeout: 30_000 }, async () => {
-    const p = await pair('udp', workers);
-    try {
-      const src = p.pdA.regMr(4096, ALL);
-      const dst = p.pdB.regMr(4096, ALL);
+    await withPair(workers, async (p, src, dst) => {
       for (let i = 0; i < 4; i++) p.qpB.postRecv({ wrId: 500 + i, sgList: [{ addr: dst.addr + 1024, length: 256, lkey: dst.lkey }] });
       let thrown: unknown;
       try {
@@ -141,9 +137,6 @@ describe.each([0, 1])('workers %i: a list of work requests with one bad field', 
       } else {
         expect(atA.map((w) => w.wrId)).toEqual([100, 101]);
       }
-    } finally {
-      await p.a.close();
-      await p.b.close();
-    }
+    });
   });
 });
