@@ -8,6 +8,11 @@ import type { Device } from '../verbs/device.js';
 import { publish } from './diagnostics.js';
 import { SabreMetrics } from './registry.js';
 
+/** Connections served at once (a scraper needs one); more are closed as they arrive. */
+export const MAX_CONNECTIONS = 64;
+/** How long a request's headers and body may take to arrive. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
 export interface MetricsServer {
   readonly metrics: SabreMetrics;
   readonly port: number;
@@ -24,7 +29,9 @@ export interface MetricsServer {
 export async function startMetricsServer(what: readonly Device[] | SabreMetrics, port: number, host = '127.0.0.1'): Promise<MetricsServer> {
   const metrics = what instanceof SabreMetrics ? what : new SabreMetrics();
   if (!(what instanceof SabreMetrics)) for (const d of what) metrics.addDevice(d);
-  const server: Server = createServer((req, res) => {
+  // Bounded: a client that opens connections and never finishes a request holds one of at most
+  // MAX_CONNECTIONS, for at most REQUEST_TIMEOUT_MS (checked every second, not node's 30 s).
+  const server: Server = createServer({ headersTimeout: REQUEST_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1000 }, (req, res) => {
     const t0 = performance.now();
     const path = (req.url ?? '/').split('?')[0];
     const done = (status: number, bytes: number) => publish('sabre:metrics:scrape', () => ({ url: req.url, status, ms: performance.now() - t0, bytes }));
@@ -47,6 +54,7 @@ export async function startMetricsServer(what: readonly Device[] | SabreMetrics,
       },
     );
   });
+  server.maxConnections = MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE' ? new Error(`metrics port ${port} is already in use`) : e));
     server.listen(port, host, () => resolve());
