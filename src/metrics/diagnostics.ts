@@ -12,6 +12,7 @@ export const DIAGNOSTIC_CHANNELS = {
   'sabre:perf:wc-error': '{ qpn, wrId, status, opcode } — a completion with an error status, which ends the run',
   'sabre:perf:baseline': '{ transport, mode, size, sent, received, lost, window, ackEvery } — a raw baseline run finished',
   'sabre:perf:control': '{ role, method, ms } — one control-channel call (client) or request served (server)',
+  'sabre:perf:refused': '{ what, reason, count } — the perf server turned something away (a connection, a line, a row, a baseline datagram)',
   'sabre:metrics:scrape': '{ url, status, ms, bytes } — one request to the metrics endpoint',
 } as const;
 

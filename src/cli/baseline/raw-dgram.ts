@@ -10,7 +10,7 @@
 // water (one past the highest sequence seen)][u32 BE datagrams received].
 // Shared by `sabre perf --baseline` and bench/udp-rdma.bench.mjs (one helper for the pattern).
 import { createSocket, type Socket } from 'node:dgram';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, isIPv6 } from 'node:net';
 
 /** Largest datagram node:dgram carries on loopback (IP maximum less headers, rounded down). */
 export const MAX_DGRAM = 65000;
@@ -43,7 +43,16 @@ export interface SinkStats {
 export interface SinkWork {
   work?: (msg: Buffer) => void;
   ackEvery?: number;
+  /**
+   * Count and ack only datagrams from this host (`sabre perf --server`: its control peer), so
+   * the sink's acks cannot be aimed at a third party; `onStranger` hears of each one dropped.
+   */
+  allowFrom?: string;
+  onStranger?: () => void;
 }
+
+/** An IPv4-mapped address as its dotted quad, lower-cased: two spellings of one host compare equal. */
+const hostOf = (a: string): string => (a.startsWith('::ffff:') ? a.slice(7) : a).toLowerCase();
 
 /** The receiving end: counts, and acks when asked. */
 export class RawDgramSink {
@@ -51,8 +60,13 @@ export class RawDgramSink {
   #st: SinkStats = { datagrams: 0, bytes: 0, high: 0, first: 0, last: 0 };
   private constructor(s: Socket, readonly port: number, readonly rcvbuf: number, extra: SinkWork) {
     this.#s = s;
-    const { work, ackEvery = 0 } = extra;
+    const { work, ackEvery = 0, onStranger } = extra;
+    const allow = extra.allowFrom !== undefined ? hostOf(extra.allowFrom) : undefined;
     s.on('message', (msg, rinfo) => {
+      if (allow !== undefined && hostOf(rinfo.address) !== allow) {
+        onStranger?.();
+        return;
+      }
       if (msg.length < DGRAM_HDR) return;
       const h = msg.readUInt32BE(0);
       const seq = h & SEQ_MASK;
@@ -79,7 +93,7 @@ export class RawDgramSink {
   }
 
   static async open(host: string, wantRcvbuf = 4 << 20, extra: SinkWork = {}): Promise<RawDgramSink> {
-    const s = createSocket('udp4');
+    const s = createSocket(isIPv6(host) ? 'udp6' : 'udp4');
     await new Promise<void>((resolve, reject) => {
       s.once('error', reject);
       s.bind(0, host, () => resolve());
@@ -146,7 +160,7 @@ export async function sendRawDgram(o: RawDgramRun): Promise<RawDgramResult> {
   const perMsg = Math.max(1, Math.ceil(o.size / MAX_DGRAM));
   const lastLen = o.size - (perMsg - 1) * MAX_DGRAM;
   const { window, ackEvery } = ackClock(o.rcvbuf, Math.min(o.size, MAX_DGRAM) + DGRAM_HDR);
-  const s = createSocket('udp4');
+  const s = createSocket(o.bindHost !== undefined && isIPv6(o.bindHost) ? 'udp6' : 'udp4');
   // A connected socket reports the ICMP port-unreachable of a vanished receiver as an error
   // event (ECONNREFUSED): for raw UDP that is just loss, which the stall timer accounts for.
   s.on('error', () => {});

@@ -6,18 +6,23 @@ import type { BwRow } from './results.js';
 import type { SideInfo } from './side.js';
 
 const count = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function malformed(what: string): Error {
   return new Error(`the perf server's ${what} is malformed`);
 }
 
+/** A SideInfo's shape: an address object, one {qpn, psn} per QP (`qps` of them), the buffer's counts. Both roles check the other's with it. */
+export function sideInfoOk(v: unknown, qps: number): v is SideInfo & { qps: Array<{ qpn: number; psn: number }> } {
+  if (!isObject(v) || !isObject(v.address) || !Array.isArray(v.qps) || v.qps.length !== qps) return false;
+  if (!v.qps.every((q) => isObject(q) && count(q.qpn) && count(q.psn))) return false;
+  return [v.rkey, v.vaddr, v.length, v.slotBytes, v.slots].every(count);
+}
+
 /** The hello's SideInfo: the device address, one {qpn, psn} per QP we asked for, the buffer. */
 export function checkHello(v: unknown, qps: number): SideInfo {
-  if (!isObject(v) || !isObject(v.address) || !Array.isArray(v.qps) || v.qps.length !== qps) throw malformed('hello');
-  if (!v.qps.every((q) => isObject(q) && count(q.qpn) && count(q.psn))) throw malformed('hello');
-  if (![v.rkey, v.vaddr, v.length, v.slotBytes, v.slots].every(count)) throw malformed('hello');
-  return v as unknown as SideInfo;
+  if (!sideInfoOk(v, qps)) throw malformed('hello');
+  return v;
 }
 
 /** finish: null, or (under -b) the row of the server's own direction, whose numbers we add to ours. */

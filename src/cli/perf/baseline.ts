@@ -4,12 +4,13 @@
 // buffers. Latency patterns move what the RDMA operation moves: a write or send ping-pong echoes
 // the size; a read sends a small request and gets the size back; an atomic gets 8 bytes back.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
+import { connect as netConnect, createServer, isIPv6, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { publish } from '../../metrics/diagnostics.js';
 import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
 import { MAX_DGRAM, RawDgramSink, sendRawDgram } from '../baseline/raw-dgram.js';
-import type { ControlPeer } from './control.js';
+import { type ControlPeer, normalHost } from './control.js';
+import type { Refusals } from './control-server.js';
 import type { PerfOptions } from './options.js';
 import { type BwRow, bwRow, cpuPerGB, cpuUs, type LatRow, latRow, Stamps } from './results.js';
 
@@ -48,7 +49,23 @@ export function latShape(o: Pick<PerfOptions, 'verb'>, size: number): { reqBytes
   return { reqBytes: size, respBytes: size };
 }
 
-/** Server half: a counting sink (bw) or a request/response responder (rr). */
+/** Where the server's baseline sockets bind, and the one host they serve (the control connection's peer). */
+export interface BaselineAt {
+  bind: string;
+  /** undefined: any (in process only; the control server always knows its peer). */
+  peer: string | undefined;
+}
+
+/** TCP baseline connections held at once (the client opens one per pattern). */
+const MAX_BASELINE_CONNS = 4;
+
+/**
+ * Server half: a counting sink (bw) or a request/response responder (rr). `p` is checked
+ * (requests.ts checkBaselineOpen). It serves only the control peer's host: a datagram or a
+ * connection from anywhere else is dropped and counted, never answered, so the rr responder
+ * (a 28-byte request, up to 8 MiB back) cannot be aimed at a third party; the udp responder
+ * answers only the address:port its first request came from (the socket is connected to it).
+ */
 export class BaselineServer {
   private sink: RawDgramSink | undefined;
   private udp: UdpSocket | undefined;
@@ -56,24 +73,31 @@ export class BaselineServer {
   private conns = new Set<Socket>();
   private c: BaselineCounts = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
 
-  constructor(private readonly host: string) {}
+  constructor(private readonly refusals?: Refusals) {}
 
-  async open(p: BaselineOpen): Promise<{ port: number; rcvbuf?: number }> {
+  async open(p: BaselineOpen, at: BaselineAt): Promise<{ port: number; rcvbuf?: number }> {
     // The raw sockets run under the same malloc thresholds as sabre's links (core/heap-reuse.ts).
     await keepFreedHeapMapped();
     await this.close();
     this.c = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
+    const stranger = (host: string | undefined) => at.peer !== undefined && (host === undefined || normalHost(host) !== normalHost(at.peer));
+    const refuse = (what: string) => this.refusals?.note('baseline-peer', what);
     if (p.transport === 'udp' && p.mode === 'bw') {
-      this.sink = await RawDgramSink.open(this.host);
+      this.sink = await RawDgramSink.open(at.bind, undefined, { ...(at.peer !== undefined ? { allowFrom: at.peer } : {}), onStranger: () => refuse('a datagram to the bw sink from another host') });
       return { port: this.sink.port, rcvbuf: this.sink.rcvbuf };
     }
     if (p.transport === 'udp') {
-      const s = createSocket('udp4');
+      const s = createSocket(isIPv6(at.bind) ? 'udp6' : 'udp4');
       s.on('error', () => {}); // a response to a client that went away: raw UDP's loss, not ours
       this.udp = s;
       let iter = -1;
       let got = 0;
-      s.on('message', (msg, rinfo) => {
+      // The first request's source: the socket is connected to it (the kernel drops the rest),
+      // and what comes while the connect settles waits for it (bounded).
+      let from: { address: string; port: number } | undefined;
+      let connected = false;
+      const early: Buffer[] = [];
+      const serve = (msg: Buffer) => {
         if (msg.length < TAG) return;
         this.c.datagrams++;
         this.c.bytesIn += msg.length - TAG;
@@ -86,15 +110,56 @@ export class BaselineServer {
         if (got < p.reqBytes) return;
         got = -Infinity; // answered: ignore stragglers of this iteration
         this.c.bytesOut += p.respBytes;
-        for (const d of dgrams(it, p.respBytes)) s.send(d, rinfo.port, rinfo.address);
+        for (const d of dgrams(it, p.respBytes)) s.send(d);
+      };
+      s.on('message', (msg, rinfo) => {
+        try {
+          if (stranger(rinfo.address) || (from && (rinfo.address !== from.address || rinfo.port !== from.port))) {
+            refuse('a datagram to the rr responder from another address');
+            return;
+          }
+          if (connected) return serve(msg);
+          if (early.length < 64) early.push(msg);
+          if (from) return;
+          from = { address: rinfo.address, port: rinfo.port };
+          s.connect(rinfo.port, rinfo.address, () => {
+            connected = true;
+            try {
+              for (const m of early.splice(0)) serve(m);
+            } catch {
+              /* the socket closed under us: the pattern's loss */
+            }
+          });
+        } catch {
+          /* a send on a socket closing under us: the pattern's loss */
+        }
       });
-      await new Promise<void>((r) => s.bind(0, this.host, r));
+      await new Promise<void>((r) => s.bind(0, at.bind, r));
       return { port: (s.address() as AddressInfo).port };
     }
+    const response = p.mode === 'rr' ? Buffer.alloc(p.respBytes, 0x5a) : undefined;
     const server = createServer((sock) => {
+      if (stranger(sock.remoteAddress) || this.conns.size >= MAX_BASELINE_CONNS) {
+        refuse(stranger(sock.remoteAddress) ? 'a baseline connection from another host' : 'baseline connections past the cap');
+        sock.destroy();
+        return;
+      }
       this.conns.add(sock);
       sock.setNoDelay(true);
       let pending = 0;
+      // rr: answer every whole request, one response at a time while the peer reads them.
+      const answer = () => {
+        while (pending >= p.reqBytes && !sock.destroyed && sock.writableLength <= sock.writableHighWaterMark) {
+          pending -= p.reqBytes;
+          this.c.bytesOut += p.respBytes;
+          sock.write(response!);
+        }
+        if (pending >= p.reqBytes && !sock.destroyed) sock.pause();
+        else sock.resume();
+      };
+      sock.on('drain', () => {
+        if (response) answer();
+      });
       sock.on('data', (chunk) => {
         this.c.bytesIn += chunk.length;
         if (p.mode === 'bw') {
@@ -106,17 +171,13 @@ export class BaselineServer {
           return;
         }
         pending += chunk.length;
-        while (pending >= p.reqBytes) {
-          pending -= p.reqBytes;
-          this.c.bytesOut += p.respBytes;
-          sock.write(Buffer.alloc(p.respBytes, 0x5a));
-        }
+        answer();
       });
       sock.on('error', () => sock.destroy());
       sock.on('close', () => this.conns.delete(sock));
     });
     this.tcp = server;
-    await new Promise<void>((r) => server.listen(0, this.host, r));
+    await new Promise<void>((r) => server.listen(0, at.bind, r));
     return { port: (server.address() as AddressInfo).port };
   }
 
@@ -160,8 +221,11 @@ export interface BaselineRun {
 
 export const baselineName = (t: 'udp' | 'tcp' | 'inproc') => (t === 'udp' ? 'node:dgram' : t === 'tcp' ? 'node:net' : 'Uint8Array.set');
 
-/** Client half: the same pattern over a real socket to the server process (inproc: in this process). */
-export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, host: string, run: BaselineRun): Promise<BwRow | LatRow> {
+/**
+ * Client half: the same pattern over a real socket to the server process (inproc: in this
+ * process). `bindHost`: where the control connection left from; the server answers only it.
+ */
+export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, host: string, run: BaselineRun, bindHost?: string): Promise<BwRow | LatRow> {
   const source = baselineName(o.transport);
   await keepFreedHeapMapped();
   if (o.transport === 'inproc') return inprocBaseline(o, source, run);
@@ -175,13 +239,13 @@ export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, 
       const { port, rcvbuf } = await open();
       // As long as sabre's warm-up (client.ts WARM_LAT_ITERS), so both rows are timed warm.
       const t0 = performance.now();
-      const w = await pattern(o, host, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+      const w = await pattern(o, host, bindHost, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
       warm = { warmUpIterations: w.iterations, warmUpMs: Math.round((performance.now() - t0) * 1000) / 1000 };
     }
     const { port, rcvbuf } = await open();
     const c0 = process.cpuUsage();
     const p0 = await peer.call<NodeJS.CpuUsage>('cpu');
-    const r = await pattern(o, host, port, rcvbuf, run, shape);
+    const r = await pattern(o, host, bindHost, port, rcvbuf, run, shape);
     const cpu = cpuUs(process.cpuUsage(c0)) + cpuUs(diff(await peer.call<NodeJS.CpuUsage>('cpu'), p0));
     const counts = await peer.call<BaselineCounts>('baselineResult');
     if (r.kind === 'lat') return { ...r, source, bytesToResponder: counts.bytesIn, bytesFromResponder: counts.bytesOut, ...warm };
@@ -196,21 +260,21 @@ function diff(a: NodeJS.CpuUsage, b: NodeJS.CpuUsage): NodeJS.CpuUsage {
   return { user: a.user - b.user, system: a.system - b.system };
 }
 
-async function pattern(o: PerfOptions, host: string, port: number, rcvbuf: number | undefined, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<BwRow | LatRow> {
-  if (o.kind === 'lat') return o.transport === 'udp' ? udpLat(o, host, port, run, shape) : tcpLat(o, host, port, run, shape);
-  return o.transport === 'udp' ? udpBw(o, host, port, rcvbuf!, run) : tcpBw(o, host, port, run);
+async function pattern(o: PerfOptions, host: string, bind: string | undefined, port: number, rcvbuf: number | undefined, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<BwRow | LatRow> {
+  if (o.kind === 'lat') return o.transport === 'udp' ? udpLat(o, host, bind, port, run, shape) : tcpLat(o, host, bind, port, run, shape);
+  return o.transport === 'udp' ? udpBw(o, host, bind, port, rcvbuf!, run) : tcpBw(o, host, bind, port, run);
 }
 
-async function udpBw(o: PerfOptions, host: string, port: number, rcvbuf: number, run: BaselineRun): Promise<BwRow> {
-  const r = await sendRawDgram({ host, port, rcvbuf, size: run.size, messages: run.iters, ...(run.durationS !== undefined ? { durationS: run.durationS } : {}) });
+async function udpBw(o: PerfOptions, host: string, bind: string | undefined, port: number, rcvbuf: number, run: BaselineRun): Promise<BwRow> {
+  const r = await sendRawDgram({ host, port, rcvbuf, ...(bind !== undefined ? { bindHost: bind } : {}), size: run.size, messages: run.iters, ...(run.durationS !== undefined ? { durationS: run.durationS } : {}) });
   const lostIterations = r.messages - r.acked;
   const row = bwRow('node:dgram', { size: run.size, posted: r.posted, completed: r.completed, n: r.acked, noPeak: o.noPeak });
   publish('sabre:perf:baseline', () => ({ transport: 'udp', mode: 'bw', size: run.size, sent: r.datagrams, acked: r.acked, lost: lostIterations, window: r.window, ackEvery: r.ackEvery }));
   return { ...row, lostIterations, lossPct: r.messages > 0 ? (100 * lostIterations) / r.messages : 0 };
 }
 
-async function tcpBw(o: PerfOptions, host: string, port: number, run: BaselineRun): Promise<BwRow> {
-  const sock = await tcpConnect(host, port);
+async function tcpBw(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun): Promise<BwRow> {
+  const sock = await tcpConnect(host, bind, port);
   try {
     const payload = Buffer.alloc(run.size, 0xa5);
     const target = run.durationS !== undefined ? Infinity : run.iters;
@@ -243,8 +307,8 @@ async function tcpBw(o: PerfOptions, host: string, port: number, run: BaselineRu
   }
 }
 
-async function tcpConnect(host: string, port: number): Promise<Socket> {
-  const sock = netConnect({ host, port });
+async function tcpConnect(host: string, bind: string | undefined, port: number): Promise<Socket> {
+  const sock = netConnect({ host, port, ...(bind !== undefined ? { localAddress: bind } : {}) });
   await new Promise<void>((r, j) => {
     sock.once('connect', () => r());
     sock.once('error', j);
@@ -255,8 +319,8 @@ async function tcpConnect(host: string, port: number): Promise<Socket> {
 
 const halves = (o: PerfOptions) => o.verb === 'write' || o.verb === 'send';
 
-async function tcpLat(o: PerfOptions, host: string, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
-  const sock = await tcpConnect(host, port);
+async function tcpLat(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+  const sock = await tcpConnect(host, bind, port);
   const req = Buffer.alloc(shape.reqBytes, 0xa5);
   const samples: number[] = [];
   let got = 0;
@@ -282,10 +346,10 @@ async function tcpLat(o: PerfOptions, host: string, port: number, run: BaselineR
   return latRow('node:net', run.size, samples);
 }
 
-async function udpLat(o: PerfOptions, host: string, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
-  const s = createSocket('udp4');
+async function udpLat(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+  const s = createSocket(bind !== undefined && isIPv6(bind) ? 'udp6' : 'udp4');
   s.on('error', () => {}); // ICMP unreachable on the connected socket: counted as lost round trips
-  await new Promise<void>((r) => s.bind(0, '0.0.0.0', r));
+  await new Promise<void>((r) => s.bind(0, bind ?? '0.0.0.0', r));
   s.connect(port, host);
   await new Promise<void>((r) => s.once('connect', () => r()));
   const samples: number[] = [];

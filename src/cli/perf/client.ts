@@ -100,7 +100,7 @@ export async function drive(o: PerfOptions, ctl: ControlPeer, env: DriveEnv): Pr
       const rows: Row[] = [row];
       if (o.baseline) {
         env.progress.update(`  sabre perf ${o.test}: ${size} B baseline`, true);
-        const base = await runBaseline(o, o.transport === 'inproc' ? undefined : ctl, env.baselineHost, { size, iters: o.iters, durationS: o.durationS, warmUp: o.warmUp });
+        const base = await runBaseline(o, o.transport === 'inproc' ? undefined : ctl, env.baselineHost, { size, iters: o.iters, durationS: o.durationS, warmUp: o.warmUp }, env.bindHost);
         env.progress.done();
         base.speedRatio = speedRatio(row, base);
         emit(o, p, base, out);

@@ -1,8 +1,8 @@
 // The out-of-band channel perftest calls "Data ex. method : Ethernet": QP numbers, keys and
 // addresses travel over a plain TCP socket as JSON lines, and the two sides step through each
 // size together (client asks, server answers). In one process (inproc) the same calls are
-// direct method calls on the server object.
-import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+// direct method calls on the server object. The server half is control-server.ts.
+import { connect as netConnect, type Socket } from 'node:net';
 import { publish } from '../../metrics/diagnostics.js';
 
 export interface ControlPeer {
@@ -19,21 +19,25 @@ export interface ControlPeer {
  */
 export const CALL_TIMEOUT_MS = 15_000;
 
-/** Where the client's control connection arrived: the server's data plane binds there. */
+/** Where the client's control connection arrived (the server's data plane binds there) and where it came from. */
 export interface ControlConn {
   localAddress: string | undefined;
+  /** The client's address as the server sees it (a plain dotted quad for IPv4); undefined in process. */
+  remoteAddress: string | undefined;
 }
 
 type Handler = (method: string, params: unknown, conn: ControlConn) => Promise<unknown>;
 
-const MAX_LINE = 1 << 20;
+/** The longest control line either side takes (a report of 23 sizes' rows is far below it). */
+export const MAX_LINE = 1 << 20;
 
 function lines(sock: Socket, onLine: (line: string) => void, onError: (e: Error) => void): void {
   let buf = '';
   sock.setEncoding('utf8');
   sock.on('data', (chunk: string) => {
     buf += chunk;
-    if (buf.length > MAX_LINE) {
+    // Only the unterminated remainder counts: several whole lines may arrive in one chunk.
+    if (buf.length - (buf.lastIndexOf('\n') + 1) > MAX_LINE) {
       onError(new Error('control message too long'));
       sock.destroy();
       return;
@@ -52,50 +56,9 @@ export function plainAddress(a: string | undefined): string | undefined {
   return a?.startsWith('::ffff:') ? a.slice(7) : a;
 }
 
-/**
- * Serve the first client on `port` (perftest serves one and exits; later connections are
- * refused); resolves with the bound server, rejects at once when the port is taken.
- */
-export function serveControl(host: string, port: number, handler: Handler, onClose: () => void): Promise<Server> {
-  let served = false;
-  const server = createServer((sock) => {
-    if (served) {
-      sock.destroy();
-      return;
-    }
-    served = true;
-    sock.setNoDelay(true);
-    const conn: ControlConn = { localAddress: plainAddress(sock.localAddress) };
-    lines(
-      sock,
-      (line) => {
-        let msg: { id: number; method: string; params: unknown };
-        try {
-          msg = JSON.parse(line);
-        } catch {
-          sock.destroy();
-          return;
-        }
-        const t0 = performance.now();
-        handler(msg.method, msg.params, conn).then(
-          (result) => {
-            publish('sabre:perf:control', () => ({ role: 'server', method: msg.method, ms: performance.now() - t0 }));
-            sock.write(JSON.stringify({ id: msg.id, result: result ?? null }) + '\n');
-          },
-          (err: Error) => sock.write(JSON.stringify({ id: msg.id, error: String(err?.message ?? err) }) + '\n'),
-        );
-      },
-      () => sock.destroy(),
-    );
-    sock.on('close', onClose);
-    sock.on('error', () => sock.destroy());
-  });
-  return new Promise((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => {
-      reject(e.code === 'EADDRINUSE' ? new Error(`control port ${port} is already in use (another perf server?)`) : e);
-    });
-    server.listen(port, host, () => resolve(server));
-  });
+/** How two spellings of one host compare: an IPv4-mapped address as its dotted quad, IPv6 lower-cased. */
+export function normalHost(h: string): string {
+  return (plainAddress(h) ?? h).toLowerCase();
 }
 
 export interface ClientControlPeer extends ControlPeer {
@@ -196,6 +159,6 @@ function parseAnswer(line: string): Answer | undefined {
 
 /** The in-process form: the same calls, no socket. */
 export function directPeer(handler: Handler): ControlPeer {
-  const conn: ControlConn = { localAddress: undefined };
+  const conn: ControlConn = { localAddress: undefined, remoteAddress: undefined };
   return { call: (m, p) => handler(m, p, conn) as Promise<never>, close() {} };
 }
