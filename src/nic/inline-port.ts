@@ -50,10 +50,10 @@ class InlineQp implements PortQp {
     this.q.state = QpState.Init;
   }
 
-  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array, passive = false): void {
     const p = this.#port;
     const conns = p.link.connections;
-    p.driver.run((now) => p.engine.connect(this.q, peer, rqpn, now, conns === undefined));
+    p.driver.run((now) => p.engine.connect(this.q, peer, rqpn, now, conns === undefined && !passive));
     conns?.openQp(this.qpn, peer, rqpn, secret);
   }
 

@@ -66,8 +66,12 @@ export interface PortQp {
   readonly standardPeer: boolean;
   /** RESET → INIT. */
   init(): void;
-  /** `secret`: both ends' connect were given it (QueuePair.connect's; a tcp pairing proves it). */
-  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void;
+  /**
+   * `secret`: both ends' connect were given it (QueuePair.connect's; a tcp pairing proves it).
+   * `passive` (links without connections): send nothing until the peer QP's hello arrives from
+   * `peer`, then answer it — for a peer address the other side named but has not shown it owns.
+   */
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array, passive?: boolean): void;
   toError(): void;
   /** ERROR/INIT → RESET. */
   reset(): void;

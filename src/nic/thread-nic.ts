@@ -358,7 +358,7 @@ export class NicThread {
         // Its words are written after this request (init changes the state outside the engine).
         this.#mark(e);
         if (a.act === 'init') e.pq.init();
-        else if (a.act === 'connect') e.pq.connect(this.#peerFor(e, a.peer as DeviceAddress), a.rqpn, a.secret instanceof Uint8Array ? a.secret : undefined);
+        else if (a.act === 'connect') e.pq.connect(this.#peerFor(e, a.peer as DeviceAddress), a.rqpn, a.secret instanceof Uint8Array ? a.secret : undefined, a.passive === true);
         else if (a.act === 'toError') e.pq.toError();
         else if (a.act === 'reset') {
           e.pq.reset();

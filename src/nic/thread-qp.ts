@@ -171,8 +171,8 @@ export class ThreadQp implements PortQp {
     this.#act('init');
   }
 
-  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
-    this.#act('connect', { peer, rqpn, ...(secret ? { secret } : {}) });
+  connect(peer: DeviceAddress, rqpn: number, secret?: Uint8Array, passive = false): void {
+    this.#act('connect', { peer, rqpn, ...(secret ? { secret } : {}), ...(passive ? { passive } : {}) });
   }
 
   toError(): void {

@@ -300,14 +300,14 @@ export class Device extends EventEmitter<{ event: [DeviceEvent] }> {
 
   /**
    * @internal QueuePair.connect: bind rc QP `qpn` to `rqpn` at `peer`. On a link without
-   * connections the engines greet each other; a connection link (tcp) is asked for the QP's
-   * connection and reports it up (or down).
+   * connections the engines greet each other (`passive`: ours waits for the peer's greeting,
+   * src/cm); a connection link (tcp) is asked for the QP's connection and reports it up (or down).
    */
-  connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number, secret?: Uint8Array): void {
+  connectQp(qp: QueuePair, peer: DeviceAddress, rqpn: number, secret?: Uint8Array, passive = false): void {
     // A peer of several NIC threads is reached at the thread that holds its QP (core/peer-route.ts).
     const to = routeTo(peer, rqpn);
     this.#connectingTo.set(qp.qpn, addressKey(to));
-    qp.port.connect(to, rqpn, secret);
+    qp.port.connect(to, rqpn, secret, passive);
   }
 
   /** @internal QueuePair.connect waits for its QP's 'connected' (or 'qpError') event here. */

@@ -142,8 +142,11 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
   /**
    * rc: bind to the peer QP (both sides call this with the other's address and qpn, exchanged
    * out of band); resolves once both ends are ready, so postSend may follow at once.
+   * `how.passive` (@internal, src/cm; links without connections): this QP sends nothing until the
+   * peer QP greets it from `peer.address` — the cm's listener, for an address a requester named
+   * but has not shown it owns.
    */
-  connect(peer: ConnectInit): Promise<void> {
+  connect(peer: ConnectInit, how?: { passive?: boolean }): Promise<void> {
     try {
       this.#live();
       if (this.type !== 'rc') throw new SabreError(ErrorCode.NotSupported, 'connect is for rc QPs; srd work requests name an address handle');
@@ -187,7 +190,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
               reject(err ?? new SabreError(ErrorCode.InvalidState, 'QP entered ERROR while connecting'));
             },
           });
-          dev.connectQp(this, address, peer.qpn, secret);
+          dev.connectQp(this, address, peer.qpn, secret, how?.passive === true);
         };
         // Abort: the wait ends, and the half-made connection with it (the QP goes to ERROR,
         // which closes a tcp connection; modify RESET then connect again to retry).
