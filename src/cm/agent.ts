@@ -35,7 +35,9 @@ import type { QueuePair } from '../verbs/qp.js';
 import { driveCq } from '../verbs/cq-driver.js';
 import { CM_QPN } from '../verbs/reserved.js';
 import type { SourcedCompletion } from '../verbs/types.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { CM_MESSAGE_BYTES, CmCore } from './core.js';
+import { type CmCounters, cmCounters } from './counters.js';
 
 /**
  * Receive slots (one message each) kept posted on the CM QP: enough for a burst of connects
@@ -54,6 +56,8 @@ const RNR_RETRY = 1000;
 const RNR_TIMEOUT_MS = 10;
 
 export interface CmRequest {
+  /** The REQ's id: with `from`, names the request (a REQ seen again carries both again). */
+  id: number;
   service: number;
   qpn: number;
   /** Where the REQ came from (as the link observed it): where to answer. */
@@ -80,6 +84,9 @@ export class CmAgent {
   readonly #mr: MemoryRegion;
   readonly #handlers = new Map<number, (r: CmRequest) => void>();
   readonly #settles = new Map<number, Settle>();
+  readonly #counters: CmCounters;
+  /** Why the completion loop stopped on a device still open (a CQ overrun): every request fails with it. */
+  #stopped: SabreError | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
 
@@ -96,8 +103,10 @@ export class CmAgent {
       rnrRetry: RNR_RETRY, rnrTimeoutMs: RNR_TIMEOUT_MS,
     });
     for (let i = 0; i < SLOTS; i++) this.#post(i);
-    // What a peer sent the CM QP that served nothing (unparsable, unknown, longer than a slot).
-    dev.addStatsSource('cm', () => ({ dropped: this.#core.dropped }));
+    // dev.stats().cm: what a peer sent the CM QP that served nothing (unparsable, unknown,
+    // longer than a slot), REQs refused, handler failures (./counters.ts).
+    this.#counters = cmCounters(dev);
+    this.#counters.core = this.#core;
     void this.#run();
     // A request waiting for its REP when the device closes settles now, with ERR_CLOSED.
     dev.onClose(() => this.#step((now) => this.#core.handleClose(now)));
@@ -114,6 +123,7 @@ export class CmAgent {
   }
 
   listen(service: number, handler: ((r: CmRequest) => void) | undefined): void {
+    if (handler && this.#stopped) throw this.#stopped;
     this.#core.listen(service, handler !== undefined);
     if (handler) this.#handlers.set(service, handler);
     else this.#handlers.delete(service);
@@ -123,6 +133,7 @@ export class CmAgent {
   request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, atPort = false): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
     return new Promise((resolve, reject) => {
       try {
+        if (this.#stopped) throw this.#stopped;
         this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now, atPort), { resolve, reject }));
       } catch (e) {
         reject(e);
@@ -155,16 +166,26 @@ export class CmAgent {
         case 'request': {
           const h = this.#handlers.get(a.service);
           let answered = false;
+          let sent = false;
           const answer = (f: () => void): void => {
             if (answered) return;
             answered = true;
             this.#step(f);
+            sent = true;
           };
-          h?.({
-            service: a.service, qpn: a.qpn, from: a.from, peer: a.peer, routes: a.routes, privateData: a.privateData,
-            reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
-            reject: (reason, busy) => answer(() => this.#core.reject(a.from, a.id, reason, busy)),
-          });
+          try {
+            h?.({
+              id: a.id, service: a.service, qpn: a.qpn, from: a.from, peer: a.peer, routes: a.routes, privateData: a.privateData,
+              reply: (qpn, privateData) => answer(() => this.#core.reply(a.from, a.id, qpn, privateData)),
+              reject: (reason, busy) => answer(() => this.#core.reject(a.from, a.id, reason, busy)),
+            });
+          } catch {
+            // A handler that throws (or an answer that cannot be sent) is that request's failure,
+            // never the loop's: this loop serves every listener of the device, and ending it would
+            // leave the CM deaf for good. The requester hears a REJ instead of waiting out its timeout.
+            this.#counters.handlerErrors++;
+            if (!sent) this.#core.reject(a.from, a.id, 'the listener failed on this request');
+          }
           break;
         }
       }
@@ -207,13 +228,29 @@ export class CmAgent {
     this.#qp.postRecv({ wrId: slot, sgList: [{ addr: this.#mr.addr + slot * SLOT_BYTES, length: SLOT_BYTES, lkey: this.#mr.lkey }] });
   }
 
-  /** Completions of the CM QP, until the device closes (a message that fails to post ends it too). */
+  /**
+   * Completions of the CM QP, until the device closes. One completion whose handling throws is
+   * counted and passed over: the loop is the device's whole CM. Should it end anyway with the
+   * device open (the CQ overran), that is said: requests waiting and later ones fail with why,
+   * and dev.stats().cm.stopped is 1 — not a CM that silently stops answering.
+   */
   #run(): Promise<void> {
     return driveCq(this.#cq, SLOTS, {
       onBatch: (wcs) => {
-        for (const wc of wcs) this.#onWc(wc as SourcedCompletion);
+        for (const wc of wcs) {
+          try {
+            this.#onWc(wc as SourcedCompletion);
+          } catch {
+            this.#counters.handlerErrors++;
+          }
+        }
       },
-      onEnd: () => {},
+      onEnd: (e) => {
+        if (this.dev.closed) return;
+        this.#stopped = new SabreError(ErrorCode.InvalidState, `the device's CM stopped: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+        this.#counters.stopped = 1;
+        this.#step((now) => this.#core.handleClose(now, this.#stopped));
+      },
     });
   }
 

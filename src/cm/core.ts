@@ -18,11 +18,12 @@ import { CM_QPN, portsOf, routeTo, threadOf } from '../core/peer-route.js';
  */
 function peerOf(from: DeviceAddress, ports: unknown): DeviceAddress {
   if (!Array.isArray(ports) || ports.length < 2 || ports.length > MAX_PORTS || !ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)) return from;
-  // The list is the requester's word, checked only at its CM QP's port: honoured, it aims the
-  // connect traffic of the listener's QP (a hello the link resends until it is answered or its
-  // retries run out) at another port of the host the REQ came from — another service there,
-  // or another client behind the same NAT. A device's threads past the first bind ports the
-  // system picks (never a well-known one), each its own: a list otherwise is no device's.
+  // The list is the requester's word, checked only at its CM QP's port: the listener's QP waits
+  // there for the requester's QP to greet it (./index.ts, passive), else a REQ could aim its
+  // connect traffic (a hello the link resends until answered) at another port of the host the
+  // REQ came from — another service there, or another client behind the same NAT. A device's
+  // threads past the first bind ports the system picks (never a well-known one), each its own:
+  // a list otherwise is no device's.
   if (new Set(ports).size !== ports.length || ports.some((p: number, i) => i !== threadOf(CM_QPN, ports.length) && p < 1024)) return from;
   // As the requester's own address has it: `port` its first thread's.
   return ports[threadOf(CM_QPN, ports.length)] === from.port ? { ...from, port: ports[0], ports: [...(ports as number[])] } : from;
@@ -33,6 +34,29 @@ const MAX_PORTS = 16;
 
 /** At most this many bytes of JSON per message (one receive slot). */
 export const CM_MESSAGE_BYTES = 1024;
+
+/**
+ * REQ ids are drawn in 1..ID_END-1 (48 bits: see the constructor). A REQ naming anything else is
+ * no sabre's and is dropped: the REP echoes the id, and a number the requester writes long
+ * (-2.2250738585072014e-308) could push the REP past one slot, where it cannot be sent.
+ */
+const ID_END = 2 ** 48;
+const isId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) < ID_END;
+
+/** A requester's QP: a u32, neither 0 nor the CM QP's own number. */
+const isPeerQpn = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 1 && (v as number) < CM_QPN;
+
+/** A REJ's reason is cut to this many characters: it must fit one slot whatever the listener says. */
+const MAX_REASON = 200;
+
+/**
+ * Whether a REP carrying `privateData` fits one slot for every id and QPN sabre can name: listen()
+ * refuses private data that does not (else every REQ would fail to be answered).
+ */
+export function repFits(privateData: Uint8Array | undefined): boolean {
+  const pd = b64(privateData);
+  return json({ t: 'rep', id: ID_END - 1, qpn: CM_QPN - 1, ...(pd ? { pd } : {}) }).length <= CM_MESSAGE_BYTES;
+}
 
 export type CmMessage =
   | { t: 'req'; id: number; service: number; qpn: number; pd?: string; ports?: number[]; routes?: boolean }
@@ -87,8 +111,10 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   readonly #services = new Set<number>();
   readonly #pending = new Map<number, Pending>();
   readonly #randomId: () => number;
-  /** Messages that did not parse or named nothing we know. */
+  /** Messages that did not parse, named nothing we know, or carried an id or QPN no sabre sends. */
   dropped = 0;
+  /** REQs for a service nobody listens to here (answered with a REJ). */
+  refusedNoListener = 0;
 
   /**
    * `randomId`: a REQ's id. An answer is matched to its request by the id alone, so ids are
@@ -150,7 +176,8 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
 
   /** `busy`: the listener has no room now (its backlog is full); the requester may ask again. */
   reject(from: DeviceAddress, id: number, reason: string, busy = false): void {
-    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id, reason, ...(busy ? { busy: true } : {}) }) });
+    const r = reason.length > MAX_REASON ? `${reason.slice(0, MAX_REASON)}…` : reason;
+    this.#out.push({ kind: 'send', to: from, bytes: encode({ t: 'rej', id, reason: r, ...(busy ? { busy: true } : {}) }) });
   }
 
   /** A message arrived from `from` (as the link observed it). */
@@ -161,7 +188,7 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     } catch {
       m = undefined;
     }
-    if (!m || typeof m !== 'object' || typeof m.id !== 'number' || !from) {
+    if (!m || typeof m !== 'object' || !isId(m.id) || !from) {
       this.dropped++;
       return;
     }
@@ -179,12 +206,13 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       }
       return;
     }
-    if (m.t !== 'req' || !Number.isInteger(m.qpn)) {
+    if (m.t !== 'req' || !isPeerQpn(m.qpn)) {
       this.dropped++;
       return;
     }
     const service = Number.isInteger(m.service) ? m.service : 0;
     if (!this.#services.has(service)) {
+      this.refusedNoListener++;
       this.reject(from, m.id, `no listener for service ${service}`);
       return;
     }
@@ -230,9 +258,9 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     }
   }
 
-  /** The device closes: every request still waiting settles with ERR_CLOSED. */
-  handleClose(_now: number): void {
-    for (const id of [...this.#pending.keys()]) this.#settle(id, { error: new SabreError(ErrorCode.Closed, 'device closed') });
+  /** The device closes (or its CM stopped: `error`): every request still waiting settles with ERR_CLOSED (or `error`). */
+  handleClose(_now: number, error?: SabreError): void {
+    for (const id of [...this.#pending.keys()]) this.#settle(id, { error: error ?? new SabreError(ErrorCode.Closed, 'device closed') });
   }
 
   pollTimeout(): number | undefined {
@@ -253,8 +281,12 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   }
 }
 
+function json(m: CmMessage): Uint8Array {
+  return enc.encode(JSON.stringify(m));
+}
+
 function encode(m: CmMessage): Uint8Array {
-  const bytes = enc.encode(JSON.stringify(m));
+  const bytes = json(m);
   if (bytes.length > CM_MESSAGE_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `CM message of ${bytes.length} bytes exceeds ${CM_MESSAGE_BYTES} (private data too long)`);
   return bytes;
 }

@@ -17,11 +17,11 @@
 //
 // `setup(qp)` runs on the new QP before it connects, so receives are posted before the peer can
 // send (as with rdma_cm, where receives go in before rdma_accept / rdma_connect).
-import { type DeviceAddress, sourceKey } from '../core/address.js';
+import { addressKey, type DeviceAddress, sourceKey } from '../core/address.js';
 import { busiestSource, oldestOf } from '../core/busiest.js';
 import { timerMs } from '../core/deadline.js';
 import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
-import { portsOf } from '../core/peer-route.js';
+import { portsOf, routeTo } from '../core/peer-route.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
 import type { CompletionQueue } from '../verbs/cq.js';
@@ -32,7 +32,8 @@ import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
 import type { QpInit } from '../verbs/types.js';
 import { agentOf, type CmRequest } from './agent.js';
-import { isAtPortOnly } from './core.js';
+import { isAtPortOnly, repFits } from './core.js';
+import { type CmCounters, cmCounters } from './counters.js';
 
 export interface CmQpOptions {
   /** Default: one protection domain per device, made on first use (defaultPd(dev)). */
@@ -50,6 +51,12 @@ export interface CmQpOptions {
   /** Bytes for the peer (at most 486 on tcp, ~700 on udp/inproc). */
   privateData?: Uint8Array;
 }
+
+/**
+ * How long a listener's new QP waits for its requester's QP to connect (qp.connect's default,
+ * named: a REQ's answer is remembered as long, ./index.ts #answered).
+ */
+const ACCEPT_CONNECT_MS = 10_000;
 
 export interface CmListenOptions extends CmQpOptions {
   /** Connected QPs waiting for accept(); further requests are rejected. Default 16. */
@@ -160,6 +167,15 @@ export class CmListener extends Listener<QueuePair> {
   /** QPs made for a request and still connecting, oldest first, with their source host. */
   readonly #connecting = new Map<QueuePair, string>();
   readonly #counters: CmListenerCounters = { halfOpenEvicted: 0 };
+  /** The device's cm counters (dev.stats().cm): refusals and evictions of every listener. */
+  readonly #cm: CmCounters;
+  /**
+   * udp / inproc: the REQs answered with a new QP, by source address and id, oldest first, each
+   * until its QP's connect deadline: the same REQ again (the requester's CM resends one its link
+   * flushed; anyone may repeat one) gets the same REP and makes no second QP. At most `backlog`
+   * entries, as the requests a backlog holds at once.
+   */
+  readonly #answered = new Map<string, { qpn: number; until: number }>();
   readonly #stop: () => void;
 
   /** @internal use listen() */
@@ -172,6 +188,12 @@ export class CmListener extends Listener<QueuePair> {
     const backlog = opts.backlog ?? 16;
     if (!Number.isInteger(backlog) || backlog < 1 || backlog > 1 << 16) throw new SabreError(ErrorCode.InvalidArgument, 'backlog must be an integer in 1..65536');
     this.#backlog = backlog;
+    // A REP carries the private data and echoes the REQ's id and our QPN: one that cannot fit a
+    // CM message for the largest of them could never be sent, and every REQ would go unanswered.
+    if (!dev.linkServices && !repFits(opts.privateData)) {
+      throw new SabreError(ErrorCode.InvalidArgument, `privateData of ${opts.privateData!.length} bytes does not fit a CM reply (at most about 700 bytes on udp / inproc)`);
+    }
+    this.#cm = cmCounters(dev);
     if (dev.linkServices) {
       dev.listenService(this.service, (r) => this.#onService(r));
       this.#stop = () => dev.listenService(this.service, undefined);
@@ -187,9 +209,17 @@ export class CmListener extends Listener<QueuePair> {
     return { ...this.#counters };
   }
 
-  /** The service goes (a closed device has already let go of it). */
+  /**
+   * The service goes (a closed device has already let go of it), and with it the QPs made for
+   * requests still connecting: nobody will accept them, and they would otherwise hold their
+   * resources (and greet their peers) until their connect deadline.
+   */
   protected release(): void {
     if (!this.device.closed) this.#stop();
+    const half = [...this.#connecting.keys()];
+    this.#connecting.clear();
+    this.#answered.clear();
+    for (const qp of half) qp.destroy();
   }
 
   /** A connected QP never accepted is destroyed: its peer learns the connection is gone. */
@@ -211,6 +241,7 @@ export class CmListener extends Listener<QueuePair> {
     if (qp === undefined) return false;
     this.#connecting.delete(qp);
     this.#counters.halfOpenEvicted++;
+    this.#cm.halfOpenEvicted++;
     qp.destroy();
     return true;
   }
@@ -226,6 +257,7 @@ export class CmListener extends Listener<QueuePair> {
   #onService(r: ServiceRequest): void {
     if (!this.#room(sourceKey(r.from))) {
       // A full backlog refuses for now only (busy): the dialer asks again, as a SYN is resent.
+      this.#cm.refusedBusy++;
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
@@ -247,7 +279,16 @@ export class CmListener extends Listener<QueuePair> {
   }
 
   #onDatagram(r: CmRequest): void {
+    const key = `${addressKey(r.from)}#${r.id}`;
+    const now = performance.now();
+    const seen = this.#answered.get(key);
+    if (seen !== undefined && seen.until > now && !this.closing) {
+      this.#cm.repeatedRequests++;
+      r.reply(seen.qpn, this.#opts.privateData);
+      return;
+    }
     if (!this.#room(sourceKey(r.from))) {
+      this.#cm.refusedBusy++;
       r.reject(this.closing ? 'listener closed' : 'backlog full', !this.closing);
       return;
     }
@@ -260,11 +301,36 @@ export class CmListener extends Listener<QueuePair> {
       return;
     }
     this.#connecting.set(qp, sourceKey(r.from));
-    r.reply(qp.qpn, this.#opts.privateData);
-    qp.connect({ address: r.peer, qpn: r.qpn }).then(
+    this.#remember(key, qp.qpn, now);
+    // The requester's QP is reached where the REQ came from, or at another port its REQ lists
+    // (its QP's NIC thread, ./core.ts). That other port is the requester's word only: our QP
+    // sends nothing there until the requester's QP greets it from that port (the udp link
+    // validates that source with its cookie handshake), so a REQ cannot aim our connect traffic
+    // at another socket of its host. Connected before the REP goes, so the QP already waits for
+    // the greeting the REP brings.
+    const passive = addressKey(routeTo(r.peer, r.qpn)) !== addressKey(r.from);
+    qp.connect({ address: r.peer, qpn: r.qpn, timeoutMs: ACCEPT_CONNECT_MS }, { passive }).then(
       () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.qpn, service: this.service, peer: r.peer }),
       () => this.#settle(qp, undefined),
     );
+    try {
+      r.reply(qp.qpn, this.#opts.privateData);
+    } catch (e) {
+      // Not answered: the QP goes, and the agent tells the requester (a REJ).
+      this.#connecting.delete(qp);
+      this.#answered.delete(key);
+      qp.destroy();
+      throw e;
+    }
+  }
+
+  /** Remember REQ `key`'s answer until its QP's connect deadline; expired and (past `backlog`) oldest entries go first. */
+  #remember(key: string, qpn: number, now: number): void {
+    for (const [k, v] of this.#answered) {
+      if (v.until > now && this.#answered.size < this.#backlog) break;
+      this.#answered.delete(k);
+    }
+    this.#answered.set(key, { qpn, until: now + ACCEPT_CONNECT_MS });
   }
 }
 
@@ -301,7 +367,7 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   let atPort = false;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await connectOnce(dev, address, service, opts, Math.max(0, Math.ceil(deadline - performance.now())), atPort);
+      return await connectOnce(dev, address, service, opts, deadline, atPort);
     } catch (e) {
       // The listener reaches us at our `port` alone (a NAT or relay rewrote it on the way): ask
       // again, once, with a QP there.
@@ -344,7 +410,15 @@ function pauseFor(dev: Device, ms: number, signal: AbortSignal | undefined): Pro
   });
 }
 
-async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, timeoutMs: number, atPort: boolean): Promise<QueuePair> {
+/** What is left of `deadline` (performance.now() time), in whole ms. */
+const leftOf = (deadline: number): number => Math.max(0, Math.ceil(deadline - performance.now()));
+
+/**
+ * One ask: the exchange, then the QP's connect, both within what is left of connect()'s one
+ * `deadline` (each given the whole timeoutMs, a late answer for a QP that never greets let a
+ * connect run twice its timeout).
+ */
+async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, deadline: number, atPort: boolean): Promise<QueuePair> {
   dev.assertOpen();
   const signal = opts.signal;
   if (signal?.aborted) throw abortError(signal, 'connect');
@@ -364,11 +438,11 @@ async function connectOnce(dev: Device, address: DeviceAddress, service: number,
       let remoteQpn: number;
       let privateData: Uint8Array | undefined;
       if (dev.linkServices) {
-        ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, timeoutMs));
+        ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, leftOf(deadline)));
       } else {
-        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, timeoutMs, first));
+        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, leftOf(deadline), first));
       }
-      await qp.connect({ address, qpn: remoteQpn, timeoutMs });
+      await qp.connect({ address, qpn: remoteQpn, timeoutMs: leftOf(deadline) });
       infos.set(qp, { privateData, remoteQpn, service, peer: { ...address } });
       return qp;
     })();
