@@ -130,11 +130,11 @@ export class CmAgent {
   }
 
   /** Send REQ and wait for REP or REJ. */
-  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, atPort = false): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
+  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, atPort = false, hosts?: readonly string[]): Promise<{ qpn: number; privateData: Uint8Array | undefined }> {
     return new Promise((resolve, reject) => {
       try {
         if (this.#stopped) throw this.#stopped;
-        this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now, atPort), { resolve, reject }));
+        this.#step((now) => this.#settles.set(this.#core.request(to, service, qpn, privateData, timeoutMs, now, atPort, hosts), { resolve, reject }));
       } catch (e) {
         reject(e);
       }

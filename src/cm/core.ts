@@ -87,8 +87,20 @@ export type CmAction =
   /** Our request `id` ended: the peer's QP and private data, or why not. */
   | { kind: 'settled'; id: number; value?: { qpn: number; privateData: Uint8Array | undefined }; error?: SabreError };
 
+/**
+ * Where a message came from, as compared with where a REQ went: transport, host (an IPv4 address
+ * written IPv4-mapped taken as itself, letters in one case) and port; an inproc device by its id.
+ */
+function placeOf(a: DeviceAddress, host: unknown = a.host): string {
+  if (typeof host !== 'string') return `${String(a.transport)}|id=${String(a['id'])}`;
+  const h = host.toLowerCase();
+  return `${String(a.transport)}|${h.startsWith('::ffff:') && h.includes('.') ? h.slice(7) : h}|${String(a.port)}`;
+}
+
 interface Pending {
   to: string;
+  /** Where the answer may come from: the address the REQ went to (placeOf), and its host name's addresses. */
+  sources: Set<string>;
   dest: DeviceAddress;
   /** The REQ, kept to send again when the peer's CM had no receive for it (handleBusy). */
   bytes: Uint8Array;
@@ -148,8 +160,9 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
   /**
    * Ask the listener of `service` at `to` for a connection to our rc QP `qpn`; returns the request
    * id (settled later). `atPort`: the QP is on thread 0 whatever its number, and no ports are told.
+   * `hosts`: what `to`'s host name resolved to (the answer comes from one of them).
    */
-  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number, atPort = false): number {
+  request(to: DeviceAddress, service: number, qpn: number, privateData: Uint8Array | undefined, timeoutMs: number, now: number, atPort = false, hosts?: readonly string[]): number {
     const pd = b64(privateData);
     let id = this.#randomId();
     // Bounded: the ids of the requests waiting are few against 2^48.
@@ -163,7 +176,11 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     const routes = portsOf(to) !== undefined;
     const bytes = encode({ t: 'req', id, service, qpn, ...(pd ? { pd } : {}), ...(this.#ports && routes && !atPort ? { ports: this.#ports } : {}), ...(routes ? { routes } : {}) });
     // Keyed by where the REQ goes (the CM QP's thread of a device of several): a lost path names that.
-    this.#pending.set(id, { to: addressKey(routeTo(to, CM_QPN)), dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
+    const dest = routeTo(to, CM_QPN);
+    // The link names an answer's source by the address its context was opened with (the host
+    // name as written, for ours); a fresh context would name what it resolved to.
+    const sources = new Set([placeOf(dest), ...(hosts ?? []).map((h) => placeOf(dest, h))]);
+    this.#pending.set(id, { to: addressKey(dest), sources, dest: to, bytes, resent: 0, service, where: JSON.stringify(to), deadline: now + timeoutMs, timeoutMs });
     this.#out.push({ kind: 'send', to, bytes, req: id });
     return id;
   }
@@ -194,7 +211,10 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
     }
     if (m.t === 'rep' || m.t === 'rej') {
       const p = this.#pending.get(m.id);
-      if (!p || (m.t === 'rep' && !Number.isInteger(m.qpn))) {
+      // Only from where the REQ went (a relay's or NAT's address is where it went, and answers
+      // come back from there): an id learnt (a REQ seen on the path, a log line) is not enough
+      // for another device to settle the request with a REP naming a QPN of its choosing.
+      if (!p || !p.sources.has(placeOf(from)) || (m.t === 'rep' && !Number.isInteger(m.qpn))) {
         this.dropped++;
         return;
       }

@@ -358,7 +358,7 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   const signal = opts.signal;
   checkSignal(signal, 'connect');
   if (signal?.aborted) throw abortError(signal, 'connect');
-  await resolvePeerHost(address, 'connect');
+  const hosts = await resolvePeerHost(address, 'connect');
   const deadline = performance.now() + timeoutMs;
   // A listener whose backlog is full refuses for now (busy): ask again after a pause that
   // grows, until the deadline — many clients connecting at once all get in as it accepts.
@@ -367,7 +367,7 @@ export async function connect(dev: Device, address: DeviceAddress, opts: CmConne
   let atPort = false;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await connectOnce(dev, address, service, opts, deadline, atPort);
+      return await connectOnce(dev, address, service, opts, deadline, atPort, hosts);
     } catch (e) {
       // The listener reaches us at our `port` alone (a NAT or relay rewrote it on the way): ask
       // again, once, with a QP there.
@@ -418,7 +418,7 @@ const leftOf = (deadline: number): number => Math.max(0, Math.ceil(deadline - pe
  * `deadline` (each given the whole timeoutMs, a late answer for a QP that never greets let a
  * connect run twice its timeout).
  */
-async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, deadline: number, atPort: boolean): Promise<QueuePair> {
+async function connectOnce(dev: Device, address: DeviceAddress, service: number, opts: CmConnectOptions, deadline: number, atPort: boolean, hosts: readonly string[] | undefined): Promise<QueuePair> {
   dev.assertOpen();
   const signal = opts.signal;
   if (signal?.aborted) throw abortError(signal, 'connect');
@@ -440,7 +440,7 @@ async function connectOnce(dev: Device, address: DeviceAddress, service: number,
       if (dev.linkServices) {
         ({ remoteQpn, privateData } = await dev.dialService(qp.qpn, address, service, opts.privateData, leftOf(deadline)));
       } else {
-        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, leftOf(deadline), first));
+        ({ qpn: remoteQpn, privateData } = await agentOf(dev).request(address, service, qp.qpn, opts.privateData, leftOf(deadline), first, hosts));
       }
       await qp.connect({ address, qpn: remoteQpn, timeoutMs: leftOf(deadline) });
       infos.set(qp, { privateData, remoteQpn, service, peer: { ...address } });

@@ -43,12 +43,14 @@ export function checkPeerAddressShape(dev: AddressChecker, a: unknown, what: str
 /**
  * udp/tcp: a host name that does not resolve fails now with ERR_UNREACHABLE (the resolver's
  * error as cause) instead of a timeout. IP literals (and inproc) resolve to nothing to check.
+ * Resolves to the name's addresses (undefined for an IP literal or inproc): src/cm accepts
+ * answers from them only.
  */
-export async function resolvePeerHost(a: DeviceAddress, what: string): Promise<void> {
+export async function resolvePeerHost(a: DeviceAddress, what: string): Promise<string[] | undefined> {
   const host = a.host;
-  if (typeof host !== 'string' || isIP(host) !== 0 || (a.transport !== 'udp' && a.transport !== 'tcp')) return;
+  if (typeof host !== 'string' || isIP(host) !== 0 || (a.transport !== 'udp' && a.transport !== 'tcp')) return undefined;
   try {
-    await lookup(host);
+    return (await lookup(host, { all: true })).map((r) => r.address);
   } catch (e) {
     throw new SabreError(ErrorCode.Unreachable, `${what}: host ${host} does not resolve`, { cause: e });
   }
