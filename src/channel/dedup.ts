@@ -29,6 +29,7 @@ export { isDedupSource } from '../dedup/endpoint.js';
 import { dedupMemoryOf, dedupStoreOf } from '../dedup/memory.js';
 import { returnStage, type StageBlock, takeStage } from '../dedup/stage-pool.js';
 import { dedupTotals } from '../dedup/stats.js';
+import { cdcParams } from '../kernels/cdc-params.js';
 import type { SendResult } from '../dedup/transfer.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
@@ -214,6 +215,9 @@ export class ChannelDedup {
         this.#receiving = true;
         this.#watch();
         this.#rxHandler(body);
+        // The sender refused our HELLO (its waiting application was told): no transfer will
+        // come, so the landing zone goes now rather than at the channel's close.
+        if (this.#rx!.core.refused) this.#dropZone();
         // What the message left under way: an ABORT, an object out, or a straggler of a transfer
         // that has ended (ignored) leaves nothing the sender still owes us word for.
         this.#receiving = this.#rx!.busy;
@@ -240,6 +244,12 @@ export class ChannelDedup {
     this.#h.sendRaw(frame(DedupSub.Refuse));
   }
 
+  /** Close the receiver and release its landing zone (the receiver stays, closed: later messages are dropped). */
+  #dropZone(): void {
+    this.#rx?.close();
+    if (this.#zone?.valid) this.#zone.deregister();
+  }
+
   /**
    * Receive under this scope, key and average chunk size (set before the peer's OPEN; the
    * scope is the caller's to drop). The scope is the caller's basis: the chunks that arrive are
@@ -248,6 +258,8 @@ export class ChannelDedup {
   setBasis(scope: string, key: Uint8Array, avg?: number, onProgress?: (bytes: Uint8Array, done: number) => void): void {
     if (this.#rx) throw new SabreError(ErrorCode.InvalidState, 'channel: the dedup receiver is already open');
     if (!(key instanceof Uint8Array) || key.length !== 32) throw new SabreError(ErrorCode.InvalidArgument, 'channel: a dedup key is 32 bytes');
+    // Checked by the chunker's rule now: at the peer's OPEN it could only refuse the send.
+    if (avg !== undefined) cdcParams({ avg });
     this.#basis = { scope, key, ...(avg !== undefined ? { avg } : {}), ...(onProgress ? { onProgress } : {}) };
   }
 

@@ -420,6 +420,9 @@ export class DedupReceiver implements AsyncIterable<Received> {
    * for more than it had to; nothing else changes).
    */
   #onMessage(b: Uint8Array): void {
+    // The pipe is the caller's and may outlive close(): what it still brings is dropped (the
+    // core's memory is freed; it would not be answered either).
+    if (this.#shut) return;
     if (this.#held.length === 0) {
       const filling = this.#store.filling(this.#scope);
       if (!filling || filling === this.#gaveUp) return this.#handle(b);
@@ -509,6 +512,13 @@ export class DedupReceiver implements AsyncIterable<Received> {
           else this.#errors.push(a.error);
           break;
         }
+        case 'refused':
+          // No transfer will come: every wait, now and later, ends with why.
+          this.#totals.received.helloRefused++;
+          this.#closed ??= a.error;
+          if (this.#onObject) this.#onObject(a.error);
+          else for (const w of this.#waiters.splice(0)) w.reject(a.error);
+          break;
       }
     }
   }

@@ -5,7 +5,7 @@
 // Everything a page declares is checked against the receiver's limits before work or memory
 // proportional to it.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { type Armed, type DedupRecvOptions, type LandingZone, type RecvAction, Violation, WRITTEN_MAX } from './recv-types.js';
+import { type Armed, type DedupRecvOptions, helloRefusedError, type LandingZone, type RecvAction, Violation, WRITTEN_MAX, zeroStats } from './recv-types.js';
 import { DEDUP_HASH_BYTES, DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { ChunkMap, chunkMapBlockBytes, ChunkStatus } from './chunk-map.js';
 import { HASH_ALG, type HashAlgName, hashKey } from './hash.js';
@@ -13,6 +13,9 @@ import type { RecvStats } from './types.js';
 import { decode, DedupMalformed, type DedupMessage, encode, KEY_BYTES, type Offer } from './messages.js';
 import { giveBack, takeBuffer } from './buffers.js';
 import { WrittenRanges } from './written.js';
+import { checkPage } from './offer-check.js';
+import { SlotCopy } from './slot-copy.js';
+import { cdcParams } from '../kernels/cdc-params.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 
 export type { DedupRecvOptions, LandingZone, RecvAction } from './recv-types.js';
@@ -80,12 +83,17 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #inObject = new Uint8Array(0);
   #prefix = 0;
   #reported = 0;
-  #stats: RecvStats = DedupRecvCore.#zero(0);
+  #stats: RecvStats = zeroStats(0);
+  /** Where slots verified by hashing at ROUND are copied first (./slot-copy.ts). */
+  readonly #private: SlotCopy;
+  /** close() ran (its memory is freed), or the sender refused our HELLO: messages are ignored. */
+  #closed = false;
+  #refused = false;
 
   constructor(o: DedupRecvOptions) {
-    const avg = o.avg ?? 16384;
-    const min = o.min ?? avg / 4;
-    const max = o.max ?? avg * 4;
+    // Parameters our own chunker rule refuses are this caller's misuse, said now: sent in the
+    // HELLO they would only make the sender refuse it.
+    const { avg, min, max } = cdcParams({ avg: o.avg, min: o.min, max: o.max, normalization: o.normalization });
     const key = o.key ?? o.store.chunkKey(o.scope);
     if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES) throw new SabreError(ErrorCode.InvalidArgument, `dedup: key must be ${KEY_BYTES} bytes`);
     if (!Number.isInteger(o.slots) || o.slots < 1 || o.slots > 64) throw new SabreError(ErrorCode.InvalidArgument, 'dedup: slots must be 1..64');
@@ -97,6 +105,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       keepReceived: o.keepReceived ?? true, progress: o.progress ?? false,
     };
     this.#slotLen = slotLen;
+    this.#private = new SlotCopy(o.mem, slotLen);
     this.#hashAlg = o.store.hash;
     for (let s = 0; s < o.slots; s++) this.#granted.push(s);
     const D = DEDUP_ZONE_DIR.fields;
@@ -112,10 +121,6 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   /** Point the directory's entry for slot s at a chunk map (0: placed, not hashed). */
   #setDir(s: number, map: number): void {
     this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.size + 4 * s, map, true);
-  }
-
-  static #zero(xfer: number): RecvStats {
-    return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0, leftBasis: 0, leftBasisRanges: 0 };
   }
 
   /** The next action to carry out; undefined when there is none. */
@@ -168,7 +173,15 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
 
   /** A message of the sender. */
   handleMessage(bytes: Uint8Array, _now: number): void {
+    // After close() the directory and maps are freed: a message the caller's pipe still brings
+    // would arm maps into freed memory. After a refused HELLO the sender runs nothing here.
+    if (this.#closed || this.#refused) return;
     this.#enqueue(this.#onMessage(bytes));
+  }
+
+  /** The sender refused our HELLO (ABORT, xfer 0, HelloRefused): no transfer will run on this pipe. */
+  get refused(): boolean {
+    return this.#refused;
   }
 
   #onMessage(bytes: Uint8Array): RecvAction[] {
@@ -188,6 +201,10 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
         case DedupKind.Round:
           return this.#onRound(m.xfer, m.slot, m.first, m.count, m.bytes);
         case DedupKind.Abort:
+          if (m.status === DedupEndStatus.HelloRefused && m.xfer === 0) {
+            this.#refused = true;
+            return [...this.#end(DedupEndStatus.Aborted, 0, 'the sender refused our HELLO', false), { kind: 'refused', error: helloRefusedError() }];
+          }
           return this.#end(DedupEndStatus.Aborted, 0, 'the sender aborted', false);
         default:
           return this.#end(DedupEndStatus.Malformed, 0, `unexpected message kind ${m.kind} at the receiver`);
@@ -200,7 +217,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
 
   /** The pipe failed: drop the transfer. */
   handleFailure(error: SabreError, _now: number): void {
-    if (!this.#active) return;
+    if (!this.#active || this.#closed) return;
     if (!this.#inBasisObject) giveBack(this.#out);
     this.#cleanup();
     this.#actions.push({ kind: 'failed', error });
@@ -208,7 +225,10 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
 
   /** Free the slot maps (the zone itself belongs to the shell). */
   close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
     this.#cleanup();
+    this.#private.free();
     this.#o.mem.dataView().setUint32(this.zoneDirectory + DEDUP_ZONE_DIR.fields.magic.offset, 0, true);
     for (const a of this.#maps) a?.free();
     this.#maps.length = 0;
@@ -220,29 +240,8 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
   #onOffer(m: Offer): RecvAction[] {
     const o = this.#o;
     const opening = !this.#active;
-    if (opening) {
-      this.#xfer = m.xfer; // so an END refusing it names it (the sender matches END to its transfer)
-      if (m.first !== 0) throw new Violation(DedupEndStatus.Malformed, 0, 'first OFFER page must start at entry 0');
-      if (m.total > o.maxTotal) throw new Violation(DedupEndStatus.TooLarge, 0, `object of ${m.total} bytes exceeds ${o.maxTotal}`);
-    } else if (m.xfer !== this.#xfer || m.first !== this.#lens.length || this.#lastAnswered) {
-      throw new Violation(DedupEndStatus.Malformed, 0, 'OFFER page out of order');
-    }
-    const total = opening ? m.total : this.#total;
-    if (m.count > o.maxEntries) throw new Violation(DedupEndStatus.TooLarge, 0, `OFFER page of ${m.count} entries exceeds ${o.maxEntries}`);
-    // The whole page is checked before any work or memory for it (on the first page, before the
-    // object is allocated): its lengths, that they fit the total, and that the rest of the total
-    // still fits in maxChunks even if every remaining chunk had the largest length.
-    let sum = opening ? 0 : this.#sum;
-    for (let i = 0; i < m.count; i++) {
-      const len = m.lens[i]!;
-      const lastChunk = m.last && i === m.count - 1;
-      if (len < 1 || len > o.max || (len < o.min && !lastChunk)) throw new Violation(DedupEndStatus.Malformed, 0, `chunk length ${len} outside ${o.min}..${o.max} (entry ${m.first + i}, in the page of ${m.count} from ${m.first}${m.last ? ', the last' : ''}; a sabre sender checks its own chunker's lengths, so from one this changed after it left)`);
-      sum += len;
-    }
-    if (sum > total) throw new Violation(DedupEndStatus.Malformed, 0, 'chunks exceed the announced total');
-    if (m.last && (sum !== total || m.chunks !== m.first + m.count)) throw new Violation(DedupEndStatus.Malformed, 0, 'last OFFER page does not close the object');
-    const fewest = m.first + m.count + Math.ceil((total - sum) / o.max);
-    if (fewest > o.maxChunks) throw new Violation(DedupEndStatus.TooLarge, 0, `an object of ${total} bytes needs more than ${o.maxChunks} chunks`);
+    if (opening) this.#xfer = m.xfer; // so an END refusing it names it (the sender matches END to its transfer)
+    const total = checkPage(m, o, opening ? undefined : { xfer: this.#xfer, entries: this.#lens.length, pages: this.#pageFirst.length, sum: this.#sum, total: this.#total, lastAnswered: this.#lastAnswered });
     if (opening) this.#begin(m.xfer, total);
     const bitmap = new Uint8Array((m.count + 7) >> 3);
     const u8 = o.mem.u8();
@@ -386,8 +385,16 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#setDir(slot, 0);
     const [base] = this.slotRange(slot);
     const o = this.#o;
-    // Verify every chunk before using a byte of it.
+    // Verify every chunk before using a byte of it. `src`: where the verified bytes are read from.
+    //
+    // In-band (an XXH3 map: hashed as placed, or by finish() here) the zone itself is read below,
+    // after the check, and the zone stays remotely writable: with a NIC thread (workers >= 1) a
+    // sender's write can land in between (with workers: 0 placement cannot interleave). That can
+    // only change what this sender's own transfer holds, and its own scope's store entries: XXH3
+    // stores are never shared (a shared store keys by SHA-256, verified below), entries are per
+    // scope, so those bytes serve only this peer — which could have sent them in the first place.
     let verified = false;
+    let src = base;
     if (a.map) {
       const before = a.map.stats().done;
       this.#stats.hashedInBand += before;
@@ -396,30 +403,24 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
       for (let k = 0; k < count && bad < 0; k++) if (a.map.status(k) !== ChunkStatus.Ok) bad = k;
       if (bad < 0) verified = true;
       // A chunk whose hashed bytes were written again (a retransmitted segment over udp lands
-      // twice) is tainted, not necessarily wrong: hash the slot once more, now, in the same
-      // synchronous step that copies it out (placement cannot run in between). Only a
-      // mismatch of bytes that were never rewritten fails at once.
+      // twice) is tainted, not necessarily wrong: hash the slot once more, now, over a private
+      // copy (below). Only a mismatch of bytes that were never rewritten fails at once.
       else if (!a.map.flags(bad).tainted) throw new Violation(DedupEndStatus.Mismatch, a.idx[bad]!, `chunk ${a.idx[bad]} did not match its hash`);
       else this.#stats.rehashedRounds++;
     }
-    if (!verified) {
-      const got = o.store.hasher.hashRun(base, a.idx.map((i) => this.#lens[i]!));
-      for (let k = 0; k < count; k++) {
-        const [h, at] = this.#hashRec(a.idx[k]!);
-        const mine = got.subarray(k * DEDUP_HASH_BYTES, (k + 1) * DEDUP_HASH_BYTES);
-        if (!mine.every((v, j) => v === h[at + j])) throw new Violation(DedupEndStatus.Mismatch, a.idx[k]!, `chunk ${a.idx[k]} did not match its hash`);
-      }
-    }
+    // Hashed at ROUND (SHA-256, or a tainted slot): the slot is copied where no peer can write
+    // first, that copy is hashed, and only it is read from here on (./slot-copy.ts says why).
+    if (!verified) src = this.#private.verify(o.store.hasher, base, a.idx.map((i) => this.#lens[i]!), (k) => this.#hashRec(a.idx[k]!), (k) => a.idx[k]!);
     // Copy into the object, then into the store (under the hashes just verified).
     const u8 = o.mem.u8();
     // What goes into the store: only when it keeps what arrives (a file's basis scope does not).
     const keep = o.keepReceived;
     const refs: Array<{ addr: number; len: number }> = [];
     const recs = new Uint8Array(keep ? count * DEDUP_HASH_BYTES : 0);
-    let at = base;
+    let at = src;
     // Runs of chunks adjacent in the object are adjacent in the slot too: one copy per run
     // (a copy out of shared memory has a fixed cost per call on top of its bytes).
-    let runSrc = base, runDst = -1, runLen = 0;
+    let runSrc = src, runDst = -1, runLen = 0;
     a.idx.forEach((i, k) => {
       const len = this.#lens[i]!;
       const dst = this.#offs[i]!;
@@ -534,7 +535,7 @@ export class DedupRecvCore implements PollsActions<RecvAction>, HasTimeout {
     this.#xfer = xfer;
     this.#total = total;
     this.#out = out;
-    this.#stats = DedupRecvCore.#zero(xfer);
+    this.#stats = zeroStats(xfer);
     this.#stats.total = total;
   }
 

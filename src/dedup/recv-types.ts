@@ -1,5 +1,5 @@
 // The receiver core's options and actions (./recv-core.ts), on their own so the core stays one job.
-import type { SabreError } from '../core/errors.js';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ChunkMap } from './chunk-map.js';
 import type { ChunkStore } from './store.js';
 import type { DedupMemory, RecvStats } from './types.js';
@@ -59,7 +59,9 @@ export type RecvAction =
    * it is a new array since the last progress, holding the same bytes in the prefix reported.
    */
   | { kind: 'progress'; bytes: Uint8Array; done: number; moved?: boolean }
-  | { kind: 'failed'; error: SabreError };
+  | { kind: 'failed'; error: SabreError }
+  /** The sender refused our HELLO: no transfer will run on this pipe (whoever waits gets `error`). */
+  | { kind: 'refused'; error: SabreError };
 
 /** A peer's message this receiver cannot go on with: the transfer ends with `status` (END). */
 export class Violation extends Error {
@@ -78,3 +80,15 @@ export interface Armed {
 
 /** Written ranges a receiver remembers while its object is the basis (written.ts). */
 export const WRITTEN_MAX = 1024;
+
+/** A transfer's counters before its first page. */
+export function zeroStats(xfer: number): RecvStats {
+  return { xfer, total: 0, chunks: 0, chunksFromStore: 0, bytesFromStore: 0, chunksRepeated: 0, chunksReceived: 0, bytesReceived: 0, rounds: 0, hashedInBand: 0, rehashedRounds: 0, leftBasis: 0, leftBasisRanges: 0 };
+}
+
+/**
+ * What whoever waits on a receiver gets once the sender refused its HELLO: the peer cannot use
+ * these parameters (ERR_NOT_SUPPORTED, as for a channel that takes no dedup sends).
+ */
+export const helloRefusedError = (): SabreError =>
+  new SabreError(ErrorCode.NotSupported, 'dedup: the sender refused this receiver\'s HELLO (it cannot use its slots, sizes, hash or chunking parameters); no transfer will run on this pipe');

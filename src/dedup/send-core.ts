@@ -133,10 +133,17 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
       case DedupKind.Hello: {
         if (this.#hello || this.#helloRefused) return this.#fail(new SabreError(ErrorCode.Malformed, 'dedup: second HELLO'));
         const h = m;
+        // A refused HELLO is told to the receiver (ABORT, xfer 0, HelloRefused): else it would
+        // wait for an OFFER that never comes, its landing zone held, with no deadline armed (its
+        // watchdog starts on a message of ours).
+        const refuse = (e: SabreError): SendAction[] => [
+          { kind: 'send', bytes: encode({ kind: DedupKind.Abort, xfer: 0, status: DedupEndStatus.HelloRefused }) },
+          ...this.#fail((this.#helloRefused = e)),
+        ];
         if (h.slots < 1 || h.slots > 64 || h.slotLen < h.max || h.max < h.avg || h.min > h.avg || h.maxEntries < 1 || HASH_ALG['xxh3-128'] !== h.hashAlg && HASH_ALG.sha256 !== h.hashAlg
           // Parameters the chunker refuses are the peer's fault, found here, not a caller's invalid argument at the first send.
           || !cdcParamsUsable(h)) {
-          return this.#fail((this.#helloRefused = new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters')));
+          return refuse(new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters'));
         }
         this.#hello = h;
         this.#freeSlots = Array.from({ length: h.slots }, (_, i) => i);

@@ -18,10 +18,11 @@ export type DedupSentTotals = Record<(typeof SENT_SUMMED)[number] | 'transfers' 
 
 /**
  * `refused`: dedup sends refused before they began (the receiver takes none, dedup: false, or had
- * no device memory for a landing zone). `overLimit`: transfers ended because what they declared
+ * no device memory for a landing zone). `helloRefused`: receivers whose HELLO the sender refused
+ * (ABORT status HelloRefused: it cannot use their parameters; no transfer ran). `overLimit`: transfers ended because what they declared
  * or reached went past the receiver's limits (maxTotal, maxChunks, maxEntries); also in `failed`.
  */
-export type DedupReceivedTotals = Record<(typeof RECEIVED_SUMMED)[number] | 'transfers' | 'refused' | 'overLimit' | 'failed' | 'bytes', number>;
+export type DedupReceivedTotals = Record<(typeof RECEIVED_SUMMED)[number] | 'transfers' | 'refused' | 'helloRefused' | 'overLimit' | 'failed' | 'bytes', number>;
 
 function zeros<K extends string>(keys: readonly K[]): Record<K, number> {
   const t = {} as Record<K, number>;
@@ -48,7 +49,7 @@ export class DedupTotals {
   readonly #mem: DedupMemory;
   readonly stores = new Set<StatsOf>();
   readonly sent: DedupSentTotals = { transfers: 0, failed: 0, bytes: 0, ...zeros(SENT_SUMMED) };
-  readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, overLimit: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
+  readonly received: DedupReceivedTotals = { transfers: 0, refused: 0, helloRefused: 0, overLimit: 0, failed: 0, bytes: 0, ...zeros(RECEIVED_SUMMED) };
 
   constructor(mem: DedupMemory) {
     this.#mem = mem;
@@ -71,7 +72,7 @@ export class DedupTotals {
   snapshot(): DedupDeviceStats {
     const store: DedupDeviceStats['store'] = {
       entries: 0, bytes: 0, copies: 0, storedBytes: 0, referenced: 0, referencedBytes: 0, budgetBytes: 0, maxEntries: 0, scopes: 0, pinned: 0,
-      hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0,
+      hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, sharedMismatches: 0, evictions: 0, evictedBytes: 0, refused: 0,
     };
     const acc = store as unknown as Record<string, number>;
     for (const st of this.stores) for (const [k, v] of Object.entries(st.stats())) if (typeof v === 'number') acc[k] = (acc[k] ?? 0) + v;

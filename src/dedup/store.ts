@@ -177,7 +177,7 @@ export class ChunkStore {
   #referenced = 0;
   #referencedBytes = 0;
   #copyDesc = 0;
-  readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, evictions: 0, evictedBytes: 0, refused: 0 };
+  readonly #s = { hits: 0, misses: 0, inserts: 0, duplicates: 0, sharedInserts: 0, sharedMismatches: 0, evictions: 0, evictedBytes: 0, refused: 0 };
 
   constructor(mem: DedupMemory, o: ChunkStoreOptions = {}) {
     const budget = o.budgetBytes ?? STORE_DEFAULTS.budgetBytes;
@@ -304,15 +304,26 @@ export class ChunkStore {
         this.#s.refused++;
         continue;
       }
-      copies.push([dst, addr, len]);
       const ckey = `${key}:${len}`;
       let copy = this.shared ? this.#copies.get(ckey) : undefined;
+      // Backstop: a shared copy stands for these bytes only if it holds them. The hash says so
+      // when every insert is of bytes hashed where they lie; compared all the same (a chunk's
+      // memcmp, only when another scope has the copy), so a copy that ever came to differ from
+      // its hash serves no other scope: this entry keeps a copy of its own, counted.
+      if (copy) {
+        this.copy([[dst, addr, len]]);
+        const u8 = this.mem.u8();
+        if (Buffer.compare(u8.subarray(dst, dst + len), u8.subarray(copy.addr, copy.addr + len)) !== 0) {
+          this.#s.sharedMismatches++;
+          copy = undefined;
+        }
+      } else copies.push([dst, addr, len]);
       if (copy) {
         spare.push(dst);
         this.#s.sharedInserts++;
       } else {
         copy = { key: ckey, addr: dst, len, refs: 0 };
-        if (this.shared) this.#copies.set(ckey, copy);
+        if (this.shared) this.#copies.set(ckey, this.#copies.get(ckey) ?? copy); // a mismatch's own copy stays private
         this.#stored += len;
         this.#copyCount++;
       }
@@ -574,7 +585,7 @@ export class ChunkStore {
       this.#referenced--;
       this.#referencedBytes -= e.len;
     } else if ((this.#bytes -= e.len), --e.copy.refs === 0) {
-      if (this.shared) this.#copies.delete(e.copy.key);
+      if (this.shared && this.#copies.get(e.copy.key) === e.copy) this.#copies.delete(e.copy.key);
       this.#stored -= e.copy.len;
       this.#copyCount--;
       this.mem.free(e.copy.addr);

@@ -76,6 +76,12 @@ export interface ChunkStoreStats {
   duplicates: number;
   /** Inserts whose bytes another scope had already stored (a shared store kept them once). */
   sharedInserts: number;
+  /**
+   * Inserts (shared store) whose bytes differed from the stored copy of the same hash and length:
+   * kept in a copy of their own instead (a copy that no longer holds what its hash names serves
+   * no other scope).
+   */
+  sharedMismatches: number;
   evictions: number;
   evictedBytes: number;
   /** Inserts refused: larger than the budget, or nothing unpinned left to evict. */

@@ -123,7 +123,12 @@ export const DedupKind = { Hello: 1, Offer: 2, Need: 3, Round: 4, Grant: 5, End:
 export const DedupHashAlg = { Xxh3_128: 1, Sha256: 2 } as const;
 /** Hash bytes in a dedupEntry (a 16-byte XXH3-128 leaves the last 16 zero). */
 export const DEDUP_HASH_BYTES = 32;
-export const DedupEndStatus = { Ok: 0, Mismatch: 1, Malformed: 2, TooLarge: 3, Aborted: 4 } as const;
+/**
+ * Why a transfer ended (END, ABORT). HelloRefused only in an ABORT of the sender with xfer 0: it
+ * cannot use the receiver's HELLO, so no transfer will run on that pipe (the receiver learns it
+ * instead of waiting for ever).
+ */
+export const DedupEndStatus = { Ok: 0, Mismatch: 1, Malformed: 2, TooLarge: 3, Aborted: 4, HelloRefused: 5 } as const;
 /** For docs/wire.md. */
 export const DEDUP_KINDS = Object.entries(DedupKind).map(([k, v]) => `${v} ${k.toUpperCase()}`).join(', ');
 
@@ -270,7 +275,7 @@ export const DEDUP_ABORT = layout({
   byteOrder: 'big-endian',
   sabre: true,
   fields: {
-    status: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'DedupEndStatus saying why' },
+    status: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'DedupEndStatus saying why; from the sender with xfer 0, 5 = it refused the receiver\'s HELLO (no transfer will run on this pipe)' },
   },
 });
 
