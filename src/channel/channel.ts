@@ -245,7 +245,7 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
         return o.dedup && core.authorized;
       },
       qp: this.#qp, pd: this.#pd, zoneBytes: o.dedupZoneBytes, maxMessage: o.maxMessage, store: o.dedupStore, idleMs: o.dedupIdleMs,
-      sendRaw: (b) => void this.#send(b, true).catch(() => undefined),
+      sendRaw: (b) => this.#send(b, true), peerMaxMessage: () => this.#core.maxMessage,
       deliver: (r) => {
         (this.#front ??= []).push(r);
         // Not from inside the dedup receiver's own step: readers run after it has finished.

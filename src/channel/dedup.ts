@@ -67,8 +67,10 @@ export interface DedupHost {
   readonly maxMessage: number;
   /** The device chunk store incoming dedup sends use (option dedupStore). */
   readonly store: Readonly<Required<DedupStoreOptions>>;
-  /** Send a dedup-kind message now (not held behind dedup sends). */
-  sendRaw(bytes: Uint8Array): void;
+  /** Send a dedup-kind message now (not held behind dedup sends); rejects with why it could not go. */
+  sendRaw(bytes: Uint8Array): Promise<void>;
+  /** The largest message the peer takes (known once connected). */
+  peerMaxMessage(): number;
   /** A received object, in order (or the error of a transfer that failed). */
   deliver(r: Received | Error): void;
   /** How long a dedup transfer waits without word from the peer (option dedupIdleMs). */
@@ -140,13 +142,16 @@ export class ChannelDedup {
     // made now would never hear the close, nor settle.
     if (this.#closed) return Promise.reject(closedError());
     if (!this.#tx) {
+      // A message the channel refuses (over what the peer takes, its queue full) fails the
+      // sender with that reason at once: dropped, the transfer would only time out later.
       const pipe = {
         send: (b: Uint8Array) => this.#h.sendRaw(frame(DedupSub.ToRx, b)),
         onMessage: (f: (b: Uint8Array) => void) => void (this.#txHandler = f),
         onClose: (f: (e?: Error) => void) => void (this.#onTxClose = f),
       };
-      this.#tx = new DedupSender({ pipe, rdma: this, mem: dedupMemoryOf(this.#h.pd) });
-      this.#h.sendRaw(frame(DedupSub.Open));
+      // OFFER pages cut to what the peer takes, less this frame's 2 bytes.
+      this.#tx = new DedupSender({ pipe, rdma: this, mem: dedupMemoryOf(this.#h.pd), maxMessage: this.#h.peerMaxMessage() - 2 });
+      this.#h.sendRaw(frame(DedupSub.Open)).catch(() => undefined); // a channel that fails tells the sender itself
     }
     this.#sending++;
     this.#heard = performance.now();
@@ -241,7 +246,7 @@ export class ChannelDedup {
     } catch {
       // Not even 64 bytes of device memory to find the totals with: refused all the same.
     }
-    this.#h.sendRaw(frame(DedupSub.Refuse));
+    this.#h.sendRaw(frame(DedupSub.Refuse)).catch(() => undefined); // a failing channel tells the peer itself
   }
 
   /** Close the receiver and release its landing zone (the receiver stays, closed: later messages are dropped). */

@@ -87,6 +87,8 @@ export interface DedupSenderInit {
    * so the sender's thread keeps the transport going meanwhile. Default: on the caller's thread.
    */
   pool?: KernelRunner;
+  /** The most bytes one pipe message may have: OFFER pages are cut to fit (DedupSendOptions.maxMessage). */
+  maxMessage?: number;
 }
 
 export class DedupSender {
@@ -110,7 +112,7 @@ export class DedupSender {
   #error: Error | undefined;
 
   constructor(o: DedupSenderInit) {
-    this.#core = new DedupSendCore(o.window !== undefined ? { window: o.window } : {});
+    this.#core = new DedupSendCore({ ...(o.window !== undefined ? { window: o.window } : {}), ...(o.maxMessage !== undefined ? { maxMessage: o.maxMessage } : {}) });
     this.#pipe = o.pipe;
     this.#rdma = o.rdma;
     this.#mem = o.mem;

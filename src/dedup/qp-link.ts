@@ -26,6 +26,12 @@ export interface QpLinkOptions {
   messageBytes?: number;
   /** Sends in flight at once (more are queued). Default 8. */
   sendSlots?: number;
+  /**
+   * Sends queued beyond those in flight; past it send() rejects with ERR_QUEUE_FULL. The dedup
+   * protocol keeps a few messages out at a time (a window of OFFER pages, one ROUND per slot), so
+   * a queue this long means the peer stopped taking them. Default 1024.
+   */
+  maxQueued?: number;
 }
 
 /** Queue-pair attributes a QpLink needs (for the cm listen/connect qpInit). */
@@ -49,6 +55,7 @@ export class QpLink implements MessagePipe, RdmaWritePath {
   readonly #sendMr: MemoryRegion;
   readonly #recvCount: number;
   readonly #sendSlots: number;
+  readonly #maxQueued: number;
   readonly #freeSend: number[] = [];
   readonly #sendQueue: Array<{ bytes: Uint8Array; resolve: () => void; reject: (e: Error) => void }> = [];
   readonly #sends = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
@@ -59,8 +66,8 @@ export class QpLink implements MessagePipe, RdmaWritePath {
   #onClose: ((e?: Error) => void) | undefined;
   #stage: MemoryRegion | undefined;
   #closed = false;
-  /** Counters: messages and bytes each way, writes posted. */
-  readonly counters = { messagesSent: 0, messageBytesSent: 0, messagesReceived: 0, writes: 0, writeBytes: 0 };
+  /** Counters: messages and bytes each way, writes posted, sends refused (queue full). */
+  readonly counters = { messagesSent: 0, messageBytesSent: 0, messagesReceived: 0, writes: 0, writeBytes: 0, sendsRefused: 0 };
 
   private constructor(qp: QueuePair, cq: CompletionQueue, pd: ProtectionDomain, o: QpLinkOptions) {
     this.qp = qp;
@@ -69,6 +76,7 @@ export class QpLink implements MessagePipe, RdmaWritePath {
     this.messageBytes = o.messageBytes ?? 64 * 1024;
     this.#recvCount = o.recvBuffers ?? 32;
     this.#sendSlots = o.sendSlots ?? 8;
+    this.#maxQueued = o.maxQueued ?? 1024;
     this.#recvMr = pd.regMr(this.#recvCount * this.messageBytes, Access.LocalWrite);
     this.#sendMr = pd.regMr(this.#sendSlots * this.messageBytes, Access.LocalWrite);
     for (let i = 0; i < this.#sendSlots; i++) this.#freeSend.push(i);
@@ -91,6 +99,10 @@ export class QpLink implements MessagePipe, RdmaWritePath {
   send(bytes: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'link is closed'));
     if (bytes.length > this.messageBytes) return Promise.reject(new SabreError(ErrorCode.InvalidArgument, `message of ${bytes.length} bytes exceeds ${this.messageBytes}`));
+    if (this.#sendQueue.length >= this.#maxQueued) {
+      this.counters.sendsRefused++;
+      return Promise.reject(new SabreError(ErrorCode.QueueFull, `link: ${this.#sendQueue.length} sends already queued (the peer takes none)`));
+    }
     return new Promise((resolve, reject) => {
       this.#sendQueue.push({ bytes, resolve, reject });
       this.#pumpSends();

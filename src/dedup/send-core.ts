@@ -5,7 +5,7 @@
 // slot only once the last NEED is out), and trusts nothing the receiver says about pages or
 // slots it does not hold out.
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { DEDUP_HASH_BYTES, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
+import { DEDUP_ENTRY, DEDUP_HASH_BYTES, DEDUP_MSG, DEDUP_OFFER, DedupEndStatus, DedupKind } from '../wire/dedup-spec.js';
 import { HASH_ALG } from './hash.js';
 import { cdcParamsUsable } from '../kernels/cdc-params.js';
 import type { SendResult } from './types.js';
@@ -38,6 +38,12 @@ const endError = (status: number, detail: number): SabreError =>
 export interface DedupSendOptions {
   /** OFFER pages in flight before their NEED (flow control of the receiver's receive buffers). Default 4. */
   window?: number;
+  /**
+   * The most bytes one message of the pipe may have (a channel: what the peer takes). OFFER
+   * pages are cut to fit, whatever entries the HELLO allows: a page over it would be refused by
+   * the pipe. Default: no bound but the HELLO's maxEntries.
+   */
+  maxMessage?: number;
 }
 
 /**
@@ -52,6 +58,9 @@ export interface DedupSendOptions {
 export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
   readonly #actions = new Outbox<SendAction>();
   readonly #window: number;
+  readonly #maxMessage: number;
+  /** Entries per OFFER page: the HELLO's maxEntries, within maxMessage. */
+  #pageMax = 0;
   #hello: Hello | undefined;
   /** Why the receiver's HELLO was refused: the pipe has no usable parameters, now or later. */
   #helloRefused: SabreError | undefined;
@@ -85,6 +94,7 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
 
   constructor(o: DedupSendOptions = {}) {
     this.#window = o.window ?? 4;
+    this.#maxMessage = o.maxMessage ?? Infinity;
   }
 
   /** The receiver's HELLO, once it has arrived. */
@@ -145,6 +155,8 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
           || !cdcParamsUsable(h)) {
           return refuse(new SabreError(ErrorCode.Malformed, 'dedup: HELLO with unusable parameters'));
         }
+        this.#pageMax = Math.min(h.maxEntries, Math.floor((this.#maxMessage - DEDUP_MSG.size - DEDUP_OFFER.size) / DEDUP_ENTRY.size));
+        if (this.#pageMax < 1) return refuse(new SabreError(ErrorCode.LimitExceeded, `dedup: the pipe's messages (${this.#maxMessage} bytes) cannot hold an OFFER page`));
         this.#hello = h;
         this.#freeSlots = Array.from({ length: h.slots }, (_, i) => i);
         return [];
@@ -325,14 +337,13 @@ export class DedupSendCore implements PollsActions<SendAction>, HasTimeout {
 
   #offer(partial = false): SendAction[] {
     const out: SendAction[] = [];
-    const h = this.#hello!;
     while (!this.#lastSent && this.#pagesSent - this.#pagesAnswered < this.#window) {
       // The newest chunk waits for the next batch (or the end): only then is it known whether it
       // may be short (#badLength), and nothing unchecked is offered.
       const avail = (this.#ended ? this.#lens.length : this.#lens.length - 1) - this.#offered;
-      const lastPage = this.#ended && avail <= h.maxEntries;
-      if (!lastPage && avail < h.maxEntries && !(partial && avail > 0)) break;
-      const count = Math.min(avail, h.maxEntries);
+      const lastPage = this.#ended && avail <= this.#pageMax;
+      if (!lastPage && avail < this.#pageMax && !(partial && avail > 0)) break;
+      const count = Math.min(avail, this.#pageMax);
       const first = this.#offered;
       out.push({
         kind: 'send',
