@@ -72,6 +72,8 @@ export type ClientAction =
   /** Read slot `slot` now: an InterruptResponse says its block is there. */
   | { kind: 'check'; slot: number; id: number }
   | { kind: 'complete'; id: number; status: number; value: number; aux: number }
+  /** Request `id` failed here (its answer came but does not decode); the connection goes on. */
+  | { kind: 'reject'; id: number; code: FileErrorCodeValue; message: string }
   | { kind: 'ready'; limits: NegotiatedLimits }
   /** The connection is unusable; every outstanding request was failed with the same error. */
   | { kind: 'failed'; code: FileErrorCodeValue; message: string; status?: number };
@@ -284,19 +286,33 @@ export class ClientConnection implements PollsActions<ClientAction> {
     this.credits.granted(hdr.creditsGranted);
     this.credits.peerTarget = hdr.creditsRequested;
     const d = decodeBody(hdr, b.subarray(0, STATUS_BLOCK_LEN));
+    const mine = p !== undefined && p.sent && hdr.opcode === FileOp.Completion && hdr.requestId === p.id && sealOf(b) === p.id && hdr.slot === slot;
+    if (!d.ok && mine) {
+      // The block is this request's answer but says nothing it can take (a value past 2^53):
+      // the request fails now, rather than wait for its deadline and give the session up.
+      this.#retire(p, slot);
+      this.counters.malformed++;
+      this.#actions.push({ kind: 'reject', id: p.id, code: LocalCode.ProtocolError, message: `the server's answer does not decode: ${d.error}` });
+      return this.#pump();
+    }
     if (!d.ok || d.value.op !== FileOp.Completion) return this.#malformed(d.ok ? 'a status block that is not a Completion' : d.error);
     const body = d.value;
     if (!p || !p.sent || hdr.requestId !== p.id || body.seal !== p.id || hdr.slot !== slot) {
       return this.#malformed(`status block in slot ${slot} for request ${hdr.requestId} matches nothing outstanding`);
     }
-    this.#bySlot.delete(slot);
-    this.#byId.delete(p.id);
-    this.#freeSlots.push(slot);
+    this.#retire(p, slot);
     this.counters.completions++;
     if (viaImm) this.counters.interruptCompletions++;
     else this.counters.polledCompletions++;
     this.#actions.push({ kind: 'complete', id: p.id, status: body.status, value: body.value, aux: body.aux });
     this.#pump();
+  }
+
+  /** Request `p`, answered in `slot`, is outstanding no more. */
+  #retire(p: Pending, slot: number): void {
+    this.#bySlot.delete(slot);
+    this.#byId.delete(p.id);
+    this.#freeSlots.push(slot);
   }
 
   /** The RDMA connection or the pipe is gone: everything outstanding fails with `code`. */

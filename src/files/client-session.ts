@@ -354,6 +354,14 @@ export class ClientSession {
         else w.resolve(a);
         return;
       }
+      case 'reject': {
+        const w = this.#waiting.get(a.id);
+        this.#waiting.delete(a.id);
+        if (!w) return;
+        clearTimeout(w.timer);
+        w.reject(new FileError(a.code, `${w.what}: ${a.message}`));
+        return;
+      }
       case 'ready':
         return this.#onReady(a.limits);
       case 'failed': {

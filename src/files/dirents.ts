@@ -34,7 +34,7 @@ export function encodeDirEntries(out: Uint8Array, entries: readonly DirEntry[], 
     if (at + n > out.length || name.length > 0xffff) break;
     writeFields(FILE_DIR_ENTRY, out, at, {
       type: TYPES.indexOf(e.type), nameLen: name.length, mode: e.mode & 0xffff_ffff, size: Math.max(0, Math.min(e.size, Number.MAX_SAFE_INTEGER)),
-      mtimeMs: Math.max(0, Math.floor(e.mtimeMs)),
+      mtimeMs: Math.max(0, Math.min(Math.floor(e.mtimeMs), Number.MAX_SAFE_INTEGER)),
     });
     out.set(name, at + FILE_DIR_ENTRY.size);
     out.fill(0, at + FILE_DIR_ENTRY.size + name.length, at + n);

@@ -251,6 +251,10 @@ export class Jail {
         await ftruncate(fd, 0);
         size = 0;
       }
+      // The size crosses the wire as a safe integer (a sparse file on tmpfs or xfs may be
+      // larger): such a file cannot be served, and saying so beats a Completion the client
+      // cannot decode.
+      if (!Number.isSafeInteger(size)) return fail(FileStatus.LimitExceeded, 'the file is larger than 2^53 - 1 bytes');
       return { status: FileStatus.Success, file: new JailFile(fd, size, undefined, false) };
     } catch (e) {
       return fail(statusOf(e), 'checks after open failed');

@@ -14,7 +14,7 @@ import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, decodeBody, decodeHeader, encodeToBytes } from './messages.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
-import { CLIENT_OPS, type OpenFile, type Outbound, type Req, authResponseFields, openAccessRefused, stagingWrites } from './server-requests.js';
+import { CLIENT_OPS, type OpenFile, type Outbound, type Req, authResponseFields, openAccessRefused, stagingWrites, writePastSafeEnd } from './server-requests.js';
 import type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
@@ -231,7 +231,7 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
           this.counters.refusedReadOnly++;
           return this.#complete(req, FileStatus.ReadOnly);
         }
-        if (b.op === FileOp.WriteV && !(req.flags & FileFlag.Collapse)) return this.#complete(req, FileStatus.InvalidParameter);
+        if ((b.op === FileOp.WriteV && !(req.flags & FileFlag.Collapse)) || writePastSafeEnd(b)) return this.#complete(req, FileStatus.InvalidParameter);
         const f = this.#file(req, b.fileId, FileAccess.Write);
         if (!f) return;
         if (b.op === FileOp.WriteV && b.entries.length > L.maxVectors) return this.#limit(req);

@@ -50,6 +50,16 @@ export function openAccessRefused(access: number, readOnly: boolean): number | u
   return undefined;
 }
 
+/**
+ * A Write or WriteV naming a byte at or past 2^53 − 1. Sizes and offsets cross the wire as safe
+ * integers: a file grown past that could never be opened again (its size does not decode), so
+ * the write that would make it is refused.
+ */
+export function writePastSafeEnd(b: Body): boolean {
+  if (b.op === FileOp.Write) return b.offset + b.length > Number.MAX_SAFE_INTEGER;
+  return b.op === FileOp.WriteV && b.entries.some((e) => e.offset + e.length > Number.MAX_SAFE_INTEGER);
+}
+
 /** One RDMA Write of staged bytes: `length` bytes at `at` of the staging buffer to the client's sink. */
 export interface StagingWrite {
   at: number;

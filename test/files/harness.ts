@@ -53,6 +53,8 @@ export class Harness {
   readonly statusAddr = 0;
   readonly statusSlots: number;
   readonly done = new Map<number, Done>();
+  /** Requests the client failed on its own ('reject': an answer that does not decode). */
+  readonly rejected = new Map<number, { code: string; message: string }>();
   failed: { code: string; message: string; status?: number } | undefined;
   ready = false;
   terminated: { reason: string; status: number } | undefined;
@@ -189,6 +191,9 @@ export class Harness {
         }
         case 'complete':
           this.done.set(x.id, { status: x.status, value: x.value, aux: x.aux });
+          break;
+        case 'reject':
+          this.rejected.set(x.id, { code: x.code, message: x.message });
           break;
         case 'ready':
           this.ready = true;

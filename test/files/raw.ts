@@ -9,7 +9,7 @@ import { connectionProof } from '../../src/files/auth.js';
 import { writeFields } from '../../src/files/layout.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
 import { type Negotiated, PipeClient } from '../../src/files/pipe.js';
-import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../../src/wire/files-spec.js';
+import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileFlag, FileOp, FileProvider } from '../../src/wire/files-spec.js';
 import { pollAll } from '../../src/core/sans-io.js';
 
 export interface Got {
@@ -201,4 +201,33 @@ export class Raw {
     }
     await this.dev.close();
   }
+}
+
+/** A Completion's fields as the raw client sees them. */
+export interface RawDone {
+  status: number;
+  aux: number;
+  value: number;
+}
+
+/**
+ * A Raw connection, authenticated, with `ask`: send one request (Interrupt completion) and wait
+ * for its Completion (rejects after `ms`). Requests are numbered from 1, slots reused mod 60.
+ */
+export async function boundRaw(port: number, token: string, ms = 10_000): Promise<{ r: Raw; ask: (opcode: number, body: Body, data?: Uint8Array) => Promise<RawDone> }> {
+  const r = await Raw.open(port, token);
+  r.authenticate();
+  if (!(await r.until((g) => g.some((x) => x.hdr.opcode === FileOp.StatusResponse), ms))) {
+    await r.close();
+    throw new Error('the raw connection did not authenticate');
+  }
+  let id = 0;
+  const ask = async (opcode: number, body: Body, data?: Uint8Array): Promise<RawDone> => {
+    const rid = ++id;
+    r.message({ opcode, flags: FileFlag.Interrupt, requestId: rid, slot: rid % 60, creditsGranted: 1 }, body, data);
+    const mine = (x: Got): boolean => x.hdr.opcode === FileOp.Completion && x.hdr.requestId === rid;
+    if (!(await r.until((g) => g.some(mine), ms))) throw new Error(`no Completion for request ${rid} within ${ms} ms`);
+    return r.got.find(mine)!.body as unknown as RawDone;
+  };
+  return { r, ask };
 }
