@@ -18,7 +18,9 @@
 // - Replace writes a new temporary file (O_CREAT|O_EXCL|O_NOFOLLOW) in the held directory and
 //   renames it over the name in that same directory on a committed close (fsync of file and
 //   directory on request); an uncommitted close unlinks it. Renaming replaces a symbolic link or
-//   a hard link at the name itself, never what it points to;
+//   a hard link at the name itself, never what it points to. With Create|Exclusive the commit
+//   is link(2) then unlink of the temporary, so a name that appeared since the open is kept
+//   and the close fails with Exists;
 // - List reads the held directory and lstats names in it.
 // Without /proc/self/fd none of this can be done, and the jail refuses to open (nothing served).
 import { randomBytes } from 'node:crypto';
@@ -72,12 +74,16 @@ export function statusOf(e: unknown): number {
 
 export type Opened = { status: typeof FileStatus.Success; file: JailFile } | { status: number; why: string };
 
-/** A Replace put: the directory it is in (held open), the temporary's name and the final name. */
-interface Replacing {
+/**
+ * A Replace put: the directory it is in (held open), the temporary's name and the final name;
+ * `exclusive` (Create|Exclusive): the name must not exist when the put commits.
+ */
+export interface Replacing {
   dir: number;
   tmp: string;
   name: string;
   beneath: Beneath;
+  exclusive?: boolean;
 }
 
 /** A refusal thrown by the walk, or an errno, as the status and reason the jail reports. */
@@ -146,7 +152,15 @@ export class JailFile {
         await fsp.unlink(tmp).catch(() => {});
         return FileStatus.Success;
       }
-      if (this.#fsync) await fsync(this.fd);
+      if (this.#fsync) {
+        try {
+          await fsync(this.fd);
+        } catch (e) {
+          // The catch below only unlinks the temporary: the descriptor is closed here.
+          await close(this.fd).catch(() => {});
+          throw e;
+        }
+      }
       await close(this.fd);
       // The name appears in the directory we hold, which must still lie under the root.
       if (!(await r.beneath.holds(r.dir))) {
@@ -159,7 +173,12 @@ export class JailFile {
         await fsp.unlink(tmp).catch(() => {});
         return FileStatus.IsDirectory;
       }
-      await fsp.rename(tmp, final);
+      if (r.exclusive) {
+        // The open's check that the name was free is long past: link(2) creates the name only
+        // if it still does not exist (EEXIST → Exists), where rename(2) would replace it.
+        await fsp.link(tmp, final);
+        await fsp.unlink(tmp).catch(() => {});
+      } else await fsp.rename(tmp, final);
       if (this.#fsync) await fsync(r.dir);
       return FileStatus.Success;
     } catch (e) {
@@ -287,7 +306,7 @@ export class Jail {
       await fsp.unlink(at(dir.fd, tmp)).catch(() => {});
       return refuse(statusOf(e), 'chmod failed');
     }
-    return { status: FileStatus.Success, file: new JailFile(fd, 0, { dir: dir.fd, tmp, name, beneath: this.#beneath }, fsyncOnClose) };
+    return { status: FileStatus.Success, file: new JailFile(fd, 0, { dir: dir.fd, tmp, name, beneath: this.#beneath, exclusive: (access & FileAccess.Create && access & FileAccess.Exclusive) !== 0 }, fsyncOnClose) };
   }
 
   /**

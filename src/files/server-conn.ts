@@ -141,6 +141,13 @@ export class Conn {
           this.#budget.give();
           return { status: o.status };
         }
+        if (this.#released) {
+          // The server closed and freed this connection while the open ran (server.close()
+          // waits 2 s): nothing would ever close what it opened, so it is closed now.
+          await o.file.close(false).catch(() => undefined);
+          this.#budget.give();
+          return { status: FileStatus.ShuttingDown };
+        }
         const h = this.nextHandle++;
         this.files.set(h, o.file);
         return { status: FileStatus.Success, handle: h, value: o.file.size };
