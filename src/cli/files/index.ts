@@ -9,6 +9,7 @@ import { Progress } from '../progress.js';
 import type { Command } from '../command.js';
 import { formatRate } from '../table.js';
 import { UsageError } from '../usage.js';
+import { lsLine } from './listing.js';
 import { type ClientCli, FILES_HELP, parseClient, parseRemote, parseServe } from './options.js';
 
 export const FILES_COMMANDS = ['serve', 'get', 'put', 'ls'] as const;
@@ -153,10 +154,7 @@ async function ls(argv: string[], out: Out): Promise<number> {
     });
     if (o.json) out(JSON.stringify({ path: `/${r.path}`, entries }));
     else {
-      for (const e of entries) {
-        const t = e.type === 'directory' ? 'd' : e.type === 'symlink' ? 'l' : e.type === 'file' ? '-' : '?';
-        out(`${t} ${e.mode.toString(8).padStart(4, '0')} ${String(e.size).padStart(14)} ${new Date(e.mtimeMs).toISOString()} ${e.name}${e.type === 'directory' ? '/' : ''}`);
-      }
+      for (const e of entries) out(lsLine(e));
     }
     return 0;
   } finally {
