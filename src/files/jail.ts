@@ -21,7 +21,7 @@
 //   a hard link at the name itself, never what it points to. With Create|Exclusive the commit
 //   is link(2) then unlink of the temporary, so a name that appeared since the open is kept
 //   and the close fails with Exists;
-// - List reads the held directory and lstats names in it.
+// - List reads the held directory (or reuses its sorted names: ./list-cache.ts) and lstats names in it.
 // Without /proc/self/fd none of this can be done, and the jail refuses to open (nothing served).
 import { randomBytes } from 'node:crypto';
 import { constants as C, promises as fsp } from 'node:fs';
@@ -30,6 +30,7 @@ import { sep } from 'node:path';
 import { promisify } from 'node:util';
 import { FileAccess, FileStatus } from '../wire/files-spec.js';
 import { MAX_LIST_ENTRIES, direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
+import { ListingCache, readSortedNames } from './list-cache.js';
 import { at, Beneath, closeSoon, type Dir, Refused } from './openat.js';
 
 const open = promisify(fs.open);
@@ -193,6 +194,8 @@ export class JailFile {
 export class Jail {
   /** The served directory's realpath. */
   readonly root: string;
+  /** Sorted listings of directories, reused across List pages while unchanged. */
+  readonly listCache = new ListingCache();
   readonly #beneath: Beneath;
 
   private constructor(beneath: Beneath) {
@@ -317,13 +320,15 @@ export class Jail {
     const dir = await this.#dir(parts);
     if (!('fd' in dir)) return { status: dir.status, bytes: 0, next: 0 };
     try {
-      let names: string[];
+      let names: readonly string[] | undefined;
       try {
-        names = (await fsp.readdir(at(dir.fd))).filter((n) => !TEMP.test(n)).sort();
+        // Pages are cut from one sorted read of the directory, kept while it is unchanged (./list-cache.ts).
+        const st = await fstat(dir.fd, { bigint: true });
+        names = await this.listCache.load(st, cookie, () => readSortedNames(at(dir.fd), TEMP, MAX_LIST_ENTRIES));
+        if (!names) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
       } catch (e) {
         return { status: statusOf(e), bytes: 0, next: 0 };
       }
-      if (names.length > MAX_LIST_ENTRIES) return { status: FileStatus.LimitExceeded, bytes: 0, next: 0 };
       if (cookie > names.length) return { status: FileStatus.InvalidParameter, bytes: 0, next: 0 };
       const page: DirEntry[] = [];
       let room = out.length;

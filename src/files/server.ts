@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 // The verbs and cm API (what src/index.ts exports), from their modules: the file service sits above cm and verbs.
-import { type CmListener, type CmListenerCounters, connectionInfo, listen } from '../cm/index.js';
+import { type CmListener, connectionInfo, listen } from '../cm/index.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
@@ -36,71 +36,21 @@ import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
-import { checkDedupLimits, DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, type DedupCounters, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
+import { checkDedupLimits, DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS, FILE_DEDUP_SERVICE, newDedupCounters, serveDedupChannel } from './dedup.js';
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
-import { checkMaxOpenFiles, defaultMaxOpenFiles, OpenFileBudget, type OpenFileCounters } from './open-files.js';
+import { checkMaxOpenFiles, defaultMaxOpenFiles, OpenFileBudget } from './open-files.js';
 import { hostKey } from '../core/address.js';
-import { Admission, type AdmissionLimits, type BackoffCounters, type BackoffLimits, LoginBackoff } from './admission.js';
-import { type Offer, type PipeCounters, newPipeCounters } from './pipe.js';
-import { DEFAULT_PIPE_ADMISSION, PipeShell, type PipeShellCounters } from './pipes.js';
+import { Admission, type AdmissionLimits, LoginBackoff } from './admission.js';
+import { type Offer, newPipeCounters } from './pipe.js';
+import { DEFAULT_PIPE_ADMISSION, PipeShell } from './pipes.js';
 import {
-  DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits, newServerCounters,
+  DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerLimits, newServerCounters,
 } from './server-core.js';
-import { type SessionCounters, type SessionLimits, SessionTable } from './sessions.js';
+import { SessionTable } from './sessions.js';
+import type { FileServerStats, Provider, ServeOptions } from './serve-options.js';
 
-export type Provider = 'udp' | 'tcp' | 'inproc';
-
-export interface ServeOptions {
-  /** Interface for the pipe and the devices. Default 127.0.0.1. */
-  host?: string;
-  /** Control-pipe TCP port (0: ephemeral). Default 0. */
-  port?: number;
-  /** Providers to serve. Default ['udp', 'tcp']. */
-  transports?: Provider[];
-  /** The shared secret; serveFiles makes a random one when absent (server.token). */
-  token?: string;
-  readOnly?: boolean;
-  /** fsync every Replace put before its rename. */
-  fsync?: boolean;
-  limits?: Partial<ServerLimits>;
-  sessions?: Partial<SessionLimits>;
-  /** RDMA connections at once, authenticated or not (bounds memory). Default 64. */
-  maxConnections?: number;
-  /**
-   * RDMA connections not yet authenticated, all sources (default 16) and per source host (default
-   * 4); past either the oldest of the source holding the most is closed for the new one.
-   */
-  maxUnauthenticated?: number;
-  maxUnauthenticatedPerHost?: number;
-  /** Control pipes at once. Default 256. */
-  maxPipes?: number;
-  /** Control pipes of one source host (default 32); not yet authenticated: all (64), per host (8). */
-  maxPipesPerHost?: number;
-  maxUnauthenticatedPipes?: number;
-  maxUnauthenticatedPipesPerHost?: number;
-  /** The backoff of failed token proofs per source (docs/files.md "Security model"). */
-  login?: Partial<BackoffLimits>;
-  /** Refuse a token shorter than this (ERR_INVALID_ARGUMENT). Default 0: any; see weakToken. */
-  minTokenLength?: number;
-  /** udp device options (openDevice's). */
-  mtu?: number;
-  /** NIC threads of the udp and tcp devices (openDevice's `workers`; 0 runs them inline). */
-  workers?: number;
-  /**
-   * The devices' integrity check (openDevice's): udp 'xxh3' (default), 'crc32c' or 'none'; tcp
-   * 'crc32c' (default) or 'none' (MPA's CRC off) — 'xxh3' leaves tcp at its default.
-   */
-  integrity?: 'crc32c' | 'xxh3' | 'none';
-  /** Serve put/get --dedup (docs/files.md "Dedup transfers"). Default true. */
-  dedup?: boolean;
-  /** Largest file a dedup transfer moves (assembled in memory). Default 256 MiB. */
-  dedupMaxBytes?: number;
-  /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
-  dedupMaxTransfers?: number;
-  /** Files open at once, all connections and dedup transfers (limits.maxOpenFiles is per connection). Default: a quarter of the soft fd limit (./open-files.ts). */
-  maxOpenFilesTotal?: number;
-}
+export type { FileServerStats, Provider, ServeOptions };
 
 /**
  * Limits by provider, under ServeOptions.limits (which wins): udp's acknowledgements come back
@@ -114,25 +64,6 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   tcp: {},
   inproc: {},
 };
-
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters {
-  sessions: number;
-  /** RDMA connections not yet authenticated, now; pipes likewise. */
-  unauthenticatedConnections: number;
-  unauthenticatedPipes: number;
-  /** Unauthenticated RDMA connections closed to make room for a newer one. */
-  connectionsEvicted: number;
-  /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
-  loginSources: number;
-  /** Dedup channels waiting for their AUTH now. */
-  dedupPending: number;
-  /** RDMA connections alive now (authenticating or bound). */
-  liveConnections: number;
-  pipes: number;
-  connectionsRefused: number;
-  /** Bytes of device memory the connections have registered now. */
-  registeredBytes: number;
-}
 
 export class FileServer {
   readonly token: string;
@@ -547,7 +478,7 @@ export class FileServer {
     for (const c of this.#conns.values()) registered += c.registered;
     return {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
-      ...this.openFiles.counters(), sessions: this.sessions.size, liveConnections: this.#conns.size, pipes: this.#pipes.size,
+      ...this.openFiles.counters(), ...this.jail.listCache.counters(), sessions: this.sessions.size, liveConnections: this.#conns.size, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
       connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),

@@ -1,0 +1,84 @@
+// What serveFiles takes (ServeOptions) and what FileServer.stats() returns (FileServerStats):
+// the file server's public option and counter shapes, apart from the server that uses them.
+import type { CmListenerCounters } from '../cm/index.js';
+import type { BackoffCounters, BackoffLimits } from './admission.js';
+import type { DedupCounters } from './dedup.js';
+import type { ListCacheCounters } from './list-cache.js';
+import type { OpenFileCounters } from './open-files.js';
+import type { PipeCounters } from './pipe.js';
+import type { PipeShellCounters } from './pipes.js';
+import type { ServerCounters, ServerLimits } from './server-types.js';
+import type { SessionCounters, SessionLimits } from './sessions.js';
+
+export type Provider = 'udp' | 'tcp' | 'inproc';
+
+export interface ServeOptions {
+  /** Interface for the pipe and the devices. Default 127.0.0.1. */
+  host?: string;
+  /** Control-pipe TCP port (0: ephemeral). Default 0. */
+  port?: number;
+  /** Providers to serve. Default ['udp', 'tcp']. */
+  transports?: Provider[];
+  /** The shared secret; serveFiles makes a random one when absent (server.token). */
+  token?: string;
+  readOnly?: boolean;
+  /** fsync every Replace put before its rename. */
+  fsync?: boolean;
+  limits?: Partial<ServerLimits>;
+  sessions?: Partial<SessionLimits>;
+  /** RDMA connections at once, authenticated or not (bounds memory). Default 64. */
+  maxConnections?: number;
+  /**
+   * RDMA connections not yet authenticated, all sources (default 16) and per source host (default
+   * 4); past either the oldest of the source holding the most is closed for the new one.
+   */
+  maxUnauthenticated?: number;
+  maxUnauthenticatedPerHost?: number;
+  /** Control pipes at once. Default 256. */
+  maxPipes?: number;
+  /** Control pipes of one source host (default 32); not yet authenticated: all (64), per host (8). */
+  maxPipesPerHost?: number;
+  maxUnauthenticatedPipes?: number;
+  maxUnauthenticatedPipesPerHost?: number;
+  /** The backoff of failed token proofs per source (docs/files.md "Security model"). */
+  login?: Partial<BackoffLimits>;
+  /** Refuse a token shorter than this (ERR_INVALID_ARGUMENT). Default 0: any; see weakToken. */
+  minTokenLength?: number;
+  /** udp device options (openDevice's). */
+  mtu?: number;
+  /** NIC threads of the udp and tcp devices (openDevice's `workers`; 0 runs them inline). */
+  workers?: number;
+  /**
+   * The devices' integrity check (openDevice's): udp 'xxh3' (default), 'crc32c' or 'none'; tcp
+   * 'crc32c' (default) or 'none' (MPA's CRC off) — 'xxh3' leaves tcp at its default.
+   */
+  integrity?: 'crc32c' | 'xxh3' | 'none';
+  /** Serve put/get --dedup (docs/files.md "Dedup transfers"). Default true. */
+  dedup?: boolean;
+  /** Largest file a dedup transfer moves (assembled in memory). Default 256 MiB. */
+  dedupMaxBytes?: number;
+  /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
+  dedupMaxTransfers?: number;
+  /** Files open at once, all connections and dedup transfers (limits.maxOpenFiles is per connection). Default: a quarter of the soft fd limit (./open-files.ts). */
+  maxOpenFilesTotal?: number;
+}
+
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters, ListCacheCounters {
+  sessions: number;
+  /** RDMA connections not yet authenticated, now; pipes likewise. */
+  unauthenticatedConnections: number;
+  unauthenticatedPipes: number;
+  /** Unauthenticated RDMA connections closed to make room for a newer one. */
+  connectionsEvicted: number;
+  /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
+  loginSources: number;
+  /** Dedup channels waiting for their AUTH now. */
+  dedupPending: number;
+  /** RDMA connections alive now (authenticating or bound). */
+  liveConnections: number;
+  pipes: number;
+  connectionsRefused: number;
+  /** Bytes of device memory the connections have registered now. */
+  registeredBytes: number;
+}
+
