@@ -119,6 +119,8 @@ export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
   readonly #reader = new PipeReader();
   readonly #deadline: number;
   readonly #host: string;
+  /** The source as the session table counts it (undefined when the shell named none). */
+  readonly #sessionHost: string | undefined;
   readonly #backoff: LoginBackoff | undefined;
   #held: { mac: Uint8Array; at: number } | undefined;
   #nc: Uint8Array = new Uint8Array(0);
@@ -133,6 +135,7 @@ export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
   }) {
     this.#token = o.token;
     this.#host = o.host ?? '?';
+    this.#sessionHost = o.host;
     this.#backoff = o.backoff;
     this.#sessions = o.sessions;
     this.#offer = o.offer;
@@ -208,7 +211,7 @@ export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
       return this.#close('wrong token');
     }
     this.#backoff?.succeeded(this.#host);
-    const s = this.#sessions.open(sessionKey(this.#token, this.#nc, this.#ns));
+    const s = this.#sessions.open(sessionKey(this.#token, this.#nc, this.#ns), this.#sessionHost);
     if (!s) {
       this.#write(FilePipeType.Welcome, body(FILE_PIPE_WELCOME, { status: FileStatus.SessionLimit }));
       return this.#close('session limit');

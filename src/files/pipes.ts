@@ -108,7 +108,11 @@ export class PipeShell {
           s.once('drain', resume);
         }
       }
-      if (core.state === 'ready') this.admission.authenticated(s);
+      if (core.state === 'ready') {
+        this.admission.authenticated(s);
+        // The session table ends the pipe of a session it evicts (./sessions.ts).
+        core.session!.end ??= () => s.destroy();
+      }
       arm();
     };
     arm();

@@ -25,6 +25,11 @@ export interface ServeOptions {
   /** fsync every Replace put before its rename. */
   fsync?: boolean;
   limits?: Partial<ServerLimits>;
+  /**
+   * Session limits (./sessions.ts): maxSessions (64), maxSessionsPerHost (16: one source host's
+   * share), idleEvictMs (10 000: a full table closes the session longest without a bound
+   * connection, if idle that long, for a new one), maxConnectionsPerSession, maxPendingKeys, keyTtlMs.
+   */
   sessions?: Partial<SessionLimits>;
   /** RDMA connections at once, authenticated or not (bounds memory). Default 64. */
   maxConnections?: number;
@@ -65,6 +70,8 @@ export interface ServeOptions {
 
 export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters, ListCacheCounters {
   sessions: number;
+  /** Source hosts holding a session now (each holds at most sessions.maxSessionsPerHost). */
+  sessionHosts: number;
   /** RDMA connections not yet authenticated, now; pipes likewise. */
   unauthenticatedConnections: number;
   unauthenticatedPipes: number;

@@ -478,7 +478,7 @@ export class FileServer {
     for (const c of this.#conns.values()) registered += c.registered;
     return {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
-      ...this.openFiles.counters(), ...this.jail.listCache.counters(), sessions: this.sessions.size, liveConnections: this.#conns.size, pipes: this.#pipes.size,
+      ...this.openFiles.counters(), ...this.jail.listCache.counters(), sessions: this.sessions.size, sessionHosts: this.sessions.hosts, liveConnections: this.#conns.size, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
       connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),
