@@ -2,6 +2,7 @@
 // id and by the peer's address; the peers' share of them capped per source host and per
 // device, an idle one reclaimed for a newcomer; old peer ids remembered as retired; and the
 // context counters summed over those dropped.
+import { hostKey } from '../../core/address.js';
 import type { UdpCookie } from '../../wire/udp.js';
 import type { ContextCounters } from './context-options.js';
 import { TransportContext } from './context.js';
@@ -50,6 +51,8 @@ export interface Entry {
   key: string;
   /** Created because the peer contacted us: counts against its host's cap. */
   inbound: boolean;
+  /** The host its cap counts it under (core/address hostKey: an IPv6 /64 is one host). */
+  host: string;
   /** The peer's cookie, repeated while our datagrams carry dstCtx 0 (we contacted it). */
   cookie: UdpCookie | undefined;
   /** Our reset token for ctx.localId, sent until the peer names our id (then it has it). */
@@ -97,14 +100,14 @@ export class ContextTable {
     // We contact it: one datagram until it shows it keeps state for us (see validated()).
     ctx.probing = !inbound;
     const e: Entry = {
-      ctx, peer, key: addrKey(peer), inbound, cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
+      ctx, peer, key: addrKey(peer), inbound, host: hostKey(peer.host), cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
       integ: undefined,
     };
     this.byId.set(ctx.localId, e);
     this.byAddr.set(e.key, e);
     if (inbound) {
-      const h = this.hosts.get(peer.host);
-      if (h === undefined) this.hosts.set(peer.host, { inbound: 1, scanAt: -Infinity });
+      const h = this.hosts.get(e.host);
+      if (h === undefined) this.hosts.set(e.host, { inbound: 1, scanAt: -Infinity });
       else h.inbound++;
     }
     this.counters.contextsCreated++;
@@ -122,8 +125,8 @@ export class ContextTable {
     this.byId.delete(e.ctx.localId);
     if (this.byAddr.get(e.key) === e) this.byAddr.delete(e.key);
     if (e.inbound) {
-      const h = this.hosts.get(e.peer.host);
-      if (h !== undefined && --h.inbound <= 0) this.hosts.delete(e.peer.host);
+      const h = this.hosts.get(e.host);
+      if (h !== undefined && --h.inbound <= 0) this.hosts.delete(e.host);
       e.inbound = false;
     }
   }
@@ -169,7 +172,7 @@ export class ContextTable {
   }
 
   /**
-   * Free the quiescent context (of `host`'s inbound ones, or any) idle longest, if it has
+   * Free the quiescent context (of `host`'s inbound ones — `host` a hostKey — or any) idle longest, if it has
    * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
    * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
    * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
@@ -181,7 +184,7 @@ export class ContextTable {
     if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
     let victim: Entry | undefined;
     for (const e of this.byId.values()) {
-      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.peer.host !== host))) continue;
+      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.host !== host))) continue;
       if (victim === undefined || e.ctx.lastActivity < victim.ctx.lastActivity) victim = e;
     }
     const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
@@ -195,8 +198,15 @@ export class ContextTable {
     return true;
   }
 
-  /** Room for a context a validated peer of `host` asks for: its host's cap, then the device's. */
-  room(host: string, now: number): boolean {
+  /**
+   * Room for a context a validated peer at address `addr` asks for: its host's cap, then the
+   * device's. The host is core/address hostKey's, as every other per-source bound's: an IPv6
+   * /64 is one host (its holder has 2^64 addresses it can receive at; keyed by the full address,
+   * one /64 passed the cookie handshake from as many as it liked and was held to maxContexts
+   * alone — test/attack/udp-ipv6-prefix).
+   */
+  room(addr: string, now: number): boolean {
+    const host = hostKey(addr);
     const h = this.hosts.get(host);
     if (h !== undefined && h.inbound >= this.opts.maxContextsPerHost && !this.reclaimIdle(now, host)) {
       this.counters.hostLimit++;

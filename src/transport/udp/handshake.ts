@@ -18,6 +18,7 @@
 // - RESETs answer datagrams for contexts we do not have: rate-limited per device and per
 //   destination host, never for a RESET or COOKIE, at most 3x the datagram that caused them.
 // The integrity mode is settled here too, from both sides' wishes (./integrity.ts).
+import { hostKey } from '../../core/address.js';
 import { UDP_COOKIE, UDP_TOKEN, UdpIntegrity } from '../../wire/spec.js';
 import { UdpType, UDP_HDR_LEN, UDP_TRAILER_LEN, type UdpHdr } from '../../wire/udp.js';
 import { tsNow, type FailReason } from './context-options.js';
@@ -211,7 +212,9 @@ export class Handshake {
       return;
     }
     if (owed) this.counters.resetsOwed++;
-    else if (!this.hostResets.take(to.host, now)) {
+    // Per destination host as the context caps count hosts (core/address hostKey): a flood
+    // spoofed from addresses of one IPv6 /64 draws one host's RESETs, not the device's rate.
+    else if (!this.hostResets.take(hostKey(to.host), now)) {
       this.counters.resetsSuppressed++;
       return;
     } else if (!this.deviceResets.take(now)) {
