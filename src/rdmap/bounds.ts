@@ -25,7 +25,7 @@ export interface EngineBounds {
   maxOooBytes: number;
   /** srd flows per QP. */
   maxSrdFlows: number;
-  /** srd flows per QP from one peer address. */
+  /** srd flows per QP from one source host (core/address sourceKey: any of its ports; an IPv6 /64 as one host). */
   maxSrdFlowsPerPeer: number;
   /** An srd flow quiescent this long restarts its ssn (and may be evicted after twice this). */
   srdIdleMs: number;

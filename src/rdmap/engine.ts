@@ -21,7 +21,7 @@
 // arrives, but completes messages strictly in ssn order: receive completions, immediate data,
 // read and atomic execution, read completion, and the cumulative ack that tells the requester
 // its Write/Send is placed and visible.
-import { addressKey, type DeviceAddress } from '../core/address.js';
+import { addressKey, type DeviceAddress, sourceKey } from '../core/address.js';
 import { detachFrame, type Owns } from '../core/detach.js';
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import type { Inbound } from '../core/frame.js';
@@ -203,9 +203,9 @@ export class RdmapEngine {
     return this.#e.notReadyFrom.size;
   }
 
-  /** srd: flows `qp` holds with `peer` (diagnostics, tests). */
+  /** srd: flows `qp` holds with `peer`'s source host (core/address sourceKey; diagnostics, tests). */
   srdFlowCount(qp: EngineQp, peer: DeviceAddress): number {
-    return qp.peerFlows.get(addressKey(peer)) ?? 0;
+    return qp.peerFlows.get(sourceKey(peer)) ?? 0;
   }
 
   get bounds(): EngineBounds {

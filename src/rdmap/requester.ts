@@ -9,7 +9,7 @@
 // a stream of writes to one buffer would go one per round trip. The responder keeps "a later
 // write to the same bytes wins" instead, when the link reorders segments (arrival.ts clips an
 // earlier write's late segment around what later writes placed).
-import { addressKey, type DeviceAddress } from '../core/address.js';
+import { addressKey, type DeviceAddress, sourceKey } from '../core/address.js';
 import { QpState, WcOpcode, WcStatus, type WcStatusValue } from '../core/enums.js';
 import { DEVICE_QPN, type Frame, type SegFrame } from '../core/frame.js';
 import { GatherCursor } from '../core/gather.js';
@@ -44,8 +44,9 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
     f.srd = true;
     f.answers = qp.answers;
     f.epoch = epoch & EPOCH_MASK;
+    f.source = sourceKey(peer);
     qp.ownFlows().set(k, f);
-    qp.ownPeerFlows().set(key, (qp.peerFlows.get(key) ?? 0) + 1);
+    qp.ownPeerFlows().set(f.source, (qp.peerFlows.get(f.source) ?? 0) + 1);
     flowMade(e, f);
   }
   return f;
@@ -53,14 +54,18 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
 
 /**
  * srd: the flow a segment from (peer, rqpn) belongs to, made if the QP has room for it
- * (bounds.ts: per QP and per peer address; a full table gives up its oldest idle flow).
- * undefined: refused and counted.
+ * (bounds.ts: per QP and per source host; a full table gives up its oldest idle flow).
+ * undefined: refused and counted. The per-peer cap counts the peer's host (core/address
+ * sourceKey: its port left out, an IPv6 /64 as one host), as every per-source bound does: by
+ * address and port, one host sending from 16 ports (16 udp cookie handshakes) filled a
+ * 1024-flow table and, keeping its flows busy, locked every other peer out of the QP — of a
+ * listener's CM QP, every other device's connect (test/attack/srd-flows-one-host).
  */
 export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key: string, epoch = 0): Flow | undefined {
   const f = qp.flows.get(flowKey(key, rqpn));
   if (f) return f;
   const b = e.bounds;
-  if ((qp.peerFlows.get(key) ?? 0) >= b.maxSrdFlowsPerPeer || (qp.flows.size >= b.maxSrdFlows && !evictIdle(e, qp))) {
+  if ((qp.peerFlows.get(sourceKey(peer)) ?? 0) >= b.maxSrdFlowsPerPeer || (qp.flows.size >= b.maxSrdFlows && !evictIdle(e, qp))) {
     e.counters.srdFlowsRefused++;
     return undefined;
   }
@@ -91,9 +96,9 @@ function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
   f.answerBytes = 0;
   releaseFlow(qp, f);
   flowGone(e, f);
-  const n = (qp.peerFlows.get(f.peerKey) ?? 1) - 1;
-  if (n > 0) qp.ownPeerFlows().set(f.peerKey, n);
-  else qp.peerFlows.delete(f.peerKey);
+  const n = (qp.peerFlows.get(f.source) ?? 1) - 1;
+  if (n > 0) qp.ownPeerFlows().set(f.source, n);
+  else qp.peerFlows.delete(f.source);
 }
 
 /**

@@ -207,6 +207,8 @@ export interface InMessage {
 export class Flow {
   readonly peer: DeviceAddress;
   readonly peerKey: string;
+  /** srd: the source host its QP's per-peer cap counts it under (core/address sourceKey); '' for rc. */
+  source = '';
   readonly rqpn: number;
   /** What the peer speaks (core/peer.ts): sabre unless a connection link said otherwise. */
   profile: PeerProfile = SABRE_PEER;
@@ -358,7 +360,7 @@ export class EngineQp {
   oooBytes = 0;
   /** srd: bytes of read answers its flows hold (Flow.answers). */
   readonly answers = { bytes: 0 };
-  /** srd: flows per peer address key, and when a full table is next worth scanning for an idle flow. */
+  /** srd: flows per source host (core/address sourceKey), and when a full table is next worth scanning for an idle flow. */
   peerFlows: Map<string, number> = noEntries();
   evictRetryAt = 0;
   /** On EngineState's changed list (changed()). */
