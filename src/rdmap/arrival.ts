@@ -265,7 +265,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       placeTagged(e, qp, flow, m, f, h.stag, h.to, plen, row.access!, WcStatus.LocProtErr);
       return;
     case 'receive': {
-      const r = qp.type === 'srd' && env.ssn === flow.expected ? recvForExpected(qp, m) : recvFor(qp, m);
+      const r = qp.type === 'srd' && env.ssn === flow.expected ? recvForExpected(qp, m, flow) : recvFor(qp, m, flow);
       if (r === null) return failMsg(m, hdr, plen, TERM.invalidMsn);
       if (r === undefined) {
         if (qp.type === 'srd') refuse(qp, flow, env.ssn);

@@ -24,6 +24,7 @@ export function settle(qp: EngineQp, m: InMessage): void {
 
 /** Message `m` left its flow (completed, or the flow forgotten). */
 export function release(qp: EngineQp, m: InMessage): void {
+  if (qp.recvHolders.size > 0) qp.recvHolders.delete(m);
   qp.oooEntries -= m.heldEntries;
   qp.oooBytes -= m.held;
   m.heldEntries = 0;

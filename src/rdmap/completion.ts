@@ -67,6 +67,7 @@ export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status
     f.readsIn = 0;
     f.answerBytes = 0;
   }
+  qp.recvHolders.clear();
   qp.oooEntries = 0;
   qp.oooBytes = 0;
   qp.rdAtomic = 0;

@@ -51,7 +51,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
     const recv = row?.recv;
     if (recv?.at === 'completion' && complete) {
       // Nothing was placed: the receive is claimed now.
-      const r = recvForExpected(qp, m);
+      const r = recvForExpected(qp, m, flow);
       if (r === null) {
         failMsg(m, m.hdr ?? NO_HDR, 0, TERM.invalidMsn);
         continue;
@@ -63,7 +63,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         } else if (m.rnrArmed) nakRnr(e, qp, flow, m);
         return;
       }
-    } else if (recv && (complete ? recvFor(qp, m) === undefined : m.rnrArmed)) {
+    } else if (recv && (complete ? recvFor(qp, m, flow) === undefined : m.rnrArmed)) {
       // Segments were dropped for want of a receive: they come again after the requester's RNR
       // timer. A zero-length Send is complete with nothing placed: it too waits for its receive,
       // NAKed once per arrival (later steps of the flow leave it waiting).

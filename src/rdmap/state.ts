@@ -363,6 +363,12 @@ export class EngineQp {
   /** srd: flows per source host (core/address sourceKey), and when a full table is next worth scanning for an idle flow. */
   peerFlows: Map<string, number> = noEntries();
   evictRetryAt = 0;
+  /**
+   * srd: the pending messages that claimed a posted receive, with their flows (receives.ts:
+   * the one a flow's turn may rob). At most one per claimed receive; a message leaves it when
+   * it leaves its flow (budget.ts release).
+   */
+  recvHolders: Map<InMessage, Flow> = noEntries();
   /** On EngineState's changed list (changed()). */
   changed = false;
   constructor(qpn: number, type: 'rc' | 'srd', pd: number, caps: QpCaps, sendCq: CompletionSink, recvCq: CompletionSink, reportSource: boolean) {
@@ -383,6 +389,10 @@ export class EngineQp {
 
   ownPeerFlows(): Map<string, number> {
     return this.peerFlows === NO_ENTRIES ? (this.peerFlows = new Map()) : this.peerFlows;
+  }
+
+  ownRecvHolders(): Map<InMessage, Flow> {
+    return this.recvHolders === NO_ENTRIES ? (this.recvHolders = new Map()) : this.recvHolders;
   }
 
   /** Every flow: rc's one, or srd's table. */
