@@ -12,6 +12,13 @@ import type { RxUlpdu } from './fpdu.js';
  * an audit).
  */
 const UNOWNED_MAX_BYTES = 1 << 20;
+/**
+ * What one kept ULPDU costs besides its bytes (its copy's typed array and buffer objects, about
+ * 130 bytes of heap for a small one), charged against the bound too. Counting the ULPDU bytes
+ * alone, a peer sending empty FPDUs (8 bytes each on the wire) made a connection keep ~30 times
+ * what it sent (500 MB for 16 MB) without ever reaching the bound (found by an audit).
+ */
+const ENTRY_COST = 128;
 
 export class UnownedUlpdus {
   #queued: Uint8Array[] = [];
@@ -26,7 +33,7 @@ export class UnownedUlpdus {
   keep(batch: readonly RxUlpdu[], u8: Uint8Array): void {
     for (const u of batch) {
       this.#queued.push(u8.slice(u.ptr, u.ptr + u.len));
-      this.#bytes += u.len;
+      this.#bytes += u.len + ENTRY_COST;
     }
     if (this.#bytes >= UNOWNED_MAX_BYTES && !this.#held) {
       this.#held = true;
