@@ -69,6 +69,7 @@ interface Queued {
   ack: boolean;
   /** The ssn of the message it ends, to a peer that sends no acks (-1: none): see #sendSeg. */
   mark: number;
+  /** An RNR NAK's ssn (QpStream.rnrQueued). */ rnr?: number;
 }
 
 const CRC_BLOCK = 16384;
@@ -95,6 +96,8 @@ class QpStream {
   blocked = false;
   readonly queue: Queued[] = [];
   queuedBytes = 0;
+  /** ssns of the RNR NAKs waiting in the queue: a repeat tells the peer nothing new (dropped, rnrCoalesced). */
+  rnrQueued: Set<number> | undefined;
   /** Reading from the socket is paused for the queue (backpressure). */
   paused = false;
   /** RDMA Read Requests of the peer not answered in full yet (RFC 5040 IRD), and the IRD we gave it. */
@@ -146,7 +149,7 @@ export class TcpLink implements Link, QpConnections {
     /** Read Requests past the IRD (Terminated), socket reads paused for a full queue. */
     readsRefused: 0, readPauses: 0,
     /** QPs closed with views of their memory still waiting for the kernel: the stream was cut (connection.ts #close). */
-    closesCut: 0,
+    closesCut: 0, rnrCoalesced: 0,
   };
   readonly #maxQueued: number;
   /** The control message being framed (connection.send copies the header into its transmit slab). */
@@ -273,9 +276,13 @@ export class TcpLink implements Link, QpConnections {
   }
 
   #control(s: QpStream, kind: number, ssn: number): void {
+    // A sabre peer's queue is never paused for (#write): one not reading grew it by a NAK per copy of an unreceivable message it sent.
+    const rnr = kind === SabreControlKind.Rnr && s.blocked;
+    if (rnr && s.rnrQueued?.has(ssn)) return void this.counters.rnrCoalesced++;
     this.counters.controlOut++;
     // Framed at once unless the stream is blocked (then it waits in the queue: its own buffer).
     this.#write(s, encodeSabreControl(kind, ssn, s.blocked ? undefined : this.#ctl), [], false, kind === SabreControlKind.Ack, -1);
+    if (rnr) (s.rnrQueued ??= new Set()).add((s.queue[s.queue.length - 1]!.rnr = ssn));
   }
 
   #write(s: QpStream, hdr: Uint8Array, payload: readonly Uint8Array[], endsRead: boolean, ack: boolean, mark: number): void {
@@ -319,11 +326,13 @@ export class TcpLink implements Link, QpConnections {
       while (s.queue.length && !s.blocked && !s.dead) {
         const q = s.queue.shift()!;
         s.queuedBytes -= q.bytes;
+        if (q.rnr !== undefined) s.rnrQueued!.delete(q.rnr);
         this.#sendNow(s, q.hdr, q.payload, q.endsRead, q.mark);
       }
       if (s.dead) {
         s.queue.length = 0;
         s.queuedBytes = 0;
+        s.rnrQueued = undefined;
       }
       if (s.paused && s.queuedBytes <= this.#maxQueued / 2) {
         s.paused = false;
