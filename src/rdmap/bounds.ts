@@ -25,7 +25,11 @@ export interface EngineBounds {
   maxOooBytes: number;
   /** srd flows per QP. */
   maxSrdFlows: number;
-  /** srd flows per QP from one source host (core/address sourceKey: any of its ports; an IPv6 /64 as one host). */
+  /**
+   * srd flows per QP from one peer address (host and port). A source host (core/address
+   * sourceKey: any of its ports, an IPv6 /64 as one host) holds at most half of maxSrdFlows
+   * (hostFlowCap), whatever its ports.
+   */
   maxSrdFlowsPerPeer: number;
   /** An srd flow quiescent this long restarts its ssn (and may be evicted after twice this). */
   srdIdleMs: number;
@@ -50,6 +54,15 @@ export interface EngineBounds {
    */
   maxQpAnswerBytes: number;
 }
+
+/**
+ * srd flows per QP from one source host: half the table (at least maxSrdFlowsPerPeer). One host
+ * sending from many ports (one udp cookie handshake each) filled a QP's whole table and, keeping
+ * its flows busy, locked every other peer out — of a listener's CM QP, every other device's
+ * connect. Half, not maxSrdFlowsPerPeer: the many processes of one host (a cluster's workers,
+ * a test harness) each talk to the QP from a port of their own.
+ */
+export const hostFlowCap = (b: EngineBounds): number => Math.max(b.maxSrdFlowsPerPeer, b.maxSrdFlows >>> 1);
 
 export const DEFAULT_BOUNDS: EngineBounds = {
   maxOooEntries: 4096,

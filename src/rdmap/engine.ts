@@ -179,6 +179,7 @@ export class RdmapEngine {
     qp.flow = undefined;
     qp.flows = noEntries();
     qp.peerFlows = noEntries();
+    qp.hostFlows = noEntries();
     qp.oooEntries = 0;
     qp.oooBytes = 0;
     qp.sq.clear();
@@ -203,9 +204,9 @@ export class RdmapEngine {
     return this.#e.notReadyFrom.size;
   }
 
-  /** srd: flows `qp` holds with `peer`'s source host (core/address sourceKey; diagnostics, tests). */
+  /** srd: flows `qp` holds with `peer` (diagnostics, tests). */
   srdFlowCount(qp: EngineQp, peer: DeviceAddress): number {
-    return qp.peerFlows.get(sourceKey(peer)) ?? 0;
+    return qp.peerFlows.get(addressKey(peer)) ?? 0;
   }
 
   get bounds(): EngineBounds {

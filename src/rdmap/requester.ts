@@ -21,6 +21,7 @@ import { drainSq, finish, qpError } from './completion.js';
 import { flowGone, flowMade, heardNotReady, watchdogHeard } from './not-ready.js';
 import { WrKind } from './opcodes.js';
 import { releaseFlow } from './budget.js';
+import { hostFlowCap } from './bounds.js';
 import { ctlFrame, dataFrame, dataFrames, type DataMsg, immediateFrame } from './segmenter.js';
 import { Epoch, EPOCH_MASK, epochCheck, letAnswersGo, nextEpoch, outFromOne, outIdle, restart, stamp } from './srd-epoch.js';
 import { type EngineQp, type EngineState, Flow, type InMessage, type OutMessage, type SendWork } from './state.js';
@@ -46,7 +47,8 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
     f.epoch = epoch & EPOCH_MASK;
     f.source = sourceKey(peer);
     qp.ownFlows().set(k, f);
-    qp.ownPeerFlows().set(f.source, (qp.peerFlows.get(f.source) ?? 0) + 1);
+    bump(qp.ownPeerFlows(), key, 1);
+    bump(qp.ownHostFlows(), f.source, 1);
     flowMade(e, f);
   }
   return f;
@@ -54,18 +56,19 @@ export function srdFlow(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn:
 
 /**
  * srd: the flow a segment from (peer, rqpn) belongs to, made if the QP has room for it
- * (bounds.ts: per QP and per source host; a full table gives up its oldest idle flow).
- * undefined: refused and counted. The per-peer cap counts the peer's host (core/address
- * sourceKey: its port left out, an IPv6 /64 as one host), as every per-source bound does: by
- * address and port, one host sending from 16 ports (16 udp cookie handshakes) filled a
- * 1024-flow table and, keeping its flows busy, locked every other peer out of the QP — of a
- * listener's CM QP, every other device's connect (test/attack/srd-flows-one-host).
+ * (bounds.ts: per QP, per peer address and per source host — hostFlowCap; at a cap the oldest
+ * idle flow under it goes, if there is one). undefined: refused and counted.
  */
 export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqpn: number, key: string, epoch = 0): Flow | undefined {
   const f = qp.flows.get(flowKey(key, rqpn));
   if (f) return f;
   const b = e.bounds;
-  if ((qp.peerFlows.get(sourceKey(peer)) ?? 0) >= b.maxSrdFlowsPerPeer || (qp.flows.size >= b.maxSrdFlows && !evictIdle(e, qp))) {
+  const src = sourceKey(peer);
+  if (
+    ((qp.peerFlows.get(key) ?? 0) >= b.maxSrdFlowsPerPeer && !evictIdle(e, qp, (x) => x.peerKey === key))
+    || ((qp.hostFlows.get(src) ?? 0) >= hostFlowCap(b) && !evictIdle(e, qp, (x) => x.source === src))
+    || (qp.flows.size >= b.maxSrdFlows && !evictIdle(e, qp))
+  ) {
     e.counters.srdFlowsRefused++;
     return undefined;
   }
@@ -73,15 +76,16 @@ export function srdFlowIn(e: EngineState, qp: EngineQp, peer: DeviceAddress, rqp
 }
 
 /**
- * Evict the oldest srd flow with nothing in flight either way and idle both ways for
- * 2×srdIdleMs (both ends restart such a flow at ssn 1: bounds.ts). A scan that finds none is
- * not repeated for a while, so a flood of new flows against a full table costs O(1) each.
+ * Evict the oldest srd flow (of those `under` a cap, or any) with nothing in flight either way
+ * and idle both ways for 2×srdIdleMs (both ends restart such a flow at ssn 1: bounds.ts). A scan
+ * that finds none is not repeated for a while, so a flood of new flows against a full table (or
+ * a full cap) costs O(1) each.
  */
-function evictIdle(e: EngineState, qp: EngineQp): boolean {
+function evictIdle(e: EngineState, qp: EngineQp, under?: (f: Flow) => boolean): boolean {
   if (e.now < qp.evictRetryAt) return false;
   const idle = 2 * e.bounds.srdIdleMs;
   for (const [k, f] of qp.flows) {
-    if (f.outstanding || f.pending.size > 0 || e.now - f.lastSegIn < idle || e.now - f.lastOut < idle) continue;
+    if (f.outstanding || f.pending.size > 0 || e.now - f.lastSegIn < idle || e.now - f.lastOut < idle || (under && !under(f))) continue;
     dropFlow(e, qp, k, f);
     e.counters.srdFlowsEvicted++;
     return true;
@@ -96,9 +100,14 @@ function dropFlow(e: EngineState, qp: EngineQp, k: string, f: Flow): void {
   f.answerBytes = 0;
   releaseFlow(qp, f);
   flowGone(e, f);
-  const n = (qp.peerFlows.get(f.source) ?? 1) - 1;
-  if (n > 0) qp.ownPeerFlows().set(f.source, n);
-  else qp.peerFlows.delete(f.source);
+  bump(qp.peerFlows, f.peerKey, -1);
+  bump(qp.hostFlows, f.source, -1);
+}
+
+/** Count `d` more flows under `k` in a per-peer or per-host table (an entry that reaches 0 goes). */
+function bump(m: Map<string, number>, k: string, d: number): void {
+  const n = (m.get(k) ?? 0) + d;
+  void (n > 0 ? m.set(k, n) : m.delete(k));
 }
 
 /**

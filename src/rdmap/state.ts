@@ -207,7 +207,7 @@ export interface InMessage {
 export class Flow {
   readonly peer: DeviceAddress;
   readonly peerKey: string;
-  /** srd: the source host its QP's per-peer cap counts it under (core/address sourceKey); '' for rc. */
+  /** srd: the source host its QP's per-host cap counts it under (core/address sourceKey); '' for rc. */
   source = '';
   readonly rqpn: number;
   /** What the peer speaks (core/peer.ts): sabre unless a connection link said otherwise. */
@@ -360,8 +360,9 @@ export class EngineQp {
   oooBytes = 0;
   /** srd: bytes of read answers its flows hold (Flow.answers). */
   readonly answers = { bytes: 0 };
-  /** srd: flows per source host (core/address sourceKey), and when a full table is next worth scanning for an idle flow. */
+  /** srd: flows per peer address key and per source host (core/address sourceKey), and when a full table is next worth scanning for an idle flow. */
   peerFlows: Map<string, number> = noEntries();
+  hostFlows: Map<string, number> = noEntries();
   evictRetryAt = 0;
   /**
    * srd: the pending messages that claimed a posted receive, with their flows (receives.ts:
@@ -389,6 +390,10 @@ export class EngineQp {
 
   ownPeerFlows(): Map<string, number> {
     return this.peerFlows === NO_ENTRIES ? (this.peerFlows = new Map()) : this.peerFlows;
+  }
+
+  ownHostFlows(): Map<string, number> {
+    return this.hostFlows === NO_ENTRIES ? (this.hostFlows = new Map()) : this.hostFlows;
   }
 
   ownRecvHolders(): Map<InMessage, Flow> {

@@ -115,7 +115,7 @@ export interface DeviceLimits {
   /** Every transport, per QP: out-of-order entries (4096) and bytes (4 MiB) before a Terminate. */
   maxOooEntries?: number;
   maxOooBytes?: number;
-  /** Per srd QP: flows (1024), and flows from one source host (64: any of its ports, an IPv6 /64 as one host). */
+  /** Per srd QP: flows (1024), and flows from one peer address (64); a source host (any of its ports, an IPv6 /64 as one host) holds at most half of maxSrdFlows. */
   maxSrdFlows?: number;
   maxSrdFlowsPerPeer?: number;
   /** rc: the peer's reads answered and not yet acknowledged (1024; tcp also enforces MPA's IRD). */

@@ -3,10 +3,12 @@
 // one cookie handshake (a context, 64 per host by maxContextsPerHost), so a single host filled
 // a QP's whole table (maxSrdFlows: 1024 from 16 ports) and kept it full with a message per
 // flow now and then (an active flow is never evicted): every other peer of that QP was refused
-// — for the listener's CM QP, every other device's connect. Every other per-source bound
-// counts a host (core/address sourceKey: the port left out, an IPv6 /64 as one host); so does
-// this one now. Sans-I/O: the engine on the simulated network, frames injected as they would
-// come from a udp link.
+// — for the listener's CM QP, every other device's connect. A source host (core/address
+// sourceKey: the port left out, an IPv6 /64 as one host) now holds at most half the table
+// (bounds.ts hostFlowCap), and the per-address cap stays: the many processes of one host each
+// talk from a port of their own (udp-engine/srd-flows: a genuine client on the flood's host
+// still connects). Sans-I/O: the engine on the simulated network, frames injected as they
+// would come from a udp link.
 import { describe, expect, it } from 'vitest';
 import type { DeviceAddress } from '../../src/core/address.js';
 import type { SegFrame } from '../../src/core/frame.js';
@@ -25,7 +27,7 @@ function write(src: number, dst: number, stag: number, to: number): SegFrame[] {
 const udp = (host: string, port: number): DeviceAddress => ({ transport: 'udp', host, port });
 
 describe('srd flows per source host', () => {
-  it('one host sending from 16 ports × 100 QPNs gets maxSrdFlowsPerPeer flows in all, and another host still gets one', async () => {
+  it('one host sending from 16 ports × 100 QPNs gets half the flow table, and another host still gets in', async () => {
     const sim = new Sim(31, clean);
     const b = await sim.node({ mss: 64, bounds: { maxSrdFlows: 64, maxSrdFlowsPerPeer: 8 } });
     const qb = b.qp(1, 'srd');
@@ -33,13 +35,46 @@ describe('srd flows per source host', () => {
     for (let port = 5000; port < 5016; port++) {
       for (let q = 1; q <= 100; q++) b.inject(udp('10.7.7.7', port), write(q, 1, dst.stag, dst.addr));
     }
-    expect(qb.flows.size).toBe(8);
-    expect(b.engine.counters.srdFlowsRefused).toBe(1600 - 8);
-    // Addresses of one IPv6 /64 are one host too.
-    for (let i = 1; i <= 20; i++) b.inject(udp(`2001:db8:0:7::${i.toString(16)}`, 4791), write(1, 1, dst.stag, dst.addr));
-    expect(qb.flows.size).toBe(16);
-    // Another host is not locked out.
-    b.inject(udp('10.7.7.8', 5000), write(1, 1, dst.stag, dst.addr));
-    expect(qb.flows.size).toBe(17);
+    // 8 per port (maxSrdFlowsPerPeer) until the host holds half the table: 4 ports' worth.
+    expect(qb.flows.size).toBe(32);
+    expect(b.engine.counters.srdFlowsRefused).toBe(1600 - 32);
+    // Addresses of one IPv6 /64 are one host too: 40 of them get 32 flows.
+    for (let i = 1; i <= 40; i++) b.inject(udp(`2001:db8:0:7::${i.toString(16)}`, 4791), write(1, 1, dst.stag, dst.addr));
+    expect(qb.flows.size).toBe(64);
+    expect(b.engine.counters.srdFlowsRefused).toBe(1600 - 32 + 8);
+  });
+
+  it('another host is not locked out by one that holds its half', async () => {
+    const sim = new Sim(32, clean);
+    const b = await sim.node({ mss: 64, bounds: { maxSrdFlows: 64, maxSrdFlowsPerPeer: 8 } });
+    const qb = b.qp(1, 'srd');
+    const dst = b.regMr(4096);
+    for (let port = 5000; port < 5016; port++) {
+      for (let q = 1; q <= 100; q++) b.inject(udp('10.7.7.7', port), write(q, 1, dst.stag, dst.addr));
+    }
+    for (let q = 1; q <= 8; q++) b.inject(udp('10.7.7.8', 5000), write(q, 1, dst.stag, dst.addr));
+    expect(qb.flows.size).toBe(40);
+  });
+
+  it('a host at its cap gets room again as its own flows go idle (the oldest idle one under the cap goes)', async () => {
+    const sim = new Sim(33, clean);
+    const b = await sim.node({ mss: 64, bounds: { maxSrdFlows: 64, maxSrdFlowsPerPeer: 8, srdIdleMs: 1000 } });
+    const qb = b.qp(1, 'srd');
+    const dst = b.regMr(4096);
+    for (let port = 5000; port < 5004; port++) {
+      for (let q = 1; q <= 8; q++) b.inject(udp('10.7.7.7', port), write(q, 1, dst.stag, dst.addr));
+    }
+    expect(qb.flows.size).toBe(32);
+    b.inject(udp('10.7.7.7', 5004), write(1, 1, dst.stag, dst.addr));
+    expect(b.engine.counters.srdFlowsRefused).toBe(1);
+    // Its processes exited long ago (idle past 2×srdIdleMs): a new one takes the oldest's place.
+    await sim.advance(2500);
+    b.inject(udp('10.7.7.7', 5004), write(1, 1, dst.stag, dst.addr));
+    expect(qb.flows.size).toBe(32);
+    expect(b.engine.counters.srdFlowsEvicted).toBe(1);
+    expect(b.engine.srdFlowCount(qb, udp('10.7.7.7', 5004))).toBe(1);
+    // And an address at its own cap likewise.
+    for (let q = 2; q <= 9; q++) b.inject(udp('10.7.7.7', 5004), write(q, 1, dst.stag, dst.addr));
+    expect(b.engine.srdFlowCount(qb, udp('10.7.7.7', 5004))).toBe(8);
   });
 });

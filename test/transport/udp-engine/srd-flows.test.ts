@@ -2,9 +2,9 @@
 // (CM_QPN), and every (peer address, source QPN) that sends it a message used to get a flow
 // record for the device's life. A validated peer sending from 300 QPNs (the flood
 // used 200 000 datagrams) now gets at most maxSrdFlowsPerPeer flows on that QP; the rest are
-// refused and counted, and the listener still accepts a genuine connect from another host
-// (127.0.0.2: the cap counts a peer's host, core/address sourceKey, so a connect from the
-// flood's own host would find its 64 taken — test/attack/srd-flows-one-host).
+// refused and counted, and the listener still accepts a genuine connect — from the flood's own
+// host (another port: a host holds up to half the table, rdmap/bounds.ts hostFlowCap, so the
+// other processes of one host are not locked out; test/attack/srd-flows-one-host).
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, listen, openDevice, Opcode, type Device } from '../../../src/index.js';
 import { CM_QPN } from '../../../src/verbs/reserved.js';
@@ -19,7 +19,7 @@ describe('hole 3: srd flows of the CM QP under a flood of source QPNs', () => {
     // Inline (workers: 0): the test reads the CM QP's flow table in the engine.
     const server = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
     const flood = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
-    const client = await openDevice({ transport: 'udp', host: '127.0.0.2', port: 0 });
+    const client = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0 });
     devs.push(server, flood, client);
     const spd = server.allocPd();
     const scq = server.createCq({ depth: 64 });
@@ -37,7 +37,7 @@ describe('hole 3: srd flows of the CM QP under a flood of source QPNs', () => {
     while (server.stats().srdFlowsRefused + cmQp.flows.size < 300 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
     expect(cmQp.flows.size).toBeLessThanOrEqual(64);
     expect(server.stats().srdFlowsRefused).toBeGreaterThanOrEqual(236);
-    // A genuine client (another host) still connects.
+    // A genuine client (the same host, another port) still connects.
     const cpd = client.allocPd();
     const ccq = client.createCq({ depth: 16 });
     const [qp] = await Promise.all([
