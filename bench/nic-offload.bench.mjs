@@ -16,7 +16,8 @@
 //    NIC_TRANSPORTS: default "udp,tcp"; NIC_REPS: alternations of the modes, default 2;
 //    NIC_MODES: the cases run, default "raw,0,1"; NIC_RTTS=0 skips the round trips, NIC_BYTES=0 the goodput;
 //    NIC_OPTS: JSON of further openDevice options for both sides, e.g. '{"nicPollUs":50}';
-//    NIC_TASKS=1: each thread's context switches and CPU per MB of a goodput case, both processes)
+//    NIC_TASKS=1: each thread's context switches and CPU per MB of a goodput case, both processes;
+//    NIC_BW_WARM: untimed 64 KiB writes on the same pair before a goodput case is timed, default 256)
 // With a NIC thread the goodput rows also give the wake-ups per MB across each side's two threads
 // (dev.stats().nic).
 import dgram from 'node:dgram';
@@ -37,6 +38,7 @@ const RTT_WARM = Number(process.env.NIC_RTT_WARM ?? 6000);
 const REPS = Number(process.env.NIC_REPS ?? 2);
 const TRANSPORTS = (process.env.NIC_TRANSPORTS ?? 'udp,tcp').split(',');
 const MODES = (process.env.NIC_MODES ?? 'raw,0,1').split(',');
+const BW_WARM = Number(process.env.NIC_BW_WARM ?? 256);
 const OPTS = JSON.parse(process.env.NIC_OPTS ?? '{}');
 const MSG = 64 << 10;
 const DEPTH = 32;
@@ -210,7 +212,7 @@ if (isPeer) {
         }
       }
     };
-    await run(Math.min(n, 256));
+    await run(Math.min(n, BW_WARM));
     await call('measure');
     const elu0 = performance.eventLoopUtilization();
     const c0 = process.cpuUsage();
