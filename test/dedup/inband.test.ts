@@ -18,9 +18,10 @@ import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { ChunkMap, ChunkStatus } from '../../src/dedup/chunk-map.js';
 import { DedupReceiver, DedupSender } from '../../src/dedup/endpoint.js';
 import { dedupMemoryOf } from '../../src/dedup/memory.js';
-import { QP_LINK_CQ_DEPTH, QpLink, qpLinkQpInit, regLandingZone } from '../../src/dedup/qp-link.js';
+import { QpLink, regLandingZone } from '../../src/dedup/qp-link.js';
+import { qpLinkNode } from './qp-link-node.js';
 import { ChunkStore } from '../../src/dedup/store.js';
-import { Access, Opcode, openDevice, type OpenDeviceOptions } from '../../src/index.js';
+import { Access, Opcode, type OpenDeviceOptions } from '../../src/index.js';
 import { DEDUP_ZONE_DIR, DEDUP_ZONE_MAGIC } from '../../src/wire/spec.js';
 import { closeAll, connectPair, side, take, type Side } from '../verbs/helpers.js';
 
@@ -141,13 +142,7 @@ describe.each(DEVICES)('in-band hashing inside place() over %s', (_name, device)
   });
 
   it('a dedup transfer finds every received chunk already hashed at its ROUND (hashedInBand === chunksReceived)', async () => {
-    const dev = async () => {
-      const d = await openDevice(device as OpenDeviceOptions);
-      cleanup.push(() => d.close());
-      const pd = d.allocPd();
-      const cq = d.createCq({ depth: QP_LINK_CQ_DEPTH });
-      return { d, pd, cq, qp: pd.createQp({ type: 'rc', ...qpLinkQpInit(cq) }) };
-    };
+    const dev = () => qpLinkNode(cleanup, device as OpenDeviceOptions);
     const s = await dev();
     const c = await dev();
     await Promise.all([c.qp.connect({ address: s.d.address, qpn: s.qp.qpn }), s.qp.connect({ address: c.d.address, qpn: c.qp.qpn })]);

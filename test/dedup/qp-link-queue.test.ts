@@ -2,8 +2,8 @@
 // nothing could otherwise grow it without limit. Past it send() rejects with ERR_QUEUE_FULL,
 // counted in link.counters.sendsRefused; what was queued still goes, in order. Real devices (inproc).
 import { afterEach, describe, expect, it } from 'vitest';
-import { QP_LINK_CQ_DEPTH, QpLink, qpLinkQpInit } from '../../src/dedup/qp-link.js';
-import { openDevice } from '../../src/index.js';
+import { QpLink } from '../../src/dedup/qp-link.js';
+import { qpLinkNode } from './qp-link-node.js';
 import { within } from '../lifecycle/within.js';
 
 const cleanup: Array<() => unknown> = [];
@@ -11,13 +11,7 @@ afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
 
-async function node() {
-  const d = await openDevice({ transport: 'inproc' });
-  cleanup.push(() => d.close());
-  const pd = d.allocPd();
-  const cq = d.createCq({ depth: QP_LINK_CQ_DEPTH });
-  return { d, pd, cq, qp: pd.createQp({ type: 'rc', ...qpLinkQpInit(cq) }) };
-}
+const node = () => qpLinkNode(cleanup);
 
 describe('QpLink send queue', () => {
   it('rejects sends past maxQueued with ERR_QUEUE_FULL, counted; the queued ones arrive in order', async () => {

@@ -5,10 +5,11 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DedupReceiver, DedupSender } from '../../src/dedup/endpoint.js';
 import { dedupMemoryOf } from '../../src/dedup/memory.js';
-import { QP_LINK_CQ_DEPTH, QpLink, qpLinkQpInit, regLandingZone } from '../../src/dedup/qp-link.js';
+import { QpLink, regLandingZone } from '../../src/dedup/qp-link.js';
+import { qpLinkNode } from './qp-link-node.js';
 import type { DedupDeviceStats } from '../../src/dedup/stats.js';
 import { ChunkStore } from '../../src/dedup/store.js';
-import { openDevice, SabreError } from '../../src/index.js';
+import { SabreError } from '../../src/index.js';
 import { SabreMetrics } from '../../src/metrics/index.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
@@ -16,13 +17,7 @@ afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
 
-async function node() {
-  const d = await openDevice({ transport: 'inproc' });
-  cleanup.push(() => d.close());
-  const pd = d.allocPd();
-  const cq = d.createCq({ depth: QP_LINK_CQ_DEPTH });
-  return { d, pd, cq, qp: pd.createQp({ type: 'rc', ...qpLinkQpInit(cq) }) };
-}
+const node = () => qpLinkNode(cleanup);
 
 describe('dev.stats().dedup', () => {
   it('the device hook: one source per name, names of dev.stats() keys refused, unregister removes it', async () => {
