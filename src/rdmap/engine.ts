@@ -180,6 +180,7 @@ export class RdmapEngine {
     qp.flows = noEntries();
     qp.peerFlows = noEntries();
     qp.hostFlows = noEntries();
+    qp.recvHolders = noEntries();
     qp.oooEntries = 0;
     qp.oooBytes = 0;
     qp.sq.clear();

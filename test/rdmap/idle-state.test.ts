@@ -22,6 +22,8 @@ describe('idle QP state', () => {
     for (const q of [qa, qb]) {
       expect(q.flows).toBe(noEntries());
       expect(q.peerFlows).toBe(noEntries());
+      expect(q.hostFlows).toBe(noEntries());
+      expect(q.recvHolders).toBe(noEntries());
       expect(q.flow!.reads).toBe(noEntries());
       expect(q.flow!.atomics).toBe(noEntries());
     }
@@ -79,12 +81,15 @@ describe('idle QP state', () => {
     expect(a.cq.take().map((w) => w.status)).toEqual([WcStatus.Success]);
     expect(qa.flows.size).toBe(1);
     expect(qa.peerFlows.size).toBe(1);
+    expect(qa.hostFlows.size).toBe(1);
     expect(qb.flows.size).toBe(1);
     expect(qx.flows).toBe(noEntries());
     a.driver.run((now) => a.engine.toError(qa, now));
     a.engine.reset(qa);
     expect(qa.flows).toBe(noEntries());
     expect(qa.peerFlows).toBe(noEntries());
+    expect(qa.hostFlows).toBe(noEntries());
+    expect(qa.recvHolders).toBe(noEntries());
   });
 
   it('a receive of one segment keeps the piece itself and takes a Send of many segments at the right offsets; two segments and none as before', async () => {
