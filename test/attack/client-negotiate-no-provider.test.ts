@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { closeNet } from '../net-fixture.js';
 import { FileClient } from '../../src/index.js';
 import { encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
 import { pipeServerProof } from '../../src/files/auth.js';
@@ -18,8 +19,7 @@ const TOKEN = 'attack-client-negotiate-token-0123456789';
 let server: Server | undefined;
 const socks: Socket[] = [];
 afterEach(async () => {
-  for (const s of socks.splice(0)) s.destroy();
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  await closeNet(socks, server);
   server = undefined;
 });
 

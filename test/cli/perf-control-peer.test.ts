@@ -7,6 +7,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { closeNet } from '../net-fixture.js';
 import { checkCpu, checkFinishRow, checkHello } from '../../src/cli/perf/answers.js';
 import { sabreBg } from './helpers.js';
 
@@ -15,8 +16,7 @@ let server: Server | undefined;
 const socks: Socket[] = [];
 
 afterEach(async () => {
-  for (const s of socks.splice(0)) s.destroy();
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  await closeNet(socks, server);
   server = undefined;
 });
 

@@ -5,13 +5,13 @@
 import { connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { closeNet } from '../net-fixture.js';
 import { Refusals, serveControl } from '../../src/cli/perf/control-server.js';
 
 let server: Server | undefined;
 const socks: Socket[] = [];
 afterEach(async () => {
-  for (const s of socks.splice(0)) s.destroy();
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  await closeNet(socks, server);
   server = undefined;
 });
 
