@@ -62,6 +62,8 @@ export interface Entry {
   peerKnowsUs: boolean;
   /** The settled integrity (UdpIntegrity code) once the peer's wish is known; until then CRC32C. */
   integ: number | undefined;
+  /** Found kept (EndpointOptions.keepPeer: connected rc QPs) by a reclaim scan: not asked again before then. */
+  keptUntil: number;
 }
 
 interface HostState {
@@ -101,7 +103,7 @@ export class ContextTable {
     ctx.probing = !inbound;
     const e: Entry = {
       ctx, peer, key: addrKey(peer), inbound, host: hostKey(peer.host), cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
-      integ: undefined,
+      integ: undefined, keptUntil: -Infinity,
     };
     this.byId.set(ctx.localId, e);
     this.byAddr.set(e.key, e);
@@ -176,26 +178,37 @@ export class ContextTable {
    * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
    * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
    * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
-   * stream) cannot make it send again something already delivered. One scan over the
-   * contexts; a scan that found nothing is not repeated for RESCAN_MS.
+   * stream) cannot make it send again something already delivered. A context the owner keeps
+   * (keepPeer: rc QPs connected through it) is never taken: it is idle only between keepalives,
+   * and a crowd of validated newcomers from other hosts evicted it and then kept its peer out,
+   * failing the connected QPs (test/attack/udp-evict-connected). One scan over the contexts;
+   * keepPeer is asked only of candidates, oldest first, each at most once per RECLAIM_GUARD_MS;
+   * a scan that found nothing is not repeated for RESCAN_MS.
    */
   reclaimIdle(now: number, host: string | undefined): boolean {
     const hs = host === undefined ? undefined : this.hosts.get(host);
     if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
-    let victim: Entry | undefined;
+    const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
+    const candidates: Entry[] = [];
     for (const e of this.byId.values()) {
       if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.host !== host))) continue;
-      if (victim === undefined || e.ctx.lastActivity < victim.ctx.lastActivity) victim = e;
+      if (now - e.ctx.lastActivity < guard || now < e.keptUntil) continue;
+      candidates.push(e);
     }
-    const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
-    if (victim === undefined || now - victim.ctx.lastActivity < guard) {
-      if (hs !== undefined) hs.scanAt = now + RESCAN_MS;
-      else this.scanAt = now + RESCAN_MS;
-      return false;
+    candidates.sort((x, y) => x.ctx.lastActivity - y.ctx.lastActivity);
+    const keep = this.opts.keepPeer;
+    for (const victim of candidates) {
+      if (keep !== undefined && keep(victim.peer)) {
+        victim.keptUntil = now + RECLAIM_GUARD_MS;
+        continue;
+      }
+      this.counters.contextsReclaimed++;
+      this.drop(victim, true);
+      return true;
     }
-    this.counters.contextsReclaimed++;
-    this.drop(victim, true);
-    return true;
+    if (hs !== undefined) hs.scanAt = now + RESCAN_MS;
+    else this.scanAt = now + RESCAN_MS;
+    return false;
   }
 
   /**
