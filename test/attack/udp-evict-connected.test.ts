@@ -33,8 +33,8 @@ async function rawOn(host: string, ctx: number): Promise<RawPeer> {
 const link = (d: Device): Record<string, number> => d.stats().link as Record<string, number>;
 
 describe('udp: a crowd of validated peers from other hosts and a connected, idle peer', () => {
-  it('the connected peer\'s context is not reclaimed for a newcomer: the newcomer is refused, the peer\'s next Send succeeds', async () => {
-    const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', limits: { maxContexts: 4, maxContextsPerHost: 4 } } });
+  it.each([0, 1])('the connected peer\'s context is not reclaimed for a newcomer: the newcomer is refused, the peer\'s next Send succeeds (workers: %i)', async (workers) => {
+    const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', workers, limits: { maxContexts: 4, maxContextsPerHost: 4 } } });
     const a = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
     devs.push(b.dev, a.dev);
     await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
