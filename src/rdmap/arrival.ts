@@ -6,14 +6,14 @@
 import type { DeviceAddress } from '../core/address.js';
 import { QpState, WcStatus } from '../core/enums.js';
 import type { DdpHdr, SegFrame } from '../core/frame.js';
-import { decodeDdp, encodeTerminate, Qn, RdmapOpcode, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
+import { decodeDdp, decodeTerminate, encodeTerminate, Qn, RdmapOpcode, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN } from '../wire/rdmap.js';
 import { ctlFrame } from './segmenter.js';
-import { TERM } from '../wire/terminate.js';
+import { isPeerClosed, TERM } from '../wire/terminate.js';
 import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js';
 import { noteWrite, placeWriteAfter } from './write-order.js';
-import { drainSq } from './completion.js';
+import { drainSq, qpError } from './completion.js';
 import { applyAck, findFlow, pump, srdFlowIn } from './requester.js';
 import { Epoch, epochCheck } from './srd-epoch.js';
 import { advance, terminateNow } from './responder.js';
@@ -282,12 +282,23 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       m.ctl = hdr.subarray(hlen);
       m.offs.add(0, plen);
       m.got = plen;
+      // rc: a sabre peer's close notice ahead of its turn. What comes before it will not: that
+      // peer has flushed its unacked work and will send nothing again — a Send of it waiting
+      // here for a receive (RNR) held the notice for good. It acts now (its ack was applied above).
+      if (qp.type === 'rc' && h.opcode === RdmapOpcode.Terminate && env.ssn > flow.expected && peerClosedNotice(m.ctl)) {
+        return qpError(e, qp, undefined, undefined, false, 'closed');
+      }
       settle(qp, m);
       if (row.recv?.at === 'completion') m.rnrArmed = true;
       return;
     case 'refused':
       failMsg(m, hdr, plen, TERM.badOpcode);
   }
+}
+
+function peerClosedNotice(ctl: Uint8Array): boolean {
+  const v = decodeTerminate(ctl, 0, ctl.length);
+  return v.ok && isPeerClosed(v.value);
 }
 
 function isReadSink(flow: Flow, stag: number, to: number, len: number): boolean {

@@ -6,7 +6,7 @@
 // (a datagram without the context's ids) is dropped and counted, and the QP stays up.
 import dgram from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, openDevice, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
+import { Access, Opcode, openDevice, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
 import { ctlFrame } from '../../src/rdmap/segmenter.js';
 import { frameBytes } from '../../src/transport/udp/frame-codec.js';
 import { encodeTerminate, Qn, RdmapOpcode } from '../../src/wire/rdmap.js';
@@ -25,19 +25,19 @@ afterEach(async () => {
 /** Well under udp's keepalive verdict (7.5 s by default) and its QP timeout (8 s). */
 const PROMPT_MS = 2000;
 
-async function rcSide(transport: 'udp' | 'tcp' | 'inproc') {
+async function rcSide(transport: 'udp' | 'tcp' | 'inproc', qpOpts: { rnrTimeoutMs?: number } = {}) {
   const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
   devs.push(dev);
   const pd = dev.allocPd();
   const cq = dev.createCq({ depth: 64 });
-  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1, ...qpOpts });
   const mr = pd.regMr(4096, Access.LocalWrite);
   return { dev, qp, mr, cq };
 }
 
-async function connected(transport: 'udp' | 'tcp' | 'inproc') {
-  const a = await rcSide(transport);
-  const b = await rcSide(transport);
+async function connected(transport: 'udp' | 'tcp' | 'inproc', qpOpts: { rnrTimeoutMs?: number } = {}) {
+  const a = await rcSide(transport, qpOpts);
+  const b = await rcSide(transport, qpOpts);
   await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
   // One exchange first: what the peer sent before closing takes effect.
   const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
@@ -78,6 +78,29 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('a peer that closes on purpose,
       // Not a crash: no qp-fatal.
       expect(evs.some((e) => e.type === 'qp-fatal')).toBe(false);
       expect((await pending as { status?: number }).status).toBe(WcStatus.WrFlushErr);
+      expect(a.qp.state).toBe(QpState.Error);
+    });
+  }
+});
+
+describe.each(['udp', 'tcp', 'inproc'] as const)('a peer that closes while its Send waits for our receive (RNR), over %s', (transport) => {
+  // The notice travels in order behind the closer's Send, which waits here for a receive we
+  // never post: the closer will not send it again, so the notice must not wait for its turn.
+  // Before: udp and inproc never heard (the QP stayed RTS; udp found out by keepalive seconds
+  // later, as 'lost'), tcp heard 'lost' from the connection's end.
+  for (const how of ['qp.destroy()', 'dev.close()'] as const) {
+    it(`${how}: disconnected with cause 'closed' at once`, async () => {
+      // RNR retries 1 s apart: the closer's Send is still retrying when it closes.
+      const { a, b } = await connected(transport, { rnrTimeoutMs: 1000 });
+      b.qp.postSend({ wrId: 9, opcode: Opcode.Send, sgList: [{ addr: b.mr.addr, length: 8, lkey: b.mr.lkey }] });
+      // Long enough for the Send to arrive and find no receive (its RNR NAK goes back).
+      await new Promise((r) => setTimeout(r, 100));
+      const down = nextDisconnect(a.dev, PROMPT_MS);
+      if (how === 'qp.destroy()') b.qp.destroy();
+      await b.dev.close();
+      const evs = await down;
+      expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: a.qp.qpn, cause: 'closed' });
+      expect(evs.some((e) => e.type === 'qp-fatal')).toBe(false);
       expect(a.qp.state).toBe(QpState.Error);
     });
   }
