@@ -48,7 +48,7 @@ export function finish(w: SendWork, status: WcStatusValue, byteLen: number): voi
  * Move to ERROR: `failing` completes with `status`, every other outstanding and later work
  * request with WrFlushErr. `fatal`: the QP failed by itself (not modify/destroy).
  */
-export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true, cause?: 'closed'): void {
+export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true, cause?: 'closed' | 'lost'): void {
   if (qp.state === QpState.Error) return;
   qp.state = QpState.Error;
   e.changed(qp);

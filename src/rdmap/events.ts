@@ -10,8 +10,9 @@ export type EngineEvent =
    * QP `qpn` entered ERROR; `fatal` when it did so by itself (a protocol error, a lost peer, a
    * CQ overrun) rather than by modify/destroy: an ibverbs IBV_EVENT_QP_FATAL. A connection
    * link closes the QP's connection. `cause` 'closed': the peer destroyed its QP or closed
-   * its device (its close notice came).
+   * its device (its close notice came); 'lost': nothing heard from the peer's engine within
+   * the QP's timeoutMs (the watchdog), as when the link finds the peer gone.
    */
-  | { kind: 'qpError'; qpn: number; fatal: boolean; cause?: 'closed' }
+  | { kind: 'qpError'; qpn: number; fatal: boolean; cause?: 'closed' | 'lost' }
   /** A completion found `cq` full: the CQ overran (ibverbs IBV_EVENT_CQ_ERR). */
   | { kind: 'cqError'; cq: CompletionSink };

@@ -519,7 +519,7 @@ export function watchdogExpired(e: EngineState, qp: EngineQp, flow: Flow, now: n
   }
   e.counters.timeouts++;
   if (qp.type === 'rc') {
-    qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr);
+    qpError(e, qp, qp.sq.find((w) => !w.done), WcStatus.RetryExcErr, true, 'lost');
     return;
   }
   if (letAnswersGo(flow)) return;

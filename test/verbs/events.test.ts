@@ -81,7 +81,10 @@ describe.each(['tcp', 'udp'] as const)('a peer killed with SIGKILL over %s', (tr
     const ms = performance.now() - t0;
     expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ qpn: qp.qpn });
     expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: qp.qpn });
-    if (transport === 'tcp') expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ cause: 'lost' });
+    // Cause 'lost' both ways: tcp from the connection's end, udp from the QP's own timeoutMs
+    // (its watchdog: nothing heard from the peer's engine) — before, udp's events had no cause.
+    expect(evs.find((e) => e.type === 'qp-fatal')).toMatchObject({ cause: 'lost' });
+    expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ cause: 'lost' });
     expect(qp.state).toBe(QpState.Error);
     expect(ms).toBeLessThan(transport === 'tcp' ? 1000 : 3000);
     // The same events, on the QP they name.
