@@ -9,67 +9,27 @@
 //
 // src/dedup/qp-link.ts provides both halves over a connected rc QP (sends for the pipe, RDMA
 // WRITE into the receiver's landing zone).
-import { peerDeadline } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
-import { untilClosed } from '../core/lifecycle.js';
 import { type HashAlgName, hashAlgName } from './hash.js';
 import { ChunkHasher } from './hash.js';
 import { DeviceChunker, type KernelRunner } from './chunker.js';
-import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
-import { DedupRecvCore, type DedupRecvOptions, DedupSendCore, type LandingZone, type RecvStats, type SendResult } from './transfer.js';
+import { DedupSendCore, type SendAction, type SendResult, type WritePiece } from './transfer.js';
+import { type DedupSource, isDedupSource, type MessagePipe, type RdmaWritePath } from './pipes.js';
 
-/** A reliable, ordered message pipe. */
-export interface MessagePipe {
-  /** Send one message (delivered whole, in order). */
-  send(bytes: Uint8Array): void | Promise<void>;
-  /** Register the handler of every message that arrives. */
-  onMessage(handler: (bytes: Uint8Array) => void): void;
-  /** Register the handler of the pipe's end (error when it broke). */
-  onClose?(handler: (error?: Error) => void): void;
+export { type DedupSource, isDedupSource, type MessagePipe, type RdmaWritePath } from './pipes.js';
+export { DedupReceiver, type DedupReceiverInit, type Received } from './receiver.js';
+import { readRuns, SourceWindow, type WindowStep } from './source-window.js';
+
+/** A windowed send's staging of needed runs (see DedupSender #sendWindowed). */
+interface Runs {
+  src: DedupSource;
+  stage: number;
+  slotLen: number;
+  chain: Promise<void>;
 }
-
-/** RDMA WRITE from the sender's device memory into the receiver's landing zone. */
-export interface RdmaWritePath {
-  /**
-   * Copy `src` bytes of the object (already in device memory, as `stage` returned it) to the
-   * remote pieces; resolve when every write has completed (placed at the receiver). `onPosted`
-   * (only where `ordered`): called once every piece is posted.
-   */
-  write(pieces: ReadonlyArray<{ src: number; len: number; remoteAddr: number }>, rkey: number, onPosted?: () => void): Promise<void>;
-  /**
-   * Whether a message the pipe sends after a write's pieces are all posted is placed at the
-   * receiver after them (writes and messages on one rc QP): then a ROUND goes right behind its
-   * writes instead of waiting for their completions.
-   */
-  readonly ordered?: boolean;
-  /** Drop the writes not posted yet (their promises reject): the transfer they were for is over. */
-  cancel?(): void;
-  /** Place `bytes` in registered device memory the writes can read from; returns the address. */
-  stage(bytes: Uint8Array): number;
-  /**
-   * Registered device memory for an object of `length` bytes that the caller fills itself (the
-   * writes read from it, like a stage): its address and a view of it. Without it a DedupSource
-   * is read into a buffer first and staged.
-   */
-  reserve?(length: number): { addr: number; view: Uint8Array };
-}
-
-/**
- * An object the sender reads into its staging memory itself, a piece at a time, chunking each
- * piece as it is in (a file: no copy of it outside device memory, and the chunking starts with
- * the first piece instead of after the last).
- */
-export interface DedupSource {
-  readonly length: number;
-  /** Read bytes of the object from offset `at` into `into` (at most its length); 0: there are no more. */
-  read(into: Uint8Array, at: number): Promise<number>;
-}
-
-export const isDedupSource = (v: unknown): v is DedupSource =>
-  !!v && typeof v === 'object' && !(v instanceof Uint8Array) && Number.isSafeInteger((v as DedupSource).length) && (v as DedupSource).length >= 0 && typeof (v as DedupSource).read === 'function';
 
 /** Bytes of a DedupSource read per call (the chunking steps over each as it is in). */
 const SOURCE_PIECE = 2 << 20;
@@ -154,8 +114,9 @@ export class DedupSender {
   }
 
   /**
-   * Stage the object; `until(n)` resolves once its first n bytes are in device memory (rejects
-   * if reading it failed), `stop()` once no read of it is in flight any more.
+   * Stage the object: bytes at once; a source (on a path without `reserve`: see #send) read
+   * whole into a buffer first, then staged. `until(n)` resolves once the object is staged
+   * (rejects if reading it failed), `stop()` once no read of it is in flight any more.
    */
   #stageObject(obj: Uint8Array | DedupSource): { until(n: number): Promise<void>; stop(): Promise<void> } {
     if (obj instanceof Uint8Array) {
@@ -163,13 +124,7 @@ export class DedupSender {
       return { until: () => Promise.resolve(), stop: () => Promise.resolve() };
     }
     const total = obj.length;
-    const reserve = this.#rdma.reserve?.bind(this.#rdma);
-    let view: Uint8Array;
-    if (reserve) {
-      const r = reserve(total);
-      this.#src = r.addr;
-      view = r.view;
-    } else view = new Uint8Array(total);
+    const view = new Uint8Array(total);
     let filled = 0;
     let failed: unknown;
     let stopped = false;
@@ -180,9 +135,8 @@ export class DedupSender {
           const n = await obj.read(view.subarray(filled, Math.min(filled + SOURCE_PIECE, total)), filled);
           if (!Number.isSafeInteger(n) || n <= 0 || filled + n > total) throw new SabreError(ErrorCode.InvalidState, `dedup: the object's source ended at ${filled} of its ${total} bytes`);
           filled += n;
-          wake?.();
         }
-        if (!reserve && !stopped) this.#src = this.#rdma.stage(view);
+        if (!stopped) this.#src = this.#rdma.stage(view);
       } catch (e) {
         failed = e;
       } finally {
@@ -190,10 +144,10 @@ export class DedupSender {
         wake?.();
       }
     })();
-    const until = async (n: number): Promise<void> => {
+    const until = async (): Promise<void> => {
       for (;;) {
         if (failed) throw failed;
-        if (filled >= n && (reserve || filled === total)) return;
+        if (filled === total && stopped) return;
         if (stopped) throw new SabreError(ErrorCode.Closed, 'dedup: the send stopped');
         await new Promise<void>((r) => (wake = r));
       }
@@ -203,21 +157,61 @@ export class DedupSender {
 
   async #send(obj: Uint8Array | DedupSource): Promise<SendResult> {
     if (this.#error) throw this.#error;
+    // A source on a path that hands out registered memory: chunked through a window, its needed
+    // runs read again into slot-sized staging (./source-window.ts says why).
+    if (!(obj instanceof Uint8Array) && this.#rdma.reserve) return this.#sendWindowed(obj, this.#rdma.reserve.bind(this.#rdma));
     // Staged (or read in) while the receiver's HELLO is still on its way (it may be filling its basis).
     const staged = this.#stageObject(obj);
+    let at = 0;
+    const step = this.#step;
     try {
-      return await this.#transfer(obj.length, staged.until);
+      return await this.#transfer(obj.length, () => staged.until(0), async (open) => {
+        if (at >= obj.length) return undefined;
+        const len = Math.min(step, obj.length - at);
+        await staged.until(at + len);
+        const s = { at: this.#src + at, len, open };
+        at += len;
+        return s;
+      });
     } finally {
       // Nothing writes into the staging memory once this has settled: the caller may release it.
       await staged.stop();
     }
   }
 
-  async #transfer(total: number, until: (n: number) => Promise<void>): Promise<SendResult> {
+  /** The windowed send of a source: see #send. */
+  async #sendWindowed(obj: DedupSource, reserve: (length: number) => { addr: number; view: Uint8Array }): Promise<SendResult> {
+    let win: SourceWindow | undefined;
+    const runs: Runs = { src: obj, stage: 0, slotLen: 0, chain: Promise.resolve() };
+    try {
+      return await this.#transfer(obj.length, async (h) => {
+        // The staging of one landing zone's worth: slot s's run is read into its s-th part, which
+        // is free again once slot s is (the core reuses a slot only once its writes completed).
+        runs.stage = reserve(h.slots * h.slotLen).addr;
+        runs.slotLen = h.slotLen;
+        this.#runs = runs;
+        win = new SourceWindow(this.#mem, obj, this.#step, h.max);
+      }, (open) => win!.next(open));
+    } finally {
+      if (this.#runs === runs) this.#runs = undefined;
+      // No read lands in the window or the staging once this has settled.
+      await runs.chain;
+      await win?.settle();
+      win?.free();
+    }
+  }
+
+  /**
+   * One transfer: `prepare` once the receiver's HELLO is in; then `next(open)` gives each step of
+   * the object in device memory (`open`: where the chunk still open begins), chunked and hashed
+   * as it comes, its chunks offered at once.
+   */
+  async #transfer(total: number, prepare: (h: Hello) => Promise<void>, next: (open: number) => Promise<WindowStep | undefined>): Promise<SendResult> {
     const h = await this.#hello;
-    await until(0); // a source read into a buffer first is staged (this.#src set) once it is all in
     // Closed while waiting (a close that did not reject the HELLO): a chunker made now would be
     // freed by nobody.
+    if (this.#error) throw this.#error;
+    await prepare(h);
     if (this.#error) throw this.#error;
     const alg = hashAlgName(h.hashAlg) as HashAlgName;
     this.#chunker ??= new DeviceChunker(this.#mem, { avg: h.avg, min: h.min, max: h.max, normalization: h.normalization, key: h.key });
@@ -238,21 +232,20 @@ export class DedupSender {
       this.#run();
     };
     chunker.finish(); // a fresh stream
-    for (let at = 0; at < total; at += this.#step) {
-      const len = Math.min(this.#step, total - at);
+    for (let seen = 0; seen < total;) {
+      let s: WindowStep | undefined;
       try {
-        await until(at + len);
+        s = await next(chunkAt);
       } catch (e) {
-        const err = e instanceof SabreError ? e : new SabreError(ErrorCode.InvalidState, `dedup: reading the object failed: ${(e as Error).message}`);
-        this.#core.abort(err, performance.now());
-        this.#rdma.cancel?.(); // nothing of it lands after the ABORT
-        this.#run();
+        this.#readFailed(e);
         throw e;
       }
+      if (!s || !this.#pending) break; // failed meanwhile
+      seen += s.len;
+      chunkAt = s.open;
+      await feed(pool ? await chunker.pushOn(pool, s.at, s.len) : chunker.push(s.at, s.len));
       if (!this.#pending) break; // failed meanwhile
-      await feed(pool ? await chunker.pushOn(pool, this.#src + at, len) : chunker.push(this.#src + at, len));
-      if (!this.#pending) break; // failed meanwhile
-      if (at + this.#step < total) {
+      if (seen < total) {
         this.#core.flush();
         this.#run();
       }
@@ -269,6 +262,54 @@ export class DedupSender {
     return done;
   }
 
+  /** Reading the object failed: the receiver is told (ABORT) and nothing of it lands after that. */
+  #readFailed(e: unknown): void {
+    const err = e instanceof SabreError ? e : new SabreError(ErrorCode.InvalidState, `dedup: reading the object failed: ${(e as Error).message}`);
+    this.#core.abort(err, performance.now());
+    this.#rdma.cancel?.();
+    this.#run();
+  }
+
+  /** A windowed send's staging: each write action's runs are read into its slot's part first, one action after another. */
+  #runs: Runs | undefined;
+
+  /** Post a write action's pieces (`src`: where each is in registered memory). */
+  #post(a: Extract<SendAction, { kind: 'write' }>, src: (p: WritePiece, i: number) => number): void {
+    const { slot, seq } = a;
+    const posted = this.#rdma.ordered
+      ? () => {
+        this.#core.handleWritePosted(slot, performance.now(), seq);
+        this.#run();
+      }
+      : undefined;
+    this.#rdma
+      .write(a.pieces.map((p, i) => ({ src: src(p, i), len: p.len, remoteAddr: p.remoteAddr })), a.rkey, posted)
+      .then(() => this.#core.handleWriteDone(slot, performance.now(), seq))
+      .catch((e) => this.#core.handleWriteFailed(slot, e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now(), seq))
+      .finally(() => this.#run());
+  }
+
+  /** Read a write action's runs into its slot's staging, then post it (unless its transfer is over meanwhile). */
+  #readAndPost(r: Runs, a: Extract<SendAction, { kind: 'write' }>): void {
+    const base = r.stage + a.slot * r.slotLen;
+    const at: number[] = [];
+    let to = base;
+    for (const p of a.pieces) {
+      at.push(to);
+      to += p.len;
+    }
+    r.chain = r.chain.then(async () => {
+      if (this.#runs !== r || !this.#pending) return;
+      try {
+        await readRuns(r.src, () => this.#mem.u8(), base, a.pieces);
+      } catch (e) {
+        if (this.#runs === r && this.#pending) this.#readFailed(e);
+        return;
+      }
+      if (this.#runs === r && this.#pending) this.#post(a, (_p, i) => at[i]!);
+    });
+  }
+
   /** Carry out what the core has queued, in order. */
   #run(): void {
     for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
@@ -277,18 +318,8 @@ export class DedupSender {
           void Promise.resolve(this.#pipe.send(a.bytes)).catch((e) => this.#broken(e as Error));
           break;
         case 'write': {
-          const { slot, seq } = a;
-          const posted = this.#rdma.ordered
-            ? () => {
-              this.#core.handleWritePosted(slot, performance.now(), seq);
-              this.#run();
-            }
-            : undefined;
-          this.#rdma
-            .write(a.pieces.map((p) => ({ src: this.#src + p.off, len: p.len, remoteAddr: p.remoteAddr })), a.rkey, posted)
-            .then(() => this.#core.handleWriteDone(slot, performance.now(), seq))
-            .catch((e) => this.#core.handleWriteFailed(slot, e instanceof SabreError ? e : new SabreError(ErrorCode.Unreachable, String(e)), performance.now(), seq))
-            .finally(() => this.#run());
+          if (this.#runs) this.#readAndPost(this.#runs, a);
+          else this.#post(a, (p) => this.#src + p.off);
           break;
         }
         case 'done':
@@ -328,243 +359,5 @@ export class DedupSender {
     };
     if (this.#running === 0) free();
     else void this.#busy.then(free);
-  }
-}
-
-export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
-  pipe: MessagePipe;
-  zone: LandingZone;
-  /** Hash arrivals in-band, inside place() (default true; false: each slot is hashed at its ROUND). */
-  inBand?: boolean;
-  /**
-   * Hand each object (or a transfer's error) here, synchronously, the moment it is complete,
-   * instead of queueing it for next(): a channel puts it in its message order at once.
-   */
-  onObject?: (r: Received | Error) => void;
-  /**
-   * Told, synchronously, each time the verified prefix of the object being assembled grows: its
-   * first `done` bytes are final (a file can be written while the rest arrives). `bytes` stays
-   * the receiver's until the object is delivered: read it, keep no view past a failed transfer.
-   * `moved`: `bytes` is a new array with the same first `done` bytes as the one told before (an
-   * object assembled in its basis, store.takeInPlaceBasis, left it at the first chunk that moved).
-   */
-  onProgress?: (bytes: Uint8Array, done: number, moved?: boolean) => void;
-  /**
-   * The longest the receiver holds the sender's messages for its basis fill (store.fill of its
-   * scope), in ms; past it, it answers from what the basis holds so far. The sender hears
-   * nothing meanwhile: a channel gives half its dedupIdleMs, so a slow fill — or one whose read
-   * never ends — costs bytes on the wire, not the transfer. Default: no bound.
-   */
-  holdMs?: number;
-}
-
-/**
- * Messages a receiver holds while its basis fills: a sender keeps 4 OFFER pages out by default
- * (window), a few more answers and ROUNDs cannot come before a NEED.
- */
-const MAX_HELD = 16;
-
-export interface Received {
-  bytes: Uint8Array;
-  stats: RecvStats;
-}
-
-/**
- * The receiving end: sends HELLO at once, then assembles each object the peer sends from its
- * store and the chunks that arrive. Objects are delivered in order (next(), or for await).
- */
-export class DedupReceiver implements AsyncIterable<Received> {
-  readonly #core: DedupRecvCore;
-  readonly #pipe: MessagePipe;
-  readonly #ready: Received[] = [];
-  readonly #waiters: Array<{ resolve: (r: Received) => void; reject: (e: Error) => void }> = [];
-  readonly #errors: Error[] = [];
-  #closed: Error | undefined;
-  #hooked: { regions: DeviceMemory['regions']; idx: number; stag: number } | undefined;
-  readonly #totals: DedupTotals;
-  readonly #onObject: ((r: Received | Error) => void) | undefined;
-  readonly #onProgress: ((bytes: Uint8Array, done: number, moved?: boolean) => void) | undefined;
-
-  constructor(o: DedupReceiverInit) {
-    this.#core = new DedupRecvCore(o.onProgress ? { ...o, progress: true } : o);
-    this.#onProgress = o.onProgress;
-    this.#pipe = o.pipe;
-    this.#totals = dedupTotals(o.mem);
-    this.#onObject = o.onObject;
-    this.#holdMs = o.holdMs;
-    if (o.inBand !== false) this.#hookPlacement(o.mem, o.zone);
-    this.#store = o.store;
-    this.#scope = o.scope;
-    o.pipe.onMessage((b) => this.#onMessage(b));
-    o.pipe.onClose?.((e) => {
-      this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
-      this.#held = [];
-      this.#holding?.clear();
-      this.#core.handleFailure(this.#closed as SabreError, performance.now());
-      this.#run();
-      for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
-    });
-    this.#core.start();
-    this.#run();
-  }
-
-  readonly #store: DedupReceiverInit['store'];
-  readonly #scope: string;
-  /** Messages held, in order, while the scope's basis is still being filled (store.fill). */
-  #held: Uint8Array[] = [];
-  #gaveUp: Promise<void> | undefined;
-  #shut = false;
-
-  /**
-   * While the store is still filling this scope (a basis being read and ingested as the transfer
-   * starts), hold the peer's messages: an OFFER answered now would ask for chunks the basis
-   * holds. At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask
-   * for more than it had to; nothing else changes).
-   */
-  #onMessage(b: Uint8Array): void {
-    // The pipe is the caller's and may outlive close(): what it still brings is dropped (the
-    // core's memory is freed; it would not be answered either).
-    if (this.#shut) return;
-    if (this.#held.length === 0) {
-      const filling = this.#store.filling(this.#scope);
-      if (!filling || filling === this.#gaveUp) return this.#handle(b);
-      void filling.then(() => this.#release());
-      if (this.#holdMs !== undefined) this.#holding = peerDeadline(this.#holdMs, () => this.#giveUp(filling));
-    }
-    this.#held.push(b);
-    if (this.#held.length > MAX_HELD) this.#giveUp(this.#store.filling(this.#scope));
-  }
-
-  /** No more waiting on this fill: what is held is handled now, and what comes later at once. */
-  #giveUp(filling: Promise<void> | undefined): void {
-    this.#gaveUp = filling;
-    this.#release();
-  }
-
-  readonly #holdMs: number | undefined;
-  #holding: { clear(): void } | undefined;
-
-  #release(): void {
-    this.#holding?.clear();
-    this.#holding = undefined;
-    if (this.#shut) return;
-    const held = this.#held;
-    this.#held = [];
-    for (const m of held) this.#handle(m);
-  }
-
-  /** Messages held so far while the basis fills (tests). */
-  get held(): number {
-    return this.#held.length;
-  }
-
-  /** A transfer to us is under way: begun, or its first messages held while the basis fills. */
-  get busy(): boolean {
-    return this.#held.length > 0 || this.#core.active;
-  }
-
-  /** The next object received (rejects with the error of a failed transfer, in order). */
-  next(): Promise<Received> {
-    const r = this.#ready.shift();
-    if (r) return Promise.resolve(r);
-    const e = this.#errors.shift();
-    if (e) return Promise.reject(e);
-    if (this.#closed) return Promise.reject(this.#closed);
-    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<Received> {
-    return untilClosed(() => this.next());
-  }
-
-  /** The chunk map of a landing-zone slot (for the placement hook and tests). */
-  get core(): DedupRecvCore {
-    return this.#core;
-  }
-
-  #handle(b: Uint8Array): void {
-    this.#core.handleMessage(b, performance.now());
-    this.#run();
-  }
-
-  /** Carry out what the core has queued, in order. */
-  #run(): void {
-    for (let a = this.#core.pollAction(); a !== undefined; a = this.#core.pollAction()) {
-      switch (a.kind) {
-        case 'send':
-          void Promise.resolve(this.#pipe.send(a.bytes)).catch(() => undefined);
-          break;
-        case 'progress':
-          this.#onProgress?.(a.bytes, a.done, a.moved);
-          break;
-        case 'delivered':
-          this.#totals.addReceived(a.stats);
-          this.#deliver({ bytes: a.bytes, stats: a.stats });
-          break;
-        case 'failed': {
-          this.#totals.received.failed++;
-          // The core ends a transfer with LimitExceeded exactly when it went past this receiver's limits.
-          if (a.error.code === ErrorCode.LimitExceeded) this.#totals.received.overLimit++;
-          if (this.#onObject) {
-            this.#onObject(a.error);
-            break;
-          }
-          const w = this.#waiters.shift();
-          if (w) w.reject(a.error);
-          else this.#errors.push(a.error);
-          break;
-        }
-        case 'refused':
-          // No transfer will come: every wait, now and later, ends with why.
-          this.#totals.received.helloRefused++;
-          this.#closed ??= a.error;
-          if (this.#onObject) this.#onObject(a.error);
-          else for (const w of this.#waiters.splice(0)) w.reject(a.error);
-          break;
-      }
-    }
-  }
-
-  #deliver(r: Received): void {
-    if (this.#onObject) return this.#onObject(r);
-    const w = this.#waiters.shift();
-    if (w) w.resolve(r);
-    else this.#ready.push(r);
-  }
-
-  /** Whether placement into the zone hashes in-band (the region table entry names our directory). */
-  get inBand(): boolean {
-    return this.#hooked !== undefined;
-  }
-
-  /**
-   * docs/dedup.md "Hooking into place()": the zone's region table entry names the zone
-   * directory, so every segment place() copies into the zone advances the armed slot's chunk
-   * map. Only when the zone is a region of this device memory whose entry is exactly the zone
-   * (a zone elsewhere is still verified, by hashing each slot at its ROUND).
-   */
-  #hookPlacement(mem: DedupMemory, zone: LandingZone): void {
-    if (!(mem instanceof DeviceMemory)) return;
-    const idx = zone.rkey >>> 8;
-    if (idx < 1 || idx >= mem.regions.capacity) return;
-    const e = mem.regions.read(idx);
-    if (e.stag !== zone.rkey >>> 0 || e.external || e.base !== zone.addr || e.length < zone.length) return;
-    mem.regions.setHashDir(idx, this.#core.zoneDirectory);
-    this.#hooked = { regions: mem.regions, idx, stag: e.stag };
-  }
-
-  close(): void {
-    // The pipe is the caller's and may stay open: what waits on this receiver ends with it.
-    this.#closed ??= new SabreError(ErrorCode.Closed, 'dedup: the receiver is closed');
-    for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
-    // Unhook before the directory is freed; a zone already deregistered (its index maybe
-    // reused by another region) has a zeroed word already and is left alone.
-    this.#shut = true;
-    this.#held = [];
-    this.#holding?.clear();
-    const h = this.#hooked;
-    this.#hooked = undefined;
-    if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);
-    this.#core.close();
   }
 }

@@ -9,7 +9,8 @@
 // Bounded: at most MAX_KEPT blocks per memory, dropped (freed) after IDLE_MS without a take;
 // counted in dev.stats().dedup.stageKeptBytes.
 // A taken block's bytes are whatever its last send left: every sender writes each byte of its
-// object before the chunker or a write reads it (DedupSender stages whole objects).
+// object before the chunker or a write reads it (DedupSender stages whole objects, or for a
+// source reads each needed run into its slot's part before that slot's writes are posted).
 import type { DedupMemory } from './types.js';
 
 export interface StageBlock {
