@@ -35,6 +35,8 @@ import type { ConnectInit, QpInit, RecvWr, SendWr } from './types.js';
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff_ffff;
 const isAddr = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 const bad = (msg: string): SabreError => new SabreError(ErrorCode.InvalidArgument, msg);
+/** An atomic operand: a bigint that one 64-bit word holds, unsigned or two's complement (cut to 64 bits it would mean another value). */
+const isWord = (v: unknown): v is bigint => typeof v === 'bigint' && v >= -(1n << 63n) && v < 1n << 64n;
 
 /** A connect's secret, copied (the caller may reuse its array). */
 function checkSecret(s: unknown): Uint8Array {
@@ -462,8 +464,8 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     } else if (row.remote === 'word') {
       checkRemote(w);
       if (pieces.length !== 1 || total !== 8) throw bad('atomics need one 8-byte sge for the old value');
-      if (typeof w.compareAdd !== 'bigint') throw bad('atomics need compareAdd (bigint)');
-      if (row.wr[w.opcode] === WcOpcode.CmpSwap && typeof w.swap !== 'bigint') throw bad('AtomicCmpSwap needs swap (bigint)');
+      if (!isWord(w.compareAdd)) throw bad('atomics need compareAdd: a bigint a 64-bit word holds (-(2^63)..2^64-1)');
+      if (row.wr[w.opcode] === WcOpcode.CmpSwap && !isWord(w.swap)) throw bad('AtomicCmpSwap needs swap: a bigint a 64-bit word holds (-(2^63)..2^64-1)');
     }
     // The port copies what it needs (the engine's work record, or a WQE) before postSend
     // returns: from then on nothing reads the caller's object.

@@ -23,9 +23,9 @@ export interface SendWr {
   remoteSgList?: RemoteSge[];
   /** uint32 immediate data (SendWithImm, RdmaWriteWithImm). */
   imm?: number;
-  /** FetchAdd: the addend; CmpSwap: the compare value. */
+  /** FetchAdd: the addend; CmpSwap: the compare value. A 64-bit word: -(2^63)..2^64-1 (negative: two's complement). */
   compareAdd?: bigint;
-  /** CmpSwap: the value swapped in. */
+  /** CmpSwap: the value swapped in; a 64-bit word as compareAdd. */
   swap?: bigint;
   /** Default true. Unsignaled work completes silently unless it fails. */
   signaled?: boolean;
