@@ -177,7 +177,10 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
         const timer = setTimeout(() => {
           dispose();
           dev.unwatchConnect(this.qpn);
-          reject(new SabreError(ErrorCode.Timeout, `peer QP ${peer.qpn} did not connect within ${timeoutMs} ms`));
+          // As an abort: the half-made connection goes with the wait. Left in RTR, a peer coming
+          // late took the QP to RTS after the caller was told it failed (and could write into it).
+          if (!this.#destroyed && !dev.closed && q.state !== QpState.Error) q.toError();
+          reject(new SabreError(ErrorCode.Timeout, `peer QP ${peer.qpn} did not connect within ${timeoutMs} ms (the QP is in ERROR: modify it to RESET to connect again)`));
         }, timeoutMs);
         const go = (): void => {
           dev.watchConnect(this.qpn, {

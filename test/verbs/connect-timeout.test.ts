@@ -1,0 +1,50 @@
+// A qp.connect that timed out leaves no connection behind: the QP goes to ERROR (as an aborted
+// connect does), so the peer connecting late meets a QP that is gone — it does not become RTS
+// behind the caller's back, and the peer cannot write into its memory. Reset, it connects again.
+// Before: the QP stayed in RTR after ERR_TIMEOUT, the late peer took it to RTS ('established'
+// after the failure) and its Write landed; RESET from RTR was refused, so it could not retry.
+import { afterEach, describe, expect, it } from 'vitest';
+import { Access, ErrorCode, openDevice, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
+
+const devs: Device[] = [];
+afterEach(async () => {
+  for (const d of devs.splice(0)) if (!d.closed) await d.close();
+});
+
+async function rcSide(transport: 'udp' | 'tcp' | 'inproc') {
+  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(dev);
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 64 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
+  return { dev, pd, qp };
+}
+
+describe.each(['udp', 'tcp', 'inproc'] as const)('a connect that timed out, over %s', (transport) => {
+  it('leaves the QP in ERROR: the late peer does not connect to it or write into it; reset, it connects', async () => {
+    const a = await rcSide(transport);
+    const b = await rcSide(transport);
+    const evs: DeviceEvent[] = [];
+    a.dev.on('event', (e) => evs.push(e));
+    const mem = a.pd.regMr(4096, Access.LocalWrite | Access.RemoteWrite);
+    await expect(a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn, timeoutMs: 300 })).rejects.toMatchObject({ code: ErrorCode.Timeout });
+    expect(a.qp.state).toBe(QpState.Error);
+    // The peer comes late: it does not meet a connected QP.
+    const late = await b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn, timeoutMs: 1500 }).then(() => 'connected', (e: { code?: string }) => e.code);
+    if (late === 'connected') {
+      const src = b.pd.regMr(8, Access.LocalWrite);
+      src.buffer.fill(9);
+      const wc = await b.qp.write({ sgList: [{ addr: src.addr, length: 8, lkey: src.lkey }], remoteAddr: mem.addr, rkey: mem.rkey }).catch((e: { status?: number }) => e);
+      expect((wc as { status?: number }).status).not.toBe(WcStatus.Success);
+    }
+    expect(mem.buffer.every((x) => x === 0)).toBe(true);
+    expect(a.qp.state).toBe(QpState.Error);
+    expect(evs.some((e) => e.type === 'established')).toBe(false);
+    // Reset, both connect afresh.
+    a.qp.modify({ state: QpState.Reset });
+    b.qp.modify({ state: QpState.Error });
+    b.qp.modify({ state: QpState.Reset });
+    await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+    expect(a.qp.state).toBe(QpState.Rts);
+  }, 20_000);
+});
