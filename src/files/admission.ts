@@ -29,6 +29,8 @@ export interface AdmissionLimits {
 export interface AdmissionCounters {
   /** Refused: the total (or the source's total) is all authenticated connections. */
   refused: number;
+  /** Of those, refused for the source's total (maxPerHost). */
+  hostRefused: number;
   /** Unauthenticated connections closed to make room for a newer one. */
   evicted: number;
 }
@@ -43,7 +45,7 @@ interface Entry {
 /** Live connections by source; each unauthenticated one in arrival order. */
 export class Admission<T> {
   readonly limits: AdmissionLimits;
-  readonly counters: AdmissionCounters = { refused: 0, evicted: 0 };
+  readonly counters: AdmissionCounters = { refused: 0, hostRefused: 0, evicted: 0 };
   readonly #all = new Map<T, Entry>();
   /** Per source: its connections (authenticated or not), and its unauthenticated ones in arrival order. */
   readonly #hosts = new Map<string, { n: number; pending: Set<T> }>();
@@ -76,18 +78,33 @@ export class Admission<T> {
    * table to make room: the caller closes them.
    */
   admit(conn: T, host: string): Admit<T> {
+    return this.#add(conn, host, false);
+  }
+
+  /**
+   * Record `conn`, authenticated already (it proved the token before its source was known). Held
+   * to the same totals as admit (else a source could pass maxPerHost by authenticating fast):
+   * `evict` as there, refused (counted) where its source, or the total, is all authenticated.
+   */
+  enter(conn: T, host: string): Admit<T> {
+    if (this.#all.has(conn)) return { ok: true, evict: [] };
+    return this.#add(conn, host, true);
+  }
+
+  #add(conn: T, host: string, authenticated: boolean): Admit<T> {
     const L = this.limits;
     const evict: T[] = [];
     const h = this.#hosts.get(host);
     if (h && h.n >= L.maxPerHost) {
       if (h.pending.size === 0) {
         this.counters.refused++;
+        this.counters.hostRefused++;
         return { ok: false, why: `source ${host} holds ${h.n} connections, the most one source may` };
       }
       evict.push(this.#evictFrom(host));
-    } else if (h && h.pending.size >= L.maxUnauthenticatedPerHost) evict.push(this.#evictFrom(host));
+    } else if (!authenticated && h && h.pending.size >= L.maxUnauthenticatedPerHost) evict.push(this.#evictFrom(host));
     // Bounded: each turn removes one unauthenticated connection.
-    while (this.#pending >= L.maxUnauthenticated || this.#all.size >= L.max) {
+    while ((!authenticated && this.#pending >= L.maxUnauthenticated) || this.#all.size >= L.max) {
       const victim = this.#busiest();
       if (victim === undefined) {
         this.counters.refused++;
@@ -95,22 +112,15 @@ export class Admission<T> {
       }
       evict.push(this.#evictFrom(victim));
     }
-    this.#all.set(conn, { host, authenticated: false });
+    this.#all.set(conn, { host, authenticated });
     let e = this.#hosts.get(host);
     if (!e) this.#hosts.set(host, (e = { n: 0, pending: new Set() }));
     e.n++;
-    e.pending.add(conn);
-    this.#pending++;
+    if (!authenticated) {
+      e.pending.add(conn);
+      this.#pending++;
+    }
     return { ok: true, evict };
-  }
-
-  /** Record `conn`, authenticated already (it proved the token before its source was known). */
-  enter(conn: T, host: string): void {
-    if (this.#all.has(conn)) return;
-    this.#all.set(conn, { host, authenticated: true });
-    let e = this.#hosts.get(host);
-    if (!e) this.#hosts.set(host, (e = { n: 0, pending: new Set() }));
-    e.n++;
   }
 
   /** Drop the oldest unauthenticated connection of the source holding the most, to make room (counted). */

@@ -34,6 +34,12 @@ export interface ServeOptions {
   /** RDMA connections at once, authenticated or not (bounds memory). Default 64. */
   maxConnections?: number;
   /**
+   * RDMA connections of one source host, authenticated or not. Default 16. Past it a new one is
+   * refused (connectionHostLimit) once the host's are all authenticated: those are never closed
+   * for it (an unauthenticated one of the host is, for the new one).
+   */
+  maxConnectionsPerHost?: number;
+  /**
    * RDMA connections not yet authenticated, all sources (default 16) and per source host (default
    * 4); past either the oldest of the source holding the most is closed for the new one.
    */
@@ -77,6 +83,10 @@ export interface FileServerStats extends ServerCounters, PipeCounters, SessionCo
   unauthenticatedPipes: number;
   /** Unauthenticated RDMA connections closed to make room for a newer one. */
   connectionsEvicted: number;
+  /** RDMA connections refused because their source host held maxConnectionsPerHost authenticated ones (also in connectionsRefused). */
+  connectionHostLimit: number;
+  /** Source hosts holding an RDMA connection now (each at most maxConnectionsPerHost). */
+  connectionHosts: number;
   /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
   loginSources: number;
   /** Dedup channels waiting for their AUTH now. */

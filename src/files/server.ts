@@ -59,6 +59,14 @@ export type { FileServerStats, Provider, ServeOptions };
  * connection, registered only once it has authenticated. (16 credits of 1 MiB
  * serve a get's 16 sinks as fast as 32 credits of 256 KiB did: bench/files.bench.mjs.)
  */
+/**
+ * RDMA connections of one source host, authenticated or not (ServeOptions.maxConnectionsPerHost):
+ * a quarter of maxConnections' default 64, as sessions.maxSessionsPerHost is of maxSessions, and a
+ * FileClient holds one connection per session — so one host's 16 clients fit, and one token
+ * holder needs four hosts to fill the server.
+ */
+export const DEFAULT_CONNECTIONS_PER_HOST = 16;
+
 const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   udp: { rwDepth: 16 },
   tcp: {},
@@ -109,7 +117,8 @@ export class FileServer {
     this.#maxConnections = opts.maxConnections ?? 64;
     this.openFiles = new OpenFileBudget(opts.maxOpenFilesTotal ?? defaultMaxOpenFiles());
     this.#admission = new Admission<Conn>({
-      max: this.#maxConnections, maxUnauthenticated: opts.maxUnauthenticated ?? 16, maxUnauthenticatedPerHost: opts.maxUnauthenticatedPerHost ?? 4, maxPerHost: Infinity,
+      max: this.#maxConnections, maxUnauthenticated: opts.maxUnauthenticated ?? 16, maxUnauthenticatedPerHost: opts.maxUnauthenticatedPerHost ?? 4,
+      maxPerHost: opts.maxConnectionsPerHost ?? DEFAULT_CONNECTIONS_PER_HOST,
     });
     const P = DEFAULT_PIPE_ADMISSION;
     const pipes: AdmissionLimits = {
@@ -230,15 +239,16 @@ export class FileServer {
 
   /**
    * Count a connected QP against its source: an unauthenticated one past the caps closes the
-   * oldest unauthenticated one of the source holding the most (./admission.ts).
+   * oldest unauthenticated one of the source holding the most (./admission.ts). One whose source
+   * holds maxConnectionsPerHost authenticated connections is refused, never one of those closed:
+   * an honest client holds its connection, busy or idle, for as long as it is connected.
    */
   #admit(c: Conn): void {
     // The address the connection came from, as cm saw it.
     const peer = connectionInfo(c.qp)?.peer;
     const host = hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
     if (c.destroyed) return;
-    if (c.core.state !== 'authenticating') return this.#admission.enter(c, host);
-    const a = this.#admission.admit(c, host);
+    const a = c.core.state !== 'authenticating' ? this.#admission.enter(c, host) : this.#admission.admit(c, host);
     if (!a.ok) {
       this.#connectionsRefused++;
       return this.#teardown(c);
@@ -480,7 +490,7 @@ export class FileServer {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
       ...this.openFiles.counters(), ...this.jail.listCache.counters(), sessions: this.sessions.size, sessionHosts: this.sessions.hosts, liveConnections: this.#conns.size, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
-      connectionsEvicted: this.#admission.counters.evicted, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
+      connectionsEvicted: this.#admission.counters.evicted, connectionHostLimit: this.#admission.counters.hostRefused, connectionHosts: this.#admission.hosts, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),
     };
   }

@@ -26,7 +26,7 @@ describe('Admission', () => {
     a.authenticated('a6');
     // … and with all four authenticated it is refused.
     expect(a.admit('a7', 'A')).toMatchObject({ ok: false });
-    expect(a.counters).toEqual({ refused: 1, evicted: 2 });
+    expect(a.counters).toEqual({ refused: 1, hostRefused: 1, evicted: 2 });
   });
 
   it('past the global cap the oldest of the source holding the most goes; when all are authenticated, refused', () => {

@@ -79,10 +79,10 @@ export class Raw {
     return Raw.onto(neg, pipe, port, transport, receives);
   }
 
-  /** A new RDMA connection for an existing negotiate result (to replay its key). */
-  static async onto(neg: Negotiated, pipe: net.Socket, port: number, transport: 'udp' | 'tcp' = 'tcp', receives = 32): Promise<Raw> {
+  /** A new RDMA connection for an existing negotiate result (to replay its key), from the address `from`. */
+  static async onto(neg: Negotiated, pipe: net.Socket, port: number, transport: 'udp' | 'tcp' = 'tcp', receives = 32, from = '127.0.0.1'): Promise<Raw> {
     void port;
-    const dev = await openDevice({ transport, host: '127.0.0.1', port: 0 });
+    const dev = await openDevice({ transport, host: from, port: 0 });
     const pd = dev.allocPd();
     const recv = pd.regMr(receives * 256, Access.LocalWrite);
     const status = pd.regMr(64 * FILE_SLOT_BYTES, Access.LocalWrite | Access.RemoteWrite);
