@@ -12,6 +12,7 @@ import type { SessionCounters, SessionLimits } from './sessions.js';
 
 export type Provider = 'udp' | 'tcp' | 'inproc';
 
+/** Every numeric option is checked at serveFiles: an integer in its range, else ERR_INVALID_ARGUMENT naming it (./serve-checks.ts). */
 export interface ServeOptions {
   /** Interface for the pipe and the devices. Default 127.0.0.1. */
   host?: string;

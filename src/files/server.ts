@@ -47,6 +47,7 @@ import { DEFAULT_PIPE_ADMISSION, PipeShell } from './pipes.js';
 import {
   DEFAULT_SERVER_LIMITS, type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerLimits, newServerCounters,
 } from './server-core.js';
+import { checkServeOptions } from './serve-checks.js';
 import { SessionTable } from './sessions.js';
 import type { FileServerStats, Provider, ServeOptions } from './serve-options.js';
 
@@ -521,6 +522,7 @@ export class FileServer {
 
 /** Serve `dir` to file clients. Without `token` a random one is made (server.token): give it to the clients out of band. */
 export async function serveFiles(dir: string, opts: ServeOptions = {}): Promise<FileServer> {
+  checkServeOptions(opts);
   // Hex, not base64url: a token starting with '-' is read as an option by a command line
   // (`sabre ls --token -x…` fails in node's parseArgs), and base64url starts with one 1 time in 64.
   const token = opts.token ?? randomBytes(20).toString('hex');

@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileClient, type FileServer, serveFiles } from '../../src/index.js';
+import { FileClient, FileServer, serveFiles } from '../../src/index.js';
+import { Jail } from '../../src/files/jail.js';
 import { fitToSegments } from '../../src/files/client.js';
 import { ClientConnection, LIMIT_RANGES } from '../../src/files/client-core.js';
 import { connectionServerProof } from '../../src/files/auth.js';
@@ -21,7 +22,8 @@ import { tempDir } from '../files/helpers.js';
 
 const TOKEN = 'attack-client-limits-token-0123456789';
 
-// The real server, announcing what its ServeOptions.limits say (it takes them unchecked).
+// The real server, announcing what its limits say: made without serveFiles, which refuses such
+// limits (src/files/serve-checks.ts), so it plays a hostile or broken server.
 describe('a server announcing a limit of 0: the connect fails with ERR_FILE_PROTOCOL naming it', () => {
   let dir: string;
   beforeAll(() => {
@@ -34,7 +36,9 @@ describe('a server announcing a limit of 0: the connect fails with ERR_FILE_PROT
     it(`${field} 0`, async () => {
       let srv: FileServer | undefined;
       try {
-        srv = await serveFiles(dir, { token: TOKEN, transports: ['tcp'], limits: { [field]: 0 } });
+        await expect(serveFiles(dir, { token: TOKEN, transports: ['tcp'], limits: { [field]: 0 } })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+        srv = new FileServer(await Jail.open(dir), { transports: ['tcp'], limits: { [field]: 0 } }, TOKEN);
+        await srv.start();
         const r = await FileClient.connect(`127.0.0.1:${srv.address.port}`, { token: TOKEN, transport: 'tcp', timeoutMs: 5000 }).then(
           async (c) => {
             // The old client connected; end it before the loop a get/readInto would start.
