@@ -32,6 +32,7 @@ import { FileAccess, FileStatus } from '../wire/files-spec.js';
 import { MAX_LIST_ENTRIES, direntSize, encodeDirEntries, type DirEntry } from './dirents.js';
 import { ListingCache, readSortedNames } from './list-cache.js';
 import { at, Beneath, closeSoon, type Dir, Refused } from './openat.js';
+import { type PartSweepCounters, type SweepLimits, sweepTemps } from './sweep.js';
 
 const open = promisify(fs.open);
 const close = promisify(fs.close);
@@ -43,8 +44,8 @@ const read = promisify(fs.read);
 const write = promisify(fs.write);
 const readlink = promisify(fs.readlink);
 
-/** Temporary files of Replace puts: hidden from List, never opened by name. */
-const TEMP = /^\.sabre-[0-9a-f]{16}\.part$/;
+/** Temporary files of Replace puts: hidden from List, never opened by name, swept at start (./sweep.ts). */
+export const TEMP = /^\.sabre-[0-9a-f]{16}\.part$/;
 
 /** The status for an errno from node:fs. */
 export function statusOf(e: unknown): number {
@@ -209,6 +210,11 @@ export class Jail {
     const st = await fsp.stat(root);
     if (!st.isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: 'ENOTDIR' });
     return new Jail(await Beneath.open(root));
+  }
+
+  /** Remove stale put temporaries under the root (./sweep.ts); before serving, so none of ours is live. */
+  async sweepParts(limits: Partial<SweepLimits>): Promise<PartSweepCounters> {
+    return sweepTemps((await this.#beneath.openRoot()).fd, TEMP, limits);
   }
 
   inside(real: string): boolean {

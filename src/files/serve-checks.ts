@@ -38,6 +38,7 @@ const TOP: Record<string, Range> = {
   dedupMaxBytes: [1, Number.MAX_SAFE_INTEGER],
   dedupMaxTransfers: [1, CONNS],
   maxOpenFilesTotal: [1, Number.MAX_SAFE_INTEGER],
+  partSweepAgeMs: [0, Number.MAX_SAFE_INTEGER],
 };
 
 const NESTED: Record<'sessions' | 'login' | 'limits', Record<string, Range>> = {

@@ -4,6 +4,7 @@ import type { CmListenerCounters } from '../cm/index.js';
 import type { BackoffCounters, BackoffLimits } from './admission.js';
 import type { DedupCounters } from './dedup.js';
 import type { ListCacheCounters } from './list-cache.js';
+import type { PartSweepCounters } from './sweep.js';
 import type { OpenFileCounters } from './open-files.js';
 import type { PipeCounters } from './pipe.js';
 import type { PipeShellCounters } from './pipes.js';
@@ -71,11 +72,17 @@ export interface ServeOptions {
   dedupMaxBytes?: number;
   /** Dedup transfers under way at once, all sessions (each may hold up to twice dedupMaxBytes). Default 8. */
   dedupMaxTransfers?: number;
+  /**
+   * At start, put temporaries (`.sabre-<16 hex>.part`, regular files) under DIR whose mtime is at
+   * least this old are removed: a killed server's leftovers (ms; default 3 600 000; 0: all, where
+   * no other server serves DIR — a live put of one is younger than the default). ./sweep.ts.
+   */
+  partSweepAgeMs?: number;
   /** Files open at once, all connections and dedup transfers (limits.maxOpenFiles is per connection). Default: a quarter of the soft fd limit (./open-files.ts). */
   maxOpenFilesTotal?: number;
 }
 
-export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters, ListCacheCounters {
+export interface FileServerStats extends ServerCounters, PipeCounters, SessionCounters, PipeShellCounters, BackoffCounters, DedupCounters, CmListenerCounters, OpenFileCounters, ListCacheCounters, PartSweepCounters {
   sessions: number;
   /** Source hosts holding a session now (each holds at most sessions.maxSessionsPerHost). */
   sessionHosts: number;

@@ -49,6 +49,7 @@ import {
 } from './server-core.js';
 import { checkServeOptions } from './serve-checks.js';
 import { SessionTable } from './sessions.js';
+import { noSweep, type PartSweepCounters } from './sweep.js';
 import type { FileServerStats, Provider, ServeOptions } from './serve-options.js';
 
 export type { FileServerStats, Provider, ServeOptions };
@@ -89,6 +90,8 @@ export class FileServer {
   readonly #dedupPending = new Map<Channel, string>();
   readonly #channelListeners: ChannelListener[] = [];
   readonly jail: Jail;
+  /** What the sweep of stale put temporaries at start removed and left (stats()). */
+  partSweep: PartSweepCounters = noSweep();
   address: { host: string; port: number } = { host: '127.0.0.1', port: 0 };
   readonly devices: Partial<Record<Provider, Device>> = {};
   readonly #opts: ServeOptions;
@@ -151,6 +154,8 @@ export class FileServer {
 
   /** @internal */
   async start(): Promise<void> {
+    // Before anything listens: no put of this server can be live (./sweep.ts says which go).
+    this.partSweep = await this.jail.sweepParts(this.#opts.partSweepAgeMs !== undefined ? { olderThanMs: this.#opts.partSweepAgeMs } : {});
     const host = this.#opts.host ?? '127.0.0.1';
     const want = this.#opts.transports ?? ['udp', 'tcp'];
     const server = net.createServer({ noDelay: true }, (s) => this.#pipes.accept(s));
@@ -489,7 +494,7 @@ export class FileServer {
     for (const c of this.#conns.values()) registered += c.registered;
     return {
       ...this.counters, ...this.pipeCounters, ...this.sessions.counters, ...this.dedupCounters, ...this.#pipes.counters, ...this.#pipes.backoff.counters,
-      ...this.openFiles.counters(), ...this.jail.listCache.counters(), sessions: this.sessions.size, sessionHosts: this.sessions.hosts, liveConnections: this.#conns.size, pipes: this.#pipes.size,
+      ...this.openFiles.counters(), ...this.jail.listCache.counters(), ...this.partSweep, sessions: this.sessions.size, sessionHosts: this.sessions.hosts, liveConnections: this.#conns.size, pipes: this.#pipes.size,
       unauthenticatedConnections: this.#admission.unauthenticated, unauthenticatedPipes: this.#pipes.admission.unauthenticated,
       connectionsEvicted: this.#admission.counters.evicted, connectionHostLimit: this.#admission.counters.hostRefused, connectionHosts: this.#admission.hosts, loginSources: this.#pipes.backoff.size, dedupPending: this.#dedupPending.size,
       connectionsRefused: this.#connectionsRefused, registeredBytes: registered, halfOpenEvicted: this.#listeners.reduce((n, l) => n + l.counters.halfOpenEvicted, 0),

@@ -28,6 +28,7 @@ const OPTIONS: Record<string, number> = {
   dedupMaxBytes: 2 ** 53,
   dedupMaxTransfers: 1_000_000,
   maxOpenFilesTotal: 2 ** 53,
+  partSweepAgeMs: 2 ** 53,
   'sessions.maxSessions': 10_000_000,
   'sessions.maxSessionsPerHost': 10_000_000,
   'sessions.idleEvictMs': 2 ** 31,
