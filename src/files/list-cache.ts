@@ -12,6 +12,11 @@
 // (cookie > 0: a consistent snapshot, as good as re-reading) but a new listing (cookie 0) reads
 // the directory again. Bounded in directories and in (estimated) bytes, least recently used
 // dropped first; an idle snapshot is dropped after idleMs; every drop is counted.
+//
+// Idle snapshots are dropped by a timer, not only at the next List: a server listed once and then
+// only read or written would hold them (up to maxBytes) for as long as it ran. One timer at most,
+// armed while anything is kept, for when the least recently used snapshot turns idle; it drops
+// what is idle and re-arms for what is left. Unref'd: it never keeps a process alive.
 import { promises as fsp } from 'node:fs';
 
 export interface ListCacheLimits {
@@ -56,12 +61,24 @@ interface Snapshot {
   used: number;
 }
 
+/** Runs `fn` once after `ms` (a timer the caller may clear); injectable so tests drive time. */
+export type Schedule = (fn: () => void, ms: number) => { clear(): void };
+
+const unrefTimer: Schedule = (fn, ms) => {
+  const t = setTimeout(fn, ms);
+  t.unref();
+  return { clear: () => clearTimeout(t) };
+};
+
 /** Estimated heap bytes of a name held as a string (one byte a character, and the string's header). */
 const nameBytes = (n: string): number => n.length + 32;
 
 export class ListingCache {
   readonly limits: ListCacheLimits;
   readonly #now: () => number;
+  readonly #schedule: Schedule;
+  /** The idle timer, while anything is kept. */
+  #timer: { clear(): void } | undefined;
   /** In order of use, least recent first (an entry is re-inserted when used). */
   readonly #byDir = new Map<string, Snapshot>();
   /**
@@ -74,10 +91,32 @@ export class ListingCache {
   #misses = 0;
   #evicted = 0;
 
-  /** `now`: the wall clock in ms (file timestamps are wall-clock times). */
-  constructor(limits: Partial<ListCacheLimits> = {}, now: () => number = Date.now) {
+  /** `now`: the wall clock in ms (file timestamps are wall-clock times); `schedule`: the idle timer. */
+  constructor(limits: Partial<ListCacheLimits> = {}, now: () => number = Date.now, schedule: Schedule = unrefTimer) {
     this.limits = { ...DEFAULT_LIST_CACHE, ...limits };
     this.#now = now;
+    this.#schedule = schedule;
+  }
+
+  /** Drop every snapshot and the timer (the server closes). */
+  close(): void {
+    this.#timer?.clear();
+    this.#timer = undefined;
+    this.#byDir.clear();
+    this.#bytes = 0;
+  }
+
+  /** Arm the idle timer for the least recently used snapshot, unless armed or nothing is kept. */
+  #arm(): void {
+    if (this.#timer || this.#byDir.size === 0) return;
+    const oldest = this.#byDir.values().next().value!;
+    // At least 1 ms: a timer that fires a little early re-arms instead of spinning.
+    const ms = Math.max(1, oldest.used + this.limits.idleMs - this.#now());
+    this.#timer = this.#schedule(() => {
+      this.#timer = undefined;
+      this.#expire(this.#now());
+      this.#arm();
+    }, ms);
   }
 
   counters(): ListCacheCounters {
@@ -134,6 +173,7 @@ export class ListingCache {
     }
     this.#byDir.set(dir, { names, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, bytes, racy, used: now });
     this.#bytes += bytes;
+    this.#arm();
   }
 
   #expire(now: number): void {
@@ -142,6 +182,9 @@ export class ListingCache {
       if (now - v.used < this.limits.idleMs) return;
       this.#drop(k, v, true);
     }
+    // Nothing left: the timer has nothing to wait for.
+    this.#timer?.clear();
+    this.#timer = undefined;
   }
 
   #drop(key: string, s: Snapshot, counted: boolean): void {

@@ -520,6 +520,8 @@ export class FileServer {
       for (let i = 0; i < 200 && this.#conns.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
       for (const c of [...this.#conns.values()]) this.#free(c);
       for (const d of Object.values(this.devices)) await d.close();
+      // The kept listings and their idle timer: a closed server holds none.
+      this.jail.listCache.close();
       this.#life.end();
     });
   }
