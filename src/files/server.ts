@@ -55,13 +55,6 @@ import type { FileServerStats, Provider, ServeOptions } from './serve-options.js
 export type { FileServerStats, Provider, ServeOptions };
 
 /**
- * Limits by provider, under ServeOptions.limits (which wins): udp's acknowledgements come back
- * slower than tcp's, so it needs more reads answered at once (staging buffers) to keep the wire
- * busy — 16 MiB of staging and ~17 MiB of receive buffers (16 credits of 1 MiB Writes) per
- * connection, registered only once it has authenticated. (16 credits of 1 MiB
- * serve a get's 16 sinks as fast as 32 credits of 256 KiB did: bench/files.bench.mjs.)
- */
-/**
  * RDMA connections of one source host, authenticated or not (ServeOptions.maxConnectionsPerHost):
  * a quarter of maxConnections' default 64, as sessions.maxSessionsPerHost is of maxSessions, and a
  * FileClient holds one connection per session — so one host's 16 clients fit, and one token
@@ -69,6 +62,13 @@ export type { FileServerStats, Provider, ServeOptions };
  */
 export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 
+/**
+ * Limits by provider, under ServeOptions.limits (which wins): udp's acknowledgements come back
+ * slower than tcp's, so it needs more reads answered at once (staging buffers) to keep the wire
+ * busy — 16 MiB of staging and ~17 MiB of receive buffers (16 credits of 1 MiB Writes) per
+ * connection, registered only once it has authenticated. (16 credits of 1 MiB
+ * serve a get's 16 sinks as fast as 32 credits of 256 KiB did: bench/files.bench.mjs.)
+ */
 const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   udp: { rwDepth: 16 },
   tcp: {},
