@@ -404,7 +404,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       case ChanType.Done:
         return this.out.onDone(m.seq, now);
       case ChanType.Close:
-        if (m.abort) return this.fail('aborted', 'the peer failed the channel (it sent an abort)');
+        if (m.abort) return this.fail('aborted', 'the peer failed the channel (it sent an abort: it failed, or its listener refused the channel — accept queue full, a per-peer cap)');
         this.inb.onClose(m.next);
         if (this.#torn) return;
         // Everything the peer sent is here; what we still had for it will not be taken.

@@ -55,6 +55,8 @@ export interface ChannelTotals extends BudgetTotals {
   rendezvousWaits: number;
   /** Channels closed before their peer's HELLO came, for a newer one: a listener's backlog of them was full. */
   helloEvicted: number;
+  /** Channels refused after their HELLOs crossed because a listener's accept queue (its `backlog` not yet accepted) was full. */
+  acceptRefused: number;
 }
 
 const CQ_DEPTH = 1 << 22;
@@ -67,7 +69,7 @@ export class ChannelHub {
   #reserved = 0;
   #dead = false;
   readonly totals: Omit<ChannelTotals, 'channels' | 'registeredBytes' | keyof BudgetTotals> = {
-    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0, helloEvicted: 0,
+    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0, helloEvicted: 0, acceptRefused: 0,
   };
   readonly #budget = new PeerBudget();
   #lastPeerKey = '';

@@ -31,7 +31,7 @@ export interface PreauthOptions {
 export interface ChannelListenOptions extends ChannelOptions {
   /** Service number (cm's port space within a device). Default 0. */
   service?: number;
-  /** Channels connected and not yet taken by accept() / iteration, and channels waiting for their peer's HELLO (past it the oldest of the busiest source is closed, `helloEvicted`); more are closed. Default 128. */
+  /** Channels connected and not yet taken by accept() / iteration (more are refused, `acceptRefused`: the dialer's channel fails ERR_CLOSED), and channels waiting for their peer's HELLO (past it the oldest of the busiest source is closed, `helloEvicted`). Default 128. */
   backlog?: number;
   /** Channels one peer (device address) may have open on this device; more are refused (ERR_LIMIT_EXCEEDED at the peer). Default 64. */
   maxChannelsPerPeer?: number;
@@ -148,6 +148,13 @@ export class ChannelListener extends Listener<Channel> {
             this.dispose(ch);
             return;
           }
+          // The accept queue is full: refused (an abort, so the dialer fails now instead of
+          // seeing an orderly end after sends that no one here will read), and counted.
+          if (this.ready >= this.#backlog) {
+            hubOf(this.device).totals.acceptRefused++;
+            ch.abort(`channel refused: the listener's accept queue is full (backlog ${this.#backlog} channels not yet accepted)`, 'limit');
+            return;
+          }
           // Counted once the HELLOs crossed, so a channel past the cap can tell its peer why.
           try {
             hubOf(this.device).admit(ch, this.#preauthMax > 0, this.#maxPerPeer, this.#preauthPerPeer);
@@ -155,7 +162,7 @@ export class ChannelListener extends Listener<Channel> {
             ch.abort((e as Error).message, 'limit');
             return;
           }
-          this.#deliver(ch);
+          this.offer(ch);
         },
         // It failed before the peer's HELLO: already torn down.
         () => void this.#hello.delete(ch),
@@ -178,13 +185,6 @@ export class ChannelListener extends Listener<Channel> {
     ch.abort('closed for a newer channel: too many channels waiting for their HELLO', 'limit');
   }
 
-  #deliver(ch: Channel): void {
-    if (this.ready >= this.#backlog) {
-      void ch.close();
-      return;
-    }
-    this.offer(ch);
-  }
 }
 
 function posInt(v: unknown, name: string, def: number): number {
