@@ -387,8 +387,8 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
 
   /** @internal for the hub's totals. */
   counters() {
-    const { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits } = this.#core.stats();
-    return { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits };
+    const { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits, rendezvousReadTimeouts } = this.#core.stats();
+    return { enlargements, shrinks, messagesSent, messagesReceived, limitRefusals, rendezvousWaits, rendezvousReadTimeouts };
   }
 
   /**

@@ -270,7 +270,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   /** Rendezvous budget came free: start the reads that waited for it. */
   retryReads(now: number): void {
     if (this.#torn) return;
-    this.inb.pumpReads();
+    this.inb.pumpReads(now);
     this.#pump(now);
   }
 
@@ -291,7 +291,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
   pollMessage(now: number): Delivered | undefined {
     const d = this.inb.take();
     if (d) {
-      this.inb.pumpReads();
+      this.inb.pumpReads(now);
       this.#pump(now);
     }
     return d;
@@ -400,7 +400,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
       case ChanType.Switch:
         return this.inb.onSwitch(m.epoch, m.count, now);
       case ChanType.Offer:
-        return this.inb.onOffer(m.seq, m.length, m.addr, m.rkey, m.value);
+        return this.inb.onOffer(m.seq, m.length, m.addr, m.rkey, m.value, now);
       case ChanType.Done:
         return this.out.onDone(m.seq, now);
       case ChanType.Close:
@@ -440,7 +440,7 @@ export class ChannelCore implements Link, PollsActions<Action>, HasTimeout {
     const kind = wrKindOf(wrId);
     if (kind === WrKind.Ctrl) this.#ctrlInFlight--;
     if (kind === WrKind.Data) this.out.onWriteDone(wrId, r, now);
-    else if (kind === WrKind.Read) this.inb.onReadDone(wrId, r);
+    else if (kind === WrKind.Read) this.inb.onReadDone(wrId, r, now);
     else if (!r.ok) {
       if (r.why === 'remote') return this.fail('protocol', `the peer refused a control message into its mailbox (${r.status})`);
       return this.fail(r.why === 'flush' ? 'closed' : r.why === 'link' ? 'link' : 'protocol', `control message failed: ${r.status}`);

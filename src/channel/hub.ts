@@ -32,7 +32,7 @@ export interface HubMember {
   counters(): Counted;
 }
 
-type Counted = { enlargements: number; shrinks: number; messagesSent: number; messagesReceived: number; limitRefusals: number; rendezvousWaits: number };
+type Counted = { enlargements: number; shrinks: number; messagesSent: number; messagesReceived: number; limitRefusals: number; rendezvousWaits: number; rendezvousReadTimeouts: number };
 
 export interface ChannelTotals extends BudgetTotals {
   /** Channels open now (QP made, not yet torn down). */
@@ -53,6 +53,8 @@ export interface ChannelTotals extends BudgetTotals {
   limitRefusals: number;
   /** Rendezvous offers that waited for the per-peer or per-device budget. */
   rendezvousWaits: number;
+  /** Channels failed because their rendezvous reads went rendezvousReadTimeoutMs without one completing (the peer did not answer). */
+  rendezvousReadTimeouts: number;
   /** Channels closed before their peer's HELLO came, for a newer one: a listener's backlog of them was full. */
   helloEvicted: number;
   /** Channels refused after their HELLOs crossed because a listener's accept queue (its `backlog` not yet accepted) was full. */
@@ -69,7 +71,7 @@ export class ChannelHub {
   #reserved = 0;
   #dead = false;
   readonly totals: Omit<ChannelTotals, 'channels' | 'registeredBytes' | keyof BudgetTotals> = {
-    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0, helloEvicted: 0, acceptRefused: 0,
+    opened: 0, closed: 0, failed: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0, limitRefusals: 0, rendezvousWaits: 0, rendezvousReadTimeouts: 0, helloEvicted: 0, acceptRefused: 0,
   };
   readonly #budget = new PeerBudget();
   #lastPeerKey = '';
@@ -140,6 +142,7 @@ export class ChannelHub {
     this.totals.messagesReceived += s.messagesReceived;
     this.totals.limitRefusals += s.limitRefusals;
     this.totals.rendezvousWaits += s.rendezvousWaits;
+    this.totals.rendezvousReadTimeouts += s.rendezvousReadTimeouts;
   }
 
   // ---- per peer (./budget.ts) ---------------------------------------------------------------
@@ -186,6 +189,7 @@ export class ChannelHub {
       t.messagesReceived += s.messagesReceived;
       t.limitRefusals += s.limitRefusals;
       t.rendezvousWaits += s.rendezvousWaits;
+      t.rendezvousReadTimeouts += s.rendezvousReadTimeouts;
     }
     return t;
   }

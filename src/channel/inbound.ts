@@ -63,6 +63,8 @@ export interface InboundStats {
   readsInFlight: number;
   /** Offers that waited because the peer's or the device's rendezvous budget was spent. */
   rendezvousWaits: number;
+  /** Rendezvous reads that went rendezvousReadTimeoutMs without one completing (the channel failed). */
+  rendezvousReadTimeouts: number;
 }
 
 /** What an Inbound counts for stats(). */
@@ -74,6 +76,7 @@ class InTally {
   bytesReceived = 0;
   rendezvousReceived = 0;
   rendezvousWaits = 0;
+  rendezvousReadTimeouts = 0;
 }
 
 /** The counts of every Inbound that has counted nothing yet: shared, never written. */
@@ -101,8 +104,12 @@ export class Inbound {
   bufferedBytes = 0;
   /** Offers waiting for a read, by seq (kept sorted: the oldest is read first). Made on the first OFFER, as #reads on the first read: an idle channel holds neither. */
   #readQ: number[] | undefined;
-  /** Rendezvous reads in flight (at most maxReads). */
-  #reads: { wrId: number; seq: number; sink: Region }[] | undefined;
+  /**
+   * Rendezvous reads in flight (at most maxReads). `at`: when it was posted, or when another read
+   * last completed if later — the read deadline counts from the last progress, so a queue of
+   * reads that keeps completing never fires it (kept on the reads: an idle channel holds no field for it).
+   */
+  #reads: { wrId: number; seq: number; sink: Region; at: number }[] | undefined;
   /** Seq after the last message (peer CLOSE). */
   endAt: number | undefined;
   /** Counts for stats(), made at the first count: an idle channel holds none. */
@@ -360,7 +367,7 @@ export class Inbound {
 
   // ---- rendezvous ---------------------------------------------------------------------------
 
-  onOffer(seq16: number, length: number, addr: number, rkey: number, value: boolean): void {
+  onOffer(seq16: number, length: number, addr: number, rkey: number, value: boolean, now: number): void {
     const l = this.#l;
     const seq = this.#seqOf(seq16);
     if (seq === undefined) return l.fail('protocol', `OFFER seq ${seq16} outside the window or repeated`);
@@ -371,10 +378,10 @@ export class Inbound {
     let i = q.length;
     while (i > 0 && q[i - 1]! > seq) i--;
     q.splice(i, 0, seq);
-    this.pumpReads();
+    this.pumpReads(now);
   }
 
-  pumpReads(): void {
+  pumpReads(now: number): void {
     const l = this.#l;
     const q = this.#readQ;
     if (q === undefined) return;
@@ -410,12 +417,12 @@ export class Inbound {
       e.state = 'reading';
       this.bufferedBytes += e.len;
       const wrId = l.newWr(WrKind.Read);
-      reads.push({ wrId, seq, sink });
+      reads.push({ wrId, seq, sink, at: now });
       l.emit({ kind: 'read', wrId, local: { region: sink, off: 0, len: e.len }, remoteAddr: e.addr!, rkey: e.rkey! });
     }
   }
 
-  onReadDone(wrId: number, r: Outcome): void {
+  onReadDone(wrId: number, r: Outcome, now: number): void {
     const l = this.#l;
     const reads = this.#reads;
     const i = reads ? reads.findIndex((x) => x.wrId === wrId) : -1;
@@ -431,8 +438,10 @@ export class Inbound {
     const bytes = l.ports.read(rd.sink, 0, e.len);
     l.ports.dereg(rd.sink);
     this.bufferedBytes -= e.len; // #ready counts it again
+    // Progress: the reads still in flight count their deadline from here.
+    for (const x of reads!) x.at = Math.max(x.at, now);
     this.#ready(rd.seq, e, bytes);
-    this.pumpReads();
+    this.pumpReads(now);
   }
 
   #ready(seq: number, e: Entry, bytes: Uint8Array): void {
@@ -466,6 +475,14 @@ export class Inbound {
 
   tick(now: number): void {
     const l = this.#l;
+    const rd = this.#readDeadline();
+    if (rd !== undefined && now >= rd) {
+      // The peer has not answered a read (it may go on talking: the verbs watchdog would not end
+      // this). Failing releases the sinks and their budget (releaseMemory) and tells the peer.
+      const r = this.#reads![0]!;
+      this.#count().rendezvousReadTimeouts++;
+      return l.fail('timeout', `a rendezvous read (seq ${r.seq % CHAN_SEQ_MOD}, ${r.sink.length} bytes) went ${l.o.rendezvousReadTimeoutMs} ms without completing: the peer has not answered it`);
+    }
     if (this.pending) {
       if (this.#grantDeadline !== undefined && now >= this.#grantDeadline) l.fail('timeout', `the peer did not fence epoch ${this.cur.epoch} (SWITCH) within ${l.o.timeoutMs} ms of the GRANT`);
       return;
@@ -475,9 +492,21 @@ export class Inbound {
   }
 
   deadline(): number | undefined {
-    if (this.pending) return this.#grantDeadline;
-    if (this.cur.phase > 0 && this.#l.o.shrinkAfterMs > 0) return this.#lastDataAt + this.#l.o.shrinkAfterMs;
-    return undefined;
+    const rd = this.#readDeadline();
+    let d: number | undefined;
+    if (this.pending) d = this.#grantDeadline;
+    else if (this.cur.phase > 0 && this.#l.o.shrinkAfterMs > 0) d = this.#lastDataAt + this.#l.o.shrinkAfterMs;
+    return rd === undefined || (d !== undefined && d < rd) ? d : rd;
+  }
+
+  /** When the reads in flight have gone rendezvousReadTimeoutMs without progress; undefined: none, or no deadline. */
+  #readDeadline(): number | undefined {
+    const t = this.#l.o.rendezvousReadTimeoutMs;
+    const reads = this.#reads;
+    if (t === 0 || reads === undefined || reads.length === 0) return undefined;
+    let at = Infinity;
+    for (const r of reads) at = Math.min(at, r.at);
+    return at + t;
   }
 
   releaseMemory(): void {
@@ -515,6 +544,7 @@ export class Inbound {
       bufferedBytes: this.bufferedBytes,
       readsInFlight: this.#reads?.length ?? 0,
       rendezvousWaits: t.rendezvousWaits,
+      rendezvousReadTimeouts: t.rendezvousReadTimeouts,
     };
   }
 }

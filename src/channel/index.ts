@@ -11,7 +11,7 @@ export type { ChannelTotals } from './hub.js';
 
 const NONE: ChannelTotals = {
   channels: 0, opened: 0, closed: 0, failed: 0, registeredBytes: 0, enlargements: 0, shrinks: 0, messagesSent: 0, messagesReceived: 0, refused: 0,
-  limitRefusals: 0, rendezvousWaits: 0, helloEvicted: 0, acceptRefused: 0, peers: 0, untrusted: 0, rendezvousHeldBytes: 0, peerCapRefused: 0,
+  limitRefusals: 0, rendezvousWaits: 0, rendezvousReadTimeouts: 0, helloEvicted: 0, acceptRefused: 0, peers: 0, untrusted: 0, rendezvousHeldBytes: 0, peerCapRefused: 0,
 };
 
 /** The channels of a device: how many, the memory they hold now, and their totals (for dev.stats()). */

@@ -73,6 +73,14 @@ export interface ChannelOptions {
   /** How long an offered rendezvous message may wait for the peer's DONE with no word from the peer (0: forever). Default 60 000 ms. */
   rendezvousTimeoutMs?: number;
   /**
+   * How long this end's rendezvous reads may go without one completing while one is in flight
+   * (0: forever); past it the channel fails ERR_TIMEOUT (rendezvousReadTimeouts). The verbs
+   * watchdog ends a read only while the peer is silent; a peer that goes on talking and never
+   * answers the read is held to this. A read of maxMessage must fit in it: raise it for very
+   * large messages over slow paths. Default 60 000 ms.
+   */
+  rendezvousReadTimeoutMs?: number;
+  /**
    * Bytes of rendezvous messages this device holds (being read, or read and not yet taken by
    * the application) for all channels of one peer; further offers wait. Default 64 MiB.
    */
@@ -113,6 +121,7 @@ export interface ResolvedOptions {
   maxValueDepth: number;
   maxStageBytes: number;
   rendezvousTimeoutMs: number;
+  rendezvousReadTimeoutMs: number;
   maxPeerRendezvousBytes: number;
   maxDeviceRendezvousBytes: number;
 }
@@ -198,6 +207,7 @@ function resolve(o: ChannelOptions | undefined): ResolvedOptions {
     maxValueDepth: int(opts.maxValueDepth, 'maxValueDepth', DEFAULT_DECODE_LIMITS.maxDepth, 1, 4096),
     maxStageBytes: int(opts.maxStageBytes, 'maxStageBytes', Math.max(256 << 10, ...phases.map((p) => p.slotSize * p.slots)), 4096, MAX_PHASE_BYTES),
     rendezvousTimeoutMs: int(opts.rendezvousTimeoutMs, 'rendezvousTimeoutMs', 60_000, 0, 86_400_000),
+    rendezvousReadTimeoutMs: int(opts.rendezvousReadTimeoutMs, 'rendezvousReadTimeoutMs', 60_000, 0, 86_400_000),
     maxPeerRendezvousBytes: int(opts.maxPeerRendezvousBytes, 'maxPeerRendezvousBytes', 64 << 20, 0, Number.MAX_SAFE_INTEGER),
     maxDeviceRendezvousBytes: int(opts.maxDeviceRendezvousBytes, 'maxDeviceRendezvousBytes', 256 << 20, 0, Number.MAX_SAFE_INTEGER),
   });

@@ -423,7 +423,7 @@ describe('channel core: a hostile sender', () => {
     const p = new SimPair({ a: O, b: { ...O, maxMessage: 1 << 20 } });
     p.run(p.now + 1);
     const before = p.b.mem.regs;
-    p.b.core.inb.onOffer(0, (1 << 20) + 1, 0x1000, 0x1234, false);
+    p.b.core.inb.onOffer(0, (1 << 20) + 1, 0x1000, 0x1234, false, p.now);
     expect(p.b.core.failure?.message).toMatch(/more than maxMessage/);
     expect(p.b.mem.regs).toBe(before);
   });

@@ -112,7 +112,11 @@ export interface WireInfo {
   data?: { epoch: number; slot: number; seq: number; len: number; count: number };
 }
 
-export type Verdict = 'deliver' | 'drop' | 'fail' | { delayMs: number };
+/**
+ * 'hold': never delivered and never completed, and nothing behind it waits for it — a responder
+ * that leaves one request (a read) unanswered while everything else flows.
+ */
+export type Verdict = 'deliver' | 'drop' | 'fail' | 'hold' | { delayMs: number };
 
 interface InFlight {
   w: Wire;
@@ -139,6 +143,8 @@ export class SimEnd {
   readonly sqDepth: number;
   /** The most send work requests this end had posted and not completed at once. */
   sqPeak = 0;
+  /** Posted, filtered 'hold': outstanding for ever (until the QP goes). */
+  readonly held: Wire[] = [];
 
   constructor(readonly name: 'a' | 'b', opts: ChannelOptions, now: number, memBudget?: number, preauthMax = 0) {
     this.mem = new SimMemory(name, name === 'a' ? 0x100000 : 0x40000000, memBudget);
@@ -243,6 +249,7 @@ export class SimPair {
         e.torn = true;
         // The QP is destroyed: its receives are gone; what it had on the wire still arrives.
         e.posted.length = 0;
+        e.held.length = 0;
         e.core.releaseMemory();
         return;
     }
@@ -271,8 +278,12 @@ export class SimPair {
     const last = q.length ? q[q.length - 1]!.at : 0;
     const delay = typeof v === 'object' ? v.delayMs : 0;
     // Everything posted and not delivered is uncompleted (completions come at delivery).
-    if (q.length >= e.sqDepth) throw new Error(`${e.name}: send queue full (${e.sqDepth} work requests outstanding)`);
-    e.sqPeak = Math.max(e.sqPeak, q.length + 1);
+    if (q.length + e.held.length >= e.sqDepth) throw new Error(`${e.name}: send queue full (${e.sqDepth} work requests outstanding)`);
+    e.sqPeak = Math.max(e.sqPeak, q.length + e.held.length + 1);
+    if (v === 'hold') {
+      e.held.push(w);
+      return;
+    }
     // rc: nothing overtakes what was posted before it.
     q.push({ w, at: Math.max(last, this.now + this.latency + delay), drop: v === 'drop', fail: v === 'fail' });
   }
