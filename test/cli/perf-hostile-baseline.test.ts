@@ -4,7 +4,9 @@
 // and the udp rr responder answered any source with respBytes: a 32-byte datagram from a third
 // party got 8 MiB back (a reflector). Now baselineOpen needs a hello and the shape of one of the
 // run's sizes, and the baseline sockets bind where the control connection arrived and serve only
-// its peer's host (udp rr: only the address:port of the first request).
+// its peer's host (udp rr: only the address:port of the first request). The peer's traffic here
+// carries the session's token (perf-baseline-token.test.ts: without it nothing is served); the
+// third party is given it too, so these cases show the host and address checks on their own.
 import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -29,11 +31,18 @@ async function udpSocket(host: string) {
   return { s, got: () => got };
 }
 
-function request(iter: number): Buffer {
-  const d = Buffer.alloc(4 + 28);
+/** A read_lat request: [iteration][the session's token][28 bytes]. */
+function request(iter: number, token: Buffer): Buffer {
+  const d = Buffer.alloc(4 + token.length + 28);
   d.writeUInt32BE(iter, 0);
+  token.copy(d, 4);
   return d;
 }
+
+const opened = (a: { result?: unknown } | undefined) => {
+  const r = a!.result as { port: number; token: string };
+  return { port: r.port, token: Buffer.from(r.token, 'hex') };
+};
 
 describe('perf server: baselineOpen is checked', () => {
   it('shapes no client sends are refused with one clear error; the server lives', async () => {
@@ -79,20 +88,20 @@ describe('perf server: baseline sockets serve only the control peer', () => {
     bg = s.bg;
     const c = await helloed(s.port, { ...read8M, transport: 'udp' }, PEER);
     c.call(2, 'baselineOpen', { transport: 'udp', mode: 'rr', reqBytes: 28, respBytes: 1 << 23 });
-    const port = ((await c.answer(2))!.result as { port: number }).port;
+    const { port, token } = opened(await c.answer(2));
     const third = await udpSocket('127.0.0.1');
     for (let i = 0; i < 3; i++) {
-      third.s.send(request(100 + i), port, '127.0.0.1');
+      third.s.send(request(100 + i, token), port, '127.0.0.1');
       await sleep(200);
     }
     const peer = await udpSocket(PEER);
-    peer.s.send(request(1), port, '127.0.0.1');
+    peer.s.send(request(1, token), port, '127.0.0.1');
     // The peer's own request is answered (8 MiB; loopback may drop some of it under load).
     const until = Date.now() + 5000;
     while (Date.now() < until && peer.got() === 0) await sleep(50);
     // Another port on the peer's host, after the first request: not answered.
     const other = await udpSocket(PEER);
-    other.s.send(request(2), port, '127.0.0.1');
+    other.s.send(request(2, token), port, '127.0.0.1');
     await sleep(800);
     c.call(3, 'baselineResult');
     const counts = (await c.answer(3))!.result as { bytesIn: number; bytesOut: number; datagrams: number };
@@ -109,11 +118,12 @@ describe('perf server: baseline sockets serve only the control peer', () => {
     bg = s.bg;
     const c = await helloed(s.port, { transport: 'udp' }, PEER);
     c.call(2, 'baselineOpen', { transport: 'udp', mode: 'bw', reqBytes: 0, respBytes: 0 });
-    const port = ((await c.answer(2))!.result as { port: number }).port;
+    const { port, token } = opened(await c.answer(2));
     const third = await udpSocket('127.0.0.1');
     const peer = await udpSocket(PEER);
-    const d = Buffer.alloc(4 + 100);
+    const d = Buffer.alloc(4 + token.length + 100);
     d.writeUInt32BE(0x80000000, 0); // ack now
+    token.copy(d, 4);
     for (let i = 0; i < 3; i++) third.s.send(d, port, '127.0.0.1');
     peer.s.send(d, port, '127.0.0.1');
     await sleep(800);
@@ -131,14 +141,14 @@ describe('perf server: baseline sockets serve only the control peer', () => {
     bg = s.bg;
     const c = await helloed(s.port, { ...read8M, transport: 'tcp', sizes: [4096] }, PEER);
     c.call(2, 'baselineOpen', { transport: 'tcp', mode: 'rr', reqBytes: 28, respBytes: 4096 });
-    const port = ((await c.answer(2))!.result as { port: number }).port;
+    const { port, token } = opened(await c.answer(2));
     const dial = async (from: string) => {
       const d = connect({ port, host: '127.0.0.1', localAddress: from });
       d.on('error', () => {});
       let got = 0;
       d.on('data', (b) => (got += b.length));
       await new Promise<void>((r) => d.once('connect', () => r()).once('close', () => r()));
-      d.write(Buffer.alloc(28 * 4));
+      d.write(Buffer.concat([token, Buffer.alloc(28 * 4)]));
       await sleep(800);
       const closed = d.destroyed || d.readyState !== 'open';
       d.destroy();

@@ -5,9 +5,13 @@
 // datagram asks for an ack; the sink answers with its high-water mark and count. Raw UDP has no
 // recovery, so what is lost stays lost and is reported.
 //
-// Datagram: [u32 BE: bit 31 = ack now, bits 0..30 = sequence][payload] (a header alone is a
-// probe asking for an ack at the end of a timed run, not counted). Ack: [u32 BE high
-// water (one past the highest sequence seen)][u32 BE datagrams received].
+// Datagram: [u32 BE: bit 31 = ack now, bits 0..30 = sequence][token, when the run has one: 8
+// bytes][payload] (a header alone is a probe asking for an ack at the end of a timed run, not
+// counted). Ack: [u32 BE high water (one past the highest sequence seen)][u32 BE datagrams
+// received]. The token (`sabre perf --server` hands one per baseline to its control peer) binds
+// the datagrams to that session: a source address anyone on the path can write, a token not;
+// it costs the sender nothing per datagram (written once into the reused headers) and the sink
+// two word compares.
 // Shared by `sabre perf --baseline` and bench/udp-rdma.bench.mjs (one helper for the pattern).
 import { createSocket, type Socket } from 'node:dgram';
 import { type AddressInfo, isIPv6 } from 'node:net';
@@ -15,6 +19,8 @@ import { type AddressInfo, isIPv6 } from 'node:net';
 /** Largest datagram node:dgram carries on loopback (IP maximum less headers, rounded down). */
 export const MAX_DGRAM = 65000;
 export const DGRAM_HDR = 4;
+/** Bytes of a session token after the sequence word. */
+export const TOKEN_BYTES = 8;
 const ACK_NOW = 0x80000000;
 const SEQ_MASK = 0x7fffffff;
 /** Kernel bookkeeping per queued datagram beyond its payload (sk_buff + shared info, rounded up). */
@@ -48,11 +54,21 @@ export interface SinkWork {
    * the sink's acks cannot be aimed at a third party; `onStranger` hears of each one dropped.
    */
   allowFrom?: string;
-  onStranger?: () => void;
+  /** Count and ack only datagrams carrying this TOKEN_BYTES-byte token after the sequence word. */
+  token?: Uint8Array;
+  onStranger?: (why: 'host' | 'token') => void;
 }
 
 /** An IPv4-mapped address as its dotted quad, lower-cased: two spellings of one host compare equal. */
 const hostOf = (a: string): string => (a.startsWith('::ffff:') ? a.slice(7) : a).toLowerCase();
+
+/** A token as the two big-endian words the sink compares (undefined: none); throws unless TOKEN_BYTES long. */
+export function tokenWords(t: Uint8Array | undefined): [number, number] | undefined {
+  if (t === undefined) return undefined;
+  if (t.length !== TOKEN_BYTES) throw new RangeError(`a baseline token is ${TOKEN_BYTES} bytes`);
+  const b = Buffer.from(t.buffer, t.byteOffset, t.length);
+  return [b.readUInt32BE(0), b.readUInt32BE(4)];
+}
 
 /** The receiving end: counts, and acks when asked. */
 export class RawDgramSink {
@@ -62,23 +78,29 @@ export class RawDgramSink {
     this.#s = s;
     const { work, ackEvery = 0, onStranger } = extra;
     const allow = extra.allowFrom !== undefined ? hostOf(extra.allowFrom) : undefined;
+    const tok = tokenWords(extra.token);
+    const hdrLen = DGRAM_HDR + (tok ? TOKEN_BYTES : 0);
     s.on('message', (msg, rinfo) => {
       if (allow !== undefined && hostOf(rinfo.address) !== allow) {
-        onStranger?.();
+        onStranger?.('host');
         return;
       }
-      if (msg.length < DGRAM_HDR) return;
+      if (tok && (msg.length < hdrLen || msg.readUInt32BE(DGRAM_HDR) !== tok[0] || msg.readUInt32BE(DGRAM_HDR + 4) !== tok[1])) {
+        onStranger?.('token');
+        return;
+      }
+      if (msg.length < hdrLen) return;
       const h = msg.readUInt32BE(0);
       const seq = h & SEQ_MASK;
       const st = this.#st;
       let ackNow = (h & ACK_NOW) !== 0;
       // A header alone is the sender's probe for a last ack: no data, not counted.
-      if (msg.length > DGRAM_HDR) {
+      if (msg.length > hdrLen) {
         const t = performance.timeOrigin + performance.now();
         if (st.datagrams === 0) st.first = t;
         st.last = t;
         st.datagrams++;
-        st.bytes += msg.length - DGRAM_HDR;
+        st.bytes += msg.length - hdrLen;
         if (seq + 1 > st.high) st.high = seq + 1;
         work?.(msg);
         if (ackEvery > 0 && st.datagrams % ackEvery === 0) ackNow = true;
@@ -141,6 +163,8 @@ export interface RawDgramRun {
   /** No ack progress for this long with datagrams out: count them lost and go on. */
   stallMs?: number;
   bindHost?: string;
+  /** The sink's token (SinkWork.token): carried after every header. */
+  token?: Uint8Array;
 }
 
 export interface RawDgramResult {
@@ -159,7 +183,8 @@ export interface RawDgramResult {
 export async function sendRawDgram(o: RawDgramRun): Promise<RawDgramResult> {
   const perMsg = Math.max(1, Math.ceil(o.size / MAX_DGRAM));
   const lastLen = o.size - (perMsg - 1) * MAX_DGRAM;
-  const { window, ackEvery } = ackClock(o.rcvbuf, Math.min(o.size, MAX_DGRAM) + DGRAM_HDR);
+  const hdrLen = DGRAM_HDR + (o.token ? TOKEN_BYTES : 0);
+  const { window, ackEvery } = ackClock(o.rcvbuf, Math.min(o.size, MAX_DGRAM) + hdrLen);
   const s = createSocket(o.bindHost !== undefined && isIPv6(o.bindHost) ? 'udp6' : 'udp4');
   // A connected socket reports the ICMP port-unreachable of a vanished receiver as an error
   // event (ECONNREFUSED): for raw UDP that is just loss, which the stall timer accounts for.
@@ -177,7 +202,13 @@ export async function sendRawDgram(o: RawDgramRun): Promise<RawDgramResult> {
   const full = payload.subarray(0, Math.min(o.size, MAX_DGRAM));
   // Header buffers are reused round-robin: one is written again only `ring` datagrams later,
   // long after the window closed behind it.
-  const ring = Array.from({ length: 2 * window + 2 }, () => Buffer.alloc(DGRAM_HDR));
+  // The token is written into each once: sending it costs nothing per datagram.
+  const header = (): Buffer => {
+    const h = Buffer.alloc(hdrLen);
+    if (o.token) h.set(o.token, DGRAM_HDR);
+    return h;
+  };
+  const ring = Array.from({ length: 2 * window + 2 }, header);
   const deadline = o.durationS !== undefined ? performance.now() + o.durationS * 1000 : Infinity;
   const target = o.durationS !== undefined ? Infinity : o.messages;
   let cap = Number.isFinite(target) ? target : 1 << 16;
@@ -237,7 +268,7 @@ export async function sendRawDgram(o: RawDgramRun): Promise<RawDgramResult> {
         if (tailAsked) return;
         tailAsked = true;
         // Re-sending is not raw UDP's business; a short probe datagram asks for the final ack.
-        const hdr = Buffer.alloc(DGRAM_HDR);
+        const hdr = header();
         hdr.writeUInt32BE((((sent - 1) & SEQ_MASK) | ACK_NOW) >>> 0, 0);
         s.send(hdr);
       };

@@ -3,12 +3,13 @@
 // tcp → raw node:net (setNoDelay; TCP's own flow control), inproc → Uint8Array.set between two
 // buffers. Latency patterns move what the RDMA operation moves: a write or send ping-pong echoes
 // the size; a read sends a small request and gets the size back; an atomic gets 8 bytes back.
+import { randomBytes } from 'node:crypto';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect as netConnect, createServer, isIPv6, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { publish } from '../../metrics/diagnostics.js';
 import { keepFreedHeapMapped } from '../../core/heap-reuse.js';
-import { MAX_DGRAM, RawDgramSink, sendRawDgram } from '../baseline/raw-dgram.js';
+import { MAX_DGRAM, RawDgramSink, sendRawDgram, TOKEN_BYTES, tokenWords } from '../baseline/raw-dgram.js';
 import { type ControlPeer, normalHost } from './control.js';
 import type { Refusals } from './control-server.js';
 import type { PerfOptions } from './options.js';
@@ -23,6 +24,8 @@ const ATOMIC_RESPONSE_BYTES = 8;
 const LAT_LOST_MS = 1000;
 /** The udp latency pattern's header: the iteration number, so a late datagram is not taken for the next. */
 const TAG = 4;
+/** How long a tcp baseline connection may take to send the session's token. */
+const TOKEN_MS = 2000;
 
 export type BaselineMode = 'bw' | 'rr';
 
@@ -56,6 +59,13 @@ export interface BaselineAt {
   peer: string | undefined;
 }
 
+/** What baselineOpen answers: the socket's port, the sink's buffer (udp bw), and the session's token (hex). */
+export interface BaselineOpened {
+  port: number;
+  rcvbuf?: number;
+  token: string;
+}
+
 /** TCP baseline connections held at once (the client opens one per pattern). */
 const MAX_BASELINE_CONNS = 4;
 
@@ -65,6 +75,11 @@ const MAX_BASELINE_CONNS = 4;
  * connection from anywhere else is dropped and counted, never answered, so the rr responder
  * (a 28-byte request, up to 8 MiB back) cannot be aimed at a third party; the udp responder
  * answers only the address:port its first request came from (the socket is connected to it).
+ * A source address is what anyone on the path can write, so each open also makes a random
+ * TOKEN_BYTES-byte token, handed to the client over the control connection: a udp datagram
+ * carries it after its 4-byte sequence / iteration word, a tcp connection sends it first, and
+ * what lacks it is dropped unanswered and counted ('baseline-token') — one fixed-offset compare
+ * per datagram (two words), once per connection on tcp, so the raw baseline stays raw.
  */
 export class BaselineServer {
   private sink: RawDgramSink | undefined;
@@ -75,16 +90,23 @@ export class BaselineServer {
 
   constructor(private readonly refusals?: Refusals) {}
 
-  async open(p: BaselineOpen, at: BaselineAt): Promise<{ port: number; rcvbuf?: number }> {
+  async open(p: BaselineOpen, at: BaselineAt): Promise<BaselineOpened> {
     // The raw sockets run under the same malloc thresholds as sabre's links (core/heap-reuse.ts).
     await keepFreedHeapMapped();
     await this.close();
     this.c = { bytesIn: 0, bytesOut: 0, datagrams: 0, first: 0, last: 0 };
     const stranger = (host: string | undefined) => at.peer !== undefined && (host === undefined || normalHost(host) !== normalHost(at.peer));
     const refuse = (what: string) => this.refusals?.note('baseline-peer', what);
+    const refuseToken = (what: string) => this.refusals?.note('baseline-token', what);
+    const token = randomBytes(TOKEN_BYTES);
+    const tok = tokenWords(token)!;
+    const hex = token.toString('hex');
     if (p.transport === 'udp' && p.mode === 'bw') {
-      this.sink = await RawDgramSink.open(at.bind, undefined, { ...(at.peer !== undefined ? { allowFrom: at.peer } : {}), onStranger: () => refuse('a datagram to the bw sink from another host') });
-      return { port: this.sink.port, rcvbuf: this.sink.rcvbuf };
+      this.sink = await RawDgramSink.open(at.bind, undefined, {
+        ...(at.peer !== undefined ? { allowFrom: at.peer } : {}), token,
+        onStranger: (why) => (why === 'host' ? refuse('a datagram to the bw sink from another host') : refuseToken('a datagram to the bw sink without the session token')),
+      });
+      return { port: this.sink.port, rcvbuf: this.sink.rcvbuf, token: hex };
     }
     if (p.transport === 'udp') {
       const s = createSocket(isIPv6(at.bind) ? 'udp6' : 'udp4');
@@ -97,16 +119,16 @@ export class BaselineServer {
       let from: { address: string; port: number } | undefined;
       let connected = false;
       const early: Buffer[] = [];
+      const hdr = TAG + TOKEN_BYTES;
       const serve = (msg: Buffer) => {
-        if (msg.length < TAG) return;
         this.c.datagrams++;
-        this.c.bytesIn += msg.length - TAG;
+        this.c.bytesIn += msg.length - hdr;
         const it = msg.readUInt32BE(0);
         if (it !== iter) {
           iter = it;
           got = 0;
         }
-        got += msg.length - TAG;
+        got += msg.length - hdr;
         if (got < p.reqBytes) return;
         got = -Infinity; // answered: ignore stragglers of this iteration
         this.c.bytesOut += p.respBytes;
@@ -116,6 +138,11 @@ export class BaselineServer {
         try {
           if (stranger(rinfo.address) || (from && (rinfo.address !== from.address || rinfo.port !== from.port))) {
             refuse('a datagram to the rr responder from another address');
+            return;
+          }
+          // Before the first request's source is taken: a datagram without the token takes nothing.
+          if (msg.length < hdr || msg.readUInt32BE(TAG) !== tok[0] || msg.readUInt32BE(TAG + 4) !== tok[1]) {
+            refuseToken('a datagram to the rr responder without the session token');
             return;
           }
           if (connected) return serve(msg);
@@ -135,7 +162,7 @@ export class BaselineServer {
         }
       });
       await new Promise<void>((r) => s.bind(0, at.bind, r));
-      return { port: (s.address() as AddressInfo).port };
+      return { port: (s.address() as AddressInfo).port, token: hex };
     }
     const response = p.mode === 'rr' ? Buffer.alloc(p.respBytes, 0x5a) : undefined;
     const server = createServer((sock) => {
@@ -147,6 +174,14 @@ export class BaselineServer {
       this.conns.add(sock);
       sock.setNoDelay(true);
       let pending = 0;
+      // The stream's first TOKEN_BYTES bytes must be the session's token, within TOKEN_MS.
+      let head: Buffer | undefined = Buffer.alloc(0);
+      const noToken = (why: string) => {
+        refuseToken(why);
+        sock.destroy();
+      };
+      const tokenTimer = setTimeout(() => noToken(`a baseline connection without the session token within ${TOKEN_MS} ms`), TOKEN_MS);
+      sock.on('close', () => clearTimeout(tokenTimer));
       // rr: answer every whole request, one response at a time while the peer reads them.
       const answer = () => {
         while (pending >= p.reqBytes && !sock.destroyed && sock.writableLength <= sock.writableHighWaterMark) {
@@ -160,7 +195,17 @@ export class BaselineServer {
       sock.on('drain', () => {
         if (response) answer();
       });
-      sock.on('data', (chunk) => {
+      sock.on('data', (data: Buffer) => {
+        let chunk = data;
+        if (head !== undefined) {
+          head = Buffer.concat([head, chunk]);
+          if (head.length < TOKEN_BYTES) return;
+          if (!head.subarray(0, TOKEN_BYTES).equals(token)) return noToken('a baseline connection that did not send the session token');
+          clearTimeout(tokenTimer);
+          chunk = head.subarray(TOKEN_BYTES);
+          head = undefined;
+          if (chunk.length === 0) return;
+        }
         this.c.bytesIn += chunk.length;
         if (p.mode === 'bw') {
           // Cumulative bytes back on every read, so the sender can time each message's arrival
@@ -178,7 +223,7 @@ export class BaselineServer {
     });
     this.tcp = server;
     await new Promise<void>((r) => server.listen(0, at.bind, r));
-    return { port: (server.address() as AddressInfo).port };
+    return { port: (server.address() as AddressInfo).port, token: hex };
   }
 
   result(): BaselineCounts {
@@ -200,13 +245,15 @@ export class BaselineServer {
   }
 }
 
-/** `bytes` as tagged datagrams of at most MAX_DGRAM payload (at least one, even for 0 bytes). */
-function dgrams(iter: number, bytes: number): Buffer[] {
+/** `bytes` as tagged datagrams of at most MAX_DGRAM payload (at least one, even for 0 bytes); requests carry the session's token after the tag. */
+function dgrams(iter: number, bytes: number, token?: Buffer): Buffer[] {
   const out: Buffer[] = [];
+  const t = token?.length ?? 0;
   for (let off = 0; off === 0 || off < bytes; off += MAX_DGRAM) {
     const n = Math.min(MAX_DGRAM, bytes - off);
-    const d = Buffer.alloc(TAG + n, 0xa5);
+    const d = Buffer.alloc(TAG + t + n, 0xa5);
     d.writeUInt32BE(iter >>> 0, 0);
+    token?.copy(d, TAG);
     out.push(d);
   }
   return out;
@@ -232,20 +279,26 @@ export async function runBaseline(o: PerfOptions, ctl: ControlPeer | undefined, 
   const peer = ctl!;
   const lat = o.kind === 'lat';
   const shape = lat ? latShape(o, run.size) : { reqBytes: 0, respBytes: 0 };
-  const open = (): Promise<{ port: number; rcvbuf?: number }> => peer.call('baselineOpen', { transport: o.transport as 'udp' | 'tcp', mode: lat ? 'rr' : 'bw', ...shape } satisfies BaselineOpen);
+  const open = async (): Promise<{ port: number; rcvbuf: number | undefined; token: Buffer }> => {
+    const a = await peer.call<Partial<BaselineOpened>>('baselineOpen', { transport: o.transport as 'udp' | 'tcp', mode: lat ? 'rr' : 'bw', ...shape } satisfies BaselineOpen);
+    const okPort = typeof a?.port === 'number' && Number.isInteger(a.port) && a.port >= 1 && a.port <= 65535;
+    if (!okPort || typeof a.token !== 'string' || !/^[0-9a-f]+$/.test(a.token) || a.token.length !== 2 * TOKEN_BYTES) throw new Error('baselineOpen: the server\'s answer is malformed (port, token)');
+    if (a.rcvbuf !== undefined && !(Number.isInteger(a.rcvbuf) && a.rcvbuf > 0)) throw new Error('baselineOpen: the server\'s rcvbuf is malformed');
+    return { port: a.port!, rcvbuf: a.rcvbuf, token: Buffer.from(a.token, 'hex') };
+  };
   try {
     let warm: { warmUpIterations: number; warmUpMs: number } | undefined;
     if (run.warmUp) {
-      const { port, rcvbuf } = await open();
+      const { port, rcvbuf, token } = await open();
       // As long as sabre's warm-up (client.ts WARM_LAT_ITERS), so both rows are timed warm.
       const t0 = performance.now();
-      const w = await pattern(o, host, bindHost, port, rcvbuf, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
+      const w = await pattern(o, { host, bind: bindHost, port, rcvbuf, token }, { ...run, iters: lat ? 5000 : Math.min(run.iters, o.txDepth), durationS: undefined }, shape);
       warm = { warmUpIterations: w.iterations, warmUpMs: Math.round((performance.now() - t0) * 1000) / 1000 };
     }
-    const { port, rcvbuf } = await open();
+    const { port, rcvbuf, token } = await open();
     const c0 = process.cpuUsage();
     const p0 = await peer.call<NodeJS.CpuUsage>('cpu');
-    const r = await pattern(o, host, bindHost, port, rcvbuf, run, shape);
+    const r = await pattern(o, { host, bind: bindHost, port, rcvbuf, token }, run, shape);
     const cpu = cpuUs(process.cpuUsage(c0)) + cpuUs(diff(await peer.call<NodeJS.CpuUsage>('cpu'), p0));
     const counts = await peer.call<BaselineCounts>('baselineResult');
     if (r.kind === 'lat') return { ...r, source, bytesToResponder: counts.bytesIn, bytesFromResponder: counts.bytesOut, ...warm };
@@ -260,21 +313,31 @@ function diff(a: NodeJS.CpuUsage, b: NodeJS.CpuUsage): NodeJS.CpuUsage {
   return { user: a.user - b.user, system: a.system - b.system };
 }
 
-async function pattern(o: PerfOptions, host: string, bind: string | undefined, port: number, rcvbuf: number | undefined, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<BwRow | LatRow> {
-  if (o.kind === 'lat') return o.transport === 'udp' ? udpLat(o, host, bind, port, run, shape) : tcpLat(o, host, bind, port, run, shape);
-  return o.transport === 'udp' ? udpBw(o, host, bind, port, rcvbuf!, run) : tcpBw(o, host, bind, port, run);
+/** Where a pattern goes: the server's baseline socket, our source, and the session's token. */
+interface Target {
+  host: string;
+  bind: string | undefined;
+  port: number;
+  rcvbuf: number | undefined;
+  token: Buffer;
 }
 
-async function udpBw(o: PerfOptions, host: string, bind: string | undefined, port: number, rcvbuf: number, run: BaselineRun): Promise<BwRow> {
-  const r = await sendRawDgram({ host, port, rcvbuf, ...(bind !== undefined ? { bindHost: bind } : {}), size: run.size, messages: run.iters, ...(run.durationS !== undefined ? { durationS: run.durationS } : {}) });
+async function pattern(o: PerfOptions, t: Target, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<BwRow | LatRow> {
+  if (o.kind === 'lat') return o.transport === 'udp' ? udpLat(o, t, run, shape) : tcpLat(o, t, run, shape);
+  return o.transport === 'udp' ? udpBw(o, t, run) : tcpBw(o, t, run);
+}
+
+async function udpBw(o: PerfOptions, { host, bind, port, rcvbuf, token }: Target, run: BaselineRun): Promise<BwRow> {
+  if (rcvbuf === undefined) throw new Error('baselineOpen: the server did not say its udp sink\'s rcvbuf');
+  const r = await sendRawDgram({ host, port, rcvbuf, token, ...(bind !== undefined ? { bindHost: bind } : {}), size: run.size, messages: run.iters, ...(run.durationS !== undefined ? { durationS: run.durationS } : {}) });
   const lostIterations = r.messages - r.acked;
   const row = bwRow('node:dgram', { size: run.size, posted: r.posted, completed: r.completed, n: r.acked, noPeak: o.noPeak });
   publish('sabre:perf:baseline', () => ({ transport: 'udp', mode: 'bw', size: run.size, sent: r.datagrams, acked: r.acked, lost: lostIterations, window: r.window, ackEvery: r.ackEvery }));
   return { ...row, lostIterations, lossPct: r.messages > 0 ? (100 * lostIterations) / r.messages : 0 };
 }
 
-async function tcpBw(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun): Promise<BwRow> {
-  const sock = await tcpConnect(host, bind, port);
+async function tcpBw(o: PerfOptions, t: Target, run: BaselineRun): Promise<BwRow> {
+  const sock = await tcpConnect(t);
   try {
     const payload = Buffer.alloc(run.size, 0xa5);
     const target = run.durationS !== undefined ? Infinity : run.iters;
@@ -307,20 +370,22 @@ async function tcpBw(o: PerfOptions, host: string, bind: string | undefined, por
   }
 }
 
-async function tcpConnect(host: string, bind: string | undefined, port: number): Promise<Socket> {
+/** A connection to the server's baseline socket that has sent the session's token (before any timed byte). */
+async function tcpConnect({ host, bind, port, token }: Target): Promise<Socket> {
   const sock = netConnect({ host, port, ...(bind !== undefined ? { localAddress: bind } : {}) });
   await new Promise<void>((r, j) => {
     sock.once('connect', () => r());
     sock.once('error', j);
   });
   sock.setNoDelay(true);
+  sock.write(token);
   return sock;
 }
 
 const halves = (o: PerfOptions) => o.verb === 'write' || o.verb === 'send';
 
-async function tcpLat(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
-  const sock = await tcpConnect(host, bind, port);
+async function tcpLat(o: PerfOptions, t: Target, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+  const sock = await tcpConnect(t);
   const req = Buffer.alloc(shape.reqBytes, 0xa5);
   const samples: number[] = [];
   let got = 0;
@@ -346,7 +411,7 @@ async function tcpLat(o: PerfOptions, host: string, bind: string | undefined, po
   return latRow('node:net', run.size, samples);
 }
 
-async function udpLat(o: PerfOptions, host: string, bind: string | undefined, port: number, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
+async function udpLat(o: PerfOptions, { host, bind, port, token }: Target, run: BaselineRun, shape: { reqBytes: number; respBytes: number }): Promise<LatRow> {
   const s = createSocket(bind !== undefined && isIPv6(bind) ? 'udp6' : 'udp4');
   s.on('error', () => {}); // ICMP unreachable on the connected socket: counted as lost round trips
   await new Promise<void>((r) => s.bind(0, bind ?? '0.0.0.0', r));
@@ -373,7 +438,7 @@ async function udpLat(o: PerfOptions, host: string, bind: string | undefined, po
         wake = () => r(true);
         timer = setTimeout(() => r(false), LAT_LOST_MS);
       });
-      for (const d of dgrams(iter, shape.reqBytes)) s.send(d);
+      for (const d of dgrams(iter, shape.reqBytes, token)) s.send(d);
       const ok = await back;
       clearTimeout(timer);
       if (!ok) {

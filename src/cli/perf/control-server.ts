@@ -16,7 +16,7 @@ export const HELLO_MS = 10_000;
 /** Connections held at once before any has said hello; more are refused. */
 export const MAX_WAITING = 8;
 
-export type RefusalKind = 'connection' | 'hello-timeout' | 'malformed' | 'hello' | 'rows' | 'baseline-peer';
+export type RefusalKind = 'connection' | 'hello-timeout' | 'malformed' | 'hello' | 'rows' | 'baseline-peer' | 'baseline-token';
 
 /** What the server turned away, by kind: counted, published on sabre:perf:refused, in the server's --json. */
 export class Refusals {
