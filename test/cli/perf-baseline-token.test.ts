@@ -86,7 +86,7 @@ describe('perf baseline: only traffic carrying the session\'s token is served', 
     c.s.close();
   });
 
-  it('tcp: a connection whose first bytes are not the token is closed unanswered and counted', async () => {
+  it('tcp: a connection whose first bytes are not the token, or that sends none within 2 s, is closed unanswered and counted', async () => {
     const refusals = new Refusals();
     server = new BaselineServer(refusals);
     const r = await server.open({ transport: 'tcp', mode: 'rr', reqBytes: 28, respBytes: 4096 }, AT);
@@ -106,6 +106,12 @@ describe('perf baseline: only traffic carrying the session\'s token is served', 
     const stranger = await dial(Buffer.alloc(8));
     expect(stranger).toEqual({ got: 0, closed: true });
     expect(refusals.counts['baseline-token']).toBe(1);
+    // One that sends nothing is closed once the token's 2 s are up (it would hold one of the 4 connection slots).
+    const silent = connect({ port: r.port, host: '127.0.0.1' });
+    silent.on('error', () => {});
+    const closed = new Promise<boolean>((res) => silent.once('close', () => res(true)));
+    expect(await Promise.race([closed, sleep(3500).then(() => false)])).toBe(true);
+    expect(refusals.counts['baseline-token']).toBe(2);
     const client = await dial(token);
     expect(client).toEqual({ got: 2 * 4096, closed: false });
     expect(server.result()).toMatchObject({ bytesIn: 2 * 28, bytesOut: 2 * 4096 });
