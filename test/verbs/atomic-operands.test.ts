@@ -4,7 +4,7 @@
 // else (2n**64n + 1n added 1; 2n**70n added nothing). Negative values down to -(2^63) are the
 // two's-complement word (a FetchAdd of -1n subtracts one).
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, ErrorCode, Opcode, WcStatus } from '../../src/index.js';
+import { Access, ErrorCode, Opcode, type OpcodeValue, WcStatus } from '../../src/index.js';
 import { pair, type Side } from './helpers.js';
 
 let sides: Side[] = [];
@@ -20,7 +20,7 @@ describe('atomic operands', () => {
     const word = b.pd.regMr(8, Access.LocalWrite | Access.RemoteAtomic);
     new DataView(word.buffer.buffer, word.buffer.byteOffset, 8).setBigUint64(0, 7n, true);
     const old = a.pd.regMr(8, Access.LocalWrite);
-    const wr = (opcode: number, compareAdd: bigint, swap?: bigint) => ({
+    const wr = (opcode: OpcodeValue, compareAdd: bigint, swap?: bigint) => ({
       wrId: 1, opcode, sgList: [{ addr: old.addr, length: 8, lkey: old.lkey }], remoteAddr: word.addr, rkey: word.rkey, compareAdd, ...(swap === undefined ? {} : { swap }),
     });
     for (const v of [2n ** 64n, 2n ** 64n + 1n, 2n ** 70n, -(2n ** 63n) - 1n, -(2n ** 80n)]) {
