@@ -126,7 +126,11 @@ export class NicThread {
     });
     // Held back behind completions (the ring full), such records merge or are bounded: ./thread-place.ts.
     port.memory.onExtWrite = (rec, addr, len) => {
-      if (this.#shadowed.has(rec.stag)) this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
+      if (!this.#shadowed.has(rec.stag)) return;
+      this.putCqe({ cq: PLACE_RECORD_CQ, token: rec.stag, qpn: addr - rec.addr, status: 0, opcode: 0, byteLen: len });
+      // Committed now, before this step's acks go out: the requester's Success must not reach an
+      // application thread that could still find the record unpublished (./place-visible.ts).
+      this.#cqe.commit();
     };
     this.#intake = new WqeIntake(port, this.#qps, this.#ahs);
     port.engine.trackChanges();

@@ -32,6 +32,7 @@ import {
 } from './thread-proto.js';
 import { type QpHost, type ThreadMr, ThreadQp } from './thread-qp.js';
 import { QpTable } from './thread-qps.js';
+import { othersPlaceFirst, PortRegions } from './place-visible.js';
 import { type Cqe, readCqe, type RecvWqe, type SendWqe } from './wqe.js';
 
 const packr = new Packr({ useRecords: false });
@@ -56,7 +57,7 @@ export class ThreadPort implements NicPort, QpHost {
   readonly #counts = { appWakes: 0, appDoorbells: 0 };
   readonly #buffers: MessagePort;
   #onEvent: (ev: PortEvent) => void = () => {};
-  readonly #mrs = new Map<number, ThreadMr>();
+  readonly #mrs = new PortRegions<ThreadMr>(this);
   /** Live QPs, and destroyed ones whose flushes may still come (./thread-qps.ts). */
   readonly #qps = new QpTable();
   readonly #cqs = new ThreadCqs();
@@ -270,6 +271,7 @@ export class ThreadPort implements NicPort, QpHost {
   drain(): void {
     // While the device closes, its flushes wait for the end of close (see closing()).
     if (this.#closing) return;
+    othersPlaceFirst(this);
     // Retired counts read before the drain: every completion of the work they retired is in
     // the ring by then (the NIC commits completions before it publishes counts).
     let retired: Map<ThreadQp, number> | undefined;
@@ -345,18 +347,12 @@ export class ThreadPort implements NicPort, QpHost {
 
   #onMessage(m: any): void {
     this.drain();
-    switch (m.kind) {
-      case 'event': {
-        const ev = m.ev;
-        if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq) as never });
-        else if (ev.kind === 'connectFailed') this.#onEvent({ kind: 'connectFailed', qpn: ev.qpn, error: fromWireError(ev.error) });
-        else if (ev.kind === 'qpError') this.#onEvent({ ...ev, stale: (ev.resets ?? 0) < (this.#qps.route(ev.qpn)?.resets ?? 0) });
-        else this.#onEvent(ev);
-        return;
-      }
-      default:
-        this.#svc.onMessage(m);
-    }
+    const ev = m.ev;
+    if (m.kind !== 'event') this.#svc.onMessage(m);
+    else if (ev.kind === 'cqError') this.#onEvent({ kind: 'cqError', cq: this.#cqs.get(ev.cq) as never });
+    else if (ev.kind === 'connectFailed') this.#onEvent({ kind: 'connectFailed', qpn: ev.qpn, error: fromWireError(ev.error) });
+    else if (ev.kind === 'qpError') this.#onEvent({ ...ev, stale: (ev.resets ?? 0) < (this.#qps.route(ev.qpn)?.resets ?? 0) });
+    else this.#onEvent(ev);
   }
 
   // ---- NicPort ------------------------------------------------------------------------------
@@ -589,6 +585,7 @@ export class ThreadPort implements NicPort, QpHost {
     // A thread that died, or did not finish its close, left its outstanding work unflushed.
     if (!answered || !this.#handedOver) this.#flushAll();
     this.#qps.clear();
+    this.#mrs.closed();
     this.#buffers.close();
     this.#svc.failWaits('device closed');
     // Never kept alive by a thread that is ending; one that hangs is stopped.
