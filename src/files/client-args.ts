@@ -43,6 +43,7 @@ export function checkData(position: number, data: unknown, what: string): assert
 /** A vectored call's pieces: an array, each at a valid position, then `each`'s own check. */
 export function checkPieces<P extends { position: number }>(pieces: unknown, what: string, each: (p: P) => void): void {
   if (!Array.isArray(pieces)) throw bad(`${what}: pieces must be an array`);
+  if (pieces.length === 0) throw bad(`${what}: pieces must name at least one piece`);
   for (const p of pieces as P[]) {
     checkPosition(p?.position, what);
     each(p);

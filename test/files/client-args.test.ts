@@ -47,6 +47,11 @@ describe('FileClient argument checks', () => {
     expect(srv.stats().malformed ?? 0).toBe(before);
   });
 
+  it('readv and writev of no pieces: ERR_INVALID_ARGUMENT (not a limit "0 exceeds 64")', async () => {
+    await expect(c.readv(f, [])).rejects.toMatchObject({ ...invalid, message: expect.stringMatching(/at least one piece/) });
+    await expect(c.writev(f, [])).rejects.toMatchObject({ ...invalid, message: expect.stringMatching(/at least one piece/) });
+  });
+
   it('close() without a file says how to end the client', async () => {
     await expect((c.close as unknown as () => Promise<void>)()).rejects.toMatchObject({ ...invalid, message: expect.stringMatching(/end\(\)/) });
   });
