@@ -90,7 +90,7 @@ export class FileServer {
   readonly #dedupPending = new Map<Channel, string>();
   readonly #channelListeners: ChannelListener[] = [];
   readonly jail: Jail;
-  /** What the sweep of stale put temporaries at start removed and left (stats()). */
+  /** @internal what the sweep of stale put temporaries at start removed and left (stats() has them). */
   partSweep: PartSweepCounters = noSweep();
   address: { host: string; port: number } = { host: '127.0.0.1', port: 0 };
   readonly devices: Partial<Record<Provider, Device>> = {};
