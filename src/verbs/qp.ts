@@ -248,6 +248,7 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     }
   }
 
+  /** Post one receive, or several in order; an array is taken all or nothing, as postSend's. */
   postRecv(wr: RecvWr | RecvWr[]): void {
     this.#live();
     const q = this.port;
@@ -284,6 +285,12 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
     if (this.port.state !== QpState.Error && wanted > max) throw new SabreError(ErrorCode.QueueFull, `${queue} queue full (${cap} ${max})`);
   }
 
+  /**
+   * Post one work request, or several in order. An array is taken all or nothing: every request
+   * is checked (and the queue's room) before any is posted, and the first refused one throws its
+   * SabreError with none of the array posted — where ibv_post_send would have posted those
+   * before its bad_wr.
+   */
   postSend(wr: SendWr | SendWr[]): void {
     this.#live();
     const q = this.port;
