@@ -2,28 +2,20 @@
 // closes at once must not leave the sender retrying into a closed port (RetryExcErr) — the
 // acks it owes leave before the link closes, on every transport.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, openDevice, WcStatus, type Device } from '../../src/index.js';
+import { WcStatus, type Device } from '../../src/index.js';
+import { rcSide } from './helpers.js';
 
 const devs: Device[] = [];
 afterEach(async () => {
   for (const d of devs.splice(0)) if (!d.closed) await d.close();
 });
 
-async function rcSide(transport: 'udp' | 'tcp' | 'inproc') {
-  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
-  devs.push(dev);
-  const pd = dev.allocPd();
-  const cq = dev.createCq({ depth: 64 });
-  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1, timeoutMs: 8000 });
-  const mr = pd.regMr(4096, Access.LocalWrite);
-  return { dev, qp, mr };
-}
 
 describe.each(['udp', 'tcp', 'inproc'] as const)('close after the last receive over %s', (transport) => {
   it('the sender sees Success, not RetryExcErr', async () => {
     for (let run = 0; run < 3; run++) {
-      const a = await rcSide(transport);
-      const b = await rcSide(transport);
+      const a = await rcSide(transport, devs, { timeoutMs: 8000 });
+      const b = await rcSide(transport, devs, { timeoutMs: 8000 });
       await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
       const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
       const sent = a.qp.send({ sgList: [{ addr: a.mr.addr, length: 64, lkey: a.mr.lkey }] });

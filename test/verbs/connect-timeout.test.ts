@@ -4,26 +4,19 @@
 // Before: the QP stayed in RTR after ERR_TIMEOUT, the late peer took it to RTS ('established'
 // after the failure) and its Write landed; RESET from RTR was refused, so it could not retry.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Access, ErrorCode, openDevice, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
+import { Access, ErrorCode, QpState, WcStatus, type Device, type DeviceEvent } from '../../src/index.js';
+import { rcSide } from './helpers.js';
 
 const devs: Device[] = [];
 afterEach(async () => {
   for (const d of devs.splice(0)) if (!d.closed) await d.close();
 });
 
-async function rcSide(transport: 'udp' | 'tcp' | 'inproc') {
-  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
-  devs.push(dev);
-  const pd = dev.allocPd();
-  const cq = dev.createCq({ depth: 64 });
-  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1 });
-  return { dev, pd, qp };
-}
 
 describe.each(['udp', 'tcp', 'inproc'] as const)('a connect that timed out, over %s', (transport) => {
   it('leaves the QP in ERROR: the late peer does not connect to it or write into it; reset, it connects', async () => {
-    const a = await rcSide(transport);
-    const b = await rcSide(transport);
+    const a = await rcSide(transport, devs);
+    const b = await rcSide(transport, devs);
     const evs: DeviceEvent[] = [];
     a.dev.on('event', (e) => evs.push(e));
     const mem = a.pd.regMr(4096, Access.LocalWrite | Access.RemoteWrite);

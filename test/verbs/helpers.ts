@@ -1,4 +1,4 @@
-import { Access, openDevice, type CompletionQueue, type Device, type OpenDeviceOptions, type QueuePair, type WorkCompletion } from '../../src/index.js';
+import { Access, openDevice, type CompletionQueue, type Device, type OpenDeviceOptions, type QpInit, type QueuePair, type WorkCompletion } from '../../src/index.js';
 
 export const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite | Access.RemoteAtomic;
 
@@ -56,4 +56,18 @@ export function fill(buf: Uint8Array, seed: number): Uint8Array {
 
 export async function closeAll(...sides: Side[]): Promise<void> {
   for (const s of sides) await s.dev.close();
+}
+
+/**
+ * A device of `transport` (udp and tcp on 127.0.0.1), pushed to `devs` for the test's cleanup,
+ * with a PD, a CQ, an rc QP (8 deep each way, one sge; `qpOpts` on top) and a 4 KiB local buffer.
+ */
+export async function rcSide(transport: 'udp' | 'tcp' | 'inproc', devs: Device[], qpOpts: Partial<QpInit> = {}) {
+  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
+  devs.push(dev);
+  const pd = dev.allocPd();
+  const cq = dev.createCq({ depth: 64 });
+  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1, ...qpOpts });
+  const mr = pd.regMr(4096, Access.LocalWrite);
+  return { dev, pd, cq, qp, mr };
 }

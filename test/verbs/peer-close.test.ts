@@ -16,6 +16,7 @@ import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { UdpLink } from '../../src/transport/udp/link.js';
 import { UdpType, decodeUdpHdr } from '../../src/wire/udp.js';
 import { Device as VerbsDevice } from '../../src/verbs/device.js';
+import { rcSide } from './helpers.js';
 
 const devs: Device[] = [];
 afterEach(async () => {
@@ -25,19 +26,10 @@ afterEach(async () => {
 /** Well under udp's keepalive verdict (7.5 s by default) and its QP timeout (8 s). */
 const PROMPT_MS = 2000;
 
-async function rcSide(transport: 'udp' | 'tcp' | 'inproc', qpOpts: { rnrTimeoutMs?: number } = {}) {
-  const dev = await openDevice(transport === 'inproc' ? { transport } : { transport, host: '127.0.0.1', port: 0 });
-  devs.push(dev);
-  const pd = dev.allocPd();
-  const cq = dev.createCq({ depth: 64 });
-  const qp = pd.createQp({ type: 'rc', sendCq: cq, recvCq: cq, maxSendWr: 8, maxRecvWr: 8, maxSge: 1, ...qpOpts });
-  const mr = pd.regMr(4096, Access.LocalWrite);
-  return { dev, qp, mr, cq };
-}
 
 async function connected(transport: 'udp' | 'tcp' | 'inproc', qpOpts: { rnrTimeoutMs?: number } = {}) {
-  const a = await rcSide(transport, qpOpts);
-  const b = await rcSide(transport, qpOpts);
+  const a = await rcSide(transport, devs, qpOpts);
+  const b = await rcSide(transport, devs, qpOpts);
   await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
   // One exchange first: what the peer sent before closing takes effect.
   const got = b.qp.recv({ sgList: [{ addr: b.mr.addr, length: 64, lkey: b.mr.lkey }] });
