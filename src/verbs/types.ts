@@ -42,6 +42,12 @@ export interface RecvWr {
 
 export interface OpenDeviceOptions {
   transport: 'udp' | 'tcp' | 'inproc';
+  /**
+   * The device's address (udp, tcp; default 127.0.0.1): it listens there, and what it sends
+   * leaves from there — udp datagrams, and the connections a tcp device dials (as rdma_cm binds
+   * a connection's source). A wildcard (0.0.0.0, ::) listens on every address and leaves the
+   * source to the system.
+   */
   host?: string;
   port?: number;
   /**

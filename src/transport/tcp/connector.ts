@@ -246,7 +246,7 @@ export class MpaConnector {
   dial(localQpn: number, to: TcpAddress, service: number, userData?: Uint8Array, timeoutMs = this.#opts.connectTimeoutMs ?? 10_000): Promise<MpaConnection> {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     return new Promise<MpaConnection>((resolve, reject) => {
-      const { socket, rx } = dialSocket(to.host, to.port);
+      const { socket, rx } = dialSocket(to.host, to.port, this.address.host);
       const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: localQpn, responderQpn: 0, nonce: this.nonce, service, ...(userData ? { userData } : {}) });
       const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
       this.#track(c);
@@ -285,7 +285,7 @@ export class MpaConnector {
   }
 
   #initiate(w: Waiter, to: TcpAddress): void {
-    const { socket, rx } = dialSocket(to.host, to.port);
+    const { socket, rx } = dialSocket(to.host, to.port, this.address.host);
     const proof = w.secret && requestProof(w.secret, { initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
     const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce, ...(proof ? { proof } : {}) });
     const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);

@@ -38,10 +38,16 @@ export class RxPort {
   }
 }
 
-/** A client socket that reads into device memory (see RxPort). */
-export function dialSocket(host: string, port: number): { socket: Socket; rx: RxPort } {
+/**
+ * A client socket that reads into device memory (see RxPort), from `from` — the device's own
+ * address, as rdma_cm binds a connection's source — when that is a specific address of the
+ * peer's family; a wildcard (or a name) leaves the source to the kernel.
+ */
+export function dialSocket(host: string, port: number, from?: string): { socket: Socket; rx: RxPort } {
   const rx = new RxPort();
-  return { socket: net.connect({ host, port, noDelay: true, onread: rx.onread }), rx };
+  const family = net.isIP(host);
+  const bind = from !== undefined && family !== 0 && net.isIP(from) === family && from !== '0.0.0.0' && from !== '::';
+  return { socket: net.connect({ host, port, noDelay: true, onread: rx.onread, ...(bind ? { localAddress: from } : {}) }), rx };
 }
 
 /**
