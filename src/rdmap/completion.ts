@@ -51,6 +51,7 @@ export function finish(w: SendWork, status: WcStatusValue, byteLen: number): voi
 export function qpError(e: EngineState, qp: EngineQp, failing?: SendWork, status?: WcStatusValue, fatal = true, cause?: 'closed' | 'lost'): void {
   if (qp.state === QpState.Error) return;
   qp.state = QpState.Error;
+  qp.peerGone = cause !== undefined || status === WcStatus.RetryExcErr;
   e.changed(qp);
   for (const w of qp.sq) {
     if (w.done) continue;

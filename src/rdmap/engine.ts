@@ -167,7 +167,10 @@ export class RdmapEngine {
   close(qp: EngineQp, now: number): void {
     this.#e.now = now;
     const flow = qp.flow;
-    if (qp.type === 'rc' && qp.state === QpState.Rts && flow !== undefined && flow.profile.extensions) closeNotice(this.#e, qp, flow);
+    // From ERROR too, unless the peer's side put it there: a QP that failed on its own (RNR
+    // retries spent, modify) leaves the peer's up, and rdma_disconnect says so in any state.
+    const live = qp.state === QpState.Rts || (qp.state === QpState.Error && !qp.peerGone);
+    if (qp.type === 'rc' && live && flow !== undefined && flow.profile.extensions) closeNotice(this.#e, qp, flow);
     qpError(this.#e, qp, undefined, undefined, false);
   }
 

@@ -334,6 +334,8 @@ export class EngineQp {
   readonly sendCq: CompletionSink;
   readonly recvCq: CompletionSink;
   state: QpStateValue;
+  /** rc: ERROR came from the peer's side (its close notice, it was lost): a close tells it nothing. */
+  peerGone = false;
   /** rc: the connected flow (not in `flows`). */
   flow?: Flow;
   /** srd: its flows by flowKey (written through ownFlows). */

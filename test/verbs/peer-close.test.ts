@@ -98,6 +98,24 @@ describe.each(['udp', 'tcp', 'inproc'] as const)('a peer that closes while its S
   }
 });
 
+describe.each(['udp', 'inproc'] as const)('a peer whose QP already failed on its own, then closes, over %s', (transport) => {
+  // Its Send ran out of RNR retries (we never post a receive): its QP is in ERROR, ours still
+  // RTS. Its close still says so, as rdma_disconnect sends a DREQ whatever the QP's state.
+  // Before: no notice from a QP in ERROR — udp heard by keepalive seconds later ('lost'),
+  // inproc never. (tcp: the failed QP's connection closes with it; we hear 'lost' at once.)
+  it('dev.close(): disconnected with cause \'closed\' at once', async () => {
+    const { a, b } = await connected(transport, { rnrTimeoutMs: 1 });
+    const failed = b.qp.send({ sgList: [{ addr: b.mr.addr, length: 8, lkey: b.mr.lkey }] }).catch((e: { status?: number }) => e.status);
+    expect(await failed).toBe(WcStatus.RnrRetryExcErr);
+    expect(b.qp.state).toBe(QpState.Error);
+    expect(a.qp.state).toBe(QpState.Rts);
+    const down = nextDisconnect(a.dev, PROMPT_MS);
+    await b.dev.close();
+    const evs = await down;
+    expect(evs.find((e) => e.type === 'disconnected')).toMatchObject({ qpn: a.qp.qpn, cause: 'closed' });
+  });
+});
+
 describe('a close notice over udp that is lost', () => {
   // The notice is a DATA payload of the transport context: the closing device keeps its
   // context up until the peer has acknowledged what it sent (bounded), so a lost notice goes
