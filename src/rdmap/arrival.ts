@@ -13,7 +13,7 @@ import { Offsets } from './offsets.js';
 import { rowOf } from './opcodes.js';
 import { failMsg, flushPlacement, placeInto, placeTagged } from './placement.js';
 import { noteWrite, placeWriteAfter } from './write-order.js';
-import { drainSq, qpError } from './completion.js';
+import { drainSq } from './completion.js';
 import { applyAck, findFlow, pump, srdFlowIn } from './requester.js';
 import { Epoch, epochCheck } from './srd-epoch.js';
 import { advance, terminateNow } from './responder.js';
@@ -192,7 +192,7 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
     m = {
       ssn: env.ssn, msgLen: env.msgLen, got: 0, offs: new Offsets(), seen: false, opcode: h ? h.opcode : -1,
       // ackHint always present (undefined without an ack): one shape, and no spread object per message.
-      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, held: 0, heldEntries: 0, ackHint: env.ack, stag: 0, toBase: -1,
+      msn: 0, ulp: 0, hdrLen: 0, segLen: 0, rnrArmed: false, rnrNaked: false, held: 0, heldEntries: 0, ackHint: env.ack, stag: 0, toBase: -1,
     };
     flow.pending.set(env.ssn, m);
     settle(qp, m);
@@ -282,12 +282,11 @@ export function onSeg(e: EngineState, from: DeviceAddress, key: string, f: SegFr
       m.ctl = hdr.subarray(hlen);
       m.offs.add(0, plen);
       m.got = plen;
-      // rc: a sabre peer's close notice ahead of its turn. What comes before it will not: that
-      // peer has flushed its unacked work and will send nothing again — a Send of it waiting
-      // here for a receive (RNR) held the notice for good. It acts now (its ack was applied above).
-      if (qp.type === 'rc' && h.opcode === RdmapOpcode.Terminate && env.ssn > flow.expected && peerClosedNotice(m.ctl)) {
-        return qpError(e, qp, undefined, undefined, false, 'closed');
-      }
+      // rc: a sabre peer's close notice ahead of its turn. What comes before it in order still
+      // lands (the closing side's link sends it again until taken); only a turn that waits for a
+      // receive never comes again — that peer flushed the Send — and would hold the notice for
+      // good: responder.ts advance acts on the notice then.
+      if (qp.type === 'rc' && h.opcode === RdmapOpcode.Terminate && env.ssn > flow.expected && peerClosedNotice(m.ctl)) flow.closeAhead = true;
       settle(qp, m);
       if (row.recv?.at === 'completion') m.rnrArmed = true;
       return;

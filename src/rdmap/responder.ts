@@ -60,19 +60,22 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
         if (qp.type === 'srd') {
           refuse(qp, flow, flow.expected);
           askAgain(e, qp, flow);
-        } else if (m.rnrArmed) nakRnr(e, qp, flow, m);
+        } else if (flow.closeAhead) closedAhead(e, qp);
+        else if (m.rnrArmed) nakRnr(e, qp, flow, m);
         return;
       }
     } else if (recv && (complete ? recvFor(qp, m, flow) === undefined : m.rnrArmed)) {
       // Segments were dropped for want of a receive: they come again after the requester's RNR
       // timer. A zero-length Send is complete with nothing placed: it too waits for its receive,
       // NAKed once per arrival (later steps of the flow leave it waiting).
-      if (m.rnrArmed) nakRnr(e, qp, flow, m);
+      if (flow.closeAhead && qp.type === 'rc') closedAhead(e, qp);
+      else if (m.rnrArmed) nakRnr(e, qp, flow, m);
       return;
     }
     if (!complete) {
       // srd: a turn held in part may have lost segments to a refusal (srd-refusal.ts turnRefused).
       if (qp.type === 'srd') askAgain(e, qp, flow);
+      else if (flow.closeAhead && m.rnrNaked) closedAhead(e, qp);
       return;
     }
     // Answers in flight are copies (the deregister fence): past maxAnswerBytes the next read
@@ -92,9 +95,18 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
   }
 }
 
+/**
+ * rc: the turn waits for a receive while the peer's close notice is further on (arrival.ts): the
+ * peer flushed that Send and will not send it again, so the notice acts now.
+ */
+function closedAhead(e: EngineState, qp: EngineQp): void {
+  qpError(e, qp, undefined, undefined, false, 'closed');
+}
+
 /** A message needs a receive that is not posted: RNR NAK — or, to a peer that has no RNR, the RFC 5040 Terminate. */
 function nakRnr(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage): void {
   m.rnrArmed = false;
+  m.rnrNaked = true;
   if (!flow.profile.acks) {
     m.fail = { term: TERM.noBuffer };
     fatal(e, qp, flow, m);
@@ -422,7 +434,7 @@ function rfcReadResponse(e: EngineState, qp: EngineQp, flow: Flow, m: InMessage)
 export function terminateNow(e: EngineState, qp: EngineQp, flow: Flow, term: TermCode, hdr: Uint8Array, plen: number): void {
   fatal(e, qp, flow, {
     ssn: flow.expected, msgLen: 0, got: 0, offs: new Offsets(), seen: false, opcode: -1, msn: 0, ulp: 0, hdr, hdrLen: hdr.length,
-    segLen: plen, rnrArmed: false, held: 0, heldEntries: 0, stag: 0, toBase: -1, fail: { term },
+    segLen: plen, rnrArmed: false, rnrNaked: false, held: 0, heldEntries: 0, stag: 0, toBase: -1, fail: { term },
   });
 }
 

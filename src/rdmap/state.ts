@@ -193,6 +193,8 @@ export interface InMessage {
   fail?: { term: TermCode; local?: WcStatusValue };
   /** A copy arrived that needs a receive that is not there: NAK RNR when this message is next. */
   rnrArmed: boolean;
+  /** rc: an RNR NAK went for it: its sender sends it again after its RNR timer (or, closing, never). */
+  rnrNaked: boolean;
   recv?: RecvWork;
   /** Terminate: the sender's cumulative ack — the failed message of ours is ackHint + 1. */
   ackHint?: number;
@@ -212,6 +214,8 @@ export class Flow {
   readonly rqpn: number;
   /** What the peer speaks (core/peer.ts): sabre unless a connection link said otherwise. */
   profile: PeerProfile = SABRE_PEER;
+  /** rc: the peer's close notice came ahead of its turn (responder.ts advance acts on it if the turn waits for a receive). */
+  closeAhead = false;
   // outgoing direction
   nextSsn = 1;
   acked = 0;
