@@ -193,10 +193,13 @@ function posInt(v: unknown, name: string, def: number): number {
   return v;
 }
 
-/** The peer of a QP cm accepted, keyed by its device address (the one connectChannel keys by). */
+/**
+ * The peer of a QP cm accepted, keyed by its device address (the one connectChannel keys by) —
+ * over tcp by the dialing device's host and nonce, since a dial's source port is not its device's.
+ */
 function peerKeyOf(qp: QueuePair): string {
-  const peer = connectionInfo(qp)?.peer;
-  return peer ? addressKey(peer) : `qpn:${qp.qpn}`;
+  const info = connectionInfo(qp);
+  return info ? (info.peerKey ?? addressKey(info.peer)) : `qpn:${qp.qpn}`;
 }
 
 /** The source host of a QP cm accepted (core/address.ts sourceKey, as cm's listener counts it). */

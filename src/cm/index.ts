@@ -83,6 +83,8 @@ export interface CmConnectionInfo {
    * to connect.
    */
   peer: DeviceAddress;
+  /** @internal which device the peer is, where `peer` does not say (tcp, accepting side: ServiceRequest.peerKey). */
+  peerKey?: string;
 }
 
 const infos = new WeakMap<QueuePair, CmConnectionInfo>();
@@ -273,7 +275,7 @@ export class CmListener extends Listener<QueuePair> {
       // The connection is the QP's; connect binds the QP to it (the peer as the link saw it).
       .then(() => qp.connect({ address: r.from, qpn: r.remoteQpn }))
       .then(
-        () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service, peer: r.from }),
+        () => this.#settle(qp, { privateData: r.privateData, remoteQpn: r.remoteQpn, service: this.service, peer: r.from, ...(r.peerKey ? { peerKey: r.peerKey } : {}) }),
         () => this.#settle(qp, undefined),
       );
   }

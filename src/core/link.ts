@@ -98,6 +98,8 @@ export interface ServiceRequest {
   readonly privateData: Uint8Array | undefined;
   /** The initiator's address as the link observed it: where the accepted QP connects to. */
   readonly from: DeviceAddress;
+  /** Which device the initiator is, where `from` does not say (tcp: a dial's source port is not its device's); else addressKey(from). */
+  readonly peerKey?: string;
   /** Bind the connection to local QP `qpn`; resolves when it is established. */
   accept(qpn: number, privateData?: Uint8Array): Promise<void>;
   /** `busy`: refused for want of room, not for good — the initiator tries again (listenerBusyError). */

@@ -502,7 +502,7 @@ export class NicThread {
   #serviceRequest(r: ServiceRequest): void {
     const id = this.#serviceNext++;
     this.#services.set(id, r);
-    this.#post({ kind: 'serviceRequest', id, service: r.service, remoteQpn: r.remoteQpn, privateData: r.privateData, from: r.from });
+    this.#post({ kind: 'serviceRequest', id, service: r.service, remoteQpn: r.remoteQpn, privateData: r.privateData, from: r.from, peerKey: r.peerKey });
   }
 
   /** Close the link and stop serving: the thread may end. */

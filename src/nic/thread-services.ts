@@ -67,7 +67,7 @@ export class ThreadServices {
     const handler = this.#handlers.get(m.service);
     if (!handler) return refuse('no listener', false);
     handler({
-      service: m.service, remoteQpn: m.remoteQpn, privateData: m.privateData, from: m.from,
+      service: m.service, remoteQpn: m.remoteQpn, privateData: m.privateData, from: m.from, ...(typeof m.peerKey === 'string' ? { peerKey: m.peerKey } : {}),
       accept: (qpn: number, privateData?: Uint8Array) => {
         if (!port.callable) return Promise.reject(new SabreError(ErrorCode.Closed, 'device is closed'));
         return this.#callAndWait(`s${m.id}`, 'svcAccept', { id: m.id, qpn, privateData });

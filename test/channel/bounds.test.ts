@@ -10,6 +10,7 @@ import { sendUntilRefused, udpDevices } from './devices.js';
 import { pattern } from './sim.js';
 
 const dev = udpDevices();
+const tcpDev = udpDevices('tcp');
 
 const LIM = { maxElements: 1 << 20, maxDepth: 256 };
 
@@ -141,10 +142,14 @@ describe('channel limits against a peer', () => {
     l.close();
   });
 
-  it('channels per peer stop at maxChannelsPerPeer: the next is refused and told, another peer still gets in', async () => {
-    const a = await dev();
-    const b = await dev();
-    const other = await dev();
+  // tcp too: a dial's source port is not its device's, so a peer there is the dialing device's
+  // host and per-device nonce (before, every tcp channel counted as a peer of its own and the cap
+  // never held).
+  it.each(['udp', 'tcp'] as const)('%s: channels per peer stop at maxChannelsPerPeer: the next is refused and told, another peer still gets in', async (t) => {
+    const mk = t === 'udp' ? dev : tcpDev;
+    const a = await mk();
+    const b = await mk();
+    const other = await mk();
     const l = listenChannels(b, { service: 23, maxChannelsPerPeer: 2 });
     const ok = [await connectChannel(a, b.address, { service: 23 }), await connectChannel(a, b.address, { service: 23 })];
     await l.accept(5000);

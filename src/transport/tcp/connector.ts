@@ -81,6 +81,8 @@ export interface IncomingRequest {
   readonly responderQpn: number | undefined;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
+  /** A sabre initiator's per-device nonce: with its host, which device dialed (its source port is not the device's). */
+  readonly nonce: number | undefined;
   /** rdma_cm-style connect (responderQpn 0): the service asked for and the application's private data. */
   readonly service: number | undefined;
   readonly userData: Uint8Array | undefined;
@@ -522,6 +524,7 @@ export class MpaConnector {
       responderQpn: sabre?.responderQpn,
       remoteAddress: c.socket.remoteAddress,
       remotePort: c.socket.remotePort,
+      nonce: sabre?.nonce,
       service: sabre?.service,
       userData: sabre?.userData,
       accept(localQpn: number, userData?: Uint8Array): Promise<MpaConnection> {

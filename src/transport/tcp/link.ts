@@ -588,7 +588,7 @@ export class TcpLink implements Link, QpConnections {
       service,
       remoteQpn,
       privateData: r.userData?.length ? r.userData : undefined,
-      from: { transport: 'tcp', host: r.remoteAddress ?? '127.0.0.1', port: r.remotePort ?? 1 },
+      from: { transport: 'tcp', host: r.remoteAddress ?? '127.0.0.1', port: r.remotePort ?? 1 }, peerKey: `tcp:${r.remoteAddress}#${r.nonce ?? r.remotePort}`,
       accept: async (qpn, privateData) => {
         this.#wanted.add(qpn);
         const conn = await r.accept(qpn, privateData);
