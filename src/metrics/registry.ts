@@ -408,7 +408,9 @@ export class SabreMetrics {
     this.#bandwidth.set(labels, bytesPerSecond);
   }
 
+  /** The registry in Prometheus' text format; devices closed since the last scrape leave it first (their stats are gone). */
   metrics(): Promise<string> {
+    for (const dev of this.#devices.keys()) if (dev.closed) this.#devices.delete(dev);
     return this.registry.metrics();
   }
 }

@@ -3,6 +3,7 @@
 // owns devices can too.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ErrorCode, SabreError } from '../core/errors.js';
 import { Lifecycle } from '../core/lifecycle.js';
 import type { Device } from '../verbs/device.js';
 import { publish } from './diagnostics.js';
@@ -27,6 +28,7 @@ export interface MetricsServer {
  * unless told otherwise: metrics name peers and addresses, so exposing them is a choice.
  */
 export async function startMetricsServer(what: readonly Device[] | SabreMetrics, port: number, host = '127.0.0.1'): Promise<MetricsServer> {
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) throw new SabreError(ErrorCode.InvalidArgument, `metrics port must be an integer in 0..65535, not ${String(port)}`);
   const metrics = what instanceof SabreMetrics ? what : new SabreMetrics();
   if (!(what instanceof SabreMetrics)) for (const d of what) metrics.addDevice(d);
   // Bounded: a client that opens connections and never finishes a request holds one of at most
@@ -56,7 +58,8 @@ export async function startMetricsServer(what: readonly Device[] | SabreMetrics,
   });
   server.maxConnections = MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE' ? new Error(`metrics port ${port} is already in use`) : e));
+    server.once('error', (e: NodeJS.ErrnoException) =>
+      reject(e.code === 'EADDRINUSE' ? new SabreError(ErrorCode.AddressInUse, `metrics port ${port} is already in use`, { cause: e }) : new SabreError(ErrorCode.InvalidArgument, `metrics: cannot listen on ${host}:${port}: ${e.message}`, { cause: e })));
     server.listen(port, host, () => resolve());
   });
   const bound = (server.address() as AddressInfo).port;
