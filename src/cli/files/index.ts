@@ -51,7 +51,14 @@ export async function runFilesCommand(cmd: FilesCommand, argv: string[], out: Ou
 
 async function serve(argv: string[], out: Out): Promise<number> {
   const o = parseServe(argv);
-  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch((e: NodeJS.ErrnoException) => {
+  // --metrics-port first: one that cannot be served (no prom-client, the port taken) fails the
+  // command before it binds the service's ports and hands out a token. It shows the devices (their
+  // QPs and links, read at scrape time) and the file service's own counters as sabre_files_stat.
+  const metrics = o.metricsPort === undefined ? undefined : await startCliMetrics(o.metricsPort).catch((e: Error) => {
+    throw new Error(`serve: ${e.message}`);
+  });
+  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch(async (e: NodeJS.ErrnoException) => {
+    await metrics?.close();
     throw new Error(e.code === 'ENOENT' || e.code === 'ENOTDIR' ? `serve: ${o.dir} is not a directory` : `serve: ${e.message}`);
   });
   const ports = Object.entries(srv.devices).map(([t, d]) => `${t} ${String(d!.address.port)}`).join(', ');
@@ -60,12 +67,6 @@ async function serve(argv: string[], out: Out): Promise<number> {
   // Online guessing is rationed per source (one checked proof per 2 s), not made impossible: a
   // short token falls to a patient guesser (docs/files.md "Security model").
   else if (srv.weakToken) out(`sabre serve: weak token: ${srv.token.length} characters, fewer than ${FileServer.STRONG_TOKEN}: give at least ${FileServer.STRONG_TOKEN} random ones (or leave --token out for a random one)`);
-  // --metrics-port: the devices (their QPs and links, read at scrape time) and the file
-  // service's own counters (sessions, connections, refusals, dedup) as sabre_files_stat.
-  const metrics = o.metricsPort === undefined ? undefined : await startCliMetrics(o.metricsPort).catch((e: Error) => {
-    void srv.close();
-    throw new Error(`serve: ${e.message}`);
-  });
   if (metrics) {
     for (const [t, d] of Object.entries(srv.devices)) if (d) metrics.metrics.addDevice(d, `serve-${t}`);
     metrics.metrics.addSource('files', 'serve', () => ({ ...srv.stats() }));
