@@ -62,15 +62,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   #waiting: Waiting[] = NO_WAITING;
   /** Iteration calls waiting for a message, oldest first. */
   #readers: Pending<IteratorResult<unknown>>[] | undefined;
-  /** Until the peer's HELLO: who waits for it. */
-  #connected: { promise: Promise<void>; settle: Pending } | undefined;
-  /** S.* bits: one field for four flags. */
-  #bits = 0;
+  #connected: { promise: Promise<void>; settle: Pending } | undefined; // until the peer's HELLO: who waits for it
+  #bits = 0; // S.* bits: one field for four flags
   #timer: ReturnType<typeof setTimeout> | undefined;
-  /** When #timer fires (undefined with no timer). */
-  #timerAt: number | undefined = undefined;
-  /** close() once; ended at teardown (the QP destroyed, every region released). */
-  #life: Lifecycle | undefined;
+  #timerAt: number | undefined = undefined; // when #timer fires (undefined with no timer)
+  #life: Lifecycle | undefined; // close() once; ended at teardown (the QP destroyed, every region released)
   #error: SabreError | undefined;
   /** Runs once at teardown (the listener forgets a channel it never handed out). */
   onTeardown: (() => void) | undefined;
@@ -115,6 +111,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
   start(): void {
     this.#core.start(clock());
     this.#flush();
+  }
+
+  /** @internal why the channel failed, if it did: connectChannel reports it before its connect's own error. */
+  get failure(): SabreError | undefined {
+    return this.#error;
   }
 
   /** @internal resolves when the peer's HELLO arrived (or rejects with why not). */

@@ -244,12 +244,15 @@ export async function connectChannel(dev: Device, address: DeviceAddress, opts: 
     await ch!.connected;
     return ch!;
   } catch (e) {
+    // The channel may have failed first (its peer broke the protocol before the connect was
+    // through: tearing it down destroyed the QP, and the connect says only that): its cause wins.
+    const first = ch?.failure;
     if (ch) ch.abort(`connect failed: ${(e as Error).message}`);
     else {
       if (reserved) hub.unreserve(reserved);
       hub.returnPd(pd);
     }
-    throw e;
+    throw first ?? e;
   }
 }
 
