@@ -10,11 +10,10 @@
 // stop at 1024 (each authenticated one registers ~17 MiB with the default limits; the shared CQ is
 // sized by the total). Sizes of one request stop at 16 MiB, what a client accepts
 // (client-core.ts LIMIT_RANGES), so a server never announces a limit its clients refuse.
+import { MAX_TIMER_MS } from '../core/deadline.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import type { ServeOptions } from './serve-options.js';
 
-/** The longest delay setTimeout honours (ms). */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 const CONNS = 1024;
 const PIPES = 65_536;
 const MIB16 = 16 << 20;

@@ -68,7 +68,7 @@ export function advance(e: EngineState, qp: EngineQp, flow: Flow): void {
       // Segments were dropped for want of a receive: they come again after the requester's RNR
       // timer. A zero-length Send is complete with nothing placed: it too waits for its receive,
       // NAKed once per arrival (later steps of the flow leave it waiting).
-      if (flow.closeAhead && qp.type === 'rc') closedAhead(e, qp);
+      if (flow.closeAhead) closedAhead(e, qp);
       else if (m.rnrArmed) nakRnr(e, qp, flow, m);
       return;
     }
