@@ -398,6 +398,14 @@ function codeTable(rows) {
   return out.join('\n');
 }
 
+/** Reasons a listener rejects a connect with, verbatim on the wire, and the status each means. */
+function rejectTable(rows) {
+  const status = (c) => spec.FILE_STATUS.find((x) => x.code === c)?.name ?? String(c);
+  const out = ['| reason (verbatim) | status | meaning |', '|---|---|---|'];
+  for (const r of rows) out.push(`| \`${r.reason}\` | ${status(r.status)} (${r.status}) | ${esc(r.meaning)} |`);
+  return out.join('\n');
+}
+
 function genMd() {
   const tmpl = readFileSync(join(root, 'src/wire/wire-doc.md.tmpl'), 'utf8');
   // The host layouts (spec.HOST_LAYOUTS) and the file service's (spec.FILE_LAYOUTS) are
@@ -417,6 +425,10 @@ function genMd() {
     if (kind === 'terminate') return termTables();
     if (kind === 'status') return statusTable();
     if (kind === 'chanTypes') return chanTypeTable();
+    if (kind === 'rejects') {
+      if (!Array.isArray(spec[arg])) throw new Error(`template names unknown reject table ${arg}`);
+      return rejectTable(spec[arg]);
+    }
     if (kind === 'codes') {
       if (!Array.isArray(spec[arg])) throw new Error(`template names unknown code table ${arg}`);
       return codeTable(spec[arg]);

@@ -6,7 +6,7 @@
 // settled.
 import { randomInt } from 'node:crypto';
 import { addressKey, type DeviceAddress } from '../core/address.js';
-import { ErrorCode, listenerBusyError, SabreError } from '../core/errors.js';
+import { ErrorCode, listenerBusyError, rejectedCause, SabreError } from '../core/errors.js';
 import { Outbox, type HasTimeout, type PollsActions } from '../core/sans-io.js';
 import { CM_QPN, portsOf, routeTo, threadOf } from '../core/peer-route.js';
 
@@ -222,7 +222,9 @@ export class CmCore implements PollsActions<CmAction>, HasTimeout {
       else {
         // The listener's word: JSON, but not necessarily a string (String() of {"toString": 1} throws).
         const msg = `service ${p.service} at ${p.where} rejected the connection: ${typeof m.reason === 'string' ? m.reason : '(no reason given)'}`;
-        this.#settle(m.id, { error: m.busy === true ? listenerBusyError(msg) : m.port === true ? atPortError(msg) : new SabreError(ErrorCode.Unreachable, msg) });
+        const error = m.busy === true ? listenerBusyError(msg) : m.port === true ? atPortError(msg)
+          : new SabreError(ErrorCode.Unreachable, msg, typeof m.reason === 'string' ? { cause: rejectedCause(m.reason) } : undefined);
+        this.#settle(m.id, { error });
       }
       return;
     }

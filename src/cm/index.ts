@@ -20,7 +20,7 @@
 import { addressKey, type DeviceAddress, sourceKey } from '../core/address.js';
 import { busiestSource, oldestOf } from '../core/busiest.js';
 import { timerMs } from '../core/deadline.js';
-import { ErrorCode, isListenerBusy, SabreError } from '../core/errors.js';
+import { ErrorCode, isListenerBusy, refusalReason, SabreError } from '../core/errors.js';
 import { portsOf, routeTo } from '../core/peer-route.js';
 import type { ServiceRequest } from '../core/link.js';
 import { abortError, checkSignal, onAbort } from '../verbs/abort.js';
@@ -44,8 +44,13 @@ export interface CmQpOptions {
    * for all its work (maxSendWr + maxRecvWr).
    */
   qpInit?: Partial<Omit<QpInit, 'type'>> & { type?: 'rc' };
-  /** Runs on the new QP before it connects: post receives here. */
-  setup?: (qp: QueuePair) => void;
+  /**
+   * Runs on the new QP before it connects: post receives here. A listener's gets the requester
+   * (`peer`, as the link saw it). Throwing rejects the connect ('cannot create a QP: …'); a
+   * listenerRefusal (core/errors.ts) is sent as its reason verbatim, for the dialer's
+   * rejectionReason.
+   */
+  setup?: (qp: QueuePair, request?: { peer: DeviceAddress }) => void;
   /** Service number (rdma_cm's port space within a device). Default 0. */
   service?: number;
   /** Bytes for the peer (at most 486 on tcp, ~700 on udp/inproc). */
@@ -112,7 +117,7 @@ export function defaultPd(dev: Device): ProtectionDomain {
   return pd;
 }
 
-function newQp(dev: Device, o: CmQpOptions): QueuePair {
+function newQp(dev: Device, o: CmQpOptions, peer?: DeviceAddress): QueuePair {
   if (o === null || typeof o !== 'object') throw new SabreError(ErrorCode.InvalidArgument, 'listen/connect options must be an object');
   if (o.qpInit !== undefined && (o.qpInit === null || typeof o.qpInit !== 'object')) throw new SabreError(ErrorCode.InvalidArgument, 'qpInit must be an object');
   if (o.setup !== undefined && typeof o.setup !== 'function') throw new SabreError(ErrorCode.InvalidArgument, 'setup must be a function');
@@ -134,7 +139,8 @@ function newQp(dev: Device, o: CmQpOptions): QueuePair {
   }
   if (own) qp.ownCq = own;
   try {
-    o.setup?.(qp);
+    if (peer) o.setup?.(qp, { peer });
+    else o.setup?.(qp);
   } catch (e) {
     qp.destroy();
     throw e;
@@ -265,9 +271,9 @@ export class CmListener extends Listener<QueuePair> {
     }
     let qp: QueuePair;
     try {
-      qp = newQp(this.device, this.#opts);
+      qp = newQp(this.device, this.#opts, r.from);
     } catch (e) {
-      r.reject(`cannot create a QP: ${(e as Error).message}`);
+      r.reject(refusalReason(e) ?? `cannot create a QP: ${(e as Error).message}`);
       return;
     }
     this.#connecting.set(qp, sourceKey(r.from));
@@ -297,9 +303,9 @@ export class CmListener extends Listener<QueuePair> {
     let qp: QueuePair;
     try {
       // A requester that knows only the device's `port` reaches its first NIC thread only.
-      qp = r.routes ? newQp(this.device, this.#opts) : this.device.onFirstThread(() => newQp(this.device, this.#opts));
+      qp = r.routes ? newQp(this.device, this.#opts, r.peer) : this.device.onFirstThread(() => newQp(this.device, this.#opts, r.peer));
     } catch (e) {
-      r.reject(`cannot create a QP: ${(e as Error).message}`);
+      r.reject(refusalReason(e) ?? `cannot create a QP: ${(e as Error).message}`);
       return;
     }
     this.#connecting.set(qp, sourceKey(r.from));

@@ -75,3 +75,41 @@ export function listenerBusyError(message: string): SabreError {
 export function isListenerBusy(e: unknown): boolean {
   return e instanceof SabreError && (e.cause as { name?: unknown } | undefined)?.name === LISTENER_BUSY;
 }
+
+const REFUSAL = 'ListenerRefusal';
+const REJECTED = 'ListenerRejected';
+
+/**
+ * A listener's `setup` throws this to refuse a connect for a reason of its own: the REJ (udp,
+ * inproc) or the MPA reject (tcp) carries `reason` verbatim, not 'cannot create a QP: …', so a
+ * protocol above cm can give its refusals fixed texts that its dialers recognise
+ * (rejectionReason). Keep it short: the wire cuts a reason at 200 characters.
+ */
+export function listenerRefusal(reason: string): SabreError {
+  const cause = new Error(reason);
+  cause.name = REFUSAL;
+  return new SabreError(ErrorCode.LimitExceeded, reason, { cause });
+}
+
+/** The reason to send for `e`, thrown by a listener's setup, when it is a listenerRefusal. */
+export function refusalReason(e: unknown): string | undefined {
+  const c = e instanceof SabreError ? (e.cause as { name?: unknown; message?: unknown } | undefined) : undefined;
+  return c?.name === REFUSAL && typeof c.message === 'string' ? c.message : undefined;
+}
+
+/**
+ * The cause of the ERR_UNREACHABLE a dialer gets when a listener rejected its connect (not busy):
+ * the listener's reason as it came, apart from the message around it. The mark is the cause's
+ * name, which survives the NIC thread's boundary.
+ */
+export function rejectedCause(reason: string): Error {
+  const cause = new Error(reason);
+  cause.name = REJECTED;
+  return cause;
+}
+
+/** The listener's reason, verbatim, when `e` is a connect a listener rejected; else undefined. */
+export function rejectionReason(e: unknown): string | undefined {
+  const c = e instanceof SabreError ? (e.cause as { name?: unknown; message?: unknown } | undefined) : undefined;
+  return c?.name === REJECTED && typeof c.message === 'string' ? c.message : undefined;
+}

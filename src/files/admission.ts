@@ -91,6 +91,21 @@ export class Admission<T> {
     return this.#add(conn, host, true);
   }
 
+  /**
+   * Whether a new connection from `host` would be refused now, counted as admit / enter count
+   * one (without an entry: it is never made). What the server asks of a connect before it makes
+   * a QP for it, so the refusal is the cm's answer, with a reason, rather than a teardown after
+   * it: 'host' (the source holds maxPerHost, all authenticated), 'total' (max, all
+   * authenticated), or undefined (admit would take it, evicting an unauthenticated one at most).
+   */
+  refuseNew(host: string): 'host' | 'total' | undefined {
+    const h = this.#hosts.get(host);
+    const why = h && h.n >= this.limits.maxPerHost && h.pending.size === 0 ? 'host' : this.#all.size >= this.limits.max && this.#pending === 0 ? 'total' : undefined;
+    if (why) this.counters.refused++;
+    if (why === 'host') this.counters.hostRefused++;
+    return why;
+  }
+
   #add(conn: T, host: string, authenticated: boolean): Admit<T> {
     const L = this.limits;
     const evict: T[] = [];

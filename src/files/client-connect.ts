@@ -6,9 +6,10 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { connect } from '../cm/index.js';
 import type { DeviceAddress } from '../core/address.js';
+import { rejectionReason } from '../core/errors.js';
 import { Access } from '../core/enums.js';
 import { type Device, openDevice } from '../verbs/device.js';
-import { FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../wire/files-spec.js';
+import { FILE_CM_REJECTS, FILE_SERVICE, FILE_SLOT_BYTES, FileOp, FileProvider } from '../wire/files-spec.js';
 import { ClientConnection, type NegotiatedLimits } from './client-core.js';
 import { ClientSession, HDR_AREA, MAX_INLINE, RECV_SIZE } from './client-session.js';
 import { RESERVE } from './credits.js';
@@ -201,6 +202,10 @@ export async function openSession(target: string | { host: string; port: number 
         for (let i = 0; i < credits + RESERVE; i++) q.postRecv({ wrId: i, sgList: [{ addr: recv.addr + i * RECV_SIZE, length: RECV_SIZE, lkey: recv.lkey }] });
       },
     }).catch((e: Error) => {
+      // The server's refusal for its connection bounds (FILE_CM_REJECTS): its status, not a lost connection.
+      const reason = rejectionReason(e);
+      const refusal = FILE_CM_REJECTS.find((r) => r.reason === reason);
+      if (refusal) throw new FileError(statusCode(refusal.status), `the server refused: ${refusal.reason}`, refusal.status, { cause: e });
       throw new FileError(LocalCode.ConnectionLost, `cannot connect the ${transport} RDMA connection to ${JSON.stringify(address)}: ${e.message}`, undefined, { cause: e });
     });
     const core = new ClientConnection({ credits, statusSlots, receiveSize: RECV_SIZE });

@@ -24,7 +24,7 @@ import { performance } from 'node:perf_hooks';
 // The verbs and cm API (what src/index.ts exports), from their modules: the file service sits above cm and verbs.
 import { type CmListener, connectionInfo, listen } from '../cm/index.js';
 import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
-import { ErrorCode, SabreError } from '../core/errors.js';
+import { ErrorCode, listenerRefusal, SabreError } from '../core/errors.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { CompletionQueue } from '../verbs/cq.js';
 import { driveCq } from '../verbs/cq-driver.js';
@@ -32,7 +32,7 @@ import { type Device, openDevice } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
+import { FILE_CM_REJECTS, FILE_SERVICE, FileProvider, FileStatus } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { Channel } from '../channel/channel.js';
 import { listenChannels, type ChannelListener } from '../channel/listen.js';
@@ -40,7 +40,7 @@ import { checkDedupLimits, DEDUP_AUTH_MAX, DEDUP_MAX_BYTES, DEDUP_MAX_TRANSFERS,
 import { Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
 import { checkMaxOpenFiles, defaultMaxOpenFiles, OpenFileBudget } from './open-files.js';
-import { hostKey } from '../core/address.js';
+import { type DeviceAddress, hostKey } from '../core/address.js';
 import { Admission, type AdmissionLimits, LoginBackoff } from './admission.js';
 import { type Offer, newPipeCounters } from './pipe.js';
 import { DEFAULT_PIPE_ADMISSION, PipeShell } from './pipes.js';
@@ -74,6 +74,9 @@ const PROVIDER_LIMITS: Record<Provider, Partial<ServerLimits>> = {
   tcp: {},
   inproc: {},
 };
+
+/** The source host a connection from `peer` counts against (an inproc device is a host of its own). */
+const sourceHost = (peer: DeviceAddress | undefined): string => hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
 
 export class FileServer {
   readonly token: string;
@@ -213,7 +216,7 @@ export class FileServer {
     const listener = listen(dev, {
       pd, service: FILE_SERVICE, backlog: 16,
       qpInit: { sendCq: cq, recvCq: cq, maxSendWr, maxRecvWr, maxSge: 2, maxInline: 512, timeoutMs: 8000 },
-      setup: (qp) => this.#setup(dev, pd, qp),
+      setup: (qp, r) => this.#setup(dev, pd, qp, r?.peer),
     });
     this.#listeners.push(listener);
     if (this.#opts.dedup !== false) this.#listenDedup(dev);
@@ -251,8 +254,7 @@ export class FileServer {
    */
   #admit(c: Conn): void {
     // The address the connection came from, as cm saw it.
-    const peer = connectionInfo(c.qp)?.peer;
-    const host = hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
+    const host = sourceHost(connectionInfo(c.qp)?.peer);
     if (c.destroyed) return;
     const a = c.core.state !== 'authenticating' ? this.#admission.enter(c, host) : this.#admission.admit(c, host);
     if (!a.ok) {
@@ -262,8 +264,19 @@ export class FileServer {
     for (const old of a.evict) this.#teardown(old);
   }
 
-  #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair): void {
+  #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair, peer: DeviceAddress | undefined): void {
     const pre = this.#preauth.get(dev)!;
+    // Past the bounds with only authenticated connections to make room of: refused before a QP
+    // connects (a lookup of the source's count), with a reason the client turns into
+    // ERR_FILE_SESSION_LIMIT. #admit still refuses the rare one that got past here while another
+    // of its host authenticated, by teardown.
+    if (!this.#life.closing && peer) {
+      const why = this.#admission.refuseNew(sourceHost(peer));
+      if (why) {
+        this.#connectionsRefused++;
+        throw listenerRefusal(FILE_CM_REJECTS[why === 'host' ? 0 : 1].reason);
+      }
+    }
     // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
     if (!this.#life.closing && this.#conns.size >= this.#maxConnections) {
       const old = this.#admission.evictOne();
@@ -273,7 +286,7 @@ export class FileServer {
     if (slot === undefined || this.#conns.size >= this.#maxConnections) {
       if (slot !== undefined) pre.free.push(slot);
       this.#connectionsRefused++;
-      throw new SabreError(ErrorCode.LimitExceeded, 'the file server is at its connection limit');
+      throw listenerRefusal(FILE_CM_REJECTS[1].reason);
     }
     const c = new Conn(this, pd, qp, slot, this.#limitsByDev.get(dev)!);
     this.#conns.set(qp, c);

@@ -116,6 +116,23 @@ export const FILE_STATUS = [
 ] as const;
 export const FileStatus = codeMap(FILE_STATUS);
 
+/**
+ * Why the server's cm listener rejects an RDMA connect on FILE_SERVICE, before it makes a QP for
+ * it: the reason goes verbatim (udp / inproc: the REJ's reason; tcp: the MPA reject's sabre
+ * block), so a client that gets one of these back fails with the row's status (a FileError, not
+ * a lost connection); any other reason is a connect that failed.
+ */
+export const FILE_CM_REJECTS = [
+  {
+    reason: 'too many connections from your host (maxConnectionsPerHost)', status: FileStatus.SessionLimit,
+    meaning: 'the source host holds maxConnectionsPerHost RDMA connections, all authenticated (an unauthenticated one of the host is closed for a newcomer instead)',
+  },
+  {
+    reason: 'too many connections to the server (maxConnections)', status: FileStatus.SessionLimit,
+    meaning: 'the server holds maxConnections RDMA connections, all authenticated (an unauthenticated one is closed for a newcomer instead)',
+  },
+] as const;
+
 const fileLayout = <F extends string>(l: Omit<LayoutSpec<F>, 'byteOrder' | 'sabre'>): LayoutSpec<F> => layout({ ...l, byteOrder: 'big-endian', sabre: true });
 const u8 = (offset: number, meaning: string): FieldSpec => ({ offset, size: 1, type: 'u8', meaning, ref: 'sabre M6' });
 const u16 = (offset: number, meaning: string): FieldSpec => ({ offset, size: 2, type: 'u16', meaning, ref: 'sabre M6' });

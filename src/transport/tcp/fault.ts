@@ -1,7 +1,7 @@
 // What a failed MPA connection reports: the Terminate it sent or would send (a code of the one
 // Terminate table, src/wire/terminate.ts) with a stable machine-readable name and a reason
 // for logs and rejected promises.
-import { ErrorCode, listenerBusyError, SabreError } from '../../core/errors.js';
+import { ErrorCode, listenerBusyError, rejectedCause, SabreError } from '../../core/errors.js';
 import type { TermCode } from '../../wire/terminate.js';
 
 export interface TcpFault extends TermCode {
@@ -26,6 +26,8 @@ export function fault(term: TermCode, code: string, reason: string, cause?: Erro
 export function faultError(f: TcpFault, message: string): SabreError {
   if (f.code === 'BUSY') return listenerBusyError(message);
   if (f.code === 'NO_MEMORY') return new SabreError(ErrorCode.NoMemory, message, f.cause ? { cause: f.cause } : undefined);
+  // A listener's reject: its reason as it came is the cause (rejectionReason), as on udp.
+  if (f.code === 'REJECTED') return new SabreError(ErrorCode.Unreachable, message, { cause: rejectedCause(f.reason) });
   const refused = (f.cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED';
   return new SabreError(refused ? ErrorCode.Refused : ErrorCode.Unreachable, message, f.cause ? { cause: f.cause } : undefined);
 }
