@@ -20,7 +20,8 @@ const MIB16 = 16 << 20;
 
 type Range = readonly [min: number, max: number];
 
-const TOP: Record<string, Range> = {
+/** The top-level numeric options' ranges (the CLI's serve flags check theirs against these too). */
+export const TOP: Readonly<Record<string, Range>> = {
   port: [0, 65_535],
   maxConnections: [1, CONNS],
   maxConnectionsPerHost: [1, CONNS],

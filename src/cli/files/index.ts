@@ -57,7 +57,9 @@ async function serve(argv: string[], out: Out): Promise<number> {
   const metrics = o.metricsPort === undefined ? undefined : await startCliMetrics(o.metricsPort).catch((e: Error) => {
     throw new Error(`serve: ${e.message}`);
   });
-  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync, ...(o.integrity ? { integrity: o.integrity } : {}) }).catch(async (e: NodeJS.ErrnoException) => {
+  const srv = await serveFiles(o.dir, { host: o.host, port: o.port, transports: o.transports, ...(o.token ? { token: o.token } : {}), readOnly: o.readOnly, fsync: o.fsync, ...(o.integrity ? { integrity: o.integrity } : {}),
+    ...(o.maxConnectionsPerHost !== undefined ? { maxConnectionsPerHost: o.maxConnectionsPerHost } : {}), ...(o.partSweepAgeMs !== undefined ? { partSweepAgeMs: o.partSweepAgeMs } : {}),
+  }).catch(async (e: NodeJS.ErrnoException) => {
     await metrics?.close();
     throw new Error(e.code === 'ENOENT' || e.code === 'ENOTDIR' ? `serve: ${o.dir} is not a directory` : `serve: ${e.message}`);
   });

@@ -1,5 +1,6 @@
 // Flags of `sabre serve / get / put / ls` (the syntax of DESIGN §4 and issue 14 is contract).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { TOP as SERVE_RANGES } from '../../files/serve-checks.js';
 import { choice, intOption, negativeValuesJoined, UsageError, usageFromParseArgs } from '../usage.js';
 
 export type FilesTransport = 'udp' | 'tcp';
@@ -11,6 +12,7 @@ const INTEGRITY_HELP = `  --integrity I       the devices' integrity check: udp 
 
 export const FILES_HELP: Record<'serve' | 'get' | 'put' | 'ls', string> = {
   serve: `usage: sabre serve DIR [--host H] [--port P] [--transport udp|tcp] [--token T] [--read-only] [--fsync] [--integrity I] [--metrics-port M]
+                  [--max-connections-per-host N] [--part-sweep-age-ms MS]
 
 Serve DIR to file clients (the file service, M6). The control pipe listens on TCP port P; the
 udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with -p 0).
@@ -24,6 +26,12 @@ udp device binds UDP port P and the tcp device TCP port P+1 (all ephemeral with 
 ${INTEGRITY_HELP}
   --metrics-port M    serve Prometheus metrics (devices, QPs, links, the file service's
                       counters) at http://127.0.0.1:M/metrics (0: any free port, printed)
+  --max-connections-per-host N  RDMA connections one client host may hold (default 16, 1..1024);
+                      past it, with all of the host's authenticated, a new one is refused:
+                      "the server refused: too many connections from your host"
+  --part-sweep-age-ms MS  at start, remove put temporaries (.sabre-<hex>.part) under DIR at
+                      least MS ms old, left by a killed server (default 3600000; 0: all —
+                      only where no other server serves DIR)
   -h, --help          this help`,
   get: `usage: sabre get HOST:PORT/REMOTE/PATH LOCALFILE [--token T] [--transport udp|tcp] [--json] [--dedup] [--integrity I] [--request-timeout MS]
 
@@ -79,6 +87,10 @@ export interface ServeCli {
   integrity: FilesIntegrity | undefined;
   /** --metrics-port: where /metrics is served (127.0.0.1), or undefined for none. */
   metricsPort: number | undefined;
+  /** --max-connections-per-host (ServeOptions.maxConnectionsPerHost), or undefined for its default. */
+  maxConnectionsPerHost: number | undefined;
+  /** --part-sweep-age-ms (ServeOptions.partSweepAgeMs), or undefined for its default. */
+  partSweepAgeMs: number | undefined;
 }
 
 export interface RemoteSpec {
@@ -132,6 +144,7 @@ export function parseServe(argv: string[]): ServeCli {
     options: {
       host: { type: 'string' }, port: { type: 'string', short: 'p' }, transport: { type: 'string' }, token: { type: 'string' },
       'read-only': { type: 'boolean' }, fsync: { type: 'boolean' }, 'metrics-port': { type: 'string' }, integrity: { type: 'string' },
+      'max-connections-per-host': { type: 'string' }, 'part-sweep-age-ms': { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'serve needs a directory (sabre serve DIR)' : `serve takes one directory, got ${positionals.length} arguments`);
@@ -141,6 +154,9 @@ export function parseServe(argv: string[]): ServeCli {
     transports: t ? [t] : ['udp', 'tcp'], token: tokenOf(values.token), readOnly: values['read-only'] ?? false, fsync: values.fsync ?? false,
     integrity: choice('--integrity', values.integrity, INTEGRITY),
     metricsPort: intOption('--metrics-port', values['metrics-port'], 0, 65535),
+    // The ranges serveFiles checks (./serve-checks.ts), so a bad value is a usage error here.
+    maxConnectionsPerHost: intOption('--max-connections-per-host', values['max-connections-per-host'], ...SERVE_RANGES['maxConnectionsPerHost']!),
+    partSweepAgeMs: intOption('--part-sweep-age-ms', values['part-sweep-age-ms'], ...SERVE_RANGES['partSweepAgeMs']!),
   };
 }
 
