@@ -47,6 +47,13 @@ function body(layout: Parameters<typeof writeFields>[0], v: Record<string, numbe
   return b;
 }
 
+/**
+ * The whole answer to a pipe refused at accept (./pipes.ts): Status(SessionLimit), the same 12
+ * bytes each time, written before a byte of the pipe is read. PipeClient takes a Status in any
+ * state as the server's refusal.
+ */
+export const PIPE_REFUSED: Uint8Array = encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit }));
+
 /** Splits a byte stream into frames; a bad header makes `error` non-empty and stops it for good. */
 export class PipeReader {
   #buf = new Uint8Array(0);

@@ -83,3 +83,34 @@ describe('udp: past maxConnections (all authenticated), the extra client is told
     expect(s.srv.stats().liveConnections).toBe(2);
   }, 60_000);
 });
+
+describe('control pipes past maxPipesPerHost: the extra client is told, not cut off', () => {
+  const s = servedDir('refusal-pipes', { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, maxPipesPerHost: 2 });
+  const held: FileClient[] = [];
+  afterAll(async () => {
+    for (const c of held) await c.end().catch(() => {});
+  });
+
+  it('the pipe is answered with Status(SessionLimit) unread and closed: ERR_FILE_SESSION_LIMIT at once (was: "closed the connection during the handshake", ERR_FILE_CONNECTION_LOST), counted', async () => {
+    const at = `127.0.0.1:${s.srv.address.port}`;
+    for (let i = 0; i < 2; i++) held.push(await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }));
+    const before = s.srv.stats().pipesRefused;
+    for (let i = 0; i < 3; i++) {
+      const t0 = performance.now();
+      const err = await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }).then(
+        (c) => {
+          held.push(c);
+          return undefined;
+        },
+        (e: unknown) => e as { code?: string; message?: string },
+      );
+      expect(performance.now() - t0).toBeLessThan(2000);
+      expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT' });
+      expect(err!.message).toMatch(/^the server refused: /);
+    }
+    expect(s.srv.stats().pipesRefused).toBe(before + 3);
+    // The refused sockets are gone within their linger; the held clients read on.
+    await until(() => s.srv.stats().pipes === 2, 3000, 'the refused pipes to go');
+    for (const c of held) expect(new TextDecoder().decode(await c.read(await c.open('hello.txt'), 0, 5))).toBe('hello');
+  }, 60_000);
+});
