@@ -114,17 +114,23 @@ export class DedupSender {
   }
 
   /**
-   * Stage the object: bytes at once; a source (on a path without `reserve`: see #send) read
-   * whole into a buffer first, then staged. `until(n)` resolves once the object is staged
-   * (rejects if reading it failed), `stop()` once no read of it is in flight any more.
+   * Stage the object: bytes at once; a source read straight into `reserve(length)` where the path
+   * has one (an object smaller than the window: see #send), else whole into a buffer first, then
+   * staged. `until(n)` resolves once its first n bytes are in device memory (rejects if reading
+   * it failed), `stop()` once no read of it is in flight any more.
    */
-  #stageObject(obj: Uint8Array | DedupSource): { until(n: number): Promise<void>; stop(): Promise<void> } {
+  #stageObject(obj: Uint8Array | DedupSource, reserve?: (length: number) => { addr: number; view: Uint8Array }): { until(n: number): Promise<void>; stop(): Promise<void> } {
     if (obj instanceof Uint8Array) {
       this.#src = this.#rdma.stage(obj);
       return { until: () => Promise.resolve(), stop: () => Promise.resolve() };
     }
     const total = obj.length;
-    const view = new Uint8Array(total);
+    let view: Uint8Array;
+    if (reserve) {
+      const r = reserve(total);
+      this.#src = r.addr;
+      view = r.view;
+    } else view = new Uint8Array(total);
     let filled = 0;
     let failed: unknown;
     let stopped = false;
@@ -135,8 +141,9 @@ export class DedupSender {
           const n = await obj.read(view.subarray(filled, Math.min(filled + SOURCE_PIECE, total)), filled);
           if (!Number.isSafeInteger(n) || n <= 0 || filled + n > total) throw new SabreError(ErrorCode.InvalidState, `dedup: the object's source ended at ${filled} of its ${total} bytes`);
           filled += n;
+          wake?.();
         }
-        if (!stopped) this.#src = this.#rdma.stage(view);
+        if (!reserve && !stopped) this.#src = this.#rdma.stage(view);
       } catch (e) {
         failed = e;
       } finally {
@@ -144,10 +151,10 @@ export class DedupSender {
         wake?.();
       }
     })();
-    const until = async (): Promise<void> => {
+    const until = async (n: number): Promise<void> => {
       for (;;) {
         if (failed) throw failed;
-        if (filled === total && stopped) return;
+        if (reserve ? filled >= n : filled === total && stopped) return;
         if (stopped) throw new SabreError(ErrorCode.Closed, 'dedup: the send stopped');
         await new Promise<void>((r) => (wake = r));
       }
@@ -158,10 +165,17 @@ export class DedupSender {
   async #send(obj: Uint8Array | DedupSource): Promise<SendResult> {
     if (this.#error) throw this.#error;
     // A source on a path that hands out registered memory: chunked through a window, its needed
-    // runs read again into slot-sized staging (./source-window.ts says why).
-    if (!(obj instanceof Uint8Array) && this.#rdma.reserve) return this.#sendWindowed(obj, this.#rdma.reserve.bind(this.#rdma));
+    // runs read again into slot-sized staging (./source-window.ts says why) — when that is less
+    // memory than the object. The staging is sized by the receiver's HELLO (slots × slotLen, up
+    // to 64 × 4 GiB): a peer's numbers never make us hold more than staging the object whole.
+    // Else read straight into object-sized staging, as a plain send of its bytes would be staged.
+    const reserve = this.#rdma.reserve?.bind(this.#rdma);
+    if (!(obj instanceof Uint8Array) && reserve) {
+      const h = await this.#hello;
+      if (h.slots * h.slotLen + 2 * (h.max + this.#step) < obj.length) return this.#sendWindowed(obj, reserve);
+    }
     // Staged (or read in) while the receiver's HELLO is still on its way (it may be filling its basis).
-    const staged = this.#stageObject(obj);
+    const staged = this.#stageObject(obj, reserve);
     let at = 0;
     const step = this.#step;
     try {

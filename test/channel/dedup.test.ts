@@ -165,7 +165,8 @@ describe('dedup sends over channels: a close while the source is still reading',
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const sent = c.sendDedupFrom({
-      length: 4 << 20,
+      // Larger than the window and a zone's staging: a smaller source is read into object-sized staging instead.
+      length: 12 << 20,
       read: async (buf: Uint8Array): Promise<number> => {
         into ??= buf;
         await gate; // a file read the kernel is still doing: it writes into buf when it ends
