@@ -5,7 +5,9 @@
 // memory for staging the needed runs: 4 GiB chosen by the peer, for a 200 KB object — device
 // memory the sender's process grows to and never gives back, or a failed send. Checked: the
 // sender never asks for more staging than the object's own length (what staging it whole takes)
-// and the transfer gets as far as its OFFERs. Failed before the fix (reserve asked 4 GiB).
+// and the transfer gets as far as its OFFERs. Failed before the fix (reserve asked 4 GiB). Over a
+// real tcp channel an honest receiver with the largest zone its options allow (256 MiB) grew the
+// sender's device memory by 260 MiB for a 1 MiB source before the fix (272839744 bytes seen).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceMemory } from '../../src/dataplane/device-memory.js';
 import { DedupSender, type DedupSource, type MessagePipe, type RdmaWritePath } from '../../src/dedup/endpoint.js';
@@ -65,4 +67,33 @@ describe('a HELLO naming a landing zone far larger than the object', () => {
       expect(sent.length).toBeGreaterThan(0);
     }, 10_000);
   }
+});
+
+describe('over a real channel: a receiver with the largest landing zone it may have (256 MiB)', () => {
+  it('a 1 MiB source costs the sender about the object, not the peer\'s zone', async () => {
+    const { connectChannel, listenChannels, openDevice } = await import('../../src/index.js');
+    const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
+    const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
+    try {
+      const l = listenChannels(b, { service: 9, dedupZoneBytes: 256 << 20 });
+      const [c, s] = await Promise.all([connectChannel(a, b.address, { service: 9 }), l.accept(10_000)]);
+      const x = new Uint8Array(1 << 20).map((_, i) => (i * 2654435761) >>> 24);
+      const before = a.dataPlane.stats().used;
+      let most = before;
+      const src: DedupSource = { length: x.length, read: async (into, at) => {
+        most = Math.max(most, a.dataPlane.stats().used);
+        const n = Math.min(into.length, x.length - at);
+        into.set(x.subarray(at, at + n));
+        return n;
+      } };
+      const [got] = await Promise.all([s.next(), c.sendDedupFrom(src)]);
+      expect(Buffer.compare(got.value as Uint8Array, x)).toBe(0);
+      // The sender held the object's staging and the chunker's state: well under the zone.
+      expect(Math.max(most, a.dataPlane.stats().used) - before).toBeLessThan(16 << 20);
+      l.close();
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  }, 30_000);
 });
