@@ -73,4 +73,9 @@ function rebuildStale(): void {
       console.warn('global-setup: tsc reported type errors (see above); running tests against the emitted JavaScript');
     }
   }
+  // NIC threads run the one-file bundle of dist/nic/thread-main.js (src/nic/thread-start.ts),
+  // as an installed package does: relink it whenever tsc has written newer JavaScript.
+  if (newest('dist', '.js') > mtime('dist/nic/thread.bundle.js')) {
+    execFileSync(process.execPath, ['scripts/bundle-nic.mjs'], { stdio: 'inherit' });
+  }
 }

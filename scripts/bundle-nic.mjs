@@ -1,0 +1,31 @@
+// The NIC thread's script as one file: dist/nic/thread.bundle.js, built from the tsc output
+// (dist/nic/thread-main.js and the ~130 modules it reaches), so the code a NIC thread runs is the
+// code the tests ran, only linked ahead of time. Loading 130 ES modules is most of a NIC
+// thread's start (resolving, reading and compiling each one: ~150-250 ms of a ~330 ms start on
+// two cores, docs/benchmarks.md), and every openDevice on udp or tcp pays it; one file cuts
+// openDevice's median by ~2x. Packages stay imports (msgpackr is the only one the thread
+// reaches), so the thread and the application share their copy. src/nic/thread-start.ts picks
+// the bundle when it is at least as new as thread-main.js, which every tsc build rewrites: a
+// bare `tsc` after an edit falls back to the module graph rather than running stale code.
+//
+// rolldown (the bundler vite, and so vitest, is built on) does the linking: a well-kept
+// bundler, already in the tree through vitest, pinned as a devDependency.
+import { rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { build } from 'rolldown';
+
+const root = resolve(import.meta.dirname, '..');
+const input = join(root, 'dist/nic/thread-main.js');
+const file = join(root, 'dist/nic/thread.bundle.js');
+
+rmSync(file, { force: true });
+await build({
+  input,
+  platform: 'node',
+  logLevel: 'warn',
+  // Relative imports are linked in; node: builtins and packages stay imports.
+  external: (id) => !id.startsWith('.') && !id.startsWith('/') && !id.startsWith('\0'),
+  // The bundle sits in dist/nic/ like the module it replaces, so import.meta.url-relative paths
+  // (dist/dataplane/wasm.js finds ../../build/sabre.wasm) resolve to the same files.
+  output: { file, format: 'esm', sourcemap: false },
+});
