@@ -437,11 +437,11 @@ export class Channel implements AsyncIterable<unknown>, HubMember, ChannelPorts 
       return;
     }
     if (wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) {
-      if (wc.status !== WcStatus.Success) core.handleRecvError(outcome(wc), now);
+      if (wc.status !== WcStatus.Success) core.handleRecvError(outcome(wc, this.#qp), now);
       else if (wc.opcode === WcOpcode.Recv) core.handleRecv(wc.byteLen, now);
       else core.handleImm(wc.imm ?? 0, wc.byteLen, now);
     } else {
-      core.handleComplete(Number(wc.wrId), outcome(wc), now);
+      core.handleComplete(Number(wc.wrId), outcome(wc, this.#qp), now);
     }
   }
 

@@ -3,6 +3,7 @@
 // means to the core, and the work requests the core's post actions become.
 import { Access, Opcode, WcStatus, wcStatusName } from '../core/enums.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import type { QpDownCause } from '../core/link.js';
 import type { WorkCompletion } from '../core/work.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { QueuePair } from '../verbs/qp.js';
@@ -26,12 +27,25 @@ export const CODE: Record<FailKind, SabreError['code']> = {
   aborted: ErrorCode.Closed,
 };
 
-export function outcome(wc: WorkCompletion): Outcome {
+const DOWN_SAYS: Record<Exclude<QpDownCause, 'closed'>, string> = { lost: 'the peer was lost', broken: 'the stream broke', refused: 'the connection was refused' };
+
+/**
+ * What a completion means to the core. `qp`: the completion's QP, whose downCause (why it went
+ * to ERROR) is read for a flush: a QP whose link failed flushes its work too, and the QP's cause can come
+ * after those completions (it is a separate event), so a flush alone does not say the peer
+ * closed. Flushed by a link that failed (the peer lost — killed, reset, silent past the
+ * keepalive — the stream broken, the connection refused) is the link's failure, as RetryExcErr
+ * is (ERR_UNREACHABLE); flushed by the peer's close notice, or with no cause, a close (ERR_CLOSED).
+ */
+export function outcome(wc: WorkCompletion, qp?: { readonly downCause: QpDownCause | undefined }): Outcome {
   if (wc.status === WcStatus.Success) return { ok: true };
   const status = wcStatusName(wc.status);
   switch (wc.status) {
-    case WcStatus.WrFlushErr:
+    case WcStatus.WrFlushErr: {
+      const down = qp?.downCause;
+      if (down !== undefined && down !== 'closed') return { ok: false, why: 'link', status: `${status}: ${DOWN_SAYS[down]}` };
       return { ok: false, why: 'flush', status };
+    }
     case WcStatus.RemAccessErr:
     case WcStatus.RemInvReqErr:
     case WcStatus.RemOpErr:

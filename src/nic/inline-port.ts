@@ -6,7 +6,7 @@
 // per-message cost). The link writes to its socket in a job of its own anyway.
 import type { DeviceAddress } from '../core/address.js';
 import { QpState } from '../core/enums.js';
-import type { Link, ServiceRequest } from '../core/link.js';
+import type { Link, QpDownCause, ServiceRequest } from '../core/link.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
 import type { EngineBounds } from '../rdmap/bounds.js';
 import { RdmapEngine } from '../rdmap/engine.js';
@@ -46,6 +46,10 @@ class InlineQp implements PortQp {
     return flow !== undefined && !flow.profile.extensions;
   }
 
+  get downCause(): QpDownCause | undefined {
+    return this.#port.downCauses.get(this.qpn);
+  }
+
   init(): void {
     this.q.state = QpState.Init;
   }
@@ -66,6 +70,7 @@ class InlineQp implements PortQp {
     const p = this.#port;
     if (this.q.state === QpState.Init && this.q.rq.length > 0) this.toError();
     p.engine.reset(this.q);
+    p.downCauses.delete(this.qpn);
   }
 
   postSend(w: PortSend, row: OpcodeRow, pieces: PortPiece[], total: number, dest: PortDest | undefined, inline: Uint8Array | undefined): void {
@@ -87,6 +92,7 @@ class InlineQp implements PortQp {
     const p = this.#port;
     if (deviceOpen) p.driver.run((now) => p.engine.close(this.q, now));
     p.engine.destroyQp(this.q);
+    p.downCauses.delete(this.qpn);
   }
 }
 
@@ -100,6 +106,11 @@ export class InlinePort implements NicPort {
   /** When a deregistered region's memory may be handed on. */
   readonly fence: RegionFence;
   readonly #onEvent: { fn: (ev: NicEvent) => void; after?: () => void } = { fn: () => {} };
+  /**
+   * @internal why each QP that went down by itself did (PortQp.downCause): only QPs in ERROR
+   * with a cause are here (an idle QP costs nothing), until reset or destroy.
+   */
+  readonly downCauses = new Map<number, QpDownCause>();
   /** The time of the batch step running now (batch(), or posts waiting for their job), or -1: posts then join that one step. */
   batchNow = -1;
   /** Posts wait for #endPosts (a promise job) to flush their step. */
@@ -112,7 +123,12 @@ export class InlinePort implements NicPort {
     });
     this.link = link;
     const sink = this.#onEvent;
-    this.driver = new NicDriver(this.engine, link, { onEvent: (ev) => sink.fn(ev), afterStep: () => sink.after?.() });
+    const onEvent = (ev: NicEvent): void => {
+      // Noted before anyone hears of it: the event's listeners may poll the flushed completions.
+      if (ev.kind === 'qpError' && ev.cause !== undefined && this.engine.qps.has(ev.qpn) && !this.downCauses.has(ev.qpn)) this.downCauses.set(ev.qpn, ev.cause);
+      sink.fn(ev);
+    };
+    this.driver = new NicDriver(this.engine, link, { onEvent, afterStep: () => sink.after?.() });
     this.fence = new RegionFence(this.engine, link, this.memory);
   }
 

@@ -6,7 +6,7 @@
 // already: the verbs layer validates arguments before it calls a port.
 import type { DeviceAddress } from '../core/address.js';
 import type { OpcodeValue, QpStateValue } from '../core/enums.js';
-import type { ServiceRequest, TransportContextStats } from '../core/link.js';
+import type { QpDownCause, ServiceRequest, TransportContextStats } from '../core/link.js';
 import type { CompletionSink } from '../core/work.js';
 import type { AllocatorStats } from '../dataplane/allocator.js';
 import type { DeviceMemory } from '../dataplane/device-memory.js';
@@ -64,6 +64,14 @@ export interface PortQp {
   readonly rqLength: number;
   /** Connected to a peer that speaks no sabre extension (a standard iWARP peer). */
   readonly standardPeer: boolean;
+  /**
+   * Why the QP went to ERROR by itself, as its qpError event says (undefined: not down, down by
+   * the application's act, or down without a cause). Known before the step's flushed
+   * completions can be polled, so a consumer of those completions reads why they were flushed
+   * here, whichever comes first to it, the completions or the event (a NIC thread posts its
+   * events separately from its completion ring). Cleared by reset.
+   */
+  readonly downCause: QpDownCause | undefined;
   /** RESET → INIT. */
   init(): void;
   /**

@@ -22,7 +22,9 @@ import { MailboxServer } from './mailbox.js';
 import { AH_MAX, validAhId } from './thread-ahs.js';
 import type { PortCq } from './port.js';
 import { RecordRing } from './ring.js';
-import { CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_FENCE_CQ, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit } from './thread-proto.js';
+import {
+  CLOSE_DONE_CQ, CQ_BASE, PLACE_RECORD_CQ, QP_DOWN_CAUSES, QP_FENCE_CQ, QP_FLAG_CAUSE_MASK, QP_FLAG_CAUSE_SHIFT, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord, toWireError, type NicThreadInit,
+} from './thread-proto.js';
 import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
 import { heapReading } from './thread-heap.js';
 import { HeldPlacements } from './thread-place.js';
@@ -225,7 +227,8 @@ export class NicThread {
         Atomics.store(ctl, b + QpWord.rqRetired, e.rqTaken - e.pq.rqLength);
         e.dirty = false;
       }
-      Atomics.store(ctl, b + QpWord.flags, e.pq.standardPeer ? QP_FLAG_STANDARD_PEER : 0);
+      // The down cause stays as #onEvent wrote it (until a reset clears the word).
+      Atomics.store(ctl, b + QpWord.flags, (e.pq.standardPeer ? QP_FLAG_STANDARD_PEER : 0) | (Atomics.load(ctl, b + QpWord.flags) & QP_FLAG_CAUSE_MASK));
     }
     // Unpublished retired counts keep their QPs listed until the ring has room again.
     if (publish) dirty.length = 0;
@@ -303,6 +306,15 @@ export class NicThread {
   // ---- events -------------------------------------------------------------------------------
 
   #onEvent(ev: NicEvent): void {
+    // Why a QP went down is in its flags word before the completions it flushed are in the
+    // ring: the application may poll them before this event's message reaches it (the
+    // channels read the cause of a flush there: PortQp.downCause).
+    if (ev.kind === 'qpError' && ev.cause !== undefined) {
+      const e = this.#qps.get(ev.qpn);
+      const w = e && !e.gone ? e.slot * QP_WORDS + QpWord.flags : -1;
+      // The first cause holds (a QP goes down once until reset).
+      if (w >= 0 && (Atomics.load(this.control, w) & QP_FLAG_CAUSE_MASK) === 0) Atomics.or(this.control, w, (QP_DOWN_CAUSES.indexOf(ev.cause) + 1) << QP_FLAG_CAUSE_SHIFT);
+    }
     // The completions of the step come before the event that follows them.
     this.#afterStep();
     switch (ev.kind) {
@@ -336,6 +348,8 @@ export class NicThread {
     const b = e.slot * QP_WORDS;
     Atomics.store(this.control, b + QpWord.sqRetired, 0);
     Atomics.store(this.control, b + QpWord.rqRetired, 0);
+    // No down cause either (a reused slot held its last QP's).
+    Atomics.store(this.control, b + QpWord.flags, 0);
   }
 
   #op(op: string, a: any): unknown {

@@ -4,11 +4,13 @@
 //
 // The control table (one SharedArrayBuffer of Int32 words) is written by one side per word:
 //   QP slot s (4 words at s*4):  state (NIC), send WRs retired (NIC), receives retired (NIC),
-//                                flags (NIC: bit 0 the peer is a standard iWARP peer)
+//                                flags (NIC: bit 0 the peer is a standard iWARP peer; bits 1-3
+//                                why the QP went down, QP_DOWN_CAUSES' index + 1, 0 none)
 //   CQ slot c (1 word at CQ_BASE + c): completions the application has taken (application)
 // Retired counts are free-running totals: the application knows how many it posted, so the
 // queue's occupancy is posted - retired, read without a message.
 import { ErrorCode, type ErrorCodeValue, SabreError } from '../core/errors.js';
+import type { QpDownCause } from '../core/link.js';
 import type { MemoryMap } from '../dataplane/memory-map.js';
 import type { SharedMemoryInit } from './thread-arena.js';
 
@@ -16,6 +18,10 @@ export const QP_SLOTS = 1 << 16;
 export const QP_WORDS = 4;
 export const QpWord = { state: 0, sqRetired: 1, rqRetired: 2, flags: 3 } as const;
 export const QP_FLAG_STANDARD_PEER = 1;
+/** The flags word's down-cause field: QP_DOWN_CAUSES[field - 1] (0: none). */
+export const QP_FLAG_CAUSE_SHIFT = 1;
+export const QP_FLAG_CAUSE_MASK = 0b1110;
+export const QP_DOWN_CAUSES: readonly QpDownCause[] = ['lost', 'broken', 'refused', 'closed'];
 export const CQ_SLOTS = 1 << 16;
 export const CQ_BASE = QP_SLOTS * QP_WORDS;
 export const CONTROL_BYTES = (CQ_BASE + CQ_SLOTS) * 4;

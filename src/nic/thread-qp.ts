@@ -3,11 +3,12 @@
 // id under a token, and reads the QP's state and retired counts from the shared control table.
 import type { DeviceAddress } from '../core/address.js';
 import type { QpStateValue } from '../core/enums.js';
+import type { QpDownCause } from '../core/link.js';
 import type { WrId } from '../core/work.js';
 import { type OpcodeRow, SEND_TAKES_COMPARE_ADD, SEND_TAKES_IMM, SEND_TAKES_REMOTE, SEND_TAKES_REMOTE_LIST, SEND_TAKES_SWAP, sendFieldsTaken } from '../rdmap/opcodes.js';
 import type { PortDest, PortMr, PortPiece, PortQp, PortSend } from './port.js';
 import type { RecordRing } from './ring.js';
-import { QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord } from './thread-proto.js';
+import { QP_DOWN_CAUSES, QP_FLAG_CAUSE_MASK, QP_FLAG_CAUSE_SHIFT, QP_FLAG_STANDARD_PEER, QP_WORDS, QpWord } from './thread-proto.js';
 import { type RecvWqe, type SendWqe, type WqeSge, writeRecvWqe, writeSendWqe } from './wqe.js';
 import { WrIdWindow } from './wr-ids.js';
 
@@ -161,6 +162,12 @@ export class ThreadQp implements PortQp {
 
   get standardPeer(): boolean {
     return (this.#word(QpWord.flags) & QP_FLAG_STANDARD_PEER) !== 0;
+  }
+
+  /** Written by the NIC thread before the completions it flushed are in the ring (./thread-nic.ts). */
+  get downCause(): QpDownCause | undefined {
+    const f = (this.#word(QpWord.flags) & QP_FLAG_CAUSE_MASK) >> QP_FLAG_CAUSE_SHIFT;
+    return f === 0 ? undefined : QP_DOWN_CAUSES[f - 1];
   }
 
   #act(act: string, more: Record<string, unknown> = {}): void {

@@ -14,7 +14,7 @@
 // and sgList are free the moment postSend returns.
 import { EventEmitter } from 'node:events';
 import { timerMs } from '../core/deadline.js';
-import { CONNECT_SECRET_MAX, CONNECT_SECRET_MIN } from '../core/link.js';
+import { CONNECT_SECRET_MAX, CONNECT_SECRET_MIN, type QpDownCause } from '../core/link.js';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { Access, Opcode, QpState, type QpStateValue, qpStateName, WcOpcode } from '../core/enums.js';
 import type { Sge, WorkCompletion } from '../core/work.js';
@@ -130,6 +130,16 @@ export class QueuePair extends EventEmitter<{ event: [DeviceEvent] }> {
 
   get state(): QpStateValue {
     return this.port.state;
+  }
+
+  /**
+   * @internal why the QP went to ERROR by itself — the cause its 'qp-fatal' / 'disconnected'
+   * event carries — readable by the time its flushed completions can be polled, whether or not
+   * the event came yet (features above verbs, the channels, give a flush the code of its cause).
+   * Undefined while up, after a reset, or when the application's own act (modify, destroy) took it down.
+   */
+  get downCause(): QpDownCause | undefined {
+    return this.port.downCause;
   }
 
   /**
