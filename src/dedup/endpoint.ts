@@ -17,7 +17,7 @@ import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import type { Hello } from './messages.js';
 import { DedupSendCore, type SendAction, type SendResult, type WritePiece } from './transfer.js';
-import { type DedupSource, isDedupSource, type MessagePipe, type RdmaWritePath } from './pipes.js';
+import { type DedupSource, isDedupSource, type MessagePipe, pipeClosed, type RdmaWritePath } from './pipes.js';
 
 export { type DedupSource, isDedupSource, type MessagePipe, type RdmaWritePath } from './pipes.js';
 export { DedupReceiver, type DedupReceiverInit, type Received } from './receiver.js';
@@ -93,7 +93,7 @@ export class DedupSender {
       // this pipe has parameters), rather than leaving them waiting for a HELLO that came.
       else if (this.#core.helloRefused) this.#broken(this.#core.helloRefused);
     });
-    o.pipe.onClose?.((e) => this.#broken(new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`)));
+    o.pipe.onClose?.((e) => this.#broken(pipeClosed(e)));
   }
 
   /** The receiver's parameters (resolves when its HELLO has arrived). */

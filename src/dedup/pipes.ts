@@ -1,5 +1,7 @@
 // The interfaces the dedup shells (./endpoint.ts, ./receiver.ts) run over: the caller's message
 // pipe, its RDMA write path, and an object a sender reads itself (a DedupSource).
+import { ErrorCode, SabreError } from '../core/errors.js';
+
 /** A reliable, ordered message pipe. */
 export interface MessagePipe {
   /** Send one message (delivered whole, in order). */
@@ -8,6 +10,15 @@ export interface MessagePipe {
   onMessage(handler: (bytes: Uint8Array) => void): void;
   /** Register the handler of the pipe's end (error when it broke). */
   onClose?(handler: (error?: Error) => void): void;
+}
+
+/**
+ * A transfer's error when its pipe closed: the code of why it closed (a channel that failed
+ * hands its own error — ERR_UNREACHABLE for a lost peer), so a transfer fails with the code its
+ * channel fails with: one error per cause. ERR_CLOSED for a pipe that closed without one.
+ */
+export function pipeClosed(e: Error | undefined): SabreError {
+  return new SabreError(e instanceof SabreError ? e.code : ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
 }
 
 /** RDMA WRITE from the sender's device memory into the receiver's landing zone. */

@@ -8,7 +8,7 @@ import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import { DedupRecvCore, type DedupRecvOptions, type LandingZone, type RecvStats } from './transfer.js';
-import type { MessagePipe } from './pipes.js';
+import { type MessagePipe, pipeClosed } from './pipes.js';
 
 export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
   pipe: MessagePipe;
@@ -76,7 +76,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     this.#scope = o.scope;
     o.pipe.onMessage((b) => this.#onMessage(b));
     o.pipe.onClose?.((e) => {
-      this.#closed = new SabreError(ErrorCode.Closed, `dedup: the pipe closed${e ? `: ${e.message}` : ''}`);
+      this.#closed = pipeClosed(e);
       this.#held = [];
       this.#holding?.clear();
       this.#core.handleFailure(this.#closed as SabreError, performance.now());

@@ -5,9 +5,11 @@
 // (docs/channels.md, Close and failure) — its pending read and every later call alike. Before,
 // the channel took the flushed receives for a close and failed ERR_CLOSED. A peer that closes on
 // purpose (its channel, or its whole device) ends the channel with ERR_CLOSED / end of
-// iteration, the codes for "the peer closed", never ERR_UNREACHABLE.
+// iteration, the codes for "the peer closed", never ERR_UNREACHABLE. A dedup send under way when
+// the peer dies fails with the channel's code too (it was ERR_CLOSED, "the pipe closed").
 // Over udp and tcp, NIC inline (workers 0) and threaded (the default).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomFillSync } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectChannel, type Device, type DeviceAddress, listenChannels, openDevice } from '../../src/index.js';
@@ -55,6 +57,32 @@ for (const transport of ['udp', 'tcp'] as const) {
         await expect(it.next()).rejects.toMatchObject({ code: 'ERR_UNREACHABLE' });
         await ch.close();
       }, 20_000);
+
+      if (transport === 'tcp') {
+        it('killed with SIGKILL during a dedup send: the send rejects with the channel\'s code (ERR_UNREACHABLE), not ERR_CLOSED', async () => {
+          const a = await dev(transport, workers);
+          const child = spawn(process.execPath, ['test/channel/kill-peer-channel.mjs', transport, String(workers ?? 'default')], { stdio: ['ignore', 'pipe', 'inherit'] });
+          children.push(child);
+          const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+          const peer = JSON.parse((await lines.next()).value as string) as { address: DeviceAddress };
+          const ch = await connectChannel(a, peer.address, { service: 9 });
+          expect((await lines.next()).value).toBe('ready');
+          const it = ch[Symbol.asyncIterator]();
+          expect(await it.next()).toEqual({ done: false, value: 'hello' });
+          // 64 MiB no chunk of which the peer holds: still moving when the peer dies 20 ms in.
+          let settled = false;
+          const sent = ch.send(randomFillSync(new Uint8Array(64 << 20)), { dedup: true }).finally(() => void (settled = true));
+          const sendErr = sent.then(() => undefined, (e: unknown) => e);
+          await new Promise((r) => setTimeout(r, 20));
+          expect(settled, 'the dedup send was still under way at the kill').toBe(false);
+          child.kill('SIGKILL');
+          const readErr = await it.next().then(() => undefined, (e: unknown) => e);
+          expect(readErr).toMatchObject({ code: 'ERR_UNREACHABLE' });
+          // Before, 'dedup: the pipe closed: …' was ERR_CLOSED whatever closed it.
+          expect(await sendErr).toMatchObject({ code: 'ERR_UNREACHABLE', message: expect.stringMatching(/^dedup: the pipe closed: channel: /) });
+          await ch.close();
+        }, 20_000);
+      }
 
       it('closing its channel: the pending read ends (done), later sends reject ERR_CLOSED', async () => {
         const a = await dev(transport, workers);
