@@ -195,7 +195,8 @@ function posInt(v: unknown, name: string, def: number): number {
 
 /**
  * The peer of a QP cm accepted, keyed by its device address (the one connectChannel keys by) —
- * over tcp by the dialing device's host and nonce, since a dial's source port is not its device's.
+ * over tcp by the dialing device's host and the nonce of its Request, since a dial's source port is
+ * not its device's (a value it shows this listener alone: src/transport/tcp/dial-nonce.ts).
  */
 function peerKeyOf(qp: QueuePair): string {
   const info = connectionInfo(qp);

@@ -42,7 +42,7 @@ export const SABRE_PD_CONNECT = layout({
   fields: {
     initiatorQpn: { offset: 0, size: 4, type: 'u32', ref: 'sabre', meaning: 'QPN of the initiator\'s QP' },
     responderQpn: { offset: 4, size: 4, type: 'u32', ref: 'sabre', meaning: 'QPN of the responder\'s QP; 0 on an rdma_cm-style connect: any QP of the listener on the service' },
-    nonce: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'random per device: of two crossing connects for one QP pair, the lower nonce\'s survives' },
+    nonce: { offset: 8, size: 4, type: 'u32', ref: 'sabre', meaning: 'QP-to-QP connect, and any Reply: random per device (of two crossing connects for one QP pair, the lower nonce\'s survives). rdma_cm-style Request (responderQpn 0): the first 4 bytes of HMAC-SHA256(a per-device secret, "sabre-tcp-dial " ‖ host ‖ " " ‖ port) of the address dialled, so what a device shows one listener (which counts the device by its host and this value) is shown to no other' },
   },
   tail: 'with flags.Proof, sabrePdProof; on rdma_cm-style connects (src/cm), sabrePdService',
 });

@@ -11,7 +11,9 @@
 // alias), both may decide to wait: a waiting side therefore also initiates after
 // `fallbackMs`. Both may also decide to initiate; crossing requests for the same QP pair are
 // resolved by the random per-device nonce in the private data: the connection initiated by
-// the side with the lower nonce survives, the other is rejected as "crossing connect".
+// the side with the lower nonce survives, the other is rejected as "crossing connect". A dial
+// (responder QPN 0) carries a per-destination nonce instead (dial-nonce.ts): a listener keys
+// the dialing device by it.
 import dns from 'node:dns/promises';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
@@ -25,6 +27,7 @@ import { decodeSabrePd, encodeSabrePd } from './private-data.js';
 import { type Pairing, provesReply, provesRequest, replyProof, requestProof } from './connect-proof.js';
 import { faultError, type TcpFault } from './fault.js';
 import { type Parked, ParkedRequests } from './parked.js';
+import { DialNonces } from './dial-nonce.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
 export interface TcpAddress {
@@ -81,7 +84,7 @@ export interface IncomingRequest {
   readonly responderQpn: number | undefined;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
-  /** A sabre initiator's per-device nonce: with its host, which device dialed (its source port is not the device's). */
+  /** A sabre initiator's nonce; on a dial (responder QPN 0) its value for this listener alone (dial-nonce.ts): with its host, which device dialed. */
   readonly nonce: number | undefined;
   /** rdma_cm-style connect (responderQpn 0): the service asked for and the application's private data. */
   readonly service: number | undefined;
@@ -123,8 +126,9 @@ interface Waiter {
 
 export class MpaConnector {
   readonly address: TcpAddress;
-  /** Random per endpoint; breaks crossing connects. */
+  /** Random per endpoint; breaks crossing connects (QP-to-QP only: a dial carries dialNonce). */
   readonly nonce: number;
+  readonly #dialNonces = new DialNonces();
   readonly #server: net.Server;
   readonly #opts: MpaConnectorOptions;
   readonly #connOpts: TcpConnectionOptions;
@@ -249,7 +253,7 @@ export class MpaConnector {
     if (this.#closed) return Promise.reject(new SabreError(ErrorCode.Closed, 'TCP endpoint is closed'));
     return new Promise<MpaConnection>((resolve, reject) => {
       const { socket, rx } = dialSocket(to.host, to.port, this.address.host);
-      const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: localQpn, responderQpn: 0, nonce: this.nonce, service, ...(userData ? { userData } : {}) });
+      const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: localQpn, responderQpn: 0, nonce: this.dialNonce(to), service, ...(userData ? { userData } : {}) });
       const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
       this.#track(c);
       const t = setTimeout(() => {
@@ -266,6 +270,11 @@ export class MpaConnector {
         reject(faultError(f, `service ${service} at ${to.host}:${to.port}: ${f.reason}`));
       });
     });
+  }
+
+  /** What a dial to `to` carries as its nonce: the listener's key for this device, shown to it alone. */
+  dialNonce(to: TcpAddress): number {
+    return this.#dialNonces.toward(to);
   }
 
   async close(): Promise<void> {
