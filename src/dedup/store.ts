@@ -38,9 +38,9 @@ import { DEDUP_COPY_DESC } from '../wire/dedup-spec.js';
 import { setDedupCopyDescDst, setDedupCopyDescLen, setDedupCopyDescRsvd, setDedupCopyDescSrc } from '../wire/dedup-fields.gen.js';
 import { DeviceChunker } from './chunker.js';
 import { ChunkHasher, DEDUP_HASH_BYTES, type HashAlgName, hashKey } from './hash.js';
-import type { ChunkStoreStats, DedupMemory } from './types.js';
+import type { ChunkRef, ChunkStoreStats, DedupMemory, FillSource, IngestOptions } from './types.js';
 
-export type { ChunkStoreStats } from './types.js';
+export type { ChunkRef, ChunkStoreStats, FillSource, IngestOptions } from './types.js';
 
 export interface ChunkStoreOptions {
   /** Bytes of chunk data the store may hold (device memory). Default 64 MiB. */
@@ -82,17 +82,6 @@ interface Entry {
   pins: number;
 }
 
-export interface ChunkRef {
-  /** Device address of the chunk's bytes; -1 when they are `view` (outside device memory). */
-  readonly addr: number;
-  readonly len: number;
-  /** The chunk's bytes where an ingest by reference left them (the caller's buffer). */
-  readonly view?: Uint8Array;
-  /** The same bytes as `src[off, off + len)`: a caller that copies them needs no view made. */
-  readonly src?: Uint8Array;
-  readonly off?: number;
-}
-
 /**
  * An entry of an ingest by reference: the caller's bytes and where the chunk lies in them. Its
  * view is made only when asked for (a basis has thousands of entries, most never looked at).
@@ -105,37 +94,6 @@ class RefEntry implements Entry {
   get view(): Uint8Array {
     return this.src.subarray(this.off, this.off + this.len);
   }
-}
-
-export interface IngestOptions {
-  /**
-   * Keep references into `bytes` instead of copies in device memory: the caller promises not to
-   * change those bytes until the scope is dropped. Such entries take no device memory (they
-   * count in maxEntries, not in the byte budget).
-   */
-  reference?: boolean;
-  /**
-   * (fill by reference only) The receiver of this scope may assemble its object in these bytes
-   * once the fill has settled, overwriting them (takeInPlaceBasis): the caller gives them up to the
-   * transfer and reads the object there. The receiver keeps track of what it overwrote and never
-   * uses an entry whose bytes it has changed.
-   */
-  inPlace?: boolean;
-}
-
-/**
- * A basis still being read into `bytes` from its start: `progress` yields how many bytes are in
- * so far (rising); when it ends, what is in is the basis (a file that shrank meanwhile is
- * shorter). Returning it early (a fill stopped) lets the reader close what it reads from.
- */
-export interface FillSource {
-  bytes: Uint8Array;
-  progress: AsyncIterable<number>;
-  /**
-   * Where `bytes` lies in this store's device memory, when it does (a view of it from this
-   * address): then it is chunked and hashed in place, not copied through the scratch.
-   */
-  addr?: number;
 }
 
 /** Bytes of the basis chunked and hashed per step of an ingest (device scratch: this plus one maximum chunk). */

@@ -88,3 +88,47 @@ export interface ChunkStoreStats {
   refused: number;
   pinned: number;
 }
+
+// ---- the chunk store's arguments and results (./store.ts) ----
+
+export interface ChunkRef {
+  /** Device address of the chunk's bytes; -1 when they are `view` (outside device memory). */
+  readonly addr: number;
+  readonly len: number;
+  /** The chunk's bytes where an ingest by reference left them (the caller's buffer). */
+  readonly view?: Uint8Array;
+  /** The same bytes as `src[off, off + len)`: a caller that copies them needs no view made. */
+  readonly src?: Uint8Array;
+  readonly off?: number;
+}
+
+export interface IngestOptions {
+  /**
+   * Keep references into `bytes` instead of copies in device memory: the caller promises not to
+   * change those bytes until the scope is dropped. Such entries take no device memory (they
+   * count in maxEntries, not in the byte budget).
+   */
+  reference?: boolean;
+  /**
+   * (fill by reference only) The receiver of this scope may assemble its object in these bytes
+   * once the fill has settled, overwriting them (takeInPlaceBasis): the caller gives them up to the
+   * transfer and reads the object there. The receiver keeps track of what it overwrote and never
+   * uses an entry whose bytes it has changed.
+   */
+  inPlace?: boolean;
+}
+
+/**
+ * A basis still being read into `bytes` from its start: `progress` yields how many bytes are in
+ * so far (rising); when it ends, what is in is the basis (a file that shrank meanwhile is
+ * shorter). Returning it early (a fill stopped) lets the reader close what it reads from.
+ */
+export interface FillSource {
+  bytes: Uint8Array;
+  progress: AsyncIterable<number>;
+  /**
+   * Where `bytes` lies in this store's device memory, when it does (a view of it from this
+   * address): then it is chunked and hashed in place, not copied through the scratch.
+   */
+  addr?: number;
+}

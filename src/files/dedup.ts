@@ -33,11 +33,11 @@ import { channelSource, connectChannel } from '../channel/listen.js';
 import type { DeviceAddress } from '../core/address.js';
 import type { Device } from '../verbs/device.js';
 import { dedupMemoryOf, dedupMemoryOfDevice, dedupStoreOf, dedupStoreOfDevice } from '../dedup/memory.js';
-import type { DedupMemory } from '../dedup/types.js';
 import { type DedupTotals, dedupTotals } from '../dedup/stats.js';
-import type { ChunkStore, FillSource } from '../dedup/store.js';
+import type { ChunkStore } from '../dedup/store.js';
 import type { DedupSource } from '../dedup/endpoint.js';
-import { giveBack, takeBuffer } from '../dedup/buffers.js';
+import { giveBack } from '../dedup/buffers.js';
+import { type BasisFile, basisOf, readPieces } from './dedup-basis.js';
 import { FILE_DEDUP_SERVICE, FileAccess, FileStatus } from '../wire/files-spec.js';
 import { connectionProof } from './auth.js';
 import { PrefixWriter } from './dedup-writer.js';
@@ -49,6 +49,7 @@ import type { Session, SessionTable } from './sessions.js';
 import { isFileStatus, statusText } from './status.js';
 
 export { FILE_DEDUP_SERVICE };
+export type { BasisFile } from './dedup-basis.js';
 /** Largest file a dedup transfer moves (the object is assembled in memory). */
 export const DEDUP_MAX_BYTES = 256 << 20;
 /**
@@ -202,88 +203,6 @@ async function openWhole(jail: Jail, parts: string[], maxBytes: number): Promise
     return { status: FileStatus.InvalidParameter, why: `the file is ${f.size} bytes, more than a dedup transfer moves (${maxBytes})` };
   }
   return f;
-}
-
-/** Bytes of a basis read per call while it is ingested (each piece is ingested as the next is read). */
-const BASIS_PIECE = 4 << 20;
-/**
- * Largest basis read into device memory, where it is chunked in place (no copy through the
- * store's scratch); a larger one, or one device memory has no room for, is read into ordinary
- * memory. Device memory is every channel's of the device: a put does not take more than this.
- */
-const DEVICE_BASIS_MAX = 64 << 20;
-
-/**
- * Read an opened file whole as a FillSource (at most the size it had when opened), a piece at a
- * time and ahead of the store: the next piece is being read while the store ingests the last.
- * The file is closed when the reading ends or fails, or once stop() has been called (its promise
- * settles when no read is in flight any more: then `bytes` is the caller's again).
- */
-/** A file read whole as a basis: its size when opened, positional reads, its close. */
-export interface BasisFile {
-  readonly size: number;
-  /** Up to `length` bytes at `position` into `into` (short only at end of file). */
-  read(into: Uint8Array, length: number, position: number): Promise<number>;
-  close(): Promise<unknown>;
-}
-
-const basisOf = (f: JailFile): BasisFile => ({ size: f.size, read: (into, length, position) => f.read(into, length, position), close: () => f.close(false) });
-
-function readPieces(f: BasisFile, mem?: DedupMemory): { source: FillSource; stop(): Promise<void>; release(): void } {
-  let addr: number | undefined;
-  if (mem && f.size > 0 && f.size <= DEVICE_BASIS_MAX) {
-    try {
-      addr = mem.alloc(f.size);
-    } catch {
-      addr = undefined; // no room: ordinary memory
-    }
-  }
-  const bytes = addr !== undefined ? mem!.u8().subarray(addr, addr + f.size) : takeBuffer(f.size);
-  let at = 0;
-  let done = false;
-  let stopped = false;
-  let failed: unknown;
-  let wake: (() => void) | undefined;
-  const reading = (async () => {
-    try {
-      while (at < bytes.length && !stopped) {
-        const n = await f.read(bytes.subarray(at), Math.min(BASIS_PIECE, bytes.length - at), at);
-        if (n === 0) break; // it shrank meanwhile: what is there is the basis
-        at += n;
-        wake?.();
-      }
-    } catch (e) {
-      failed = e;
-    } finally {
-      done = true;
-      await f.close().catch(() => undefined);
-      wake?.();
-    }
-  })();
-  const stop = (): Promise<void> => {
-    stopped = true;
-    return reading;
-  };
-  async function* progress(): AsyncGenerator<number> {
-    let seen = 0;
-    try {
-      for (;;) {
-        if (at > seen) yield (seen = at);
-        else if (done) {
-          if (failed) throw failed;
-          return;
-        } else await new Promise<void>((r) => (wake = r));
-      }
-    } finally {
-      await stop();
-    }
-  }
-  /** Once stopped and out of the store: the memory serves a later transfer. */
-  const release = (): void => {
-    if (addr !== undefined) mem!.free(addr);
-    else giveBack(bytes);
-  };
-  return { source: { bytes, progress: progress(), ...(addr !== undefined ? { addr } : {}) }, stop, release };
 }
 
 /** Serve one dedup channel of the file service; always ends by closing it. */
