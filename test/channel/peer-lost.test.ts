@@ -28,19 +28,25 @@ async function dev(transport: 'udp' | 'tcp', workers: number | undefined): Promi
   return d;
 }
 
+/** A channel to a peer in a child process (test/channel/kill-peer-channel.mjs), its first message ('hello') taken. */
+async function channelToChild(transport: 'udp' | 'tcp', workers: number | undefined) {
+  const a = await dev(transport, workers);
+  const child = spawn(process.execPath, ['test/channel/kill-peer-channel.mjs', transport, String(workers ?? 'default')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const peer = JSON.parse((await lines.next()).value as string) as { address: DeviceAddress };
+  const ch = await connectChannel(a, peer.address, { service: 9 });
+  expect((await lines.next()).value).toBe('ready');
+  const it = ch[Symbol.asyncIterator]();
+  expect(await it.next()).toEqual({ done: false, value: 'hello' });
+  return { child, ch, it };
+}
+
 for (const transport of ['udp', 'tcp'] as const) {
   for (const workers of [0, undefined]) {
     describe(`a channel's peer over ${transport} (workers ${workers ?? 'default'})`, () => {
       it('killed with SIGKILL while the channel is idle: the pending read and later calls reject ERR_UNREACHABLE, within the keepalive deadline', async () => {
-        const a = await dev(transport, workers);
-        const child = spawn(process.execPath, ['test/channel/kill-peer-channel.mjs', transport, String(workers ?? 'default')], { stdio: ['ignore', 'pipe', 'inherit'] });
-        children.push(child);
-        const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-        const peer = JSON.parse((await lines.next()).value as string) as { address: DeviceAddress };
-        const ch = await connectChannel(a, peer.address, { service: 9 });
-        expect((await lines.next()).value).toBe('ready');
-        const it = ch[Symbol.asyncIterator]();
-        expect(await it.next()).toEqual({ done: false, value: 'hello' });
+        const { child, ch, it } = await channelToChild(transport, workers);
         // Idle: let the CREDIT that taking 'hello' sent be acknowledged (a write still out when the
         // peer dies is the retransmission timer's to end, after retryTimeoutMs: 6 s), then only
         // receives are posted and a read waits.
@@ -60,15 +66,7 @@ for (const transport of ['udp', 'tcp'] as const) {
 
       if (transport === 'tcp') {
         it('killed with SIGKILL during a dedup send: the send rejects with the channel\'s code (ERR_UNREACHABLE), not ERR_CLOSED', async () => {
-          const a = await dev(transport, workers);
-          const child = spawn(process.execPath, ['test/channel/kill-peer-channel.mjs', transport, String(workers ?? 'default')], { stdio: ['ignore', 'pipe', 'inherit'] });
-          children.push(child);
-          const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-          const peer = JSON.parse((await lines.next()).value as string) as { address: DeviceAddress };
-          const ch = await connectChannel(a, peer.address, { service: 9 });
-          expect((await lines.next()).value).toBe('ready');
-          const it = ch[Symbol.asyncIterator]();
-          expect(await it.next()).toEqual({ done: false, value: 'hello' });
+          const { child, ch, it } = await channelToChild(transport, workers);
           // 64 MiB no chunk of which the peer holds: still moving when the peer dies 20 ms in.
           let settled = false;
           const sent = ch.send(randomFillSync(new Uint8Array(64 << 20)), { dedup: true }).finally(() => void (settled = true));

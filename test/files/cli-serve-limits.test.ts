@@ -7,21 +7,13 @@
 // child processes, real sockets on 127.0.0.1.
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FileClient } from '../../src/index.js';
-import { killAndWait, sabre, spawnServer, tempDir } from './helpers.js';
+import { killAndWait, sabre, spawnServer, tempDirsRemovedAfter } from './helpers.js';
 
 const TOKEN = 'cli-serve-limits-token-0123456789';
 const oneLine = (s: string): string[] => s.trim().split('\n');
-const made: string[] = [];
-afterAll(() => {
-  for (const d of made) fs.rmSync(d, { recursive: true, force: true });
-});
-function dir(tag: string): string {
-  const d = tempDir(tag);
-  made.push(d);
-  return d;
-}
+const dir = tempDirsRemovedAfter();
 
 describe.concurrent('sabre serve --max-connections-per-host / --part-sweep-age-ms: bad values', () => {
   it.each([

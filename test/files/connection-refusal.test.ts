@@ -15,6 +15,17 @@ const TOKEN = 'connection-refusal-token-0123456789';
 // Small connections: each bound one registers its credits' receives and staging at the server.
 const LIMITS = { credits: 2, maxWriteSize: 64 << 10, maxReadWriteSize: 64 << 10, rwDepth: 1 };
 const CLIENT = { token: TOKEN, timeoutMs: 10_000, sinks: 1, writeBuffers: 1, credits: 2 };
+
+/** A client connect from this host: the client joins `held` if it got in, else its error is returned. */
+function connectOrError(at: string, transport: 'udp' | 'tcp', held: FileClient[]): Promise<{ code?: string; status?: number; message?: string } | undefined> {
+  return FileClient.connect(at, { ...CLIENT, transport }).then(
+    (c) => {
+      held.push(c);
+      return undefined;
+    },
+    (e: unknown) => e as { code?: string; status?: number; message?: string },
+  );
+}
 const CAP = 3;
 
 for (const transport of ['udp', 'tcp'] as const) {
@@ -31,13 +42,7 @@ for (const transport of ['udp', 'tcp'] as const) {
       expect(s.srv.stats().liveConnections).toBe(CAP);
 
       const t0 = performance.now();
-      const err = await FileClient.connect(at, { ...CLIENT, transport }).then(
-        (c) => {
-          held.push(c);
-          return undefined;
-        },
-        (e: unknown) => e as { code?: string; status?: number; message?: string },
-      );
+      const err = await connectOrError(at, transport, held);
       const ms = performance.now() - t0;
       expect(err).toBeDefined();
       expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT', status: FileStatus.SessionLimit });
@@ -69,13 +74,7 @@ describe('udp: past maxConnections (all authenticated), the extra client is told
     const at = `127.0.0.1:${s.srv.address.port}`;
     for (let i = 0; i < 2; i++) held.push(await FileClient.connect(at, { ...CLIENT, transport: 'udp' }));
     const t0 = performance.now();
-    const err = await FileClient.connect(at, { ...CLIENT, transport: 'udp' }).then(
-      (c) => {
-        held.push(c);
-        return undefined;
-      },
-      (e: unknown) => e as { code?: string; message?: string },
-    );
+    const err = await connectOrError(at, 'udp', held);
     expect(performance.now() - t0).toBeLessThan(2000);
     expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT' });
     expect(err!.message).toMatch(/^the server refused: too many connections to the server/);
@@ -97,13 +96,7 @@ describe('control pipes past maxPipesPerHost: the extra client is told, not cut 
     const before = s.srv.stats().pipesRefused;
     for (let i = 0; i < 3; i++) {
       const t0 = performance.now();
-      const err = await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }).then(
-        (c) => {
-          held.push(c);
-          return undefined;
-        },
-        (e: unknown) => e as { code?: string; message?: string },
-      );
+      const err = await connectOrError(at, 'tcp', held);
       expect(performance.now() - t0).toBeLessThan(2000);
       expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT' });
       expect(err!.message).toMatch(/^the server refused: /);

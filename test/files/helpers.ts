@@ -13,6 +13,19 @@ export function tempDir(tag: string): string {
   return fs.mkdtempSync(join(tmpdir(), `sabre-files-${tag}-`));
 }
 
+/** tempDir for the file that calls this at its top level: every directory it made is removed after the file's tests. */
+export function tempDirsRemovedAfter(): (tag: string) => string {
+  const made: string[] = [];
+  afterAll(() => {
+    for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+  });
+  return (tag) => {
+    const d = tempDir(tag);
+    made.push(d);
+    return d;
+  };
+}
+
 /**
  * A file server in this process for the describe block that calls it: a fresh directory holding
  * `files` (by default hello.txt = 'hello'), served with `opts`; closed and removed after the block.

@@ -7,24 +7,15 @@
 // partsKept, partSweepIncomplete). Real files, a real killed server.
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FileClient, serveFiles } from '../../src/index.js';
 import { TEMP } from '../../src/files/jail.js';
 import { sweepTemps } from '../../src/files/sweep.js';
-import { killAndWait, spawnServer, tempDir } from './helpers.js';
+import { killAndWait, spawnServer, tempDirsRemovedAfter } from './helpers.js';
 
 const TOKEN = 'part-sweep-token-0123456789abcdef';
 const HOUR = 3_600_000;
-const made: string[] = [];
-afterAll(() => {
-  for (const d of made) fs.rmSync(d, { recursive: true, force: true });
-});
-
-function dir(tag: string): string {
-  const d = tempDir(tag);
-  made.push(d);
-  return d;
-}
+const dir = tempDirsRemovedAfter();
 
 const part = (i: number): string => `.sabre-${i.toString(16).padStart(16, '0')}.part`;
 
