@@ -6,27 +6,24 @@
 // process alive after bye; a close while the hello's device was opening leaked it. Now a
 // connection has the server only once its hello is served, it has HELLO_MS (10 s) to say it,
 // lines are served one at a time, and a second hello is refused.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it, type OnTestFinishedHandler } from 'vitest';
 import { sabreAsync } from './helpers.js';
-import { type Bg, exitWithin, hello, helloed, kill, rawControl, sleep, startPerfServer, threads } from './perf-hostile-helpers.js';
+import { exitWithin, hello, helloed, kill, rawControl, sleep, startPerfServer, threads } from './perf-hostile-helpers.js';
 
-let bg: Bg | undefined;
-afterEach(async () => {
-  if (bg) await kill(bg);
-  bg = undefined;
-});
-
-async function server(test = 'write_bw', transport = 'tcp', extra: string[] = []) {
-  const s = await startPerfServer(test, transport, extra);
-  bg = s.bg;
+// Each test has a server of its own (its own process and port) and mostly waits on sockets and
+// deadlines (one waits out the 10 s hello deadline), so the tests of a describe run at once; each
+// kills its own server when it finishes.
+async function server(onTestFinished: (fn: OnTestFinishedHandler) => void) {
+  const s = await startPerfServer('write_bw', 'tcp', []);
+  onTestFinished(async () => void (await kill(s.bg)));
   return s;
 }
 
 const clientRun = (port: number) => sabreAsync(['perf', 'write_bw', '127.0.0.1', '-p', String(port), '--transport', 'tcp', '-s', '4096', '-n', '20'], 40_000);
 
-describe('perf server: lines that are not calls', () => {
-  it('`null`, a number, an array, a call without a method: each drops that connection; the server lives and serves a real client', async () => {
-    const s = await server();
+describe.concurrent('perf server: lines that are not calls', () => {
+  it('`null`, a number, an array, a call without a method: each drops that connection; the server lives and serves a real client', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     for (const line of ['null', '7', '[1,2]', '{"id":1}', '{"id":"x","method":"hello"}', '{"id":1,"method":5}']) {
       const c = await rawControl(s.port);
       c.send(line + '\n');
@@ -39,8 +36,8 @@ describe('perf server: lines that are not calls', () => {
     expect(await exitWithin(s.bg, 10_000)).toBe(0);
   }, 60_000);
 
-  it('a first call that is not hello is answered "the first call must be hello" and the connection closed', async () => {
-    const s = await server();
+  it('a first call that is not hello is answered "the first call must be hello" and the connection closed', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await rawControl(s.port);
     c.call(1, 'baselineOpen', { transport: 'tcp', mode: 'rr', reqBytes: 1, respBytes: 1 });
     expect((await c.answer(1, 5000))?.error).toBe('the first call must be hello');
@@ -49,9 +46,9 @@ describe('perf server: lines that are not calls', () => {
   }, 30_000);
 });
 
-describe('perf server: who has the server', () => {
-  it('a silent connection is dropped after the hello deadline, and a real client is served meanwhile', async () => {
-    const s = await server();
+describe.concurrent('perf server: who has the server', () => {
+  it('a silent connection is dropped after the hello deadline, and a real client is served meanwhile', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const silent = await rawControl(s.port);
     const r = await clientRun(s.port);
     expect(r.code, r.stderr).toBe(0);
@@ -60,8 +57,8 @@ describe('perf server: who has the server', () => {
     expect(await silent.closedWithin(15_000)).toBe(true);
   }, 60_000);
 
-  it('a connection that says nothing is closed within the deadline (10 s), the server still waiting', async () => {
-    const s = await server();
+  it('a connection that says nothing is closed within the deadline (10 s), the server still waiting', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const silent = await rawControl(s.port);
     const t0 = Date.now();
     expect(await silent.closedWithin(20_000)).toBe(true);
@@ -69,8 +66,8 @@ describe('perf server: who has the server', () => {
     expect(await exitWithin(s.bg, 200)).toBe('alive');
   }, 40_000);
 
-  it('an HTTP probe and a connect-and-close do not end the server; the real client comes after them', async () => {
-    const s = await server();
+  it('an HTTP probe and a connect-and-close do not end the server; the real client comes after them', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const probe = await rawControl(s.port);
     probe.send('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
     expect(await probe.closedWithin(5000)).toBe(true);
@@ -83,8 +80,8 @@ describe('perf server: who has the server', () => {
     expect(await exitWithin(s.bg, 10_000)).toBe(0);
   }, 60_000);
 
-  it('connections waiting for their hello are capped: more are closed at once', async () => {
-    const s = await server();
+  it('connections waiting for their hello are capped: more are closed at once', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const held = [];
     for (let i = 0; i < 8; i++) held.push(await rawControl(s.port));
     const extra = await rawControl(s.port);
@@ -100,8 +97,8 @@ describe('perf server: who has the server', () => {
     expect(await exitWithin(s.bg, 10_000)).toBe(0);
   }, 60_000);
 
-  it('once a hello is served, other connections are refused', async () => {
-    const s = await server();
+  it('once a hello is served, other connections are refused', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await helloed(s.port);
     const late = await rawControl(s.port);
     expect(await late.closedWithin(5000)).toBe(true);
@@ -110,9 +107,9 @@ describe('perf server: who has the server', () => {
   }, 30_000);
 });
 
-describe('perf server: hellos', () => {
-  it('pipelined hellos in one write: one device (the second hello refused), and bye then close ends the server with 0', async () => {
-    const s = await server();
+describe.concurrent('perf server: hellos', () => {
+  it('pipelined hellos in one write: one device (the second hello refused), and bye then close ends the server with 0', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const th0 = threads(s.pid);
     const c = await rawControl(s.port);
     let lines = '';
@@ -130,16 +127,16 @@ describe('perf server: hellos', () => {
     expect(await exitWithin(s.bg, 10_000)).toBe(0);
   }, 60_000);
 
-  it('hello, bye and close in one write (the close before the device is open): the device is closed and the server exits 0', async () => {
-    const s = await server();
+  it('hello, bye and close in one write (the close before the device is open): the device is closed and the server exits 0', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await rawControl(s.port);
     c.send(JSON.stringify({ id: 1, method: 'hello', params: hello() }) + '\n' + JSON.stringify({ id: 2, method: 'bye' }) + '\n');
     c.sock.end();
     expect(await exitWithin(s.bg, 10_000)).toBe(0);
   }, 30_000);
 
-  it('hello then a reset at once: the server does not hang on the opening device (exits 1: the client went away)', async () => {
-    const s = await server();
+  it('hello then a reset at once: the server does not hang on the opening device (exits 1: the client went away)', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await rawControl(s.port);
     c.call(1, 'hello', hello());
     await sleep(5);
@@ -147,8 +144,8 @@ describe('perf server: hellos', () => {
     expect(await exitWithin(s.bg, 10_000)).not.toBe('alive');
   }, 30_000);
 
-  it('a hello the server refuses (another test) is answered, that connection closed, and the server waits on', async () => {
-    const s = await server();
+  it('a hello the server refuses (another test) is answered, that connection closed, and the server waits on', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await rawControl(s.port);
     c.call(1, 'hello', hello({ test: 'read_bw', verb: 'read' }));
     expect((await c.answer(1))?.error).toMatch(/this server runs write_bw; the client asked for read_bw/);
@@ -159,9 +156,9 @@ describe('perf server: hellos', () => {
   }, 60_000);
 });
 
-describe('perf control framing', () => {
-  it('two ~1000 KiB lines in one write (each under MAX_LINE, 1 MiB) are both served', async () => {
-    const s = await server();
+describe.concurrent('perf control framing', () => {
+  it('two ~1000 KiB lines in one write (each under MAX_LINE, 1 MiB) are both served', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await helloed(s.port);
     const big = 'x'.repeat(1000 * 1024);
     c.send(JSON.stringify({ id: 2, method: 'cpu', params: big }) + '\n' + JSON.stringify({ id: 3, method: 'cpu', params: big }) + '\n');
@@ -169,8 +166,8 @@ describe('perf control framing', () => {
     expect((await c.answer(3, 10_000))?.result).toBeTruthy();
   }, 30_000);
 
-  it('an unterminated line over MAX_LINE drops the connection', async () => {
-    const s = await server();
+  it('an unterminated line over MAX_LINE drops the connection', async ({ onTestFinished }) => {
+    const s = await server(onTestFinished);
     const c = await helloed(s.port);
     c.send('{"id":2,"method":"cpu","params":"' + 'x'.repeat((1 << 20) + 10));
     expect(await c.closedWithin(10_000)).toBe(true);
