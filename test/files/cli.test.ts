@@ -59,6 +59,9 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     sum = randomFile(join(dir, 'data.bin'), 3 * (1 << 20) + 11);
     fs.mkdirSync(join(dir, 'sub'));
     fs.writeFileSync(join(dir, 'sub', 'a.txt'), 'hello');
+    // The put's source, a copy made here rather than the get's output: the tests below run at
+    // once (each is a client process against this one server, touching files of its own).
+    fs.copyFileSync(join(dir, 'data.bin'), join(local, 'src.bin'));
     srv = await spawnServer(dir, ['--transport', transport], { SABRE_TOKEN: TOKEN });
   }, 30_000);
 
@@ -68,7 +71,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     fs.rmSync(local, { recursive: true, force: true });
   });
 
-  it('get --json: one object with bytes, seconds, transport; byte-exact', async () => {
+  it.concurrent('get --json: one object with bytes, seconds, transport; byte-exact', async () => {
     const r = await run(['get', at('data.bin'), join(local, 'data.bin'), '--json']);
     expect(r.code, r.stderr).toBe(0);
     const j = JSON.parse(r.stdout);
@@ -79,17 +82,17 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     expect(sha256File(join(local, 'data.bin'))).toBe(sum);
   });
 
-  it('put --json and a summary line without it; the server renames the upload into place', async () => {
-    const r = await run(['put', join(local, 'data.bin'), at('sub/up.bin'), '--json', '--fsync']);
+  it.concurrent('put --json and a summary line without it; the server renames the upload into place', async () => {
+    const r = await run(['put', join(local, 'src.bin'), at('sub/up.bin'), '--json', '--fsync']);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ bytes: 3 * (1 << 20) + 11, transport });
     expect(sha256File(join(dir, 'sub', 'up.bin'))).toBe(sum);
-    const plain = await run(['put', join(local, 'data.bin'), at('sub/up2.bin')]);
+    const plain = await run(['put', join(local, 'src.bin'), at('sub/up2.bin')]);
     expect(plain.code).toBe(0);
     expect(plain.stdout).toMatch(/^put 127\.0\.0\.1:\d+\/sub\/up2\.bin: 3145739 bytes in [\d.]+ s \([\d.]+ MB\/s, (udp|tcp)\)\n$/);
   });
 
-  it('ls and ls --json', async () => {
+  it.concurrent('ls and ls --json', async () => {
     const r = await run(['ls', at('sub')]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^- 0644\s+5 \S+ a\.txt$/m);
@@ -98,7 +101,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     expect(j.entries.map((e: { name: string }) => e.name)).toEqual(['data.bin', 'sub']);
   });
 
-  it('ls --json: { path, entries } with name, type, mode, size and mtimeMs as the file system has them', async () => {
+  it.concurrent('ls --json: { path, entries } with name, type, mode, size and mtimeMs as the file system has them', async () => {
     const r = await run(['ls', at('sub'), '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(oneLine(r.stdout)).toHaveLength(1);
@@ -113,7 +116,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     for (const e of top.entries) expect(Object.keys(e).sort()).toEqual(['mode', 'mtimeMs', 'name', 'size', 'type']);
   });
 
-  it('--integrity: a server and a client that ask for one still move the bytes exactly', async () => {
+  it.concurrent('--integrity: a server and a client that ask for one still move the bytes exactly', async () => {
     const mode = transport === 'udp' ? 'crc32c' : 'none';
     const s = await spawnServer(dir, ['--transport', transport, '--integrity', mode], { SABRE_TOKEN: TOKEN });
     try {
@@ -126,7 +129,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     }
   });
 
-  it.each([
+  it.concurrent.each([
     ['a wrong token', ['get', 'data.bin', 'x'], 'wrong-token', /sabre: get: the server refused the token/],
     ['a missing file', ['get', 'nothing.bin', 'x'], TOKEN, /sabre: get: open nothing\.bin: no such file or directory/],
     ['a path outside DIR', ['get', 'sub/../../etc/passwd', 'x'], TOKEN, /sabre: get: open sub\/..\/..\/etc\/passwd: the path leaves the served directory/],
@@ -141,7 +144,7 @@ describe.each(['udp', 'tcp'] as const)('sabre serve / get / put / ls over %s', (
     expect(fs.existsSync(join(local, 'x'))).toBe(false);
   });
 
-  it('the server gone: one line, exit 1', async () => {
+  it.concurrent('the server gone: one line, exit 1', async () => {
     const free = net.createServer();
     await new Promise<void>((res) => free.listen(0, '127.0.0.1', res));
     const port = (free.address() as net.AddressInfo).port;
