@@ -8,7 +8,7 @@
 // completion took the next request's wrId; a Write with an oversized remoteSgList was dropped as
 // a bad WQE and never completed; inline, a bigint imm threw a TypeError from the engine, and a
 // list post that threw part-way left the requests before it unsent until a later step.
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { Access, Opcode, openDevice, SabreError, WcOpcode, WcStatus, type CompletionQueue, type WorkCompletion } from '../../src/index.js';
 
 const ALL = Access.LocalWrite | Access.RemoteRead | Access.RemoteWrite | Access.RemoteAtomic;
@@ -63,8 +63,10 @@ const CASES: [string, (p: P, src: Mr, dst: Mr) => void][] = [
   ['RdmaWrite with remoteSgList [null]', (p, src, dst) => p.qpA.postSend({ wrId: 100, opcode: Opcode.RdmaWrite, sgList: [{ addr: src.addr, length: 8, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey, remoteSgList: [null] as never })],
 ];
 
-describe.each([0, 1])('workers %i: a postSend with a field its opcode does not use', (workers) => {
-  it.each(CASES)('%s: refused with a SabreError (nothing sent) or taken and completed once; the next post completes once as itself', { timeout: 30_000 }, async (_name, post) => {
+// Every test has a pair of devices of its own and mostly waits out its completion windows, so
+// they run at once; concurrent tests assert with the expect of their own context.
+describe.concurrent.each([0, 1])('workers %i: a postSend with a field its opcode does not use', (workers) => {
+  it.for(CASES)('%s: refused with a SabreError (nothing sent) or taken and completed once; the next post completes once as itself', { timeout: 30_000 }, async ([_name, post], { expect }) => {
     await withPair(workers, async (p, src, dst) => {
       for (let i = 0; i < 4; i++) p.qpB.postRecv({ wrId: 500 + i, sgList: [{ addr: dst.addr + 1024, length: 256, lkey: dst.lkey }] });
       let thrown: unknown;
@@ -89,8 +91,8 @@ describe.each([0, 1])('workers %i: a postSend with a field its opcode does not u
   });
 });
 
-describe.each([0, 1])('workers %i: remoteSgList on an opcode that takes none', (workers) => {
-  it('an RdmaWrite naming remoteAddr/rkey and more remoteSgList entries than maxSge: refused at the call, or done and completed', { timeout: 30_000 }, async () => {
+describe.concurrent.each([0, 1])('workers %i: remoteSgList on an opcode that takes none', (workers) => {
+  it('an RdmaWrite naming remoteAddr/rkey and more remoteSgList entries than maxSge: refused at the call, or done and completed', { timeout: 30_000 }, async ({ expect }) => {
     await withPair(workers, async (p, src, dst) => {
       src.buffer.fill(7, 0, 8);
       let thrown: unknown;
@@ -115,8 +117,8 @@ describe.each([0, 1])('workers %i: remoteSgList on an opcode that takes none', (
   });
 });
 
-describe.each([0, 1])('workers %i: a list of work requests with one bad field', (workers) => {
-  it('postSend([good, bad]) that throws posts none of them (every request is checked before any is posted)', { timeout: 30_000 }, async () => {
+describe.concurrent.each([0, 1])('workers %i: a list of work requests with one bad field', (workers) => {
+  it('postSend([good, bad]) that throws posts none of them (every request is checked before any is posted)', { timeout: 30_000 }, async ({ expect }) => {
     await withPair(workers, async (p, src, dst) => {
       for (let i = 0; i < 4; i++) p.qpB.postRecv({ wrId: 500 + i, sgList: [{ addr: dst.addr + 1024, length: 256, lkey: dst.lkey }] });
       let thrown: unknown;
