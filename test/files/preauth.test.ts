@@ -5,7 +5,7 @@
 // (127.0.0.2 …) than the real clients (127.0.0.1), as another host would.
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { connect, FileClient, openDevice, type QueuePair } from '../../src/index.js';
 import { PipeReader, encodePipeFrame } from '../../src/files/pipe.js';
 import { FILE_PIPE_WELCOME, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
@@ -52,10 +52,13 @@ function guess(port: number, from: string): Promise<number | 'closed'> {
   });
 }
 
-describe('token-less RDMA connections from another host cannot lock logins out', () => {
+// The three servers, their attackers' source addresses and their counters are the describes' own,
+// so the describes run at once (the rationed guesses take ~15 s of server-side delays); the tests
+// within one share its server and run in order, asserting with their context's expect.
+describe.concurrent('token-less RDMA connections from another host cannot lock logins out', () => {
   const served = servedDir('preauth-rdma', { token: TOKEN, transports: ['udp'] });
 
-  it('70 connections from 127.0.0.2 that never authenticate, each retaken: every real round trip succeeds; the source holds at most its share', async () => {
+  it.sequential('70 connections from 127.0.0.2 that never authenticate, each retaken: every real round trip succeeds; the source holds at most its share', async ({ expect }) => {
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.2', port: 0 });
     const at = { transport: 'udp' as const, host: '127.0.0.1', port: served.srv.devices.udp!.address.port as number };
     let stop = false;
@@ -105,10 +108,10 @@ describe('token-less RDMA connections from another host cannot lock logins out',
   }, 90_000);
 });
 
-describe('silent pipes from another host cannot lock logins out', () => {
+describe.concurrent('silent pipes from another host cannot lock logins out', () => {
   const served = servedDir('preauth-pipes', { token: TOKEN, transports: ['tcp'], maxPipesPerHost: 3 });
 
-  it('260 silent pipes from 127.0.0.3, each retaken when closed: every real round trip succeeds', async () => {
+  it.sequential('260 silent pipes from 127.0.0.3, each retaken when closed: every real round trip succeeds', async ({ expect }) => {
     let stop = false;
     let opened = 0;
     let most = 0;
@@ -140,7 +143,7 @@ describe('silent pipes from another host cannot lock logins out', () => {
     }
   }, 90_000);
 
-  it('pipes per host are bounded, authenticated ones too: past maxPipesPerHost a new one is refused (counted)', async () => {
+  it.sequential('pipes per host are bounded, authenticated ones too: past maxPipesPerHost a new one is refused (counted)', async ({ expect }) => {
     await until(() => served.srv.stats().pipes === 0, 5000, 'the silent pipes to go');
     const cs = [];
     for (let i = 0; i < 3; i++) cs.push(await FileClient.connect(`127.0.0.1:${served.srv.address.port}`, { token: TOKEN, transport: 'tcp' }));
@@ -151,10 +154,10 @@ describe('silent pipes from another host cannot lock logins out', () => {
   }, 30_000);
 });
 
-describe('token guesses are rationed per source', () => {
+describe.concurrent('token guesses are rationed per source', () => {
   const served = servedDir('preauth-guess', { token: TOKEN, transports: ['tcp'], login: { maxSources: 2 } });
 
-  it('64 wrong proofs from 127.0.0.4 over 16 pipes at a time: few are checked, none succeeds, the rest wait or are refused; a real client elsewhere logs in meanwhile', async () => {
+  it.sequential('64 wrong proofs from 127.0.0.4 over 16 pipes at a time: few are checked, none succeeds, the rest wait or are refused; a real client elsewhere logs in meanwhile', async ({ expect }) => {
     const results: (number | 'closed')[] = [];
     for (let round = 0; round < 4; round++) {
       const batch = Array.from({ length: 16 }, () => guess(served.srv.address.port, '127.0.0.4'));
@@ -172,7 +175,7 @@ describe('token guesses are rationed per source', () => {
     expect(s.loginSources).toBe(1);
   }, 60_000);
 
-  it('the table of sources is bounded: past login.maxSources (2), new sources share one entry (counted)', async () => {
+  it.sequential('the table of sources is bounded: past login.maxSources (2), new sources share one entry (counted)', async ({ expect }) => {
     const before = served.srv.stats().loginSourcesOverflow;
     for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(served.srv.address.port, from)).toBe(FileStatus.AccessDenied);
     const s = served.srv.stats();
