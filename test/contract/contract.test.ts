@@ -2,7 +2,7 @@
 // only `sabre`'s public entry point, the same program on every transport (two devices in this
 // process: inproc, and udp/tcp over real sockets on 127.0.0.1), with the NIC inline
 // (`workers: 0`), on a thread of its own (`workers: 1`) and on two (`workers: 2`).
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   Access, Opcode, openDevice, QpState, SabreError, WcOpcode, WcStatus,
   type CompletionQueue, type Device, type QueuePair, type WorkCompletion,
@@ -70,8 +70,10 @@ const MODES = [
   { transport: 'udp', workers: 2 }, { transport: 'tcp', workers: 2 },
 ] as const;
 
+// Every test opens devices of its own; most of its time is their NIC threads starting and
+// stopping, so a mode's tests run at once (with their context's expect), the modes in turn.
 describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ transport, workers }) => {
-  it('dev.address is a plain JSON-safe object of the right shape', async () => {
+  it.concurrent('dev.address is a plain JSON-safe object of the right shape', async ({ expect }) => {
     const d = await dev(transport, workers);
     try {
       expect(JSON.parse(JSON.stringify(d.address))).toEqual(d.address);
@@ -87,7 +89,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('regMr: 64-byte aligned, buffer is the region, keys die at deregister (RemAccessErr, nothing written)', async () => {
+  it.concurrent('regMr: 64-byte aligned, buffer is the region, keys die at deregister (RemAccessErr, nothing written)', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(4096, Access.LocalWrite);
@@ -120,7 +122,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('Send / SendWithImm land in posted receives in order; WriteWithImm consumes a receive with an empty sgList', async () => {
+  it.concurrent('Send / SendWithImm land in posted receives in order; WriteWithImm consumes a receive with an empty sgList', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(8192, Access.LocalWrite);
@@ -150,7 +152,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('RdmaRead with remoteSgList (uneven splits) and many reads outstanding up to maxSendWr', async () => {
+  it.concurrent('RdmaRead with remoteSgList (uneven splits) and many reads outstanding up to maxSendWr', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const local = p.pdA.regMr(65536, Access.LocalWrite);
@@ -186,7 +188,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('atomics act on 8-byte little-endian words; the old value lands in the sgList', async () => {
+  it.concurrent('atomics act on 8-byte little-endian words; the old value lands in the sgList', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const local = p.pdA.regMr(64, Access.LocalWrite);
@@ -208,7 +210,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('a later write to the same bytes wins; cq.wait resolves at once when a completion is held', async () => {
+  it.concurrent('a later write to the same bytes wins; cq.wait resolves at once when a completion is held', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(1 << 20, Access.LocalWrite);
@@ -231,7 +233,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
     }
   });
 
-  it('entering ERROR flushes outstanding and later work with WrFlushErr; misuse throws SabreError with a code', async () => {
+  it.concurrent('entering ERROR flushes outstanding and later work with WrFlushErr; misuse throws SabreError with a code', async ({ expect }) => {
     const p = await rcPair(transport, workers);
     try {
       const src = p.pdA.regMr(4096, Access.LocalWrite);
@@ -274,7 +276,7 @@ describe.each(MODES)('verbs contract on $transport (workers: $workers)', ({ tran
   });
 
   if (transport !== 'tcp') {
-    it('srd: reliable, each message exactly once, addressed by AH + remote QPN (a JSON copy of the address works)', async () => {
+    it.concurrent('srd: reliable, each message exactly once, addressed by AH + remote QPN (a JSON copy of the address works)', async ({ expect }) => {
       const a = await dev(transport, workers);
       const b = await dev(transport, workers);
       try {
