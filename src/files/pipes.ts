@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { hostKey } from '../core/address.js';
+import { refuseAndLinger } from '../core/refuse.js';
 import { Admission, type AdmissionLimits, LoginBackoff } from './admission.js';
 import { type Offer, PIPE_REFUSED, type PipeCounters, PipeServer } from './pipe.js';
 import type { Session, SessionTable } from './sessions.js';
@@ -29,24 +30,6 @@ export interface PipeShellOptions {
   handshakeMs?: number;
   /** The session of a closed pipe ended: tear down what was bound to it. */
   ended: (s: Session) => void;
-}
-
-/** How long a refused pipe's socket may stay open for its Status to be read. */
-const REFUSED_LINGER_MS = 250;
-
-/**
- * Refuse a pipe past the bounds without reading it: a fixed Status(SessionLimit) frame, so the
- * client fails with ERR_FILE_SESSION_LIMIT instead of a bare close (what it sent is read and
- * dropped: closing over unread bytes would reset the connection, and the Status with it); the
- * socket goes after a short linger, as tcp's refuseAtOnce does.
- */
-function refuse(s: net.Socket): void {
-  const t = setTimeout(() => s.destroy(), REFUSED_LINGER_MS);
-  t.unref();
-  s.once('close', () => clearTimeout(t));
-  s.on('error', () => s.destroy());
-  s.resume();
-  s.end(PIPE_REFUSED);
 }
 
 export class PipeShell {
@@ -84,7 +67,7 @@ export class PipeShell {
       if (this.#closed) {
         this.admission.counters.refused++;
         s.destroy();
-      } else refuse(s);
+      } else refuseAndLinger(s, PIPE_REFUSED); // Status(SessionLimit): the client fails with ERR_FILE_SESSION_LIMIT, not a bare close
       return;
     }
     for (const old of a.evict) old.destroy();

@@ -28,6 +28,7 @@ import { type Pairing, provesReply, provesRequest, replyProof, requestProof } fr
 import { faultError, type TcpFault } from './fault.js';
 import { type Parked, ParkedRequests } from './parked.js';
 import { DialNonces } from './dial-nonce.js';
+import { refuseAndLinger } from '../../core/refuse.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
 export interface TcpAddress {
@@ -574,24 +575,15 @@ const UNPROVEN = 'the connect request does not prove the QP\'s secret';
 /** Secrets an endpoint remembers having been given (each pairs once). */
 const SECRETS_KEPT = 4096;
 
-/** How long a refused socket may stay open for its reject to be read. */
-const REFUSED_LINGER_MS = 250;
-
 /**
  * Refuse an accepted socket past a cap, before anything is allocated for it: an MPA Reply with
  * Reject and the reason in sabre's block, written without reading the Request (the initiator
  * reads the reply after sending its request either way), so the dialer fails with that reason
- * instead of a bare reset. What the peer sends is read and dropped (closing over unread bytes
- * would reset the connection, and the reply with it); the socket goes after a short linger.
+ * instead of a bare reset.
  */
 function refuseAtOnce(s: net.Socket, reason: string): void {
   const f: MpaFrame = { reply: true, markers: false, crc: false, reject: true, enhanced: false, revision: 1, privateData: encodeSabrePd({ kind: 'reject', reason }) };
   const bytes = new Uint8Array(mpaFrameLength(f));
   encodeMpaFrame(f, bytes, 0);
-  const t = setTimeout(() => s.destroy(), REFUSED_LINGER_MS);
-  t.unref();
-  s.once('close', () => clearTimeout(t));
-  s.on('error', () => s.destroy());
-  s.resume();
-  s.end(bytes);
+  refuseAndLinger(s, bytes);
 }
