@@ -211,24 +211,29 @@ export class NicThread {
     let i = 0;
     while (i < this.#overflow.length && writeCqe(this.#cqe, this.#overflow[i]!)) this.#placed.written(this.#overflow[i++]!);
     if (i > 0) this.#overflow.splice(0, i);
-    this.#cqe.commit();
     // Retired counts only when no completion waits outside the ring (see the file comment).
     const publish = this.#overflow.length === 0;
     this.port.engine.takeChanged(this.#markQp);
     const ctl = this.control;
     const dirty = this.#dirty;
+    // A QP's state before the completions of the step are published: an application that polls
+    // a flushed completion reads the QP in ERROR, as after ibv_poll_cq.
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
       if (e.gone) continue;
       const b = e.slot * QP_WORDS;
       Atomics.store(ctl, b + QpWord.state, e.pq.state);
-      if (publish) {
-        Atomics.store(ctl, b + QpWord.sqRetired, e.sqTaken - e.pq.sqLength);
-        Atomics.store(ctl, b + QpWord.rqRetired, e.rqTaken - e.pq.rqLength);
-        e.dirty = false;
-      }
       // The down cause stays as #onEvent wrote it (until a reset clears the word).
       Atomics.store(ctl, b + QpWord.flags, (e.pq.standardPeer ? QP_FLAG_STANDARD_PEER : 0) | (Atomics.load(ctl, b + QpWord.flags) & QP_FLAG_CAUSE_MASK));
+    }
+    this.#cqe.commit();
+    for (let i = 0; i < dirty.length && publish; i++) {
+      const e = dirty[i]!;
+      if (e.gone) continue;
+      const b = e.slot * QP_WORDS;
+      Atomics.store(ctl, b + QpWord.sqRetired, e.sqTaken - e.pq.sqLength);
+      Atomics.store(ctl, b + QpWord.rqRetired, e.rqTaken - e.pq.rqLength);
+      e.dirty = false;
     }
     // Unpublished retired counts keep their QPs listed until the ring has room again.
     if (publish) dirty.length = 0;
