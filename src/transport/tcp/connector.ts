@@ -144,6 +144,8 @@ export class MpaConnector {
   readonly #release = new Map<MpaConnection, () => void>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
+  /** A QP-to-QP dial's: it offers the peer-to-peer RTR (#initiate). */
+  readonly #dialOpts: TcpConnectionOptions;
   readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
@@ -155,6 +157,7 @@ export class MpaConnector {
     this.#connOpts = { ...opts.connection, dp: opts.dp };
     const hsMs = opts.handshakeTimeoutMs ?? opts.connection?.mpa?.timeoutMs ?? 10_000;
     this.#acceptOpts = { ...this.#connOpts, mpa: { ...opts.connection?.mpa, timeoutMs: hsMs } };
+    this.#dialOpts = { ...this.#connOpts, mpa: { ...opts.connection?.mpa, p2p: 'offer' } };
     this.nonce = randomBytes(4).readUInt32BE(0);
     server.on('connection', (s) => this.#incoming(s));
   }
@@ -300,7 +303,11 @@ export class MpaConnector {
     const { socket, rx } = dialSocket(to.host, to.port, this.address.host);
     const proof = w.secret && requestProof(w.secret, { initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce });
     const pd = encodeSabrePd({ kind: 'connect', initiatorQpn: w.localQpn, responderQpn: w.remoteQpn, nonce: this.nonce, ...(proof ? { proof } : {}) });
-    const c = MpaConnection.initiate(socket, this.#connOpts, pd, rx);
+    // With the RTR (RFC 6581) the responder is established only once this end, still holding
+    // the dial, sends it. Without, one that took a Request parked from an attempt this end had
+    // given up (its FIN not read yet: a connect again right after a reset) was established on
+    // its Reply alone, with nobody at the other end, and our next Request waited parked.
+    const c = MpaConnection.initiate(socket, this.#dialOpts, pd, rx);
     this.#track(c);
     w.outgoing = c;
     c.once('established', () => {

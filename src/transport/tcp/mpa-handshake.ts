@@ -5,10 +5,13 @@
 // Choices (what siw does by default, siw_cm.c):
 // - We offer revision 2 with the enhanced-setup (H) bit and the IRD/ORD word, and accept a
 //   revision-1 peer on either side (no IRD/ORD word then; the private data starts at offset 0).
-// - No peer-to-peer mode of our own: siw's `peer_to_peer` module parameter is off by default,
-//   so no RTR message is exchanged. When a peer asks for P2P we accept a zero-length RDMA Write
-//   RTR (siw's preferred type) and refuse the other types (LLP ecode 7, no matching RTR).
-//   `p2p: true` makes an initiator ask for a Write RTR (used for interop tests).
+// - Peer-to-peer mode (RFC 6581 RTR): when a peer asks for P2P we accept a zero-length RDMA
+//   Write RTR (siw's preferred type) and refuse the other types (LLP ecode 7, no matching RTR).
+//   `p2p: true` makes an initiator ask for a Write RTR and insist on it, as siw with its
+//   `peer_to_peer` parameter on (interop tests); `p2p: 'offer'` asks for it and goes on without
+//   an RTR when the Reply declines P2P (P clear, or revision 1) — a standard responder that does
+//   not do P2P does not wait for one. sabre's raw QP-to-QP dials offer it (connector.ts: a
+//   responder is then established only when the dialer, still there, sends the RTR).
 // - CRC: on unless both sides say off. The reply's C bit decides both directions (RFC 5044:
 //   the responder MUST set C when the request did; it MAY set it on its own).
 // - Markers: a side sets M when it wants markers in the stream it *receives*; each side inserts
@@ -37,8 +40,8 @@ export interface MpaConfig {
   /** Inbound / outbound RDMA Read depth advertised in the IRD/ORD word (default 16 / 16). */
   ird?: number;
   ord?: number;
-  /** Initiator only: request peer-to-peer mode with a zero-length RDMA Write RTR. */
-  p2p?: boolean;
+  /** Initiator only: request peer-to-peer mode with a zero-length RDMA Write RTR; 'offer': without it if the Reply declines P2P. */
+  p2p?: boolean | 'offer';
   /** Initiator: the ULP private data carried in the request (after the IRD/ORD word). */
   privateData?: Uint8Array;
   /** Whole handshake deadline, from start() (default 10 s). */
@@ -109,6 +112,8 @@ export class MpaHandshake {
   readonly #ird: number;
   readonly #ord: number;
   readonly #p2p: boolean;
+  /** P2P asked for with `p2p: 'offer'`: a Reply that declines it is taken, without an RTR. */
+  readonly #p2pOffer: boolean;
   readonly #pd: Uint8Array;
   readonly #timeoutMs: number;
   #state: State = 'idle';
@@ -125,7 +130,8 @@ export class MpaHandshake {
     this.#markers = cfg.markers ?? false;
     this.#ird = clampDepth(cfg.ird, MPA_DEFAULT_IRD);
     this.#ord = clampDepth(cfg.ord, MPA_DEFAULT_IRD);
-    this.#p2p = (cfg.p2p ?? false) && this.#revision === 2;
+    this.#p2p = (cfg.p2p ?? false) !== false && this.#revision === 2;
+    this.#p2pOffer = cfg.p2p === 'offer';
     this.#pd = cfg.privateData ?? EMPTY;
     this.#timeoutMs = cfg.timeoutMs ?? 10_000;
   }
@@ -310,10 +316,11 @@ export class MpaHandshake {
     if (enhanced && v2?.ok) {
       ord = Math.min(this.#ord, v2.value.ird);
       if (this.#p2p) {
-        if (!v2.value.p2p || !v2.value.writeRtr) return this.#fail(fault(TERM.noMatchingRtr, 'NO_MATCHING_RTR', 'peer did not accept the zero-length RDMA Write RTR'));
-        rtr = 'write';
+        const declined = this.#p2pOffer && !v2.value.p2p;
+        if (!declined && (!v2.value.p2p || !v2.value.writeRtr)) return this.#fail(fault(TERM.noMatchingRtr, 'NO_MATCHING_RTR', 'peer did not accept the zero-length RDMA Write RTR'));
+        if (!declined) rtr = 'write';
       }
-    } else if (this.#p2p) {
+    } else if (this.#p2p && !this.#p2pOffer) {
       return this.#fail(fault(TERM.noMatchingRtr, 'NO_MATCHING_RTR', 'peer replied without enhanced setup to a peer-to-peer request'));
     }
     this.#state = 'done';

@@ -102,7 +102,8 @@ describe('TCP endpoints on 127.0.0.1', () => {
     const aInitiates = a.isInitiator(1, b.address, 2);
     expect(aInitiates).toBe(!b.isInitiator(2, a.address, 1));
     expect(ca.role).toBe(aInitiates ? 'initiator' : 'responder');
-    expect(ca.result).toMatchObject({ crc: true, revision: 2, enhanced: true, rtr: 'none' });
+    // The dial offers the peer-to-peer RTR and a sabre responder takes it (connector.ts #initiate).
+    expect(ca.result).toMatchObject({ crc: true, revision: 2, enhanced: true, rtr: 'write' });
     expect(a.connectionCount).toBe(1);
     expect(b.connectionCount).toBe(1);
 

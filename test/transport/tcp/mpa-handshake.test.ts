@@ -114,3 +114,33 @@ describe('MPA frame bytes (hand-derived)', () => {
     expect(decodeSabrePd(encodeSabrePd({ kind: 'reject', reason: 'no' }))).toEqual({ kind: 'reject', reason: 'no' });
   });
 });
+
+describe('peer-to-peer RTR: asked for (p2p: true) or offered (p2p: \'offer\', a sabre QP-to-QP dial)', () => {
+  // Replies of a standard responder that does not do P2P: revision 2 with P clear, and revision 1.
+  const DECLINED = Uint8Array.of(...REP_KEY, 0x50, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10);
+  const REV1 = Uint8Array.of(...REP_KEY, 0x40, 0x01, 0x00, 0x00);
+
+  it.each([true, 'offer'] as const)('p2p %s: the Request says P and WriteRTR; a sabre responder takes it and awaits the Write RTR', (p2p) => {
+    const { a, b, req } = pair({ p2p, ird: 16, ord: 16 });
+    expect([...req.subarray(16, 24)]).toEqual([0x50, 0x02, 0x00, 0x04, 0x80, 0x10, 0x80, 0x10]);
+    const reply = b.accept();
+    expect(reply.find((e) => e.type === 'established')).toMatchObject({ result: { role: 'responder', rtr: 'write' } });
+    expect(a.receive(sent(reply), 2).find((e) => e.type === 'established')).toMatchObject({ result: { role: 'initiator', rtr: 'write' } });
+  });
+
+  it.each([['P clear', DECLINED], ['revision 1', REV1]] as const)('a Reply that declines P2P (%s): p2p true fails (no matching RTR), \'offer\' goes on without an RTR', (_, bytes) => {
+    const strict = new MpaHandshake({ role: 'initiator', p2p: true });
+    strict.start(0);
+    expect(strict.receive(bytes, 1)).toEqual([expect.objectContaining({ type: 'failed', fault: expect.objectContaining({ code: 'NO_MATCHING_RTR' }) })]);
+    const offer = new MpaHandshake({ role: 'initiator', p2p: 'offer' });
+    offer.start(0);
+    expect(offer.receive(bytes, 1)).toEqual([expect.objectContaining({ type: 'established', result: expect.objectContaining({ rtr: 'none' }) })]);
+  });
+
+  it('a Reply with P set but another RTR type than Write fails an offer too: that responder would wait for an RTR never sent', () => {
+    const offer = new MpaHandshake({ role: 'initiator', p2p: 'offer' });
+    offer.start(0);
+    const readRtr = Uint8Array.of(...REP_KEY, 0x50, 0x02, 0x00, 0x04, 0x80, 0x10, 0x40, 0x10);
+    expect(offer.receive(readRtr, 1)).toEqual([expect.objectContaining({ type: 'failed', fault: expect.objectContaining({ code: 'NO_MATCHING_RTR' }) })]);
+  });
+});

@@ -36,7 +36,7 @@ export const readRequest = (msn: number, sinkStag: number, sinkTo: number, size:
 /** The MPA Request of a standard initiator. */
 export const MPA_REQUEST = cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10));
 
-/** The MPA Request of a sabre initiator: CRC, enhanced, IRD/ORD 16, no peer-to-peer, then the sabre block (src/transport/tcp/private-data.ts). */
+/** The MPA Request of a sabre initiator as it was before its raw dials offered the peer-to-peer RTR (still taken, without one): CRC, enhanced, IRD/ORD 16, no peer-to-peer, then the sabre block (src/transport/tcp/private-data.ts). */
 export function sabreMpaRequest(block: SabreConnectInfo): Uint8Array {
   const pd = cat(Uint8Array.of(0x00, 0x10, 0x00, 0x10), encodeSabrePd(block));
   return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
