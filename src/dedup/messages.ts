@@ -155,6 +155,21 @@ function u64(dv: DataView, at: number, what: string): number {
   return Number(v);
 }
 
+/**
+ * An OFFER's transfer and the bytes of the chunks it lists (its entries' lengths summed), read
+ * without decoding the page; undefined for any other message or one too short for what it says
+ * (the receiver's core refuses those when it decodes them).
+ */
+export function offerSpan(b: Uint8Array): { xfer: number; bytes: number } | undefined {
+  if (b.length < HDR + DEDUP_OFFER.size || b[M.kind.offset] !== DedupKind.Offer) return undefined;
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const count = dv.getUint32(HDR + DEDUP_OFFER.fields.count.offset);
+  if (b.length < HDR + DEDUP_OFFER.size + count * DEDUP_ENTRY.size) return undefined;
+  let bytes = 0;
+  for (let i = 0, e = HDR + DEDUP_OFFER.size + DEDUP_ENTRY.fields.len.offset; i < count; i++, e += DEDUP_ENTRY.size) bytes += dv.getUint32(e);
+  return { xfer: dv.getUint32(M.xfer.offset), bytes };
+}
+
 export function decode(b: Uint8Array): DedupMessage {
   need(b, HDR, 'header');
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);

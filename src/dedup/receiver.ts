@@ -8,6 +8,7 @@ import { DeviceMemory } from '../dataplane/device-memory.js';
 import type { DedupMemory } from './types.js';
 import { dedupTotals, type DedupTotals } from './stats.js';
 import { DedupRecvCore, type DedupRecvOptions, type LandingZone, type RecvStats } from './transfer.js';
+import { offerSpan } from './messages.js';
 import { type MessagePipe, pipeClosed } from './pipes.js';
 
 export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
@@ -42,6 +43,14 @@ export interface DedupReceiverInit extends Omit<DedupRecvOptions, 'zone'> {
  * (window), a few more answers and ROUNDs cannot come before a NEED.
  */
 const MAX_HELD = 16;
+/**
+ * How far past an OFFER page's last byte (object offsets) the basis must be chunked before the
+ * page is answered while the rest of the basis is still being chunked: a chunk the object shares
+ * with its basis is mostly near the same offset (an edit shifts what follows it by its size), so
+ * the page's chunks that are in the basis are mostly in the table by then. One that is not yet
+ * costs its bytes on the wire, nothing else.
+ */
+const PASSED_MARGIN = 1 << 20;
 
 export interface Received {
   bytes: Uint8Array;
@@ -79,6 +88,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
       this.#closed = pipeClosed(e);
       this.#held = [];
       this.#holding?.clear();
+      this.#unwatch?.();
       this.#core.handleFailure(this.#closed as SabreError, performance.now());
       this.#run();
       for (const w of this.#waiters.splice(0)) w.reject(this.#closed);
@@ -89,29 +99,71 @@ export class DedupReceiver implements AsyncIterable<Received> {
 
   readonly #store: DedupReceiverInit['store'];
   readonly #scope: string;
-  /** Messages held, in order, while the scope's basis is still being filled (store.fill). */
-  #held: Uint8Array[] = [];
+  /**
+   * Messages held, in order, while the scope's basis is still being filled (store.fill); `end`:
+   * an OFFER page's last byte + 1 in its object, -1 for any other message.
+   */
+  #held: Array<{ b: Uint8Array; end: number }> = [];
   #gaveUp: Promise<void> | undefined;
+  /** The fill whose steps release held pages (watched once per fill). */
+  #watched: Promise<void> | undefined;
+  #unwatch: (() => void) | undefined;
   #shut = false;
+  /** The object offsets the OFFER pages seen so far reach, per transfer (pages come in order). */
+  #spanXfer = -1;
+  #spanEnd = 0;
 
   /**
    * While the store is still filling this scope (a basis being read and ingested as the transfer
    * starts), hold the peer's messages: an OFFER answered now would ask for chunks the basis
-   * holds. At most MAX_HELD: past that they are handled at once, in order (a NEED may then ask
-   * for more than it had to; nothing else changes).
+   * holds. A page is let through, in order, once the basis is all read and chunked PASSED_MARGIN
+   * past the page's end, so the transfer runs alongside the rest of the fill. At most MAX_HELD:
+   * past that they are handled at once, in order (a NEED may then ask for more than it had to;
+   * nothing else changes).
    */
   #onMessage(b: Uint8Array): void {
     // The pipe is the caller's and may outlive close(): what it still brings is dropped (the
     // core's memory is freed; it would not be answered either).
     if (this.#shut) return;
+    const end = this.#offerEnd(b);
     if (this.#held.length === 0) {
       const filling = this.#store.filling(this.#scope);
-      if (!filling || filling === this.#gaveUp) return this.#handle(b);
-      void filling.then(() => this.#release());
+      if (!filling || filling === this.#gaveUp || this.#passed(end)) return this.#handle(b);
+      if (this.#watched !== filling) {
+        this.#watched = filling;
+        void filling.then(() => this.#release());
+        this.#unwatch = this.#store.fillProgress(this.#scope)?.watch(() => this.#releasePassed());
+      }
       if (this.#holdMs !== undefined) this.#holding = peerDeadline(this.#holdMs, () => this.#giveUp(filling));
     }
-    this.#held.push(b);
+    this.#held.push({ b, end });
     if (this.#held.length > MAX_HELD) this.#giveUp(this.#store.filling(this.#scope));
+  }
+
+  #offerEnd(b: Uint8Array): number {
+    const span = offerSpan(b);
+    if (!span) return -1;
+    if (span.xfer !== this.#spanXfer) {
+      this.#spanXfer = span.xfer;
+      this.#spanEnd = 0;
+    }
+    return (this.#spanEnd += span.bytes);
+  }
+
+  /** Whether a message may be answered while the fill runs (any but an OFFER the fill has not passed). */
+  #passed(end: number): boolean {
+    if (end < 0) return true;
+    const p = this.#store.fillProgress(this.#scope);
+    return !p || (p.readDone && end + PASSED_MARGIN <= p.chunked);
+  }
+
+  /** After a fill step: the held messages at the front that it let through. */
+  #releasePassed(): void {
+    while (!this.#shut && this.#held.length > 0 && this.#passed(this.#held[0]!.end)) this.#handle(this.#held.shift()!.b);
+    if (this.#held.length === 0) {
+      this.#holding?.clear();
+      this.#holding = undefined;
+    }
   }
 
   /** No more waiting on this fill: what is held is handled now, and what comes later at once. */
@@ -126,10 +178,12 @@ export class DedupReceiver implements AsyncIterable<Received> {
   #release(): void {
     this.#holding?.clear();
     this.#holding = undefined;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     if (this.#shut) return;
     const held = this.#held;
     this.#held = [];
-    for (const m of held) this.#handle(m);
+    for (const m of held) this.#handle(m.b);
   }
 
   /** Messages held so far while the basis fills (tests). */
@@ -241,6 +295,7 @@ export class DedupReceiver implements AsyncIterable<Received> {
     this.#shut = true;
     this.#held = [];
     this.#holding?.clear();
+    this.#unwatch?.();
     const h = this.#hooked;
     this.#hooked = undefined;
     if (h && h.regions.read(h.idx).stag === h.stag) h.regions.setHashDir(h.idx, 0);

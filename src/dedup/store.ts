@@ -109,6 +109,17 @@ const COPY_BATCH = 512;
 
 const KEY_LABEL = 'sabre dedup chunking key\u0000';
 
+/** A fill under way (ChunkStore.fill): how far it is, and who wants to hear of each step. */
+interface Fill {
+  done: Promise<void>;
+  stopped: boolean;
+  /** Bytes from the basis's start whose chunks are all in the table. */
+  chunked: number;
+  /** Every byte of the basis is read: no read lands in it any more. */
+  readDone: () => boolean;
+  watchers: Set<() => void>;
+}
+
 export class ChunkStore {
   readonly mem: DedupMemory;
   readonly hash: HashAlgName;
@@ -125,7 +136,7 @@ export class ChunkStore {
   /** Bases a receiver may assemble in (fill's inPlace), by scope; forgotten with the scope. */
   readonly #inPlace = new Map<string, Uint8Array>();
   /** Fills in progress by scope (local work only: a peer cannot start one). */
-  readonly #filling = new Map<string, { done: Promise<void>; stopped: boolean }>();
+  readonly #filling = new Map<string, Fill>();
   /** The secret chunking keys are derived from (chunkKey). */
   readonly #secret = randomBytes(32);
   #bytes = 0;
@@ -322,21 +333,25 @@ export class ChunkStore {
    */
   fill(scope: string, source: Uint8Array | undefined | Promise<Uint8Array | undefined> | FillSource, cdc: CdcOptions, o: IngestOptions = {}): Promise<number> {
     if (typeof scope !== 'string') return Promise.reject(new SabreError(ErrorCode.InvalidArgument, 'scope must be a string'));
-    const f = { done: Promise.resolve(), stopped: false };
+    const f: Fill = { done: Promise.resolve(), stopped: false, chunked: 0, readDone: () => false, watchers: new Set() };
     const run = (async (): Promise<number> => {
       const src = await source;
       if (!src || f.stopped) return 0;
       const whole = src instanceof Uint8Array;
       const bytes = whole ? src : src.bytes;
+      f.readDone = whole ? () => true : (src.readDone ?? (() => false));
       if (o.reference && o.inPlace) this.#inPlace.set(scope, bytes);
       const limit = { avail: whole ? bytes.length : 0, done: whole };
       const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
-      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr);
+      const pos = { chunked: 0 };
+      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr, pos);
       let held = 0;
       try {
         for (let r = steps.next(); !r.done; r = steps.next()) {
           if (r.value >= 0) {
             held += r.value;
+            f.chunked = pos.chunked;
+            for (const w of f.watchers) w();
             await new Promise<void>((resolve) => setImmediate(resolve));
           } else {
             // The steps caught up with the read: wait for more of it.
@@ -365,14 +380,33 @@ export class ChunkStore {
   }
 
   /**
-   * The bytes a settled fill of `scope` (by reference, `inPlace`) ingested — the very array its
-   * entries' `src` is —, taken by the scope's receiver to overwrite with its object; undefined
-   * while the fill runs (its reads may still land there) or when there is none. One transfer
+   * How far the fill of `scope` in progress is (undefined: none is): `chunked`, the bytes from
+   * the basis's start whose chunks are all in; `readDone`, every byte of it is read (no read
+   * lands in it any more). `watch(cb)` calls cb after each step, until the function it returns.
+   * A receiver answers an OFFER page the fill has passed while the rest is still being chunked.
+   */
+  fillProgress(scope: string): { readonly chunked: number; readonly readDone: boolean; watch(cb: () => void): () => void } | undefined {
+    const f = this.#filling.get(scope);
+    if (!f) return undefined;
+    return {
+      get chunked() { return f.chunked; },
+      get readDone() { return f.readDone(); },
+      watch: (cb) => (f.watchers.add(cb), () => void f.watchers.delete(cb)),
+    };
+  }
+
+  /**
+   * The bytes a fill of `scope` (by reference, `inPlace`) ingests — the very array its entries'
+   * `src` is —, taken by the scope's receiver to overwrite with its object; undefined while the
+   * fill still reads them (a read could land on what the receiver wrote) or when there is none.
+   * A fill that only chunks what it has read may go on: an entry it makes over bytes the
+   * receiver has written is one the receiver never uses (./written.ts). One transfer
    * takes it: once it has written there, the entries no longer name what those bytes hold (the
    * receiver drops the scope when that transfer ends).
    */
   takeInPlaceBasis(scope: string): Uint8Array | undefined {
-    if (this.#filling.has(scope)) return undefined;
+    const f = this.#filling.get(scope);
+    if (f && !f.readDone()) return undefined;
     const b = this.#inPlace.get(scope);
     this.#inPlace.delete(scope);
     return b;
@@ -386,7 +420,7 @@ export class ChunkStore {
    * is not yet set (the caller raises avail or sets done, then goes on). The stream of chunks is
    * the same whatever the steps' sizes.
    */
-  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number, addr?: number): Generator<number, number, undefined> {
+  *#ingestSteps(scope: string, bytes: Uint8Array, limit: { avail: number; done: boolean }, cdc: CdcOptions, o: IngestOptions, stepBytes: number, addr?: number, pos?: { chunked: number }): Generator<number, number, undefined> {
     if (!(bytes instanceof Uint8Array)) throw new SabreError(ErrorCode.InvalidArgument, 'ingest needs a Uint8Array');
     if (typeof scope !== 'string') throw new SabreError(ErrorCode.InvalidArgument, 'scope must be a string');
     if (bytes.length === 0) return 0;
@@ -429,6 +463,7 @@ export class ChunkStore {
         }
         carry += n - used;
         base += used;
+        if (pos) pos.chunked = base;
         if (!inPlace && carry > 0 && used > 0) this.mem.u8().copyWithin(buf, buf + used, buf + used + carry);
         yield held;
         if (last) return 0;

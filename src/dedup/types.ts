@@ -131,4 +131,10 @@ export interface FillSource {
    * address): then it is chunked and hashed in place, not copied through the scratch.
    */
   addr?: number;
+  /**
+   * Every byte is read (no read is in flight or will come): from then on a receiver may assemble
+   * its object in `bytes` while the rest is still chunked (ChunkStore.takeInPlaceBasis). Absent:
+   * not before the fill settles.
+   */
+  readDone?: () => boolean;
 }

@@ -85,6 +85,6 @@ export function readPieces(f: BasisFile, mem?: DedupMemory): { source: FillSourc
     if (addr !== undefined) mem!.free(addr);
     else giveBack(bytes);
   };
-  return { source: { bytes, progress: progress(), ...(addr !== undefined ? { addr } : {}) }, stop, release };
+  return { source: { bytes, progress: progress(), readDone: () => done, ...(addr !== undefined ? { addr } : {}) }, stop, release };
 }
 

@@ -84,6 +84,61 @@ describe('a basis filled while the transfer starts', () => {
     store.close();
   });
 
+  it('once the basis is all read, a page the fill has chunked past is answered while the rest is chunked, and the object is assembled in the basis', async () => {
+    const store = new ChunkStore(dm);
+    const { v1, v2 } = versions(24 << 20); // 24 steps of the fill, a turn of the event loop each
+    const basis = v1.slice();
+    const filled = store.fill('p', basis, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+    const e = ends(store);
+    let needWhileFilling = false;
+    let needs = 0;
+    const watch = setInterval(() => {
+      if (e.toTx.length > needs) {
+        needs = e.toTx.length;
+        if (e.toTx.includes(DedupKind.Need) && store.filling('p')) needWhileFilling = true;
+      }
+    }, 0);
+    const [r, { bytes, stats }] = await Promise.all([e.tx.send(v2), e.rx.next(), filled]);
+    clearInterval(watch);
+    expect(needWhileFilling).toBe(true); // the transfer ran alongside the fill
+    expect(same(bytes, v2)).toBe(true);
+    expect(bytes.buffer).toBe(basis.buffer); // in place: no object-sized buffer
+    expect(r.bytesSent).toBeLessThan(v2.length * 0.56); // the pages answered early found what they share
+    expect(stats.bytesFromStore).toBeGreaterThan(v2.length * 0.44);
+    e.close();
+    store.close();
+  });
+
+  it('while a read of the basis may still land, no page is answered before the fill settles (in place or not)', async () => {
+    const store = new ChunkStore(dm);
+    const { v1, v2 } = versions(8 << 20);
+    const into = new Uint8Array(v1.length);
+    let finish!: () => void;
+    const last = new Promise<void>((r) => (finish = r));
+    let readDone = false;
+    async function* progress(): AsyncGenerator<number> {
+      into.set(v1.subarray(0, 7 << 20));
+      yield 7 << 20; // most of it, chunked while the last piece is still being read
+      await last;
+      into.set(v1.subarray(7 << 20), 7 << 20);
+      readDone = true;
+      yield v1.length;
+    }
+    const filled = store.fill('p', { bytes: into, progress: progress(), readDone: () => readDone }, { key: KEY, avg: AVG }, { reference: true, inPlace: true });
+    const e = ends(store);
+    const got = e.rx.next();
+    const sent = e.tx.send(v2);
+    for (let i = 0; i < 40; i++) await tick();
+    expect(store.filling('p')).toBeDefined();
+    expect(e.rx.held).toBeGreaterThan(0);
+    expect(e.toTx).toEqual([DedupKind.Hello]);
+    finish();
+    const [, { bytes }] = await Promise.all([sent, got, filled]);
+    expect(same(bytes, v2)).toBe(true);
+    e.close();
+    store.close();
+  });
+
   it('a DedupSource over a write path without reserve: read whole into a buffer, staged, exact; a short one fails the send', async () => {
     const store = new ChunkStore(dm);
     const { v1, v2 } = versions(3 << 20);
