@@ -124,7 +124,7 @@ export interface DedupAuth {
 const params = (op: DedupOp, path: string, fsync: boolean): Uint8Array => te.encode(`sabre-files/1 dedup ${op} ${fsync ? 1 : 0} ${path}`);
 
 /** The client's first message on the channel. */
-export function dedupAuth(neg: { resumeKey: Uint8Array; keyId: Uint8Array; kAuth: Uint8Array }, op: DedupOp, path: string, fsync: boolean): DedupAuth {
+export function dedupAuth(neg: Negotiated, op: DedupOp, path: string, fsync: boolean): DedupAuth {
   const nonce = new Uint8Array(randomBytes(16));
   return { resumeKey: neg.resumeKey, keyId: neg.keyId, nonce, op, path, fsync, mac: connectionProof(neg.kAuth, neg.resumeKey, neg.keyId, nonce, params(op, path, fsync)) };
 }
@@ -376,15 +376,34 @@ export interface DedupTransferStats {
   bytesMoved: number;
 }
 
+/** A single-use key of the session, for one dedup channel's AUTH. */
+type Negotiated = { resumeKey: Uint8Array; keyId: Uint8Array; kAuth: Uint8Array };
+
 export interface DedupClientSide {
   dev: Device;
   address: DeviceAddress;
-  negotiate(): Promise<{ resumeKey: Uint8Array; keyId: Uint8Array; kAuth: Uint8Array }>;
+  negotiate(): Promise<Negotiated>;
   timeoutMs: number;
 }
 
 async function openDedupChannel(c: DedupClientSide): Promise<Channel> {
   return connectChannel(c.dev, c.address, { service: FILE_DEDUP_SERVICE, maxMessage: DEDUP_MAX_BYTES, connectTimeoutMs: c.timeoutMs });
+}
+
+/**
+ * The transfer's key (a round trip on the control pipe) and its channel (a connect of the RDMA
+ * device) at once: neither needs the other until the AUTH. A channel whose key was refused is
+ * closed.
+ */
+async function keyAndChannel(c: DedupClientSide): Promise<[Negotiated, Channel]> {
+  const opening = openDedupChannel(c);
+  try {
+    const neg = await c.negotiate();
+    return [neg, await opening];
+  } catch (e) {
+    void opening.then((ch) => ch.close()).catch(() => undefined);
+    throw e;
+  }
 }
 
 /** A refusal's status: one of the table's, not Success. */
@@ -418,8 +437,7 @@ const totalsOf = (ch: Channel): DedupTotals => dedupTotals(dedupMemoryOf(ch.pd))
  */
 export async function dedupPut(c: DedupClientSide, bytes: Uint8Array | DedupSource, path: string, fsync: boolean): Promise<DedupTransferStats> {
   if (bytes.length > DEDUP_MAX_BYTES) throw Object.assign(new Error(`a dedup put moves at most ${DEDUP_MAX_BYTES} bytes`), { status: FileStatus.InvalidParameter });
-  const neg = await c.negotiate();
-  const ch = await openDedupChannel(c);
+  const [neg, ch] = await keyAndChannel(c);
   try {
     await ch.send(dedupAuth(neg, 'put', path, fsync));
     const ready = await answer(ch, c.timeoutMs);
@@ -474,8 +492,8 @@ export async function dedupGet(c: DedupClientSide, path: string, basisFile: Basi
   let ch: Channel | undefined;
   let closing: Promise<void> = Promise.resolve();
   try {
-    const neg = await c.negotiate();
-    ch = await openDedupChannel(c);
+    let neg: Negotiated;
+    [neg, ch] = await keyAndChannel(c);
     ch.dedupBasis(scope, key, avg, onProgress);
     const before = { ...totalsOf(ch).received };
     await ch.send(dedupAuth(neg, 'get', path, false));
