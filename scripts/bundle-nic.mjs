@@ -7,25 +7,9 @@
 // reaches), so the thread and the application share their copy. src/nic/thread-start.ts picks
 // the bundle when it is at least as new as thread-main.js, which every tsc build rewrites: a
 // bare `tsc` after an edit falls back to the module graph rather than running stale code.
-//
-// rolldown (the bundler vite, and so vitest, is built on) does the linking: a well-kept
-// bundler, already in the tree through vitest, pinned as a devDependency.
-import { rmSync } from 'node:fs';
+// ./link.mjs does the linking (rolldown).
 import { join, resolve } from 'node:path';
-import { build } from 'rolldown';
+import { link } from './link.mjs';
 
 const root = resolve(import.meta.dirname, '..');
-const input = join(root, 'dist/nic/thread-main.js');
-const file = join(root, 'dist/nic/thread.bundle.js');
-
-rmSync(file, { force: true });
-await build({
-  input,
-  platform: 'node',
-  logLevel: 'warn',
-  // Relative imports are linked in; node: builtins and packages stay imports.
-  external: (id) => !id.startsWith('.') && !id.startsWith('/') && !id.startsWith('\0'),
-  // The bundle sits in dist/nic/ like the module it replaces, so import.meta.url-relative paths
-  // (dist/dataplane/wasm.js finds ../../build/sabre.wasm) resolve to the same files.
-  output: { file, format: 'esm', sourcemap: false },
-});
+await link(join(root, 'dist/nic/thread-main.js'), join(root, 'dist/nic/thread.bundle.js'));

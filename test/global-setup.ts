@@ -9,13 +9,14 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+/** The newest file under dir whose name ends with ext, the linked bundles (*.bundle.js) left out. */
 function newest(dir: string, ext: string): number {
   if (!existsSync(dir)) return 0;
   let t = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) t = Math.max(t, newest(p, ext));
-    else if (p.endsWith(ext)) t = Math.max(t, statSync(p).mtimeMs);
+    else if (p.endsWith(ext) && !p.endsWith('.bundle.js')) t = Math.max(t, statSync(p).mtimeMs);
   }
   return t;
 }
@@ -74,8 +75,11 @@ function rebuildStale(): void {
     }
   }
   // NIC threads run the one-file bundle of dist/nic/thread-main.js (src/nic/thread-start.ts),
-  // as an installed package does: relink it whenever tsc has written newer JavaScript.
-  if (newest('dist', '.js') > mtime('dist/nic/thread.bundle.js')) {
-    execFileSync(process.execPath, ['scripts/bundle-nic.mjs'], { stdio: 'inherit' });
+  // and the `sabre` command the one of dist/cli/run.js (src/cli/linked.ts), as an installed
+  // package does: relink each whenever tsc has written newer JavaScript, or asc newer bindings
+  // (build/sabre.js is linked in too).
+  const compiled = Math.max(newest('dist', '.js'), mtime('build/sabre.js'));
+  for (const [bundle, script] of [['dist/nic/thread.bundle.js', 'scripts/bundle-nic.mjs'], ['dist/cli/sabre.bundle.js', 'scripts/bundle-cli.mjs']] as const) {
+    if (compiled > mtime(bundle)) execFileSync(process.execPath, [script], { stdio: 'inherit' });
   }
 }

@@ -1,10 +1,10 @@
 // Starting a NIC thread: the Worker, its flags and its script, and the wait for its first
 // message (./thread-port.ts opens it).
 import { type MessagePort, Worker } from 'node:worker_threads';
-import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCode, SabreError } from '../core/errors.js';
+import { mtimeOf, pickLinked } from '../core/linked.js';
 import { NIC_RESOURCE_LIMITS } from './thread-heap.js';
 import type { NicReady } from './thread-proto.js';
 
@@ -55,28 +55,15 @@ export function threadScript(): string {
   return pickThreadScript(dir, mtimeOf, process.env['SABRE_NIC_BUNDLE'] !== '0');
 }
 
-function mtimeOf(path: string): number | undefined {
-  try {
-    return statSync(path).mtimeMs;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
- * The bundle when it exists and is at least as new as thread-main.js. tsc rewrites every
+ * The bundle when it exists and is at least as new as thread-main.js (core/linked.ts). tsc rewrites every
  * output on each build, so a bundle older than thread-main.js was linked from code an edit has
  * since replaced: the module graph runs instead. (A packed package carries one mtime for every
  * file.) SABRE_NIC_BUNDLE=0 asks for the module graph (not public API: stack traces then name
  * dist/ files, whose source maps lead to src/).
  */
 export function pickThreadScript(dir: string, mtime: (path: string) => number | undefined, bundle = true): string {
-  const main = join(dir, 'thread-main.js');
-  if (!bundle) return main;
-  const linked = join(dir, THREAD_BUNDLE);
-  const b = mtime(linked);
-  const m = mtime(main);
-  return b !== undefined && (m === undefined || b >= m) ? linked : main;
+  return pickLinked(join(dir, 'thread-main.js'), join(dir, THREAD_BUNDLE), mtime, bundle);
 }
 
 /** scripts/bundle-nic.mjs writes it next to thread-main.js. */

@@ -26,9 +26,9 @@ export function runAsync(cmd: string, args: string[], cwd = root): Promise<strin
 }
 
 /** Runs a command expected to fail; returns its exit status and stderr. */
-export function runFailing(cmd: string, args: string[], cwd: string): { status: number | null; stderr: string } {
+export function runFailing(cmd: string, args: string[], cwd: string, env?: NodeJS.ProcessEnv): { status: number | null; stderr: string } {
   try {
-    run(cmd, args, cwd);
+    run(cmd, args, cwd, env);
   } catch (e) {
     const x = e as { status: number | null; stderr: string };
     return { status: x.status, stderr: String(x.stderr) };

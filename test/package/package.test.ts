@@ -2,11 +2,11 @@
 // @arethetypeswrong/cli, then installed into temporary consumer projects (offline, see
 // consumer.ts) and loaded with require() and import, with and without the optional peers. The
 // global setup has already built dist/ and build/.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bin, installConsumer, pack, run, runFailing } from './consumer.js';
+import { bin, installConsumer, pack, root, run, runFailing } from './consumer.js';
 
 let tmp: string;
 let tarball: string;
@@ -23,7 +23,7 @@ afterAll(() => {
 
 describe('npm pack', () => {
   it('ships what a user needs and nothing else', () => {
-    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/dataplane/worker-main.js', 'build/sabre.wasm', 'build/sabre.js', 'build/sabre.d.ts', 'docs/design.md', 'docs/errors.md']) {
+    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/cli/sabre.bundle.js', 'dist/nic/thread.bundle.js', 'dist/dataplane/worker-main.js', 'build/sabre.wasm', 'build/sabre.js', 'build/sabre.d.ts', 'docs/design.md', 'docs/errors.md']) {
       expect(files, f).toContain(f);
     }
     const unwanted = files.filter((f) => f.startsWith('assembly/') || f.startsWith('src/') || f.startsWith('test/') || f.endsWith('.map') || f.endsWith('.tmpl') || f.endsWith('.wat'));
@@ -80,6 +80,22 @@ describe('npm pack', () => {
     const noUplot = runFailing(process.execPath, [cli, ...perf, '--report', join(app, 'r.html')], app);
     expect(noUplot.status).toBe(1);
     expect(noUplot.stderr).toContain('--report needs uplot (an optional dependency of sabre): npm install uplot');
+  });
+
+  it('the bin runs the linked command (dist/cli/sabre.bundle.js), which finds the files beside its modules', () => {
+    const app = installConsumer(join(tmp, 'bundle-cli'), tarball);
+    const cli = join(app, 'node_modules/sabre/dist/cli/main.js');
+    // The stack of an operational error (SABRE_DEBUG=1) names the file the command ran from.
+    const noProm = runFailing(process.execPath, [cli, 'perf', 'write_bw', '--transport', 'inproc', '--metrics-port', '0'], app, { ...process.env, SABRE_DEBUG: '1' });
+    expect(noProm.status).toBe(1);
+    expect(noProm.stderr).toContain('node_modules/sabre/dist/cli/sabre.bundle.js');
+    expect(run(process.execPath, [cli, '--version'], app).trim()).toBe(`sabre ${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version} (node ${process.versions.node})`);
+    // perf over udp forks the bin as its server, and both open devices on NIC threads (their
+    // script, build/sabre.wasm); stress runs its piscina worker script.
+    const perf = JSON.parse(run(process.execPath, [cli, 'perf', 'write_bw', '--transport', 'udp', '-s', '4096', '-n', '20', '--workers', '1', '--json'], app)) as { workers: number; results: { iterations: number }[] };
+    expect([perf.workers, perf.results[0]!.iterations]).toEqual([1, 20]);
+    const stress = JSON.parse(run(process.execPath, [cli, 'stress', '--workers', '1', '--qps', '1', '--duration', '20', '--ops', '20', '--max-size', '4096', '--transport', 'inproc', '--json'], app)) as { ops: number; errors: number };
+    expect([stress.ops, stress.errors]).toEqual([20, 0]);
   });
 });
 
