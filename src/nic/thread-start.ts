@@ -56,9 +56,10 @@ export function threadScript(): string {
 }
 
 /**
- * The bundle when it exists and is at least as new as thread-main.js (core/linked.ts). tsc rewrites every
- * output on each build, so a bundle older than thread-main.js was linked from code an edit has
- * since replaced: the module graph runs instead. (A packed package carries one mtime for every
+ * The bundle when it exists and is at least as new as thread-main.js (core/linked.ts, the rule
+ * the `sabre` command's bundle follows too). tsc rewrites every output on each build, so a
+ * bundle older than thread-main.js was linked from code an edit has since replaced: the module
+ * graph runs instead. (A packed package carries one mtime for every
  * file.) SABRE_NIC_BUNDLE=0 asks for the module graph (not public API: stack traces then name
  * dist/ files, whose source maps lead to src/).
  */

@@ -15,26 +15,26 @@ const times = (t: Record<string, number>) => (p: string): number | undefined => 
 
 describe('the script the sabre bin loads', () => {
   it('is the bundle when it is as new as run.js or newer', () => {
-    expect(cliScript(dir, times({ [entry]: 10, [bundle]: 10 }))).toBe(bundle);
-    expect(cliScript(dir, times({ [entry]: 10, [bundle]: 11 }))).toBe(bundle);
+    expect(cliScript(dir, times({ [entry]: 10, [bundle]: 10 }), true)).toBe(bundle);
+    expect(cliScript(dir, times({ [entry]: 10, [bundle]: 11 }), true)).toBe(bundle);
   });
 
   it('is run.js when tsc wrote it after the bundle was linked (a stale bundle never runs)', () => {
-    expect(cliScript(dir, times({ [entry]: 12, [bundle]: 11 }))).toBe(entry);
+    expect(cliScript(dir, times({ [entry]: 12, [bundle]: 11 }), true)).toBe(entry);
   });
 
   it('is run.js without a bundle, or when asked for the module graph', () => {
-    expect(cliScript(dir, times({ [entry]: 10 }))).toBe(entry);
+    expect(cliScript(dir, times({ [entry]: 10 }), true)).toBe(entry);
     expect(cliScript(dir, times({ [entry]: 10, [bundle]: 11 }), false)).toBe(entry);
   });
 
   it('in this run is the bundle the global setup linked; SABRE_CLI_BUNDLE=0 runs the module graph', async () => {
     const dist = join(process.cwd(), 'dist', 'cli');
-    expect(cliScript(dist)).toBe(join(dist, CLI_BUNDLE));
+    expect(cliScript(dist, undefined, true)).toBe(join(dist, CLI_BUNDLE));
     expect(statSync(join(dist, CLI_BUNDLE)).mtimeMs).toBeGreaterThanOrEqual(statSync(join(dist, CLI_ENTRY)).mtimeMs);
     // An operational error's stack (SABRE_DEBUG=1) names the file the command ran from.
     const args = ['serve', join(process.cwd(), 'no-such-dir'), '-p', '0'];
-    const [linked, graph] = await Promise.all([sabreAsync(args, 30_000, { SABRE_DEBUG: '1' }), sabreAsync(args, 30_000, { SABRE_DEBUG: '1', SABRE_CLI_BUNDLE: '0' })]);
+    const [linked, graph] = await Promise.all([sabreAsync(args, 30_000, { SABRE_DEBUG: '1', SABRE_CLI_BUNDLE: '1' }), sabreAsync(args, 30_000, { SABRE_DEBUG: '1', SABRE_CLI_BUNDLE: '0' })]);
     expect(linked.code, linked.stderr).toBe(1);
     expect(linked.stderr).toMatch(/is not a directory/);
     expect(linked.stderr).toContain(`dist/cli/${CLI_BUNDLE}`);
@@ -45,6 +45,8 @@ describe('the script the sabre bin loads', () => {
   });
 });
 
+// These run whichever form this run's environment picks (SABRE_CLI_BUNDLE=0 runs the whole
+// CLI suite on the module graph); by default, the bundle.
 describe.concurrent('run from the bundle, the command finds the files beside its modules', () => {
   it('package.json: --version is the package version', async () => {
     const r = await sabreAsync(['--version']);
