@@ -6,23 +6,12 @@
 // deadlocked: both timed out) — or, from a peer that says which nonce won (the crossing REJECT's
 // sabrePdCrossing), the one parked with that nonce, whatever address the peer's dial left from
 // (before, a peer reached at one address that dials from another deadlocked the same way).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
-import { MpaConnector } from '../../../src/transport/tcp/connector.js';
+import { describe, expect, it } from 'vitest';
+import type { MpaConnector } from '../../../src/transport/tcp/connector.js';
+import { connectorEndpoints } from './connectors.js';
 
-let dm: DeviceMemory;
-const eps: MpaConnector[] = [];
-beforeAll(async () => {
-  dm = await DeviceMemory.create({ initialBytes: 8 << 20, maximumBytes: 64 << 20, regionEntries: 16, workerSlots: 0 });
-});
-afterAll(async () => {
-  await Promise.all(eps.map((e) => e.close()));
-});
-const endpoint = async (host: string): Promise<MpaConnector> => {
-  const e = await MpaConnector.listen({ dp: dm, host, fallbackMs: 200, connectTimeoutMs: 2500 });
-  eps.push(e);
-  return e;
-};
+const eps = connectorEndpoints();
+const endpoint = (host: string) => eps.listen({ host, fallbackMs: 200, connectTimeoutMs: 2500 });
 
 describe('a responder early, its initiator losing the crossing', () => {
   it.each(['127.0.0.1', 'localhost'])('the pair connects, peers named %s', async (host) => {

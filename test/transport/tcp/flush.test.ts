@@ -2,20 +2,11 @@
 // send, so an answer that an `await`ing application makes to what a read brought (and the
 // inline port's step for its posts, one job more) leaves in the same socket write as the ack
 // the read's step sent — one write and one wake-up of the peer per hop of a ping-pong.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
-import { MpaConnector } from '../../../src/transport/tcp/connector.js';
+import { describe, expect, it, vi } from 'vitest';
 import { encodeDdp, RdmapOpcode } from '../../../src/wire/rdmap.js';
+import { connectorEndpoints } from './connectors.js';
 
-let dm: DeviceMemory;
-const endpoints: MpaConnector[] = [];
-
-beforeAll(async () => {
-  dm = await DeviceMemory.create({ initialBytes: 8 << 20, maximumBytes: 64 << 20, regionEntries: 16, workerSlots: 0 });
-});
-afterAll(async () => {
-  await Promise.all(endpoints.map((e) => e.close()));
-});
+const eps = connectorEndpoints();
 
 function write(to: number): Uint8Array {
   const b = new Uint8Array(14 + 64);
@@ -25,9 +16,8 @@ function write(to: number): Uint8Array {
 
 describe('tcp connection: one write per tick', () => {
   it('a send made three promise jobs later, by work queued before the first send, leaves in the same write', async () => {
-    const a = await MpaConnector.listen({ dp: dm });
-    const b = await MpaConnector.listen({ dp: dm });
-    endpoints.push(a, b);
+    const a = await eps.listen();
+    const b = await eps.listen();
     const [ca, cb] = await Promise.all([a.connectQp(1, { address: b.address, qpn: 2 }), b.connectQp(2, { address: a.address, qpn: 1 })]);
     const got: number[] = [];
     cb.onUlpdus((batch) => {

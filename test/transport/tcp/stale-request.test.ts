@@ -9,23 +9,11 @@
 // connects" over tcp under load (a fresh-clone CI run); here the order is made, not hoped for:
 // everything from the give-up to both connects runs in one turn of the event loop, before any
 // socket is read.
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DeviceMemory } from '../../../src/dataplane/device-memory.js';
-import { MpaConnector } from '../../../src/transport/tcp/connector.js';
+import { expect, it } from 'vitest';
+import { connectorEndpoints } from './connectors.js';
 
-let dm: DeviceMemory;
-const eps: MpaConnector[] = [];
-beforeAll(async () => {
-  dm = await DeviceMemory.create({ initialBytes: 8 << 20, maximumBytes: 64 << 20, regionEntries: 16, workerSlots: 0 });
-});
-afterAll(async () => {
-  await Promise.all(eps.map((e) => e.close()));
-});
-const endpoint = async (): Promise<MpaConnector> => {
-  const e = await MpaConnector.listen({ dp: dm, host: '127.0.0.1', fallbackMs: 200, connectTimeoutMs: 2500 });
-  eps.push(e);
-  return e;
-};
+const eps = connectorEndpoints();
+const endpoint = () => eps.listen({ host: '127.0.0.1', fallbackMs: 200, connectTimeoutMs: 2500 });
 
 it('a Request parked from an attempt the initiator gave up does not take the pairing from its next one', async () => {
   const a = await endpoint();
