@@ -20,7 +20,7 @@
 // secrets only, and that initiator takes only one from the host it dialled.
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect as expectAny, it, type OnTestFinishedHandler } from 'vitest';
 import { type Device, openDevice, QpState } from '../../src/index.js';
 import { encodeSabrePd } from '../../src/transport/tcp/private-data.js';
 import { cat } from '../transport/tcp/raw-mpa.js';
@@ -31,17 +31,13 @@ function request(block: Uint8Array, p2p = false): Uint8Array {
   return cat(new TextEncoder().encode('MPA ID Req Frame'), Uint8Array.of(0x50, 0x02, pd.length >> 8, pd.length & 0xff), pd);
 }
 
-const devs: Device[] = [];
-const undo: Array<() => void> = [];
-afterEach(async () => {
-  for (const u of undo.splice(0)) u();
-  for (const d of devs.splice(0)) await d.close();
-});
+/** The test's own cleanup (the tests run concurrently: each closes what it opened). */
+type Fin = (fn: OnTestFinishedHandler) => void;
+const closing = (fin: Fin, d: Device): Device => (fin(() => d.close()), d);
 
-async function pair(workers = 0) {
-  const a = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  const b = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-  devs.push(a, b);
+async function pair(fin: Fin, workers = 0) {
+  const a = closing(fin, await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers }));
+  const b = closing(fin, await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers }));
   const mk = (d: Device) => {
     const pd = d.allocPd();
     const cq = d.createCq({ depth: 16 });
@@ -53,9 +49,9 @@ async function pair(workers = 0) {
 }
 
 /** Send `bytes` to `port` from 127.0.0.2; the answer collects in `got`. */
-async function stranger(port: number, bytes: Uint8Array): Promise<{ got: Buffer[] }> {
+async function stranger(fin: Fin, port: number, bytes: Uint8Array): Promise<{ got: Buffer[] }> {
   const s = net.connect({ host: '127.0.0.1', port, localAddress: '127.0.0.2' });
-  undo.push(() => s.destroy());
+  fin(() => void s.destroy());
   const got: Buffer[] = [];
   s.on('error', () => {});
   s.on('data', (d: Buffer) => got.push(d));
@@ -75,7 +71,7 @@ const accepted = (got: Buffer[]): boolean => {
  * `ini`'s so that `ini` still dials (the port decides who initiates; ephemeral ports mostly
  * rise, a few tries find one).
  */
-async function tapFor(ini: Device, resp: Device): Promise<{ seen: Buffer[]; at: { transport: 'tcp'; host: string; port: number } }> {
+async function tapFor(fin: Fin, ini: Device, resp: Device): Promise<{ seen: Buffer[]; at: { transport: 'tcp'; host: string; port: number } }> {
   const seen: Buffer[] = [];
   const make = (): net.Server => net.createServer((c) => {
     const up = net.connect({ host: '127.0.0.1', port: resp.address.port as number });
@@ -94,30 +90,32 @@ async function tapFor(ini: Device, resp: Device): Promise<{ seen: Buffer[]; at: 
     tap = make();
   }
   const t = tap;
-  undo.push(() => t.close());
+  fin(() => void t.close()); // not awaited: close waits for the piped connections, which the devices end
   const at = { transport: 'tcp' as const, host: '127.0.0.1', port: (tap.address() as net.AddressInfo).port };
-  expect(at.port).toBeGreaterThan(ini.address.port as number);
+  expectAny(at.port).toBeGreaterThan(ini.address.port as number);
   return { seen, at };
 }
 
-describe('tcp QP-to-QP connect with a secret: the edges', () => {
-  it.each([0, 1])('a retry after a connect that timed out carries its secret: a stranger\'s Request is refused (workers: %i)', async (workers) => {
-    const { ini, resp, qi, qr } = await pair(workers);
+// Concurrent: most of the file is waiting (a responder 1.5 s early, deadlines); each test has
+// devices of its own and asserts with its context's expect.
+describe.concurrent('tcp QP-to-QP connect with a secret: the edges', { timeout: 30_000 }, () => {
+  it.for([0, 1])('a retry after a connect that timed out carries its secret: a stranger\'s Request is refused (workers: %i)', async (workers, { expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin, workers);
     await expect(qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 300 })).rejects.toMatchObject({ code: 'ERR_TIMEOUT' });
     qr.modify({ state: QpState.Error });
     qr.modify({ state: QpState.Reset });
     const secret = new Uint8Array(randomBytes(32));
     const p = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 1500, secret });
-    const s = await stranger(resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 })));
+    const s = await stranger(fin, resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 })));
     await expect(p).rejects.toBeTruthy(); // its peer never connects
     expect(accepted(s.got)).toBe(false);
     expect(Buffer.concat(s.got).toString('latin1')).toContain('does not prove');
-  }, 20_000);
+  });
 
-  it('a Request seen on the wire once does not pair the same QPs again: a secret is given to one connect, the next attempt has its own', async () => {
-    const { ini, resp, qi, qr } = await pair();
+  it('a Request seen on the wire once does not pair the same QPs again: a secret is given to one connect, the next attempt has its own', async ({ expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin);
     // A tap in front of the responder that only reads (a host on the path, once).
-    const { seen, at: tapAt } = await tapFor(ini, resp);
+    const { seen, at: tapAt } = await tapFor(fin, ini, resp);
     const secret = new Uint8Array(randomBytes(32));
     await Promise.all([
       qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 5000 }),
@@ -137,7 +135,7 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
       }
     }
     // The tap, now off the path, replays the Request first; the next attempt has a new secret.
-    const s = await stranger(resp.address.port as number, request(block));
+    const s = await stranger(fin, resp.address.port as number, request(block));
     await new Promise((r) => setTimeout(r, 200));
     const next = new Uint8Array(randomBytes(32));
     const r = await Promise.allSettled([
@@ -146,11 +144,10 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     ]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 30_000);
+  });
 
-  it.each([0, 1])('two QPs of one device pair with each other under one secret (workers: %i)', async (workers) => {
-    const dev = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers });
-    devs.push(dev);
+  it.for([0, 1])('two QPs of one device pair with each other under one secret (workers: %i)', async (workers, { expect, onTestFinished: fin }) => {
+    const dev = closing(fin, await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0, workers }));
     const mk = () => dev.allocPd().createQp({ type: 'rc', sendCq: dev.createCq({ depth: 8 }), recvCq: dev.createCq({ depth: 8 }), maxSendWr: 4, maxRecvWr: 4, maxSge: 1 });
     const [q1, q2] = [mk(), mk()];
     const secret = new Uint8Array(randomBytes(32));
@@ -159,26 +156,26 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
       q2.connect({ address: dev.address, qpn: q1.qpn, secret, timeoutMs: 4000 }),
     ]);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 
-  it('a copy of the initiator\'s Request, parked at the responder, sent by a host that saw it: the real one pairs', async () => {
-    const { ini, resp, qi, qr } = await pair();
-    const { seen, at: tapAt } = await tapFor(ini, resp);
+  it('a copy of the initiator\'s Request, parked at the responder, sent by a host that saw it: the real one pairs', async ({ expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin);
+    const { seen, at: tapAt } = await tapFor(fin, ini, resp);
     const secret = new Uint8Array(randomBytes(32));
     // The initiator connects first: its Request (through the tap) waits parked at the responder.
     const pi = qi.connect({ address: tapAt, qpn: qr.qpn, secret, timeoutMs: 4000 });
     await new Promise((r) => setTimeout(r, 200));
-    const s = await stranger(resp.address.port as number, new Uint8Array(Buffer.concat(seen)));
+    const s = await stranger(fin, resp.address.port as number, new Uint8Array(Buffer.concat(seen)));
     await new Promise((r) => setTimeout(r, 100));
     const r = await Promise.allSettled([qr.connect({ address: ini.address, qpn: qi.qpn, secret, timeoutMs: 4000 }), pi]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 
-  it.each([false, true])('a stranger\'s Request parked at the initiator before both connect is not taken: the real pair connects (secret: %s)', async (withSecret) => {
-    const { ini, resp, qi, qr } = await pair();
+  it.for([false, true])('a stranger\'s Request parked at the initiator before both connect is not taken: the real pair connects (secret: %s)', async (withSecret, { expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin);
     const secret = withSecret ? { secret: new Uint8Array(randomBytes(32)) } : {};
-    const s = await stranger(ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
+    const s = await stranger(fin, ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
     await new Promise((r) => setTimeout(r, 200));
     const r = await Promise.allSettled([
       qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000, ...secret }),
@@ -186,21 +183,21 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     ]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 
-  it.each([0, 1])('without a secret, a stranger\'s peer-to-peer Request that never sends its RTR does not hold the waiting QP (workers: %i)', async (workers) => {
-    const { ini, resp, qi, qr } = await pair(workers);
+  it.for([0, 1])('without a secret, a stranger\'s peer-to-peer Request that never sends its RTR does not hold the waiting QP (workers: %i)', async (workers, { expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin, workers);
     const pr = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 4000 });
     await new Promise((r) => setTimeout(r, 100));
-    await stranger(resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 }), true));
+    await stranger(fin, resp.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qi.qpn, responderQpn: qr.qpn, nonce: 0 }), true));
     await new Promise((r) => setTimeout(r, 100));
     const pi = qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 4000 });
     expect((await Promise.allSettled([pr, pi])).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 
-  it.each([1, 2, 3, 4])('without a secret, a stranger\'s Request parked at the initiator, the responder 1.5 s early: the real pair connects (run %i)', async () => {
-    const { ini, resp, qi, qr } = await pair();
-    const s = await stranger(ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
+  it.for([1, 2, 3, 4])('without a secret, a stranger\'s Request parked at the initiator, the responder 1.5 s early: the real pair connects (run %i)', async (_, { expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin);
+    const s = await stranger(fin, ini.address.port as number, request(encodeSabrePd({ kind: 'connect', initiatorQpn: qr.qpn, responderQpn: qi.qpn, nonce: 0 })));
     await new Promise((r) => setTimeout(r, 100));
     const early = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 5000 });
     await new Promise((r) => setTimeout(r, 1500));
@@ -208,14 +205,14 @@ describe('tcp QP-to-QP connect with a secret: the edges', () => {
     const r = await Promise.allSettled([early, late]);
     expect(accepted(s.got)).toBe(false);
     expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 
-  it.each([false, true, false, true, false, true])('a responder that connects 1.5 s before its initiator pairs with it (secret: %s)', async (withSecret) => {
-    const { ini, resp, qi, qr } = await pair();
+  it.for([false, true, false, true, false, true])('a responder that connects 1.5 s before its initiator pairs with it (secret: %s)', async (withSecret, { expect, onTestFinished: fin }) => {
+    const { ini, resp, qi, qr } = await pair(fin);
     const secret = withSecret ? { secret: new Uint8Array(randomBytes(32)) } : {};
     const early = qr.connect({ address: ini.address, qpn: qi.qpn, timeoutMs: 5000, ...secret });
     await new Promise((r) => setTimeout(r, 1500));
     const late = qi.connect({ address: resp.address, qpn: qr.qpn, timeoutMs: 5000, ...secret });
     expect((await Promise.allSettled([early, late])).map((x) => x.status)).toEqual(['fulfilled', 'fulfilled']);
-  }, 20_000);
+  });
 });

@@ -3,7 +3,7 @@
 // today, by the thread each QP is on: docs/nic.md, "Limits of this step". The cases marked
 // `fails` are that limit, pinned: a fix that hands thread 0's traffic for another thread's QP
 // to that thread (and its answers out through thread 0's socket) turns them into plain cases.
-import { describe, expect, it } from 'vitest';
+import { describe, type ExpectStatic, it } from 'vitest';
 import { Access, type CompletionQueue, type Device, Opcode, openDevice, type ProtectionDomain, type QueuePair, WcStatus } from '../../src/index.js';
 import { startTcpProxy } from '../fuzz/tcp-proxy.js';
 import { startUdpRelay } from '../relay.js';
@@ -24,7 +24,7 @@ function onThread(pd: ProtectionDomain, cq: CompletionQueue, k: number): QueuePa
 }
 
 /** a's QP on thread ka writes 4 KiB to b's QP on thread kb, a reaching b through a one-port relay (udp) or proxy (tcp). */
-async function writeThroughRelay(transport: 'udp' | 'tcp', ka: number, kb: number): Promise<void> {
+async function writeThroughRelay(expect: ExpectStatic, transport: 'udp' | 'tcp', ka: number, kb: number): Promise<void> {
   const devs: Device[] = [];
   const a = await openDevice({ transport, host: '127.0.0.1', port: 0, workers: 2 });
   devs.push(a);
@@ -52,18 +52,20 @@ async function writeThroughRelay(transport: 'udp' | 'tcp', ka: number, kb: numbe
   }
 }
 
-describe('raw rc QPs through a one-port relay, workers: 2 on both devices', () => {
-  it.each(['udp', 'tcp'] as const)('%s: both QPs on thread 0 meet', { timeout: 20_000 }, async (t) => {
-    await writeThroughRelay(t, 0, 0);
+// Concurrent: each case has devices and a relay of its own, and most of a failing case is its
+// connect's deadline; each asserts with its context's expect.
+describe.concurrent('raw rc QPs through a one-port relay, workers: 2 on both devices', () => {
+  it.for(['udp', 'tcp'] as const)('%s: both QPs on thread 0 meet', { timeout: 20_000 }, async (t, { expect }) => {
+    await writeThroughRelay(expect, t, 0, 0);
   });
   // The limit. udp: b's thread 0 takes the datagrams for a QP it does not own, and a's thread 1
   // sends from its own port, which the relay maps to another upstream socket. tcp: the connection
   // either side dials lands on the other's thread 0; with one QP on thread 0 and one on thread 1
   // whether they meet depends on which side's dial survives (their ports and random nonces
   // decide, connector.ts), so only the pair that never meets is pinned.
-  it.fails.each([
+  it.fails.for([
     ['udp', 1, 0], ['udp', 0, 1], ['udp', 1, 1], ['tcp', 1, 1],
-  ] as const)('%s: a on thread %i, b on thread %i do not meet yet', { timeout: 20_000 }, async (t, ka, kb) => {
-    await writeThroughRelay(t, ka, kb);
+  ] as const)('%s: a on thread %i, b on thread %i do not meet yet', { timeout: 20_000 }, async ([t, ka, kb], { expect }) => {
+    await writeThroughRelay(expect, t, ka, kb);
   });
 });
