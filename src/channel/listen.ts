@@ -247,13 +247,15 @@ export async function connectChannel(dev: Device, address: DeviceAddress, opts: 
   } catch (e) {
     // The channel may have failed first (its peer broke the protocol before the connect was
     // through: tearing it down destroyed the QP, and the connect says only that): its cause wins.
+    // Not a close: a refused or failed connect flushes the receives the channel had posted, and
+    // that flush is the connect's consequence, not its cause (no listener is ERR_UNREACHABLE).
     const first = ch?.failure;
     if (ch) ch.abort(`connect failed: ${(e as Error).message}`);
     else {
       if (reserved) hub.unreserve(reserved);
       hub.returnPd(pd);
     }
-    throw first ?? e;
+    throw first && first.code !== ErrorCode.Closed ? first : e;
   }
 }
 

@@ -397,6 +397,8 @@ async function openDedupChannel(c: DedupClientSide): Promise<Channel> {
  */
 async function keyAndChannel(c: DedupClientSide): Promise<[Negotiated, Channel]> {
   const opening = openDedupChannel(c);
+  // Observed now: a connect that fails before the key comes is thrown below, not left unhandled.
+  opening.catch(() => undefined);
   try {
     const neg = await c.negotiate();
     return [neg, await opening];

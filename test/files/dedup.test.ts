@@ -172,7 +172,7 @@ describe('put --dedup / get --dedup (rsync over RDMA)', () => {
     expect(sha(fs.readFileSync(join(local, 'd')))).toBe(sha(v2));
   });
 
-  it('get --dedup reads and ingests the local copy while it negotiates the channel\'s key (before the channel exists)', async () => {
+  it('get --dedup reads and ingests the local copy while it negotiates the channel\'s key (as the channel connects)', async () => {
     const dev = await openDevice({ transport: 'tcp', host: '127.0.0.1', port: 0 });
     cleanup.push(() => dev.close());
     const local = new Uint8Array(randomBytes(2 << 20));
