@@ -343,14 +343,13 @@ export class ChunkStore {
       if (o.reference && o.inPlace) this.#inPlace.set(scope, bytes);
       const limit = { avail: whole ? bytes.length : 0, done: whole };
       const progress = whole ? undefined : src.progress[Symbol.asyncIterator]();
-      const pos = { chunked: 0 };
-      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr, pos);
+      // The steps move f.chunked as they go (fillProgress reads it).
+      const steps = this.#ingestSteps(scope, bytes, limit, cdc, o, FILL_STEP, whole ? undefined : src.addr, f);
       let held = 0;
       try {
         for (let r = steps.next(); !r.done; r = steps.next()) {
           if (r.value >= 0) {
             held += r.value;
-            f.chunked = pos.chunked;
             for (const w of f.watchers) w();
             await new Promise<void>((resolve) => setImmediate(resolve));
           } else {
