@@ -9,12 +9,12 @@
 // QP on completion (before the completion is built, so the completion can grant it again) unless
 // the credit target was lowered, in which case it is retired.
 import { FILE_DIR_ENTRY, FILE_SLOT_BYTES, FileAccess, FileFlag, FileOp, FileStatus } from '../wire/files-spec.js';
-import { connectionServerProof } from './auth.js';
+import { authenticateFirst, terminalStatus } from './server-auth.js';
 import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, decodeBody, decodeHeader, encodeToBytes } from './messages.js';
 import { checkPath } from './paths.js';
 import type { Session, SessionTable } from './sessions.js';
-import { CLIENT_OPS, type OpenFile, type Outbound, type Req, authResponseFields, openAccessRefused, stagingWrites, writePastSafeEnd } from './server-requests.js';
+import { CLIENT_OPS, type OpenFile, type Outbound, type Req, openAccessRefused, stagingWrites, writePastSafeEnd } from './server-requests.js';
 import type { FsOp, FsResult, ServerAction, ServerCounters, ServerLimits } from './server-types.js';
 
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
@@ -136,40 +136,16 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
   }
 
   #authenticate(recvId: number, hdr: FileHeader, b: Uint8Array, now: number): void {
-    if (hdr.opcode !== FileOp.AuthenticateRequest) {
-      this.counters.beforeAuth++;
-      this.#release(recvId);
-      return this.#terminate(FileStatus.NotAuthenticated, `${hdr.opcode} before authentication`, true);
-    }
-    const d = decodeBody(hdr, b);
-    if (!d.ok || d.value.op !== FileOp.AuthenticateRequest) {
-      this.counters.malformed++;
-      this.counters.authFailed++;
-      this.#release(recvId);
-      return this.#terminate(FileStatus.Malformed, 'malformed AuthenticateRequest', true);
-    }
-    const a = d.value;
-    const r = this.#sessions.authenticate(a, now);
+    const r = authenticateFirst(hdr, b, now, { sessions: this.#sessions, counters: this.counters, limits: this.limits, conn: this });
     if (!r.ok) {
-      this.counters.authFailed++;
       this.#release(recvId);
       return this.#terminate(r.status, r.why, true);
     }
-    if (a.statusSlots === 0 || a.statusRkey === 0 && a.statusAddr === 0) {
-      this.counters.authFailed++;
-      this.#release(recvId);
-      return this.#terminate(FileStatus.InvalidParameter, 'no status area', true);
-    }
-    if (!this.#sessions.bind(r.session, this)) {
-      this.#release(recvId);
-      return this.#terminate(FileStatus.SessionLimit, 'too many connections in this session', true);
-    }
-    this.counters.authenticated++;
     this.session = r.session;
     this.state = 'bound';
-    this.#statusAddr = a.statusAddr;
-    this.#statusRkey = a.statusRkey;
-    this.#statusSlots = a.statusSlots;
+    this.#statusAddr = r.statusAddr;
+    this.#statusRkey = r.statusRkey;
+    this.#statusSlots = r.statusSlots;
     this.#actions.push({ kind: 'bound', session: r.session });
     // The connection's memory only now (an unauthenticated peer costs one small receive), then
     // the receives, then the answers that grant them.
@@ -177,9 +153,7 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
     this.#release(recvId);
     this.#actions.push({ kind: 'post', n: this.credits.target + RESERVE });
     this.credits.posted += this.credits.target + RESERVE;
-    const { resp, params } = authResponseFields(this.limits);
-    const mac = connectionServerProof(r.kAuth, a.nonce, params);
-    this.#queueSend(FileOp.AuthenticateResponse, 0, 0, { op: FileOp.AuthenticateResponse, ...resp, mac, params });
+    this.#queueSend(FileOp.AuthenticateResponse, 0, 0, r.answer);
     this.#queueSend(FileOp.StatusResponse, 0, 0, { op: FileOp.StatusResponse, status: FileStatus.Success, aux: 0, value: 0 });
     this.#after();
   }
@@ -557,11 +531,7 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
     // A last StatusResponse with the Terminate flag when a credit allows it: the client learns why.
     if (tell && this.credits.send > 0) {
       this.credits.send--;
-      this.#actions.push({
-        kind: 'send', last: true,
-        bytes: encodeToBytes({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
-          { op: FileOp.StatusResponse, status, aux: 0, value: 0 }),
-      });
+      this.#actions.push({ kind: 'send', last: true, bytes: terminalStatus(status) });
     }
     this.#actions.push({ kind: 'terminate', reason, status });
     this.close();

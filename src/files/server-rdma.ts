@@ -1,0 +1,397 @@
+// The RDMA connections of the file server (./server.ts): the cm listener of each device, which
+// connections get in (./admission.ts, with the preauth receive pool), and the shell that carries
+// out each connection's core actions (./server-core.ts, ./server-conn.ts) with the verbs API and
+// node:fs through the jail.
+import { peerDeadline } from '../core/deadline.js';
+import { performance } from 'node:perf_hooks';
+// The verbs and cm API (what src/index.ts exports), from their modules: the file service sits above cm and verbs.
+import { type CmListener, connectionInfo, listen } from '../cm/index.js';
+import { Access, Opcode, WcOpcode, WcStatus } from '../core/enums.js';
+import { listenerRefusal } from '../core/errors.js';
+import type { WorkCompletion } from '../core/work.js';
+import type { CompletionQueue } from '../verbs/cq.js';
+import { driveCq } from '../verbs/cq-driver.js';
+import type { Device } from '../verbs/device.js';
+import type { MemoryRegion } from '../verbs/mr.js';
+import type { ProtectionDomain } from '../verbs/pd.js';
+import type { QueuePair } from '../verbs/qp.js';
+import { FILE_CM_REJECTS, FILE_SERVICE } from '../wire/files-spec.js';
+import { RESERVE } from './credits.js';
+import { type Jail, statusOf } from './jail.js';
+import { Conn, TERMINAL_WR } from './server-conn.js';
+import type { OpenFileBudget } from './open-files.js';
+import { type DeviceAddress, hostKey } from '../core/address.js';
+import { Admission } from './admission.js';
+import { type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits } from './server-core.js';
+import type { SessionTable } from './sessions.js';
+
+/**
+ * RDMA connections of one source host, authenticated or not (ServeOptions.maxConnectionsPerHost):
+ * a quarter of maxConnections' default 64, as sessions.maxSessionsPerHost is of maxSessions, and a
+ * FileClient holds one connection per session — so one host's 16 clients fit, and one token
+ * holder needs four hosts to fill the server.
+ */
+export const DEFAULT_CONNECTIONS_PER_HOST = 16;
+
+/** The source host a connection from `peer` counts against (an inproc device is a host of its own). */
+const sourceHost = (peer: DeviceAddress | undefined): string => hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
+
+/** What the connections share with the rest of the server. */
+export interface RdmaContext {
+  readonly jail: Jail;
+  readonly sessions: SessionTable;
+  readonly counters: ServerCounters;
+  readonly openFiles: OpenFileBudget;
+  /** The server is closing: no new connection gets in. */
+  closing(): boolean;
+}
+
+/** The bounds on RDMA connections (ServeOptions of the same names, with their defaults). */
+export interface RdmaBounds {
+  maxConnections: number;
+  maxUnauthenticated: number;
+  maxUnauthenticatedPerHost: number;
+  maxConnectionsPerHost: number;
+}
+
+export class RdmaConnections {
+  readonly #ctx: RdmaContext;
+  /** Sources of the RDMA connections, and which of them have not authenticated yet. */
+  readonly #admission: Admission<Conn>;
+  readonly #conns = new Map<QueuePair, Conn>();
+  readonly #byCore = new Map<ServerConnection, Conn>();
+  readonly #byQpn = new Map<Device, Map<number, Conn>>();
+  readonly #preauth = new Map<Device, { mr: MemoryRegion; free: number[] }>();
+  #connectionsRefused = 0;
+  readonly #maxConnections: number;
+  readonly #limitsByDev = new Map<Device, ServerLimits>();
+
+  constructor(ctx: RdmaContext, b: RdmaBounds) {
+    this.#ctx = ctx;
+    this.#maxConnections = b.maxConnections;
+    this.#admission = new Admission<Conn>({
+      max: b.maxConnections, maxUnauthenticated: b.maxUnauthenticated, maxUnauthenticatedPerHost: b.maxUnauthenticatedPerHost, maxPerHost: b.maxConnectionsPerHost,
+    });
+  }
+
+  /** Connections now (authenticated or not, and those still going away). */
+  get size(): number {
+    return this.#conns.size;
+  }
+
+  /** Listen for file-service connections on `dev`, whose connections run under `L`. */
+  listen(dev: Device, L: ServerLimits): CmListener {
+    const pd = dev.allocPd();
+    this.#limitsByDev.set(dev, L);
+    const maxSendWr = L.credits + L.rwDepth * L.maxVectors + 8;
+    const maxRecvWr = L.credits + RESERVE + 2;
+    const cq = dev.createCq({ depth: this.#maxConnections * (maxSendWr + maxRecvWr) + 64 });
+    this.#byQpn.set(dev, new Map());
+    const slots = this.#maxConnections;
+    this.#preauth.set(dev, { mr: pd.regMr(slots * PREAUTH_RECEIVE, Access.LocalWrite), free: Array.from({ length: slots }, (_, i) => slots - 1 - i) });
+    const listener = listen(dev, {
+      pd, service: FILE_SERVICE, backlog: 16,
+      qpInit: { sendCq: cq, recvCq: cq, maxSendWr, maxRecvWr, maxSge: 2, maxInline: 512, timeoutMs: 8000 },
+      setup: (qp, r) => this.#setup(dev, pd, qp, r?.peer),
+    });
+    void (async () => {
+      for await (const qp of listener) {
+        // The QP is connected (its Conn was made in setup): now its source is known.
+        const c = this.#conns.get(qp);
+        if (!c) qp.destroy();
+        else this.#admit(c);
+      }
+    })().catch(() => {});
+    void this.#cqLoop(dev, cq);
+    return listener;
+  }
+
+  /**
+   * Count a connected QP against its source: an unauthenticated one past the caps closes the
+   * oldest unauthenticated one of the source holding the most (./admission.ts). One whose source
+   * holds maxConnectionsPerHost authenticated connections is refused, never one of those closed:
+   * an honest client holds its connection, busy or idle, for as long as it is connected.
+   */
+  #admit(c: Conn): void {
+    // The address the connection came from, as cm saw it.
+    const host = sourceHost(connectionInfo(c.qp)?.peer);
+    if (c.destroyed) return;
+    const a = c.core.state !== 'authenticating' ? this.#admission.enter(c, host) : this.#admission.admit(c, host);
+    if (!a.ok) {
+      this.#connectionsRefused++;
+      return this.#teardown(c);
+    }
+    for (const old of a.evict) this.#teardown(old);
+  }
+
+  #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair, peer: DeviceAddress | undefined): void {
+    const pre = this.#preauth.get(dev)!;
+    // Past the bounds with only authenticated connections to make room of: refused before a QP
+    // connects (a lookup of the source's count), with a reason the client turns into
+    // ERR_FILE_SESSION_LIMIT. #admit still refuses the rare one that got past here while another
+    // of its host authenticated, by teardown.
+    if (!this.#ctx.closing() && peer) {
+      const why = this.#admission.refuseNew(sourceHost(peer));
+      if (why) {
+        this.#connectionsRefused++;
+        throw listenerRefusal(FILE_CM_REJECTS[why === 'host' ? 0 : 1].reason);
+      }
+    }
+    // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
+    if (!this.#ctx.closing() && this.#conns.size >= this.#maxConnections) {
+      const old = this.#admission.evictOne();
+      if (old) this.#teardown(old);
+    }
+    const slot = this.#ctx.closing() ? undefined : pre.free.pop();
+    if (slot === undefined || this.#conns.size >= this.#maxConnections) {
+      if (slot !== undefined) pre.free.push(slot);
+      this.#connectionsRefused++;
+      throw listenerRefusal(FILE_CM_REJECTS[1].reason);
+    }
+    const c = new Conn(this.#ctx, pd, qp, slot, this.#limitsByDev.get(dev)!);
+    this.#conns.set(qp, c);
+    this.#byCore.set(c.core, c);
+    this.#byQpn.get(dev)!.set(qp.qpn, c);
+    // The one small receive for the AuthenticateRequest (recvId 0).
+    qp.postRecv({ wrId: 0, sgList: [{ addr: pre.mr.addr + slot * PREAUTH_RECEIVE, length: PREAUTH_RECEIVE, lkey: pre.mr.lkey }] });
+    // A peer deadline: after a stall of this process the AuthenticateRequest that came in time
+    // is read before the connection is timed out.
+    c.timer = peerDeadline(c.limits.authTimeoutMs + 5, () => {
+      c.core.handleTimeout(performance.now() + 10);
+      this.#run(c);
+    });
+  }
+
+  /** The connections' completions; each connection touched runs its core once the CQ is drained. */
+  #cqLoop(dev: Device, cq: CompletionQueue): Promise<void> {
+    const byQpn = this.#byQpn.get(dev)!;
+    const touched = new Set<Conn>();
+    return driveCq(cq, 256, {
+      onBatch: (wcs) => {
+        for (const wc of wcs) {
+          const c = byQpn.get(wc.qpn);
+          if (!c || c.destroyed) continue;
+          this.#onWc(c, wc);
+          touched.add(c);
+        }
+      },
+      afterDrain: () => {
+        for (const c of touched) this.#run(c);
+        touched.clear();
+      },
+      // The device closed (the server's close); anything else leaves the connections unserved:
+      // tear them down so their clients fail instead of waiting.
+      onEnd: () => {
+        if (!this.#ctx.closing()) for (const c of [...byQpn.values()]) this.#teardown(c);
+      },
+    });
+  }
+
+  #onWc(c: Conn, wc: WorkCompletion): void {
+    if (wc.status !== WcStatus.Success) {
+      // A receive in error that is not a flush: the peer sent what no posted buffer holds (a Send
+      // longer than maxReceiveSize) or broke the QP under it. Counted; the QP is in ERROR.
+      if ((wc.opcode === WcOpcode.Recv || wc.opcode === WcOpcode.RecvRdmaWithImm) && wc.status !== WcStatus.WrFlushErr) this.#ctx.counters.receiveErrors++;
+      if (wc.wrId === TERMINAL_WR) return this.#destroy(c);
+      // The QP is in ERROR (peer gone, retries exhausted, a bad sink): the connection is over.
+      if (!c.terminating) c.core.close();
+      return;
+    }
+    if (wc.opcode === WcOpcode.Recv) {
+      const id = Number(wc.wrId);
+      const view = this.#recvView(c, id);
+      if (!view) return;
+      c.core.handleReceive(id, view.subarray(0, wc.byteLen), performance.now());
+    } else if (wc.wrId === TERMINAL_WR) {
+      this.#destroy(c);
+    } else if (wc.opcode === WcOpcode.RdmaWrite) {
+      c.core.handleWriteDone(Number(wc.wrId), performance.now());
+    }
+  }
+
+  #recvView(c: Conn, id: number): Uint8Array | undefined {
+    if (id === 0) {
+      const pre = this.#preauth.get(c.pd.device)!;
+      return pre.mr.buffer.subarray(c.preauthSlot * PREAUTH_RECEIVE, (c.preauthSlot + 1) * PREAUTH_RECEIVE);
+    }
+    const b = c.bufs.get(id);
+    return b ? b.mr.buffer.subarray(b.off, b.off + b.length) : undefined;
+  }
+
+  /** Carry out the core's actions. */
+  #run(c: Conn): void {
+    for (let a = c.core.pollAction(); a; a = c.core.pollAction()) {
+      // With the QP gone only the file system and the bookkeeping still matter.
+      if (c.destroyed && (a.kind === 'post' || a.kind === 'repost' || a.kind === 'send' || a.kind === 'block' || a.kind === 'write' || a.kind === 'provision')) continue;
+      try {
+        this.#act(c, a);
+      } catch {
+        // A verbs call refused (a full queue, the QP in ERROR): the connection cannot go on.
+        if (!c.core.state.startsWith('clos')) c.core.close();
+        this.#destroyQp(c);
+      }
+    }
+  }
+
+  #act(c: Conn, a: ServerAction): void {
+    const qp = c.qp;
+    switch (a.kind) {
+      case 'provision':
+        return c.provision();
+      case 'post':
+        for (let i = 0; i < a.n; i++) c.postBuf(c.takeBuf());
+        return;
+      case 'repost':
+        return c.postBuf(a.recvId);
+      case 'retire':
+        if (a.recvId === 0) {
+          // Kept until the connection is freed unless it bound: the refusal of an
+          // unauthenticated one is sent from this slot (no region registered for it).
+          if (!c.bound) return;
+          this.#preauth.get(c.pd.device)!.free.push(c.preauthSlot);
+          c.preauthSlot = -1;
+        } else c.freeBufs.push(a.recvId);
+        return;
+      case 'send': {
+        let sge: { addr: number; length: number; lkey: number };
+        if (!c.scratch && !c.bound && c.preauthSlot >= 0 && a.bytes.length <= PREAUTH_RECEIVE) {
+          // Before authentication the only Send is a refusal, after the one receive completed.
+          const pre = this.#preauth.get(c.pd.device)!;
+          pre.mr.buffer.set(a.bytes, c.preauthSlot * PREAUTH_RECEIVE);
+          sge = { addr: pre.mr.addr + c.preauthSlot * PREAUTH_RECEIVE, length: a.bytes.length, lkey: pre.mr.lkey };
+        } else {
+          const s = c.scratch ?? c.provisionScratch();
+          s.buffer.set(a.bytes, 0);
+          sge = { addr: s.addr, length: a.bytes.length, lkey: s.lkey };
+        }
+        qp.postSend({ wrId: a.last ? TERMINAL_WR : 0, opcode: Opcode.Send, sgList: [sge], signaled: a.last === true });
+        return;
+      }
+      case 'block': {
+        const s = c.scratch!;
+        s.buffer.set(a.bytes, 0);
+        qp.postSend({
+          wrId: 0, opcode: a.imm !== undefined ? Opcode.RdmaWriteWithImm : Opcode.RdmaWrite, sgList: [{ addr: s.addr, length: a.bytes.length, lkey: s.lkey }],
+          remoteAddr: a.remoteAddr, rkey: a.rkey, signaled: false, ...(a.imm !== undefined ? { imm: a.imm } : {}),
+        });
+        return;
+      }
+      case 'write': {
+        const st = c.stagingMr();
+        qp.postSend({
+          wrId: a.token, opcode: Opcode.RdmaWrite, sgList: [{ addr: st.addr + a.staging * c.limits.maxReadWriteSize + a.at, length: a.length, lkey: st.lkey }],
+          remoteAddr: a.remoteAddr, rkey: a.rkey,
+        });
+        return;
+      }
+      case 'fs':
+        void this.#fs(c, a.token, a.work);
+        return;
+      case 'terminate':
+        c.terminating = true;
+        // Destroyed when the terminal StatusResponse completes, or now if none was sent.
+        setTimeout(() => this.#destroy(c), 1000).unref();
+        return;
+      case 'bound':
+        c.bound = true;
+        this.#admission.authenticated(c);
+        return;
+      case 'released':
+        // A terminal StatusResponse may still be on its way: free once the QP has gone (its
+        // completion, or the terminate timer).
+        if (c.terminating && !c.destroyed) {
+          c.freeOnDestroy = true;
+          return;
+        }
+        return this.#free(c);
+    }
+  }
+
+  async #fs(c: Conn, token: number, w: FsOp): Promise<void> {
+    let r: FsResult;
+    try {
+      r = await c.doFs(this.#ctx.jail, w);
+    } catch (e) {
+      r = { status: statusOf(e) };
+    }
+    // Even for a connection being torn down: the core closes what a late open opened.
+    c.core.handleFsDone(token, r, performance.now());
+    this.#run(c);
+  }
+
+  /** The session's pipe closed: tear down the connection of `core` (false: not one of these). */
+  teardownCore(core: unknown): boolean {
+    const c = this.#byCore.get(core as ServerConnection);
+    if (c) this.#teardown(c);
+    return c !== undefined;
+  }
+
+  /** The session's pipe closed, or the server closes: tear the connection down. */
+  #teardown(c: Conn): void {
+    c.core.close();
+    this.#run(c);
+    if (!c.terminating) {
+      c.terminating = true;
+      // No message can be sent on its behalf any more: the QP goes now.
+      this.#destroyQp(c);
+    }
+  }
+
+  #destroyQp(c: Conn): void {
+    if (c.destroyed) return;
+    c.destroyed = true;
+    c.timer?.clear();
+    try {
+      c.qp.destroy();
+    } catch {
+      // already gone with the device
+    }
+    this.#byQpn.get(c.pd.device)?.delete(c.qp.qpn);
+  }
+
+  #destroy(c: Conn): void {
+    if (!c.core.state.startsWith('clos')) c.core.close();
+    this.#destroyQp(c);
+    this.#run(c);
+    if (c.freeOnDestroy) this.#free(c);
+  }
+
+  /** Everything the connection held (after its file-system work drained). */
+  #free(c: Conn): void {
+    this.#destroyQp(c);
+    c.release();
+    if (c.preauthSlot >= 0) {
+      this.#preauth.get(c.pd.device)?.free.push(c.preauthSlot);
+      c.preauthSlot = -1;
+    }
+    this.#conns.delete(c.qp);
+    this.#byCore.delete(c.core);
+    this.#admission.remove(c);
+  }
+
+  /** What stats() shows of the connections. */
+  stats(): { liveConnections: number; unauthenticatedConnections: number; connectionsEvicted: number; connectionHostLimit: number; connectionHosts: number; connectionsRefused: number; registeredBytes: number } {
+    let registered = 0;
+    for (const c of this.#conns.values()) registered += c.registered;
+    return {
+      liveConnections: this.#conns.size, unauthenticatedConnections: this.#admission.unauthenticated, connectionsEvicted: this.#admission.counters.evicted,
+      connectionHostLimit: this.#admission.counters.hostRefused, connectionHosts: this.#admission.hosts, connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
+    };
+  }
+
+  /** Lower (or raise back) the credits every bound connection's client may hold (DeltaCredit). */
+  setCredits(n: number): void {
+    for (const c of this.#conns.values()) {
+      c.core.setCreditTarget(n);
+      this.#run(c);
+    }
+  }
+
+  /** The server closes: tear every connection down, let file-system work drain (bounded), free what is left. */
+  async close(): Promise<void> {
+    for (const c of [...this.#conns.values()]) this.#teardown(c);
+    // Let file-system work drain (bounded): connections free themselves when it has.
+    for (let i = 0; i < 200 && this.#conns.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    for (const c of [...this.#conns.values()]) this.#free(c);
+  }
+}
