@@ -35,7 +35,15 @@ export interface AdmissionCounters {
   evicted: number;
 }
 
-export type Admit<T> = { ok: true; evict: T[] } | { ok: false; why: string };
+/**
+ * Which bound an eviction made room under: the source's unauthenticated ones
+ * (maxUnauthenticatedPerHost), the source's total (maxPerHost), all unauthenticated ones
+ * (maxUnauthenticated), the total (max). The server tells the evicted connection (FILE_EVICTIONS).
+ */
+export type EvictWhy = 'hostPending' | 'hostTotal' | 'pending' | 'total';
+
+/** `why[i]`: the bound `evict[i]` was closed under. */
+export type Admit<T> = { ok: true; evict: T[]; why: EvictWhy[] } | { ok: false; why: string };
 
 interface Entry {
   host: string;
@@ -87,7 +95,7 @@ export class Admission<T> {
    * `evict` as there, refused (counted) where its source, or the total, is all authenticated.
    */
   enter(conn: T, host: string): Admit<T> {
-    if (this.#all.has(conn)) return { ok: true, evict: [] };
+    if (this.#all.has(conn)) return { ok: true, evict: [], why: [] };
     return this.#add(conn, host, true);
   }
 
@@ -109,6 +117,11 @@ export class Admission<T> {
   #add(conn: T, host: string, authenticated: boolean): Admit<T> {
     const L = this.limits;
     const evict: T[] = [];
+    const why: EvictWhy[] = [];
+    const out = (w: EvictWhy, from: string): void => {
+      evict.push(this.#evictFrom(from));
+      why.push(w);
+    };
     const h = this.#hosts.get(host);
     if (h && h.n >= L.maxPerHost) {
       if (h.pending.size === 0) {
@@ -116,8 +129,8 @@ export class Admission<T> {
         this.counters.hostRefused++;
         return { ok: false, why: `source ${host} holds ${h.n} connections, the most one source may` };
       }
-      evict.push(this.#evictFrom(host));
-    } else if (!authenticated && h && h.pending.size >= L.maxUnauthenticatedPerHost) evict.push(this.#evictFrom(host));
+      out('hostTotal', host);
+    } else if (!authenticated && h && h.pending.size >= L.maxUnauthenticatedPerHost) out('hostPending', host);
     // Bounded: each turn removes one unauthenticated connection.
     while ((!authenticated && this.#pending >= L.maxUnauthenticated) || this.#all.size >= L.max) {
       const victim = this.#busiest();
@@ -125,7 +138,7 @@ export class Admission<T> {
         this.counters.refused++;
         return { ok: false, why: `${this.#all.size} connections, all authenticated (the most there may be)` };
       }
-      evict.push(this.#evictFrom(victim));
+      out(!authenticated && this.#pending >= L.maxUnauthenticated ? 'pending' : 'total', victim);
     }
     this.#all.set(conn, { host, authenticated });
     let e = this.#hosts.get(host);
@@ -135,7 +148,7 @@ export class Admission<T> {
       e.pending.add(conn);
       this.#pending++;
     }
-    return { ok: true, evict };
+    return { ok: true, evict, why };
   }
 
   /** Drop the oldest unauthenticated connection of the source holding the most, to make room (counted). */

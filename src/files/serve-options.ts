@@ -89,8 +89,12 @@ export interface FileServerStats extends ServerCounters, PipeCounters, SessionCo
   /** RDMA connections not yet authenticated, now; pipes likewise. */
   unauthenticatedConnections: number;
   unauthenticatedPipes: number;
-  /** Unauthenticated RDMA connections closed to make room for a newer one. */
+  /** Unauthenticated RDMA connections closed to make room for a newer one (then told why: evictionsTold, evictionsUntold, or cut: evictionsCut). */
   connectionsEvicted: number;
+  /** Evicted RDMA connections waiting now for a message to answer with why (at most maxUnauthenticated, 2 s each). */
+  evictionsWaiting: number;
+  /** Evicted RDMA connections destroyed at once, untold: maxUnauthenticated were waiting already. */
+  evictionsCut: number;
   /** RDMA connections refused because their source host held maxConnectionsPerHost authenticated ones (also in connectionsRefused). */
   connectionHostLimit: number;
   /** Source hosts holding an RDMA connection now (each at most maxConnectionsPerHost). */

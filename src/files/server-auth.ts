@@ -50,8 +50,8 @@ export function authenticateFirst(hdr: FileHeader, b: Uint8Array, now: number, o
   };
 }
 
-/** A StatusResponse(`status`, Terminate): the last message of a connection, granting nothing. */
-export function terminalStatus(status: number): Uint8Array {
+/** A StatusResponse(`status`, Terminate): the last message of a connection, granting nothing; `aux`: an eviction's code (FILE_EVICTIONS). */
+export function terminalStatus(status: number, aux = 0): Uint8Array {
   return encodeToBytes({ opcode: FileOp.StatusResponse, flags: FileFlag.Terminate, creditsRequested: 0, creditsGranted: 0, slot: 0, requestId: 0, info: 0 },
-    { op: FileOp.StatusResponse, status, aux: 0, value: 0 });
+    { op: FileOp.StatusResponse, status, aux, value: 0 });
 }

@@ -52,6 +52,8 @@ export class Conn {
   freeOnDestroy = false;
   /** Authenticated and bound to a session. */
   bound = false;
+  /** Closed for a newer connection before it authenticated, and waiting to be told why (it counts against no bound). */
+  waiting = false;
   /** The server's open files, all connections: each of `files` holds one of it until its close has finished. */
   readonly #budget: OpenFileBudget;
 

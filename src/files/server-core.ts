@@ -48,6 +48,8 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
   readonly #writesInFlight = new Map<number, number>();
   readonly #stagingUse = new Map<number, number>();
   #smallRecv: number | undefined;
+  /** Closed for a newer connection before authenticating (evict): the code its refusal carries, and until when it waits for a message to answer. */
+  #evicted: { aux: number; until: number } | undefined;
 
   constructor(o: { limits: ServerLimits; sessions: SessionTable; counters: ServerCounters; now: number; preauthRecvId: number }) {
     this.limits = o.limits;
@@ -70,10 +72,14 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
 
   /** The login deadline while the connection authenticates. */
   pollTimeout(): number | undefined {
-    return this.state === 'authenticating' ? this.#authDeadline : undefined;
+    return this.state === 'authenticating' ? this.#evicted?.until ?? this.#authDeadline : undefined;
   }
 
   handleTimeout(now: number): void {
+    if (this.state === 'authenticating' && this.#evicted && now >= this.#evicted.until) {
+      this.counters.evictionsUntold++;
+      return this.#terminate(FileStatus.SessionLimit, 'closed for a newer connection; nothing came to answer', false);
+    }
     if (this.state === 'authenticating' && now >= this.#authDeadline) {
       this.counters.authTimeouts++;
       this.#terminate(FileStatus.NotAuthenticated, 'no AuthenticateRequest in time', false);
@@ -99,12 +105,20 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
       this.counters.malformed++;
       this.#release(recvId);
       // Before authentication that was its one receive: it can no longer authenticate, so it goes.
+      if (this.#evicted) this.counters.evictionsUntold++;
       if (this.state === 'authenticating') return this.#terminate(FileStatus.Malformed, 'a malformed message before authentication', true);
       return this.#after();
     }
     const hdr = h.value;
     this.credits.granted(hdr.creditsGranted);
     this.credits.peerTarget = hdr.creditsRequested;
+    if (this.#evicted) {
+      // Its header granted the credit the refusal needs (an honest client's always does).
+      if (this.credits.send > 0) this.counters.evictionsTold++;
+      else this.counters.evictionsUntold++;
+      this.#release(recvId);
+      return this.#terminate(FileStatus.SessionLimit, 'closed for a newer connection before it authenticated', true, this.#evicted.aux);
+    }
     if (this.state === 'authenticating') return this.#authenticate(recvId, hdr, b, now);
 
     if (hdr.opcode === FileOp.Credit || hdr.opcode === FileOp.Cancel || hdr.opcode === FileOp.InterruptRequest) {
@@ -525,13 +539,25 @@ export class ServerConnection implements PollsActions<ServerAction>, HasTimeout 
     if (this.state === 'closing') this.#maybeReleased();
   }
 
-  #terminate(status: number, reason: string, tell: boolean): void {
+  /**
+   * Close the connection, not yet authenticated, for a newer one (the server's admission, its
+   * flood defence). It holds no credit to be told with, and the client may not receive a message
+   * it granted none for: it waits until `until` (at most its login deadline) for its
+   * AuthenticateRequest, whose header grants one, and is answered StatusResponse(SessionLimit,
+   * Terminate) with `aux` (FILE_EVICTIONS' code) instead of being authenticated.
+   */
+  evict(aux: number, until: number): void {
+    if (this.state !== 'authenticating' || this.#evicted) return;
+    this.#evicted = { aux, until: Math.min(until, this.#authDeadline) };
+  }
+
+  #terminate(status: number, reason: string, tell: boolean, aux = 0): void {
     if (this.state === 'closing' || this.state === 'closed') return;
     this.counters.terminated++;
     // A last StatusResponse with the Terminate flag when a credit allows it: the client learns why.
     if (tell && this.credits.send > 0) {
       this.credits.send--;
-      this.#actions.push({ kind: 'send', last: true, bytes: terminalStatus(status) });
+      this.#actions.push({ kind: 'send', last: true, bytes: terminalStatus(status, aux) });
     }
     this.#actions.push({ kind: 'terminate', reason, status });
     this.close();

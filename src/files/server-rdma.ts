@@ -15,13 +15,13 @@ import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FILE_CM_REJECTS, FILE_SERVICE } from '../wire/files-spec.js';
+import { FILE_CM_REJECTS, FILE_EVICTIONS, FILE_SERVICE } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { type Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
 import type { OpenFileBudget } from './open-files.js';
 import { type DeviceAddress, hostKey } from '../core/address.js';
-import { Admission } from './admission.js';
+import { Admission, type EvictWhy } from './admission.js';
 import { type FsOp, type FsResult, PREAUTH_RECEIVE, type ServerAction, ServerConnection, type ServerCounters, type ServerLimits } from './server-core.js';
 import type { SessionTable } from './sessions.js';
 
@@ -35,6 +35,15 @@ export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 
 /** The source host a connection from `peer` counts against (an inproc device is a host of its own). */
 const sourceHost = (peer: DeviceAddress | undefined): string => hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
+
+/** The code (FILE_EVICTIONS) an evicted connection is told, by the bound it was closed under. */
+const EVICTION_CODE: Record<EvictWhy, number> = { hostPending: FILE_EVICTIONS[0].code, hostTotal: FILE_EVICTIONS[1].code, pending: FILE_EVICTIONS[2].code, total: FILE_EVICTIONS[3].code };
+
+/**
+ * How long an evicted connection waits for its first message to answer (#evict): an honest
+ * client sends its AuthenticateRequest as soon as its connect completes.
+ */
+export const EVICTED_WAIT_MS = 2000;
 
 /** What the connections share with the rest of the server. */
 export interface RdmaContext {
@@ -64,11 +73,16 @@ export class RdmaConnections {
   readonly #preauth = new Map<Device, { mr: MemoryRegion; free: number[] }>();
   #connectionsRefused = 0;
   readonly #maxConnections: number;
+  /** Evicted connections waiting to be told why (#evict), now and at most; those cut off untold past it. */
+  #waiting = 0;
+  readonly #maxWaiting: number;
+  #evictionsCut = 0;
   readonly #limitsByDev = new Map<Device, ServerLimits>();
 
   constructor(ctx: RdmaContext, b: RdmaBounds) {
     this.#ctx = ctx;
     this.#maxConnections = b.maxConnections;
+    this.#maxWaiting = b.maxUnauthenticated;
     this.#admission = new Admission<Conn>({
       max: b.maxConnections, maxUnauthenticated: b.maxUnauthenticated, maxUnauthenticatedPerHost: b.maxUnauthenticatedPerHost, maxPerHost: b.maxConnectionsPerHost,
     });
@@ -85,9 +99,10 @@ export class RdmaConnections {
     this.#limitsByDev.set(dev, L);
     const maxSendWr = L.credits + L.rwDepth * L.maxVectors + 8;
     const maxRecvWr = L.credits + RESERVE + 2;
-    const cq = dev.createCq({ depth: this.#maxConnections * (maxSendWr + maxRecvWr) + 64 });
+    // The evicted connections waiting to be told hold a receive and a Send each, and a slot.
+    const cq = dev.createCq({ depth: this.#maxConnections * (maxSendWr + maxRecvWr) + this.#maxWaiting * 2 + 64 });
     this.#byQpn.set(dev, new Map());
-    const slots = this.#maxConnections;
+    const slots = this.#maxConnections + this.#maxWaiting;
     this.#preauth.set(dev, { mr: pd.regMr(slots * PREAUTH_RECEIVE, Access.LocalWrite), free: Array.from({ length: slots }, (_, i) => slots - 1 - i) });
     const listener = listen(dev, {
       pd, service: FILE_SERVICE, backlog: 16,
@@ -107,43 +122,80 @@ export class RdmaConnections {
   }
 
   /**
-   * Count a connected QP against its source: an unauthenticated one past the caps closes the
-   * oldest unauthenticated one of the source holding the most (./admission.ts). One whose source
+   * Count a connected QP that setup could not (no peer address then) against its source, as
+   * setup does (#enter); the others are counted already.
+   */
+  #admit(c: Conn): void {
+    if (c.destroyed || c.waiting || this.#admission.has(c)) return;
+    // The address the connection came from, as cm saw it.
+    this.#enter(c, sourceHost(connectionInfo(c.qp)?.peer));
+  }
+
+  /**
+   * Count `c` against its source: an unauthenticated one past the caps closes the oldest
+   * unauthenticated one of the source holding the most (./admission.ts, #evict). One whose source
    * holds maxConnectionsPerHost authenticated connections is refused, never one of those closed:
    * an honest client holds its connection, busy or idle, for as long as it is connected.
    */
-  #admit(c: Conn): void {
-    // The address the connection came from, as cm saw it.
-    const host = sourceHost(connectionInfo(c.qp)?.peer);
-    if (c.destroyed) return;
+  #enter(c: Conn, host: string): void {
     const a = c.core.state !== 'authenticating' ? this.#admission.enter(c, host) : this.#admission.admit(c, host);
     if (!a.ok) {
       this.#connectionsRefused++;
       return this.#teardown(c);
     }
-    for (const old of a.evict) this.#teardown(old);
+    a.evict.forEach((old, i) => this.#evict(old, a.why[i]!));
+  }
+
+  /**
+   * `c` was closed for a newer connection before it authenticated. From now on it counts against
+   * no bound (else eviction would make no room), but it is not cut off untold: its client would
+   * fail with a lost connection for what is the server's bound. It waits, holding its QP and
+   * preauth slot, for its AuthenticateRequest, answered StatusResponse(SessionLimit, Terminate)
+   * with the reason (ServerConnection.evict), or EVICTED_WAIT_MS. Past maxUnauthenticated
+   * waiting at once (a flood), it is cut off at once, untold (evictionsCut).
+   */
+  #evict(c: Conn, why: EvictWhy): void {
+    if (c.destroyed || c.terminating || c.waiting) return;
+    if (this.#waiting >= this.#maxWaiting || this.#ctx.closing()) {
+      this.#evictionsCut++;
+      return this.#teardown(c);
+    }
+    c.waiting = true;
+    this.#waiting++;
+    c.core.evict(EVICTION_CODE[why], performance.now() + EVICTED_WAIT_MS);
+    c.timer?.clear();
+    c.timer = peerDeadline(Math.max(0, (c.core.pollTimeout() ?? 0) - performance.now()) + 5, () => {
+      c.core.handleTimeout(performance.now() + 10);
+      this.#run(c);
+    });
+  }
+
+  /** Connections that count against the bounds: all but the evicted ones waiting to be told. */
+  #live(): number {
+    return this.#conns.size - this.#waiting;
   }
 
   #setup(dev: Device, pd: ProtectionDomain, qp: QueuePair, peer: DeviceAddress | undefined): void {
     const pre = this.#preauth.get(dev)!;
-    // Past the bounds with only authenticated connections to make room of: refused before a QP
-    // connects (a lookup of the source's count), with a reason the client turns into
-    // ERR_FILE_SESSION_LIMIT. #admit still refuses the rare one that got past here while another
-    // of its host authenticated, by teardown.
-    if (!this.#ctx.closing() && peer) {
-      const why = this.#admission.refuseNew(sourceHost(peer));
+    // Admission is decided here, before the QP connects, with nothing in between to change it: a
+    // refusal is the cm's answer, with a reason the client turns into ERR_FILE_SESSION_LIMIT.
+    // (Counted after the connect, a connection that passed this check while another of its host
+    // authenticated was torn down there: its client saw a lost connection.)
+    const host = peer && !this.#ctx.closing() ? sourceHost(peer) : undefined;
+    if (host !== undefined) {
+      const why = this.#admission.refuseNew(host);
       if (why) {
         this.#connectionsRefused++;
         throw listenerRefusal(FILE_CM_REJECTS[why === 'host' ? 0 : 1].reason);
       }
     }
     // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
-    if (!this.#ctx.closing() && this.#conns.size >= this.#maxConnections) {
+    if (!this.#ctx.closing() && this.#live() >= this.#maxConnections) {
       const old = this.#admission.evictOne();
-      if (old) this.#teardown(old);
+      if (old) this.#evict(old, 'total');
     }
     const slot = this.#ctx.closing() ? undefined : pre.free.pop();
-    if (slot === undefined || this.#conns.size >= this.#maxConnections) {
+    if (slot === undefined || this.#live() >= this.#maxConnections) {
       if (slot !== undefined) pre.free.push(slot);
       this.#connectionsRefused++;
       throw listenerRefusal(FILE_CM_REJECTS[1].reason);
@@ -160,6 +212,7 @@ export class RdmaConnections {
       c.core.handleTimeout(performance.now() + 10);
       this.#run(c);
     });
+    if (host !== undefined) this.#enter(c, host);
   }
 
   /** The connections' completions; each connection touched runs its core once the CQ is drained. */
@@ -367,15 +420,23 @@ export class RdmaConnections {
     this.#conns.delete(c.qp);
     this.#byCore.delete(c.core);
     this.#admission.remove(c);
+    if (c.waiting) {
+      c.waiting = false;
+      this.#waiting--;
+    }
   }
 
   /** What stats() shows of the connections. */
-  stats(): { liveConnections: number; unauthenticatedConnections: number; connectionsEvicted: number; connectionHostLimit: number; connectionHosts: number; connectionsRefused: number; registeredBytes: number } {
+  stats(): {
+    liveConnections: number; unauthenticatedConnections: number; connectionsEvicted: number; connectionHostLimit: number; connectionHosts: number; connectionsRefused: number;
+    registeredBytes: number; evictionsWaiting: number; evictionsCut: number;
+  } {
     let registered = 0;
     for (const c of this.#conns.values()) registered += c.registered;
     return {
       liveConnections: this.#conns.size, unauthenticatedConnections: this.#admission.unauthenticated, connectionsEvicted: this.#admission.counters.evicted,
       connectionHostLimit: this.#admission.counters.hostRefused, connectionHosts: this.#admission.hosts, connectionsRefused: this.#connectionsRefused, registeredBytes: registered,
+      evictionsWaiting: this.#waiting, evictionsCut: this.#evictionsCut,
     };
   }
 

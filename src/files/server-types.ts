@@ -64,12 +64,16 @@ export interface ServerCounters {
   terminated: number;
   /** Connections terminated for asking for more answers by Send than they granted credits to send. */
   sendQueueOverruns: number;
+  /** Closed for a newer connection before authenticating, and told why (StatusResponse(SessionLimit, Terminate) answering their first message). */
+  evictionsTold: number;
+  /** Closed for a newer connection before authenticating, untold: no message (or no credit) came to answer in time. */
+  evictionsUntold: number;
 }
 
 export const newServerCounters = (): ServerCounters => ({
   connections: 0, authenticated: 0, authFailed: 0, authTimeouts: 0, beforeAuth: 0, creditOverruns: 0, receiveErrors: 0, malformed: 0, refusedLimit: 0,
   refusedPath: 0, refusedReadOnly: 0, refusedTooManyOpen: 0, refusedHandle: 0, refusedLinked: 0, cancelled: 0, creditsRetired: 0,
-  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0, sendQueueOverruns: 0,
+  grantOnly: 0, interruptRequests: 0, requests: 0, bytesRead: 0, bytesWritten: 0, filesOpened: 0, terminated: 0, sendQueueOverruns: 0, evictionsTold: 0, evictionsUntold: 0,
 });
 
 /** File-system work for the shell; `handle` is the shell's own name for an open file. */

@@ -133,6 +133,20 @@ export const FILE_CM_REJECTS = [
   },
 ] as const;
 
+/**
+ * Why an RDMA connection was closed before it authenticated, to make room for a newer one under
+ * the server's pre-authentication bounds (its flood defence): the server answers the connection's
+ * AuthenticateRequest with StatusResponse(SessionLimit, Terminate) whose `aux` is the code, and the
+ * client fails with ERR_FILE_SESSION_LIMIT "the server refused: <name>; closed before it
+ * authenticated, for a newer connection". `name` is the reason, verbatim.
+ */
+export const FILE_EVICTIONS = [
+  { code: 1, name: 'too many unauthenticated connections from your host (maxUnauthenticatedPerHost)', meaning: 'the source host held maxUnauthenticatedPerHost connections not yet authenticated: its oldest was closed for its newest' },
+  { code: 2, name: FILE_CM_REJECTS[0].reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
+  { code: 3, name: 'too many unauthenticated connections to the server (maxUnauthenticated)', meaning: 'the server held maxUnauthenticated connections not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
+  { code: 4, name: FILE_CM_REJECTS[1].reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
+] as const;
+
 const fileLayout = <F extends string>(l: Omit<LayoutSpec<F>, 'byteOrder' | 'sabre'>): LayoutSpec<F> => layout({ ...l, byteOrder: 'big-endian', sabre: true });
 const u8 = (offset: number, meaning: string): FieldSpec => ({ offset, size: 1, type: 'u8', meaning, ref: 'sabre M6' });
 const u16 = (offset: number, meaning: string): FieldSpec => ({ offset, size: 2, type: 'u16', meaning, ref: 'sabre M6' });
@@ -240,7 +254,7 @@ export const FILE_STATUS_BODY = fileLayout({
   name: 'fileStatus', title: 'File service: status body (StatusResponse, InterruptResponse, and inside a status block)', size: 16, ref: 'sabre M6',
   fields: {
     status: u32(0, 'status code'),
-    aux: u32(4, 'RegisterFile: file id; List: next cookie; else 0'),
+    aux: u32(4, 'RegisterFile: file id; List: next cookie; StatusResponse(SessionLimit, Terminate) before authentication: why it was closed (eviction table); else 0'),
     value: u64(8, 'bytes transferred; RegisterFile: the file size'),
   },
 });

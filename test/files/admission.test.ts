@@ -13,15 +13,15 @@ import { pollAll } from '../../src/core/sans-io.js';
 describe('Admission', () => {
   it('past the per-source cap the source\'s oldest unauthenticated one is evicted; authenticated ones never are', () => {
     const a = new Admission<string>({ max: 10, maxUnauthenticated: 6, maxUnauthenticatedPerHost: 2, maxPerHost: 4 });
-    expect(a.admit('a1', 'A')).toEqual({ ok: true, evict: [] });
-    expect(a.admit('a2', 'A')).toEqual({ ok: true, evict: [] });
-    expect(a.admit('a3', 'A')).toEqual({ ok: true, evict: ['a1'] });
+    expect(a.admit('a1', 'A')).toEqual({ ok: true, evict: [], why: [] });
+    expect(a.admit('a2', 'A')).toEqual({ ok: true, evict: [], why: [] });
+    expect(a.admit('a3', 'A')).toEqual({ ok: true, evict: ['a1'], why: ['hostPending'] });
     a.authenticated('a2');
     a.authenticated('a3');
-    expect(a.admit('a4', 'A')).toEqual({ ok: true, evict: [] });
-    expect(a.admit('a5', 'A')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('a4', 'A')).toEqual({ ok: true, evict: [], why: [] });
+    expect(a.admit('a5', 'A')).toEqual({ ok: true, evict: [], why: [] });
     // A holds 4 (its most): a new one evicts its oldest unauthenticated (a4) …
-    expect(a.admit('a6', 'A')).toEqual({ ok: true, evict: ['a4'] });
+    expect(a.admit('a6', 'A')).toEqual({ ok: true, evict: ['a4'], why: ['hostTotal'] });
     a.authenticated('a5');
     a.authenticated('a6');
     // … and with all four authenticated it is refused.
@@ -34,13 +34,13 @@ describe('Admission', () => {
     a.admit('x1', 'X');
     a.admit('x2', 'X');
     a.admit('y1', 'Y');
-    expect(a.admit('z1', 'Z')).toEqual({ ok: true, evict: ['x1'] });
+    expect(a.admit('z1', 'Z')).toEqual({ ok: true, evict: ['x1'], why: ['pending'] });
     for (const c of ['x2', 'y1', 'z1']) a.authenticated(c);
-    expect(a.admit('w1', 'W')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('w1', 'W')).toEqual({ ok: true, evict: [], why: [] });
     a.authenticated('w1');
     expect(a.admit('v1', 'V')).toMatchObject({ ok: false });
     a.remove('x2');
-    expect(a.admit('v1', 'V')).toEqual({ ok: true, evict: [] });
+    expect(a.admit('v1', 'V')).toEqual({ ok: true, evict: [], why: [] });
     expect(a.size).toBe(4);
     expect(a.hosts).toBe(4);
   });

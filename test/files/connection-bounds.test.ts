@@ -37,15 +37,15 @@ async function bound(port: number, from: string): Promise<{ raw: Raw | undefined
 describe('Admission.enter (no I/O): an already authenticated connection is held to its source\'s cap', () => {
   it('refused (counted as a host refusal) when its source holds maxPerHost authenticated ones; an unauthenticated one of the source makes room', () => {
     const a = new Admission<string>({ max: 10, maxUnauthenticated: 6, maxUnauthenticatedPerHost: 2, maxPerHost: 2 });
-    expect(a.enter('a1', 'A')).toEqual({ ok: true, evict: [] });
-    expect(a.admit('a2', 'A')).toEqual({ ok: true, evict: [] });
+    expect(a.enter('a1', 'A')).toEqual({ ok: true, evict: [], why: [] });
+    expect(a.admit('a2', 'A')).toEqual({ ok: true, evict: [], why: [] });
     // A holds 2: an authenticated newcomer takes the unauthenticated one's place …
-    expect(a.enter('a3', 'A')).toEqual({ ok: true, evict: ['a2'] });
+    expect(a.enter('a3', 'A')).toEqual({ ok: true, evict: ['a2'], why: ['hostTotal'] });
     // … and with both authenticated it is refused, as admit is.
     expect(a.enter('a4', 'A')).toMatchObject({ ok: false });
     expect(a.admit('a5', 'A')).toMatchObject({ ok: false });
     expect(a.counters).toEqual({ refused: 2, hostRefused: 2, evicted: 1 });
-    expect(a.enter('b1', 'B')).toEqual({ ok: true, evict: [] });
+    expect(a.enter('b1', 'B')).toEqual({ ok: true, evict: [], why: [] });
     expect(a.unauthenticated).toBe(0);
     expect(a.hosts).toBe(2);
   });

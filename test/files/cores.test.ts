@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { RESERVE } from '../../src/files/credits.js';
 import { decodeDirEntries } from '../../src/files/dirents.js';
-import { FILE_AUTH_RESP, FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
+import { FILE_AUTH_RESP, FILE_EVICTIONS, FileAccess, FileOp, FileStatus } from '../../src/wire/files-spec.js';
 import { connectionServerProof } from '../../src/files/auth.js';
 import { ClientConnection } from '../../src/files/client-core.js';
 import { writeFields } from '../../src/files/layout.js';
@@ -54,6 +54,33 @@ describe('file service cores: authentication', () => {
     expect(kinds.indexOf('provision')).toBeGreaterThanOrEqual(0);
     expect(kinds.indexOf('provision')).toBeLessThan(kinds.indexOf('post'));
     expect(h.serverRq.length).toBe(h.limits.credits + RESERVE);
+  });
+});
+
+describe('file service cores: a connection closed for a newer one before it authenticated (server evict)', () => {
+  it('its AuthenticateRequest is answered StatusResponse(SessionLimit, Terminate) with the reason\'s code: the client names the bound; the key is not consumed, nothing registered', () => {
+    const h = new Harness();
+    h.server.evict(FILE_EVICTIONS[0].code, h.now + 2000);
+    expect(h.server.pollTimeout()).toBe(h.now + 2000);
+    h.authenticate();
+    expect(h.ready).toBe(false);
+    expect(h.failed).toEqual({
+      code: 'ERR_FILE_SESSION_LIMIT', status: FileStatus.SessionLimit,
+      message: 'the server refused: too many unauthenticated connections from your host (maxUnauthenticatedPerHost); closed before it authenticated, for a newer connection',
+    });
+    expect(h.counters).toMatchObject({ evictionsTold: 1, evictionsUntold: 0, authenticated: 0, authFailed: 0 });
+    expect(h.serverLog.map((a) => a.kind)).not.toContain('provision');
+    expect(h.violations).toEqual([]);
+  });
+
+  it('no message by its deadline (at most its login deadline): it goes untold, counted', () => {
+    const h = new Harness();
+    h.server.evict(FILE_EVICTIONS[3].code, h.now + 10 * h.limits.authTimeoutMs);
+    expect(h.server.pollTimeout()).toBe(h.now + h.limits.authTimeoutMs);
+    h.tick(h.limits.authTimeoutMs);
+    expect(h.counters).toMatchObject({ evictionsTold: 0, evictionsUntold: 1, authTimeouts: 0 });
+    expect(h.serverLog.filter((a) => a.kind === 'send')).toEqual([]);
+    expect(h.serverLog.map((a) => a.kind)).toContain('terminate');
   });
 });
 
