@@ -1,4 +1,4 @@
-// The NIC thread's script as one file: dist/nic/thread.bundle.js, built from the tsc output
+// The NIC thread's script as one file: dist/nic/thread.bundle.cjs, built from the tsc output
 // (dist/nic/thread-main.js and the ~130 modules it reaches), so the code a NIC thread runs is the
 // code the tests ran, only linked ahead of time. Loading 130 ES modules is most of a NIC
 // thread's start (resolving, reading and compiling each one: ~150-250 ms of a ~330 ms start on
@@ -12,4 +12,4 @@ import { join, resolve } from 'node:path';
 import { link } from './link.mjs';
 
 const root = resolve(import.meta.dirname, '..');
-await link(join(root, 'dist/nic/thread-main.js'), join(root, 'dist/nic/thread.bundle.js'));
+await link(join(root, 'dist/nic/thread-main.js'), join(root, 'dist/nic/thread.bundle.cjs'));

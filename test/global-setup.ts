@@ -9,14 +9,14 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** The newest file under dir whose name ends with ext, the linked bundles (*.bundle.js) left out. */
+/** The newest file under dir whose name ends with ext, the linked bundles (*.bundle.cjs) left out. */
 function newest(dir: string, ext: string): number {
   if (!existsSync(dir)) return 0;
   let t = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) t = Math.max(t, newest(p, ext));
-    else if (p.endsWith(ext) && !p.endsWith('.bundle.js')) t = Math.max(t, statSync(p).mtimeMs);
+    else if (p.endsWith(ext) && !p.endsWith('.bundle.cjs')) t = Math.max(t, statSync(p).mtimeMs);
   }
   return t;
 }
@@ -79,7 +79,7 @@ function rebuildStale(): void {
   // package does: relink each whenever tsc has written newer JavaScript, or asc newer bindings
   // (build/sabre.js is linked in too).
   const compiled = Math.max(newest('dist', '.js'), mtime('build/sabre.js'));
-  for (const [bundle, script] of [['dist/nic/thread.bundle.js', 'scripts/bundle-nic.mjs'], ['dist/cli/sabre.bundle.js', 'scripts/bundle-cli.mjs']] as const) {
+  for (const [bundle, script] of [['dist/nic/thread.bundle.cjs', 'scripts/bundle-nic.mjs'], ['dist/cli/sabre.bundle.cjs', 'scripts/bundle-cli.mjs']] as const) {
     if (compiled > mtime(bundle)) execFileSync(process.execPath, [script], { stdio: 'inherit' });
   }
 }

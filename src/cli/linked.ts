@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { mtimeOf, pickLinked } from '../core/linked.js';
 
 /** scripts/bundle-cli.mjs writes it next to run.js. */
-export const CLI_BUNDLE = 'sabre.bundle.js';
+export const CLI_BUNDLE = 'sabre.bundle.cjs';
 /** The module graph's entry: what the bundle is linked from. */
 export const CLI_ENTRY = 'run.js';
 

@@ -15,7 +15,8 @@ const up = parentPort!;
 // event while it blocks.
 process.on('exit', () => markMailboxGone(init.mailbox));
 
-try {
+// A function, not top-level await: the linked form of this script is CommonJS (scripts/link.mjs).
+async function main(): Promise<void> {
   const provider = providerFor(init.transport);
   // The data-plane workers of the inline mode are not started under a NIC thread.
   const shared = init.attach ? await attachShared(init.attach) : undefined;
@@ -35,8 +36,10 @@ try {
     ...(link.mtu !== undefined ? { mtu: link.mtu } : {}), ...(link.integrity !== undefined ? { integrity: link.integrity } : {}),
   };
   up.postMessage(ready);
-} catch (e) {
+}
+
+main().catch((e: unknown) => {
   up.postMessage({ kind: 'failed', error: toWireError(e) } satisfies NicReady);
   init.buffers.close();
   up.close();
-}
+});

@@ -1,7 +1,7 @@
 // Starting a NIC thread: the Worker, its flags and its script, and the wait for its first
 // message (./thread-port.ts opens it).
 import { type MessagePort, Worker } from 'node:worker_threads';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCode, SabreError } from '../core/errors.js';
 import { mtimeOf, pickLinked } from '../core/linked.js';
@@ -30,9 +30,10 @@ function startDeadline(): number {
  */
 export function startNicWorker(script: string, o: { workerData: unknown; transferList: MessagePort[] }): Worker {
   let execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
+  const [entry, how] = workerEntry(script);
   for (let attempt = 0; ; attempt++) {
     try {
-      return new Worker(script, { ...o, execArgv, resourceLimits: NIC_RESOURCE_LIMITS });
+      return new Worker(entry, { ...o, ...how, execArgv, resourceLimits: NIC_RESOURCE_LIMITS });
     } catch (e) {
       if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || attempt === 2) throw e;
       const named = /flags: (.*)$/.exec(String((e as Error).message))?.[1]?.split(', ') ?? [];
@@ -41,6 +42,14 @@ export function startNicWorker(script: string, o: { workerData: unknown; transfe
       execArgv = attempt === 0 && kept.length < execArgv.length ? kept : [];
     }
   }
+}
+
+/**
+ * How a Worker starts `script`: the module graph's entry as itself; the linked bundle (CommonJS,
+ * with its code cache) through ./thread-linked.ts beside it, which is told the bundle's path.
+ */
+function workerEntry(script: string): [string, { argv?: string[] }] {
+  return script.endsWith('.cjs') ? [join(dirname(script), 'thread-linked.js'), { argv: [script] }] : [script, {}];
 }
 
 /**
@@ -68,7 +77,7 @@ export function pickThreadScript(dir: string, mtime: (path: string) => number | 
 }
 
 /** scripts/bundle-nic.mjs writes it next to thread-main.js. */
-export const THREAD_BUNDLE = 'thread.bundle.js';
+export const THREAD_BUNDLE = 'thread.bundle.cjs';
 
 /**
  * The NIC thread's first message (its link open, or why not). Past the deadline the thread is

@@ -23,14 +23,14 @@ afterAll(() => {
 
 describe('npm pack', () => {
   it('ships what a user needs and nothing else', () => {
-    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/cli/sabre.bundle.js', 'dist/nic/thread.bundle.js', 'dist/dataplane/worker-main.js', 'build/sabre.wasm', 'build/sabre.js', 'build/sabre.d.ts', 'docs/design.md', 'docs/errors.md']) {
+    for (const f of ['LICENSE', 'README.md', 'package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/cli/sabre.bundle.cjs', 'dist/cli/sabre.bundle.cjs.cache', 'dist/nic/thread.bundle.cjs', 'dist/nic/thread.bundle.cjs.cache', 'dist/dataplane/worker-main.js', 'build/sabre.wasm', 'build/sabre.js', 'build/sabre.d.ts', 'docs/design.md', 'docs/errors.md']) {
       expect(files, f).toContain(f);
     }
     const unwanted = files.filter((f) => f.startsWith('assembly/') || f.startsWith('src/') || f.startsWith('test/') || f.endsWith('.map') || f.endsWith('.tmpl') || f.endsWith('.wat'));
     expect(unwanted).toEqual([]);
     // Everything else is the compiled library, the WASM module and its loader, and the docs: a
     // file count would only track how many modules src/ has, so the shape is checked instead.
-    const shipped = /^(dist\/.+\.(js|d\.ts)|dist\/cjs\/package\.json|build\/sabre\.(wasm|js|d\.ts)|docs\/[^/]+\.md|README\.md|LICENSE|package\.json)$/;
+    const shipped = /^(dist\/.+\.(js|d\.ts)|dist\/(cli\/sabre|nic\/thread)\.bundle\.cjs(\.cache)?|dist\/cjs\/package\.json|build\/sabre\.(wasm|js|d\.ts)|docs\/[^/]+\.md|README\.md|LICENSE|package\.json)$/;
     expect(files.filter((f) => !shipped.test(f))).toEqual([]);
   });
 
@@ -82,13 +82,14 @@ describe('npm pack', () => {
     expect(noUplot.stderr).toContain('--report needs uplot (an optional dependency of sabre): npm install uplot');
   });
 
-  it('the bin runs the linked command (dist/cli/sabre.bundle.js), which finds the files beside its modules', () => {
+  it('the bin runs the linked command (dist/cli/sabre.bundle.cjs, with its code cache), which finds the files beside its modules', () => {
     const app = installConsumer(join(tmp, 'bundle-cli'), tarball);
     const cli = join(app, 'node_modules/sabre/dist/cli/main.js');
     // The stack of an operational error (SABRE_DEBUG=1) names the file the command ran from.
     const noProm = runFailing(process.execPath, [cli, 'perf', 'write_bw', '--transport', 'inproc', '--metrics-port', '0'], app, { ...process.env, SABRE_DEBUG: '1' });
     expect(noProm.status).toBe(1);
-    expect(noProm.stderr).toContain('node_modules/sabre/dist/cli/sabre.bundle.js');
+    // Run from its code cache, whose frames name the bundle by its path in the package (docs/nic.md).
+    expect(noProm.stderr).toMatch(/\(sabre\/dist\/cli\/sabre\.bundle\.cjs:\d+:\d+\)/);
     expect(run(process.execPath, [cli, '--version'], app).trim()).toBe(`sabre ${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version} (node ${process.versions.node})`);
     // perf over udp forks the bin as its server, and both open devices on NIC threads (their
     // script, build/sabre.wasm); stress runs its piscina worker script.
