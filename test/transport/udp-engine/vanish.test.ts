@@ -13,7 +13,9 @@ afterAll(async () => {
   for (const p of peers) await stopPeer(p);
 });
 
-describe('udp: a peer that vanishes', () => {
+// The two cases run at once (devices and peer processes of their own): most of each is the
+// transport's retry span.
+describe.concurrent('udp: a peer that vanishes', () => {
   it('rc: RetryExcErr for the outstanding work, QP in ERROR, later posts flush, context freed', async () => {
     const dev = await openLocal({ mtu: 1500 });
     devs.push(dev);
