@@ -15,11 +15,11 @@
 // length byte); a frame header announcing more than FILE_PIPE_MAX_BODY closes the pipe before
 // anything more is buffered.
 import {
-  FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
+  FILE_EVICTIONS, FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
 } from '../wire/files-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
-import type { LoginBackoff } from './admission.js';
+import type { EvictWhy, LoginBackoff } from './admission.js';
 import { authKey, pipeClientProof, pipeServerProof, sameBytes, sessionKey } from './auth.js';
 import { bytesAt, readFields, writeFields } from './layout.js';
 import type { RandomBytes, Session, SessionTable } from './sessions.js';
@@ -48,11 +48,22 @@ function body(layout: Parameters<typeof writeFields>[0], v: Record<string, numbe
 }
 
 /**
- * The whole answer to a pipe refused at accept (./pipes.ts): Status(SessionLimit), the same 12
+ * The whole answer to a pipe refused at accept (./pipes.ts): Status(SessionLimit), the same 16
  * bytes each time, written before a byte of the pipe is read. PipeClient takes a Status in any
  * state as the server's refusal.
  */
-export const PIPE_REFUSED: Uint8Array = encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit }));
+export const PIPE_REFUSED: Uint8Array = encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: 0 }));
+
+/** The code (FILE_EVICTIONS) an evicted pipe is told, by the bound it was closed under. */
+const PIPE_EVICTION: Record<EvictWhy, number> = { hostPending: FILE_EVICTIONS[4].code, hostTotal: FILE_EVICTIONS[5].code, pending: FILE_EVICTIONS[6].code, total: FILE_EVICTIONS[7].code };
+const PIPE_EVICTION_CODES: readonly number[] = Object.values(PIPE_EVICTION);
+
+/**
+ * The last frame of a pipe closed before it authenticated, for a newer one (./pipes.ts):
+ * Status(SessionLimit) with `why`, the bound's code (FILE_EVICTIONS), after whatever the pipe
+ * was written before (a Challenge, perhaps).
+ */
+export const pipeEvicted = (why: EvictWhy): Uint8Array => encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: PIPE_EVICTION[why] }));
 
 /** Splits a byte stream into frames; a bad header makes `error` non-empty and stops it for good. */
 export class PipeReader {
@@ -265,7 +276,7 @@ export class PipeServer implements PollsActions<PipeServerAction>, HasTimeout {
           const q = readFields(FILE_PIPE_NEGOTIATE_REQ, f.body, 0);
           if (!this.#keyAsked || !sameBytes(bytesAt(FILE_PIPE_NEGOTIATE_REQ, f.body, 0, 'resumeKey'), this.session!.resumeKey)) {
             this.#counters.pipeAuthFailed++;
-            this.#write(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.AccessDenied }));
+            this.#write(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.AccessDenied, why: 0 }));
             return this.#close('negotiate with a resume key that is not this session\'s');
           }
           this.#counters.negotiations++;
@@ -383,8 +394,13 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
 
   #frame(f: PipeFrame): void {
     if (f.type === FilePipeType.Status && f.body.length === FILE_PIPE_STATUS.size) {
-      const s = readFields(FILE_PIPE_STATUS, f.body, 0).status;
-      return this.#fail(s, `the server refused: ${statusText(s)}`);
+      const { status, why } = readFields(FILE_PIPE_STATUS, f.body, 0);
+      // Closed before it authenticated, for a newer pipe: the bound it was closed under. Only a
+      // pipe's codes, and only before the Welcome (an authenticated pipe is never evicted).
+      const evicted = status === FileStatus.SessionLimit && (this.state === 'challenge' || this.state === 'welcome')
+        ? FILE_EVICTIONS.find((e) => e.code === why && PIPE_EVICTION_CODES.includes(e.code)) : undefined;
+      if (evicted) return this.#fail(status, `the server refused: ${evicted.name}; closed before it authenticated, for a newer connection`);
+      return this.#fail(status, `the server refused: ${statusText(status)}`);
     }
     switch (this.state) {
       case 'challenge':

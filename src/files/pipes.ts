@@ -1,21 +1,26 @@
 // The control pipes' socket shell: the TCP listener, one PipeServer core (./pipe.ts) per
 // socket, its deadline timer, and who may hold a pipe (./admission.ts): per source, a pipe
-// that has not proved the token is one of few, and the oldest of them makes room for a newer one.
+// that has not proved the token is one of few, and the oldest of them makes room for a newer one
+// (told why: Status(SessionLimit) with the bound's FILE_EVICTIONS code, then a lingering close).
 import { peerDeadline } from '../core/deadline.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { hostKey } from '../core/address.js';
 import { refuseAndLinger } from '../core/refuse.js';
-import { Admission, type AdmissionLimits, LoginBackoff } from './admission.js';
-import { type Offer, PIPE_REFUSED, type PipeCounters, PipeServer } from './pipe.js';
+import { Admission, type AdmissionLimits, type EvictWhy, LoginBackoff } from './admission.js';
+import { type Offer, PIPE_REFUSED, type PipeCounters, PipeServer, pipeEvicted } from './pipe.js';
 import type { Session, SessionTable } from './sessions.js';
 
 export interface PipeShellCounters {
   /** Pipes refused (every slot held by an authenticated pipe, or the source holds its most). */
   pipesRefused: number;
-  /** Unauthenticated pipes closed to make room for a newer one. */
+  /** Unauthenticated pipes closed to make room for a newer one (told + untold). */
   pipesEvicted: number;
+  /** Evicted pipes written Status(SessionLimit) naming the bound, then closed after a linger (REFUSED_LINGER_MS). */
+  pipeEvictionsTold: number;
+  /** Evicted pipes that were closing already (their core had closed them, or the peer had): nothing more could be said. */
+  pipeEvictionsUntold: number;
   /** Times a pipe was read no further until its peer had read the answers already written. */
   pipeStalls: number;
 }
@@ -35,11 +40,14 @@ export interface PipeShellOptions {
 export class PipeShell {
   readonly admission: Admission<net.Socket>;
   readonly backoff: LoginBackoff;
-  readonly #pipes = new Set<net.Socket>();
+  /** Each pipe, and how to close it for a newer one. */
+  readonly #pipes = new Map<net.Socket, (why: EvictWhy) => void>();
   readonly #o: PipeShellOptions;
 
   #closed = false;
   #stalls = 0;
+  #told = 0;
+  #untold = 0;
 
   constructor(limits: AdmissionLimits, backoff: LoginBackoff, o: PipeShellOptions) {
     this.admission = new Admission(limits);
@@ -52,12 +60,15 @@ export class PipeShell {
   }
 
   get counters(): PipeShellCounters {
-    return { pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted, pipeStalls: this.#stalls };
+    return {
+      pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted, pipeStalls: this.#stalls,
+      pipeEvictionsTold: this.#told, pipeEvictionsUntold: this.#untold,
+    };
   }
 
   close(): void {
     this.#closed = true;
-    for (const s of this.#pipes) s.destroy();
+    for (const s of this.#pipes.keys()) s.destroy();
   }
 
   accept(s: net.Socket): void {
@@ -70,8 +81,8 @@ export class PipeShell {
       } else refuseAndLinger(s, PIPE_REFUSED); // Status(SessionLimit): the client fails with ERR_FILE_SESSION_LIMIT, not a bare close
       return;
     }
-    for (const old of a.evict) old.destroy();
-    this.#pipes.add(s);
+    // Out of the bounds already (Admission removed them): each is told why, then goes.
+    for (let i = 0; i < a.evict.length; i++) this.#pipes.get(a.evict[i]!)?.(a.why[i]!);
     s.setNoDelay(true);
     s.setKeepAlive(true, 10_000);
     const o = this.#o;
@@ -102,7 +113,9 @@ export class PipeShell {
     const resume = (): void => {
       s.resume();
     };
+    let detached = false;
     const run = (): void => {
+      if (detached) return;
       for (let a = core.pollAction(); a; a = core.pollAction()) {
         if (a.kind === 'close') s.end(() => s.destroy());
         else if (!s.write(a.bytes) && !s.isPaused()) {
@@ -118,11 +131,30 @@ export class PipeShell {
       }
       arm();
     };
-    arm();
-    s.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer): void => {
       core.handleReceive(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), performance.now());
       run();
-    });
+    };
+    // Closed before it authenticated, for a newer pipe: the core is detached (nothing more is
+    // read into it, its deadline goes, it writes nothing more), and after what it wrote already
+    // the pipe is written Status(SessionLimit) naming the bound and lingers closed, what the
+    // peer sends meanwhile dropped unread (core/refuse.ts).
+    const evict = (why: EvictWhy): void => {
+      detached = true;
+      timer?.clear();
+      timer = undefined;
+      s.removeListener('data', onData);
+      s.removeListener('drain', resume);
+      if (s.destroyed || s.writableEnded) {
+        this.#untold++;
+        return;
+      }
+      this.#told++;
+      refuseAndLinger(s, pipeEvicted(why));
+    };
+    this.#pipes.set(s, evict);
+    arm();
+    s.on('data', onData);
     s.on('error', () => {});
     s.on('close', () => {
       timer?.clear();

@@ -78,10 +78,13 @@ export function getFilePipeNegotiateRespRsvd(b: Uint8Array, o: number): number {
 export function setFilePipeNegotiateRespRsvd(b: Uint8Array, o: number, v: number): void { b[o + 10] = v >>> 8; b[o + 11] = v; }
 
 // File service pipe: Status body — sabre M6, big-endian
-export const FILE_PIPE_STATUS_SIZE = 4;
+export const FILE_PIPE_STATUS_SIZE = 8;
 export const FILE_PIPE_STATUS_STATUS_OFF = 0;
+export const FILE_PIPE_STATUS_WHY_OFF = 4;
 export function getFilePipeStatusStatus(b: Uint8Array, o: number): number { return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0; }
 export function setFilePipeStatusStatus(b: Uint8Array, o: number, v: number): void { b[o] = v >>> 24; b[o + 1] = v >>> 16; b[o + 2] = v >>> 8; b[o + 3] = v; }
+export function getFilePipeStatusWhy(b: Uint8Array, o: number): number { return ((b[o + 4]! << 24) | (b[o + 5]! << 16) | (b[o + 6]! << 8) | b[o + 7]!) >>> 0; }
+export function setFilePipeStatusWhy(b: Uint8Array, o: number, v: number): void { b[o + 4] = v >>> 24; b[o + 5] = v >>> 16; b[o + 6] = v >>> 8; b[o + 7] = v; }
 
 // File service: the header of every RDMA-connection message — sabre M6, MS-SMBD §2.2.3, big-endian
 export const FILE_HDR_SIZE = 16;

@@ -134,17 +134,22 @@ export const FILE_CM_REJECTS = [
 ] as const;
 
 /**
- * Why an RDMA connection was closed before it authenticated, to make room for a newer one under
- * the server's pre-authentication bounds (its flood defence): the server answers the connection's
- * AuthenticateRequest with StatusResponse(SessionLimit, Terminate) whose `aux` is the code, and the
- * client fails with ERR_FILE_SESSION_LIMIT "the server refused: <name>; closed before it
- * authenticated, for a newer connection". `name` is the reason, verbatim.
+ * Why an RDMA connection (codes 1-4) or a control pipe (5-8) was closed before it authenticated,
+ * to make room for a newer one under the server's pre-authentication bounds (its flood defence):
+ * the server answers the connection's AuthenticateRequest with StatusResponse(SessionLimit,
+ * Terminate) whose `aux` is the code, or writes the pipe Status(SessionLimit) whose `why` is the
+ * code, and the client fails with ERR_FILE_SESSION_LIMIT "the server refused: <name>; closed
+ * before it authenticated, for a newer connection". `name` is the reason, verbatim.
  */
 export const FILE_EVICTIONS = [
   { code: 1, name: 'too many unauthenticated connections from your host (maxUnauthenticatedPerHost)', meaning: 'the source host held maxUnauthenticatedPerHost connections not yet authenticated: its oldest was closed for its newest' },
   { code: 2, name: FILE_CM_REJECTS[0].reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
   { code: 3, name: 'too many unauthenticated connections to the server (maxUnauthenticated)', meaning: 'the server held maxUnauthenticated connections not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
   { code: 4, name: FILE_CM_REJECTS[1].reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
+  { code: 5, name: 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)', meaning: 'the source host held maxUnauthenticatedPipesPerHost pipes not yet authenticated: its oldest was closed for its newest' },
+  { code: 6, name: 'too many control pipes from your host (maxPipesPerHost)', meaning: 'the source host held maxPipesPerHost pipes: its oldest unauthenticated one was closed for its newest' },
+  { code: 7, name: 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)', meaning: 'the server held maxUnauthenticatedPipes pipes not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
+  { code: 8, name: 'too many control pipes to the server (maxPipes)', meaning: 'the server held maxPipes pipes: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
 ] as const;
 
 const fileLayout = <F extends string>(l: Omit<LayoutSpec<F>, 'byteOrder' | 'sabre'>): LayoutSpec<F> => layout({ ...l, byteOrder: 'big-endian', sabre: true });
@@ -205,8 +210,11 @@ export const FILE_PIPE_NEGOTIATE_RESP = fileLayout({
   tail: 'inprocIdLen bytes of UTF-8: the inproc device id',
 });
 export const FILE_PIPE_STATUS = fileLayout({
-  name: 'filePipeStatus', title: 'File service pipe: Status body', size: 4, ref: 'sabre M6',
-  fields: { status: u32(0, 'why the server refuses; it closes the pipe next') },
+  name: 'filePipeStatus', title: 'File service pipe: Status body', size: 8, ref: 'sabre M6',
+  fields: {
+    status: u32(0, 'why the server refuses; it closes the pipe next'),
+    why: u32(4, 'SessionLimit to a pipe not yet authenticated, closed for a newer one: the bound (eviction table, 5-8); else 0'),
+  },
 });
 
 export const FILE_HDR = fileLayout({

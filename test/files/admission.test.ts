@@ -3,8 +3,8 @@
 // source table stays bounded.
 import { describe, expect, it } from 'vitest';
 import { hostKey } from '../../src/core/address.js';
-import { Admission, LoginBackoff } from '../../src/files/admission.js';
-import { PipeServer, newPipeCounters, encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
+import { Admission, type EvictWhy, LoginBackoff } from '../../src/files/admission.js';
+import { PIPE_REFUSED, PipeClient, PipeServer, newPipeCounters, encodePipeFrame, PipeReader, pipeEvicted } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
 import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
@@ -126,5 +126,36 @@ describe('PipeServer with a backoff', () => {
     q.handleReceive(encodePipeFrame(FilePipeType.Proof, new Uint8Array(32)), 150);
     expect(status(q)).toBe(FileStatus.SessionLimit);
     expect(q.state).toBe('closed');
+  });
+});
+
+describe('PipeClient: a Status naming an eviction', () => {
+  const client = (): PipeClient => new PipeClient({ token: 't', providers: 1, random: (n) => new Uint8Array(n).fill(3) });
+  const fail = (pc: PipeClient, why: EvictWhy | 0): string | undefined => {
+    pollAll(pc);
+    pc.handleReceive(why === 0 ? PIPE_REFUSED : pipeEvicted(why), 0);
+    const e = pollAll(pc).find((a) => a.kind === 'error');
+    expect(e).toMatchObject({ status: FileStatus.SessionLimit, fatal: true });
+    return e?.kind === 'error' ? e.message : undefined;
+  };
+  it('before the Challenge and after it (before the Welcome) the client names the bound; a refusal at accept says only the status', () => {
+    const bounds: [EvictWhy, string][] = [
+      ['hostPending', 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)'], ['hostTotal', 'too many control pipes from your host (maxPipesPerHost)'],
+      ['pending', 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)'], ['total', 'too many control pipes to the server (maxPipes)'],
+    ];
+    for (const [why, name] of bounds) {
+      expect(fail(client(), why)).toBe(`the server refused: ${name}; closed before it authenticated, for a newer connection`);
+      const pc = client();
+      pollAll(pc);
+      pc.handleReceive(encodePipeFrame(FilePipeType.Challenge, new Uint8Array(32)), 0);
+      expect(pc.state).toBe('welcome');
+      expect(fail(pc, why)).toBe(`the server refused: ${name}; closed before it authenticated, for a newer connection`);
+    }
+    expect(fail(client(), 0)).toMatch(/^the server refused: (?!.*newer connection)/);
+    // An RDMA connection's code (1-4) in a pipe Status is not a pipe's eviction: the status alone.
+    const pc = client();
+    pollAll(pc);
+    pc.handleReceive(encodePipeFrame(FilePipeType.Status, new Uint8Array([0, 0, 0, FileStatus.SessionLimit, 0, 0, 0, 1])), 0);
+    expect(pollAll(pc).find((a) => a.kind === 'error')).toMatchObject({ message: expect.not.stringMatching(/newer connection/) });
   });
 });

@@ -11,9 +11,13 @@
 // aux. Real udp and tcp sockets on 127.0.0.1; the bursts repeat (bounded) to catch the races.
 import { describe, type ExpectStatic, it } from 'vitest';
 import { connect, FileClient, openDevice, type QueuePair, serveFiles } from '../../src/index.js';
-import { FILE_SERVICE, FileStatus } from '../../src/wire/files-spec.js';
+import { FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_STATUS, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
+import { encodePipeFrame, type PipeFrame, PipeReader } from '../../src/files/pipe.js';
+import { readFields } from '../../src/files/layout.js';
+import { REFUSED_LINGER_MS } from '../../src/core/refuse.js';
 import { tempDirsRemovedAfter, until } from './helpers.js';
 import fs from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 
 const TOKEN = 'connection-burst-token-0123456789';
@@ -36,6 +40,87 @@ async function burst(expect: ExpectStatic, at: string, transport: 'udp' | 'tcp',
   }
   return { ok: held.length, errors: all.flatMap((o) => ('error' in o ? [o.error] : [])) };
 }
+
+// The same burst past the control pipes' bounds: before, the pipe of the oldest unauthenticated
+// client of the host was destroyed for a newer one, and that client failed with
+// ERR_FILE_CONNECTION_LOST ("closed the connection during the handshake"). Now it is written
+// Status(SessionLimit) with the bound's FILE_EVICTIONS code, after whatever its pipe had been
+// written (a Challenge, perhaps), and lingers closed.
+describe.concurrent('a burst of clients from one host past the control pipes\' bounds', () => {
+  const cases = [
+    { bound: 'maxUnauthenticatedPipesPerHost', cap: 1, reason: /too many unauthenticated control pipes from your host \(maxUnauthenticatedPipesPerHost\)/ },
+    { bound: 'maxUnauthenticatedPipesPerHost', cap: 2, reason: /too many unauthenticated control pipes from your host \(maxUnauthenticatedPipesPerHost\)/ },
+    { bound: 'maxPipesPerHost', cap: 2, reason: /too many control pipes from your host \(maxPipesPerHost\)/ },
+  ] as const;
+  for (const { bound, cap, reason } of cases) {
+    it(`past ${bound} ${cap}: each client connects or is told ERR_FILE_SESSION_LIMIT naming the bound; counted`, async ({ expect, onTestFinished }) => {
+      const dir = tempDir(`burst-pipes-${bound}-${cap}`);
+      fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
+      const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, [bound]: cap });
+      onTestFinished(() => srv.close());
+      const at = `127.0.0.1:${srv.address.port}`;
+      let told = 0;
+      let refused = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        const r = await burst(expect, at, 'tcp', cap + 3);
+        for (const e of r.errors) {
+          expect(e).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT', status: FileStatus.SessionLimit });
+          // Closed for a newer pipe (told the bound), or, past maxPipesPerHost with every pipe
+          // of the host authenticated, refused at accept.
+          if (/closed before it authenticated/.test(e.message ?? '')) {
+            expect(e.message).toMatch(new RegExp(`^the server refused: ${reason.source}; closed before it authenticated, for a newer connection$`));
+            told++;
+          } else {
+            expect(e.message).toMatch(/^the server refused: /);
+            refused++;
+          }
+        }
+        expect(r.ok).toBeGreaterThanOrEqual(1);
+        await until(() => srv.stats().pipes === 0, 5000, 'the round\'s pipes to go');
+      }
+      const st = srv.stats();
+      // Each burst outruns the first authentication: pipes were closed for newer ones, every one told.
+      expect(told).toBeGreaterThan(0);
+      expect(st).toMatchObject({ pipesEvicted: told, pipeEvictionsTold: told, pipeEvictionsUntold: 0, pipesRefused: refused });
+    }, 30_000);
+  }
+
+  it('on the wire: after its Challenge the evicted pipe is written Status(SessionLimit, why 5), then closed within the linger; its Proof is never checked', async ({ expect, onTestFinished }) => {
+    const dir = tempDir('burst-pipes-wire');
+    const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, maxUnauthenticatedPipesPerHost: 1 });
+    onTestFinished(() => srv.close());
+    const open = (): { s: net.Socket; frames: PipeFrame[]; closed: Promise<number> } => {
+      const s = net.connect({ host: '127.0.0.1', port: srv.address.port });
+      onTestFinished(() => void s.destroy());
+      const reader = new PipeReader();
+      const frames: PipeFrame[] = [];
+      s.on('data', (b: Buffer) => frames.push(...reader.push(new Uint8Array(b))));
+      s.on('error', () => {});
+      return { s, frames, closed: new Promise((r) => s.once('close', () => r(performance.now()))) };
+    };
+    const old = open();
+    old.s.write(encodePipeFrame(FilePipeType.Hello, new Uint8Array(FILE_NONCE_LEN)));
+    await until(() => old.frames.length === 1, 3000, 'the Challenge');
+    expect(old.frames[0]!.type).toBe(FilePipeType.Challenge);
+    const before = srv.stats();
+    const newer = open();
+    await until(() => old.frames.length === 2, 3000, 'the eviction\'s Status');
+    const t0 = performance.now();
+    expect(old.frames[1]!.type).toBe(FilePipeType.Status);
+    expect(readFields(FILE_PIPE_STATUS, old.frames[1]!.body, 0)).toEqual({ status: FileStatus.SessionLimit, why: 5 });
+    // A Proof now is dropped unread: no failed proof, no malformed frame, nothing more written.
+    old.s.write(encodePipeFrame(FilePipeType.Proof, new Uint8Array(FILE_MAC_LEN)));
+    const closedAt = await old.closed;
+    expect(closedAt - t0).toBeLessThan(REFUSED_LINGER_MS + 500);
+    expect(old.frames).toHaveLength(2);
+    expect(srv.stats()).toMatchObject({
+      pipeAuthFailed: before.pipeAuthFailed, pipeMalformed: before.pipeMalformed, pipesEvicted: before.pipesEvicted + 1,
+      pipeEvictionsTold: 1, pipeEvictionsUntold: 0, sessions: 0,
+    });
+    newer.s.destroy();
+    await until(() => srv.stats().pipes === 0, 3000, 'the pipes to go');
+  }, 10_000);
+});
 
 describe.concurrent('a burst of clients from one host past the connection bounds', () => {
   for (const transport of ['udp', 'tcp'] as const) {
