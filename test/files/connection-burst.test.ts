@@ -27,6 +27,15 @@ const CLIENT = { token: TOKEN, timeoutMs: 8000, sinks: 1, writeBuffers: 1, credi
 const ROUNDS = 4;
 const tempDir = tempDirsRemovedAfter();
 
+/** A file server over a directory holding hello.txt, closed when the test finishes; and its address for FileClient. */
+async function helloServer(name: string, opts: Omit<Parameters<typeof serveFiles>[1], 'token' | 'port' | 'limits'>, onTestFinished: (f: () => Promise<void>) => void) {
+  const dir = tempDir(name);
+  fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
+  const srv = await serveFiles(dir, { port: 0, token: TOKEN, limits: LIMITS, ...opts });
+  onTestFinished(() => srv.close());
+  return { srv, at: `127.0.0.1:${srv.address.port}` };
+}
+
 type Outcome = { client: FileClient } | { error: { code?: string; status?: number; message?: string } };
 
 /** `n` clients connecting at once; each one that got in reads hello.txt, then all end. */
@@ -54,11 +63,7 @@ describe.concurrent('a burst of clients from one host past the control pipes\' b
   ] as const;
   for (const { bound, cap, reason } of cases) {
     it(`past ${bound} ${cap}: each client connects or is told ERR_FILE_SESSION_LIMIT naming the bound; counted`, async ({ expect, onTestFinished }) => {
-      const dir = tempDir(`burst-pipes-${bound}-${cap}`);
-      fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-      const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, [bound]: cap });
-      onTestFinished(() => srv.close());
-      const at = `127.0.0.1:${srv.address.port}`;
+      const { srv, at } = await helloServer(`burst-pipes-${bound}-${cap}`, { transports: ['tcp'], [bound]: cap }, onTestFinished);
       let told = 0;
       let refused = 0;
       for (let round = 0; round < ROUNDS; round++) {
@@ -126,11 +131,7 @@ describe.concurrent('a burst of clients from one host past the connection bounds
   for (const transport of ['udp', 'tcp'] as const) {
     it(`${transport}: past maxUnauthenticatedPerHost each client connects or is told ERR_FILE_SESSION_LIMIT (the eviction's reason); counted`, async ({ expect, onTestFinished }) => {
       const cap = 1;
-      const dir = tempDir(`burst-unauth-${transport}`);
-      fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-      const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: [transport], limits: LIMITS, maxUnauthenticatedPerHost: cap });
-      onTestFinished(() => srv.close());
-      const at = `127.0.0.1:${srv.address.port}`;
+      const { srv, at } = await helloServer(`burst-unauth-${transport}`, { transports: [transport], maxUnauthenticatedPerHost: cap }, onTestFinished);
       let told = 0;
       for (let round = 0; round < ROUNDS; round++) {
         const r = await burst(expect, at, transport, cap + 2);
@@ -152,11 +153,7 @@ describe.concurrent('a burst of clients from one host past the connection bounds
 
     it(`${transport}: past maxConnectionsPerHost each client connects or is refused ERR_FILE_SESSION_LIMIT (never torn down after its connect); counted`, async ({ expect, onTestFinished }) => {
       const cap = 2;
-      const dir = tempDir(`burst-host-${transport}`);
-      fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-      const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: [transport], limits: LIMITS, maxConnectionsPerHost: cap });
-      onTestFinished(() => srv.close());
-      const at = `127.0.0.1:${srv.address.port}`;
+      const { srv, at } = await helloServer(`burst-host-${transport}`, { transports: [transport], maxConnectionsPerHost: cap }, onTestFinished);
       let errors = 0;
       for (let round = 0; round < ROUNDS; round++) {
         const r = await burst(expect, at, transport, cap + 2);
@@ -177,10 +174,7 @@ describe.concurrent('a burst of clients from one host past the connection bounds
   }
 
   it('udp: evicted connections that never speak wait at most maxUnauthenticated at once and 2 s each; past the bound one is cut at once; all counted', async ({ expect, onTestFinished }) => {
-    const dir = tempDir('burst-silent');
-    fs.writeFileSync(join(dir, 'hello.txt'), 'hello');
-    const srv = await serveFiles(dir, { port: 0, token: TOKEN, transports: ['udp'], limits: LIMITS, maxUnauthenticatedPerHost: 1, maxUnauthenticated: 2 });
-    onTestFinished(() => srv.close());
+    const { srv } = await helloServer('burst-silent', { transports: ['udp'], maxUnauthenticatedPerHost: 1, maxUnauthenticated: 2 }, onTestFinished);
     const dev = await openDevice({ transport: 'udp', host: '127.0.0.1', port: 0, workers: 0 });
     const qps: QueuePair[] = [];
     onTestFinished(async () => {
