@@ -31,11 +31,9 @@ export default defineConfig({
   test: {
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
-    // Three files at a time on two cores: most files wait on sockets, child processes and timers.
-    // With two, the first ~200 s (the slow, CPU-heavy files) kept both cores busy, and the rest of
-    // the run left 30-60 % of them idle (vmstat): 663 s. With three, 618 s on the same quiet
-    // machine, every test passing; the suites are built to pass under load.
-    maxWorkers: 3,
+    // Two files at a time on two cores: most files wait on sockets, child processes and timers
+    // (a full run keeps ~1.1 cores busy with one), and the suites are built to pass under load.
+    maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
