@@ -67,24 +67,28 @@ async function withStalledPut(srv: FileServer, f: (ch: Channel) => Promise<void>
   }
 }
 
-describe('a dedup put whose client never takes the server\'s answers', () => {
-  const served = servedDir('attack-dedup-reply-untaken', { token: TOKEN, transports: ['udp'], dedupMaxTransfers: 1 }, { 'base.bin': 'b'.repeat(BASE) });
+// The two cases at once, each with a server of its own (dedupMaxTransfers 1: one stalled put
+// holds a server's only slot), asserting with its context's expect: most of each is deadlines.
+describe.concurrent('a dedup put whose client never takes the server\'s answers', () => {
+  const served = (tag: string) => servedDir(`attack-dedup-reply-untaken-${tag}`, { token: TOKEN, transports: ['udp'], dedupMaxTransfers: 1 }, { 'base.bin': 'b'.repeat(BASE) });
+  const first = served('refusal');
+  const second = served('bytes');
 
-  it('the first answer left unread, then not the bytes: the refusal is not waited for, the slot, temporary and basis are freed, an honest put --dedup goes through', async () => {
-    const srv = served.srv;
+  it('the first answer left unread, then not the bytes: the refusal is not waited for, the slot, temporary and basis are freed, an honest put --dedup goes through', async ({ expect }) => {
+    const { srv, dir } = first;
     await withStalledPut(srv, async (ch) => {
       await ch.send({ not: 'bytes' });
       // The refusal's cleanup does not wait for the client; the close gives up at the channel's
       // deadline (5 s). 12 s bound (the server's own deadlines: 5 s, 60 s for a put's bytes).
       expect(await within(() => srv.stats().dedupTransfers === 0, 12_000)).toBe(true);
-      expect(fs.readdirSync(served.dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
-      expect(await honestPut(srv, served.dir, 'c')).toBe('ok');
-      expect(fs.readFileSync(join(served.dir, 'base.bin')).equals(Buffer.alloc(BASE, 'c'))).toBe(true);
+      expect(fs.readdirSync(dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
+      expect(await honestPut(srv, dir, 'c')).toBe('ok');
+      expect(fs.readFileSync(join(dir, 'base.bin')).equals(Buffer.alloc(BASE, 'c'))).toBe(true);
     });
   }, 60_000);
 
-  it('the first answer left unread, then the bytes: the last answer is waited for within DEDUP_REPLY_TIMEOUT_MS, counted, and the slot freed', async () => {
-    const srv = served.srv;
+  it('the first answer left unread, then the bytes: the last answer is waited for within DEDUP_REPLY_TIMEOUT_MS, counted, and the slot freed', async ({ expect }) => {
+    const { srv, dir } = second;
     const before = srv.stats().dedupReplyTimeouts;
     await withStalledPut(srv, async (ch) => {
       // The bytes as an ordinary message (the window is the server's, not ours): the server writes
@@ -94,8 +98,8 @@ describe('a dedup put whose client never takes the server\'s answers', () => {
       expect(await within(() => srv.stats().dedupTransfers === 0, 16_000)).toBe(true);
       const s = srv.stats();
       expect(s.dedupReplyTimeouts).toBe(before + 1);
-      expect(fs.readdirSync(served.dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
-      expect(await honestPut(srv, served.dir, 'e')).toBe('ok');
+      expect(fs.readdirSync(dir).filter((n) => n.startsWith('.sabre-'))).toEqual([]);
+      expect(await honestPut(srv, dir, 'e')).toBe('ok');
     });
   }, 60_000);
 });

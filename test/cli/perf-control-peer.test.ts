@@ -6,23 +6,17 @@
 // the answers are checked: one line, exit 1, in time. Both CLI cases failed before the fix.
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { closeNet } from '../net-fixture.js';
 import { checkCpu, checkFinishRow, checkHello } from '../../src/cli/perf/answers.js';
 import { sabreBg } from './helpers.js';
 
 const WINDOW_MS = 25_000;
-let server: Server | undefined;
-const socks: Socket[] = [];
 
-afterEach(async () => {
-  await closeNet(socks, server);
-  server = undefined;
-});
-
-/** A control peer answering each JSON line with `answer(msg)` (undefined: silence). */
-async function peer(answer: (m: { id: number; method: string }) => unknown): Promise<number> {
-  server = createServer((s) => {
+/** A control peer answering each JSON line with `answer(msg)` (undefined: silence), closed when the test finishes. */
+async function peer(answer: (m: { id: number; method: string }) => unknown, onTestFinished: (f: () => Promise<void>) => void): Promise<number> {
+  const socks: Socket[] = [];
+  const server: Server = createServer((s) => {
     socks.push(s);
     let buf = '';
     s.setEncoding('utf8');
@@ -39,8 +33,9 @@ async function peer(answer: (m: { id: number; method: string }) => unknown): Pro
     });
     s.on('error', () => {});
   });
-  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
-  return (server!.address() as AddressInfo).port;
+  onTestFinished(() => closeNet(socks, server));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return (server.address() as AddressInfo).port;
 }
 
 async function run(args: string[]): Promise<{ code: number | null | 'hung'; stderr: string; ms: number }> {
@@ -58,9 +53,10 @@ async function run(args: string[]): Promise<{ code: number | null | 'hung'; stde
 
 const perfTo = (port: number): string[] => ['perf', 'write_bw', '127.0.0.1', '-p', String(port), '-n', '10', '--transport', 'tcp'];
 
-describe('sabre perf against a control peer that is not a working perf server', () => {
-  it('a peer that never answers the hello: one line naming the call, exit 1, after the 15 s deadline', async () => {
-    const port = await peer(() => undefined);
+// At once (each case has its own peer): the first is the client's 15 s deadline.
+describe.concurrent('sabre perf against a control peer that is not a working perf server', () => {
+  it('a peer that never answers the hello: one line naming the call, exit 1, after the 15 s deadline', async ({ expect, onTestFinished }) => {
+    const port = await peer(() => undefined, onTestFinished);
     const r = await run(perfTo(port));
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
@@ -68,8 +64,8 @@ describe('sabre perf against a control peer that is not a working perf server', 
   }, 40_000);
 
   for (const [label, result] of [['null', null], ['a number', 7], ['a SideInfo with no QPs', { address: {}, qps: [], rkey: 1, vaddr: 0, length: 64, slotBytes: 64, slots: 1 }]] as const) {
-    it(`a hello answered with ${label}: "the perf server's hello is malformed", exit 1 (not a TypeError)`, async () => {
-      const port = await peer((m) => ({ id: m.id, result }));
+    it(`a hello answered with ${label}: "the perf server's hello is malformed", exit 1 (not a TypeError)`, async ({ expect, onTestFinished }) => {
+      const port = await peer((m) => ({ id: m.id, result }), onTestFinished);
       const r = await run(perfTo(port));
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
