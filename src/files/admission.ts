@@ -15,6 +15,8 @@
 // handshake deadline is refused unchecked. Sources are remembered for `memoryMs` after their last
 // failure, in a bounded table; past it, new sources share one entry, so a source with many
 // addresses is rationed as one.
+import type { EvictionBound } from '../wire/files-spec.js';
+
 export interface AdmissionLimits {
   /** Connections at once, authenticated or not. */
   max: number;
@@ -40,7 +42,7 @@ export interface AdmissionCounters {
  * (maxUnauthenticatedPerHost), the source's total (maxPerHost), all unauthenticated ones
  * (maxUnauthenticated), the total (max). The server tells the evicted connection (FILE_EVICTIONS).
  */
-export type EvictWhy = 'hostPending' | 'hostTotal' | 'pending' | 'total';
+export type EvictWhy = EvictionBound;
 
 /** `why[i]`: the bound `evict[i]` was closed under. */
 export type Admit<T> = { ok: true; evict: T[]; why: EvictWhy[] } | { ok: false; why: string };

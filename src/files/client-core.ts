@@ -9,7 +9,7 @@
 // Write: nothing happens here until the shell looks at the slot; it can ask for an
 // InterruptResponse by Send with interruptRequest(id) when it tires of looking).
 import type { FileErrorCodeValue } from '../core/errors.js';
-import { FILE_AUTH_REQ, FILE_EVICTIONS, FILE_HDR, FILE_STATUS_BODY, FileFlag, FileOp, FileStatus } from '../wire/files-spec.js';
+import { evictionNamed, FILE_AUTH_REQ, FILE_HDR, FILE_STATUS_BODY, FileFlag, FileOp, FileStatus } from '../wire/files-spec.js';
 import { connectionProof, connectionServerProof, sameBytes } from './auth.js';
 import { Credits, RESERVE } from './credits.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from './messages.js';
@@ -245,7 +245,7 @@ export class ClientConnection implements PollsActions<ClientAction> {
       case FileOp.StatusResponse:
         if (hdr.flags & FileFlag.Terminate) {
           // Closed before authenticating to make room for a newer connection: the bound it was closed under.
-          const evicted = body.status === FileStatus.SessionLimit && this.state === 'authenticating' ? FILE_EVICTIONS.find((e) => e.code === body.aux) : undefined;
+          const evicted = body.status === FileStatus.SessionLimit && this.state === 'authenticating' ? evictionNamed('rdma', body.aux) : undefined;
           if (evicted) return this.fail(statusCode(body.status), `the server refused: ${evicted.name}; closed before it authenticated, for a newer connection`, body.status);
           return this.fail(statusCode(body.status), `the server closed the connection: ${statusText(body.status)}`, body.status);
         }

@@ -15,7 +15,7 @@
 // length byte); a frame header announcing more than FILE_PIPE_MAX_BODY closes the pipe before
 // anything more is buffered.
 import {
-  FILE_EVICTIONS, FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
+  evictionCode, evictionNamed, FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
 } from '../wire/files-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
@@ -54,16 +54,13 @@ function body(layout: Parameters<typeof writeFields>[0], v: Record<string, numbe
  */
 export const PIPE_REFUSED: Uint8Array = encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: 0 }));
 
-/** The code (FILE_EVICTIONS) an evicted pipe is told, by the bound it was closed under. */
-const PIPE_EVICTION: Record<EvictWhy, number> = { hostPending: FILE_EVICTIONS[4].code, hostTotal: FILE_EVICTIONS[5].code, pending: FILE_EVICTIONS[6].code, total: FILE_EVICTIONS[7].code };
-const PIPE_EVICTION_CODES: readonly number[] = Object.values(PIPE_EVICTION);
 
 /**
  * The last frame of a pipe closed before it authenticated, for a newer one (./pipes.ts):
  * Status(SessionLimit) with `why`, the bound's code (FILE_EVICTIONS), after whatever the pipe
  * was written before (a Challenge, perhaps).
  */
-export const pipeEvicted = (why: EvictWhy): Uint8Array => encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: PIPE_EVICTION[why] }));
+export const pipeEvicted = (why: EvictWhy): Uint8Array => encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: evictionCode('pipe', why) }));
 
 /** Splits a byte stream into frames; a bad header makes `error` non-empty and stops it for good. */
 export class PipeReader {
@@ -398,7 +395,7 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
       // Closed before it authenticated, for a newer pipe: the bound it was closed under. Only a
       // pipe's codes, and only before the Welcome (an authenticated pipe is never evicted).
       const evicted = status === FileStatus.SessionLimit && (this.state === 'challenge' || this.state === 'welcome')
-        ? FILE_EVICTIONS.find((e) => e.code === why && PIPE_EVICTION_CODES.includes(e.code)) : undefined;
+        ? evictionNamed('pipe', why) : undefined;
       if (evicted) return this.#fail(status, `the server refused: ${evicted.name}; closed before it authenticated, for a newer connection`);
       return this.#fail(status, `the server refused: ${statusText(status)}`);
     }

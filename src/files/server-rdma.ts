@@ -15,7 +15,7 @@ import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { FILE_CM_REJECTS, FILE_EVICTIONS, FILE_SERVICE } from '../wire/files-spec.js';
+import { evictionCode, FILE_CM_REJECTS, FILE_SERVICE } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { type Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
@@ -36,8 +36,6 @@ export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 /** The source host a connection from `peer` counts against (an inproc device is a host of its own). */
 const sourceHost = (peer: DeviceAddress | undefined): string => hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
 
-/** The code (FILE_EVICTIONS) an evicted connection is told, by the bound it was closed under. */
-const EVICTION_CODE: Record<EvictWhy, number> = { hostPending: FILE_EVICTIONS[0].code, hostTotal: FILE_EVICTIONS[1].code, pending: FILE_EVICTIONS[2].code, total: FILE_EVICTIONS[3].code };
 
 /**
  * How long an evicted connection waits for its first message to answer (#evict): an honest
@@ -162,7 +160,7 @@ export class RdmaConnections {
     }
     c.waiting = true;
     this.#waiting++;
-    c.core.evict(EVICTION_CODE[why], performance.now() + EVICTED_WAIT_MS);
+    c.core.evict(evictionCode('rdma', why), performance.now() + EVICTED_WAIT_MS);
     c.timer?.clear();
     c.timer = peerDeadline(Math.max(0, (c.core.pollTimeout() ?? 0) - performance.now()) + 5, () => {
       c.core.handleTimeout(performance.now() + 10);

@@ -142,15 +142,28 @@ export const FILE_CM_REJECTS = [
  * before it authenticated, for a newer connection". `name` is the reason, verbatim.
  */
 export const FILE_EVICTIONS = [
-  { code: 1, name: 'too many unauthenticated connections from your host (maxUnauthenticatedPerHost)', meaning: 'the source host held maxUnauthenticatedPerHost connections not yet authenticated: its oldest was closed for its newest' },
-  { code: 2, name: FILE_CM_REJECTS[0].reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
-  { code: 3, name: 'too many unauthenticated connections to the server (maxUnauthenticated)', meaning: 'the server held maxUnauthenticated connections not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
-  { code: 4, name: FILE_CM_REJECTS[1].reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
-  { code: 5, name: 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)', meaning: 'the source host held maxUnauthenticatedPipesPerHost pipes not yet authenticated: its oldest was closed for its newest' },
-  { code: 6, name: 'too many control pipes from your host (maxPipesPerHost)', meaning: 'the source host held maxPipesPerHost pipes: its oldest unauthenticated one was closed for its newest' },
-  { code: 7, name: 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)', meaning: 'the server held maxUnauthenticatedPipes pipes not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
-  { code: 8, name: 'too many control pipes to the server (maxPipes)', meaning: 'the server held maxPipes pipes: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
+  { code: 1, on: 'rdma', bound: 'hostPending', name: 'too many unauthenticated connections from your host (maxUnauthenticatedPerHost)', meaning: 'the source host held maxUnauthenticatedPerHost connections not yet authenticated: its oldest was closed for its newest' },
+  { code: 2, on: 'rdma', bound: 'hostTotal', name: FILE_CM_REJECTS[0].reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
+  { code: 3, on: 'rdma', bound: 'pending', name: 'too many unauthenticated connections to the server (maxUnauthenticated)', meaning: 'the server held maxUnauthenticated connections not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
+  { code: 4, on: 'rdma', bound: 'total', name: FILE_CM_REJECTS[1].reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
+  { code: 5, on: 'pipe', bound: 'hostPending', name: 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)', meaning: 'the source host held maxUnauthenticatedPipesPerHost pipes not yet authenticated: its oldest was closed for its newest' },
+  { code: 6, on: 'pipe', bound: 'hostTotal', name: 'too many control pipes from your host (maxPipesPerHost)', meaning: 'the source host held maxPipesPerHost pipes: its oldest unauthenticated one was closed for its newest' },
+  { code: 7, on: 'pipe', bound: 'pending', name: 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)', meaning: 'the server held maxUnauthenticatedPipes pipes not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
+  { code: 8, on: 'pipe', bound: 'total', name: 'too many control pipes to the server (maxPipes)', meaning: 'the server held maxPipes pipes: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
 ] as const;
+
+/** Which pre-authentication bound an eviction was made under (FILE_EVICTIONS' `bound`). */
+export type EvictionBound = (typeof FILE_EVICTIONS)[number]['bound'];
+
+/** The FILE_EVICTIONS code an RDMA connection (`rdma`) or a control pipe closed under `bound` is told. */
+export function evictionCode(on: 'rdma' | 'pipe', bound: EvictionBound): number {
+  return FILE_EVICTIONS.find((e) => e.on === on && e.bound === bound)!.code;
+}
+
+/** The FILE_EVICTIONS row a refusal's `code` names for `on` (undefined: none of its codes). */
+export function evictionNamed(on: 'rdma' | 'pipe', code: number): (typeof FILE_EVICTIONS)[number] | undefined {
+  return FILE_EVICTIONS.find((e) => e.on === on && e.code === code);
+}
 
 const fileLayout = <F extends string>(l: Omit<LayoutSpec<F>, 'byteOrder' | 'sabre'>): LayoutSpec<F> => layout({ ...l, byteOrder: 'big-endian', sabre: true });
 const u8 = (offset: number, meaning: string): FieldSpec => ({ offset, size: 1, type: 'u8', meaning, ref: 'sabre M6' });
