@@ -46,14 +46,23 @@ function withBuildLock(fn: () => void): void {
   }
 }
 
+// vitest calls a global setup once per project (vitest.config.ts has three): the first call
+// builds and makes the run's directory, the others find it and leave both to the first. Each
+// call making its own under the last one's TMPDIR nested them past the 108 bytes of a Unix
+// socket's path (Chromium's singleton socket in test/cli/report failed so).
+const RUN_TMP = 'SABRE_TEST_RUN_TMP';
+
 export default function setup(): () => void {
+  if (process.env[RUN_TMP] !== undefined) return () => {};
   withBuildLock(rebuildStale);
   const runTmp = mkdtempSync(join(tmpdir(), 'sabre-test-'));
   const before = process.env['TMPDIR'];
   process.env['TMPDIR'] = runTmp;
+  process.env[RUN_TMP] = runTmp;
   return () => {
     if (before === undefined) delete process.env['TMPDIR'];
     else process.env['TMPDIR'] = before;
+    delete process.env[RUN_TMP];
     rmSync(runTmp, { recursive: true, force: true });
   };
 }
