@@ -50,6 +50,8 @@ export type Admit<T> = { ok: true; evict: T[]; why: EvictWhy[] } | { ok: false; 
 interface Entry {
   host: string;
   authenticated: boolean;
+  /** Arrival order (ties of #busiest go to the oldest pending connection). */
+  seq: number;
 }
 
 /** Live connections by source; each unauthenticated one in arrival order. */
@@ -60,6 +62,7 @@ export class Admission<T> {
   /** Per source: its connections (authenticated or not), and its unauthenticated ones in arrival order. */
   readonly #hosts = new Map<string, { n: number; pending: Set<T> }>();
   #pending = 0;
+  #seq = 0;
 
   constructor(limits: AdmissionLimits) {
     this.limits = limits;
@@ -142,7 +145,7 @@ export class Admission<T> {
       }
       out(!authenticated && this.#pending >= L.maxUnauthenticated ? 'pending' : 'total', victim);
     }
-    this.#all.set(conn, { host, authenticated });
+    this.#all.set(conn, { host, authenticated, seq: this.#seq++ });
     let e = this.#hosts.get(host);
     if (!e) this.#hosts.set(host, (e = { n: 0, pending: new Set() }));
     e.n++;
@@ -192,19 +195,28 @@ export class Admission<T> {
     return victim;
   }
 
-  /** The source holding the most unauthenticated connections (undefined: none is). */
+  /**
+   * The source holding the most unauthenticated connections (undefined: none is); of sources
+   * holding as many, the one whose oldest pending connection is oldest. (The first in the table
+   * won the tie: the host whose entry lived longest — one holding a session all along — so with
+   * strangers from many addresses, one each, the next stranger closed that host's new pipe or
+   * connection, however many older strangers waited.)
+   */
   #busiest(): string | undefined {
     let best: string | undefined;
     let most = 0;
+    let oldest = Infinity;
     for (const [k, h] of this.#hosts) {
-      if (h.pending.size > most) {
+      if (h.pending.size === 0 || h.pending.size < most) continue;
+      const first = this.#all.get(h.pending.values().next().value as T)!.seq;
+      if (h.pending.size > most || first < oldest) {
         most = h.pending.size;
+        oldest = first;
         best = k;
       }
     }
     return best;
-  }
-}
+  }}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -44,6 +44,20 @@ describe('Admission', () => {
     expect(a.size).toBe(4);
     expect(a.hosts).toBe(4);
   });
+
+  it('sources holding as many: the oldest pending connection goes, not the first source in the table', () => {
+    const a = new Admission<string>({ max: 10, maxUnauthenticated: 3, maxUnauthenticatedPerHost: 3, maxPerHost: 10 });
+    a.admit('h1', 'H');
+    a.authenticated('h1');
+    a.admit('s1', 'S1');
+    a.admit('s2', 'S2');
+    a.admit('s3', 'S3');
+    expect(a.admit('h2', 'H')).toEqual({ ok: true, evict: ['s1'], why: ['pending'] });
+    // H's entry is the oldest in the table, its pending h2 the newest: s2 goes (h2 went before).
+    expect(a.admit('s4', 'S4')).toEqual({ ok: true, evict: ['s2'], why: ['pending'] });
+    expect(a.admit('s5', 'S5')).toEqual({ ok: true, evict: ['s3'], why: ['pending'] });
+    expect(a.admit('s6', 'S6')).toEqual({ ok: true, evict: ['h2'], why: ['pending'] });
+  });
 });
 
 describe('LoginBackoff', () => {
