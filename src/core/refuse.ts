@@ -17,3 +17,38 @@ export function refuseAndLinger(s: net.Socket, refusal: Uint8Array): void {
   s.resume();
   s.end(refusal);
 }
+
+/**
+ * Refused sockets lingering at once (each for up to REFUSED_LINGER_MS), per listener. The linger
+ * is bounded in time, not in number: a stranger connecting as fast as it can (from one host past
+ * its cap, or from many evicting each other) kept rate × 250 ms sockets open — 755 pipes against
+ * a maxPipes of 256 from one process on loopback (test/attack/files-linger-flood.test.ts). Past
+ * the bound a refusal is not written: the socket is destroyed at once (`cut`).
+ */
+export const REFUSED_LINGER_MAX = 64;
+
+export class Lingering {
+  #n = 0;
+  /** Refusals past the bound: destroyed at once, untold. */
+  cut = 0;
+
+  constructor(readonly max = REFUSED_LINGER_MAX) {}
+
+  /** Sockets lingering now (until their 'close'). */
+  get size(): number {
+    return this.#n;
+  }
+
+  /** refuseAndLinger `s` while fewer than `max` linger (true); else destroy it at once, counted (false). */
+  refuse(s: net.Socket, refusal: Uint8Array): boolean {
+    if (this.#n >= this.max) {
+      this.cut++;
+      s.destroy();
+      return false;
+    }
+    this.#n++;
+    s.once('close', () => this.#n--);
+    refuseAndLinger(s, refusal);
+    return true;
+  }
+}

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { hostKey } from '../core/address.js';
-import { refuseAndLinger } from '../core/refuse.js';
+import { Lingering } from '../core/refuse.js';
 import { Admission, type AdmissionLimits, type EvictWhy, LoginBackoff } from './admission.js';
 import { type Offer, PIPE_REFUSED, type PipeCounters, PipeServer, pipeEvicted } from './pipe.js';
 import type { Session, SessionTable } from './sessions.js';
@@ -19,8 +19,12 @@ export interface PipeShellCounters {
   pipesEvicted: number;
   /** Evicted pipes written Status(SessionLimit) naming the bound, then closed after a linger (REFUSED_LINGER_MS). */
   pipeEvictionsTold: number;
-  /** Evicted pipes that were closing already (their core had closed them, or the peer had): nothing more could be said. */
+  /** Evicted pipes that were closing already (their core had closed them, or the peer had), or cut (past the linger bound): nothing more could be said. */
   pipeEvictionsUntold: number;
+  /** Pipes refused or evicted while REFUSED_LINGER_MAX others lingered: destroyed at once, untold. */
+  pipeRefusalsCut: number;
+  /** Refused or evicted pipes lingering now (at most REFUSED_LINGER_MAX). */
+  pipesLingering: number;
   /** Times a pipe was read no further until its peer had read the answers already written. */
   pipeStalls: number;
 }
@@ -43,6 +47,8 @@ export class PipeShell {
   /** Each pipe, and how to close it for a newer one. */
   readonly #pipes = new Map<net.Socket, (why: EvictWhy) => void>();
   readonly #o: PipeShellOptions;
+  /** Refused and evicted pipes lingering for their Status to be read (bounded in number). */
+  readonly #lingering = new Lingering();
 
   #closed = false;
   #stalls = 0;
@@ -62,7 +68,7 @@ export class PipeShell {
   get counters(): PipeShellCounters {
     return {
       pipesRefused: this.admission.counters.refused, pipesEvicted: this.admission.counters.evicted, pipeStalls: this.#stalls,
-      pipeEvictionsTold: this.#told, pipeEvictionsUntold: this.#untold,
+      pipeEvictionsTold: this.#told, pipeEvictionsUntold: this.#untold, pipeRefusalsCut: this.#lingering.cut, pipesLingering: this.#lingering.size,
     };
   }
 
@@ -78,7 +84,7 @@ export class PipeShell {
       if (this.#closed) {
         this.admission.counters.refused++;
         s.destroy();
-      } else refuseAndLinger(s, PIPE_REFUSED); // Status(SessionLimit): the client fails with ERR_FILE_SESSION_LIMIT, not a bare close
+      } else this.#lingering.refuse(s, PIPE_REFUSED); // Status(SessionLimit): the client fails with ERR_FILE_SESSION_LIMIT, not a bare close
       return;
     }
     // Out of the bounds already (Admission removed them): each is told why, then goes.
@@ -138,7 +144,8 @@ export class PipeShell {
     // Closed before it authenticated, for a newer pipe: the core is detached (nothing more is
     // read into it, its deadline goes, it writes nothing more), and after what it wrote already
     // the pipe is written Status(SessionLimit) naming the bound and lingers closed, what the
-    // peer sends meanwhile dropped unread (core/refuse.ts).
+    // peer sends meanwhile dropped unread (core/refuse.ts) — or, with REFUSED_LINGER_MAX pipes
+    // lingering already (a flood), destroyed at once, untold.
     const evict = (why: EvictWhy): void => {
       detached = true;
       timer?.clear();
@@ -149,8 +156,8 @@ export class PipeShell {
         this.#untold++;
         return;
       }
-      this.#told++;
-      refuseAndLinger(s, pipeEvicted(why));
+      if (this.#lingering.refuse(s, pipeEvicted(why))) this.#told++;
+      else this.#untold++;
     };
     this.#pipes.set(s, evict);
     arm();

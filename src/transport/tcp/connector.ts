@@ -28,7 +28,7 @@ import { type Pairing, provesReply, provesRequest, replyProof, requestProof } fr
 import { faultError, type TcpFault } from './fault.js';
 import { type Parked, ParkedRequests } from './parked.js';
 import { DialNonces } from './dial-nonce.js';
-import { refuseAndLinger } from '../../core/refuse.js';
+import { Lingering } from '../../core/refuse.js';
 import { encodeMpaFrame, type MpaFrame, mpaFrameLength } from '../../wire/mpa.js';
 
 export interface TcpAddress {
@@ -74,6 +74,8 @@ export interface ConnectorCounters {
   connectionsUnowned: number;
   /** Accepted connections still in their MPA handshake closed, at maxConnections, for one from a source holding fewer. */
   handshakesEvicted: number;
+  /** Connections refused past a cap while REFUSED_LINGER_MAX refused ones lingered: destroyed at once, without the MPA reject. */
+  refusalsCut: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -140,13 +142,15 @@ export class MpaConnector {
   readonly #perHost = new Map<string, number>();
   /** Accepted connections not yet established, oldest first, with their source host. */
   readonly #handshaking = new Map<MpaConnection, string>();
+  /** Refused sockets lingering for their reject to be read (at most REFUSED_LINGER_MAX). */
+  readonly lingering = new Lingering();
   /** What gives an accepted connection's slots back (once: at its close, or when it is evicted). */
   readonly #release = new Map<MpaConnection, () => void>();
   #accepted = 0;
   readonly #acceptOpts: TcpConnectionOptions;
   /** A QP-to-QP dial's: it offers the peer-to-peer RTR (#initiate). */
   readonly #dialOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0, refusalsCut: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -433,12 +437,12 @@ export class MpaConnector {
     const onHost = this.#perHost.get(host) ?? 0;
     if (onHost >= (this.#opts.maxConnectionsPerHost ?? 128)) {
       this.counters.connectionsRefusedHost++;
-      refuseAtOnce(s0, 'too many connections from your host (maxConnectionsPerHost)');
+      this.#refuseAtOnce(s0, 'too many connections from your host (maxConnectionsPerHost)');
       return;
     }
     if (this.#accepted >= (this.#opts.maxConnections ?? 1024) && !this.#roomFor(host)) {
       this.counters.connectionsRefused++;
-      refuseAtOnce(s0, 'too many connections to this device (maxConnections)');
+      this.#refuseAtOnce(s0, 'too many connections to this device (maxConnections)');
       return;
     }
     this.#accepted++;
@@ -469,6 +473,19 @@ export class MpaConnector {
       if (f.code === 'TIMEOUT') this.counters.handshakeTimeouts++;
     });
     c.once('request', (info: MpaRequestInfo) => this.#route(c, info));
+  }
+
+  /**
+   * Refuse an accepted socket past a cap, before anything is allocated for it: an MPA Reply with
+   * Reject and the reason in sabre's block, written without reading the Request (the initiator
+   * reads the reply after sending its request either way), so the dialer fails with that reason
+   * instead of a bare reset; past REFUSED_LINGER_MAX lingering, destroyed at once (`refusalsCut`).
+   */
+  #refuseAtOnce(s: net.Socket, reason: string): void {
+    const f: MpaFrame = { reply: true, markers: false, crc: false, reject: true, enhanced: false, revision: 1, privateData: encodeSabrePd({ kind: 'reject', reason }) };
+    const bytes = new Uint8Array(mpaFrameLength(f));
+    encodeMpaFrame(f, bytes, 0);
+    if (!this.lingering.refuse(s, bytes)) this.counters.refusalsCut++;
   }
 
   /** An accepted connection's slots of both caps go back (once). */
@@ -581,16 +598,3 @@ async function addressesOf(host: string): Promise<Set<string>> {
 const UNPROVEN = 'the connect request does not prove the QP\'s secret';
 /** Secrets an endpoint remembers having been given (each pairs once). */
 const SECRETS_KEPT = 4096;
-
-/**
- * Refuse an accepted socket past a cap, before anything is allocated for it: an MPA Reply with
- * Reject and the reason in sabre's block, written without reading the Request (the initiator
- * reads the reply after sending its request either way), so the dialer fails with that reason
- * instead of a bare reset.
- */
-function refuseAtOnce(s: net.Socket, reason: string): void {
-  const f: MpaFrame = { reply: true, markers: false, crc: false, reject: true, enhanced: false, revision: 1, privateData: encodeSabrePd({ kind: 'reject', reason }) };
-  const bytes = new Uint8Array(mpaFrameLength(f));
-  encodeMpaFrame(f, bytes, 0);
-  refuseAndLinger(s, bytes);
-}
