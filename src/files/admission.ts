@@ -13,8 +13,12 @@
 // whatever the number of connections it spreads them over: the check is what is rationed, not
 // the answer, so hanging up early gains nothing. A proof whose turn would come after its pipe's
 // handshake deadline is refused unchecked. Sources are remembered for `memoryMs` after their last
-// failure, in a bounded table; past it, new sources share one entry, so a source with many
-// addresses is rationed as one.
+// failure, in a bounded table; past it, new sources share an entry per network (IPv4 /24, IPv6
+// /48: `networkKey`), as many more, and past those one entry, so a source with many addresses is
+// rationed as few. (With the one shared entry alone, a stranger that filled the table from
+// `maxSources` + 1 addresses — one IPv6 /48 holds 65,536 /64s — and went on guessing from the
+// others had every newcomer's proof refused unchecked behind its own: no new client anywhere
+// could log in.)
 import type { EvictionBound } from '../wire/files-spec.js';
 
 export interface AdmissionLimits {
@@ -240,7 +244,9 @@ export interface BackoffCounters {
   loginDelayed: number;
   /** Proofs refused unchecked: their turn would have come after their pipe's deadline. */
   loginThrottled: number;
-  /** Attempts of sources the full table could not hold (rationed together). */
+  /** Attempts of sources the full table could not hold, rationed with their network (`networkKey`). */
+  loginSourcesByNetwork: number;
+  /** Attempts of sources neither the table nor its networks' entries could hold (rationed together). */
   loginSourcesOverflow: number;
 }
 
@@ -253,17 +259,32 @@ interface Source {
 
 const OVERFLOW = '*';
 
+/**
+ * The network a source (a hostKey) is rationed with once the table holds `maxSources` sources: an
+ * IPv4 /24 or an IPv6 /48 (a site's usual allocation), or undefined (the shared entry).
+ */
+export function networkKey(host: string): string | undefined {
+  const v4 = /^(\d+\.\d+\.\d+)\.\d+$/.exec(host);
+  if (v4) return `${v4[1]}.0/24`;
+  const v6 = /^([0-9a-f]+:[0-9a-f]+:[0-9a-f]+):[0-9a-f]+::\/64$/.exec(host);
+  return v6 ? `${v6[1]}::/48` : undefined;
+}
+
+const isNetwork = (k: string): boolean => k.endsWith('/24') || k.endsWith('/48');
+
 export class LoginBackoff {
   readonly limits: BackoffLimits;
-  readonly counters: BackoffCounters = { loginDelayed: 0, loginThrottled: 0, loginSourcesOverflow: 0 };
-  /** Least recently failed first (an entry is re-inserted at each failure). */
+  readonly counters: BackoffCounters = { loginDelayed: 0, loginThrottled: 0, loginSourcesByNetwork: 0, loginSourcesOverflow: 0 };
+  /** Least recently failed first (an entry is re-inserted at each failure): sources, and networks past maxSources of them. */
   readonly #sources = new Map<string, Source>();
+  /** Of those, networks' entries (at most maxSources). */
+  #networks = 0;
 
   constructor(limits: Partial<BackoffLimits> = {}) {
     this.limits = { ...DEFAULT_BACKOFF, ...limits };
   }
 
-  /** Sources remembered now (at most maxSources, plus the shared overflow entry). */
+  /** Entries now (at most maxSources sources, maxSources networks and the shared overflow entry). */
   get size(): number {
     return this.#sources.size;
   }
@@ -279,12 +300,18 @@ export class LoginBackoff {
     // The oldest failures first: stop at the first one still remembered (bounded by the table).
     for (const [k, s] of this.#sources) {
       if (now - s.lastFailure < this.limits.memoryMs || s.last > now) break;
-      this.#sources.delete(k);
+      this.#delete(k);
     }
   }
 
+  #delete(k: string): void {
+    if (this.#sources.delete(k) && isNetwork(k)) this.#networks--;
+  }
+
   #key(host: string): string {
-    if (this.#sources.has(host) || this.#sources.size < this.limits.maxSources) return host;
+    if (this.#sources.has(host) || this.#sources.size - this.#networks - (this.#sources.has(OVERFLOW) ? 1 : 0) < this.limits.maxSources) return host;
+    const net = networkKey(host);
+    if (net !== undefined && (this.#sources.has(net) || this.#networks < this.limits.maxSources)) return net;
     return OVERFLOW;
   }
 
@@ -298,6 +325,7 @@ export class LoginBackoff {
     const s = this.#sources.get(k);
     if (!s) return now;
     if (k === OVERFLOW) this.counters.loginSourcesOverflow++;
+    else if (k !== host) this.counters.loginSourcesByNetwork++;
     const at = Math.max(now, s.last + this.gap(s.failures));
     if (at > deadline) {
       this.counters.loginThrottled++;
@@ -313,16 +341,17 @@ export class LoginBackoff {
     this.#forget(now);
     const k = this.#key(host);
     let s = this.#sources.get(k);
-    if (s) this.#sources.delete(k);
+    if (s) this.#delete(k);
     else s = { failures: 0, last: now, lastFailure: now };
+    if (isNetwork(k)) this.#networks++;
     s.failures++;
     s.lastFailure = now;
     s.last = Math.max(s.last, now);
     this.#sources.set(k, s);
   }
 
-  /** The proof was right: the source (not the shared overflow entry) starts afresh. */
+  /** The proof was right: the source (not a shared network or overflow entry) starts afresh. */
   succeeded(host: string): void {
-    this.#sources.delete(host);
+    this.#delete(host);
   }
 }

@@ -99,7 +99,7 @@ export interface FileServerStats extends ServerCounters, PipeCounters, SessionCo
   connectionHostLimit: number;
   /** Source hosts holding an RDMA connection now (each at most maxConnectionsPerHost). */
   connectionHosts: number;
-  /** Sources whose failed token proofs are remembered now (bounded: login.maxSources). */
+  /** Sources (and networks, past login.maxSources sources) whose failed token proofs are remembered now (bounded: 2 × login.maxSources + 1). */
   loginSources: number;
   /** Dedup channels waiting for their AUTH now. */
   dedupPending: number;

@@ -3,7 +3,7 @@
 // source table stays bounded.
 import { describe, expect, it } from 'vitest';
 import { hostKey } from '../../src/core/address.js';
-import { Admission, type EvictWhy, LoginBackoff } from '../../src/files/admission.js';
+import { Admission, type EvictWhy, LoginBackoff, networkKey } from '../../src/files/admission.js';
 import { PIPE_REFUSED, PipeClient, PipeServer, newPipeCounters, encodePipeFrame, PipeReader, pipeEvicted } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
 import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
@@ -85,17 +85,33 @@ describe('LoginBackoff', () => {
     expect(b.reserve('H', 700, 3700)).toBe(700);
   });
 
-  it('the table is bounded: past maxSources new sources share one entry; failures are forgotten after memoryMs', () => {
+  it('the table is bounded: past maxSources new sources share their network\'s entry, past as many networks one entry; failures are forgotten after memoryMs', () => {
     const b = new LoginBackoff({ free: 1, baseMs: 100, maxMs: 100, maxSources: 3, memoryMs: 1000 });
     for (let i = 0; i < 50; i++) b.failed(`10.0.0.${i}`, 0);
+    // Three sources, and 10.0.0.0/24 for the 47 the table could not hold.
     expect(b.size).toBe(4);
-    // The 47 sources the table could not hold are rationed as one (their attempts counted).
+    // Those 47 are rationed as one (their attempts counted).
     expect(b.reserve('10.0.0.40', 0, 5000)).toBe(100);
     expect(b.reserve('10.0.0.41', 0, 5000)).toBe(200);
-    expect(b.counters.loginSourcesOverflow).toBe(2);
+    expect(b.counters.loginSourcesByNetwork).toBe(2);
+    // A newcomer from another network is checked at once (with one shared entry it was refused
+    // unchecked behind the 47's proofs).
+    expect(b.reserve('10.0.1.7', 0, 5000)).toBe(0);
+    expect(b.reserve('2001:db8:1:2::/64', 0, 5000)).toBe(0);
+    // Networks are bounded too: past maxSources of them, one shared entry.
+    for (let i = 1; i < 6; i++) b.failed(`10.0.${i}.1`, 0);
+    expect(b.size).toBe(3 + 3 + 1);
+    expect(b.reserve('10.0.9.9', 0, 5000)).toBe(100);
+    expect(b.counters.loginSourcesOverflow).toBe(1);
     b.failed('10.0.0.1', 800);
     expect(b.reserve('10.0.0.0', 1500, 9000)).toBe(1500);
     expect(b.size).toBe(1);
+    // Forgotten networks make room again: a source of 10.0.7.0/24 past the table gets its own.
+    for (let i = 10; i < 13; i++) b.failed(`10.0.8.${i}`, 1500);
+    expect(b.reserve('10.0.7.1', 1500, 9000)).toBe(1500);
+    expect(networkKey('10.1.2.3')).toBe('10.1.2.0/24');
+    expect(networkKey('2001:db8:1:2::/64')).toBe('2001:db8:1::/48');
+    expect(networkKey('?')).toBeUndefined();
   });
 });
 

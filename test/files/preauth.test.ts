@@ -124,13 +124,13 @@ describe.concurrent('token guesses are rationed per source', () => {
     expect(s.loginSources).toBe(1);
   }, 60_000);
 
-  it.sequential('the table of sources is bounded: past login.maxSources (2), new sources share one entry (counted)', async ({ expect }) => {
-    const before = served.srv.stats().loginSourcesOverflow;
+  it.sequential('the table of sources is bounded: past login.maxSources (2), new sources share their network\'s entry (counted)', async ({ expect }) => {
+    const before = served.srv.stats().loginSourcesByNetwork;
     for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(served.srv.address.port, from)).toBe(FileStatus.AccessDenied);
     const s = served.srv.stats();
-    // 127.0.0.4 and 127.0.0.5 have entries; 127.0.0.6 and .7 share the overflow one.
+    // 127.0.0.4 and 127.0.0.5 have entries; 127.0.0.6 and .7 share 127.0.0.0/24's.
     expect(s.loginSources).toBe(3);
-    expect(s.loginSourcesOverflow).toBeGreaterThan(before);
+    expect(s.loginSourcesByNetwork).toBeGreaterThan(before);
   }, 30_000);
 });
 
