@@ -41,6 +41,8 @@ export class Lingering {
 
   /** refuseAndLinger `s` while fewer than `max` linger (true); else destroy it at once, counted (false). */
   refuse(s: net.Socket, refusal: Uint8Array): boolean {
+    // Gone already: nothing to say, and no 'close' may come to count it out.
+    if (s.destroyed && s.closed) return true;
     if (this.#n >= this.max) {
       this.cut++;
       s.destroy();
