@@ -87,9 +87,13 @@ export default async function stressTask(t: StressTask): Promise<StressResult> {
       const off = rng.int(0, win - 64 - len);
       return { off, len };
     };
-    while (budget > 0 && Date.now() < t.deadline) {
+    // With --inject-fault the run must fail: until the model is corrupted (at a write's check)
+    // every op is a write, and the deadline does not end the run before one (a slow start on a
+    // loaded machine could spend the whole --duration: no write, nothing injected, exit 0).
+    while (budget > 0 && (Date.now() < t.deadline || !injected)) {
       budget--;
-      const kind = ['write', 'write', 'read', 'vread', 'send', 'fadd', 'cswap'][rng.int(0, 6)]!;
+      const drawn = ['write', 'write', 'read', 'vread', 'send', 'fadd', 'cswap'][rng.int(0, 6)]!;
+      const kind = injected ? drawn : 'write';
       res.mix[kind] = (res.mix[kind] ?? 0) + 1;
       const wrId = nextWr++;
       const t0 = performance.now();
