@@ -19,7 +19,7 @@
 // `maxSources` + 1 addresses — one IPv6 /48 holds 65,536 /64s — and went on guessing from the
 // others had every newcomer's proof refused unchecked behind its own: no new client anywhere
 // could log in.)
-import type { EvictionBound } from '../wire/files-spec.js';
+import type { EvictionBound, RefusalBound } from '../wire/files-spec.js';
 
 export interface AdmissionLimits {
   /** Connections at once, authenticated or not. */
@@ -48,8 +48,8 @@ export interface AdmissionCounters {
  */
 export type EvictWhy = EvictionBound;
 
-/** `why[i]`: the bound `evict[i]` was closed under. */
-export type Admit<T> = { ok: true; evict: T[]; why: EvictWhy[] } | { ok: false; why: string };
+/** `why[i]`: the bound `evict[i]` was closed under; refused: the bound all of whose connections are authenticated. */
+export type Admit<T> = { ok: true; evict: T[]; why: EvictWhy[] } | { ok: false; bound: RefusalBound; why: string };
 
 interface Entry {
   host: string;
@@ -112,14 +112,14 @@ export class Admission<T> {
    * Whether a new connection from `host` would be refused now, counted as admit / enter count
    * one (without an entry: it is never made). What the server asks of a connect before it makes
    * a QP for it, so the refusal is the cm's answer, with a reason, rather than a teardown after
-   * it: 'host' (the source holds maxPerHost, all authenticated), 'total' (max, all
+   * it: 'hostTotal' (the source holds maxPerHost, all authenticated), 'total' (max, all
    * authenticated), or undefined (admit would take it, evicting an unauthenticated one at most).
    */
-  refuseNew(host: string): 'host' | 'total' | undefined {
+  refuseNew(host: string): RefusalBound | undefined {
     const h = this.#hosts.get(host);
-    const why = h && h.n >= this.limits.maxPerHost && h.pending.size === 0 ? 'host' : this.#all.size >= this.limits.max && this.#pending === 0 ? 'total' : undefined;
+    const why = h && h.n >= this.limits.maxPerHost && h.pending.size === 0 ? 'hostTotal' : this.#all.size >= this.limits.max && this.#pending === 0 ? 'total' : undefined;
     if (why) this.counters.refused++;
-    if (why === 'host') this.counters.hostRefused++;
+    if (why === 'hostTotal') this.counters.hostRefused++;
     return why;
   }
 
@@ -136,7 +136,7 @@ export class Admission<T> {
       if (h.pending.size === 0) {
         this.counters.refused++;
         this.counters.hostRefused++;
-        return { ok: false, why: `source ${host} holds ${h.n} connections, the most one source may` };
+        return { ok: false, bound: 'hostTotal', why: `source ${host} holds ${h.n} connections, the most one source may` };
       }
       out('hostTotal', host);
     } else if (!authenticated && h && h.pending.size >= L.maxUnauthenticatedPerHost) out('hostPending', host);
@@ -145,7 +145,7 @@ export class Admission<T> {
       const victim = this.#busiest();
       if (victim === undefined) {
         this.counters.refused++;
-        return { ok: false, why: `${this.#all.size} connections, all authenticated (the most there may be)` };
+        return { ok: false, bound: 'total', why: `${this.#all.size} connections, all authenticated (the most there may be)` };
       }
       out(!authenticated && this.#pending >= L.maxUnauthenticated ? 'pending' : 'total', victim);
     }

@@ -15,8 +15,8 @@
 // length byte); a frame header announcing more than FILE_PIPE_MAX_BODY closes the pipe before
 // anything more is buffered.
 import {
-  evictionCode, evictionNamed, FILE_MAC_LEN, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
-  FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus,
+  evictionCode, evictionNamed, FILE_MAC_LEN, FILE_PIPE_REFUSALS, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
+  FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus, type RefusalBound,
 } from '../wire/files-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
 import type { EvictWhy, LoginBackoff } from './admission.js';
@@ -48,11 +48,13 @@ function body(layout: Parameters<typeof writeFields>[0], v: Record<string, numbe
 }
 
 /**
- * The whole answer to a pipe refused at accept (./pipes.ts): Status(SessionLimit), the same 16
- * bytes each time, written before a byte of the pipe is read. PipeClient takes a Status in any
- * state as the server's refusal.
+ * The whole answer to a pipe refused at accept (./pipes.ts), by the bound all of whose pipes are
+ * authenticated: Status(SessionLimit) with `why` its FILE_PIPE_REFUSALS code, the same 16 bytes
+ * each time, written before a byte of the pipe is read. PipeClient takes a Status in any state as
+ * the server's refusal.
  */
-export const PIPE_REFUSED: Uint8Array = encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: 0 }));
+export const PIPE_REFUSED: Readonly<Record<RefusalBound, Uint8Array>> = Object.fromEntries(FILE_PIPE_REFUSALS.map((r) =>
+  [r.bound, encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: r.code }))])) as Record<RefusalBound, Uint8Array>;
 
 
 /**
@@ -394,10 +396,12 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
       const { status, why } = readFields(FILE_PIPE_STATUS, f.body, 0);
       // Closed before it authenticated, for a newer pipe: the bound it was closed under. Only a
       // pipe's codes, and only before the Welcome (an authenticated pipe is never evicted).
-      const evicted = status === FileStatus.SessionLimit && (this.state === 'challenge' || this.state === 'welcome')
-        ? evictionNamed('pipe', why) : undefined;
+      const early = status === FileStatus.SessionLimit && (this.state === 'challenge' || this.state === 'welcome');
+      const evicted = early ? evictionNamed('pipe', why) : undefined;
       if (evicted) return this.#fail(status, `the server refused: ${evicted.name}; closed before it authenticated, for a newer connection`);
-      return this.#fail(status, `the server refused: ${statusText(status)}`);
+      // Refused at accept: before the Challenge (the server wrote it before reading a byte).
+      const refused = early && this.state === 'challenge' ? FILE_PIPE_REFUSALS.find((r) => r.code === why) : undefined;
+      return this.#fail(status, `the server refused: ${refused?.name ?? statusText(status)}`);
     }
     switch (this.state) {
       case 'challenge':

@@ -79,14 +79,14 @@ export class PipeShell {
 
   accept(s: net.Socket): void {
     const host = hostKey(s.remoteAddress);
-    const a = this.#closed ? { ok: false as const, why: 'closed' } : this.admission.admit(s, host);
-    if (!a.ok) {
-      if (this.#closed) {
-        this.admission.counters.refused++;
-        s.destroy();
-      } else this.#lingering.refuse(s, PIPE_REFUSED); // Status(SessionLimit): the client fails with ERR_FILE_SESSION_LIMIT, not a bare close
+    if (this.#closed) {
+      this.admission.counters.refused++;
+      s.destroy();
       return;
     }
+    const a = this.admission.admit(s, host);
+    // Status(SessionLimit, the bound): the client fails with ERR_FILE_SESSION_LIMIT naming it, not a bare close.
+    if (!a.ok) return void this.#lingering.refuse(s, PIPE_REFUSED[a.bound]);
     // Out of the bounds already (Admission removed them): each is told why, then goes.
     for (let i = 0; i < a.evict.length; i++) this.#pipes.get(a.evict[i]!)?.(a.why[i]!);
     s.setNoDelay(true);

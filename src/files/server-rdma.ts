@@ -184,7 +184,7 @@ export class RdmaConnections {
       const why = this.#admission.refuseNew(host);
       if (why) {
         this.#connectionsRefused++;
-        throw listenerRefusal(FILE_CM_REJECTS[why === 'host' ? 0 : 1].reason);
+        throw listenerRefusal(FILE_CM_REJECTS[why === 'hostTotal' ? 0 : 1].reason);
       }
     }
     // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).

@@ -152,6 +152,18 @@ export const FILE_EVICTIONS = [
   { code: 8, on: 'pipe', bound: 'total', name: 'too many control pipes to the server (maxPipes)', meaning: 'the server held maxPipes pipes: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
 ] as const;
 
+/**
+ * Why a control pipe was refused at accept (its Status `why`, with SessionLimit): the bound whose
+ * pipes are all authenticated, so none could be closed for it. Codes go on from FILE_EVICTIONS'.
+ */
+export const FILE_PIPE_REFUSALS = [
+  { code: 9, bound: 'hostTotal', name: 'too many control pipes from your host, all logged in (maxPipesPerHost)', meaning: 'the source host holds maxPipesPerHost pipes, all authenticated: the new one is refused before a byte of it is read' },
+  { code: 10, bound: 'total', name: 'too many control pipes to the server, all logged in (maxPipes)', meaning: 'the server holds maxPipes pipes, all authenticated: the new one is refused before a byte of it is read' },
+] as const;
+
+/** The bound a refusal at accept names (FILE_PIPE_REFUSALS' `bound`; FILE_CM_REJECTS' for an RDMA connection). */
+export type RefusalBound = (typeof FILE_PIPE_REFUSALS)[number]['bound'];
+
 /** Which pre-authentication bound an eviction was made under (FILE_EVICTIONS' `bound`). */
 export type EvictionBound = (typeof FILE_EVICTIONS)[number]['bound'];
 
@@ -226,7 +238,7 @@ export const FILE_PIPE_STATUS = fileLayout({
   name: 'filePipeStatus', title: 'File service pipe: Status body', size: 8, ref: 'sabre M6',
   fields: {
     status: u32(0, 'why the server refuses; it closes the pipe next'),
-    why: u32(4, 'SessionLimit to a pipe not yet authenticated, closed for a newer one: the bound (eviction table, 5-8); else 0'),
+    why: u32(4, 'with SessionLimit, the bound: a pipe refused at accept (pipe refusal table, 9-10), or one not yet authenticated closed for a newer one (eviction table, 5-8); else 0'),
   },
 });
 

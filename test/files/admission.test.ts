@@ -6,7 +6,7 @@ import { hostKey } from '../../src/core/address.js';
 import { Admission, type EvictWhy, LoginBackoff, networkKey } from '../../src/files/admission.js';
 import { PIPE_REFUSED, PipeClient, PipeServer, newPipeCounters, encodePipeFrame, PipeReader, pipeEvicted } from '../../src/files/pipe.js';
 import { SessionTable } from '../../src/files/sessions.js';
-import { FilePipeType, FileStatus, FILE_PIPE_WELCOME } from '../../src/wire/files-spec.js';
+import { FilePipeType, FileStatus, FILE_PIPE_WELCOME, type RefusalBound } from '../../src/wire/files-spec.js';
 import { readFields } from '../../src/files/layout.js';
 import { pollAll } from '../../src/core/sans-io.js';
 
@@ -25,7 +25,7 @@ describe('Admission', () => {
     a.authenticated('a5');
     a.authenticated('a6');
     // … and with all four authenticated it is refused.
-    expect(a.admit('a7', 'A')).toMatchObject({ ok: false });
+    expect(a.admit('a7', 'A')).toMatchObject({ ok: false, bound: 'hostTotal' });
     expect(a.counters).toEqual({ refused: 1, hostRefused: 1, evicted: 2 });
   });
 
@@ -38,7 +38,7 @@ describe('Admission', () => {
     for (const c of ['x2', 'y1', 'z1']) a.authenticated(c);
     expect(a.admit('w1', 'W')).toEqual({ ok: true, evict: [], why: [] });
     a.authenticated('w1');
-    expect(a.admit('v1', 'V')).toMatchObject({ ok: false });
+    expect(a.admit('v1', 'V')).toMatchObject({ ok: false, bound: 'total' });
     a.remove('x2');
     expect(a.admit('v1', 'V')).toEqual({ ok: true, evict: [], why: [] });
     expect(a.size).toBe(4);
@@ -161,14 +161,14 @@ describe('PipeServer with a backoff', () => {
 
 describe('PipeClient: a Status naming an eviction', () => {
   const client = (): PipeClient => new PipeClient({ token: 't', providers: 1, random: (n) => new Uint8Array(n).fill(3) });
-  const fail = (pc: PipeClient, why: EvictWhy | 0): string | undefined => {
+  const fail = (pc: PipeClient, why: EvictWhy | RefusalBound, refused = false): string | undefined => {
     pollAll(pc);
-    pc.handleReceive(why === 0 ? PIPE_REFUSED : pipeEvicted(why), 0);
+    pc.handleReceive(refused ? PIPE_REFUSED[why as RefusalBound] : pipeEvicted(why), 0);
     const e = pollAll(pc).find((a) => a.kind === 'error');
     expect(e).toMatchObject({ status: FileStatus.SessionLimit, fatal: true });
     return e?.kind === 'error' ? e.message : undefined;
   };
-  it('before the Challenge and after it (before the Welcome) the client names the bound; a refusal at accept says only the status', () => {
+  it('before the Challenge and after it (before the Welcome) the client names the bound; a refusal at accept names its own', () => {
     const bounds: [EvictWhy, string][] = [
       ['hostPending', 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)'], ['hostTotal', 'too many control pipes from your host (maxPipesPerHost)'],
       ['pending', 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)'], ['total', 'too many control pipes to the server (maxPipes)'],
@@ -181,7 +181,9 @@ describe('PipeClient: a Status naming an eviction', () => {
       expect(pc.state).toBe('welcome');
       expect(fail(pc, why)).toBe(`the server refused: ${name}; closed before it authenticated, for a newer connection`);
     }
-    expect(fail(client(), 0)).toMatch(/^the server refused: (?!.*newer connection)/);
+    // Refused at accept (every pipe of the bound authenticated): the bound, and nothing of an eviction.
+    expect(fail(client(), 'hostTotal', true)).toBe('the server refused: too many control pipes from your host, all logged in (maxPipesPerHost)');
+    expect(fail(client(), 'total', true)).toBe('the server refused: too many control pipes to the server, all logged in (maxPipes)');
     // An RDMA connection's code (1-4) in a pipe Status is not a pipe's eviction: the status alone.
     const pc = client();
     pollAll(pc);
