@@ -5,43 +5,15 @@
 // had its proof refused unchecked (Welcome SessionLimit) for as long as the guessing went on —
 // three a second were enough. Now sources past the table are rationed with their network
 // (IPv4 /24, IPv6 /48), as many networks more, and only past those together.
-import { randomBytes } from 'node:crypto';
-import net from 'node:net';
+import type net from 'node:net';
 import { describe, it } from 'vitest';
 import { FileClient, serveFiles } from '../../src/index.js';
-import { encodePipeFrame, PipeReader } from '../../src/files/pipe.js';
-import { readFields } from '../../src/files/layout.js';
-import { FILE_PIPE_WELCOME, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
+import { FileStatus } from '../../src/wire/files-spec.js';
 import { tempDirsRemovedAfter } from '../files/helpers.js';
+import { guessProof } from '../files/raw.js';
 
 const TOKEN = 'login-overflow-0123456789abcdef';
 const tempDir = tempDirsRemovedAfter();
-
-/** A pipe from `from` that sends a wrong token proof: the Welcome status, or 'closed' when none came. */
-function guess(port: number, from: string, open?: Set<net.Socket>): Promise<number | 'closed'> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port, localAddress: from });
-    open?.add(s);
-    s.once('close', () => open?.delete(s));
-    const reader = new PipeReader();
-    let done = false;
-    const end = (v: number | 'closed'): void => {
-      if (done) return;
-      done = true;
-      s.destroy();
-      resolve(v);
-    };
-    s.on('connect', () => s.write(encodePipeFrame(FilePipeType.Hello, new Uint8Array(randomBytes(32)))));
-    s.on('data', (b: Buffer) => {
-      for (const f of reader.push(new Uint8Array(b))) {
-        if (f.type === FilePipeType.Challenge) s.write(encodePipeFrame(FilePipeType.Proof, new Uint8Array(randomBytes(32))));
-        else if (f.type === FilePipeType.Welcome && f.body.length === FILE_PIPE_WELCOME.size) end(readFields(FILE_PIPE_WELCOME, f.body, 0).status);
-      }
-    });
-    s.on('error', () => end('closed'));
-    s.on('close', () => end('closed'));
-  });
-}
 
 describe('a stranger guessing from more addresses than login.maxSources', () => {
   it('a real client from another network still logs in while the guessing goes on; the guesses stay rationed', async ({ expect, onTestFinished }) => {
@@ -49,7 +21,7 @@ describe('a stranger guessing from more addresses than login.maxSources', () => 
     onTestFinished(() => srv.close());
     const port = srv.address.port;
     // The table, full: four sources with a failure each.
-    for (let i = 2; i < 6; i++) expect(await guess(port, `127.0.1.${i}`)).toBe(FileStatus.AccessDenied);
+    for (let i = 2; i < 6; i++) expect(await guessProof(port, `127.0.1.${i}`)).toBe(FileStatus.AccessDenied);
     // Then guesses from addresses the table cannot hold, eight at a time, until the end.
     let stop = false;
     let n = 0;
@@ -57,7 +29,7 @@ describe('a stranger guessing from more addresses than login.maxSources', () => 
     const results: (number | 'closed')[] = [];
     const hammer = async (): Promise<void> => {
       // Bounded: 400 guesses at most.
-      while (!stop && n < 400) results.push(await guess(port, `127.0.2.${(n++ % 200) + 1}`, open));
+      while (!stop && n < 400) results.push(await guessProof(port, `127.0.2.${(n++ % 200) + 1}`, open));
     };
     const guessers = Array.from({ length: 8 }, hammer);
     const halt = async (): Promise<void> => {

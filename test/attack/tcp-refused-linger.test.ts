@@ -5,10 +5,10 @@
 // REFUSED_LINGER_MAX linger; past it a refused socket is destroyed at once (`refusalsCut`).
 // Measured as the process's descriptors less the attacker's own sockets open at that instant.
 import fs from 'node:fs';
-import net from 'node:net';
 import { describe, it } from 'vitest';
 import { connect, type Device, listen, openDevice } from '../../src/index.js';
 import { REFUSED_LINGER_MAX } from '../../src/core/refuse.js';
+import { connectFlood } from './flood.js';
 
 const link = (dev: Device): Record<string, number> => dev.stats().link as unknown as Record<string, number>;
 const fds = (): number => fs.readdirSync('/proc/self/fd').length;
@@ -24,49 +24,21 @@ describe('a flood of connects past maxConnectionsPerHost', () => {
     const port = server.address.port as number;
     const l = listen(server, { service: 7 });
     onTestFinished(() => l.close());
-    const socks = new Set<net.Socket>();
-    onTestFinished(() => {
-      for (const s of socks) s.destroy();
-    });
     const base = fds();
     let peak = 0;
-    let opened = 0;
-    // Sockets the server holds for the flood: descriptors beyond the start, less the attacker's own.
-    const sample = setInterval(() => (peak = Math.max(peak, fds() - base - socks.size)), 5);
-    onTestFinished(() => clearInterval(sample));
-    const t0 = performance.now();
-    await new Promise<void>((done) => {
-      let inflight = 0;
-      const one = (): void => {
-        if (performance.now() - t0 > 1500 || opened >= 20_000) {
-          if (inflight === 0) done();
-          return;
-        }
-        inflight++;
-        opened++;
-        const s = net.connect({ host: '127.0.0.1', port, localAddress: '127.0.0.2', allowHalfOpen: true });
-        socks.add(s);
-        let settled = false;
-        const next = (): void => {
-          if (settled) return;
-          settled = true;
-          inflight--;
-          setImmediate(one);
-        };
-        s.on('connect', next);
-        s.on('error', next);
-        s.on('close', () => {
-          socks.delete(s);
-          next();
-        });
-        setTimeout(() => s.destroy(), 1000);
-      };
-      for (let i = 0; i < 32; i++) one();
+    // 32 connects in flight at a time for 1.5 s from 127.0.0.2, each kept open a second.
+    const flood = connectFlood({ port, ms: 1500, parallel: 32, from: () => '127.0.0.2', holdMs: 1000 });
+    onTestFinished(() => {
+      for (const s of flood.socks) s.destroy();
     });
+    // Sockets the server holds for the flood: descriptors beyond the start, less the attacker's own.
+    const sample = setInterval(() => (peak = Math.max(peak, fds() - base - flood.socks.size)), 5);
+    onTestFinished(() => clearInterval(sample));
+    await flood.done;
     clearInterval(sample);
     const st = link(server);
     // The cap's 2, those lingering, and a few closing in the event loop's turn.
-    expect(opened).toBeGreaterThan(4 * REFUSED_LINGER_MAX);
+    expect(flood.opened).toBeGreaterThan(4 * REFUSED_LINGER_MAX);
     expect(peak).toBeLessThanOrEqual(2 + REFUSED_LINGER_MAX + 32);
     expect(st.refusalsLingering).toBeLessThanOrEqual(REFUSED_LINGER_MAX);
     expect(st.refusalsCut).toBeGreaterThan(0);

@@ -3,14 +3,12 @@
 // (the oldest of a source makes room for its newer ones), failed token proofs are rationed per
 // source, and the tables behind this are bounded. Attackers come from other loopback addresses
 // (127.0.0.2 …) than the real clients (127.0.0.1), as another host would.
-import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { describe, it } from 'vitest';
 import { connect, FileClient, openDevice, type QueuePair } from '../../src/index.js';
-import { PipeReader, encodePipeFrame } from '../../src/files/pipe.js';
-import { FILE_PIPE_WELCOME, FILE_SERVICE, FilePipeType, FileStatus } from '../../src/wire/files-spec.js';
-import { readFields } from '../../src/files/layout.js';
+import { FILE_SERVICE, FileStatus } from '../../src/wire/files-spec.js';
 import { servedDir, until } from './helpers.js';
+import { guessProof } from './raw.js';
 
 const TOKEN = 'preauth-token-0123456789abcdef';
 
@@ -23,33 +21,6 @@ async function roundTrip(port: number, transport: 'udp' | 'tcp'): Promise<string
   } finally {
     await c.end();
   }
-}
-
-/** A pipe from `from` that sends a wrong token proof: the Welcome status, or 'closed' when none came. */
-function guess(port: number, from: string): Promise<number | 'closed'> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port, localAddress: from });
-    const reader = new PipeReader();
-    const nc = new Uint8Array(randomBytes(32));
-    let done = false;
-    const end = (v: number | 'closed'): void => {
-      if (done) return;
-      done = true;
-      s.destroy();
-      resolve(v);
-    };
-    s.on('connect', () => s.write(encodePipeFrame(FilePipeType.Hello, nc)));
-    s.on('data', (b: Buffer) => {
-      for (const f of reader.push(new Uint8Array(b))) {
-        if (f.type === FilePipeType.Challenge) {
-          // Any 32 bytes: a proof made with a wrong token looks the same to the server.
-          s.write(encodePipeFrame(FilePipeType.Proof, new Uint8Array(randomBytes(32))));
-        } else if (f.type === FilePipeType.Welcome && f.body.length === FILE_PIPE_WELCOME.size) end(readFields(FILE_PIPE_WELCOME, f.body, 0).status);
-      }
-    });
-    s.on('error', () => end('closed'));
-    s.on('close', () => end('closed'));
-  });
 }
 
 // The three servers, their attackers' source addresses and their counters are the describes' own;
@@ -109,7 +80,7 @@ describe.concurrent('token guesses are rationed per source', () => {
   it.sequential('64 wrong proofs from 127.0.0.4 over 16 pipes at a time: few are checked, none succeeds, the rest wait or are refused; a real client elsewhere logs in meanwhile', async ({ expect }) => {
     const results: (number | 'closed')[] = [];
     for (let round = 0; round < 4; round++) {
-      const batch = Array.from({ length: 16 }, () => guess(served.srv.address.port, '127.0.0.4'));
+      const batch = Array.from({ length: 16 }, () => guessProof(served.srv.address.port, '127.0.0.4'));
       if (round === 1) expect(await roundTrip(served.srv.address.port, 'tcp')).toBe('hello');
       results.push(...(await Promise.all(batch)));
     }
@@ -126,7 +97,7 @@ describe.concurrent('token guesses are rationed per source', () => {
 
   it.sequential('the table of sources is bounded: past login.maxSources (2), new sources share their network\'s entry (counted)', async ({ expect }) => {
     const before = served.srv.stats().loginSourcesByNetwork;
-    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guess(served.srv.address.port, from)).toBe(FileStatus.AccessDenied);
+    for (const from of ['127.0.0.5', '127.0.0.6', '127.0.0.7']) expect(await guessProof(served.srv.address.port, from)).toBe(FileStatus.AccessDenied);
     const s = served.srv.stats();
     // 127.0.0.4 and 127.0.0.5 have entries; 127.0.0.6 and .7 share 127.0.0.0/24's.
     expect(s.loginSources).toBe(3);

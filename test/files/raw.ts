@@ -6,16 +6,46 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Access, connect, type CompletionQueue, type Device, type MemoryRegion, Opcode, openDevice, type QueuePair, WcOpcode, WcStatus } from '../../src/index.js';
 import { connectionProof } from '../../src/files/auth.js';
-import { writeFields } from '../../src/files/layout.js';
+import { readFields, writeFields } from '../../src/files/layout.js';
 import { type Body, type FileHeader, HDR_LEN, STATUS_BLOCK_LEN, bodyLength, decodeBody, decodeHeader, encodeMessage } from '../../src/files/messages.js';
-import { type Negotiated, PipeClient } from '../../src/files/pipe.js';
-import { FILE_AUTH_REQ, FILE_SERVICE, FILE_SLOT_BYTES, FileFlag, FileOp, FileProvider } from '../../src/wire/files-spec.js';
+import { encodePipeFrame, type Negotiated, PipeClient, PipeReader } from '../../src/files/pipe.js';
+import { FILE_AUTH_REQ, FILE_PIPE_WELCOME, FILE_SERVICE, FILE_SLOT_BYTES, FileFlag, FileOp, FilePipeType, FileProvider } from '../../src/wire/files-spec.js';
 import { pollAll } from '../../src/core/sans-io.js';
 
 export interface Got {
   hdr: FileHeader;
   body: Body | undefined;
   via: 'send' | 'imm';
+}
+
+/**
+ * A control pipe from `from` that sends a wrong token proof: the Welcome's status, or 'closed' when
+ * none came. Any 32 bytes: a proof made with a wrong token looks the same to the server. `open`
+ * holds the socket while it is open.
+ */
+export function guessProof(port: number, from: string, open?: Set<net.Socket>): Promise<number | 'closed'> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port, localAddress: from });
+    open?.add(s);
+    s.once('close', () => open?.delete(s));
+    const reader = new PipeReader();
+    let done = false;
+    const end = (v: number | 'closed'): void => {
+      if (done) return;
+      done = true;
+      s.destroy();
+      resolve(v);
+    };
+    s.on('connect', () => s.write(encodePipeFrame(FilePipeType.Hello, new Uint8Array(randomBytes(32)))));
+    s.on('data', (b: Buffer) => {
+      for (const f of reader.push(new Uint8Array(b))) {
+        if (f.type === FilePipeType.Challenge) s.write(encodePipeFrame(FilePipeType.Proof, new Uint8Array(randomBytes(32))));
+        else if (f.type === FilePipeType.Welcome && f.body.length === FILE_PIPE_WELCOME.size) end(readFields(FILE_PIPE_WELCOME, f.body, 0).status);
+      }
+    });
+    s.on('error', () => end('closed'));
+    s.on('close', () => end('closed'));
+  });
 }
 
 /** The pipe handshake alone: resolves with the negotiate result (or rejects with the refusal). */
