@@ -6,7 +6,6 @@
 // then kept the evicted peer out: its next Send failed RetryExcErr and its QP went to ERROR
 // (contextsReclaimed 1, then contextLimit for each of its handshake echoes). Now a kept context
 // is never reclaimed: the newcomer is refused (contextLimit) and the connected pair goes on.
-import dgram from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Device, QpState } from '../../src/index.js';
 import { UdpType } from '../../src/wire/udp.js';
@@ -22,10 +21,7 @@ afterEach(async () => {
 
 /** A raw peer whose socket is bound on another loopback host. */
 async function rawOn(host: string, ctx: number): Promise<RawPeer> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((res) => s.bind(0, host, () => res()));
-  // RawPeer.open binds 127.0.0.1; the constructor takes any bound socket.
-  const p = new (RawPeer as unknown as new (s: dgram.Socket, ctx: number) => RawPeer)(s, ctx);
+  const p = await RawPeer.open(ctx, host);
   peers.push(p);
   return p;
 }

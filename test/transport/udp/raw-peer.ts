@@ -48,9 +48,10 @@ export class RawPeer {
     sock.on('error', () => {});
   }
 
-  static async open(ctx = 0x5eed0001): Promise<RawPeer> {
+  /** `host`: the loopback address to bind (another one is another source host to the device's per-host caps). */
+  static async open(ctx = 0x5eed0001, host = '127.0.0.1'): Promise<RawPeer> {
     const s = dgram.createSocket('udp4');
-    await new Promise<void>((res) => s.bind(0, '127.0.0.1', () => res()));
+    await new Promise<void>((res) => s.bind(0, host, () => res()));
     return new RawPeer(s, ctx);
   }
 
