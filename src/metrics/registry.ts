@@ -95,6 +95,7 @@ export const LINK_STATS: readonly StatMetric[] = [
   { key: 'linkFailures', name: 'sabre_link_failures_total', kind: 'counter', help: 'peers given up for good (udp: past the retry limit)' },
   { key: 'contexts', name: 'sabre_transport_contexts', kind: 'gauge', help: 'udp transport contexts (one per peer, M5)' },
   { key: 'contextsReclaimed', name: 'sabre_transport_contexts_reclaimed_total', kind: 'counter', help: 'idle transport contexts reclaimed' },
+  { key: 'unownedReclaimed', name: 'sabre_transport_contexts_unowned_reclaimed_total', kind: 'counter', help: 'udp: transport contexts no QP owned, taken for a newcomer while their peer kept sending' },
   { key: 'contextsFailed', name: 'sabre_transport_contexts_failed_total', kind: 'counter', help: 'transport contexts that failed' },
   { key: 'frames', name: 'sabre_link_frames_total', kind: 'counter', help: 'engine frames, by direction', labels: { direction: 'rx' } },
   { key: 'txFrames', name: 'sabre_link_frames_total', kind: 'counter', help: '', labels: { direction: 'tx' } },

@@ -9,7 +9,7 @@ export const udpProvider: TransportProvider = {
   name: 'udp',
   integrityModes: INTEGRITY_MODES,
   threaded: true,
-  limits: ['maxContexts', 'maxContextsPerHost'],
+  limits: ['maxContexts', 'maxContextsPerHost', 'unownedContextMs'],
   checkOptions: (opts) => {
     checkHostPort(opts);
     if (opts.integrity !== undefined) checkIntegrityMode(opts.integrity, INTEGRITY_MODES);

@@ -133,6 +133,11 @@ export interface DeviceLimits {
   /** udp: transport contexts per device (1024) and per source host (64). */
   maxContexts?: number;
   maxContextsPerHost?: number;
+  /**
+   * udp: how long a transport context that no rc QP of this device is connected through keeps
+   * its slot against a newcomer, however often its peer sends (10 000 ms: a connect's deadline).
+   */
+  unownedContextMs?: number;
   /** tcp: connections per device (1024) and per source host (128), handshakes included. */
   maxConnections?: number;
   maxConnectionsPerHost?: number;

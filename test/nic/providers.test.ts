@@ -9,7 +9,7 @@ import type { DeviceLimits } from '../../src/verbs/types.js';
 /** Typed as a record over DeviceLimits: a limit added to the public type must be added here. */
 const EVERY_LIMIT: Record<keyof DeviceLimits, number> = {
   maxOooEntries: 1, maxOooBytes: 1, maxSrdFlows: 1, maxSrdFlowsPerPeer: 1, maxIrd: 1, maxAnswerBytes: 1, maxQpAnswerBytes: 1,
-  maxContexts: 1, maxContextsPerHost: 1,
+  maxContexts: 1, maxContextsPerHost: 1, unownedContextMs: 1,
   maxConnections: 1, maxConnectionsPerHost: 1, handshakeTimeoutMs: 1, maxQueuedBytes: 1,
 };
 

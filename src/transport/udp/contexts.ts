@@ -1,7 +1,7 @@
 // The transport contexts of one endpoint (./endpoint.ts), one per peer: found by our context
 // id and by the peer's address; the peers' share of them capped per source host and per
-// device, an idle one reclaimed for a newcomer; old peer ids remembered as retired; and the
-// context counters summed over those dropped.
+// device, an idle or un-owned one reclaimed for a newcomer; old peer ids remembered as
+// retired; and the context counters summed over those dropped.
 import { hostKey } from '../../core/address.js';
 import type { UdpCookie } from '../../wire/udp.js';
 import type { ContextCounters } from './context-options.js';
@@ -64,6 +64,11 @@ export interface Entry {
   integ: number | undefined;
   /** Found kept (EndpointOptions.keepPeer: connected rc QPs) by a reclaim scan: not asked again before then. */
   keptUntil: number;
+  /**
+   * When it was made, or last found kept: un-owned since. Past unownedContextMs a newcomer may
+   * take it whatever its traffic (see reclaimIdle).
+   */
+  ownedAt: number;
 }
 
 interface HostState {
@@ -103,7 +108,7 @@ export class ContextTable {
     ctx.probing = !inbound;
     const e: Entry = {
       ctx, peer, key: addrKey(peer), inbound, host: hostKey(peer.host), cookie: undefined, token: this.secret.token(ctx.localId), peerToken: undefined, peerKnowsUs: false,
-      integ: undefined, keptUntil: -Infinity,
+      integ: undefined, keptUntil: -Infinity, ownedAt: now,
     };
     this.byId.set(ctx.localId, e);
     this.byAddr.set(e.key, e);
@@ -174,25 +179,32 @@ export class ContextTable {
   }
 
   /**
-   * Free the quiescent context (of `host`'s inbound ones — `host` a hostKey — or any) idle longest, if it has
-   * been idle at least RECLAIM_GUARD_MS. Quiescent means everything it delivered was acked
-   * and it has nothing in flight; the guard (above the largest RTO) means the peer has seen
-   * that ACK or is past retrying, so a later RESET (whose token makes the peer start a fresh
-   * stream) cannot make it send again something already delivered. A context the owner keeps
-   * (keepPeer: rc QPs connected through it) is never taken: it is idle only between keepalives,
-   * and a crowd of validated newcomers from other hosts evicted it and then kept its peer out,
-   * failing the connected QPs (test/attack/udp-evict-connected). One scan over the contexts;
-   * keepPeer is asked only of candidates, oldest first, each at most once per RECLAIM_GUARD_MS;
-   * a scan that found nothing is not repeated for RESCAN_MS.
+   * Free a quiescent context (of `host`'s inbound ones — `host` a hostKey — or any) for a
+   * newcomer: the one idle longest that has been idle at least RECLAIM_GUARD_MS, or that no
+   * local QP has owned for unownedContextMs, whatever its traffic. Quiescent means everything it
+   * delivered was acked and it has nothing in flight; the guard (above the largest RTO) means the
+   * peer has seen that ACK or is past retrying, so a later RESET (whose token makes the peer start
+   * a fresh stream) cannot make it send again something already delivered. An un-owned peer that
+   * keeps sending may not have seen our last ACK yet: what it sends next meets the same token
+   * RESET, its stream restarts and nothing fails; a copy it then sends again reaches no rc QP of
+   * ours (none is connected to it), and an srd flow that still has it drops it by its ssn. Without
+   * the second rule a stranger that completed the handshake and sent one ACK a second held its
+   * slot for good, and a crowd of them locked every new peer out (test/attack/udp-unowned-crowd).
+   * A context the owner keeps (keepPeer: rc QPs connected through it) is never taken: it is idle
+   * only between keepalives, and a crowd of validated newcomers from other hosts evicted it and
+   * then kept its peer out, failing the connected QPs (test/attack/udp-evict-connected). One scan
+   * over the contexts; keepPeer is asked only of candidates, oldest first, each at most once per
+   * RECLAIM_GUARD_MS; a scan that found nothing is not repeated for RESCAN_MS.
    */
   reclaimIdle(now: number, host: string | undefined): boolean {
     const hs = host === undefined ? undefined : this.hosts.get(host);
     if (now < (hs === undefined ? this.scanAt : hs.scanAt)) return false;
     const guard = Math.min(this.opts.idleMs, RECLAIM_GUARD_MS);
+    const grace = this.opts.unownedContextMs;
     const candidates: Entry[] = [];
     for (const e of this.byId.values()) {
-      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.host !== host))) continue;
-      if (now - e.ctx.lastActivity < guard || now < e.keptUntil) continue;
+      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.host !== host)) || now < e.keptUntil) continue;
+      if (now - e.ctx.lastActivity < guard && now - e.ownedAt < grace) continue;
       candidates.push(e);
     }
     candidates.sort((x, y) => x.ctx.lastActivity - y.ctx.lastActivity);
@@ -200,9 +212,11 @@ export class ContextTable {
     for (const victim of candidates) {
       if (keep !== undefined && keep(victim.peer)) {
         victim.keptUntil = now + RECLAIM_GUARD_MS;
+        victim.ownedAt = now;
         continue;
       }
       this.counters.contextsReclaimed++;
+      if (now - victim.ctx.lastActivity < guard) this.counters.unownedReclaimed++;
       this.drop(victim, true);
       return true;
     }

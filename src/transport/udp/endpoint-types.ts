@@ -29,6 +29,12 @@ export interface EndpointOptions {
   maxContextsPerHost: number;
   /** A quiescent context untouched this long is reclaimed. Keep it above the retry span. */
   idleMs: number;
+  /**
+   * A quiescent context the owner has not kept (keepPeer) for this long may be taken for a
+   * newcomer however often its peer sends (contexts.ts reclaimIdle). Default 10 000 ms: a
+   * connect's deadline (qp.connect, cm), the time a peer gets to be taken by a QP.
+   */
+  unownedContextMs: number;
   /** Number of sockets the shell stripes over (path index in each outgoing datagram). */
   paths: number;
   /** Old peer context ids remembered so their stray datagrams count as stale. */
@@ -142,6 +148,8 @@ export interface EndpointCounters extends IntegrityCounters {
   badSack: number;
   contextsCreated: number;
   contextsReclaimed: number;
+  /** Of contextsReclaimed: taken for a newcomer while their peer kept sending, owned by no QP of ours past unownedContextMs. */
+  unownedReclaimed: number;
   contextsFailed: number;
 }
 

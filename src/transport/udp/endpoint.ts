@@ -66,7 +66,7 @@ export class UdpEndpoint {
     unknownContext: 0, stale: 0, contextLimit: 0, hostLimit: 0, cookiesSent: 0, cookiesValidated: 0, cookiesFailed: 0,
     cookiesExpired: 0, cookiesReceived: 0, cookiesIgnored: 0, unvalidated: 0, restartClaims: 0, amplificationRefused: 0,
     resetsSent: 0, resetsSuppressed: 0, resetsOwed: 0, resetsReceived: 0, resetsInvalid: 0, peerRestarts: 0, badAck: 0, badSack: 0,
-    contextsCreated: 0, contextsReclaimed: 0, contextsFailed: 0,
+    contextsCreated: 0, contextsReclaimed: 0, unownedReclaimed: 0, contextsFailed: 0,
   };
   private readonly table: ContextTable;
   private byPeer = new WeakMap<PeerAddress, Entry>();
@@ -97,6 +97,7 @@ export class UdpEndpoint {
       maxContexts: 1024,
       maxContextsPerHost: 64,
       idleMs: 30_000,
+      unownedContextMs: 10_000,
       paths: 1,
       maxRetiredIds: 4096,
       randomId: defaultRandomId,
