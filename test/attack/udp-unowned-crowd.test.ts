@@ -29,6 +29,12 @@ afterEach(async () => {
 const link = (d: Device): Record<string, number> => d.stats().link as Record<string, number>;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** A receive whose rejection at the device's close (a failing run) is not an unhandled error. */
+const quiet = <T>(p: Promise<T>): Promise<T> => {
+  p.catch(() => {});
+  return p;
+};
+
 /** A Send (ssn `ssn`, never 1: a flow's first message draws a Terminate) to QPN 0xdead, which the device does not have. */
 const strayedSend = (ssn: number): Uint8Array => frameBytes(ctlFrame({
   srcQpn: 0x77, dstQpn: 0xdead, ssn, opcode: RdmapOpcode.Send, qn: Qn.Send, msn: ssn, bodyLen: 16, body: () => 16,
@@ -79,14 +85,14 @@ describe('udp: strangers that completed the handshake and keep their contexts bu
       }
       expect(link(b.dev).contexts).toBe(4);
       // The strangers age past the grace (400 ms), never quiet for the 1 s guard.
-      await sleep(700);
+      await sleep(600);
 
       // A real device connects a QP to b's second QP and sends: it needs a context.
       const c = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
       devs.push(c.dev);
       const t0 = performance.now();
       await Promise.all([c.qp.connect({ address: b.dev.address, qpn: bq2.qpn }), bq2.connect({ address: c.dev.address, qpn: c.qp.qpn })]);
-      const got = bq2.recv();
+      const got = quiet(bq2.recv());
       const sent = await Promise.race([
         c.qp.send({ imm: 3 }).then(() => 'Success', (e: { status?: number }) => `status ${e.status}`),
         sleep(3000).then(() => 'no completion in 3 s'),
@@ -109,8 +115,8 @@ describe('udp: strangers that completed the handshake and keep their contexts bu
       await sleep(400);
       await Promise.all(Array.from({ length: 2 }, (_, i) => stranger(to, '127.0.0.3', 0x5eed0500 + i, 900, join)));
 
-      const gotA = b.qp.recv();
-      const gotC = bq2.recv();
+      const gotA = quiet(b.qp.recv());
+      const gotC = quiet(bq2.recv());
       const both = await Promise.all([a.qp.send({ imm: 2 }), c.qp.send({ imm: 4 })].map((s) => s.then(() => 'Success', (e: { status?: number }) => `status ${e.status}`)));
       expect(both).toEqual(['Success', 'Success']);
       expect([(await gotA).imm, (await gotC).imm]).toEqual([2, 4]);
@@ -130,4 +136,47 @@ describe('udp: strangers that completed the handshake and keep their contexts bu
       clearInterval(ping);
     }
   }, 20_000);
+
+  it('a stranger that never acks what it drew from the device (a Terminate), holding a zero window, is taken too: the newcomer\'s QP works', async () => {
+    const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', limits: { maxContexts: 2, maxContextsPerHost: 2, unownedContextMs: 400 } } });
+    const a = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
+    devs.push(b.dev, a.dev);
+    const bq2 = b.pd.createQp({ type: 'rc', sendCq: b.cq, recvCq: b.cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
+    await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+    const to = { host: '127.0.0.1', port: Number(b.dev.address.port) };
+    const first = b.qp.recv();
+    await a.qp.send({ imm: 1 });
+    expect((await first).imm).toBe(1);
+    const p = await stranger(to, '127.0.0.2', 0x5eed0600, 2000, () => {});
+    expect(p).toBeDefined();
+    // A flow's first Send into QPN 0xdead: b's engine answers with a Terminate (DATA to the stranger).
+    p!.send(to, seal({ type: UdpType.Data, srcCtx: p!.ctx, dstCtx: p!.peerCtx, psn: 1, ackPsn: 0, dstQpn: 0xdead, srcQpn: 0x77 }, strayedSend(1)));
+    await p!.waitFor((h) => h.hdr.type === UdpType.Data, 2000);
+    // Never acked: ACKs that ack nothing, window 0, every 200 ms (the retry count restarts at each).
+    const ping = setInterval(() => p!.send(to, seal({ type: UdpType.Ack, srcCtx: p!.ctx, dstCtx: p!.peerCtx, psn: 2, ackPsn: 0, window: 0 })), 200);
+    try {
+      await sleep(500);
+      const c = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
+      devs.push(c.dev);
+      const got = quiet(bq2.recv());
+      const sent = await Promise.race([
+        Promise.all([c.qp.connect({ address: b.dev.address, qpn: bq2.qpn }), bq2.connect({ address: c.dev.address, qpn: c.qp.qpn })])
+          .then(() => c.qp.send({ imm: 3 })).then(() => 'Success', (e: { status?: number; message?: string }) => `failed: ${e.status ?? e.message}`),
+        sleep(3000).then(() => 'no completion in 3 s'),
+      ]);
+      const st = link(b.dev);
+      // Before (only quiescent contexts taken): b's connect to c failed, the stranger kept its slot.
+      expect({ sent, reclaimed: st.contextsReclaimed, unowned: st.unownedReclaimed, terminates: b.dev.stats().terminatesSent }).toEqual({ sent: 'Success', reclaimed: 1, unowned: 1, terminates: 1 });
+      expect((await got).imm).toBe(3);
+      await sleep(250);
+      expect(p!.heard.some((h) => h.hdr.type === UdpType.Reset && h.hdr.dstCtx === p!.ctx)).toBe(true);
+      const gotA = quiet(b.qp.recv());
+      await a.qp.send({ imm: 2 });
+      expect((await gotA).imm).toBe(2);
+      expect(link(a.dev).resetsReceived).toBe(0);
+    } finally {
+      clearInterval(ping);
+    }
+  }, 20_000);
 });
+

@@ -4,7 +4,7 @@
 // retired; and the context counters summed over those dropped.
 import { hostKey } from '../../core/address.js';
 import type { UdpCookie } from '../../wire/udp.js';
-import type { ContextCounters } from './context-options.js';
+import type { ContextCounters, FailReason } from './context-options.js';
 import { TransportContext } from './context.js';
 import type { DeviceSecret } from './cookie.js';
 import type { EndpointCounters, EndpointOptions, PeerAddress } from './endpoint-types.js';
@@ -100,6 +100,8 @@ export class ContextTable {
     private readonly opts: EndpointOptions,
     private readonly counters: EndpointCounters,
     private readonly secret: DeviceSecret,
+    /** Report what a context failed (the endpoint's failure list): an un-owned busy one taken for a newcomer. */
+    private readonly reportFailed: (e: Entry, reason: FailReason) => void,
   ) {}
 
   create(peer: PeerAddress, peerId: number, now: number, inbound: boolean): Entry {
@@ -179,22 +181,29 @@ export class ContextTable {
   }
 
   /**
-   * Free a quiescent context (of `host`'s inbound ones — `host` a hostKey — or any) for a
-   * newcomer: the one idle longest that has been idle at least RECLAIM_GUARD_MS, or that no
-   * local QP has owned for unownedContextMs, whatever its traffic. Quiescent means everything it
-   * delivered was acked and it has nothing in flight; the guard (above the largest RTO) means the
-   * peer has seen that ACK or is past retrying, so a later RESET (whose token makes the peer start
-   * a fresh stream) cannot make it send again something already delivered. An un-owned peer that
-   * keeps sending may not have seen our last ACK yet: what it sends next meets the same token
-   * RESET, its stream restarts and nothing fails; a copy it then sends again reaches no rc QP of
-   * ours (none is connected to it), and an srd flow that still has it drops it by its ssn. Without
-   * the second rule a stranger that completed the handshake and sent one ACK a second held its
-   * slot for good, and a crowd of them locked every new peer out (test/attack/udp-unowned-crowd).
+   * Free a context for a newcomer (of `host`'s inbound ones — `host` a hostKey — or any). First
+   * choice, a quiescent one: the one idle longest that has been idle at least RECLAIM_GUARD_MS,
+   * or that no local QP has owned for unownedContextMs, whatever its traffic. Quiescent means
+   * everything it delivered was acked and it has nothing in flight; the guard (above the largest
+   * RTO) means the peer has seen that ACK or is past retrying, so a later RESET (whose token makes
+   * the peer start a fresh stream) cannot make it send again something already delivered. An
+   * un-owned peer that keeps sending may not have seen our last ACK yet: what it sends next meets
+   * the same token RESET, its stream restarts and nothing fails; a copy it then sends again
+   * reaches no rc QP of ours (none is connected to it), and an srd flow that still has it drops it
+   * by its ssn. Without this a stranger that completed the handshake and sent one ACK a second
+   * held its slot for good, and a crowd of them locked every new peer out
+   * (test/attack/udp-unowned-crowd). Last choice, when no quiescent one can go: an un-owned one
+   * past the grace with DATA of ours in flight, failed (what it carried — answers of our engine
+   * to a peer no rc QP of ours is connected to — fails, 'retry-exceeded'). A stranger that elicits
+   * DATA from us (a Send into a missing QP draws a Terminate, one to the cm QP an ack and a REJ)
+   * and never acks it, or acks with a zero window (which stops the retry count), is never
+   * quiescent: it held its slot until the retry limit, or for good.
    * A context the owner keeps (keepPeer: rc QPs connected through it) is never taken: it is idle
    * only between keepalives, and a crowd of validated newcomers from other hosts evicted it and
    * then kept its peer out, failing the connected QPs (test/attack/udp-evict-connected). One scan
-   * over the contexts; keepPeer is asked only of candidates, oldest first, each at most once per
-   * RECLAIM_GUARD_MS; a scan that found nothing is not repeated for RESCAN_MS.
+   * over the contexts; keepPeer is asked only of candidates, quiescent first, oldest activity
+   * first, each at most once per RECLAIM_GUARD_MS; a scan that found nothing is not repeated for
+   * RESCAN_MS.
    */
   reclaimIdle(now: number, host: string | undefined): boolean {
     const hs = host === undefined ? undefined : this.hosts.get(host);
@@ -203,11 +212,12 @@ export class ContextTable {
     const grace = this.opts.unownedContextMs;
     const candidates: Entry[] = [];
     for (const e of this.byId.values()) {
-      if (!e.ctx.quiescent || (host !== undefined && (!e.inbound || e.host !== host)) || now < e.keptUntil) continue;
-      if (now - e.ctx.lastActivity < guard && now - e.ownedAt < grace) continue;
+      if ((host !== undefined && (!e.inbound || e.host !== host)) || now < e.keptUntil || e.ctx.state !== 'open') continue;
+      const unowned = now - e.ownedAt >= grace;
+      if (e.ctx.quiescent ? now - e.ctx.lastActivity < guard && !unowned : !unowned) continue;
       candidates.push(e);
     }
-    candidates.sort((x, y) => x.ctx.lastActivity - y.ctx.lastActivity);
+    candidates.sort((x, y) => Number(!x.ctx.quiescent) - Number(!y.ctx.quiescent) || x.ctx.lastActivity - y.ctx.lastActivity);
     const keep = this.opts.keepPeer;
     for (const victim of candidates) {
       if (keep !== undefined && keep(victim.peer)) {
@@ -216,7 +226,11 @@ export class ContextTable {
         continue;
       }
       this.counters.contextsReclaimed++;
-      if (now - victim.ctx.lastActivity < guard) this.counters.unownedReclaimed++;
+      if (now - victim.ctx.lastActivity < guard || !victim.ctx.quiescent) this.counters.unownedReclaimed++;
+      if (!victim.ctx.quiescent) {
+        victim.ctx.fail('retry-exceeded');
+        this.reportFailed(victim, 'retry-exceeded');
+      }
       this.drop(victim, true);
       return true;
     }

@@ -118,7 +118,7 @@ export class UdpEndpoint {
     if (MAX_SACK_BLOCKS > UDP_MAX_SACK) throw new Error('context SACK blocks exceed the wire limit');
     const o = this.opts;
     const secret = new DeviceSecret(o.secret);
-    this.table = new ContextTable(this.opts, this.counters, secret);
+    this.table = new ContextTable(this.opts, this.counters, secret, (e, reason) => this.drainFailures(e, reason));
     this.framer = new DatagramFramer(this.opts, this.counters);
     const crc = o.crc32c;
     this.crcCheck = (buf, off, len) => crc(buf.subarray(off, off + len), 0);
