@@ -58,9 +58,12 @@ describe('REQs for QPs that never connect (udp cm)', () => {
       await realClientReads(served.srv.address.port, 3);
       expect(reqs).toBeGreaterThan(24);
       // The stalled requests were closed for newer ones (counted), and the server's connections
-      // made for them went with their QPs: never more than the backlog and the real client's.
+      // made for them went with their QPs: never more than the backlog (16) and the real
+      // clients' — two at most: the one logging in, and the one before it, which `end()` left
+      // and the server tears down when it hears so (a round trip; later under load: 18 was seen
+      // at load average 10).
       expect(served.srv.stats().halfOpenEvicted).toBeGreaterThan(0);
-      expect(most).toBeLessThanOrEqual(17);
+      expect(most).toBeLessThanOrEqual(16 + 2);
     } finally {
       stop = true;
       await attack;
