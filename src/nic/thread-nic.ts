@@ -28,7 +28,7 @@ import {
 import { type Cqe, cqeBodyLength, writeCqe } from './wqe.js';
 import { heapReading } from './thread-heap.js';
 import { HeldPlacements } from './thread-place.js';
-import { type NicAh, type QpEntry, WqeIntake } from './thread-wqes.js';
+import { type NicAh, type QpEntry, WqeIntake, WQES_PER_TURN } from './thread-wqes.js';
 import { adoptRegion, deregisterShared } from './shared-regions.js';
 
 const packr = new Packr({ useRecords: false });
@@ -148,8 +148,9 @@ export class NicThread {
     if (this.#stopped || this.#waiting) return;
     const w = this.#wqe.waitForRecords();
     if (w === undefined) {
-      this.#takeWqes();
-      // More may come while this turn ends: look again from the event loop, not recursively.
+      // At most WQES_PER_TURN: the rest, and what more may come while this turn ends, in the
+      // next turn, from the event loop (after its input), not recursively.
+      if (!this.#stopped) this.#intake.take(this.#wqe, WQES_PER_TURN);
       setImmediate(() => this.#watchWqes());
       return;
     }
@@ -157,12 +158,11 @@ export class NicThread {
     void w.then(() => {
       this.#waiting = false;
       this.#counts.wakes++;
-      this.#takeWqes();
       this.#watchWqes();
     });
   }
 
-  /** Everything the WQE ring holds, in one driver step (checked: ./thread-wqes.ts). */
+  /** Everything the WQE ring holds, in one driver step (checked: ./thread-wqes.ts): what a control call or a poll must see first. */
   #takeWqes(): void {
     if (!this.#stopped) this.#intake.take(this.#wqe);
   }
@@ -340,7 +340,10 @@ export class NicThread {
   // ---- the slow path ------------------------------------------------------------------------
 
   #call(op: string, a: any): unknown {
-    this.#takeWqes();
+    // A drain (the application's ring was full) needs room, not the whole ring in one step: the
+    // rest stays in order, for the next turn or the next call, which takes all before its op.
+    if (op === 'drain' && !this.#stopped) this.#intake.take(this.#wqe, WQES_PER_TURN);
+    else this.#takeWqes();
     try {
       return this.#op(op, a);
     } finally {

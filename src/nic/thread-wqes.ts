@@ -17,6 +17,16 @@ import type { PortDest, PortPiece, PortQp, PortSend } from './port.js';
 import type { RecordRing } from './ring.js';
 import { readRecvWqe, readSendWqe, recordKind, recvWqeFits, type RecvWqe, sendWqeFits, type SendWqe, WQE_KIND_RECV, WQE_KIND_SEND, type WqeSge } from './wqe.js';
 
+/**
+ * WQE records the NIC thread's ring watch takes in one turn of its event loop. The application
+ * posts tens of thousands at once (a loop of postSend): taken in one step, with the frames they
+ * make packed and sent, the thread read no input for a third of a second, about a second on a
+ * loaded machine — and the peer's answers, unread, fed this device's own requester watchdogs,
+ * which took the silence for the peer's (test/nic/place-records). A turn of this many is a few
+ * milliseconds; the next starts after the input that came meanwhile.
+ */
+export const WQES_PER_TURN = 1024;
+
 /** The largest message a work request may name (verbs: 2^32 - 1 bytes). */
 const MAX_MSG = 0xffff_ffff;
 
@@ -59,11 +69,15 @@ export class WqeIntake {
     this.#ahs = ahs;
   }
 
-  /** Everything `ring` holds, in one driver step. */
-  take(ring: RecordRing): void {
-    if (ring.peek() < 0) return;
+  /**
+   * What `ring` holds, at most `max` records, in one driver step; true when records are left
+   * (the caller takes them in a later turn of the event loop, after the input that came meanwhile).
+   */
+  take(ring: RecordRing, max = Infinity): boolean {
+    if (ring.peek() < 0) return false;
+    let n = 0;
     this.#port.batch(() => {
-      for (let off = ring.peek(); off >= 0; off = ring.peek()) {
+      for (let off = ring.peek(); off >= 0 && n < max; off = ring.peek(), n++) {
         try {
           const kind = recordKind(ring.dv, off);
           const ok = kind === WQE_KIND_SEND ? this.#postSend(ring, off) : kind === WQE_KIND_RECV && this.#postRecv(ring, off);
@@ -74,6 +88,7 @@ export class WqeIntake {
         ring.advance();
       }
     });
+    return ring.peek() >= 0;
   }
 
   /** The pieces of `sges` for a QP of PD `pd`, each inside a region of that PD (with LocalWrite for a sink); undefined when one is not. */
