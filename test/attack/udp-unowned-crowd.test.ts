@@ -54,17 +54,26 @@ async function stranger(to: { host: string; port: number }, host: string, ctx: n
   return (await Promise.race([done, sleep(ms).then(() => false)])) ? p : undefined;
 }
 
+/**
+ * Device b (maxContexts `slots`, the grace 400 ms) with a QP connected to one on device a, a
+ * Send through it seen, and a second QP of b's left for a newcomer; `to` is b's address.
+ */
+async function connectedPeer(slots: number) {
+  const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', limits: { maxContexts: slots, maxContextsPerHost: slots, unownedContextMs: 400 } } });
+  const a = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
+  devs.push(b.dev, a.dev);
+  const bq2 = b.pd.createQp({ type: 'rc', sendCq: b.cq, recvCq: b.cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
+  await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
+  const to = { host: '127.0.0.1', port: Number(b.dev.address.port) };
+  const first = b.qp.recv();
+  await a.qp.send({ imm: 1 });
+  expect((await first).imm).toBe(1);
+  return { a, b, bq2, to };
+}
+
 describe('udp: strangers that completed the handshake and keep their contexts busy', () => {
   it('a newcomer device still gets a context and its QP works; the connected peers\' contexts are never taken', async () => {
-    const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', limits: { maxContexts: 4, maxContextsPerHost: 4, unownedContextMs: 400 } } });
-    const a = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
-    devs.push(b.dev, a.dev);
-    const bq2 = b.pd.createQp({ type: 'rc', sendCq: b.cq, recvCq: b.cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-    await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
-    const to = { host: '127.0.0.1', port: Number(b.dev.address.port) };
-    const first = b.qp.recv();
-    await a.qp.send({ imm: 1 });
-    expect((await first).imm).toBe(1);
+    const { a, b, bq2, to } = await connectedPeer(4);
 
     // Every stranger admitted sends every 200 ms: even ones ACKs inside the context (both ids,
     // an acceptable ack), odd ones DATA at the next PSN carrying a Send to QPN 0xdead.
@@ -138,15 +147,7 @@ describe('udp: strangers that completed the handshake and keep their contexts bu
   }, 20_000);
 
   it('a stranger that never acks what it drew from the device (a Terminate), holding a zero window, is taken too: the newcomer\'s QP works', async () => {
-    const b = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c', limits: { maxContexts: 2, maxContextsPerHost: 2, unownedContextMs: 400 } } });
-    const a = await side({ device: { transport: 'udp', host: '127.0.0.1', integrity: 'crc32c' } });
-    devs.push(b.dev, a.dev);
-    const bq2 = b.pd.createQp({ type: 'rc', sendCq: b.cq, recvCq: b.cq, maxSendWr: 16, maxRecvWr: 16, maxSge: 1 });
-    await Promise.all([a.qp.connect({ address: b.dev.address, qpn: b.qp.qpn }), b.qp.connect({ address: a.dev.address, qpn: a.qp.qpn })]);
-    const to = { host: '127.0.0.1', port: Number(b.dev.address.port) };
-    const first = b.qp.recv();
-    await a.qp.send({ imm: 1 });
-    expect((await first).imm).toBe(1);
+    const { a, b, bq2, to } = await connectedPeer(2);
     const p = await stranger(to, '127.0.0.2', 0x5eed0600, 2000, () => {});
     expect(p).toBeDefined();
     // A flow's first Send into QPN 0xdead: b's engine answers with a Terminate (DATA to the stranger).
