@@ -15,7 +15,7 @@
 // length byte); a frame header announcing more than FILE_PIPE_MAX_BODY closes the pipe before
 // anything more is buffered.
 import {
-  evictionCode, evictionNamed, FILE_MAC_LEN, FILE_PIPE_REFUSALS, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
+  evictionCode, evictionNamed, FILE_MAC_LEN, FILE_PIPE_REFUSALS, pipeRefusalNamed, FILE_NONCE_LEN, FILE_PIPE_HDR, FILE_PIPE_MAC, FILE_PIPE_MAX_BODY, FILE_PIPE_NEGOTIATE_REQ, FILE_PIPE_NEGOTIATE_RESP,
   FILE_PIPE_NONCE, FILE_PIPE_RESUME_KEY, FILE_PIPE_STATUS, FILE_PIPE_WELCOME, FILE_PROVIDERS, FILE_VERSION, FilePipeType, FileStatus, type RefusalBound,
 } from '../wire/files-spec.js';
 import { type HasTimeout, Outbox, type PollsActions } from '../core/sans-io.js';
@@ -55,7 +55,6 @@ function body(layout: Parameters<typeof writeFields>[0], v: Record<string, numbe
  */
 export const PIPE_REFUSED: Readonly<Record<RefusalBound, Uint8Array>> = Object.fromEntries(FILE_PIPE_REFUSALS.map((r) =>
   [r.bound, encodePipeFrame(FilePipeType.Status, body(FILE_PIPE_STATUS, { status: FileStatus.SessionLimit, why: r.code }))])) as Record<RefusalBound, Uint8Array>;
-
 
 /**
  * The last frame of a pipe closed before it authenticated, for a newer one (./pipes.ts):
@@ -400,7 +399,7 @@ export class PipeClient implements PollsActions<PipeClientEvent> {
       const evicted = early ? evictionNamed('pipe', why) : undefined;
       if (evicted) return this.#fail(status, `the server refused: ${evicted.name}; closed before it authenticated, for a newer connection`);
       // Refused at accept: before the Challenge (the server wrote it before reading a byte).
-      const refused = early && this.state === 'challenge' ? FILE_PIPE_REFUSALS.find((r) => r.code === why) : undefined;
+      const refused = early && this.state === 'challenge' ? pipeRefusalNamed(why) : undefined;
       return this.#fail(status, `the server refused: ${refused?.name ?? statusText(status)}`);
     }
     switch (this.state) {

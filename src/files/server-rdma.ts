@@ -15,7 +15,7 @@ import type { Device } from '../verbs/device.js';
 import type { MemoryRegion } from '../verbs/mr.js';
 import type { ProtectionDomain } from '../verbs/pd.js';
 import type { QueuePair } from '../verbs/qp.js';
-import { evictionCode, FILE_CM_REJECTS, FILE_SERVICE } from '../wire/files-spec.js';
+import { cmRejectFor, evictionCode, FILE_SERVICE } from '../wire/files-spec.js';
 import { RESERVE } from './credits.js';
 import { type Jail, statusOf } from './jail.js';
 import { Conn, TERMINAL_WR } from './server-conn.js';
@@ -35,7 +35,6 @@ export const DEFAULT_CONNECTIONS_PER_HOST = 16;
 
 /** The source host a connection from `peer` counts against (an inproc device is a host of its own). */
 const sourceHost = (peer: DeviceAddress | undefined): string => hostKey(peer?.host ?? (peer ? `inproc:${String(peer.id)}` : undefined));
-
 
 /**
  * How long an evicted connection waits for its first message to answer (#evict): an honest
@@ -184,7 +183,7 @@ export class RdmaConnections {
       const why = this.#admission.refuseNew(host);
       if (why) {
         this.#connectionsRefused++;
-        throw listenerRefusal(FILE_CM_REJECTS[why === 'hostTotal' ? 0 : 1].reason);
+        throw listenerRefusal(cmRejectFor(why).reason);
       }
     }
     // Full: an unauthenticated connection makes room (authenticated ones are never closed for it).
@@ -196,7 +195,7 @@ export class RdmaConnections {
     if (slot === undefined || this.#live() >= this.#maxConnections) {
       if (slot !== undefined) pre.free.push(slot);
       this.#connectionsRefused++;
-      throw listenerRefusal(FILE_CM_REJECTS[1].reason);
+      throw listenerRefusal(cmRejectFor('total').reason);
     }
     const c = new Conn(this.#ctx, pd, qp, slot, this.#limitsByDev.get(dev)!);
     this.#conns.set(qp, c);

@@ -124,14 +124,19 @@ export const FileStatus = codeMap(FILE_STATUS);
  */
 export const FILE_CM_REJECTS = [
   {
-    reason: 'too many connections from your host (maxConnectionsPerHost)', status: FileStatus.SessionLimit,
+    bound: 'hostTotal', reason: 'too many connections from your host (maxConnectionsPerHost)', status: FileStatus.SessionLimit,
     meaning: 'the source host holds maxConnectionsPerHost RDMA connections, all authenticated (an unauthenticated one of the host is closed for a newcomer instead)',
   },
   {
-    reason: 'too many connections to the server (maxConnections)', status: FileStatus.SessionLimit,
+    bound: 'total', reason: 'too many connections to the server (maxConnections)', status: FileStatus.SessionLimit,
     meaning: 'the server holds maxConnections RDMA connections, all authenticated (an unauthenticated one is closed for a newcomer instead)',
   },
 ] as const;
+
+/** The cm reject of an RDMA connect refused under `bound` (FILE_CM_REJECTS' row for it). */
+export function cmRejectFor(bound: RefusalBound): (typeof FILE_CM_REJECTS)[number] {
+  return FILE_CM_REJECTS.find((r) => r.bound === bound)!;
+}
 
 /**
  * Why an RDMA connection (codes 1-4) or a control pipe (5-8) was closed before it authenticated,
@@ -143,9 +148,9 @@ export const FILE_CM_REJECTS = [
  */
 export const FILE_EVICTIONS = [
   { code: 1, on: 'rdma', bound: 'hostPending', name: 'too many unauthenticated connections from your host (maxUnauthenticatedPerHost)', meaning: 'the source host held maxUnauthenticatedPerHost connections not yet authenticated: its oldest was closed for its newest' },
-  { code: 2, on: 'rdma', bound: 'hostTotal', name: FILE_CM_REJECTS[0].reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
+  { code: 2, on: 'rdma', bound: 'hostTotal', name: cmRejectFor('hostTotal').reason, meaning: 'the source host held maxConnectionsPerHost connections: its oldest unauthenticated one was closed for its newest' },
   { code: 3, on: 'rdma', bound: 'pending', name: 'too many unauthenticated connections to the server (maxUnauthenticated)', meaning: 'the server held maxUnauthenticated connections not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
-  { code: 4, on: 'rdma', bound: 'total', name: FILE_CM_REJECTS[1].reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
+  { code: 4, on: 'rdma', bound: 'total', name: cmRejectFor('total').reason, meaning: 'the server held maxConnections connections: the oldest unauthenticated one of the source holding the most was closed for a newer one' },
   { code: 5, on: 'pipe', bound: 'hostPending', name: 'too many unauthenticated control pipes from your host (maxUnauthenticatedPipesPerHost)', meaning: 'the source host held maxUnauthenticatedPipesPerHost pipes not yet authenticated: its oldest was closed for its newest' },
   { code: 6, on: 'pipe', bound: 'hostTotal', name: 'too many control pipes from your host (maxPipesPerHost)', meaning: 'the source host held maxPipesPerHost pipes: its oldest unauthenticated one was closed for its newest' },
   { code: 7, on: 'pipe', bound: 'pending', name: 'too many unauthenticated control pipes to the server (maxUnauthenticatedPipes)', meaning: 'the server held maxUnauthenticatedPipes pipes not yet authenticated: the oldest of the source holding the most was closed for a newer one' },
@@ -163,6 +168,11 @@ export const FILE_PIPE_REFUSALS = [
 
 /** The bound a refusal at accept names (FILE_PIPE_REFUSALS' `bound`; FILE_CM_REJECTS' for an RDMA connection). */
 export type RefusalBound = (typeof FILE_PIPE_REFUSALS)[number]['bound'];
+
+/** The FILE_PIPE_REFUSALS row a pipe Status's `why` names (undefined: none of its codes). */
+export function pipeRefusalNamed(code: number): (typeof FILE_PIPE_REFUSALS)[number] | undefined {
+  return FILE_PIPE_REFUSALS.find((r) => r.code === code);
+}
 
 /** Which pre-authentication bound an eviction was made under (FILE_EVICTIONS' `bound`). */
 export type EvictionBound = (typeof FILE_EVICTIONS)[number]['bound'];

@@ -83,48 +83,37 @@ describe('udp: past maxConnections (all authenticated), the extra client is told
   }, 60_000);
 });
 
-describe('control pipes past maxPipesPerHost: the extra client is told, not cut off', () => {
-  const s = servedDir('refusal-pipes', { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, maxPipesPerHost: 2 });
-  const held: FileClient[] = [];
-  afterAll(async () => {
-    for (const c of held) await c.end().catch(() => {});
+// Every pipe of the bound authenticated: the extra one is answered with Status(SessionLimit)
+// naming the bound, unread, and closed (was: "closed the connection during the handshake",
+// ERR_FILE_CONNECTION_LOST; then the status's text, "too many sessions…").
+const PIPE_BOUNDS = [
+  { bound: 'maxPipesPerHost', message: 'the server refused: too many control pipes from your host, all logged in (maxPipesPerHost)' },
+  { bound: 'maxPipes', message: 'the server refused: too many control pipes to the server, all logged in (maxPipes)' },
+] as const;
+
+for (const { bound, message } of PIPE_BOUNDS) {
+  describe(`control pipes past ${bound} 2, every one authenticated: the extra client is told, not cut off`, () => {
+    const s = servedDir(`refusal-pipes-${bound}`, { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, [bound]: 2 });
+    const held: FileClient[] = [];
+    afterAll(async () => {
+      for (const c of held) await c.end().catch(() => {});
+    });
+
+    it('ERR_FILE_SESSION_LIMIT naming the bound, at once, counted; the held clients read on', async () => {
+      const at = `127.0.0.1:${s.srv.address.port}`;
+      for (let i = 0; i < 2; i++) held.push(await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }));
+      const before = s.srv.stats().pipesRefused;
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        const err = await connectOrError(at, 'tcp', held);
+        expect(performance.now() - t0).toBeLessThan(2000);
+        expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT', status: FileStatus.SessionLimit });
+        expect(err!.message).toBe(message);
+      }
+      expect(s.srv.stats().pipesRefused).toBe(before + 3);
+      // The refused sockets are gone within their linger; the held clients read on.
+      await until(() => s.srv.stats().pipes === 2, 3000, 'the refused pipes to go');
+      for (const c of held) expect(new TextDecoder().decode(await c.read(await c.open('hello.txt'), 0, 5))).toBe('hello');
+    }, 60_000);
   });
-
-  it('the pipe is answered with Status(SessionLimit) unread and closed: ERR_FILE_SESSION_LIMIT at once (was: "closed the connection during the handshake", ERR_FILE_CONNECTION_LOST), counted', async () => {
-    const at = `127.0.0.1:${s.srv.address.port}`;
-    for (let i = 0; i < 2; i++) held.push(await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }));
-    const before = s.srv.stats().pipesRefused;
-    for (let i = 0; i < 3; i++) {
-      const t0 = performance.now();
-      const err = await connectOrError(at, 'tcp', held);
-      expect(performance.now() - t0).toBeLessThan(2000);
-      expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT' });
-      // The bound, named (was: "the server refused: too many sessions…", the status's text).
-      expect(err!.message).toBe('the server refused: too many control pipes from your host, all logged in (maxPipesPerHost)');
-    }
-    expect(s.srv.stats().pipesRefused).toBe(before + 3);
-    // The refused sockets are gone within their linger; the held clients read on.
-    await until(() => s.srv.stats().pipes === 2, 3000, 'the refused pipes to go');
-    for (const c of held) expect(new TextDecoder().decode(await c.read(await c.open('hello.txt'), 0, 5))).toBe('hello');
-  }, 60_000);
-});
-
-describe('control pipes past maxPipes, every one authenticated: the extra client is told the server\'s bound', () => {
-  const s = servedDir('refusal-pipes-total', { port: 0, token: TOKEN, transports: ['tcp'], limits: LIMITS, maxPipes: 2 });
-  const held: FileClient[] = [];
-  afterAll(async () => {
-    for (const c of held) await c.end().catch(() => {});
-  });
-
-  it('ERR_FILE_SESSION_LIMIT naming maxPipes, at once, counted', async () => {
-    const at = `127.0.0.1:${s.srv.address.port}`;
-    for (let i = 0; i < 2; i++) held.push(await FileClient.connect(at, { ...CLIENT, transport: 'tcp' }));
-    const before = s.srv.stats().pipesRefused;
-    const t0 = performance.now();
-    const err = await connectOrError(at, 'tcp', held);
-    expect(performance.now() - t0).toBeLessThan(2000);
-    expect(err).toMatchObject({ code: 'ERR_FILE_SESSION_LIMIT', status: FileStatus.SessionLimit });
-    expect(err!.message).toBe('the server refused: too many control pipes to the server, all logged in (maxPipes)');
-    expect(s.srv.stats().pipesRefused).toBe(before + 1);
-  }, 30_000);
-});
+}

@@ -74,8 +74,6 @@ export interface ConnectorCounters {
   connectionsUnowned: number;
   /** Accepted connections still in their MPA handshake closed, at maxConnections, for one from a source holding fewer. */
   handshakesEvicted: number;
-  /** Connections refused past a cap while REFUSED_LINGER_MAX refused ones lingered: destroyed at once, without the MPA reject. */
-  refusalsCut: number;
 }
 
 /** An MPA Request no local connectQp is waiting for (rdma_cm-like accept path). */
@@ -142,7 +140,7 @@ export class MpaConnector {
   readonly #perHost = new Map<string, number>();
   /** Accepted connections not yet established, oldest first, with their source host. */
   readonly #handshaking = new Map<MpaConnection, string>();
-  /** Refused sockets lingering for their reject to be read (at most REFUSED_LINGER_MAX). */
+  /** Refused sockets lingering for their reject to be read (at most REFUSED_LINGER_MAX); `cut`: refused past that, destroyed at once without the MPA reject. */
   readonly lingering = new Lingering();
   /** What gives an accepted connection's slots back (once: at its close, or when it is evicted). */
   readonly #release = new Map<MpaConnection, () => void>();
@@ -150,7 +148,7 @@ export class MpaConnector {
   readonly #acceptOpts: TcpConnectionOptions;
   /** A QP-to-QP dial's: it offers the peer-to-peer RTR (#initiate). */
   readonly #dialOpts: TcpConnectionOptions;
-  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0, refusalsCut: 0 };
+  readonly counters: ConnectorCounters = { connectionsAccepted: 0, connectionsRefused: 0, connectionsRefusedHost: 0, handshakeTimeouts: 0, handshakesRefused: 0, connectionsRefusedMemory: 0, handshakesEvicted: 0, connectionsUnowned: 0 };
   #onRequest: ((r: IncomingRequest) => void) | undefined;
   #closed = false;
 
@@ -479,13 +477,13 @@ export class MpaConnector {
    * Refuse an accepted socket past a cap, before anything is allocated for it: an MPA Reply with
    * Reject and the reason in sabre's block, written without reading the Request (the initiator
    * reads the reply after sending its request either way), so the dialer fails with that reason
-   * instead of a bare reset; past REFUSED_LINGER_MAX lingering, destroyed at once (`refusalsCut`).
+   * instead of a bare reset; past REFUSED_LINGER_MAX lingering, destroyed at once (`lingering.cut`, stats' `refusalsCut`).
    */
   #refuseAtOnce(s: net.Socket, reason: string): void {
     const f: MpaFrame = { reply: true, markers: false, crc: false, reject: true, enhanced: false, revision: 1, privateData: encodeSabrePd({ kind: 'reject', reason }) };
     const bytes = new Uint8Array(mpaFrameLength(f));
     encodeMpaFrame(f, bytes, 0);
-    if (!this.lingering.refuse(s, bytes)) this.counters.refusalsCut++;
+    this.lingering.refuse(s, bytes);
   }
 
   /** An accepted connection's slots of both caps go back (once). */

@@ -201,7 +201,7 @@ export class TcpLink implements Link, QpConnections {
     let queuedBytes = 0;
     for (const st of this.#streams.values()) queuedBytes += st.queuedBytes;
     return {
-      ...this.counters, ...this.connector.counters, refusalsLingering: this.connector.lingering.size, links: this.#streams.size, endpointConnections: this.connector.connectionCount, queuedBytes,
+      ...this.counters, ...this.connector.counters, refusalsCut: this.connector.lingering.cut, refusalsLingering: this.connector.lingering.size, links: this.#streams.size, endpointConnections: this.connector.connectionCount, queuedBytes,
       // Connections by negotiated MPA CRC.
       ...mpaCrcCounts(this.#dp),
     };
